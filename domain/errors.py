@@ -1,0 +1,145 @@
+"""Error codes and the exceptions a command can end with.
+
+Codes are gRPC's canonical status codes (the spec's error body ``{code, message, details}``
+comes from a gRPC-gateway service). ``details`` elements are google.rpc error-detail messages
+in their proto3 JSON form, each tagged with ``@type``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from enum import IntEnum
+from typing import Any
+
+ErrorDetail = dict[str, Any]
+
+BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
+ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+RESOURCE_INFO = "type.googleapis.com/google.rpc.ResourceInfo"
+RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+ERROR_DOMAIN = "billing-worker"
+
+
+class ErrorCode(IntEnum):
+    """gRPC canonical codes; the subset we emit is documented in the README."""
+
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    DATA_LOSS = 15
+    UNAUTHENTICATED = 16
+
+
+def field_violations(violations: Iterable[tuple[str, str]]) -> ErrorDetail:
+    """A google.rpc.BadRequest detail listing each offending field and why."""
+    return {
+        "@type": BAD_REQUEST,
+        "fieldViolations": [
+            {"field": field, "description": description} for field, description in violations
+        ],
+    }
+
+
+def error_info(reason: str, **metadata: str) -> ErrorDetail:
+    """A google.rpc.ErrorInfo detail: a stable machine-readable reason and context."""
+    return {"@type": ERROR_INFO, "reason": reason, "domain": ERROR_DOMAIN, "metadata": metadata}
+
+
+def resource_info(resource_type: str, resource_name: str, description: str = "") -> ErrorDetail:
+    """A google.rpc.ResourceInfo detail naming the resource an error is about."""
+    return {
+        "@type": RESOURCE_INFO,
+        "resourceType": resource_type,
+        "resourceName": resource_name,
+        "description": description,
+    }
+
+
+class CommandError(Exception):
+    """A command ended without doing its work, for a reason the caller must see.
+
+    Never retried: running the same command again gives the same answer.
+    """
+
+    code: ErrorCode = ErrorCode.UNKNOWN
+
+    def __init__(self, message: str, *, details: Sequence[ErrorDetail] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = list(details)
+
+    def to_body(self) -> dict[str, Any]:
+        """The spec's error body (section 7)."""
+        return {"code": int(self.code), "message": self.message, "details": self.details}
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> CommandError:
+        """Rebuild an error recorded with :meth:`to_body`, keeping its code."""
+        error = cls(str(body.get("message", "")), details=list(body.get("details", [])))
+        error.code = ErrorCode(int(body.get("code", ErrorCode.UNKNOWN)))
+        return error
+
+
+class InvalidArgument(CommandError):
+    code = ErrorCode.INVALID_ARGUMENT
+
+    @classmethod
+    def for_fields(cls, message: str, violations: Iterable[tuple[str, str]]) -> InvalidArgument:
+        return cls(message, details=[field_violations(violations)])
+
+
+class NotFound(CommandError):
+    code = ErrorCode.NOT_FOUND
+
+    @classmethod
+    def resource(cls, resource_type: str, resource_id: str) -> NotFound:
+        return cls(
+            f"{resource_type} {resource_id!r} not found",
+            details=[resource_info(resource_type, resource_id)],
+        )
+
+
+class AlreadyExists(CommandError):
+    code = ErrorCode.ALREADY_EXISTS
+
+
+class FailedPrecondition(CommandError):
+    code = ErrorCode.FAILED_PRECONDITION
+
+
+class PermissionDenied(CommandError):
+    code = ErrorCode.PERMISSION_DENIED
+
+
+class Internal(CommandError):
+    code = ErrorCode.INTERNAL
+
+
+class Unavailable(CommandError):
+    """A dependency stayed unavailable for the whole retry budget."""
+
+    code = ErrorCode.UNAVAILABLE
+
+
+class TransientError(Exception):
+    """A failure worth retrying: connection errors, 429, 5xx, lock timeouts.
+
+    ``retry_after`` is the dependency's own hint in seconds, when it gave one.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after

@@ -1,0 +1,171 @@
+"""The one way a command runs as a Celery task.
+
+parse the message → record it running → run the handler → record the outcome, and classify
+what went wrong: a message that does not validate and a :class:`CommandError` end the
+command (recorded, never retried); a :class:`TransientError` or a transient database error is
+retried with backoff within the budget; anything else is a bug, recorded as ``INTERNAL``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from celery import Task
+from pydantic import ValidationError
+
+from domain.errors import (
+    CommandError,
+    ErrorCode,
+    Internal,
+    InvalidArgument,
+    TransientError,
+    Unavailable,
+    error_info,
+)
+from domain.messages import Command, CommandStatus, Result
+from tasks.retry import RetryPolicy
+from worker.bootstrap import Services, services
+
+logger = logging.getLogger(__name__)
+
+C = TypeVar("C", bound=Command)
+_COMMAND_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63}$")
+Handler = Callable[[C, Services], Result]
+
+
+class CommandFailed(Exception):
+    """Raised so that Celery (and Flower) mark the task failed; carries the error body."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(json.dumps(error, sort_keys=True))
+        self.error = error
+
+
+def _validation_error(error: ValidationError) -> InvalidArgument:
+    violations = [
+        (".".join(str(part) for part in item["loc"]) or "(message)", item["msg"])
+        for item in error.errors(include_url=False)
+    ]
+    return InvalidArgument.for_fields("the command message is invalid", violations)
+
+
+class CommandTask(Task):  # type: ignore[misc]
+    """Base class of every command task (``bind=True``)."""
+
+    # Expected outcomes: logged without a traceback, still shown as FAILURE in Flower.
+    throws = (CommandFailed,)
+    # Retries are ours (budget, jitter, Retry-After); Celery's own counter is only a backstop.
+    max_retries = None
+
+    def run_command(
+        self,
+        command_type: type[C],
+        handler: Handler[C],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> dict[str, Any]:
+        svc = services()
+        given_id = kwargs.get("command_id")
+        # A malformed id is reported by validation; the log entry then uses the task id.
+        command_id = (
+            given_id
+            if isinstance(given_id, str) and _COMMAND_ID.fullmatch(given_id)
+            else str(self.request.id)
+        )
+        payload = {"command_id": command_id, **kwargs}
+        # The API records its commands before publishing them; an entry first made here is a
+        # command another service published straight onto the queue.
+        finished = svc.commands.begin(command_id, command_type.TASK_NAME, payload, source="queue")
+        if finished is not None:
+            return self._replay(finished.status, finished.result, finished.error)
+
+        try:
+            if args:
+                raise InvalidArgument.for_fields(
+                    "commands take keyword arguments only",
+                    [("args", "send the command's fields as kwargs")],
+                )
+            try:
+                command = command_type.model_validate(payload)
+            except ValidationError as error:
+                raise _validation_error(error) from None
+            result = handler(command, svc)
+        except CommandError as error:
+            return self._fail(svc, command_id, error)
+        except TransientError as error:
+            return self._retry_or_fail(svc, command_id, error.message, error.retry_after)
+        except Exception as error:
+            if svc.is_transient(error):
+                return self._retry_or_fail(svc, command_id, f"database: {error}", None)
+            logger.exception("command %s (%s) crashed", command_id, command_type.TASK_NAME)
+            return self._fail(
+                svc,
+                command_id,
+                Internal(
+                    "internal error",
+                    details=[error_info("UNEXPECTED", exception=type(error).__name__)],
+                ),
+            )
+
+        body = result.model_dump(mode="json")
+        svc.commands.succeed(command_id, body)
+        return body
+
+    def _replay(
+        self, status: CommandStatus, result: dict[str, Any] | None, error: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        if status is CommandStatus.SUCCEEDED:
+            return result or {}
+        raise CommandFailed(error or {"code": int(ErrorCode.UNKNOWN), "message": "", "details": []})
+
+    def _fail(self, svc: Services, command_id: str, error: CommandError) -> dict[str, Any]:
+        body = error.to_body()
+        svc.commands.fail(command_id, body)
+        raise CommandFailed(body)
+
+    def _retry_or_fail(
+        self, svc: Services, command_id: str, reason: str, retry_after: float | None
+    ) -> dict[str, Any]:
+        settings = svc.settings
+        policy = RetryPolicy(
+            settings.retry_max_attempts,
+            settings.retry_base_delay_seconds,
+            settings.retry_max_delay_seconds,
+        )
+        attempts_done = self.request.retries + 1
+        if policy.exhausted(attempts_done):
+            return self._fail(
+                svc,
+                command_id,
+                Unavailable(
+                    f"gave up after {attempts_done} attempts: {reason}",
+                    details=[error_info("RETRY_BUDGET_EXHAUSTED", attempts=str(attempts_done))],
+                ),
+            )
+        delay = policy.delay(self.request.retries, retry_after)
+        svc.commands.retrying(
+            command_id,
+            {
+                "code": int(ErrorCode.UNAVAILABLE),
+                "message": reason,
+                "details": [
+                    error_info(
+                        "TRANSIENT_FAILURE",
+                        attempt=str(attempts_done),
+                        retry_in_seconds=f"{delay:.3f}",
+                    )
+                ],
+            },
+        )
+        logger.warning(
+            "command %s attempt %d failed transiently (%s); retry in %.2fs",
+            command_id,
+            attempts_done,
+            reason,
+            delay,
+        )
+        raise self.retry(countdown=delay, max_retries=None)

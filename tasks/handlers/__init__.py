@@ -1,0 +1,1 @@
+"""One small handler per command: load, decide (domain), persist, call the provider, record."""

@@ -1,0 +1,1 @@
+"""The HTTP ingress: validates, records and enqueues commands, then reports their outcome."""

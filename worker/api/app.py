@@ -1,0 +1,186 @@
+"""The FastAPI application: routes of spec section 4 plus command status and health."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import redis.asyncio as aioredis
+from anyio import to_thread
+from fastapi import Depends, FastAPI, Path, Request
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy import text
+
+from domain.errors import ErrorCode
+from domain.users import EnableUser
+from worker.api.errors import ApiError, install_error_handlers
+from worker.api.gateway import CommandGateway, record_view
+from worker.bootstrap import Services, services
+from worker.celery_app import create_celery_app
+from worker.clients import ClientAuthenticator
+from worker.db.engine import get_engine, session_factory
+
+MAX_BODY_BYTES = 4 * 1024 * 1024  # room for a 2 MB avatar, base64-encoded, and the rest
+
+
+@dataclass
+class ApiState:
+    svc: Services
+    gateway: CommandGateway
+    authenticator: ClientAuthenticator
+    ready_until: float = 0.0
+
+
+def _state(request: Request) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state
+
+
+State = Annotated[ApiState, Depends(_state)]
+
+
+async def authenticated_client(request: Request, state: State) -> str:
+    """The client id of valid Basic credentials (spec section 5), or 401."""
+    challenge = {"WWW-Authenticate": 'Basic realm="billing-worker", charset="UTF-8"'}
+    scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "basic" or not encoded:
+        raise ApiError(ErrorCode.UNAUTHENTICATED, "authentication is required", headers=challenge)
+    try:
+        client_id, sep, secret = base64.b64decode(encoded, validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        sep = ""
+    if not sep or not client_id:
+        raise ApiError(ErrorCode.UNAUTHENTICATED, "malformed Basic credentials", headers=challenge)
+    if not await to_thread.run_sync(state.authenticator.verify, client_id, secret):
+        raise ApiError(ErrorCode.UNAUTHENTICATED, "invalid client credentials", headers=challenge)
+    return client_id
+
+
+Client = Annotated[str, Depends(authenticated_client)]
+PathId = Annotated[str, Path(min_length=1, max_length=128)]
+
+
+async def json_object(request: Request) -> dict[str, Any]:
+    """The request body, which must be one JSON object."""
+    content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    if content_type != "application/json" and not content_type.endswith("+json"):
+        raise ApiError(ErrorCode.INVALID_ARGUMENT, "the body must be application/json", status=415)
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise ApiError(ErrorCode.OUT_OF_RANGE, "the body is too large", status=413)
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise ApiError.bad_request(
+            "the body is not valid JSON", [("body", "invalid JSON")]
+        ) from None
+    if not isinstance(body, dict):
+        raise ApiError.bad_request("the body must be a JSON object", [("body", "not an object")])
+    return body
+
+
+Body = Annotated[dict[str, Any], Depends(json_object)]
+
+
+def create_app(svc: Services | None = None) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        resolved = svc or services()
+        settings = resolved.settings
+        redis = aioredis.Redis.from_url(settings.resolved_redis_url())
+        celery = create_celery_app(settings)
+        app.state.api = ApiState(
+            svc=resolved,
+            gateway=CommandGateway(
+                resolved.commands, celery, redis, settings.http_wait_timeout_seconds
+            ),
+            authenticator=ClientAuthenticator(session_factory(), settings.auth_cache_seconds),
+        )
+        yield
+        await redis.aclose()
+
+    app = FastAPI(
+        title="billing-worker",
+        version="v1beta1",
+        summary="Billing, user and subscription operations, performed in the background.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+
+    @app.post("/v1beta1/users/{id}/enable", summary="Enable a user (spec 4.2)")
+    async def enable_user(
+        id: PathId, client: Client, body: Body, request: Request, state: State
+    ) -> Response:
+        if body:
+            raise ApiError.bad_request(
+                "the body must be an empty JSON object",
+                [(name, "unknown field") for name in sorted(body)],
+            )
+        return await state.gateway.submit(
+            request,
+            client,
+            EnableUser,
+            {"user_id": id},
+            lambda _result: {},
+            field_names={"user_id": "id"},
+        )
+
+    @app.get("/v1beta1/commands/{id}", summary="A command's status, result or error")
+    async def get_command(id: PathId, client: Client, state: State) -> JSONResponse:
+        record = await to_thread.run_sync(state.svc.commands.get, id)
+        if record is None or record.client_id != client:
+            raise ApiError(ErrorCode.NOT_FOUND, f"command {id!r} not found")
+        return JSONResponse(record_view(record))
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz(state: State) -> JSONResponse:
+        if state.ready_until > time.monotonic():
+            return JSONResponse({"status": "ready"})
+        checks = await to_thread.run_sync(_readiness, state)
+        ready = all(value == "ok" for value in checks.values())
+        if ready:
+            state.ready_until = time.monotonic() + 5.0
+        return JSONResponse(
+            {"status": "ready" if ready else "not ready", "checks": checks},
+            status_code=200 if ready else 503,
+        )
+
+    return app
+
+
+def _readiness(state: ApiState) -> dict[str, str]:
+    checks: dict[str, str] = {}
+    try:
+        with get_engine().connect() as connection:
+            connection.execute(text("SELECT 1"))
+        checks["database"] = "ok"
+    except Exception as error:
+        checks["database"] = f"error: {type(error).__name__}"
+    celery = state.gateway.celery
+    try:
+        with celery.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, timeout=1)
+        checks["redis"] = "ok"
+    except Exception as error:
+        checks["redis"] = f"error: {type(error).__name__}"
+    try:
+        replies = celery.control.ping(timeout=1.0)
+        checks["worker"] = "ok" if replies else "no worker answered"
+    except Exception as error:
+        checks["worker"] = f"error: {type(error).__name__}"
+    return checks
+
+
+def asgi_app() -> FastAPI:
+    """Factory for ``uvicorn --factory worker.api.app:asgi_app``."""
+    return create_app()

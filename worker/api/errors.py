@@ -1,0 +1,131 @@
+"""Every error leaves the API in the spec's body ``{code, message, details}`` (section 7)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from domain.errors import CommandError, ErrorCode, ErrorDetail, error_info, field_violations
+
+logger = logging.getLogger(__name__)
+
+# The mapping grpc-gateway uses from gRPC codes to HTTP statuses.
+HTTP_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.OK: 200,
+    ErrorCode.CANCELLED: 499,
+    ErrorCode.UNKNOWN: 500,
+    ErrorCode.INVALID_ARGUMENT: 400,
+    ErrorCode.DEADLINE_EXCEEDED: 504,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.ALREADY_EXISTS: 409,
+    ErrorCode.PERMISSION_DENIED: 403,
+    ErrorCode.RESOURCE_EXHAUSTED: 429,
+    ErrorCode.FAILED_PRECONDITION: 400,
+    ErrorCode.ABORTED: 409,
+    ErrorCode.OUT_OF_RANGE: 400,
+    ErrorCode.UNIMPLEMENTED: 501,
+    ErrorCode.INTERNAL: 500,
+    ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.DATA_LOSS: 500,
+    ErrorCode.UNAUTHENTICATED: 401,
+}
+
+_CODE_FOR_STATUS = {
+    400: ErrorCode.INVALID_ARGUMENT,
+    401: ErrorCode.UNAUTHENTICATED,
+    403: ErrorCode.PERMISSION_DENIED,
+    404: ErrorCode.NOT_FOUND,
+    405: ErrorCode.UNIMPLEMENTED,
+    409: ErrorCode.ABORTED,
+    413: ErrorCode.OUT_OF_RANGE,
+    415: ErrorCode.INVALID_ARGUMENT,
+    422: ErrorCode.INVALID_ARGUMENT,
+    429: ErrorCode.RESOURCE_EXHAUSTED,
+    503: ErrorCode.UNAVAILABLE,
+}
+
+
+class ApiError(Exception):
+    """An error answered directly by the API (before or instead of running a command)."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        details: Sequence[ErrorDetail] = (),
+        status: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = list(details)
+        self.status = status or HTTP_STATUS[code]
+        self.headers = headers or {}
+
+    @classmethod
+    def of(cls, error: CommandError) -> ApiError:
+        return cls(error.code, error.message, details=error.details)
+
+    @classmethod
+    def bad_request(cls, message: str, violations: Sequence[tuple[str, str]]) -> ApiError:
+        return cls(ErrorCode.INVALID_ARGUMENT, message, details=[field_violations(violations)])
+
+
+def error_response(
+    status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def body_of(code: ErrorCode, message: str, details: Sequence[ErrorDetail] = ()) -> dict[str, Any]:
+    return {"code": int(code), "message": message, "details": list(details)}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, error: ApiError) -> JSONResponse:
+        return error_response(
+            error.status, body_of(error.code, error.message, error.details), error.headers
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
+        violations = [
+            (
+                ".".join(str(p) for p in item.get("loc", ()) if p not in ("body", "path", "query")),
+                str(item.get("msg", "invalid")),
+            )
+            for item in error.errors()
+        ]
+        return error_response(
+            400,
+            body_of(
+                ErrorCode.INVALID_ARGUMENT, "the request is invalid", [field_violations(violations)]
+            ),
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, error: StarletteHTTPException) -> JSONResponse:
+        code = _CODE_FOR_STATUS.get(error.status_code, ErrorCode.UNKNOWN)
+        message = str(error.detail) if error.detail else "error"
+        return error_response(error.status_code, body_of(code, message), dict(error.headers or {}))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, error: Exception) -> JSONResponse:
+        incident = uuid.uuid4().hex
+        logger.exception("unexpected error, incident %s", incident)
+        return error_response(
+            500,
+            body_of(
+                ErrorCode.INTERNAL, "internal error", [error_info("INTERNAL", incident=incident)]
+            ),
+        )

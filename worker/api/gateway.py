@@ -1,0 +1,198 @@
+"""Accepting a command over HTTP: validate → record (outbox) → publish → wait for the outcome.
+
+The command log row is written before the message is published, so a command the API
+acknowledged is never lost: if the publish fails, beat's stalled-command sweep publishes it.
+The wait listens on the Celery result channel of the command (Redis pub/sub) and reads the
+outcome from the command log, the single source of truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from anyio import to_thread
+from celery import Celery
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+from sqlalchemy.exc import IntegrityError
+
+from domain.errors import CommandError, ErrorCode, error_info
+from domain.messages import Command, CommandStatus
+from worker.api.errors import HTTP_STATUS, ApiError
+from worker.db.commands import CommandRecord, SqlCommandLog
+from worker.dispatch import publish
+
+logger = logging.getLogger(__name__)
+
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+Render = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass
+class CommandGateway:
+    commands: SqlCommandLog
+    celery: Celery
+    redis: aioredis.Redis
+    wait_timeout: float
+
+    async def submit(
+        self,
+        request: Request,
+        client_id: str,
+        command_type: type[Command],
+        fields: Mapping[str, Any],
+        render: Render,
+        *,
+        field_names: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        """Run ``command_type`` with ``fields`` for ``client_id`` and answer for it."""
+        key = request.headers.get("idempotency-key")
+        if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
+            raise ApiError.bad_request(
+                "invalid Idempotency-Key",
+                [("Idempotency-Key", "1 to 255 printable ASCII characters")],
+            )
+        fingerprint = _fingerprint(command_type.TASK_NAME, fields)
+
+        record = await self._existing(client_id, key, fingerprint) if key else None
+        if record is None:
+            command_id = str(uuid.uuid4())
+            try:
+                command = command_type.model_validate({**fields, "command_id": command_id})
+            except ValidationError as error:
+                raise _bad_request(error, field_names or {}) from None
+            payload = command.model_dump(mode="json")
+            try:
+                record = await to_thread.run_sync(
+                    lambda: self.commands.accept(
+                        command_id=command_id,
+                        command_type=command_type.TASK_NAME,
+                        payload=payload,
+                        client_id=client_id,
+                        idempotency_key=key,
+                        request_fingerprint=fingerprint,
+                    )
+                )
+            except IntegrityError:
+                # Another request with the same key won the race: answer with its command.
+                record = await self._existing(client_id, key, fingerprint) if key else None
+                if record is None:
+                    raise
+            else:
+                await to_thread.run_sync(self._publish, record)
+
+        if not _prefers_async(request):
+            record = await self.wait(record.id, self.wait_timeout)
+        return respond(record, render, headers)
+
+    async def _existing(self, client_id: str, key: str, fingerprint: str) -> CommandRecord | None:
+        record = await to_thread.run_sync(self.commands.find_by_idempotency_key, client_id, key)
+        if record is not None and record.request_fingerprint != fingerprint:
+            raise ApiError(
+                ErrorCode.INVALID_ARGUMENT,
+                "this Idempotency-Key was used with a different request",
+                details=[error_info("IDEMPOTENCY_KEY_REUSED", command_id=record.id)],
+                status=422,
+            )
+        return record
+
+    def _publish(self, record: CommandRecord) -> None:
+        try:
+            publish(self.celery, record)
+        except Exception:
+            logger.warning(
+                "publishing command %s failed; the sweep will retry", record.id, exc_info=True
+            )
+            return
+        self.commands.mark_published(record.id)
+
+    async def wait(self, command_id: str, timeout: float) -> CommandRecord:
+        """The command's record once it finished, or as it stands when ``timeout`` ends."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        channel = self.celery.backend.get_key_for_task(command_id)
+        async with self.redis.pubsub() as pubsub:
+            await pubsub.subscribe(channel)
+            while True:
+                record = await to_thread.run_sync(self.commands.get, command_id)
+                assert record is not None
+                remaining = deadline - loop.time()
+                if record.status.is_terminal or remaining <= 0:
+                    return record
+                # Every state the task reports is published on its channel; the one-second
+                # cap is a safety net should a message be missed.
+                await pubsub.get_message(
+                    ignore_subscribe_messages=True, timeout=min(remaining, 1.0)
+                )
+
+
+def respond(
+    record: CommandRecord, render: Render, headers: Mapping[str, str] | None = None
+) -> Response:
+    """200 with the rendered result, the recorded error, or 202 while still in flight."""
+    common = {"Command-Id": record.id, **(headers or {})}
+    if record.status is CommandStatus.SUCCEEDED:
+        return JSONResponse(render(record.result or {}), status_code=200, headers=common)
+    if record.status is CommandStatus.FAILED and record.error is not None:
+        error = CommandError.from_body(record.error)
+        return JSONResponse(error.to_body(), status_code=HTTP_STATUS[error.code], headers=common)
+    return JSONResponse(
+        {"command_id": record.id, "status": record.status.value},
+        status_code=202,
+        headers={
+            **common,
+            "Location": f"/v1beta1/commands/{record.id}",
+            "Preference-Applied": "respond-async",
+        },
+    )
+
+
+def _prefers_async(request: Request) -> bool:
+    prefer = ",".join(request.headers.getlist("prefer")).lower()
+    return any(p.strip().split(";")[0].strip() == "respond-async" for p in prefer.split(","))
+
+
+def _fingerprint(command_type: str, fields: Mapping[str, Any]) -> str:
+    canonical = json.dumps(
+        {"type": command_type, "fields": fields}, sort_keys=True, separators=(",", ":"), default=str
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _bad_request(error: ValidationError, field_names: Mapping[str, str]) -> ApiError:
+    violations = []
+    for item in error.errors(include_url=False):
+        path = [str(part) for part in item["loc"]]
+        if path:
+            path[0] = field_names.get(path[0], path[0])
+        violations.append((".".join(path), item["msg"]))
+    return ApiError.bad_request("the request is invalid", violations)
+
+
+def record_view(record: CommandRecord) -> dict[str, Any]:
+    """``GET /v1beta1/commands/{id}``."""
+    view: dict[str, Any] = {
+        "command_id": record.id,
+        "type": record.type,
+        "status": record.status.value,
+        "attempts": record.attempts,
+        "created_at": record.created_at.isoformat(),
+        "updated_at": record.updated_at.isoformat(),
+        "finished_at": record.finished_at.isoformat() if record.finished_at else None,
+    }
+    if record.result is not None:
+        view["result"] = record.result
+    if record.error is not None:
+        view["error"] = record.error
+    return view

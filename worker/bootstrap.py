@@ -1,0 +1,49 @@
+"""The composition root: the adapters a task handler runs with, built once per process."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+from domain.ports import Clock, UnitOfWork
+from worker.clock import ShiftableClock, SystemClock
+from worker.db.commands import SqlCommandLog
+from worker.db.engine import session_factory
+from worker.db.uow import SqlUnitOfWork, is_transient_db_error
+from worker.settings import Settings, get_settings
+
+
+@dataclass(frozen=True)
+class Services:
+    settings: Settings
+    clock: Clock
+    commands: SqlCommandLog
+
+    def unit_of_work(self) -> UnitOfWork:
+        return SqlUnitOfWork(session_factory())
+
+    @staticmethod
+    def is_transient(error: BaseException) -> bool:
+        return is_transient_db_error(error)
+
+
+def build_clock(settings: Settings) -> Clock:
+    # Only the local stack and the tests may shift time; production reads the system clock.
+    if settings.shiftable_clock:
+        return ShiftableClock(settings.resolved_redis_url())
+    return SystemClock()
+
+
+@lru_cache(maxsize=1)
+def _services_for(pid: int) -> Services:
+    settings = get_settings()
+    clock = build_clock(settings)
+    return Services(
+        settings=settings, clock=clock, commands=SqlCommandLog(session_factory(), clock)
+    )
+
+
+def services() -> Services:
+    """This process's services (rebuilt after a fork)."""
+    return _services_for(os.getpid())

@@ -1,0 +1,77 @@
+"""The Celery application: broker, queues, routing, reliability settings and beat schedule.
+
+Building the app connects to nothing; connections are made by the worker, beat or publisher
+that uses it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from celery.signals import worker_process_init
+from kombu import Queue
+
+from worker.settings import Settings, get_settings
+
+QUEUES = ("users", "billing", "subscriptions", "maintenance")
+
+TASK_MODULES = ["tasks.users", "tasks.maintenance"]
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    redis_url = settings.resolved_redis_url()
+    return {
+        "broker_url": redis_url,
+        "result_backend": redis_url,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "enable_utc": True,
+        "timezone": "UTC",
+        # Nothing lost: a message is acknowledged only once its task finished, and returns to
+        # the queue if the worker process running it dies.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "broker_transport_options": {
+            "visibility_timeout": settings.broker_visibility_timeout_seconds,
+        },
+        "broker_connection_retry_on_startup": True,
+        "task_queues": [Queue(name) for name in QUEUES],
+        "task_default_queue": "maintenance",
+        "task_routes": {f"{name}.*": {"queue": name} for name in QUEUES},
+        "task_track_started": True,
+        "task_send_sent_event": True,
+        "worker_send_task_events": True,
+        "result_extended": True,
+        "result_expires": 86_400,
+        "beat_schedule": {
+            "republish-stalled-commands": {
+                "task": "maintenance.republish_stalled_commands",
+                "schedule": max(
+                    settings.beat_interval_seconds, settings.stalled_command_seconds / 10
+                ),
+                "options": {"expires": settings.beat_interval_seconds * 10},
+            },
+        },
+        "worker_hijack_root_logger": False,
+    }
+
+
+def create_celery_app(settings: Settings | None = None) -> Celery:
+    app = Celery("billing_worker", include=TASK_MODULES)
+    app.conf.update(celery_config(settings or get_settings()))
+    return app
+
+
+app = create_celery_app()
+
+
+@worker_process_init.connect
+def _fresh_connections_after_fork(**_: Any) -> None:
+    # A prefork child must not share the parent's database sockets.
+    from worker.db.engine import dispose_engines
+
+    dispose_engines()

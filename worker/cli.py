@@ -1,0 +1,389 @@
+"""``billing-worker``: run the system, its parts, and the operator's admin commands.
+
+Every command reads the same ``BILLING_*`` settings, so admin commands reach the same
+database as ``up``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from worker.settings import STACK_FILE, Settings, get_settings
+
+EMULATOR_API_KEY = "sk_test_emulator"
+DEMO_CLIENT_FILE = "demo-client.json"
+
+
+def _emit(as_json: bool, data: dict[str, Any], text: str) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True) if as_json else text)
+
+
+def _sessions():  # type: ignore[no-untyped-def]
+    from worker.db.engine import session_factory
+
+    return session_factory()
+
+
+def _clock():  # type: ignore[no-untyped-def]
+    from worker.bootstrap import build_clock
+
+    return build_clock(get_settings())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    envvar="BILLING_DATA_DIR",
+    help="Data directory [env BILLING_DATA_DIR; default ./.billing-worker].",
+)
+def main(data_dir: Path | None) -> None:
+    """billing-worker: billing and user operations, performed reliably in the background."""
+    if data_dir is not None:
+        os.environ["BILLING_DATA_DIR"] = str(data_dir)
+        get_settings.cache_clear()
+
+
+# --- running the system ---------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--api-port", type=int, envvar="BILLING_API_PORT", help="[env BILLING_API_PORT]")
+@click.option(
+    "--flower-port", type=int, envvar="BILLING_FLOWER_PORT", help="[env BILLING_FLOWER_PORT]"
+)
+@click.option("--concurrency", type=int, default=2, show_default=True, help="Worker processes.")
+def up(api_port: int | None, flower_port: int | None, concurrency: int) -> None:
+    """Run everything on embedded defaults: Redis, SQLite, migrations, Stripe emulator,
+    worker, beat, API and Flower. Ctrl-C stops it all."""
+    from worker.stack import LocalStack
+
+    settings = get_settings()
+    overrides = {}
+    if api_port:
+        overrides["api_port"] = api_port
+    if flower_port:
+        overrides["flower_port"] = flower_port
+    stack = LocalStack(settings.model_copy(update=overrides), concurrency=concurrency)
+
+    def stop(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        stack.start(echo=click.echo)
+        stack.watch()
+    except KeyboardInterrupt:
+        click.echo("\nstopping…")
+    finally:
+        stack.stop()
+        click.echo("stopped.")
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
+def worker(celery_args: tuple[str, ...]) -> None:
+    """Run a Celery worker on every queue (extra arguments go to `celery worker`)."""
+    from worker.embedded import celery_worker_argv
+
+    argv = celery_worker_argv(loglevel=get_settings().log_level)
+    os.execv(argv[0], [*argv, *celery_args])
+
+
+@main.command()
+def beat() -> None:
+    """Run celery beat (the periodic sweeps)."""
+    from worker.embedded import celery_beat_argv
+
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    argv = celery_beat_argv(settings.data_dir / "celerybeat-schedule", settings.log_level)
+    os.execv(argv[0], argv)
+
+
+@main.command()
+@click.option("--host", default=None, help="[env BILLING_API_HOST; default 127.0.0.1]")
+@click.option("--port", type=int, default=None, help="[env BILLING_API_PORT; default 8080]")
+def api(host: str | None, port: int | None) -> None:
+    """Run the HTTP API (uvicorn)."""
+    import uvicorn
+
+    settings = get_settings()
+    uvicorn.run(
+        "worker.api.app:asgi_app",
+        factory=True,
+        host=host or settings.api_host,
+        port=port or settings.api_port,
+        access_log=False,
+    )
+
+
+@main.command()
+@click.option("--port", type=int, default=None, help="[env BILLING_FLOWER_PORT; default 5555]")
+def flower(port: int | None) -> None:
+    """Run Flower, with basic auth from BILLING_FLOWER_USER / BILLING_FLOWER_PASSWORD."""
+    from worker.embedded import flower_argv
+
+    settings = get_settings()
+    if settings.flower_password is None:
+        raise click.UsageError("set BILLING_FLOWER_PASSWORD")
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    argv = flower_argv(
+        settings.api_host,
+        port or settings.flower_port,
+        f"{settings.flower_user}:{settings.flower_password.get_secret_value()}",
+        settings.data_dir / "flower.db",
+    )
+    os.execv(argv[0], argv)
+
+
+@main.command()
+def migrate() -> None:
+    """Apply database migrations."""
+    from worker.db.migrate import upgrade
+
+    settings = get_settings()
+    upgrade(settings.resolved_database_url())
+    click.echo(f"migrated {settings.resolved_database_url()}")
+
+
+@main.command("stripe-emulator")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=12111, show_default=True)
+@click.option("--api-key", default=EMULATOR_API_KEY, show_default=True)
+@click.option(
+    "--rate-limit",
+    type=float,
+    default=25.0,
+    show_default=True,
+    help="Requests per second (Stripe test mode: 25); 0 turns it off.",
+)
+@click.option("--state-file", type=click.Path(path_type=Path), default=None)
+def stripe_emulator(
+    host: str, port: int, api_key: str, rate_limit: float, state_file: Path | None
+) -> None:
+    """Run the Stripe emulator alone."""
+    argv = [
+        sys.executable,
+        "-m",
+        "worker.stripe_emulator",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--api-key",
+        api_key,
+        "--rate-limit",
+        str(rate_limit),
+    ]
+    if state_file:
+        argv += ["--state-file", str(state_file)]
+    os.execv(argv[0], argv)
+
+
+# --- admin ----------------------------------------------------------------------------------
+
+
+@main.group()
+def clients() -> None:
+    """API clients (HTTP Basic credentials)."""
+
+
+@clients.command("create")
+@click.option("--name", required=True)
+@click.option("--json", "as_json", is_flag=True)
+def clients_create(name: str, as_json: bool) -> None:
+    """Create a client; its secret is printed once and never again."""
+    from worker.clients import create_client
+
+    client = create_client(_sessions(), _clock(), name)
+    _emit(
+        as_json,
+        {"client_id": client.client_id, "client_secret": client.secret, "name": name},
+        f"client_id:     {client.client_id}\nclient_secret: {client.secret}\n"
+        "(the secret is shown once; store it now)",
+    )
+
+
+@main.group()
+def orgs() -> None:
+    """Organizations."""
+
+
+@orgs.command("create")
+@click.option("--name", required=True)
+@click.option("--title", default="")
+@click.option("--id", "org_id", default=None)
+@click.option("--disabled", is_flag=True)
+@click.option(
+    "--avatar-file",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="An image (< 2 MB), stored base64-encoded.",
+)
+@click.option("--json", "as_json", is_flag=True)
+def orgs_create(
+    name: str,
+    title: str,
+    org_id: str | None,
+    disabled: bool,
+    avatar_file: Path | None,
+    as_json: bool,
+) -> None:
+    """Create an organization."""
+    import base64
+
+    from domain.errors import CommandError
+    from worker.admin import create_organization
+
+    avatar = base64.b64encode(avatar_file.read_bytes()).decode() if avatar_file else None
+    try:
+        org = create_organization(
+            _sessions(),
+            _clock(),
+            name=name,
+            title=title,
+            org_id=org_id,
+            avatar=avatar,
+            disabled=disabled,
+        )
+    except CommandError as error:
+        raise click.ClickException(json.dumps(error.to_body())) from None
+    view = org.to_view()
+    _emit(as_json, view, org.id)
+
+
+@main.group()
+def users() -> None:
+    """Users."""
+
+
+@users.command("create")
+@click.option("--email", required=True)
+@click.option("--name", default="")
+@click.option("--id", "user_id", default=None)
+@click.option("--disabled", is_flag=True, help="Create the user disabled.")
+@click.option("--json", "as_json", is_flag=True)
+def users_create(email: str, name: str, user_id: str | None, disabled: bool, as_json: bool) -> None:
+    """Create a user."""
+    from worker.admin import create_user
+
+    user = create_user(
+        _sessions(), _clock(), email=email, name=name, user_id=user_id, disabled=disabled
+    )
+    _emit(as_json, user, str(user["id"]))
+
+
+@main.group()
+def commands() -> None:
+    """The command log: inspect and replay."""
+
+
+@commands.command("show")
+@click.argument("command_id")
+def commands_show(command_id: str) -> None:
+    """Print one command's record."""
+    from worker.api.gateway import record_view
+    from worker.bootstrap import services
+
+    record = services().commands.get(command_id)
+    if record is None:
+        raise click.ClickException(f"no command {command_id}")
+    click.echo(json.dumps({**record_view(record), "payload": record.payload}, indent=2))
+
+
+@commands.command("failed")
+@click.option("--limit", type=int, default=50, show_default=True)
+def commands_failed(limit: int) -> None:
+    """List failed commands, newest first."""
+    from worker.bootstrap import services
+
+    for record in services().commands.list_failed(limit):
+        message = (record.error or {}).get("message", "")
+        click.echo(
+            f"{record.id}  {record.type:<28} {record.updated_at:%Y-%m-%d %H:%M:%S}  {message}"
+        )
+
+
+@commands.command("replay")
+@click.argument("command_ids", nargs=-1, required=True)
+def commands_replay(command_ids: tuple[str, ...]) -> None:
+    """Run finished commands again (same command id, so still idempotent)."""
+    from worker.bootstrap import services
+    from worker.celery_app import app
+    from worker.dispatch import publish
+
+    log = services().commands
+    for command_id in command_ids:
+        record = log.requeue(command_id)
+        if record is None:
+            raise click.ClickException(f"no command {command_id}")
+        publish(app, record)
+        log.mark_published(record.id)
+        click.echo(f"replayed {command_id}")
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@main.group()
+def clock() -> None:
+    """The local stack's clock (never available with real Stripe)."""
+
+
+@clock.command("advance")
+@click.argument("duration")
+def clock_advance(duration: str) -> None:
+    """Move the application clock and the Stripe emulator's together, e.g. `31d`, `2h`."""
+    from worker.clock import ShiftableClock
+
+    match = _DURATION.fullmatch(duration)
+    if not match:
+        raise click.BadParameter("use a number and s, m, h or d, e.g. 31d", param_hint="DURATION")
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    settings = get_settings()
+    stack = settings.stack()
+    if not stack.get("shiftable_clock"):
+        raise click.ClickException(
+            "the clock can only move on a local stack started by `up` with the Stripe emulator"
+        )
+    offset = ShiftableClock(settings.resolved_redis_url()).advance(seconds)
+    emulator_url = stack.get("stripe_emulator_url")
+    if emulator_url:
+        from worker.stripe_emulator import EmulatorAdmin
+
+        EmulatorAdmin(str(emulator_url)).advance_clock(seconds)
+    click.echo(f"advanced {duration}; the clock is now {offset / 86400:.2f} days ahead")
+
+
+def write_stack_file(settings: Settings, stack: dict[str, Any]) -> Path:
+    path = settings.data_dir / STACK_FILE
+    path.write_text(json.dumps(stack, indent=2, sort_keys=True))
+    return path
+
+
+def demo_credentials(settings: Settings) -> tuple[str, str, bool]:
+    """The demo client's id and secret, kept in the data directory (local stack only)."""
+    path = settings.data_dir / DEMO_CLIENT_FILE
+    if path.exists():
+        saved = json.loads(path.read_text())
+        return str(saved["client_id"]), str(saved["client_secret"]), False
+    client_id, secret = "demo", secrets.token_urlsafe(24)
+    path.write_text(json.dumps({"client_id": client_id, "client_secret": secret}))
+    path.chmod(0o600)
+    return client_id, secret, True
+
+
+def elapsed_since(start: float) -> str:
+    return f"{time.monotonic() - start:.1f}s"

@@ -1,0 +1,48 @@
+"""The application clock.
+
+Production always uses real time. The local stack and the tests may shift it (never
+backwards) by writing an offset into Redis, so that ``billing-worker clock advance 31d`` moves
+every process's notion of "now" together with the Stripe emulator's clock.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+CLOCK_OFFSET_KEY = "billing-worker:clock-offset-seconds"
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class ShiftableClock:
+    """Real time plus an offset kept in Redis, re-read at most every ``refresh`` seconds."""
+
+    def __init__(self, redis_url: str, refresh: float = 0.5) -> None:
+        import redis
+
+        self._redis = redis.Redis.from_url(redis_url, socket_timeout=2)
+        self._refresh = refresh
+        self._offset = 0.0
+        self._read_at = float("-inf")
+
+    def offset(self) -> float:
+        if time.monotonic() - self._read_at >= self._refresh:
+            raw = self._redis.get(CLOCK_OFFSET_KEY)
+            self._offset = float(raw) if raw is not None else 0.0  # type: ignore[arg-type]
+            self._read_at = time.monotonic()
+        return self._offset
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + timedelta(seconds=self.offset())
+
+    def advance(self, seconds: float) -> float:
+        """Move time forward for every process; returns the new total offset."""
+        if seconds < 0:
+            raise ValueError("the clock only moves forward")
+        total = float(self._redis.incrbyfloat(CLOCK_OFFSET_KEY, seconds))  # type: ignore[arg-type]
+        self._read_at = float("-inf")
+        return total

@@ -1,0 +1,224 @@
+"""The command log: written by the API when it accepts a command and by tasks as they run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from domain.messages import CommandStatus
+from domain.ports import Clock
+from worker.db.models import CommandRow
+
+
+@dataclass(frozen=True)
+class CommandRecord:
+    id: str
+    type: str
+    status: CommandStatus
+    source: str
+    payload: dict[str, Any]
+    attempts: int
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+    client_id: str | None
+    idempotency_key: str | None
+    request_fingerprint: str | None
+    created_at: datetime
+    updated_at: datetime
+    published_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def of(cls, row: CommandRow) -> CommandRecord:
+        return cls(
+            id=row.id,
+            type=row.type,
+            status=CommandStatus(row.status),
+            source=row.source,
+            payload=dict(row.payload),
+            attempts=row.attempts,
+            result=row.result,
+            error=row.error,
+            client_id=row.client_id,
+            idempotency_key=row.idempotency_key,
+            request_fingerprint=row.request_fingerprint,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            published_at=row.published_at,
+            finished_at=row.finished_at,
+        )
+
+
+class SqlCommandLog:
+    """Each method is one short transaction of its own."""
+
+    def __init__(self, sessions: sessionmaker[Session], clock: Clock) -> None:
+        self._sessions = sessions
+        self._clock = clock
+
+    # --- used by the API and the CLI -------------------------------------------------------
+
+    def get(self, command_id: str) -> CommandRecord | None:
+        with self._sessions() as session:
+            row = session.get(CommandRow, command_id)
+            return CommandRecord.of(row) if row else None
+
+    def find_by_idempotency_key(self, client_id: str, key: str) -> CommandRecord | None:
+        with self._sessions() as session:
+            row = session.scalars(
+                select(CommandRow).where(
+                    CommandRow.client_id == client_id, CommandRow.idempotency_key == key
+                )
+            ).one_or_none()
+            return CommandRecord.of(row) if row else None
+
+    def accept(
+        self,
+        *,
+        command_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        client_id: str | None,
+        idempotency_key: str | None,
+        request_fingerprint: str | None,
+    ) -> CommandRecord:
+        """Record a command the API accepted, before it is published (the outbox).
+
+        Raises ``sqlalchemy.exc.IntegrityError`` when the client's idempotency key is taken.
+        """
+        now = self._clock.now()
+        row = CommandRow(
+            id=command_id,
+            type=command_type,
+            status=CommandStatus.QUEUED.value,
+            source="api",
+            payload=payload,
+            attempts=0,
+            client_id=client_id,
+            idempotency_key=idempotency_key,
+            request_fingerprint=request_fingerprint,
+            created_at=now,
+            updated_at=now,
+        )
+        with self._sessions.begin() as session:
+            session.add(row)
+        return CommandRecord.of(row)
+
+    def mark_published(self, command_id: str) -> None:
+        now = self._clock.now()
+        with self._sessions.begin() as session:
+            session.execute(
+                update(CommandRow).where(CommandRow.id == command_id).values(published_at=now)
+            )
+
+    def stalled(self, older_than: timedelta, limit: int = 100) -> list[CommandRecord]:
+        """Queued commands never published, or published long ago and never started."""
+        cutoff = self._clock.now() - older_than
+        with self._sessions() as session:
+            rows = session.scalars(
+                select(CommandRow)
+                .where(
+                    CommandRow.status == CommandStatus.QUEUED.value,
+                    or_(CommandRow.published_at.is_(None), CommandRow.published_at < cutoff),
+                    CommandRow.created_at < cutoff,
+                )
+                .order_by(CommandRow.created_at)
+                .limit(limit)
+            ).all()
+            return [CommandRecord.of(row) for row in rows]
+
+    def requeue(self, command_id: str) -> CommandRecord | None:
+        """Make a finished command runnable again (an operator's replay)."""
+        now = self._clock.now()
+        with self._sessions.begin() as session:
+            row = session.get(CommandRow, command_id, with_for_update=True)
+            if row is None:
+                return None
+            row.status = CommandStatus.QUEUED.value
+            row.error = None
+            row.result = None
+            row.finished_at = None
+            row.published_at = None
+            row.updated_at = now
+            return CommandRecord.of(row)
+
+    def list_failed(self, limit: int = 50) -> list[CommandRecord]:
+        with self._sessions() as session:
+            rows = session.scalars(
+                select(CommandRow)
+                .where(CommandRow.status == CommandStatus.FAILED.value)
+                .order_by(CommandRow.updated_at.desc())
+                .limit(limit)
+            ).all()
+            return [CommandRecord.of(row) for row in rows]
+
+    # --- the CommandJournal port, used by tasks ----------------------------------------------
+
+    def begin(
+        self, command_id: str, command_type: str, payload: dict[str, Any], *, source: str
+    ) -> CommandRecord | None:
+        now = self._clock.now()
+        with self._sessions.begin() as session:
+            row = session.get(CommandRow, command_id, with_for_update=True)
+            if row is None:
+                row = CommandRow(
+                    id=command_id,
+                    type=command_type,
+                    status=CommandStatus.RUNNING.value,
+                    source=source,
+                    payload=payload,
+                    attempts=1,
+                    created_at=now,
+                    updated_at=now,
+                    published_at=now,
+                )
+                session.add(row)
+                return None
+            if CommandStatus(row.status).is_terminal:
+                return CommandRecord.of(row)
+            row.status = CommandStatus.RUNNING.value
+            row.attempts += 1
+            row.updated_at = now
+            return None
+
+    def succeed(self, command_id: str, result: dict[str, Any]) -> None:
+        self._finish(command_id, CommandStatus.SUCCEEDED, result=result)
+
+    def fail(self, command_id: str, error: dict[str, Any]) -> None:
+        self._finish(command_id, CommandStatus.FAILED, error=error)
+
+    def retrying(self, command_id: str, error: dict[str, Any]) -> None:
+        with self._sessions.begin() as session:
+            session.execute(
+                update(CommandRow)
+                .where(CommandRow.id == command_id)
+                .values(
+                    status=CommandStatus.RETRYING.value, error=error, updated_at=self._clock.now()
+                )
+            )
+
+    def _finish(
+        self,
+        command_id: str,
+        status: CommandStatus,
+        *,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> None:
+        now = self._clock.now()
+        with self._sessions.begin() as session:
+            session.execute(
+                update(CommandRow)
+                .where(CommandRow.id == command_id)
+                .values(
+                    status=status.value,
+                    result=result,
+                    error=error,
+                    updated_at=now,
+                    finished_at=now,
+                )
+            )

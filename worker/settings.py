@@ -1,0 +1,113 @@
+"""Settings, read from the environment with the ``BILLING_`` prefix.
+
+Every default is the embedded one, so nothing needs configuring to start: the data directory
+holds the SQLite database and the embedded Redis; with no Stripe key the Stripe emulator
+started by ``billing-worker up`` is used.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+STACK_FILE = "stack.json"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BILLING_", extra="ignore")
+
+    data_dir: Path = Field(
+        default=Path(".billing-worker"),
+        description="Where the embedded stack keeps SQLite, Redis data, logs and stack.json.",
+    )
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; default sqlite:///<data_dir>/billing.db."
+    )
+    redis_url: str | None = Field(
+        default=None,
+        description="Broker and result backend. Unset: `up` starts an embedded Redis; other "
+        "commands use the one recorded in <data_dir>/stack.json.",
+    )
+    stripe_api_key: SecretStr | None = Field(
+        default=None, description="Stripe secret key; unset: the local Stripe emulator."
+    )
+    stripe_api_base: str | None = Field(
+        default=None,
+        description="Stripe API base URL; unset: api.stripe.com with a key, "
+        "else the emulator recorded in stack.json.",
+    )
+    api_host: str = "127.0.0.1"
+    api_port: int = 8080
+    flower_port: int = 5555
+    flower_user: str = Field(default="admin", description="Flower basic-auth user.")
+    flower_password: SecretStr | None = Field(
+        default=None, description="Flower basic-auth password; `up` generates one if unset."
+    )
+    http_wait_timeout_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="How long the API waits for a command's outcome before answering 202.",
+    )
+    beat_interval_seconds: float = Field(default=5.0, gt=0, description="Period of beat sweeps.")
+    retry_max_attempts: int = Field(
+        default=8, ge=1, description="Attempts per command for transient failures."
+    )
+    retry_base_delay_seconds: float = Field(default=1.0, gt=0)
+    retry_max_delay_seconds: float = Field(default=60.0, gt=0)
+    stalled_command_seconds: float = Field(
+        default=300.0, gt=0, description="A queued command older than this is published again."
+    )
+    broker_visibility_timeout_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="Unacknowledged messages return to the queue after "
+        "this long (a killed worker's commands).",
+    )
+    auth_cache_seconds: float = Field(
+        default=60.0, ge=0, description="How long a verified client secret is trusted."
+    )
+    shiftable_clock: bool = Field(
+        default=False,
+        description="Local stack and tests only: let `clock advance` shift "
+        "the application clock. Production keeps real time.",
+    )
+    log_level: str = "INFO"
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'billing.db').resolve()}"
+
+    def stack(self) -> dict[str, Any]:
+        """What ``up`` recorded of the processes it started, or ``{}``."""
+        path = self.data_dir / STACK_FILE
+        try:
+            loaded = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return loaded if isinstance(loaded, dict) else {}
+
+    def resolved_redis_url(self) -> str:
+        if self.redis_url:
+            return self.redis_url
+        recorded = self.stack().get("redis_url")
+        return str(recorded) if recorded else "redis://127.0.0.1:6379/0"
+
+    def resolved_stripe_api_base(self) -> str | None:
+        if self.stripe_api_base:
+            return self.stripe_api_base
+        if self.stripe_api_key is not None:
+            return None
+        recorded = self.stack().get("stripe_emulator_url")
+        return str(recorded) if recorded else None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once."""
+    return Settings()

@@ -1,0 +1,231 @@
+"""``billing-worker up``: the whole system on embedded defaults, as child processes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from worker.cli import EMULATOR_API_KEY, demo_credentials, elapsed_since, write_stack_file
+from worker.embedded import (
+    ProcessGroup,
+    api_argv,
+    celery_beat_argv,
+    celery_worker_argv,
+    flower_argv,
+    free_port,
+    port_open,
+    start_redis,
+    wait_until,
+)
+from worker.settings import STACK_FILE, Settings
+
+DEMO_ORG_ID = "org_demo"
+DEMO_USER_ID = "usr_demo"
+
+
+class LocalStack:
+    def __init__(self, settings: Settings, *, concurrency: int = 2) -> None:
+        self.settings = settings
+        self.concurrency = concurrency
+        self.group = ProcessGroup()
+        self.data_dir = settings.data_dir.resolve()
+
+    def start(self, echo: Callable[[str], None]) -> dict[str, Any]:
+        began = time.monotonic()
+        settings = self.settings
+        logs = self.data_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        host = settings.api_host
+        for port, what in ((settings.api_port, "API"), (settings.flower_port, "Flower")):
+            if port_open(host, port):
+                raise SystemExit(
+                    f"port {port} for the {what} is taken; choose another "
+                    f"(--api-port / --flower-port)"
+                )
+
+        env: dict[str, str] = {"BILLING_DATA_DIR": str(self.data_dir)}
+        redis_url = settings.redis_url or start_redis(
+            self.group, self.data_dir / "redis", log_path=logs / "redis.log"
+        )
+        env["BILLING_REDIS_URL"] = redis_url
+
+        emulator_url = None
+        if settings.stripe_api_key is None:
+            emulator_port = free_port()
+            emulator_url = f"http://127.0.0.1:{emulator_port}"
+            self.group.start(
+                "stripe-emulator",
+                [
+                    sys.executable,
+                    "-m",
+                    "worker.stripe_emulator",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(emulator_port),
+                    "--api-key",
+                    EMULATOR_API_KEY,
+                    "--state-file",
+                    str(self.data_dir / "stripe-emulator.json"),
+                ],
+                log_path=logs / "stripe-emulator.log",
+            )
+            env["BILLING_STRIPE_API_KEY"] = EMULATOR_API_KEY
+            env["BILLING_STRIPE_API_BASE"] = emulator_url
+            env["BILLING_SHIFTABLE_CLOCK"] = "true"
+        database_url = settings.resolved_database_url()
+        env["BILLING_DATABASE_URL"] = database_url
+
+        from worker.db.migrate import upgrade
+
+        upgrade(database_url)
+        client_id, client_secret = self._seed()
+
+        flower_password = (
+            settings.flower_password.get_secret_value()
+            if settings.flower_password
+            else secrets.token_urlsafe(12)
+        )
+        self.group.start(
+            "worker",
+            celery_worker_argv(concurrency=self.concurrency, loglevel=settings.log_level),
+            env=env,
+            log_path=logs / "worker.log",
+        )
+        self.group.start(
+            "beat",
+            celery_beat_argv(self.data_dir / "celerybeat-schedule", settings.log_level),
+            env=env,
+            log_path=logs / "beat.log",
+        )
+        self.group.start(
+            "api", api_argv(host, settings.api_port), env=env, log_path=logs / "api.log"
+        )
+        self.group.start(
+            "flower",
+            flower_argv(
+                host,
+                settings.flower_port,
+                f"{settings.flower_user}:{flower_password}",
+                self.data_dir / "flower.db",
+            ),
+            env=env,
+            log_path=logs / "flower.log",
+        )
+
+        api_url = f"http://{host}:{settings.api_port}"
+        stack = {
+            "api_url": api_url,
+            "flower_url": f"http://{host}:{settings.flower_port}",
+            "redis_url": redis_url,
+            "database_url": database_url,
+            "stripe_emulator_url": emulator_url,
+            "shiftable_clock": emulator_url is not None,
+            "logs": str(logs),
+        }
+        write_stack_file(settings, stack)
+        if emulator_url:
+            wait_until(
+                lambda: port_open("127.0.0.1", int(emulator_url.rsplit(":", 1)[1])),
+                30,
+                "stripe emulator",
+            )
+        wait_until(lambda: self._ready(api_url), 60, "the API (/readyz)", interval=0.2)
+
+        echo(f"billing-worker is ready ({elapsed_since(began)})\n")
+        echo(f"  API            {api_url}   (docs: {api_url}/docs)")
+        echo(
+            f"  Flower         {stack['flower_url']}   user {settings.flower_user}, "
+            f"password {flower_password}"
+        )
+        echo(f"  Redis          {redis_url}")
+        echo(f"  Database       {database_url}")
+        echo(f"  Stripe         {emulator_url or 'api.stripe.com (BILLING_STRIPE_API_KEY)'}")
+        echo(f"  Logs           {logs}")
+        echo(f"  Client         id {client_id}   secret {client_secret}\n")
+        echo("Try it:")
+        echo(
+            f"  curl -u {client_id}:{client_secret} -X POST -H 'Content-Type: application/json' "
+            f"-d '{{}}' {api_url}/v1beta1/users/{DEMO_USER_ID}/enable\n"
+        )
+        echo("Ctrl-C stops everything.")
+        return stack
+
+    def _ready(self, api_url: str) -> bool:
+        failed = self.group.exited()
+        if failed:
+            name, code = failed[0]
+            raise SystemExit(
+                f"{name} exited with {code} during start-up; see "
+                f"{self.data_dir / 'logs' / (name + '.log')}"
+            )
+        try:
+            return httpx.get(f"{api_url}/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _seed(self) -> tuple[str, str]:
+        """Demo data, made once: an organization, a disabled user and an API client."""
+        from sqlalchemy.exc import IntegrityError
+
+        from worker.admin import create_organization, create_user
+        from worker.clients import create_client
+        from worker.clock import SystemClock
+        from worker.db.engine import session_factory
+        from worker.db.models import ApiClientRow
+
+        sessions = session_factory(self.settings.resolved_database_url())
+        clock = SystemClock()
+        for make in (
+            lambda: create_organization(
+                sessions, clock, name="demo", title="Demo Organization", org_id=DEMO_ORG_ID
+            ),
+            lambda: create_user(
+                sessions,
+                clock,
+                email="demo.user@example.com",
+                name="Demo User",
+                user_id=DEMO_USER_ID,
+                disabled=True,
+            ),
+        ):
+            with contextlib.suppress(IntegrityError):  # seeded by an earlier run
+                make()
+        client_id, secret, fresh = demo_credentials(self.settings)
+        with sessions() as session:
+            exists = session.get(ApiClientRow, client_id) is not None
+        if fresh or not exists:
+            if exists:
+                with sessions.begin() as session:
+                    session.delete(session.get(ApiClientRow, client_id))
+            create_client(sessions, clock, "demo", client_id=client_id, secret=secret)
+        return client_id, secret
+
+    def watch(self) -> None:
+        """Block until a child dies (then report it) or we are interrupted."""
+        while True:
+            time.sleep(0.5)
+            failed = self.group.exited()
+            if failed:
+                name, code = failed[0]
+                print(
+                    f"{name} exited with {code}; see {self.data_dir / 'logs' / name}.log",
+                    file=sys.stderr,
+                )
+                return
+
+    def stop(self) -> None:
+        self.group.stop()
+        stack_file = self.data_dir / STACK_FILE
+        if stack_file.exists():
+            stack = json.loads(stack_file.read_text())
+            stack["stopped"] = True
+            stack_file.write_text(json.dumps(stack, indent=2, sort_keys=True))
+
