@@ -1,0 +1,100 @@
+"""Session fixtures: real Redis, real SQLite and PostgreSQL, real worker and API processes.
+
+Every test that takes ``stack`` runs once per database backend. In CI (``CI=true``) a
+PostgreSQL that cannot be started fails the run instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.postgres import PostgresCluster, start_cluster
+from tests.support.stack import TEST_SETTINGS, Stack
+from worker.db.migrate import upgrade
+from worker.embedded import ProcessGroup, start_redis
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+BACKENDS = ("sqlite", "postgresql")
+
+
+@pytest.fixture(scope="session")
+def workdir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="billing-tests-") as path:
+        yield Path(path)
+
+
+@pytest.fixture(scope="session")
+def redis_server(workdir: Path) -> Iterator[str]:
+    """A real Redis server (the embedded binary), shared; each stack uses its own db."""
+    group = ProcessGroup()
+    url = start_redis(group, workdir / "redis", log_path=workdir / "redis.log")
+    yield url.rsplit("/", 1)[0]
+    group.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    try:
+        cluster = start_cluster()
+    except (FileNotFoundError, OSError) as error:
+        if IN_CI:
+            pytest.fail(f"PostgreSQL is required in CI: {error}")
+        pytest.skip(f"PostgreSQL not available: {error}")
+    except Exception as error:  # initdb/pg_ctl failed
+        if IN_CI:
+            raise
+        pytest.skip(f"PostgreSQL could not start: {error}")
+    yield cluster
+    cluster.stop()
+
+
+def _database(request: pytest.FixtureRequest, backend: str, workdir: Path, name: str) -> str:
+    if backend == "sqlite":
+        url = f"sqlite:///{workdir / f'{name}.db'}"
+    else:
+        cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+        url = cluster.create_database(name)
+    upgrade(url)
+    return url
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def stack(
+    request: pytest.FixtureRequest, backend: str, workdir: Path, redis_server: str
+) -> Iterator[Stack]:
+    """The system on ``backend``: migrated database, a worker process and the API."""
+    index = BACKENDS.index(backend) + 1
+    database_url = _database(request, backend, workdir, f"e2e_{backend}")
+    redis_url = f"{redis_server}/{index}"
+    env = {
+        **TEST_SETTINGS,
+        "BILLING_DATABASE_URL": database_url,
+        "BILLING_REDIS_URL": redis_url,
+        "BILLING_DATA_DIR": str(workdir / backend),
+    }
+    system = Stack(name=backend, database_url=database_url, redis_url=redis_url,
+                   workdir=workdir / backend, env=env)
+    system.workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        system.start_worker()
+        system.start_api()
+        system.client = system.new_client()
+        yield system
+    finally:
+        system.stop()
+
+
+@pytest.fixture(scope="session")
+def fresh_database(request: pytest.FixtureRequest, backend: str, workdir: Path) -> str:
+    """A migrated database on ``backend`` that no process of a stack uses."""
+    return _database(request, backend, workdir, f"integration_{backend}")

@@ -1,0 +1,170 @@
+"""POST /v1beta1/users/{id}/enable: HTTP → Redis → worker process → database → HTTP."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+
+from tests.support.stack import Stack, basic, eventually
+from worker.admin import create_user, user_state
+from worker.clock import SystemClock
+
+pytestmark = pytest.mark.e2e
+
+
+def disabled_user(stack: Stack) -> str:
+    user = create_user(stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@example.com",
+                       disabled=True)
+    return str(user["id"])
+
+
+def enable(http: httpx.Client, user_id: str, **kwargs: object) -> httpx.Response:
+    return http.post(f"/v1beta1/users/{user_id}/enable", json={}, **kwargs)  # type: ignore[arg-type]
+
+
+def test_enabling_a_disabled_user_answers_empty_object_and_enables_it(stack: Stack) -> None:
+    user_id = disabled_user(stack)
+    with stack.http() as http:
+        response = enable(http, user_id)
+    assert response.status_code == 200
+    assert response.json() == {}
+    assert user_state(stack.sessions, user_id) == "enabled"
+    record = stack.command(response.headers["Command-Id"])
+    assert (record.status.value, record.type, record.source) == ("succeeded", "users.enable", "api")
+
+
+def test_enabling_an_enabled_user_succeeds_again(stack: Stack) -> None:
+    user_id = disabled_user(stack)
+    with stack.http() as http:
+        assert enable(http, user_id).status_code == 200
+        again = enable(http, user_id)
+    assert again.status_code == 200
+    assert stack.command(again.headers["Command-Id"]).result == {
+        "user_id": user_id, "was_already_enabled": True}
+
+
+def test_an_unknown_user_is_a_404_in_the_spec_error_body(stack: Stack) -> None:
+    with stack.http() as http:
+        response = enable(http, "usr_does_not_exist")
+    assert response.status_code == 404
+    body = response.json()
+    assert body["code"] == 5
+    assert "usr_does_not_exist" in body["message"]
+    assert body["details"][0]["@type"] == "type.googleapis.com/google.rpc.ResourceInfo"
+    record = stack.command(response.headers["Command-Id"])
+    assert record.status.value == "failed"
+    assert record.attempts == 1, "a not-found outcome must not be retried"
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [None, "Bearer abc", basic("nobody", "secret"), "Basic !!!not-base64", basic("", "x")],
+)
+def test_missing_or_invalid_credentials_are_401_with_a_basic_challenge(
+    stack: Stack, authorization: str | None
+) -> None:
+    headers = {"Authorization": authorization} if authorization else {}
+    response = httpx.post(f"{stack.api_url}/v1beta1/users/usr_x/enable", json={}, headers=headers)
+    assert response.status_code == 401
+    assert response.headers["WWW-Authenticate"].startswith("Basic")
+    assert response.json()["code"] == 16
+
+
+def test_a_wrong_secret_for_a_real_client_is_401(stack: Stack) -> None:
+    assert stack.client is not None
+    response = httpx.post(f"{stack.api_url}/v1beta1/users/usr_x/enable", json={},
+                          auth=(stack.client.client_id, "wrong"))
+    assert response.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [("[]", "body"), ('"x"', "body"), ("{not json", "body"), ('{"force": true}', "force"),
+     ("", "body")],
+)
+def test_a_body_that_is_not_an_empty_json_object_is_400(
+    stack: Stack, content: str, field: str
+) -> None:
+    with stack.http() as http:
+        response = http.post("/v1beta1/users/usr_x/enable", content=content,
+                             headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == 3
+    assert body["details"][0]["fieldViolations"][0]["field"] == field
+
+
+def test_a_malformed_user_id_is_400_naming_the_path_parameter(stack: Stack) -> None:
+    with stack.http() as http:
+        response = enable(http, "bad%20id")
+    assert response.status_code == 400
+    assert response.json()["details"][0]["fieldViolations"][0]["field"] == "id"
+
+
+def test_prefer_respond_async_answers_202_with_a_location_to_follow(stack: Stack) -> None:
+    user_id = disabled_user(stack)
+    with stack.http() as http:
+        response = enable(http, user_id, headers={"Prefer": "respond-async"})
+        assert response.status_code == 202
+        location = response.headers["Location"]
+        body = response.json()
+        assert location == f"/v1beta1/commands/{body['command_id']}"
+        assert body["status"] in ("queued", "running", "succeeded")
+        final = eventually(
+            lambda: (r := http.get(location)).json()["status"] == "succeeded" and r, what="success"
+        )
+    assert final.json()["result"] == {"user_id": user_id, "was_already_enabled": False}
+
+
+def test_the_same_idempotency_key_returns_the_same_command(stack: Stack) -> None:
+    user_id = disabled_user(stack)
+    key = uuid.uuid4().hex
+    with stack.http() as http:
+        first = enable(http, user_id, headers={"Idempotency-Key": key})
+        second = enable(http, user_id, headers={"Idempotency-Key": key})
+    assert first.status_code == second.status_code == 200
+    assert first.headers["Command-Id"] == second.headers["Command-Id"]
+    assert stack.command(first.headers["Command-Id"]).attempts == 1
+
+
+def test_an_idempotency_key_reused_for_another_request_is_422(stack: Stack) -> None:
+    key = uuid.uuid4().hex
+    with stack.http() as http:
+        enable(http, disabled_user(stack), headers={"Idempotency-Key": key})
+        other = enable(http, disabled_user(stack), headers={"Idempotency-Key": key})
+    assert other.status_code == 422
+    assert other.json()["details"][0]["reason"] == "IDEMPOTENCY_KEY_REUSED"
+
+
+def test_idempotency_keys_are_scoped_to_their_client(stack: Stack) -> None:
+    key = uuid.uuid4().hex
+    other_client = stack.new_client("other")
+    with stack.http() as mine, stack.http(other_client) as theirs:
+        a = enable(mine, disabled_user(stack), headers={"Idempotency-Key": key})
+        b = enable(theirs, disabled_user(stack), headers={"Idempotency-Key": key})
+    assert a.status_code == b.status_code == 200
+    assert a.headers["Command-Id"] != b.headers["Command-Id"]
+
+
+def test_a_client_sees_only_its_own_commands(stack: Stack) -> None:
+    other_client = stack.new_client("nosy")
+    with stack.http() as mine, stack.http(other_client) as theirs:
+        command_id = enable(mine, disabled_user(stack)).headers["Command-Id"]
+        assert mine.get(f"/v1beta1/commands/{command_id}").status_code == 200
+        response = theirs.get(f"/v1beta1/commands/{command_id}")
+    assert response.status_code == 404
+    assert response.json()["code"] == 5
+
+
+def test_readiness_reports_database_redis_and_worker(stack: Stack) -> None:
+    assert httpx.get(f"{stack.api_url}/healthz").json() == {"status": "ok"}
+    assert httpx.get(f"{stack.api_url}/readyz").status_code == 200
+
+
+def test_unknown_routes_answer_in_the_spec_error_body(stack: Stack) -> None:
+    with stack.http() as http:
+        response = http.get("/v1beta1/nothing-here")
+    assert response.status_code == 404
+    assert set(response.json()) == {"code", "message", "details"}

@@ -1,0 +1,108 @@
+"""Other services publish commands straight onto the queue with a plain Celery client.
+
+These tests do not import our Celery app nor our task code: only the documented contract
+(task name, queue, keyword arguments).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from celery import Celery
+
+from tests.support.stack import Stack, eventually
+from worker.admin import create_user, user_state
+from worker.clock import SystemClock
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def publisher(stack: Stack) -> Iterator[Celery]:
+    app = Celery("another-service", broker=stack.redis_url)
+    app.conf.update(task_serializer="json", accept_content=["json"])
+    yield app
+    app.close()
+
+
+def test_a_command_published_by_another_service_enables_the_user(
+    stack: Stack, publisher: Celery
+) -> None:
+    user = create_user(stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io",
+                       disabled=True)
+    command_id = str(uuid.uuid4())
+    publisher.send_task("users.enable", kwargs={"command_id": command_id, "user_id": user["id"]},
+                        queue="users")
+    record = eventually(
+        lambda: (r := stack.commands.get(command_id)) and r.status.is_terminal and r,
+        what="the command to finish",
+    )
+    assert record.status.value == "succeeded"
+    assert record.source == "queue"
+    assert user_state(stack.sessions, str(user["id"])) == "enabled"
+
+
+def test_a_command_id_defaults_to_the_task_id(stack: Stack, publisher: Celery) -> None:
+    user = create_user(stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io")
+    task_id = str(uuid.uuid4())
+    publisher.send_task("users.enable", kwargs={"user_id": user["id"]}, task_id=task_id,
+                        queue="users")
+    record = eventually(lambda: (r := stack.commands.get(task_id)) and r.status.is_terminal and r)
+    assert record.status.value == "succeeded"
+
+
+def test_the_same_command_delivered_twice_does_the_work_once(
+    stack: Stack, publisher: Celery
+) -> None:
+    user = create_user(stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io",
+                       disabled=True)
+    command_id = str(uuid.uuid4())
+    for _ in range(2):
+        publisher.send_task("users.enable", queue="users",
+                            kwargs={"command_id": command_id, "user_id": user["id"]})
+    record = eventually(lambda: (r := stack.commands.get(command_id)) and r.status.is_terminal and r)
+    assert record.result == {"user_id": user["id"], "was_already_enabled": False}
+    assert record.attempts == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"user_id": "u", "colour": "red"}, "colour"),
+        ({}, "user_id"),
+        ({"user_id": 42}, "user_id"),
+        ({"user_id": "u", "version": 2}, "version"),
+    ],
+)
+def test_an_invalid_message_is_rejected_once_with_its_reason_recorded(
+    stack: Stack, publisher: Celery, kwargs: dict[str, object], field: str
+) -> None:
+    command_id = str(uuid.uuid4())
+    publisher.send_task("users.enable", kwargs={"command_id": command_id, **kwargs},
+                        queue="users")
+    record = eventually(lambda: (r := stack.commands.get(command_id)) and r.status.is_terminal and r)
+    assert record.status.value == "failed"
+    assert record.attempts == 1
+    assert record.error is not None
+    assert record.error["code"] == 3
+    fields = [v["field"] for v in record.error["details"][0]["fieldViolations"]]
+    assert field in fields
+
+
+def test_positional_arguments_are_rejected(stack: Stack, publisher: Celery) -> None:
+    task_id = str(uuid.uuid4())
+    publisher.send_task("users.enable", args=["usr_1"], task_id=task_id, queue="users")
+    record = eventually(lambda: (r := stack.commands.get(task_id)) and r.status.is_terminal and r)
+    assert record.status.value == "failed"
+    assert record.error is not None and record.error["code"] == 3
+
+
+def test_a_rejected_message_does_not_block_the_queue(stack: Stack, publisher: Celery) -> None:
+    publisher.send_task("users.enable", kwargs={"nonsense": True}, queue="users")
+    user = create_user(stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io",
+                       disabled=True)
+    publisher.send_task("users.enable", kwargs={"user_id": user["id"]}, queue="users")
+    eventually(lambda: user_state(stack.sessions, str(user["id"])) == "enabled",
+               what="the valid command after the invalid one")

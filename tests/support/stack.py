@@ -1,0 +1,138 @@
+"""The system under test, as separate processes: Celery workers, beat and the API."""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+from sqlalchemy.orm import Session, sessionmaker
+
+from worker.clients import NewClient, create_client
+from worker.clock import SystemClock
+from worker.db.commands import CommandRecord, SqlCommandLog
+from worker.db.engine import session_factory
+from worker.embedded import (
+    ProcessGroup,
+    api_argv,
+    celery_beat_argv,
+    celery_worker_argv,
+    free_port,
+    wait_until,
+)
+
+T = TypeVar("T")
+
+# Fast retries so that tests about backoff take seconds, not minutes.
+TEST_SETTINGS = {
+    "BILLING_RETRY_MAX_ATTEMPTS": "4",
+    "BILLING_RETRY_BASE_DELAY_SECONDS": "0.2",
+    "BILLING_RETRY_MAX_DELAY_SECONDS": "2",
+    "BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS": "30",
+    "BILLING_BEAT_INTERVAL_SECONDS": "0.5",
+    "BILLING_STALLED_COMMAND_SECONDS": "3",
+    "BILLING_HTTP_WAIT_TIMEOUT_SECONDS": "15",
+    "BILLING_LOG_LEVEL": "INFO",
+}
+
+
+def eventually(check: Callable[[], T | None], timeout: float = 15.0, what: str = "condition",
+               interval: float = 0.05) -> T:
+    """Poll until ``check`` returns something truthy; fail with ``what`` otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass
+class Stack:
+    """One running system: its database, its Redis database, its processes."""
+
+    name: str
+    database_url: str
+    redis_url: str
+    workdir: Path
+    env: dict[str, str]
+    group: ProcessGroup = field(default_factory=ProcessGroup)
+    api_url: str = ""
+    client: NewClient | None = None
+
+    @property
+    def sessions(self) -> sessionmaker[Session]:
+        return session_factory(self.database_url)
+
+    @property
+    def commands(self) -> SqlCommandLog:
+        return SqlCommandLog(self.sessions, SystemClock())
+
+    def command(self, command_id: str) -> CommandRecord:
+        record = self.commands.get(command_id)
+        assert record is not None, f"no command {command_id}"
+        return record
+
+    def start_worker(self, name: str = "w1", concurrency: int = 2) -> Any:
+        process = self.group.start(
+            f"worker-{name}",
+            celery_worker_argv(concurrency=concurrency, hostname=f"{name}-{self.name}@%h"),
+            env=self.env, log_path=self.workdir / f"worker-{name}.log",
+        )
+        wait_until(lambda: self._worker_answers(f"{name}-{self.name}"), 30, f"worker {name}")
+        return process
+
+    def _worker_answers(self, prefix: str) -> bool:
+        from worker.celery_app import create_celery_app
+        from worker.settings import Settings
+
+        app = create_celery_app(Settings(redis_url=self.redis_url))
+        try:
+            replies = app.control.ping(timeout=0.5)
+        finally:
+            app.close()
+        return any(name.startswith(prefix) for reply in replies for name in reply)
+
+    def start_beat(self, name: str = "beat") -> Any:
+        return self.group.start(
+            name, celery_beat_argv(self.workdir / f"{name}-schedule"), env=self.env,
+            log_path=self.workdir / f"{name}.log",
+        )
+
+    def start_api(self, extra_env: dict[str, str] | None = None) -> str:
+        port = free_port()
+        self.group.start("api", api_argv("127.0.0.1", port), env={**self.env, **(extra_env or {})},
+                         log_path=self.workdir / "api.log")
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: _answers(f"{url}/healthz"), 30, "api")
+        self.api_url = url
+        return url
+
+    def new_client(self, name: str = "tests") -> NewClient:
+        return create_client(self.sessions, SystemClock(), name)
+
+    def http(self, client: NewClient | None = None, **kwargs: Any) -> httpx.Client:
+        client = client or self.client
+        assert client is not None
+        return httpx.Client(base_url=self.api_url, auth=(client.client_id, client.secret),
+                            timeout=30, **kwargs)
+
+    def stop(self) -> None:
+        self.group.stop()
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def basic(client_id: str, secret: str) -> str:
+    return "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
