@@ -45,7 +45,7 @@ class Command(Message):
     TASK_NAME: ClassVar[str]
     QUEUE: ClassVar[str]
 
-    version: Literal[1] = CONTRACT_VERSION
+    version: Literal[1] = 1
     command_id: CommandId
 
 

@@ -28,7 +28,8 @@ class UserRepository(Protocol):
 class UnitOfWork(Protocol):
     """One database transaction. Leaving the block without ``commit()`` rolls back."""
 
-    users: UserRepository
+    @property
+    def users(self) -> UserRepository: ...
 
     def __enter__(self) -> Self: ...
 

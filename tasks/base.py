@@ -12,7 +12,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from celery import Task
 from pydantic import ValidationError
@@ -31,6 +31,11 @@ from tasks.retry import RetryPolicy
 from worker.bootstrap import Services, services
 
 logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    _TaskBase = Task[Any, dict[str, Any]]
+else:
+    _TaskBase = Task
 
 C = TypeVar("C", bound=Command)
 _COMMAND_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63}$")
@@ -53,7 +58,7 @@ def _validation_error(error: ValidationError) -> InvalidArgument:
     return InvalidArgument.for_fields("the command message is invalid", violations)
 
 
-class CommandTask(Task):  # type: ignore[misc]
+class CommandTask(_TaskBase):
     """Base class of every command task (``bind=True``)."""
 
     # Expected outcomes: logged without a traceback, still shown as FAILURE in Flower.

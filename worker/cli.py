@@ -14,11 +14,16 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from worker.settings import STACK_FILE, Settings, get_settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from domain.ports import Clock
 
 EMULATOR_API_KEY = "sk_test_emulator"
 DEMO_CLIENT_FILE = "demo-client.json"
@@ -28,13 +33,13 @@ def _emit(as_json: bool, data: dict[str, Any], text: str) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True) if as_json else text)
 
 
-def _sessions():  # type: ignore[no-untyped-def]
+def _sessions() -> sessionmaker[Session]:
     from worker.db.engine import session_factory
 
     return session_factory()
 
 
-def _clock():  # type: ignore[no-untyped-def]
+def _clock() -> Clock:
     from worker.bootstrap import build_clock
 
     return build_clock(get_settings())

@@ -32,7 +32,7 @@ class ShiftableClock:
     def offset(self) -> float:
         if time.monotonic() - self._read_at >= self._refresh:
             raw = self._redis.get(CLOCK_OFFSET_KEY)
-            self._offset = float(raw) if raw is not None else 0.0  # type: ignore[arg-type]
+            self._offset = float(raw) if raw is not None else 0.0
             self._read_at = time.monotonic()
         return self._offset
 
@@ -43,6 +43,6 @@ class ShiftableClock:
         """Move time forward for every process; returns the new total offset."""
         if seconds < 0:
             raise ValueError("the clock only moves forward")
-        total = float(self._redis.incrbyfloat(CLOCK_OFFSET_KEY, seconds))  # type: ignore[arg-type]
+        total = float(self._redis.incrbyfloat(CLOCK_OFFSET_KEY, seconds))
         self._read_at = float("-inf")
         return total

@@ -228,4 +228,3 @@ class LocalStack:
             stack = json.loads(stack_file.read_text())
             stack["stopped"] = True
             stack_file.write_text(json.dumps(stack, indent=2, sort_keys=True))
-

@@ -15,8 +15,9 @@ pytestmark = pytest.mark.e2e
 
 
 def disabled_user(stack: Stack) -> str:
-    user = create_user(stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@example.com",
-                       disabled=True)
+    user = create_user(
+        stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@example.com", disabled=True
+    )
     return str(user["id"])
 
 
@@ -42,7 +43,9 @@ def test_enabling_an_enabled_user_succeeds_again(stack: Stack) -> None:
         again = enable(http, user_id)
     assert again.status_code == 200
     assert stack.command(again.headers["Command-Id"]).result == {
-        "user_id": user_id, "was_already_enabled": True}
+        "user_id": user_id,
+        "was_already_enabled": True,
+    }
 
 
 def test_an_unknown_user_is_a_404_in_the_spec_error_body(stack: Stack) -> None:
@@ -74,22 +77,33 @@ def test_missing_or_invalid_credentials_are_401_with_a_basic_challenge(
 
 def test_a_wrong_secret_for_a_real_client_is_401(stack: Stack) -> None:
     assert stack.client is not None
-    response = httpx.post(f"{stack.api_url}/v1beta1/users/usr_x/enable", json={},
-                          auth=(stack.client.client_id, "wrong"))
+    response = httpx.post(
+        f"{stack.api_url}/v1beta1/users/usr_x/enable",
+        json={},
+        auth=(stack.client.client_id, "wrong"),
+    )
     assert response.status_code == 401
 
 
 @pytest.mark.parametrize(
     ("content", "field"),
-    [("[]", "body"), ('"x"', "body"), ("{not json", "body"), ('{"force": true}', "force"),
-     ("", "body")],
+    [
+        ("[]", "body"),
+        ('"x"', "body"),
+        ("{not json", "body"),
+        ('{"force": true}', "force"),
+        ("", "body"),
+    ],
 )
 def test_a_body_that_is_not_an_empty_json_object_is_400(
     stack: Stack, content: str, field: str
 ) -> None:
     with stack.http() as http:
-        response = http.post("/v1beta1/users/usr_x/enable", content=content,
-                             headers={"Content-Type": "application/json"})
+        response = http.post(
+            "/v1beta1/users/usr_x/enable",
+            content=content,
+            headers={"Content-Type": "application/json"},
+        )
     assert response.status_code == 400
     body = response.json()
     assert body["code"] == 3

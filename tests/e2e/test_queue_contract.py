@@ -30,15 +30,14 @@ def publisher(stack: Stack) -> Iterator[Celery]:
 def test_a_command_published_by_another_service_enables_the_user(
     stack: Stack, publisher: Celery
 ) -> None:
-    user = create_user(stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io",
-                       disabled=True)
-    command_id = str(uuid.uuid4())
-    publisher.send_task("users.enable", kwargs={"command_id": command_id, "user_id": user["id"]},
-                        queue="users")
-    record = eventually(
-        lambda: (r := stack.commands.get(command_id)) and r.status.is_terminal and r,
-        what="the command to finish",
+    user = create_user(
+        stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io", disabled=True
     )
+    command_id = str(uuid.uuid4())
+    publisher.send_task(
+        "users.enable", kwargs={"command_id": command_id, "user_id": user["id"]}, queue="users"
+    )
+    record = stack.finished(command_id)
     assert record.status.value == "succeeded"
     assert record.source == "queue"
     assert user_state(stack.sessions, str(user["id"])) == "enabled"
@@ -47,22 +46,25 @@ def test_a_command_published_by_another_service_enables_the_user(
 def test_a_command_id_defaults_to_the_task_id(stack: Stack, publisher: Celery) -> None:
     user = create_user(stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io")
     task_id = str(uuid.uuid4())
-    publisher.send_task("users.enable", kwargs={"user_id": user["id"]}, task_id=task_id,
-                        queue="users")
-    record = eventually(lambda: (r := stack.commands.get(task_id)) and r.status.is_terminal and r)
+    publisher.send_task(
+        "users.enable", kwargs={"user_id": user["id"]}, task_id=task_id, queue="users"
+    )
+    record = stack.finished(task_id)
     assert record.status.value == "succeeded"
 
 
 def test_the_same_command_delivered_twice_does_the_work_once(
     stack: Stack, publisher: Celery
 ) -> None:
-    user = create_user(stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io",
-                       disabled=True)
+    user = create_user(
+        stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io", disabled=True
+    )
     command_id = str(uuid.uuid4())
     for _ in range(2):
-        publisher.send_task("users.enable", queue="users",
-                            kwargs={"command_id": command_id, "user_id": user["id"]})
-    record = eventually(lambda: (r := stack.commands.get(command_id)) and r.status.is_terminal and r)
+        publisher.send_task(
+            "users.enable", queue="users", kwargs={"command_id": command_id, "user_id": user["id"]}
+        )
+    record = stack.finished(command_id)
     assert record.result == {"user_id": user["id"], "was_already_enabled": False}
     assert record.attempts == 1
 
@@ -80,9 +82,8 @@ def test_an_invalid_message_is_rejected_once_with_its_reason_recorded(
     stack: Stack, publisher: Celery, kwargs: dict[str, object], field: str
 ) -> None:
     command_id = str(uuid.uuid4())
-    publisher.send_task("users.enable", kwargs={"command_id": command_id, **kwargs},
-                        queue="users")
-    record = eventually(lambda: (r := stack.commands.get(command_id)) and r.status.is_terminal and r)
+    publisher.send_task("users.enable", kwargs={"command_id": command_id, **kwargs}, queue="users")
+    record = stack.finished(command_id)
     assert record.status.value == "failed"
     assert record.attempts == 1
     assert record.error is not None
@@ -94,15 +95,19 @@ def test_an_invalid_message_is_rejected_once_with_its_reason_recorded(
 def test_positional_arguments_are_rejected(stack: Stack, publisher: Celery) -> None:
     task_id = str(uuid.uuid4())
     publisher.send_task("users.enable", args=["usr_1"], task_id=task_id, queue="users")
-    record = eventually(lambda: (r := stack.commands.get(task_id)) and r.status.is_terminal and r)
+    record = stack.finished(task_id)
     assert record.status.value == "failed"
-    assert record.error is not None and record.error["code"] == 3
+    assert record.error is not None
+    assert record.error["code"] == 3
 
 
 def test_a_rejected_message_does_not_block_the_queue(stack: Stack, publisher: Celery) -> None:
     publisher.send_task("users.enable", kwargs={"nonsense": True}, queue="users")
-    user = create_user(stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io",
-                       disabled=True)
+    user = create_user(
+        stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io", disabled=True
+    )
     publisher.send_task("users.enable", kwargs={"user_id": user["id"]}, queue="users")
-    eventually(lambda: user_state(stack.sessions, str(user["id"])) == "enabled",
-               what="the valid command after the invalid one")
+    eventually(
+        lambda: user_state(stack.sessions, str(user["id"])) == "enabled",
+        what="the valid command after the invalid one",
+    )

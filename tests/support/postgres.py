@@ -38,8 +38,9 @@ class PostgresCluster:
     def create_database(self, name: str) -> str:
         import psycopg
 
-        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.port}/postgres",
-                             autocommit=True) as connection:
+        with psycopg.connect(
+            f"postgresql://postgres@127.0.0.1:{self.port}/postgres", autocommit=True
+        ) as connection:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}"')
             connection.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
@@ -47,7 +48,8 @@ class PostgresCluster:
     def stop(self) -> None:
         subprocess.run(
             [*self.run_as, self.pg_ctl, "-D", str(self.base / "data"), "-m", "immediate", "stop"],
-            check=False, capture_output=True,
+            check=False,
+            capture_output=True,
         )
         shutil.rmtree(self.base, ignore_errors=True)
 
@@ -65,16 +67,42 @@ def start_cluster() -> PostgresCluster:
         shutil.chown(base, "postgres", "postgres")
         run_as = ["runuser", "-u", "postgres", "--"]
     subprocess.run(
-        [*run_as, initdb, "-D", str(base / "data"), "-U", "postgres", "--auth=trust",
-         "-E", "UTF8", "--no-sync"],
-        check=True, capture_output=True,
+        [
+            *run_as,
+            initdb,
+            "-D",
+            str(base / "data"),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
     )
     port = free_port()
-    options = (f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
-               "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+    options = (
+        f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
+        "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+    )
     subprocess.run(
-        [*run_as, pg_ctl, "-D", str(base / "data"), "-l", str(base / "postgres.log"),
-         "-o", options, "-w", "-t", "60", "start"],
-        check=True, capture_output=True,
+        [
+            *run_as,
+            pg_ctl,
+            "-D",
+            str(base / "data"),
+            "-l",
+            str(base / "postgres.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
     )
     return PostgresCluster(base=base, port=port, pg_ctl=pg_ctl, run_as=run_as)

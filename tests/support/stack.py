@@ -40,8 +40,12 @@ TEST_SETTINGS = {
 }
 
 
-def eventually(check: Callable[[], T | None], timeout: float = 15.0, what: str = "condition",
-               interval: float = 0.05) -> T:
+def eventually(
+    check: Callable[[], T | None],
+    timeout: float = 15.0,
+    what: str = "condition",
+    interval: float = 0.05,
+) -> T:
     """Poll until ``check`` returns something truthy; fail with ``what`` otherwise."""
     deadline = time.monotonic() + timeout
     while True:
@@ -79,11 +83,21 @@ class Stack:
         assert record is not None, f"no command {command_id}"
         return record
 
+    def finished(self, command_id: str, timeout: float = 15.0) -> CommandRecord:
+        """The command's record once it succeeded or failed."""
+
+        def done() -> CommandRecord | None:
+            record = self.commands.get(command_id)
+            return record if record is not None and record.status.is_terminal else None
+
+        return eventually(done, timeout, f"command {command_id} to finish")
+
     def start_worker(self, name: str = "w1", concurrency: int = 2) -> Any:
         process = self.group.start(
             f"worker-{name}",
             celery_worker_argv(concurrency=concurrency, hostname=f"{name}-{self.name}@%h"),
-            env=self.env, log_path=self.workdir / f"worker-{name}.log",
+            env=self.env,
+            log_path=self.workdir / f"worker-{name}.log",
         )
         wait_until(lambda: self._worker_answers(f"{name}-{self.name}"), 30, f"worker {name}")
         return process
@@ -97,18 +111,24 @@ class Stack:
             replies = app.control.ping(timeout=0.5)
         finally:
             app.close()
-        return any(name.startswith(prefix) for reply in replies for name in reply)
+        return any(name.startswith(prefix) for reply in replies or [] for name in reply)
 
     def start_beat(self, name: str = "beat") -> Any:
         return self.group.start(
-            name, celery_beat_argv(self.workdir / f"{name}-schedule"), env=self.env,
+            name,
+            celery_beat_argv(self.workdir / f"{name}-schedule"),
+            env=self.env,
             log_path=self.workdir / f"{name}.log",
         )
 
     def start_api(self, extra_env: dict[str, str] | None = None) -> str:
         port = free_port()
-        self.group.start("api", api_argv("127.0.0.1", port), env={**self.env, **(extra_env or {})},
-                         log_path=self.workdir / "api.log")
+        self.group.start(
+            "api",
+            api_argv("127.0.0.1", port),
+            env={**self.env, **(extra_env or {})},
+            log_path=self.workdir / "api.log",
+        )
         url = f"http://127.0.0.1:{port}"
         wait_until(lambda: _answers(f"{url}/healthz"), 30, "api")
         self.api_url = url
@@ -120,8 +140,9 @@ class Stack:
     def http(self, client: NewClient | None = None, **kwargs: Any) -> httpx.Client:
         client = client or self.client
         assert client is not None
-        return httpx.Client(base_url=self.api_url, auth=(client.client_id, client.secret),
-                            timeout=30, **kwargs)
+        return httpx.Client(
+            base_url=self.api_url, auth=(client.client_id, client.secret), timeout=30, **kwargs
+        )
 
     def stop(self) -> None:
         self.group.stop()

@@ -121,7 +121,7 @@ class CommandGateway:
         """The command's record once it finished, or as it stands when ``timeout`` ends."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        channel = self.celery.backend.get_key_for_task(command_id)
+        channel = self.celery.backend.get_key_for_task(command_id)  # type: ignore[attr-defined]
         async with self.redis.pubsub() as pubsub:
             await pubsub.subscribe(channel)
             while True:
