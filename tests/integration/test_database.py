@@ -1,0 +1,132 @@
+"""Migrations, the command log and client authentication against SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
+
+from domain.messages import CommandStatus
+from worker.clients import ClientAuthenticator, create_client
+from worker.clock import SystemClock
+from worker.db.commands import SqlCommandLog
+from worker.db.engine import get_engine, session_factory
+from worker.db.migrate import upgrade
+from worker.db.models import ApiClientRow, Base, CommandRow
+
+
+def test_migrations_build_exactly_the_models_schema(fresh_database: str) -> None:
+    with get_engine(fresh_database).connect() as connection:
+        differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    assert differences == []
+
+
+def test_migrating_twice_is_harmless(fresh_database: str) -> None:
+    upgrade(fresh_database)
+
+
+def command_log(url: str) -> SqlCommandLog:
+    return SqlCommandLog(session_factory(url), SystemClock())
+
+
+def accept(log: SqlCommandLog, key: str | None = None, client: str = "cli_1") -> str:
+    command_id = str(uuid.uuid4())
+    log.accept(command_id=command_id, command_type="users.enable", payload={"user_id": "u"},
+               client_id=client, idempotency_key=key, request_fingerprint="f")
+    return command_id
+
+
+def test_a_command_runs_from_queued_to_succeeded(fresh_database: str) -> None:
+    log = command_log(fresh_database)
+    command_id = accept(log)
+    assert log.begin(command_id, "users.enable", {}, source="queue") is None
+    log.succeed(command_id, {"ok": True})
+    record = log.get(command_id)
+    assert record is not None
+    assert (record.status, record.attempts, record.result, record.source) == (
+        CommandStatus.SUCCEEDED, 1, {"ok": True}, "api")
+    assert record.finished_at is not None
+
+
+def test_a_finished_command_is_not_begun_again(fresh_database: str) -> None:
+    log = command_log(fresh_database)
+    command_id = accept(log)
+    log.begin(command_id, "users.enable", {}, source="queue")
+    log.fail(command_id, {"code": 5, "message": "gone", "details": []})
+    finished = log.begin(command_id, "users.enable", {}, source="queue")
+    assert finished is not None
+    assert finished.status is CommandStatus.FAILED
+    assert finished.attempts == 1
+
+
+def test_a_command_published_by_another_service_is_logged_on_first_delivery(
+    fresh_database: str,
+) -> None:
+    log = command_log(fresh_database)
+    command_id = str(uuid.uuid4())
+    assert log.begin(command_id, "users.enable", {"user_id": "u"}, source="queue") is None
+    record = log.get(command_id)
+    assert record is not None
+    assert (record.source, record.status, record.attempts) == ("queue", CommandStatus.RUNNING, 1)
+
+
+def test_an_idempotency_key_is_unique_per_client(fresh_database: str) -> None:
+    log = command_log(fresh_database)
+    key = uuid.uuid4().hex
+    accept(log, key, client="cli_a")
+    accept(log, key, client="cli_b")
+    with pytest.raises(IntegrityError):
+        accept(log, key, client="cli_a")
+
+
+def test_an_old_command_is_stalled_until_it_is_published(fresh_database: str) -> None:
+    log = command_log(fresh_database)
+    command_id = accept(log)
+    assert command_id not in [r.id for r in log.stalled(timedelta(seconds=60))]
+    an_hour_ago = SystemClock().now() - timedelta(hours=1)
+    with session_factory(fresh_database).begin() as session:
+        session.execute(update(CommandRow).where(CommandRow.id == command_id)
+                        .values(created_at=an_hour_ago))
+    assert command_id in [r.id for r in log.stalled(timedelta(seconds=60), limit=10_000)]
+    log.mark_published(command_id)
+    assert command_id not in [r.id for r in log.stalled(timedelta(seconds=60), limit=10_000)]
+
+
+def test_a_replayed_command_is_queued_again_without_its_old_outcome(fresh_database: str) -> None:
+    log = command_log(fresh_database)
+    command_id = accept(log)
+    log.begin(command_id, "users.enable", {}, source="queue")
+    log.fail(command_id, {"code": 14, "message": "down", "details": []})
+    record = log.requeue(command_id)
+    assert record is not None
+    assert (record.status, record.error, record.finished_at) == (CommandStatus.QUEUED, None, None)
+
+
+def test_a_client_authenticates_with_its_secret_only(fresh_database: str) -> None:
+    sessions = session_factory(fresh_database)
+    client = create_client(sessions, SystemClock(), "t")
+    authenticator = ClientAuthenticator(sessions, ttl=60)
+    assert authenticator.verify(client.client_id, client.secret)
+    assert not authenticator.verify(client.client_id, client.secret + "x")
+    assert not authenticator.verify("cli_unknown", client.secret)
+
+
+def test_a_verified_secret_is_trusted_from_cache_until_the_ttl_ends(fresh_database: str) -> None:
+    sessions = session_factory(fresh_database)
+    client = create_client(sessions, SystemClock(), "t")
+    cached = ClientAuthenticator(sessions, ttl=60)
+    uncached = ClientAuthenticator(sessions, ttl=0)
+    assert cached.verify(client.client_id, client.secret)
+    assert uncached.verify(client.client_id, client.secret)
+    with sessions.begin() as session:
+        session.execute(update(ApiClientRow).where(ApiClientRow.id == client.client_id)
+                        .values(enabled=False))
+    # The cache answers without the database (and without the slow hash) within its TTL...
+    assert cached.verify(client.client_id, client.secret)
+    # ...while a verification that reaches the database sees the client disabled.
+    assert not uncached.verify(client.client_id, client.secret)

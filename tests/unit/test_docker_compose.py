@@ -1,0 +1,57 @@
+"""docker-compose.yml cannot run here (no Docker engine), so it is validated instead.
+
+``compose-spec.json`` beside this file is the Compose Specification's JSON Schema
+(compose-spec/compose-spec, Apache-2.0).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return loaded
+
+
+def test_the_compose_file_follows_the_compose_specification(compose: dict[str, Any]) -> None:
+    schema = json.loads((Path(__file__).parent / "compose-spec.json").read_text())
+    jsonschema.Draft7Validator(schema).validate(compose)
+
+
+def test_the_compose_file_runs_every_part_of_the_system(compose: dict[str, Any]) -> None:
+    assert {"redis", "postgres", "migrate", "api", "worker", "beat", "flower"} <= set(
+        compose["services"]
+    )
+
+
+def test_redis_keeps_its_data_with_append_only_persistence(compose: dict[str, Any]) -> None:
+    command = compose["services"]["redis"]["command"]
+    assert command[command.index("--appendonly") + 1] == "yes"
+
+
+@pytest.mark.parametrize("service", ["api", "worker", "beat", "flower", "migrate"])
+def test_every_process_reads_the_same_settings(compose: dict[str, Any], service: str) -> None:
+    environment = compose["services"][service]["environment"]
+    assert environment["BILLING_DATABASE_URL"].startswith("postgresql+psycopg://")
+    assert environment["BILLING_REDIS_URL"] == "redis://redis:6379/0"
+
+
+def test_processes_start_after_the_migration_completed(compose: dict[str, Any]) -> None:
+    for service in ("api", "worker", "beat"):
+        depends = compose["services"][service]["depends_on"]
+        assert depends["migrate"]["condition"] == "service_completed_successfully"
+
+
+def test_the_dockerfile_it_builds_exists(compose: dict[str, Any]) -> None:
+    build = compose["services"]["migrate"]["build"]
+    assert (ROOT / build["context"] / build["dockerfile"]).is_file()

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from worker.settings import Settings
+
+
+def test_defaults_are_embedded_and_need_no_configuration(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = Settings()
+    assert settings.resolved_database_url() == f"sqlite:///{tmp_path / '.billing-worker' / 'billing.db'}"
+    assert settings.stripe_api_key is None
+    assert settings.http_wait_timeout_seconds == 10
+    assert settings.beat_interval_seconds == 5
+
+
+def test_settings_are_read_from_billing_environment_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("BILLING_DATABASE_URL", "postgresql+psycopg://db/billing")
+    monkeypatch.setenv("BILLING_REDIS_URL", "redis://cache:6379/3")
+    monkeypatch.setenv("BILLING_HTTP_WAIT_TIMEOUT_SECONDS", "2.5")
+    settings = Settings()
+    assert settings.resolved_database_url() == "postgresql+psycopg://db/billing"
+    assert settings.resolved_redis_url() == "redis://cache:6379/3"
+    assert settings.http_wait_timeout_seconds == 2.5
+
+
+def test_other_commands_find_the_redis_that_up_started(tmp_path: Path) -> None:
+    (tmp_path / "stack.json").write_text('{"redis_url": "redis://127.0.0.1:4242/0"}')
+    assert Settings(data_dir=tmp_path).resolved_redis_url() == "redis://127.0.0.1:4242/0"
