@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -82,8 +82,13 @@ def stack(
         "BILLING_REDIS_URL": redis_url,
         "BILLING_DATA_DIR": str(workdir / backend),
     }
-    system = Stack(name=backend, database_url=database_url, redis_url=redis_url,
-                   workdir=workdir / backend, env=env)
+    system = Stack(
+        name=backend,
+        database_url=database_url,
+        redis_url=redis_url,
+        workdir=workdir / backend,
+        env=env,
+    )
     system.workdir.mkdir(parents=True, exist_ok=True)
     try:
         system.start_worker()
@@ -92,6 +97,14 @@ def stack(
         yield system
     finally:
         system.stop()
+
+
+@pytest.fixture(scope="session")
+def make_database(
+    request: pytest.FixtureRequest, backend: str, workdir: Path
+) -> Callable[[str], str]:
+    """Make a new migrated database on ``backend``, named ``name``."""
+    return lambda name: _database(request, backend, workdir, name)
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ TASK_MODULES = ["tasks.users", "tasks.maintenance"]
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     redis_url = settings.resolved_redis_url()
+    visibility = settings.broker_visibility_timeout_seconds
     return {
         "broker_url": redis_url,
         "result_backend": redis_url,
@@ -37,6 +38,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_prefetch_multiplier": 1,
         "broker_transport_options": {
             "visibility_timeout": settings.broker_visibility_timeout_seconds,
+            # Look for messages of dead workers often enough to honour the visibility timeout
+            # (kombu's default scans every ~100 s).
+            "unacked_restore_interval": max(1.0, min(10.0, visibility / 3)),
+            "unacked_restore_throttle": 1,
         },
         "broker_connection_retry_on_startup": True,
         "task_queues": [Queue(name) for name in QUEUES],

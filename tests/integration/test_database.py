@@ -36,8 +36,14 @@ def command_log(url: str) -> SqlCommandLog:
 
 def accept(log: SqlCommandLog, key: str | None = None, client: str = "cli_1") -> str:
     command_id = str(uuid.uuid4())
-    log.accept(command_id=command_id, command_type="users.enable", payload={"user_id": "u"},
-               client_id=client, idempotency_key=key, request_fingerprint="f")
+    log.accept(
+        command_id=command_id,
+        command_type="users.enable",
+        payload={"user_id": "u"},
+        client_id=client,
+        idempotency_key=key,
+        request_fingerprint="f",
+    )
     return command_id
 
 
@@ -49,7 +55,11 @@ def test_a_command_runs_from_queued_to_succeeded(fresh_database: str) -> None:
     record = log.get(command_id)
     assert record is not None
     assert (record.status, record.attempts, record.result, record.source) == (
-        CommandStatus.SUCCEEDED, 1, {"ok": True}, "api")
+        CommandStatus.SUCCEEDED,
+        1,
+        {"ok": True},
+        "api",
+    )
     assert record.finished_at is not None
 
 
@@ -90,8 +100,9 @@ def test_an_old_command_is_stalled_until_it_is_published(fresh_database: str) ->
     assert command_id not in [r.id for r in log.stalled(timedelta(seconds=60))]
     an_hour_ago = SystemClock().now() - timedelta(hours=1)
     with session_factory(fresh_database).begin() as session:
-        session.execute(update(CommandRow).where(CommandRow.id == command_id)
-                        .values(created_at=an_hour_ago))
+        session.execute(
+            update(CommandRow).where(CommandRow.id == command_id).values(created_at=an_hour_ago)
+        )
     assert command_id in [r.id for r in log.stalled(timedelta(seconds=60), limit=10_000)]
     log.mark_published(command_id)
     assert command_id not in [r.id for r in log.stalled(timedelta(seconds=60), limit=10_000)]
@@ -124,8 +135,9 @@ def test_a_verified_secret_is_trusted_from_cache_until_the_ttl_ends(fresh_databa
     assert cached.verify(client.client_id, client.secret)
     assert uncached.verify(client.client_id, client.secret)
     with sessions.begin() as session:
-        session.execute(update(ApiClientRow).where(ApiClientRow.id == client.client_id)
-                        .values(enabled=False))
+        session.execute(
+            update(ApiClientRow).where(ApiClientRow.id == client.client_id).values(enabled=False)
+        )
     # The cache answers without the database (and without the slow hash) within its TTL...
     assert cached.verify(client.client_id, client.secret)
     # ...while a verification that reaches the database sees the client disabled.

@@ -18,8 +18,12 @@ def test_an_error_body_has_the_spec_fields_and_typed_details() -> None:
     assert body == {
         "code": 3,
         "message": "bad",
-        "details": [{"@type": "type.googleapis.com/google.rpc.BadRequest",
-                     "fieldViolations": [{"field": "email", "description": "not an email"}]}],
+        "details": [
+            {
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": [{"field": "email", "description": "not an email"}],
+            }
+        ],
     }
 
 

@@ -12,7 +12,10 @@ def test_defaults_are_embedded_and_need_no_configuration(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     settings = Settings()
-    assert settings.resolved_database_url() == f"sqlite:///{tmp_path / '.billing-worker' / 'billing.db'}"
+    assert (
+        settings.resolved_database_url()
+        == f"sqlite:///{tmp_path / '.billing-worker' / 'billing.db'}"
+    )
     assert settings.stripe_api_key is None
     assert settings.http_wait_timeout_seconds == 10
     assert settings.beat_interval_seconds == 5

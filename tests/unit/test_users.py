@@ -11,8 +11,9 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def user(state: UserState) -> User:
-    return User(id="usr_1", email="a@example.com", name="A", state=state, created_at=T0,
-                updated_at=T0)
+    return User(
+        id="usr_1", email="a@example.com", name="A", state=state, created_at=T0, updated_at=T0
+    )
 
 
 def test_enabling_a_disabled_user_enables_it_and_touches_updated_at() -> None:

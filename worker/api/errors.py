@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from domain.errors import CommandError, ErrorCode, ErrorDetail, error_info, field_violations
+from worker.db.uow import is_transient_db_error
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +122,17 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, error: Exception) -> JSONResponse:
+        if is_transient_db_error(error):
+            logger.warning("database busy or unreachable: %s", error)
+            return error_response(
+                503,
+                body_of(
+                    ErrorCode.UNAVAILABLE,
+                    "the service is busy; retry shortly",
+                    [error_info("DATABASE_UNAVAILABLE")],
+                ),
+                {"Retry-After": "1"},
+            )
         incident = uuid.uuid4().hex
         logger.exception("unexpected error, incident %s", incident)
         return error_response(

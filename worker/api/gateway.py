@@ -24,6 +24,7 @@ from celery import Celery
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
+from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError
 
 from domain.errors import CommandError, ErrorCode, error_info
@@ -121,6 +122,19 @@ class CommandGateway:
         """The command's record once it finished, or as it stands when ``timeout`` ends."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        try:
+            return await self._wait_notified(command_id, deadline)
+        except RedisError:
+            logger.warning("redis unavailable while waiting for %s; polling", command_id)
+        while True:
+            record = await to_thread.run_sync(self.commands.get, command_id)
+            assert record is not None
+            if record.status.is_terminal or loop.time() >= deadline:
+                return record
+            await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
+
+    async def _wait_notified(self, command_id: str, deadline: float) -> CommandRecord:
+        loop = asyncio.get_running_loop()
         channel = self.celery.backend.get_key_for_task(command_id)  # type: ignore[attr-defined]
         async with self.redis.pubsub() as pubsub:
             await pubsub.subscribe(channel)

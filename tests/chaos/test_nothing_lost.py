@@ -1,0 +1,170 @@
+"""Killed workers and restarted Redis: every accepted command still runs, once."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from tests.support.redis_server import RedisServer
+from tests.support.stack import TEST_SETTINGS, Stack, eventually
+from worker.admin import create_user, user_state
+from worker.celery_app import create_celery_app
+from worker.clock import SystemClock
+from worker.db.engine import get_engine
+from worker.settings import Settings
+
+pytestmark = pytest.mark.chaos
+
+
+@pytest.fixture
+def system(
+    backend: str, workdir: Path, make_database: Callable[[str], str]
+) -> Iterator[tuple[Stack, RedisServer]]:
+    """A stack with its own Redis, so that Redis can be restarted under it."""
+    name = f"chaos_{uuid.uuid4().hex[:8]}"
+    base = workdir / name
+    redis = RedisServer(base / "redis")
+    redis.start()
+    database_url = make_database(name)
+    env = {
+        **TEST_SETTINGS,
+        "BILLING_DATABASE_URL": database_url,
+        "BILLING_REDIS_URL": redis.url,
+        "BILLING_DATA_DIR": str(base),
+        "BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS": "4",
+        "BILLING_STALLED_COMMAND_SECONDS": "2",
+    }
+    stack = Stack(name=name, database_url=database_url, redis_url=redis.url, workdir=base, env=env)
+    try:
+        stack.start_api()
+        stack.client = stack.new_client()
+        yield stack, redis
+    finally:
+        stack.stop()
+        redis.stop()
+
+
+def disabled_user(stack: Stack) -> str:
+    return str(
+        create_user(stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io", disabled=True)[
+            "id"
+        ]
+    )
+
+
+def enable_async(stack: Stack, user_id: str) -> str:
+    with stack.http() as http:
+        response = http.post(
+            f"/v1beta1/users/{user_id}/enable", json={}, headers={"Prefer": "respond-async"}
+        )
+    assert response.status_code == 202, response.text
+    return str(response.json()["command_id"])
+
+
+@contextlib.contextmanager
+def user_row_locked(stack: Stack, user_id: str) -> Iterator[None]:
+    """Hold a write lock that the enable handler must wait for."""
+    if stack.database_url.startswith("sqlite"):
+        connection = sqlite3.connect(
+            stack.database_url.removeprefix("sqlite:///"), isolation_level=None
+        )
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            connection.execute("ROLLBACK")
+            connection.close()
+    else:
+        with get_engine(stack.database_url).connect() as connection:
+            connection.execute(
+                text("SELECT id FROM users WHERE id = :id FOR UPDATE"), {"id": user_id}
+            )
+            try:
+                yield
+            finally:
+                connection.rollback()
+
+
+def active_task_ids(stack: Stack) -> set[str]:
+    app = create_celery_app(Settings(redis_url=stack.redis_url))
+    try:
+        active = app.control.inspect(timeout=0.5).active() or {}
+    finally:
+        app.close()
+    return {task["id"] for tasks in active.values() for task in tasks}
+
+
+def test_commands_queued_in_redis_survive_a_redis_restart(
+    system: tuple[Stack, RedisServer],
+) -> None:
+    stack, redis = system
+    users = [disabled_user(stack) for _ in range(10)]
+    command_ids = [enable_async(stack, user) for user in users]  # no worker yet: they wait
+    redis.stop()
+    redis.start()
+    stack.start_worker()
+    for command_id in command_ids:
+        assert stack.finished(command_id, timeout=30).status.value == "succeeded"
+    assert {user_state(stack.sessions, user) for user in users} == {"enabled"}
+
+
+def test_a_command_accepted_while_redis_is_down_runs_once_redis_is_back(
+    system: tuple[Stack, RedisServer],
+) -> None:
+    stack, redis = system
+    stack.start_worker()
+    stack.start_beat()
+    user = disabled_user(stack)
+    redis.stop()
+    command_id = enable_async(stack, user)
+    assert stack.command(command_id).published_at is None
+    redis.start()
+    record = stack.finished(command_id, timeout=40)
+    assert record.status.value == "succeeded"
+    assert user_state(stack.sessions, user) == "enabled"
+
+
+def test_a_worker_process_killed_mid_command_hands_it_back_to_the_queue(
+    system: tuple[Stack, RedisServer],
+) -> None:
+    stack, _ = system
+    user = disabled_user(stack)
+    command_id = enable_async(stack, user)
+    with user_row_locked(stack, user):
+        worker = stack.start_worker(concurrency=1)
+        eventually(lambda: command_id in active_task_ids(stack), what="the task to be running")
+        children = subprocess.run(
+            ["pgrep", "-P", str(worker.pid)], capture_output=True, text=True, check=False
+        ).stdout.split()
+        assert children, "the prefork pool has a child process"
+        for pid in children:
+            os.kill(int(pid), signal.SIGKILL)
+    record = stack.finished(command_id, timeout=30)
+    assert record.status.value == "succeeded"
+    assert user_state(stack.sessions, user) == "enabled"
+
+
+def test_a_whole_worker_killed_mid_command_is_redelivered_to_another_worker(
+    system: tuple[Stack, RedisServer],
+) -> None:
+    stack, _ = system
+    user = disabled_user(stack)
+    command_id = enable_async(stack, user)
+    with user_row_locked(stack, user):
+        first = stack.start_worker("first", concurrency=1)
+        eventually(lambda: command_id in active_task_ids(stack), what="the task to be running")
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    stack.start_worker("second", concurrency=1)
+    record = stack.finished(command_id, timeout=40)
+    assert record.status.value == "succeeded"
+    assert user_state(stack.sessions, user) == "enabled"

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from worker.embedded import ProcessGroup, free_port, start_redis
+
+
+class RedisServer:
+    """A Redis server that can be stopped and started again on the same port and data."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.port = free_port()
+        self._group = ProcessGroup()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        start_redis(
+            self._group,
+            self.data_dir,
+            port=self.port,
+            log_path=self.data_dir.parent / f"redis-{self.port}.log",
+        )
+
+    def stop(self) -> None:
+        """A clean shutdown (SIGTERM): Redis flushes its append-only file."""
+        self._group.stop()
