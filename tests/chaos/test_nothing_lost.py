@@ -74,15 +74,13 @@ def enable_async(stack: Stack, user_id: str) -> str:
 def user_row_locked(stack: Stack, user_id: str) -> Iterator[None]:
     """Hold a write lock that the enable handler must wait for."""
     if stack.database_url.startswith("sqlite"):
-        connection = sqlite3.connect(
-            stack.database_url.removeprefix("sqlite:///"), isolation_level=None
-        )
-        connection.execute("BEGIN IMMEDIATE")
+        lite = sqlite3.connect(stack.database_url.removeprefix("sqlite:///"), isolation_level=None)
+        lite.execute("BEGIN IMMEDIATE")
         try:
             yield
         finally:
-            connection.execute("ROLLBACK")
-            connection.close()
+            lite.execute("ROLLBACK")
+            lite.close()
     else:
         with get_engine(stack.database_url).connect() as connection:
             connection.execute(
