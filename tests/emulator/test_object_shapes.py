@@ -1,0 +1,153 @@
+"""Objects served by the emulator have exactly the key sets of Stripe's fixtures.
+
+Stripe's canonical fixtures (``fixtures3.json`` from stripe/openapi, MIT licensed; the types
+served are kept beside this file in ``stripe_fixtures.json``) define each object's keys.
+Every object is created through the SDK, and its sorted keys are compared with the
+fixture's. ``list``, ``search_result`` and the error envelope have no fixture and are
+compared with Stripe's documented key sets.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import stripe  # noqa: TID251 - these tests exercise the emulator through the real SDK
+
+from tests.emulator.support import EMULATOR_KEY, EmulatorProcess, real_stripe_key, sdk_client
+
+pytestmark = pytest.mark.emulator_only
+
+FIXTURES = Path(__file__).with_name("stripe_fixtures.json")
+
+
+@pytest.fixture(scope="module")
+def fixtures() -> dict[str, Any]:
+    resources: dict[str, Any] = json.loads(FIXTURES.read_text())["resources"]
+    return resources
+
+
+def _keys(value: Any) -> list[str]:
+    data = value.to_dict() if hasattr(value, "to_dict") else value
+    return sorted(data)
+
+
+def _objects(client: stripe.StripeClient) -> dict[str, Any]:
+    customer = client.v1.customers.create(
+        params={"name": "Shapes", "tax_id_data": [{"type": "eu_vat", "value": "DE123456789"}]}
+    )
+    tax_id = client.v1.customers.tax_ids.list(customer.id).data[0]
+    product = client.v1.products.create(params={"name": "Shapes product"})
+    price = client.v1.prices.create(
+        params={
+            "product": product.id,
+            "currency": "usd",
+            "unit_amount": 100,
+            "recurring": {"interval": "month"},
+        }
+    )
+    subscription = client.v1.subscriptions.create(
+        params={"customer": customer.id, "items": [{"price": price.id}]}
+    )
+    item = client.v1.subscription_items.retrieve(subscription["items"].data[0].id)
+    other = client.v1.customers.create(params={"name": "To delete"})
+    spare_product = client.v1.products.create(params={"name": "To delete"})
+    return {
+        "customer": client.v1.customers.retrieve(customer.id),
+        "tax_id": tax_id,
+        "product": product,
+        "price": price,
+        "subscription": subscription,
+        "subscription_item": item,
+        "plan": item.plan,
+        "deleted_tax_id": client.v1.customers.tax_ids.delete(customer.id, tax_id.id),
+        "deleted_customer": client.v1.customers.delete(other.id),
+        "deleted_product": client.v1.products.delete(spare_product.id),
+    }
+
+
+@pytest.fixture
+def served(emulator_client: stripe.StripeClient) -> dict[str, Any]:
+    return _objects(emulator_client)
+
+
+@pytest.mark.parametrize(
+    "object_type",
+    [
+        "customer",
+        "tax_id",
+        "product",
+        "price",
+        "subscription",
+        "subscription_item",
+        "plan",
+        "deleted_customer",
+        "deleted_tax_id",
+        "deleted_product",
+    ],
+)
+def test_each_served_object_has_exactly_the_fixture_key_set(
+    fixtures: dict[str, Any], served: dict[str, Any], object_type: str
+) -> None:
+    assert _keys(served[object_type]) == sorted(fixtures[object_type])
+
+
+def test_the_items_list_embedded_in_a_subscription_has_the_fixture_key_set(
+    fixtures: dict[str, Any], served: dict[str, Any]
+) -> None:
+    assert _keys(served["subscription"]["items"]) == sorted(fixtures["subscription"]["items"])
+    assert _keys(served["subscription"]["items"].data[0]) == sorted(
+        fixtures["subscription"]["items"]["data"][0]
+    )
+
+
+def test_list_objects_have_stripes_list_keys(emulator_client: stripe.StripeClient) -> None:
+    listed = emulator_client.v1.customers.list()
+
+    assert _keys(listed) == ["data", "has_more", "object", "url"]
+
+
+def test_search_results_have_stripes_search_keys(emulator_client: stripe.StripeClient) -> None:
+    result = emulator_client.v1.customers.search(params={"query": "name:'nobody'"})
+
+    assert _keys(result) == ["data", "has_more", "next_page", "object", "url"]
+
+
+def test_errors_carry_stripes_error_fields(emulator: EmulatorProcess) -> None:
+    response = httpx.get(
+        f"{emulator.url}/v1/customers/cus_missing",
+        headers={"Authorization": f"Bearer {EMULATOR_KEY}"},
+    )
+
+    assert response.status_code == 404
+    assert list(response.json()) == ["error"]
+    assert sorted(response.json()["error"]) == [
+        "code",
+        "doc_url",
+        "message",
+        "param",
+        "request_log_url",
+        "type",
+    ]
+
+
+@pytest.mark.stripe_live
+def test_the_emulator_and_real_stripe_agree_on_key_sets(emulator: EmulatorProcess) -> None:
+    key = real_stripe_key()
+    if key is None:
+        pytest.skip("set STRIPE_TEST_API_KEY to compare key sets with real Stripe")
+    real_client = stripe.StripeClient(key, max_network_retries=2)
+    real = _objects(real_client)
+    emulated = _objects(sdk_client(emulator.url))
+    try:
+        mismatches = {
+            name: sorted(set(_keys(real[name])) ^ set(_keys(emulated[name])))
+            for name in real
+            if _keys(real[name]) != _keys(emulated[name])
+        }
+        assert mismatches == {}
+    finally:
+        real_client.v1.customers.delete(real["customer"].id)

@@ -1,0 +1,223 @@
+"""The emulator's admin API, under ``/_emulator`` (JSON in, JSON out, no Stripe auth).
+
+It is never reachable through ``/v1/...`` and is not counted by the rate limiter or the request
+log. Errors are ``400 {"error": "<message>"}`` (``404`` for an unknown fault id).
+
+==========  ================================  ================================================
+Method      Path                              Effect
+==========  ================================  ================================================
+GET         /_emulator/health                 ``{"status": "ok", "now", "api_version"}``
+POST        /_emulator/reset                  forget all data, idempotency keys, faults, the
+                                              request log and the clock offset; rate limit back
+                                              to the configured value; release hung requests
+GET         /_emulator/clock                  ``{"now": <emulator unix time>, "offset": s}``
+POST        /_emulator/clock/advance          body ``{"seconds": n}`` (n >= 0): move time
+                                              forward; due subscription periods roll over;
+                                              answers the clock plus ``rolled`` (events applied)
+POST        /_emulator/clock/set              body ``{"time": unix_ts}``: jump forward to ts
+GET         /_emulator/faults                 ``{"faults": [rule, ...]}``
+POST        /_emulator/faults                 body: a rule (``kind`` required; ``match``,
+                                              ``probability``, ``count``, ``after_execution``,
+                                              ``latency_ms``, ``hang_seconds``, ``status``,
+                                              ``should_retry``, ``retry_after``): answers the
+                                              rule with its ``id`` (see faults.py)
+DELETE      /_emulator/faults                 remove every rule (and release hung requests)
+DELETE      /_emulator/faults/{id}            remove one rule
+POST        /_emulator/faults/seed            body ``{"seed": int}``: reseed the fault RNG
+GET         /_emulator/rate_limit             ``{"per_second": x}`` (0 = off)
+POST        /_emulator/rate_limit             body ``{"per_second": x}``
+GET         /_emulator/requests               ``{"requests": [entry, ...]}``, oldest first;
+                                              query ``path_prefix`` and ``method`` filter
+DELETE      /_emulator/requests               clear the request log
+POST        /_emulator/state/save             write the state file now (400 if none is set)
+==========  ================================  ================================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from worker.stripe_emulator import billing
+from worker.stripe_emulator.config import API_VERSION
+from worker.stripe_emulator.emulator import Emulator
+from worker.stripe_emulator.faults import FaultRule
+
+Endpoint = Callable[[Request], Awaitable[JSONResponse]]
+
+_RULE_FIELDS = frozenset(
+    {
+        "kind",
+        "match",
+        "probability",
+        "count",
+        "after_execution",
+        "latency_ms",
+        "hang_seconds",
+        "status",
+        "should_retry",
+        "retry_after",
+    }
+)
+
+
+class AdminError(Exception):
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _number(body: dict[str, Any], name: str) -> float:
+    value = body.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise AdminError(f"`{name}` must be a number")
+    return float(value)
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        body = await request.json()
+    except ValueError as error:
+        raise AdminError(f"invalid JSON body: {error}") from error
+    if not isinstance(body, dict):
+        raise AdminError("the body must be a JSON object")
+    return body
+
+
+def routes(emulator: Emulator) -> list[Route]:
+    """The admin routes bound to ``emulator``."""
+
+    def endpoint(handler: Callable[[Request], Awaitable[Any]]) -> Endpoint:
+        async def wrapped(request: Request) -> JSONResponse:
+            try:
+                return JSONResponse(await handler(request))
+            except AdminError as error:
+                return JSONResponse({"error": str(error)}, status_code=error.status)
+
+        return wrapped
+
+    def clock_state(**extra: Any) -> dict[str, Any]:
+        return {"now": emulator.clock.now(), "offset": emulator.clock.offset, **extra}
+
+    def roll_over() -> dict[str, Any]:
+        rolled = billing.roll_subscriptions(emulator.store, emulator.clock.now())
+        emulator.tick()  # also expires idempotency keys older than 24 h of emulator time
+        return clock_state(rolled=rolled)
+
+    async def health(request: Request) -> dict[str, Any]:
+        return {"status": "ok", "now": emulator.clock.now(), "api_version": API_VERSION}
+
+    async def reset(request: Request) -> dict[str, Any]:
+        emulator.reset()
+        return {"reset": True, **clock_state()}
+
+    async def get_clock(request: Request) -> dict[str, Any]:
+        return clock_state()
+
+    async def advance_clock(request: Request) -> dict[str, Any]:
+        seconds = _number(await _json_body(request), "seconds")
+        try:
+            emulator.clock.advance(seconds)
+        except ValueError as error:
+            raise AdminError(str(error)) from error
+        return roll_over()
+
+    async def set_clock(request: Request) -> dict[str, Any]:
+        timestamp = _number(await _json_body(request), "time")
+        try:
+            emulator.clock.set(timestamp)
+        except ValueError as error:
+            raise AdminError(str(error)) from error
+        return roll_over()
+
+    async def list_faults(request: Request) -> dict[str, Any]:
+        return {"faults": [rule.to_json() for rule in emulator.faults.rules]}
+
+    async def add_fault(request: Request) -> dict[str, Any]:
+        body = await _json_body(request)
+        unknown = set(body) - _RULE_FIELDS
+        if unknown:
+            raise AdminError(f"unknown fault fields: {', '.join(sorted(unknown))}")
+        if "kind" not in body:
+            raise AdminError("`kind` is required")
+        try:
+            rule: FaultRule = emulator.faults.add(**body)
+        except (TypeError, ValueError) as error:
+            raise AdminError(str(error)) from error
+        return rule.to_json()
+
+    async def clear_faults(request: Request) -> dict[str, Any]:
+        emulator.faults.clear()
+        return {"faults": []}
+
+    async def remove_fault(request: Request) -> dict[str, Any]:
+        rule_id = request.path_params["rule_id"]
+        if not emulator.faults.remove(rule_id):
+            raise AdminError(f"no fault {rule_id}", 404)
+        return {"removed": rule_id}
+
+    async def seed_faults(request: Request) -> dict[str, Any]:
+        seed = (await _json_body(request)).get("seed")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise AdminError("`seed` must be an integer")
+        emulator.faults.seed(seed)
+        return {"seed": seed}
+
+    async def get_rate_limit(request: Request) -> dict[str, Any]:
+        return {"per_second": emulator.limiter.per_second}
+
+    async def set_rate_limit(request: Request) -> dict[str, Any]:
+        per_second = _number(await _json_body(request), "per_second")
+        try:
+            emulator.limiter.set(per_second)
+        except ValueError as error:
+            raise AdminError(str(error)) from error
+        return {"per_second": emulator.limiter.per_second}
+
+    async def list_requests(request: Request) -> dict[str, Any]:
+        return {
+            "requests": emulator.log.select(
+                request.query_params.get("path_prefix"), request.query_params.get("method")
+            )
+        }
+
+    async def clear_requests(request: Request) -> dict[str, Any]:
+        emulator.log.clear()
+        return {"requests": []}
+
+    async def save_state(request: Request) -> dict[str, Any]:
+        try:
+            path = emulator.save()
+        except ValueError as error:
+            raise AdminError(str(error)) from error
+        return {"saved": str(path)}
+
+    table: list[tuple[str, str, Callable[[Request], Awaitable[Any]]]] = [
+        ("GET", "/health", health),
+        ("POST", "/reset", reset),
+        ("GET", "/clock", get_clock),
+        ("POST", "/clock/advance", advance_clock),
+        ("POST", "/clock/set", set_clock),
+        ("GET", "/faults", list_faults),
+        ("POST", "/faults", add_fault),
+        ("DELETE", "/faults", clear_faults),
+        ("POST", "/faults/seed", seed_faults),
+        ("DELETE", "/faults/{rule_id}", remove_fault),
+        ("GET", "/rate_limit", get_rate_limit),
+        ("POST", "/rate_limit", set_rate_limit),
+        ("GET", "/requests", list_requests),
+        ("DELETE", "/requests", clear_requests),
+        ("POST", "/state/save", save_state),
+    ]
+    return [
+        Route("/_emulator" + path, endpoint(handler), methods=[method])
+        for method, path, handler in table
+    ]

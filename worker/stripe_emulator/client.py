@@ -1,0 +1,253 @@
+"""A typed client for the emulator's admin API (routes documented in ``admin.py``).
+
+>>> admin = EmulatorAdmin("http://127.0.0.1:12111")
+>>> admin.reset()
+>>> admin.advance_clock("31d")  # or seconds
+>>> [r.status for r in admin.requests(path_prefix="/v1/customers", method="POST")]
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def parse_duration(text: str | float) -> float:
+    """Seconds in ``"31d"``, ``"1d12h"``, ``"90m"``, ``"45s"``, ``"2w"`` or a plain number."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    cleaned = text.strip().lower()
+    try:
+        return float(cleaned)
+    except ValueError:
+        pass
+    total = 0.0
+    position = 0
+    for match in _DURATION.finditer(cleaned):
+        if match.start() != position:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        position = match.end()
+    if position != len(cleaned) or not cleaned:
+        raise ValueError(f"not a duration: {text!r} (examples: 31d, 1d12h, 90m, 3600)")
+    return total
+
+
+class EmulatorAdminError(RuntimeError):
+    """The admin API refused a request (its message says why)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedRequest:
+    """One request the emulator received on its Stripe API.
+
+    ``query`` and ``form`` are the parsed parameters (bracket notation already nested);
+    ``status`` is ``None`` when the connection was dropped; ``fault`` names what was injected
+    (``"api_error"``, ``"drop(after)"``, ``"latency+api_error"``, ``"rate_limiter"``...).
+    """
+
+    request_id: str
+    method: str
+    path: str
+    query: dict[str, Any]
+    form: dict[str, Any]
+    idempotency_key: str | None
+    stripe_version: str | None
+    status: int | None
+    error_type: str | None
+    error_code: str | None
+    fault: str | None
+    replayed: bool
+    dropped: bool
+    wall_time: float
+    emulator_time: int
+    duration_ms: float
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Query and form parameters together (form wins, as for the endpoint)."""
+        return {**self.query, **self.form}
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A fault rule as the emulator holds it (``fired`` counts its applications so far)."""
+
+    id: str
+    kind: str
+    match: str
+    probability: float
+    count: int | None
+    after_execution: bool
+    latency_ms: int
+    hang_seconds: float
+    status: int | None
+    should_retry: bool | None
+    retry_after: int | None
+    fired: int = field(default=0)
+
+
+class EmulatorAdmin:
+    """Admin API client. Pass ``client`` to reuse an ``httpx.Client`` (not closed here)."""
+
+    def __init__(
+        self, base_url: str, *, timeout: float = 10.0, client: httpx.Client | None = None
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._owned = client is None
+        self._client = client or httpx.Client(base_url=self.base_url, timeout=timeout)
+
+    def close(self) -> None:
+        if self._owned:
+            self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        params: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        response = self._client.request(
+            method, self.base_url + "/_emulator" + path, json=body, params=params
+        )
+        try:
+            payload: dict[str, Any] = response.json()
+        except ValueError:
+            payload = {"error": response.text}
+        if response.status_code >= 400:
+            raise EmulatorAdminError(response.status_code, str(payload.get("error", payload)))
+        return payload
+
+    # Lifecycle ---------------------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        return self._call("GET", "/health")
+
+    def wait_until_ready(self, timeout: float = 10.0) -> None:
+        """Poll ``/health`` until the emulator answers (raises TimeoutError otherwise)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.health()
+                return
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no emulator at {self.base_url}") from None
+                time.sleep(0.05)
+
+    def reset(self) -> None:
+        """Forget data, idempotency keys, faults, the request log and the clock offset."""
+        self._call("POST", "/reset")
+
+    def save_state(self) -> str:
+        """Write the state file now; returns its path."""
+        return str(self._call("POST", "/state/save")["saved"])
+
+    # Clock --------------------------------------------------------------------------------------
+
+    def now(self) -> int:
+        """Emulator time (Unix seconds)."""
+        return int(self._call("GET", "/clock")["now"])
+
+    def advance_clock(self, seconds: float | str) -> int:
+        """Move emulator time forward (``3600`` or ``"31d"``); returns the new time."""
+        return int(
+            self._call("POST", "/clock/advance", {"seconds": parse_duration(seconds)})["now"]
+        )
+
+    def set_time(self, timestamp: int) -> int:
+        """Jump emulator time forward to ``timestamp``; returns the new time."""
+        return int(self._call("POST", "/clock/set", {"time": timestamp})["now"])
+
+    # Faults and limits ---------------------------------------------------------------------------
+
+    def add_fault(
+        self,
+        kind: str,
+        match: str = "*",
+        *,
+        probability: float = 1.0,
+        count: int | None = None,
+        after_execution: bool = False,
+        latency_ms: int = 0,
+        hang_seconds: float | None = None,
+        status: int | None = None,
+        should_retry: bool | None = None,
+        retry_after: int | None = None,
+    ) -> Fault:
+        """Add a fault rule (kinds and semantics: ``worker/stripe_emulator/faults.py``)."""
+        body: dict[str, Any] = {
+            "kind": kind,
+            "match": match,
+            "probability": probability,
+            "count": count,
+            "after_execution": after_execution,
+            "latency_ms": latency_ms,
+            "status": status,
+            "should_retry": should_retry,
+            "retry_after": retry_after,
+        }
+        if hang_seconds is not None:
+            body["hang_seconds"] = hang_seconds
+        return Fault(**self._call("POST", "/faults", body))
+
+    def faults(self) -> list[Fault]:
+        return [Fault(**rule) for rule in self._call("GET", "/faults")["faults"]]
+
+    def remove_fault(self, fault_id: str) -> None:
+        self._call("DELETE", f"/faults/{fault_id}")
+
+    def clear_faults(self) -> None:
+        self._call("DELETE", "/faults")
+
+    def seed_faults(self, seed: int) -> None:
+        """Reseed the RNG behind probabilistic faults (reset reseeds with 0)."""
+        self._call("POST", "/faults/seed", {"seed": seed})
+
+    def set_rate_limit(self, per_second: float) -> None:
+        """Requests per second before 429 ``rate_limit`` (0 turns the limiter off)."""
+        self._call("POST", "/rate_limit", {"per_second": per_second})
+
+    def rate_limit(self) -> float:
+        return float(self._call("GET", "/rate_limit")["per_second"])
+
+    # Request log --------------------------------------------------------------------------------
+
+    def requests(
+        self, path_prefix: str | None = None, method: str | None = None
+    ) -> list[LoggedRequest]:
+        """Logged Stripe API requests, oldest first, optionally filtered."""
+        params = {}
+        if path_prefix is not None:
+            params["path_prefix"] = path_prefix
+        if method is not None:
+            params["method"] = method
+        entries = self._call("GET", "/requests", params=params)["requests"]
+        return [LoggedRequest(**entry) for entry in entries]
+
+    def clear_requests(self) -> None:
+        self._call("DELETE", "/requests")

@@ -1,0 +1,32 @@
+"""Object ids with Stripe's prefixes and lengths (``cus_`` + 14, ``price_`` + 24, ...)."""
+
+from __future__ import annotations
+
+import random
+import string
+from typing import Final
+
+_ALPHABET: Final = string.ascii_letters + string.digits
+# Ids need to be unique, not unpredictable: a fast PRNG seeded from the OS is enough, and it is
+# independent of the seeded RNG that drives fault injection (so seeding faults is reproducible).
+_rng = random.Random()  # noqa: S311
+
+LENGTHS: Final[dict[str, int]] = {
+    "cus": 14,
+    "txi": 24,
+    "prod": 14,
+    "price": 24,
+    "sub": 24,
+    "si": 14,
+    "req": 14,
+}
+
+
+def new_id(prefix: str) -> str:
+    """A fresh id such as ``cus_Q3x9...``."""
+    return prefix + "_" + "".join(_rng.choices(_ALPHABET, k=LENGTHS[prefix]))
+
+
+def invoice_prefix() -> str:
+    """A customer's ``invoice_prefix``: 8 uppercase hex characters, as Stripe generates."""
+    return f"{_rng.getrandbits(32):08X}"

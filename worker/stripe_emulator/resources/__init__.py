@@ -1,0 +1,1 @@
+"""The emulated Stripe resources, one module per family, each exporting ``ROUTES``."""

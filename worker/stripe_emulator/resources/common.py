@@ -1,0 +1,138 @@
+"""What every resource module shares: the endpoint contract, pagination and metadata rules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from worker.stripe_emulator.errors import invalid, resource_missing
+from worker.stripe_emulator.objects import list_object
+from worker.stripe_emulator.params import UNSET, Obj
+from worker.stripe_emulator.state import Record, Store
+
+
+@dataclass(slots=True)
+class Ctx:
+    """What a handler gets besides its parameters: the data, emulator time and path ids."""
+
+    store: Store
+    now: int
+    path: dict[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[Ctx, dict[str, Any]], Record]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One Stripe API operation.
+
+    ``returns`` names the response's object type for ``expand[]`` (``customer``,
+    ``list<price>``, ``search<customer>``, ``deleted``...). Handlers run synchronously and
+    raise :class:`StripeError` for failures that happen during execution.
+    """
+
+    method: str
+    template: str
+    schema: Obj
+    handler: Handler
+    returns: str
+
+
+def paginate(
+    records: Sequence[Record],
+    params: dict[str, Any],
+    url: str,
+    kind: str,
+    render: Callable[[Record], Record] | None = None,
+) -> Record:
+    """A Stripe list object over ``records`` (already filtered, newest first).
+
+    Implements ``limit`` (default 10), ``starting_after`` and ``ending_before``; a cursor that
+    is not in the list is a 404 naming the cursor parameter, as Stripe answers.
+    """
+    limit: int = params.get("limit", 10)
+    after: str | None = params.get("starting_after")
+    before: str | None = params.get("ending_before")
+    if after is not None and before is not None:
+        raise invalid(
+            "You may only specify one of these parameters: ending_before, starting_after.",
+            "starting_after",
+        )
+    if after is not None:
+        index = _index_of(records, after, kind, "starting_after")
+        window = records[index + 1 :]
+        page = window[:limit]
+    elif before is not None:
+        index = _index_of(records, before, kind, "ending_before")
+        window = records[:index]
+        page = window[-limit:]
+    else:
+        window = records
+        page = window[:limit]
+    data = [render(record) for record in page] if render else list(page)
+    result = list_object(url, data, len(window) > limit)
+    # Sent only when the client expands total_count (see expand.py), removed otherwise.
+    result["total_count"] = len(records)
+    return result
+
+
+def _index_of(records: Sequence[Record], object_id: str, kind: str, param: str) -> int:
+    for index, record in enumerate(records):
+        if record["id"] == object_id:
+            return index
+    raise resource_missing(kind, object_id, param)
+
+
+def created_matches(created: int, bounds: dict[str, int] | None) -> bool:
+    """Stripe's ``created`` list filter: an exact value or ``gt``/``gte``/``lt``/``lte``."""
+    if bounds is None:
+        return True
+    return (
+        bounds.get("eq", created) == created
+        and created > bounds.get("gt", created - 1)
+        and created >= bounds.get("gte", created)
+        and created < bounds.get("lt", created + 1)
+        and created <= bounds.get("lte", created)
+    )
+
+
+def newest_first(records: dict[str, Record]) -> list[Record]:
+    """Records in Stripe's list order (insertion order is creation order)."""
+    return list(reversed(records.values()))
+
+
+def metadata_for_create(raw: Any) -> dict[str, str]:
+    """Metadata given on create: empty values (and ``metadata=""``) set nothing."""
+    if raw is None or raw is UNSET:
+        return {}
+    return {key: value for key, value in raw.items() if value is not UNSET}
+
+
+def metadata_for_update(current: dict[str, str], raw: Any) -> dict[str, str]:
+    """Stripe's update rule: keys merge, ``metadata[k]=""`` removes k, ``metadata=""`` clears."""
+    if raw is UNSET:
+        return {}
+    merged = dict(current)
+    for key, value in raw.items():
+        if value is UNSET:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
+
+
+def lookup(records: dict[str, Record], object_id: str, kind: str, param: str = "id") -> Record:
+    record = records.get(object_id)
+    if record is None:
+        raise resource_missing(kind, object_id, param)
+    return record
+
+
+def only_one_of(params: dict[str, Any], *names: str) -> None:
+    given = [name for name in names if name in params]
+    if len(given) > 1:
+        raise invalid(
+            f"You may only specify one of these parameters: {', '.join(given)}.", given[1]
+        )

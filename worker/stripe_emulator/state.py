@@ -1,0 +1,102 @@
+"""In-memory data: one store per resource, plus the indexes the endpoints need.
+
+Records are kept in Stripe's JSON shape so that most responses serialise a stored dict as is.
+Two exceptions keep related objects live instead of copied: a subscription's items and an
+item's price are stored as ids and rendered at response time (see
+:mod:`worker.stripe_emulator.objects`), so updating a price shows up on every subscription.
+
+The emulator serves requests on one asyncio thread and handlers never await, so each request's
+reads and writes are atomic without locks.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+Record = dict[str, Any]
+
+STATE_VERSION = 1
+
+
+class Store:
+    """All emulated Stripe objects and their indexes."""
+
+    def __init__(self) -> None:
+        self.customers: dict[str, Record] = {}
+        self.deleted_customers: set[str] = set()
+        self.tax_ids: dict[str, Record] = {}
+        self.customer_tax_ids: dict[str, list[str]] = {}
+        self.products: dict[str, Record] = {}
+        self.prices: dict[str, Record] = {}
+        self.price_lookup_keys: dict[str, str] = {}
+        self.subscriptions: dict[str, Record] = {}
+        self.subscription_items: dict[str, Record] = {}
+        self.items_of: dict[str, list[str]] = {}
+        # Per subscription: billing anchor and how many periods have elapsed since it, which is
+        # what period boundaries are computed from (see clock.add_interval).
+        self.billing: dict[str, Record] = {}
+        # Min-heap of (time of the next lifecycle event, subscription id). Entries can be stale;
+        # billing.roll_subscriptions checks each against the subscription before acting.
+        self.timeline: list[tuple[int, str]] = []
+
+    def schedule(self, when: int, subscription_id: str) -> None:
+        heapq.heappush(self.timeline, (when, subscription_id))
+
+    # Persistence ------------------------------------------------------------------------
+
+    def to_json(self) -> Record:
+        return {
+            "customers": self.customers,
+            "deleted_customers": sorted(self.deleted_customers),
+            "tax_ids": self.tax_ids,
+            "customer_tax_ids": self.customer_tax_ids,
+            "products": self.products,
+            "prices": self.prices,
+            "price_lookup_keys": self.price_lookup_keys,
+            "subscriptions": self.subscriptions,
+            "subscription_items": self.subscription_items,
+            "items_of": self.items_of,
+            "billing": self.billing,
+            "timeline": self.timeline,
+        }
+
+    @classmethod
+    def from_json(cls, data: Record) -> Store:
+        store = cls()
+        store.customers = data["customers"]
+        store.deleted_customers = set(data["deleted_customers"])
+        store.tax_ids = data["tax_ids"]
+        store.customer_tax_ids = data["customer_tax_ids"]
+        store.products = data["products"]
+        store.prices = data["prices"]
+        store.price_lookup_keys = data["price_lookup_keys"]
+        store.subscriptions = data["subscriptions"]
+        store.subscription_items = data["subscription_items"]
+        store.items_of = data["items_of"]
+        store.billing = data["billing"]
+        store.timeline = [(int(when), str(sub)) for when, sub in data["timeline"]]
+        heapq.heapify(store.timeline)
+        return store
+
+
+def save_json(path: Path, document: Record) -> None:
+    """Write ``document`` to ``path`` atomically (a crash never leaves half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("w", encoding="utf-8") as handle:
+        json.dump(document, handle, separators=(",", ":"))
+        handle.flush()
+        os.fsync(handle.fileno())
+    temporary.replace(path)
+
+
+def load_json(path: Path) -> Record:
+    with path.open(encoding="utf-8") as handle:
+        document: Record = json.load(handle)
+    if document.get("version") != STATE_VERSION:
+        raise ValueError(f"{path}: unsupported emulator state version {document.get('version')}")
+    return document
