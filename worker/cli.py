@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import signal
 import sys
@@ -85,14 +84,17 @@ def up(api_port: int | None, flower_port: int | None, concurrency: int) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
+    healthy = True
     try:
         stack.start(echo=click.echo)
-        stack.watch()
+        healthy = stack.watch()
     except KeyboardInterrupt:
         click.echo("\nstopping…")
     finally:
         stack.stop()
         click.echo("stopped.")
+    if not healthy:
+        sys.exit(1)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -338,10 +340,6 @@ def commands_replay(command_ids: tuple[str, ...]) -> None:
         click.echo(f"replayed {command_id}")
 
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
 @main.group()
 def clock() -> None:
     """The local stack's clock (never available with real Stripe)."""
@@ -352,11 +350,12 @@ def clock() -> None:
 def clock_advance(duration: str) -> None:
     """Move the application clock and the Stripe emulator's together, e.g. `31d`, `2h`."""
     from worker.clock import ShiftableClock
+    from worker.stripe_emulator import EmulatorAdmin, parse_duration
 
-    match = _DURATION.fullmatch(duration)
-    if not match:
-        raise click.BadParameter("use a number and s, m, h or d, e.g. 31d", param_hint="DURATION")
-    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    try:
+        seconds = parse_duration(duration)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="DURATION") from None
     settings = get_settings()
     stack = settings.stack()
     if not stack.get("shiftable_clock"):
@@ -366,8 +365,6 @@ def clock_advance(duration: str) -> None:
     offset = ShiftableClock(settings.resolved_redis_url()).advance(seconds)
     emulator_url = stack.get("stripe_emulator_url")
     if emulator_url:
-        from worker.stripe_emulator import EmulatorAdmin
-
         EmulatorAdmin(str(emulator_url)).advance_clock(seconds)
     click.echo(f"advanced {duration}; the clock is now {offset / 86400:.2f} days ahead")
 
@@ -392,3 +389,7 @@ def demo_credentials(settings: Settings) -> tuple[str, str, bool]:
 
 def elapsed_since(start: float) -> str:
     return f"{time.monotonic() - start:.1f}s"
+
+
+if __name__ == "__main__":
+    main()

@@ -208,8 +208,8 @@ class LocalStack:
             create_client(sessions, clock, "demo", client_id=client_id, secret=secret)
         return client_id, secret
 
-    def watch(self) -> None:
-        """Block until a child dies (then report it) or we are interrupted."""
+    def watch(self) -> bool:
+        """Block until interrupted; returns False when a child died (and says which)."""
         while True:
             time.sleep(0.5)
             failed = self.group.exited()
@@ -219,7 +219,7 @@ class LocalStack:
                     f"{name} exited with {code}; see {self.data_dir / 'logs' / name}.log",
                     file=sys.stderr,
                 )
-                return
+                return False
 
     def stop(self) -> None:
         self.group.stop()

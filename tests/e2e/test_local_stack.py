@@ -1,0 +1,117 @@
+"""The README's first command, tried as a new user would: `billing-worker up`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import stripe  # noqa: TID251 - the test talks to the emulator as any Stripe client would
+
+from tests.support.stack import eventually
+from worker.embedded import free_port
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    data_dir = tmp_path_factory.mktemp("up")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
+    env.update({"BILLING_DATA_DIR": str(data_dir), "BILLING_FLOWER_PASSWORD": "flower-pw"})
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "worker.cli",
+            "up",
+            "--api-port",
+            str(free_port()),
+            "--flower-port",
+            str(free_port()),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        stack_file = data_dir / "stack.json"
+        eventually(lambda: stack_file.exists(), 60, "stack.json")
+        stack: dict[str, Any] = json.loads(stack_file.read_text())
+        eventually(lambda: _status(f"{stack['api_url']}/readyz") == 200, 60, "readiness")
+        credentials = json.loads((data_dir / "demo-client.json").read_text())
+        yield {**stack, "process": process, "data_dir": data_dir, **credentials}
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        process.wait(30)
+
+
+def _status(url: str) -> int:
+    try:
+        return httpx.get(url, timeout=2).status_code
+    except httpx.HTTPError:
+        return 0
+
+
+def test_up_enables_the_demo_user_through_the_whole_system(local_stack: dict[str, Any]) -> None:
+    response = httpx.post(
+        f"{local_stack['api_url']}/v1beta1/users/usr_demo/enable",
+        json={},
+        auth=(local_stack["client_id"], local_stack["client_secret"]),
+        timeout=30,
+    )
+    assert response.status_code == 200
+    assert response.json() == {}
+    command_id = response.headers["Command-Id"]
+    flower = f"{local_stack['flower_url']}/api/tasks"
+    tasks = eventually(
+        lambda: (
+            (t := httpx.get(flower, auth=("admin", "flower-pw"), timeout=5).json())
+            and command_id in t
+            and t
+        ),
+        30,
+        "Flower to list the task",
+    )
+    assert tasks[command_id]["name"] == "users.enable"
+    assert tasks[command_id]["state"] == "SUCCESS"
+
+
+def test_up_serves_a_stripe_emulator_that_the_stripe_sdk_uses(
+    local_stack: dict[str, Any],
+) -> None:
+    client = stripe.StripeClient(
+        "sk_test_emulator", base_addresses={"api": local_stack["stripe_emulator_url"]}
+    )
+    customer = client.v1.customers.create(
+        params={"name": "Ada", "email": "ada@example.com", "metadata": {"org_id": "org_demo"}}
+    )
+    assert client.v1.customers.retrieve(customer.id).email == "ada@example.com"
+    found = client.v1.customers.search(params={"query": "metadata['org_id']:'org_demo'"})
+    assert customer.id in [c.id for c in found.data]
+    updated = client.v1.customers.update(customer.id, params={"name": "Ada L."})
+    assert updated.name == "Ada L."
+
+
+def test_up_records_what_it_started_in_stack_json(local_stack: dict[str, Any]) -> None:
+    for key in ("api_url", "flower_url", "redis_url", "stripe_emulator_url", "database_url"):
+        assert local_stack[key]
+    assert Path(local_stack["database_url"].removeprefix("sqlite:///")).exists()
+
+
+def test_sigterm_stops_every_process_up_started(local_stack: dict[str, Any]) -> None:
+    process: subprocess.Popen[str] = local_stack["process"]
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(30) == 0
+    assert _status(f"{local_stack['api_url']}/healthz") == 0
+    assert _status(f"{local_stack['stripe_emulator_url']}/_emulator/health") == 0
+    assert json.loads((local_stack["data_dir"] / "stack.json").read_text())["stopped"] is True
