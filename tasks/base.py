@@ -84,7 +84,15 @@ class CommandTask(_TaskBase):
         payload = {"command_id": command_id, **kwargs}
         # The API records its commands before publishing them; an entry first made here is a
         # command another service published straight onto the queue.
-        finished = svc.commands.begin(command_id, command_type.TASK_NAME, payload, source="queue")
+        try:
+            finished = svc.commands.begin(
+                command_id, command_type.TASK_NAME, payload, source="queue"
+            )
+        except Exception as error:
+            if not svc.is_transient(error):
+                raise
+            # Nothing is recorded yet and the database is unreachable: keep the message.
+            raise self.retry(countdown=self._policy(svc).delay(self.request.retries)) from error
         if finished is not None:
             return self._replay(finished.status, finished.result, finished.error)
 
@@ -127,20 +135,31 @@ class CommandTask(_TaskBase):
             return result or {}
         raise CommandFailed(error or {"code": int(ErrorCode.UNKNOWN), "message": "", "details": []})
 
+    @staticmethod
+    def _policy(svc: Services) -> RetryPolicy:
+        settings = svc.settings
+        return RetryPolicy(
+            settings.retry_max_attempts,
+            settings.retry_base_delay_seconds,
+            settings.retry_max_delay_seconds,
+        )
+
     def _fail(self, svc: Services, command_id: str, error: CommandError) -> dict[str, Any]:
         body = error.to_body()
-        svc.commands.fail(command_id, body)
+        try:
+            svc.commands.fail(command_id, body)
+        except Exception as journal_error:
+            if not svc.is_transient(journal_error):
+                raise
+            # The outcome could not be recorded: run again later rather than lose it.
+            delay = self._policy(svc).delay(self.request.retries)
+            raise self.retry(countdown=delay) from journal_error
         raise CommandFailed(body)
 
     def _retry_or_fail(
         self, svc: Services, command_id: str, reason: str, retry_after: float | None
     ) -> dict[str, Any]:
-        settings = svc.settings
-        policy = RetryPolicy(
-            settings.retry_max_attempts,
-            settings.retry_base_delay_seconds,
-            settings.retry_max_delay_seconds,
-        )
+        policy = self._policy(svc)
         attempts_done = self.request.retries + 1
         if policy.exhausted(attempts_done):
             return self._fail(
@@ -152,20 +171,21 @@ class CommandTask(_TaskBase):
                 ),
             )
         delay = policy.delay(self.request.retries, retry_after)
-        svc.commands.retrying(
-            command_id,
-            {
-                "code": int(ErrorCode.UNAVAILABLE),
-                "message": reason,
-                "details": [
-                    error_info(
-                        "TRANSIENT_FAILURE",
-                        attempt=str(attempts_done),
-                        retry_in_seconds=f"{delay:.3f}",
-                    )
-                ],
-            },
-        )
+        retrying = {
+            "code": int(ErrorCode.UNAVAILABLE),
+            "message": reason,
+            "details": [
+                error_info(
+                    "TRANSIENT_FAILURE",
+                    attempt=str(attempts_done),
+                    retry_in_seconds=f"{delay:.3f}",
+                )
+            ],
+        }
+        try:
+            svc.commands.retrying(command_id, retrying)
+        except Exception:  # the retry matters more than its record
+            logger.warning("could not record the retry of %s", command_id, exc_info=True)
         logger.warning(
             "command %s attempt %d failed transiently (%s); retry in %.2fs",
             command_id,

@@ -8,24 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from worker.settings import STACK_FILE, Settings, get_settings
+from worker.settings import get_settings
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
     from domain.ports import Clock
-
-EMULATOR_API_KEY = "sk_test_emulator"
-DEMO_CLIENT_FILE = "demo-client.json"
 
 
 def _emit(as_json: bool, data: dict[str, Any], text: str) -> None:
@@ -167,7 +162,7 @@ def migrate() -> None:
 @main.command("stripe-emulator")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=12111, show_default=True)
-@click.option("--api-key", default=EMULATOR_API_KEY, show_default=True)
+@click.option("--api-key", default="sk_test_emulator", show_default=True)
 @click.option(
     "--rate-limit",
     type=float,
@@ -367,28 +362,6 @@ def clock_advance(duration: str) -> None:
     if emulator_url:
         EmulatorAdmin(str(emulator_url)).advance_clock(seconds)
     click.echo(f"advanced {duration}; the clock is now {offset / 86400:.2f} days ahead")
-
-
-def write_stack_file(settings: Settings, stack: dict[str, Any]) -> Path:
-    path = settings.data_dir / STACK_FILE
-    path.write_text(json.dumps(stack, indent=2, sort_keys=True))
-    return path
-
-
-def demo_credentials(settings: Settings) -> tuple[str, str, bool]:
-    """The demo client's id and secret, kept in the data directory (local stack only)."""
-    path = settings.data_dir / DEMO_CLIENT_FILE
-    if path.exists():
-        saved = json.loads(path.read_text())
-        return str(saved["client_id"]), str(saved["client_secret"]), False
-    client_id, secret = "demo", secrets.token_urlsafe(24)
-    path.write_text(json.dumps({"client_id": client_id, "client_secret": secret}))
-    path.chmod(0o600)
-    return client_id, secret, True
-
-
-def elapsed_since(start: float) -> str:
-    return f"{time.monotonic() - start:.1f}s"
 
 
 if __name__ == "__main__":

@@ -68,6 +68,12 @@ class Settings(BaseSettings):
         description="Unacknowledged messages return to the queue after "
         "this long (a killed worker's commands).",
     )
+    database_lock_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="How long a statement waits for a lock before failing; such failures "
+        "are retried like any transient error.",
+    )
     auth_cache_seconds: float = Field(
         default=60.0, ge=0, description="How long a verified client secret is trusted."
     )

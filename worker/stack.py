@@ -8,11 +8,11 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from worker.cli import EMULATOR_API_KEY, demo_credentials, elapsed_since, write_stack_file
 from worker.embedded import (
     ProcessGroup,
     api_argv,
@@ -26,8 +26,32 @@ from worker.embedded import (
 )
 from worker.settings import STACK_FILE, Settings
 
+EMULATOR_API_KEY = "sk_test_emulator"
+DEMO_CLIENT_FILE = "demo-client.json"
 DEMO_ORG_ID = "org_demo"
 DEMO_USER_ID = "usr_demo"
+
+
+def write_stack_file(settings: Settings, stack: dict[str, Any]) -> Path:
+    path = settings.data_dir / STACK_FILE
+    path.write_text(json.dumps(stack, indent=2, sort_keys=True))
+    return path
+
+
+def demo_credentials(settings: Settings) -> tuple[str, str, bool]:
+    """The demo client's id and secret, kept in the data directory (local stack only)."""
+    path = settings.data_dir / DEMO_CLIENT_FILE
+    if path.exists():
+        saved = json.loads(path.read_text())
+        return str(saved["client_id"]), str(saved["client_secret"]), False
+    client_id, secret = "demo", secrets.token_urlsafe(24)
+    path.write_text(json.dumps({"client_id": client_id, "client_secret": secret}))
+    path.chmod(0o600)
+    return client_id, secret, True
+
+
+def elapsed_since(start: float) -> str:
+    return f"{time.monotonic() - start:.1f}s"
 
 
 class LocalStack:

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import sqlite3
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
+from tests.support.locks import user_row_locked
 from tests.support.redis_server import RedisServer
 from tests.support.stack import TEST_SETTINGS, Stack, eventually
 from worker.admin import create_user, user_state
 from worker.celery_app import create_celery_app
 from worker.clock import SystemClock
-from worker.db.engine import get_engine
 from worker.settings import Settings
 
 pytestmark = pytest.mark.chaos
@@ -68,28 +65,6 @@ def enable_async(stack: Stack, user_id: str) -> str:
         )
     assert response.status_code == 202, response.text
     return str(response.json()["command_id"])
-
-
-@contextlib.contextmanager
-def user_row_locked(stack: Stack, user_id: str) -> Iterator[None]:
-    """Hold a write lock that the enable handler must wait for."""
-    if stack.database_url.startswith("sqlite"):
-        lite = sqlite3.connect(stack.database_url.removeprefix("sqlite:///"), isolation_level=None)
-        lite.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        finally:
-            lite.execute("ROLLBACK")
-            lite.close()
-    else:
-        with get_engine(stack.database_url).connect() as connection:
-            connection.execute(
-                text("SELECT id FROM users WHERE id = :id FOR UPDATE"), {"id": user_id}
-            )
-            try:
-                yield
-            finally:
-                connection.rollback()
 
 
 def active_task_ids(stack: Stack) -> set[str]:

@@ -7,9 +7,12 @@ import uuid
 import httpx
 import pytest
 
+from tests.support.locks import user_row_locked
 from tests.support.stack import Stack, basic, eventually
 from worker.admin import create_user, user_state
+from worker.celery_app import create_celery_app
 from worker.clock import SystemClock
+from worker.settings import Settings
 
 pytestmark = pytest.mark.e2e
 
@@ -182,3 +185,23 @@ def test_unknown_routes_answer_in_the_spec_error_body(stack: Stack) -> None:
         response = http.get("/v1beta1/nothing-here")
     assert response.status_code == 404
     assert set(response.json()) == {"code", "message", "details"}
+
+
+def test_a_lock_timeout_is_retried_with_backoff_until_the_command_succeeds(stack: Stack) -> None:
+    user_id = disabled_user(stack)
+    with stack.http() as http:
+        command_id = enable(http, user_id, headers={"Prefer": "respond-async"}).json()["command_id"]
+    # Accepted first: on SQLite the lock below also blocks the API's own writes.
+    with user_row_locked(stack, user_id):
+        eventually(lambda: task_state(stack, command_id) == "RETRY", 30, "a retry")
+    record = stack.finished(command_id, timeout=30)
+    assert record.status.value == "succeeded"
+    assert user_state(stack.sessions, user_id) == "enabled"
+
+
+def task_state(stack: Stack, task_id: str) -> str:
+    app = create_celery_app(Settings(redis_url=stack.redis_url))
+    try:
+        return str(app.AsyncResult(task_id).state)
+    finally:
+        app.close()

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import or_, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from domain.messages import CommandStatus
@@ -160,6 +161,15 @@ class SqlCommandLog:
 
     def begin(
         self, command_id: str, command_type: str, payload: dict[str, Any], *, source: str
+    ) -> CommandRecord | None:
+        try:
+            return self._begin(command_id, command_type, payload, source)
+        except IntegrityError:
+            # Two deliveries of a new command raced to log it; the loser sees the entry now.
+            return self._begin(command_id, command_type, payload, source)
+
+    def _begin(
+        self, command_id: str, command_type: str, payload: dict[str, Any], source: str
     ) -> CommandRecord | None:
         now = self._clock.now()
         with self._sessions.begin() as session:

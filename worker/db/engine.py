@@ -15,23 +15,37 @@ _lock = threading.Lock()
 _engines: dict[tuple[int, str], Engine] = {}
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    # WAL lets the API read while a worker writes; busy_timeout turns lock contention into
-    # waiting, and what still times out is classified as a transient (retried) error.
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
+def build_engine(url: str, lock_timeout: float | None = None) -> Engine:
+    """An engine whose lock waits end after ``lock_timeout`` seconds (default: the settings').
 
-
-def build_engine(url: str) -> Engine:
+    A statement that times out on a lock raises an error that ``is_transient_db_error``
+    recognises, so the command is retried with backoff instead of waiting forever.
+    """
+    if lock_timeout is None:
+        lock_timeout = get_settings().database_lock_timeout_seconds
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
-        event.listen(engine, "connect", _sqlite_pragmas)
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": lock_timeout}
+        )
+
+        def pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            # WAL lets the API read while a worker writes.
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute(f"PRAGMA busy_timeout={int(lock_timeout * 1000)}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        event.listen(engine, "connect", pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=5,
+        max_overflow=10,
+        connect_args={"options": f"-c lock_timeout={int(lock_timeout * 1000)}"},
+    )
 
 
 def get_engine(url: str | None = None) -> Engine:
