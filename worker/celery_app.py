@@ -37,7 +37,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
         "broker_transport_options": {
-            "visibility_timeout": settings.broker_visibility_timeout_seconds,
+            "visibility_timeout": visibility,
             # Look for messages of dead workers often enough to honour the visibility timeout
             # (kombu's default scans every ~100 s).
             "unacked_restore_interval": max(1.0, min(10.0, visibility / 3)),

@@ -159,37 +159,16 @@ def migrate() -> None:
     click.echo(f"migrated {settings.resolved_database_url()}")
 
 
-@main.command("stripe-emulator")
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=12111, show_default=True)
-@click.option("--api-key", default="sk_test_emulator", show_default=True)
-@click.option(
-    "--rate-limit",
-    type=float,
-    default=25.0,
-    show_default=True,
-    help="Requests per second (Stripe test mode: 25); 0 turns it off.",
+@main.command(
+    "stripe-emulator",
+    context_settings={"ignore_unknown_options": True},
+    add_help_option=False,
 )
-@click.option("--state-file", type=click.Path(path_type=Path), default=None)
-def stripe_emulator(
-    host: str, port: int, api_key: str, rate_limit: float, state_file: Path | None
-) -> None:
-    """Run the Stripe emulator alone."""
-    argv = [
-        sys.executable,
-        "-m",
-        "worker.stripe_emulator",
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--api-key",
-        api_key,
-        "--rate-limit",
-        str(rate_limit),
-    ]
-    if state_file:
-        argv += ["--state-file", str(state_file)]
+@click.argument("emulator_args", nargs=-1, type=click.UNPROCESSED)
+def stripe_emulator(emulator_args: tuple[str, ...]) -> None:
+    """Run the Stripe emulator alone (`--help` lists its options: --host, --port, --api-key,
+    --rate-limit, --state-file)."""
+    argv = [sys.executable, "-m", "worker.stripe_emulator", *emulator_args]
     os.execv(argv[0], argv)
 
 

@@ -25,8 +25,8 @@ from worker.embedded import (
     wait_until,
 )
 from worker.settings import STACK_FILE, Settings
+from worker.stripe_emulator import DEFAULT_API_KEY as EMULATOR_API_KEY
 
-EMULATOR_API_KEY = "sk_test_emulator"
 DEMO_CLIENT_FILE = "demo-client.json"
 DEMO_ORG_ID = "org_demo"
 DEMO_USER_ID = "usr_demo"
@@ -247,8 +247,6 @@ class LocalStack:
 
     def stop(self) -> None:
         self.group.stop()
-        stack_file = self.data_dir / STACK_FILE
-        if stack_file.exists():
-            stack = json.loads(stack_file.read_text())
-            stack["stopped"] = True
-            stack_file.write_text(json.dumps(stack, indent=2, sort_keys=True))
+        stack = self.settings.stack()
+        if stack:
+            write_stack_file(self.settings, {**stack, "stopped": True})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -76,6 +77,20 @@ def active_task_ids(stack: Stack) -> set[str]:
     return {task["id"] for tasks in active.values() for task in tasks}
 
 
+@contextlib.contextmanager
+def command_in_flight(
+    stack: Stack, worker_name: str
+) -> Iterator[tuple[subprocess.Popen[bytes], str, str]]:
+    """A worker (one process) running an enable command, held mid-way by a row lock until
+    the block ends: yields the worker, the command id and the user id."""
+    user = disabled_user(stack)
+    command_id = enable_async(stack, user)
+    with user_row_locked(stack, user):
+        worker = stack.start_worker(worker_name, concurrency=1)
+        eventually(lambda: command_id in active_task_ids(stack), what="the task to be running")
+        yield worker, command_id, user
+
+
 def test_commands_queued_in_redis_survive_a_redis_restart(
     system: tuple[Stack, RedisServer],
 ) -> None:
@@ -110,11 +125,7 @@ def test_a_worker_process_killed_mid_command_hands_it_back_to_the_queue(
     system: tuple[Stack, RedisServer],
 ) -> None:
     stack, _ = system
-    user = disabled_user(stack)
-    command_id = enable_async(stack, user)
-    with user_row_locked(stack, user):
-        worker = stack.start_worker(concurrency=1)
-        eventually(lambda: command_id in active_task_ids(stack), what="the task to be running")
+    with command_in_flight(stack, "w1") as (worker, command_id, user):
         children = subprocess.run(
             ["pgrep", "-P", str(worker.pid)], capture_output=True, text=True, check=False
         ).stdout.split()
@@ -130,11 +141,7 @@ def test_a_whole_worker_killed_mid_command_is_redelivered_to_another_worker(
     system: tuple[Stack, RedisServer],
 ) -> None:
     stack, _ = system
-    user = disabled_user(stack)
-    command_id = enable_async(stack, user)
-    with user_row_locked(stack, user):
-        first = stack.start_worker("first", concurrency=1)
-        eventually(lambda: command_id in active_task_ids(stack), what="the task to be running")
+    with command_in_flight(stack, "first") as (first, command_id, user):
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
     stack.start_worker("second", concurrency=1)
