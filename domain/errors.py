@@ -133,6 +133,10 @@ class Unavailable(CommandError):
     code = ErrorCode.UNAVAILABLE
 
 
+class UniquenessViolation(Exception):
+    """A write would break a uniqueness rule (raised by a unit of work's ``commit``)."""
+
+
 class TransientError(Exception):
     """A failure worth retrying: connection errors, 429, 5xx, lock timeouts.
 

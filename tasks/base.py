@@ -171,6 +171,7 @@ class CommandTask(_TaskBase):
                 ),
             )
         delay = policy.delay(self.request.retries, retry_after)
+        ceiling = policy.ceiling(self.request.retries)
         retrying = {
             "code": int(ErrorCode.UNAVAILABLE),
             "message": reason,
@@ -182,8 +183,15 @@ class CommandTask(_TaskBase):
                 )
             ],
         }
+        retry = {
+            "attempt": attempts_done,
+            "reason": reason,
+            "delay_seconds": round(delay, 3),
+            "backoff_ceiling_seconds": round(ceiling, 3),
+            "retry_after_seconds": retry_after,
+        }
         try:
-            svc.commands.retrying(command_id, retrying)
+            svc.commands.retrying(command_id, retrying, retry)
         except Exception:  # the retry matters more than its record
             logger.warning("could not record the retry of %s", command_id, exc_info=True)
         logger.warning(

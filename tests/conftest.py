@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.emulator import EMULATOR_KEY, start_emulator
 from tests.support.postgres import PostgresCluster, start_cluster
 from tests.support.stack import TEST_SETTINGS, Stack
 from worker.db.migrate import upgrade
@@ -72,15 +73,22 @@ def backend(request: pytest.FixtureRequest) -> str:
 def stack(
     request: pytest.FixtureRequest, backend: str, workdir: Path, redis_server: str
 ) -> Iterator[Stack]:
-    """The system on ``backend``: migrated database, a worker process and the API."""
+    """The system on ``backend``: migrated database, a Stripe emulator of its own, a worker
+    process and the API. The application clock is shiftable, as on the local stack."""
     index = BACKENDS.index(backend) + 1
     database_url = _database(request, backend, workdir, f"e2e_{backend}")
     redis_url = f"{redis_server}/{index}"
+    (workdir / backend).mkdir(parents=True, exist_ok=True)
+    # No rate limit: tests that need 429s inject them as faults.
+    emulator = start_emulator(workdir / backend / "stripe-emulator.log", "--rate-limit", "0")
     env = {
         **TEST_SETTINGS,
         "BILLING_DATABASE_URL": database_url,
         "BILLING_REDIS_URL": redis_url,
         "BILLING_DATA_DIR": str(workdir / backend),
+        "BILLING_STRIPE_API_KEY": EMULATOR_KEY,
+        "BILLING_STRIPE_API_BASE": emulator.url,
+        "BILLING_SHIFTABLE_CLOCK": "true",
     }
     system = Stack(
         name=backend,
@@ -88,8 +96,8 @@ def stack(
         redis_url=redis_url,
         workdir=workdir / backend,
         env=env,
+        stripe_url=emulator.url,
     )
-    system.workdir.mkdir(parents=True, exist_ok=True)
     try:
         system.start_worker()
         system.start_api()
@@ -97,6 +105,7 @@ def stack(
         yield system
     finally:
         system.stop()
+        emulator.stop()
 
 
 @pytest.fixture(scope="session")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import cached_property, lru_cache
 
-from domain.ports import Clock, UnitOfWork
+from domain.ports import BillingProvider, Clock, UnitOfWork
 from worker.clock import ShiftableClock, SystemClock
 from worker.db.commands import SqlCommandLog
 from worker.db.engine import session_factory
@@ -15,13 +16,41 @@ from worker.settings import Settings, get_settings
 
 
 @dataclass(frozen=True)
+class BillingSettings:
+    default_currency: str
+    provider_idempotency_window: timedelta
+
+
+@dataclass
 class Services:
     settings: Settings
     clock: Clock
     commands: SqlCommandLog
+    _provider: BillingProvider | None = field(default=None, repr=False)
+
+    @cached_property
+    def billing(self) -> BillingSettings:
+        return BillingSettings(
+            default_currency=self.settings.default_currency,
+            provider_idempotency_window=timedelta(
+                seconds=self.settings.provider_idempotency_window_seconds
+            ),
+        )
 
     def unit_of_work(self) -> UnitOfWork:
         return SqlUnitOfWork(session_factory())
+
+    def billing_provider(self) -> BillingProvider:
+        if self._provider is None:
+            from worker.stripe_provider import build_provider
+
+            key = self.settings.stripe_api_key
+            self._provider = build_provider(
+                key.get_secret_value() if key else None,
+                self.settings.resolved_stripe_api_base(),
+                self.settings.stripe_timeout_seconds,
+            )
+        return self._provider
 
     @staticmethod
     def is_transient(error: BaseException) -> bool:

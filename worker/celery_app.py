@@ -16,7 +16,7 @@ from worker.settings import Settings, get_settings
 
 QUEUES = ("users", "billing", "subscriptions", "maintenance")
 
-TASK_MODULES = ["tasks.users", "tasks.maintenance"]
+TASK_MODULES = ["tasks.users", "tasks.billing", "tasks.maintenance"]
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import time
 from datetime import UTC, datetime, timedelta
 
 CLOCK_OFFSET_KEY = "billing-worker:clock-offset-seconds"
+REFRESH_SECONDS = 0.5
+"""How stale a process's view of the offset may be."""
 
 
 class SystemClock:
@@ -21,7 +23,7 @@ class SystemClock:
 class ShiftableClock:
     """Real time plus an offset kept in Redis, re-read at most every ``refresh`` seconds."""
 
-    def __init__(self, redis_url: str, refresh: float = 0.5) -> None:
+    def __init__(self, redis_url: str, refresh: float = REFRESH_SECONDS) -> None:
         import redis
 
         self._redis = redis.Redis.from_url(redis_url, socket_timeout=2)

@@ -41,6 +41,20 @@ class Settings(BaseSettings):
         description="Stripe API base URL; unset: api.stripe.com with a key, "
         "else the emulator recorded in stack.json.",
     )
+    stripe_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Timeout of one Stripe request (then retried)."
+    )
+    default_currency: str = Field(
+        default="usd",
+        pattern=r"^[a-z]{3}$",
+        description="Currency of a billing account created without one (ISO 4217, lower case).",
+    )
+    provider_idempotency_window_seconds: float = Field(
+        default=23 * 3600.0,
+        gt=0,
+        description="A registration retried after this long searches Stripe for the customer "
+        "before creating it (Stripe forgets idempotency keys after 24 hours).",
+    )
     api_host: str = "127.0.0.1"
     api_port: int = 8080
     flower_port: int = 5555

@@ -13,7 +13,7 @@ import httpx
 from sqlalchemy.orm import Session, sessionmaker
 
 from worker.clients import NewClient, create_client
-from worker.clock import SystemClock
+from worker.clock import REFRESH_SECONDS, ShiftableClock, SystemClock
 from worker.db.commands import CommandRecord, SqlCommandLog
 from worker.db.engine import session_factory
 from worker.embedded import (
@@ -24,6 +24,7 @@ from worker.embedded import (
     free_port,
     wait_until,
 )
+from worker.stripe_emulator import EmulatorAdmin
 
 T = TypeVar("T")
 
@@ -69,7 +70,20 @@ class Stack:
     env: dict[str, str]
     group: ProcessGroup = field(default_factory=ProcessGroup)
     api_url: str = ""
+    stripe_url: str = ""
     client: NewClient | None = None
+
+    @property
+    def stripe(self) -> EmulatorAdmin:
+        """The admin API of this stack's Stripe emulator."""
+        return EmulatorAdmin(self.stripe_url)
+
+    def advance_time(self, seconds: float) -> None:
+        """Move the application's clock and the emulator's together (``clock advance``)."""
+        ShiftableClock(self.redis_url).advance(seconds)
+        with self.stripe as stripe:
+            stripe.advance_clock(seconds)
+        time.sleep(REFRESH_SECONDS + 0.1)  # every process has read the new offset
 
     @property
     def sessions(self) -> sessionmaker[Session]:

@@ -17,6 +17,7 @@ from fastapi import Depends, FastAPI, Path, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 
+from domain.billing import CreateBillingAccount, RegisterBillingAccount
 from domain.errors import ErrorCode
 from domain.users import EnableUser
 from worker.api.errors import ApiError, install_error_handlers
@@ -88,6 +89,18 @@ async def json_object(request: Request) -> dict[str, Any]:
 Body = Annotated[dict[str, Any], Depends(json_object)]
 
 
+def _require_empty(body: dict[str, Any]) -> None:
+    if body:
+        raise ApiError.bad_request(
+            "the body must be an empty JSON object",
+            [(name, "unknown field") for name in sorted(body)],
+        )
+
+
+def _as_is(result: dict[str, Any]) -> dict[str, Any]:
+    return result
+
+
 def create_app(svc: Services | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -117,11 +130,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
     async def enable_user(
         id: PathId, client: Client, body: Body, request: Request, state: State
     ) -> Response:
-        if body:
-            raise ApiError.bad_request(
-                "the body must be an empty JSON object",
-                [(name, "unknown field") for name in sorted(body)],
-            )
+        _require_empty(body)
         return await state.gateway.submit(
             request,
             client,
@@ -129,6 +138,48 @@ def create_app(svc: Services | None = None) -> FastAPI:
             {"user_id": id},
             lambda _result: {},
             field_names={"user_id": "id"},
+        )
+
+    @app.post(
+        "/v1beta1/organizations/{org_id}/billing",
+        summary="Create a billing account (spec 4.1)",
+    )
+    async def create_billing_account(
+        org_id: PathId, client: Client, body: Body, request: Request, state: State
+    ) -> Response:
+        unknown = sorted(set(body) - {"body", "offline"})
+        if unknown:
+            raise ApiError.bad_request(
+                "the request has unknown fields", [(name, "unknown field") for name in unknown]
+            )
+        if "body" not in body:
+            raise ApiError.bad_request(
+                "the billing account is missing", [("body", "required: the billing account")]
+            )
+        return await state.gateway.submit(
+            request,
+            client,
+            CreateBillingAccount,
+            {"org_id": org_id, "account": body["body"], "offline": body.get("offline", False)},
+            _as_is,
+            field_names={"account": "body"},
+        )
+
+    @app.post(
+        "/v1beta1/organizations/{org_id}/billing/{id}/register",
+        summary="Register an offline billing account with the provider",
+    )
+    async def register_billing_account(
+        org_id: PathId, id: PathId, client: Client, body: Body, request: Request, state: State
+    ) -> Response:
+        _require_empty(body)
+        return await state.gateway.submit(
+            request,
+            client,
+            RegisterBillingAccount,
+            {"org_id": org_id, "billing_account_id": id},
+            _as_is,
+            field_names={"billing_account_id": "id"},
         )
 
     @app.get("/v1beta1/commands/{id}", summary="A command's status, result or error")

@@ -187,11 +187,21 @@ def _fingerprint(command_type: str, fields: Mapping[str, Any]) -> str:
 def _bad_request(error: ValidationError, field_names: Mapping[str, str]) -> ApiError:
     violations = []
     for item in error.errors(include_url=False):
-        path = [str(part) for part in item["loc"]]
-        if path:
-            path[0] = field_names.get(path[0], path[0])
-        violations.append((".".join(path), item["msg"]))
+        violations.append((field_path(item["loc"], field_names), item["msg"]))
     return ApiError.bad_request("the request is invalid", violations)
+
+
+def field_path(loc: tuple[int | str, ...], field_names: Mapping[str, str]) -> str:
+    """``("account", "tax_data", 0, "type")`` → ``body.tax_data[0].type`` (first part renamed
+    to the request's name for it)."""
+    path = ""
+    for index, part in enumerate(loc):
+        if isinstance(part, int):
+            path += f"[{part}]"
+            continue
+        name = field_names.get(part, part) if index == 0 else part
+        path += f".{name}" if path else name
+    return path
 
 
 def record_view(record: CommandRecord) -> dict[str, Any]:
@@ -209,4 +219,6 @@ def record_view(record: CommandRecord) -> dict[str, Any]:
         view["result"] = record.result
     if record.error is not None:
         view["error"] = record.error
+    if record.retries:
+        view["retries"] = record.retries
     return view

@@ -25,6 +25,7 @@ class CommandRecord:
     attempts: int
     result: dict[str, Any] | None
     error: dict[str, Any] | None
+    retries: list[dict[str, Any]]
     client_id: str | None
     idempotency_key: str | None
     request_fingerprint: str | None
@@ -44,6 +45,7 @@ class CommandRecord:
             attempts=row.attempts,
             result=row.result,
             error=row.error,
+            retries=list(row.retries or []),
             client_id=row.client_id,
             idempotency_key=row.idempotency_key,
             request_fingerprint=row.request_fingerprint,
@@ -52,6 +54,9 @@ class CommandRecord:
             published_at=row.published_at,
             finished_at=row.finished_at,
         )
+
+
+MAX_RETRY_HISTORY = 50
 
 
 class SqlCommandLog:
@@ -201,15 +206,20 @@ class SqlCommandLog:
     def fail(self, command_id: str, error: dict[str, Any]) -> None:
         self._finish(command_id, CommandStatus.FAILED, error=error)
 
-    def retrying(self, command_id: str, error: dict[str, Any]) -> None:
+    def retrying(
+        self, command_id: str, error: dict[str, Any], retry: dict[str, Any] | None = None
+    ) -> None:
+        now = self._clock.now()
         with self._sessions.begin() as session:
-            session.execute(
-                update(CommandRow)
-                .where(CommandRow.id == command_id)
-                .values(
-                    status=CommandStatus.RETRYING.value, error=error, updated_at=self._clock.now()
-                )
-            )
+            row = session.get(CommandRow, command_id, with_for_update=True)
+            if row is None:
+                return
+            row.status = CommandStatus.RETRYING.value
+            row.error = error
+            row.updated_at = now
+            if retry is not None:
+                history = [*(row.retries or []), {"at": now.isoformat(), **retry}]
+                row.retries = history[-MAX_RETRY_HISTORY:]
 
     def _finish(
         self,

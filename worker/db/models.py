@@ -5,7 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, Index, Integer, MetaData, String, Text, UniqueConstraint
+from sqlalchemy import (
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from worker.db.types import JSONDocument, UTCDateTime
@@ -74,6 +84,7 @@ class CommandRow(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument, nullable=True)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument, nullable=True)
+    retries: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONDocument, nullable=True)
     client_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     idempotency_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
     request_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
@@ -81,3 +92,37 @@ class CommandRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     published_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+LIVE_BILLING_ACCOUNT_STATES = "state IN ('pending', 'active')"
+
+
+class BillingAccountRow(Base):
+    __tablename__ = "billing_accounts"
+    __table_args__ = (
+        # At most one account per organization that is not disabled, even under races.
+        Index(
+            "uq_billing_accounts_live_org_id",
+            "org_id",
+            unique=True,
+            sqlite_where=text(LIVE_BILLING_ACCOUNT_STATES),
+            postgresql_where=text(LIVE_BILLING_ACCOUNT_STATES),
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    org_id: Mapped[str] = mapped_column(ForeignKey("organizations.id"), index=True)
+    name: Mapped[str] = mapped_column(String(256))
+    email: Mapped[str] = mapped_column(String(320))
+    phone: Mapped[str] = mapped_column(String(32), default="")
+    address: Mapped[dict[str, Any]] = mapped_column(JSONDocument, default=dict)
+    currency: Mapped[str] = mapped_column(String(3))
+    tax_data: Mapped[list[dict[str, str]]] = mapped_column(JSONDocument, default=list)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONDocument, default=dict)
+    state: Mapped[str] = mapped_column(String(16))
+    provider: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    provider_id: Mapped[str | None] = mapped_column(String(255), nullable=True, unique=True)
+    registration_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    registration_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -8,8 +8,13 @@ from typing import Self
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
+from domain.errors import UniquenessViolation
 from worker.db.engine import session_factory
-from worker.db.repositories import SqlUserRepository
+from worker.db.repositories import (
+    SqlBillingAccountRepository,
+    SqlOrganizationRepository,
+    SqlUserRepository,
+)
 
 
 class SqlUnitOfWork:
@@ -19,6 +24,8 @@ class SqlUnitOfWork:
     def __enter__(self) -> Self:
         self.session = (self._sessions or session_factory())()
         self.users = SqlUserRepository(self.session)
+        self.organizations = SqlOrganizationRepository(self.session)
+        self.billing_accounts = SqlBillingAccountRepository(self.session)
         return self
 
     def __exit__(
@@ -31,10 +38,23 @@ class SqlUnitOfWork:
         self.session.close()
 
     def commit(self) -> None:
-        self.session.commit()
+        try:
+            self.session.commit()
+        except sa_exc.IntegrityError as error:
+            self.session.rollback()
+            if _is_unique_violation(error):
+                raise UniquenessViolation(str(error.orig)) from error
+            raise
 
     def rollback(self) -> None:
         self.session.rollback()
+
+
+def _is_unique_violation(error: sa_exc.IntegrityError) -> bool:
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    if sqlstate is not None:
+        return str(sqlstate) == "23505"  # unique_violation
+    return "UNIQUE constraint failed" in str(error.orig)
 
 
 _TRANSIENT_SQLSTATES = {

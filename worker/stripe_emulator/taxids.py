@@ -1,7 +1,7 @@
 """Tax ID types and value checks, as Stripe applies them when a tax ID is created.
 
-The type list is Stripe's full enum for API version 2026-10-28.endive (as generated into the
-``stripe`` SDK's ``CustomerCreateParamsTaxIdDatum.type``). Values are checked against the format
+The type list is Stripe's full enum for API version 2026-10-28.endive (kept in
+``domain.tax_ids``, which the billing account rules share). Values are checked against the format
 Stripe documents for the type (https://docs.stripe.com/billing/customer/tax-ids): precisely for
 the common types, and with a light sanity check (letters, digits and the separators Stripe's
 examples use) for the rest, so a plausible value of a rarer type is accepted.
@@ -12,24 +12,9 @@ from __future__ import annotations
 import re
 from typing import Final
 
-TAX_ID_TYPES: Final[tuple[str, ...]] = (
-    "ad_nrt", "ae_trn", "al_tin", "am_tin", "ao_tin", "ar_cuit", "au_abn", "au_acn", "au_arn",
-    "au_wpn", "aw_tin", "az_tin", "ba_tin", "bb_tin", "bd_bin", "bf_ifu", "bg_uic", "bh_vat",
-    "bj_ifu", "bo_tin", "br_cnpj", "br_cpf", "bs_tin", "bw_vat", "by_tin", "ca_bn",
-    "ca_gst_hst", "ca_pst_bc", "ca_pst_mb", "ca_pst_sk", "ca_qst", "cd_nif", "ch_uid",
-    "ch_vat", "ci_vat", "cl_tin", "cm_niu", "cn_tin", "co_nit", "cr_tin", "cv_nif", "cz_dic",
-    "de_stn", "do_rcn", "ec_ruc", "eg_tin", "es_cif", "et_tin", "eu_oss_vat", "eu_vat",
-    "fo_vat", "fr_siren", "fr_siret", "fr_spi", "gb_vat", "ge_vat", "gh_tin", "gi_tin",
-    "gn_nif", "hk_br", "hr_oib", "hu_tin", "ic_nif", "id_npwp", "il_vat", "in_gst", "is_kt",
-    "is_vat", "it_cf", "jp_cn", "jp_rn", "jp_trn", "ke_pin", "kg_tin", "kh_tin", "kr_brn",
-    "kz_bin", "la_tin", "li_uid", "li_vat", "lk_vat", "ma_vat", "md_cf", "md_vat", "me_pib",
-    "mk_vat", "mr_nif", "mu_vat", "mx_rfc", "my_frp", "my_itn", "my_sst", "mz_nuit", "ng_tin",
-    "no_vat", "no_voec", "np_pan", "nz_bn", "nz_gst", "om_vat", "pe_ruc", "ph_tin", "pl_nip",
-    "pt_nif", "py_ruc", "ro_tin", "rs_pib", "ru_inn", "ru_kpp", "sa_vat", "sg_gst", "sg_uen",
-    "si_tin", "sm_coe", "sn_ninea", "sr_fin", "sv_nit", "th_vat", "tj_tin", "tr_tin", "tt_bir",
-    "tt_vat", "tw_vat", "tz_vat", "ua_vat", "ug_tin", "us_ein", "uy_ruc", "uz_tin", "uz_vat",
-    "ve_rif", "vn_tin", "za_vat", "zm_tin", "zw_tin",
-)  # fmt: skip
+from domain.tax_ids import STRIPE_TAX_ID_TYPES
+
+TAX_ID_TYPES: Final[tuple[str, ...]] = STRIPE_TAX_ID_TYPES
 
 # EU VAT numbers: the member-state prefix (EL for Greece, XI for Northern Ireland) followed by
 # that state's national format.

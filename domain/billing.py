@@ -1,0 +1,392 @@
+"""Billing accounts (spec sections 2.1, 3 and 4.1).
+
+The command messages validate what can be judged from the message alone: formats, sizes,
+whether a tax type can be resolved. Everything that needs the database (does the organization
+exist, is it enabled, does it already have an account) is decided by the handler.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Self
+
+import phonenumbers
+import pycountry
+from email_validator import EmailNotValidError, validate_email
+from pydantic import (
+    Field,
+    StrictBool,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from domain.messages import Command, Message, ResourceId, Result
+from domain.organizations import Organization
+from domain.tax_ids import resolve_tax_type
+
+PROVIDER_METADATA_KEYS = ("org_id", "billing_account_id")
+"""Metadata keys we set on the provider's customer; callers may not use them."""
+
+MAX_METADATA_KEYS = 50 - len(PROVIDER_METADATA_KEYS)  # Stripe allows 50 keys in all
+MAX_METADATA_KEY_LENGTH = 40
+MAX_METADATA_VALUE_LENGTH = 500
+MAX_TAX_ENTRIES = 25
+
+Line = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
+
+
+def _error(kind: str, message: str) -> PydanticCustomError:
+    return PydanticCustomError(kind, message)
+
+
+class BillingAccountState(StrEnum):
+    """``pending``: being registered with the provider; ``active``: usable (registered, or
+    offline); ``disabled``: closed, no longer counts as the organization's account."""
+
+    PENDING = "pending"
+    ACTIVE = "active"
+    DISABLED = "disabled"
+
+
+class Address(Message):
+    line1: Line = ""
+    line2: Line = ""
+    city: Line = ""
+    state: Line = ""
+    postal_code: Annotated[str, StringConstraints(strip_whitespace=True, max_length=20)] = ""
+    country: Annotated[str, StringConstraints(strip_whitespace=True, to_upper=True)] = ""
+
+    @field_validator("country")
+    @classmethod
+    def _iso_country(cls, value: str) -> str:
+        if value and (len(value) != 2 or pycountry.countries.get(alpha_2=value) is None):
+            raise _error("country", "must be an ISO 3166-1 alpha-2 country code, such as US or DE")
+        return value
+
+    @property
+    def is_empty(self) -> bool:
+        return not any(self.model_dump().values())
+
+
+class TaxEntry(Message):
+    type: Annotated[
+        str, StringConstraints(strip_whitespace=True, to_lower=True, min_length=1, max_length=32)
+    ]
+    id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
+
+
+class BillingDetails(Message):
+    """The ``body`` of a create request: the billing account as the caller describes it.
+
+    ``name`` and ``email`` are required (an invoice needs both); the rest is optional.
+    Fields are declared in dependency order: ``phone`` and ``tax_data`` read the country.
+    """
+
+    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
+    email: Annotated[str, StringConstraints(strip_whitespace=True, max_length=320)]
+    address: Address = Field(default_factory=Address)
+    phone: Annotated[str, StringConstraints(strip_whitespace=True, max_length=32)] = ""
+    currency: str | None = Field(default=None, description="ISO 4217; default: configured")
+    tax_data: list[TaxEntry] = Field(default_factory=list, max_length=MAX_TAX_ENTRIES)
+    metadata: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Flat: string, number or boolean values (the provider keeps strings).",
+    )
+
+    @field_validator("email")
+    @classmethod
+    def _email(cls, value: str) -> str:
+        try:
+            return validate_email(value, check_deliverability=False).normalized
+        except EmailNotValidError as error:
+            raise _error("email", f"not a valid email address: {error}") from None
+
+    @field_validator("phone")
+    @classmethod
+    def _phone(cls, value: str, info: ValidationInfo) -> str:
+        """Stored in E.164; a national number is read in the address country."""
+        if not value:
+            return value
+        address = info.data.get("address")
+        region = address.country if isinstance(address, Address) and address.country else None
+        try:
+            number = phonenumbers.parse(value, region)
+        except phonenumbers.NumberParseException:
+            number = None
+        if number is None or not phonenumbers.is_valid_number(number):
+            raise _error(
+                "phone",
+                "must be a valid phone number in E.164 form (+14155550123), or a national "
+                "number of the address country",
+            )
+        return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+
+    @field_validator("currency")
+    @classmethod
+    def _currency(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        code = value.strip().upper()
+        if len(code) != 3 or pycountry.currencies.get(alpha_3=code) is None:
+            raise _error("currency", "must be an ISO 4217 currency code, such as usd or EUR")
+        return code.lower()
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if len(value) > MAX_METADATA_KEYS:
+            raise _error("metadata", f"at most {MAX_METADATA_KEYS} keys")
+        for key in value:
+            if key in PROVIDER_METADATA_KEYS:
+                raise _error("metadata", f"the key {key!r} is reserved")
+            if not key or len(key) > MAX_METADATA_KEY_LENGTH or "[" in key or "]" in key:
+                raise _error(
+                    "metadata",
+                    f"keys are 1 to {MAX_METADATA_KEY_LENGTH} characters without square "
+                    f"brackets: {key[:50]!r}",
+                )
+            item = value[key]
+            if isinstance(item, str):
+                if len(item) > MAX_METADATA_VALUE_LENGTH:
+                    raise _error(
+                        "metadata",
+                        f"the value of {key!r} is longer than {MAX_METADATA_VALUE_LENGTH} "
+                        "characters",
+                    )
+            elif item is None or not isinstance(item, (int, float)):
+                raise _error(
+                    "metadata", f"the value of {key!r} must be a string, a number or a boolean"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _tax_types_resolve(self) -> Self:
+        problems: list[InitErrorDetails] = []
+        seen: set[tuple[str, str]] = set()
+        for index, entry in enumerate(self.tax_data):
+            try:
+                resolved = resolve_tax_type(entry.type, self.address.country or None)
+            except ValueError as error:
+                problems.append(
+                    InitErrorDetails(
+                        type=_error("tax_type", str(error)),
+                        loc=("tax_data", index, "type"),
+                        input=entry.type,
+                    )
+                )
+                continue
+            if (resolved, entry.id) in seen:
+                problems.append(
+                    InitErrorDetails(
+                        type=_error("tax_id", "the same tax id is listed twice"),
+                        loc=("tax_data", index, "id"),
+                        input=entry.id,
+                    )
+                )
+            seen.add((resolved, entry.id))
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
+        return self
+
+    def resolved_tax_data(self) -> list[TaxEntry]:
+        """The tax entries with Stripe's own types (validated to resolve)."""
+        country = self.address.country or None
+        return [
+            TaxEntry(type=resolve_tax_type(entry.type, country), id=entry.id)
+            for entry in self.tax_data
+        ]
+
+
+def _account_id_for(command_id: str) -> str:
+    return "ba_" + uuid.uuid5(uuid.NAMESPACE_URL, f"billing-worker:{command_id}").hex
+
+
+class CreateBillingAccount(Command):
+    """Create an organization's billing account (``POST .../organizations/{org_id}/billing``).
+
+    ``billing_account_id`` may be chosen by the publisher; by default it is derived from
+    ``command_id``, so a redelivered command always reaches the same account.
+    """
+
+    TASK_NAME: ClassVar[str] = "billing.create_account"
+    QUEUE: ClassVar[str] = "billing"
+
+    org_id: ResourceId
+    billing_account_id: ResourceId
+    account: BillingDetails
+    offline: StrictBool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_account_id(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "billing_account_id" not in data:
+            command_id = data.get("command_id")
+            if isinstance(command_id, str) and command_id:
+                return {**data, "billing_account_id": _account_id_for(command_id)}
+        return data
+
+
+class RegisterBillingAccount(Command):
+    """Register an offline (or still pending) billing account with the provider."""
+
+    TASK_NAME: ClassVar[str] = "billing.register_account"
+    QUEUE: ClassVar[str] = "billing"
+
+    org_id: ResourceId
+    billing_account_id: ResourceId
+
+
+class BillingAccountReady(Result):
+    """The account as it now stands, with its organization (the create response)."""
+
+    billing_account: dict[str, Any]
+    organization: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ProviderCustomer:
+    """What the provider is told about an account (values only, no provider objects)."""
+
+    billing_account_id: str
+    org_id: str
+    name: str
+    email: str
+    phone: str
+    address: Address
+    tax_ids: tuple[TaxEntry, ...]
+    metadata: dict[str, str]
+
+
+@dataclass
+class BillingAccount:
+    id: str
+    org_id: str
+    name: str
+    email: str
+    phone: str
+    address: Address
+    currency: str
+    tax_data: list[TaxEntry]
+    metadata: dict[str, Any]
+    state: BillingAccountState
+    created_at: datetime
+    updated_at: datetime
+    provider: str | None = None
+    provider_id: str | None = None
+    registration_key: str | None = None
+    registration_started_at: datetime | None = None
+
+    @classmethod
+    def open(
+        cls,
+        account_id: str,
+        organization: Organization,
+        details: BillingDetails,
+        *,
+        offline: bool,
+        default_currency: str,
+        now: datetime,
+    ) -> BillingAccount:
+        """A new account: ``active`` at once offline, ``pending`` until registered online."""
+        account = cls(
+            id=account_id,
+            org_id=organization.id,
+            name=details.name,
+            email=details.email,
+            phone=details.phone,
+            address=details.address,
+            currency=details.currency or default_currency,
+            tax_data=details.resolved_tax_data(),
+            metadata=dict(details.metadata),
+            state=BillingAccountState.ACTIVE if offline else BillingAccountState.PENDING,
+            created_at=now,
+            updated_at=now,
+        )
+        if not offline:
+            account.begin_registration(now)
+        return account
+
+    @property
+    def is_registered(self) -> bool:
+        return self.provider_id is not None
+
+    @property
+    def counts_as_the_organizations_account(self) -> bool:
+        return self.state is not BillingAccountState.DISABLED
+
+    def begin_registration(self, now: datetime) -> str:
+        """The idempotency key of this registration, made (and to be persisted) once.
+
+        Every retry of one registration uses the same key, so the provider makes one
+        customer however often the call is repeated within its idempotency window.
+        """
+        if self.registration_key is None:
+            self.registration_key = f"{self.id}:create-customer:{uuid.uuid4().hex[:12]}"
+            self.registration_started_at = now
+            self.updated_at = now
+        return self.registration_key
+
+    def registration_outlived(self, window: timedelta, now: datetime) -> bool:
+        """Whether the provider may have forgotten the key: search before creating again."""
+        started = self.registration_started_at
+        return started is not None and now - started >= window
+
+    def abandon_registration(self, now: datetime) -> None:
+        """The provider refused the registration for good; a later one gets a new key."""
+        self.registration_key = None
+        self.registration_started_at = None
+        self.updated_at = now
+
+    def registered(self, provider: str, provider_id: str, now: datetime) -> None:
+        self.provider = provider
+        self.provider_id = provider_id
+        self.registration_key = None
+        if self.state is BillingAccountState.PENDING:
+            self.state = BillingAccountState.ACTIVE
+        self.updated_at = now
+
+    def provider_customer(self) -> ProviderCustomer:
+        metadata = {key: _metadata_text(value) for key, value in self.metadata.items()}
+        metadata.update(org_id=self.org_id, billing_account_id=self.id)
+        return ProviderCustomer(
+            billing_account_id=self.id,
+            org_id=self.org_id,
+            name=self.name,
+            email=self.email,
+            phone=self.phone,
+            address=self.address,
+            tax_ids=tuple(self.tax_data),
+            metadata=metadata,
+        )
+
+    def to_view(self) -> dict[str, Any]:
+        """The billing account object of the API (spec section 2.1)."""
+        return {
+            "id": self.id,
+            "org_id": self.org_id,
+            "name": self.name,
+            "email": self.email,
+            "phone": self.phone,
+            "address": self.address.model_dump(),
+            "provider_id": self.provider_id or "",
+            "provider": self.provider or "",
+            "currency": self.currency,
+            "state": self.state.value,
+            "tax_data": [entry.model_dump() for entry in self.tax_data],
+            "metadata": self.metadata,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+def _metadata_text(value: Any) -> str:
+    """Provider metadata values are strings: ``true``, ``42``, ``1.5`` as JSON writes them."""
+    return value if isinstance(value, str) else json.dumps(value)

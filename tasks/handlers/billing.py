@@ -1,0 +1,162 @@
+"""Billing account handlers: persist the intent, call the provider outside any transaction,
+record the outcome.
+
+A registration survives anything because its idempotency key is stored with the account
+*before* the provider is called: a crash, a redelivery or a retry calls the provider again
+with the same key and gets the same customer. Once the key may have expired at the provider
+(Stripe keeps keys for 24 hours), the provider is searched for the account's customer first.
+"""
+
+from __future__ import annotations
+
+from domain.billing import (
+    BillingAccount,
+    BillingAccountReady,
+    BillingAccountState,
+    CreateBillingAccount,
+    RegisterBillingAccount,
+)
+from domain.errors import (
+    AlreadyExists,
+    CommandError,
+    FailedPrecondition,
+    NotFound,
+    TransientError,
+    UniquenessViolation,
+    error_info,
+    resource_info,
+)
+from domain.organizations import Organization
+from domain.ports import HandlerContext, UnitOfWork
+
+
+def create_billing_account(
+    command: CreateBillingAccount, svc: HandlerContext
+) -> BillingAccountReady:
+    """Open the account (``active`` offline, else ``pending``) and register it online."""
+    with svc.unit_of_work() as uow:
+        organization = _enabled_organization(uow, command.org_id)
+        account = uow.billing_accounts.get(command.billing_account_id, for_update=True)
+        if account is None:
+            current = uow.billing_accounts.current_for_organization(command.org_id)
+            if current is not None:
+                raise _already_has_account(current)
+            account = BillingAccount.open(
+                command.billing_account_id,
+                organization,
+                command.account,
+                offline=command.offline,
+                default_currency=svc.billing.default_currency,
+                now=svc.clock.now(),
+            )
+            uow.billing_accounts.add(account)
+            try:
+                uow.commit()
+            except UniquenessViolation:
+                # A concurrent command won the race; the retry sees which one (ours: resume;
+                # another account: 409).
+                raise TransientError("another billing account was created concurrently") from None
+        elif account.org_id != command.org_id:
+            raise AlreadyExists(
+                f"billing account {account.id!r} already exists",
+                details=[resource_info("billing_account", account.id)],
+            )
+    if account.state is BillingAccountState.PENDING:
+        account = _register(account.id, svc)
+    return BillingAccountReady(
+        billing_account=account.to_view(), organization=organization.to_view()
+    )
+
+
+def register_billing_account(
+    command: RegisterBillingAccount, svc: HandlerContext
+) -> BillingAccountReady:
+    """Register an offline (or stuck ``pending``) account; a registered one is returned as is."""
+    with svc.unit_of_work() as uow:
+        organization = _enabled_organization(uow, command.org_id)
+        account = uow.billing_accounts.get(command.billing_account_id)
+        if account is None or account.org_id != command.org_id:
+            raise NotFound.resource("billing_account", command.billing_account_id)
+    if not account.is_registered:
+        account = _register(account.id, svc)
+    return BillingAccountReady(
+        billing_account=account.to_view(), organization=organization.to_view()
+    )
+
+
+def _register(account_id: str, svc: HandlerContext) -> BillingAccount:
+    with svc.unit_of_work() as uow:
+        account = _existing(uow, account_id)
+        if account.is_registered:
+            return account
+        if account.state is BillingAccountState.DISABLED:
+            raise FailedPrecondition(
+                f"billing account {account_id!r} is disabled",
+                details=[error_info("BILLING_ACCOUNT_DISABLED", billing_account_id=account_id)],
+            )
+        now = svc.clock.now()
+        key = account.begin_registration(now)
+        search_first = account.registration_outlived(svc.billing.provider_idempotency_window, now)
+        uow.billing_accounts.save(account)
+        uow.commit()
+
+    provider = svc.billing_provider()
+    try:
+        provider_id = provider.find_customer(account.id) if search_first else None
+        if provider_id is None:
+            provider_id = provider.create_customer(account.provider_customer(), idempotency_key=key)
+    except CommandError:
+        _registration_refused(account_id, svc)
+        raise
+
+    with svc.unit_of_work() as uow:
+        account = _existing(uow, account_id)
+        if not account.is_registered:
+            account.registered(provider.name, provider_id, svc.clock.now())
+            uow.billing_accounts.save(account)
+            uow.commit()
+    return account
+
+
+def _registration_refused(account_id: str, svc: HandlerContext) -> None:
+    """The provider said no for good: a pending account never came to be, and is removed
+    (the caller was told why, and may send a corrected request); an offline one stays."""
+    with svc.unit_of_work() as uow:
+        account = _existing(uow, account_id)
+        if account.is_registered:
+            return
+        if account.state is BillingAccountState.PENDING:
+            uow.billing_accounts.remove(account_id)
+        else:
+            account.abandon_registration(svc.clock.now())
+            uow.billing_accounts.save(account)
+        uow.commit()
+
+
+def _existing(uow: UnitOfWork, account_id: str) -> BillingAccount:
+    account = uow.billing_accounts.get(account_id, for_update=True)
+    if account is None:
+        raise NotFound.resource("billing_account", account_id)
+    return account
+
+
+def _enabled_organization(uow: UnitOfWork, org_id: str) -> Organization:
+    organization = uow.organizations.get(org_id)
+    if organization is None:
+        raise NotFound.resource("organization", org_id)
+    if not organization.is_enabled:
+        raise FailedPrecondition(
+            f"organization {org_id!r} is disabled",
+            details=[error_info("ORGANIZATION_DISABLED", org_id=org_id)],
+        )
+    return organization
+
+
+def _already_has_account(current: BillingAccount) -> AlreadyExists:
+    return AlreadyExists(
+        f"organization {current.org_id!r} already has a billing account ({current.id})",
+        details=[
+            resource_info("billing_account", current.id, f"state: {current.state.value}"),
+            error_info("BILLING_ACCOUNT_EXISTS", billing_account_id=current.id),
+        ],
+    )

@@ -1,0 +1,75 @@
+"""A Stripe emulator process (``python -m worker.stripe_emulator``) for the tests."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from worker.stripe_emulator import DEFAULT_API_KEY, EmulatorAdmin
+
+ROOT = Path(__file__).resolve().parents[2]
+EMULATOR_KEY = DEFAULT_API_KEY
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class EmulatorProcess:
+    """An emulator started with ``python -m worker.stripe_emulator``."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout)
+        return self.process.returncode
+
+
+def start_emulator(log_path: Path, *args: str, ready_timeout: float = 15.0) -> EmulatorProcess:
+    """Start an emulator on a free port and wait until its admin API answers."""
+    port = free_port()
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "worker.stripe_emulator", "--port", str(port), *args],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    emulator = EmulatorProcess(process, f"http://127.0.0.1:{port}", log_path)
+    try:
+        with EmulatorAdmin(emulator.url) as admin:
+            admin.wait_until_ready(ready_timeout)
+    except TimeoutError:
+        emulator.stop(signal.SIGKILL)
+        raise RuntimeError(f"emulator did not start:\n{emulator.log()}") from None
+    return emulator
+
+
+@contextlib.contextmanager
+def running_emulator(log_path: Path, *args: str) -> Iterator[EmulatorProcess]:
+    emulator = start_emulator(log_path, *args)
+    try:
+        yield emulator
+    finally:
+        emulator.stop()

@@ -1,0 +1,179 @@
+"""The Stripe adapter: the one module that imports ``stripe``.
+
+It speaks to real Stripe or to the project's emulator (``BILLING_STRIPE_API_BASE``) through the
+official SDK, with the SDK's own retries off: retries belong to the command runner, which
+backs off with jitter within a budget and keeps the command visible meanwhile. Every write
+carries an idempotency key chosen (and persisted) by the caller.
+
+Errors leave this module as domain errors:
+
+* connection errors, timeouts, 429, 5xx, and anything Stripe marks ``Stripe-Should-Retry:
+  true`` (lock timeouts) → :class:`TransientError`, with ``Retry-After`` when given;
+* a 5xx marked ``Stripe-Should-Retry: false`` (a failure Stripe stored under our key, which
+  a retry would only replay) → :class:`Unavailable`, not retried;
+* bad credentials → :class:`Internal` (an operator must fix the configuration);
+* any other 4xx → :class:`InvalidArgument`, naming our field and carrying Stripe's message.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import stripe
+
+from domain.billing import ProviderCustomer
+from domain.errors import (
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    TransientError,
+    Unavailable,
+    error_info,
+    field_violations,
+)
+
+PROVIDER_NAME = "stripe"
+
+# Stripe's parameter names → the fields of our create request.
+_FIELD_OF_PARAM = {
+    "name": "body.name",
+    "email": "body.email",
+    "phone": "body.phone",
+    "metadata": "body.metadata",
+    "address": "body.address",
+    "tax_id_data": "body.tax_data",
+}
+_TAX_PARAM = re.compile(r"^tax_id_data\[(\d+)\]\[(type|value)\]$")
+_NESTED_PARAM = re.compile(r"^(\w+)\[(\w+)\]")
+
+
+def field_for_param(param: str | None) -> str:
+    """Our request field for a Stripe ``param`` (``tax_id_data[0][value]`` → ``body.tax_data[0]
+    .id``); ``body`` when Stripe named none or one we do not send."""
+    if not param:
+        return "body"
+    tax = _TAX_PARAM.match(param)
+    if tax:
+        return f"body.tax_data[{tax.group(1)}].{'id' if tax.group(2) == 'value' else 'type'}"
+    nested = _NESTED_PARAM.match(param)
+    if nested and nested.group(1) == "address":
+        return f"body.address.{nested.group(2)}"
+    root = nested.group(1) if nested else param
+    return _FIELD_OF_PARAM.get(root, "body")
+
+
+def _header(error: stripe.StripeError, name: str) -> str | None:
+    for key, value in (error.headers or {}).items():
+        if key.lower() == name:
+            return str(value)
+    return None
+
+
+def _seconds(raw: str | None) -> float | None:
+    try:
+        return float(raw) if raw is not None else None
+    except ValueError:
+        return None  # an HTTP date: Stripe never sends one; back off as usual
+
+
+def translate(error: stripe.StripeError, operation: str) -> Exception:
+    """The domain error for a Stripe failure of ``operation`` (see the module docstring)."""
+    status = error.http_status
+    request_id = error.request_id or ""
+    stripe_error = error.error
+    code = (stripe_error.code if stripe_error else None) or error.code or ""
+    message = (stripe_error.message if stripe_error else None) or str(error) or "no message"
+    should_retry = _header(error, "stripe-should-retry")
+    context = {"operation": operation, "request_id": request_id, "stripe_code": code}
+
+    if isinstance(error, stripe.APIConnectionError):
+        return TransientError(f"stripe {operation}: connection failed: {message}")
+    if should_retry == "true" or status == 429 or (status is not None and status >= 500):
+        if should_retry == "false":
+            return Unavailable(
+                f"stripe {operation} failed and Stripe says a retry will not help: {message}",
+                details=[error_info("PROVIDER_UNAVAILABLE", status=str(status), **context)],
+            )
+        return TransientError(
+            f"stripe {operation}: {status} {code or 'error'}: {message}",
+            retry_after=_seconds(_header(error, "retry-after")),
+        )
+    if isinstance(error, (stripe.AuthenticationError, stripe.PermissionError)):
+        return Internal(
+            "the billing provider refused our credentials",
+            details=[error_info("PROVIDER_CREDENTIALS", status=str(status), **context)],
+        )
+    if isinstance(error, stripe.IdempotencyError):
+        return Internal(
+            "the billing provider saw one idempotency key with two different requests",
+            details=[error_info("PROVIDER_IDEMPOTENCY", **context)],
+        )
+    param = stripe_error.param if stripe_error else None
+    return InvalidArgument(
+        f"the billing provider rejected the request: {message}",
+        details=[
+            field_violations([(field_for_param(param), message)]),
+            error_info("PROVIDER_REJECTED", status=str(status), param=param or "", **context),
+        ],
+    )
+
+
+class StripeBillingProvider:
+    """The :class:`domain.ports.BillingProvider` for Stripe."""
+
+    name = PROVIDER_NAME
+
+    def __init__(self, api_key: str, *, api_base: str | None = None, timeout: float = 30.0) -> None:
+        self._client = stripe.StripeClient(
+            api_key,
+            base_addresses={"api": api_base} if api_base else {},
+            max_network_retries=0,
+            http_client=stripe.RequestsClient(timeout=timeout),
+        )
+
+    def create_customer(self, customer: ProviderCustomer, *, idempotency_key: str) -> str:
+        params: dict[str, Any] = {
+            "name": customer.name,
+            "email": customer.email,
+            "metadata": dict(customer.metadata),
+        }
+        if customer.phone:
+            params["phone"] = customer.phone
+        if not customer.address.is_empty:
+            params["address"] = {
+                key: value for key, value in customer.address.model_dump().items() if value
+            }
+        if customer.tax_ids:
+            params["tax_id_data"] = [
+                {"type": entry.type, "value": entry.id} for entry in customer.tax_ids
+            ]
+        try:
+            created = self._client.v1.customers.create(
+                params=params,  # type: ignore[arg-type]
+                options={"idempotency_key": idempotency_key},
+            )
+        except stripe.StripeError as error:
+            raise translate(error, "create customer") from error
+        return str(created.id)
+
+    def find_customer(self, billing_account_id: str) -> str | None:
+        query = f"metadata['billing_account_id']:'{billing_account_id}'"
+        try:
+            found = self._client.v1.customers.search(params={"query": query, "limit": 1})
+        except stripe.StripeError as error:
+            raise translate(error, "search customers") from error
+        return str(found.data[0].id) if found.data else None
+
+
+def build_provider(
+    api_key: str | None, api_base: str | None, timeout: float
+) -> StripeBillingProvider:
+    """The provider for these settings; without a key, online registration is refused."""
+    if not api_key:
+        raise FailedPrecondition(
+            "no billing provider is configured (BILLING_STRIPE_API_KEY is unset): create the "
+            "account with offline: true",
+            details=[error_info("PROVIDER_NOT_CONFIGURED")],
+        )
+    return StripeBillingProvider(api_key, api_base=api_base, timeout=timeout)
