@@ -18,8 +18,8 @@ from domain.billing import (
 )
 from domain.errors import (
     AlreadyExists,
-    CommandError,
     FailedPrecondition,
+    InvalidArgument,
     NotFound,
     TransientError,
     UniquenessViolation,
@@ -105,7 +105,9 @@ def _register(account_id: str, svc: HandlerContext) -> BillingAccount:
         provider_id = provider.find_customer(account.id) if search_first else None
         if provider_id is None:
             provider_id = provider.create_customer(account.provider_customer(), idempotency_key=key)
-    except CommandError:
+    except InvalidArgument:
+        # The provider refused what we sent; other failures (our credentials, a stored 5xx,
+        # the budget) leave the account pending for a replay.
         _registration_refused(account_id, svc)
         raise
 

@@ -156,6 +156,7 @@ def test_an_online_account_is_registered_with_stripe_and_returned_with_its_organ
     assert customer.address is not None
     assert customer.address.postal_code == "EC1A 1BB"
     assert customer.address.country == "GB"
+    assert customer.metadata is not None
     assert customer.metadata.to_dict() == {
         "plan": "team",
         "seats": "12",

@@ -13,7 +13,7 @@ import pytest
 from celery import Celery
 
 from tests.support.stack import Stack, eventually
-from worker.admin import create_user, user_state
+from worker.admin import create_organization, create_user, user_state
 from worker.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
@@ -111,3 +111,32 @@ def test_a_rejected_message_does_not_block_the_queue(stack: Stack, publisher: Ce
         lambda: user_state(stack.sessions, str(user["id"])) == "enabled",
         what="the valid command after the invalid one",
     )
+
+
+def test_another_service_creates_a_billing_account_with_the_same_command(
+    stack: Stack, publisher: Celery
+) -> None:
+    org = create_organization(stack.sessions, SystemClock(), name=f"org-{uuid.uuid4().hex}")
+    command_id = str(uuid.uuid4())
+    account = {"name": "Acme", "email": "billing@acme.example", "currency": "EUR"}
+    kwargs = {"command_id": command_id, "org_id": org.id, "account": account}
+    for _ in range(2):  # delivered twice: one account, one customer
+        publisher.send_task("billing.create_account", kwargs=kwargs, queue="billing")
+
+    record = stack.finished(command_id)
+
+    assert record.status.value == "succeeded", record.error
+    assert record.result is not None
+    created = record.result["billing_account"]
+    assert created["org_id"] == org.id
+    assert created["state"] == "active"
+    assert created["currency"] == "eur"
+    assert created["provider_id"].startswith("cus_")
+    with stack.stripe as stripe:
+        customer_posts = [
+            logged
+            for logged in stripe.requests(path_prefix="/v1/customers", method="POST")
+            if logged.form.get("metadata", {}).get("billing_account_id") == created["id"]
+            and not logged.replayed
+        ]
+    assert len(customer_posts) == 1

@@ -1,0 +1,130 @@
+"""The Stripe adapter over real HTTP, through the real SDK, against the Stripe emulator."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from domain.billing import Address, ProviderCustomer, TaxEntry
+from domain.errors import FailedPrecondition, Internal, InvalidArgument, TransientError, Unavailable
+from tests.support.emulator import EMULATOR_KEY, EmulatorProcess, start_emulator
+from worker.stripe_emulator import EmulatorAdmin
+from worker.stripe_provider import StripeBillingProvider, build_provider
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
+    log = Path(tmp_path_factory.mktemp("provider")) / "emulator.log"
+    process = start_emulator(log, "--rate-limit", "0")
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def admin(emulator: EmulatorProcess) -> Iterator[EmulatorAdmin]:
+    with EmulatorAdmin(emulator.url) as client:
+        client.reset()
+        yield client
+
+
+@pytest.fixture
+def provider(emulator: EmulatorProcess, admin: EmulatorAdmin) -> StripeBillingProvider:
+    return StripeBillingProvider(EMULATOR_KEY, api_base=emulator.url, timeout=3)
+
+
+def customer(account_id: str | None = None, tax_id: str = "GB123456789") -> ProviderCustomer:
+    account_id = account_id or f"ba_{uuid.uuid4().hex}"
+    return ProviderCustomer(
+        billing_account_id=account_id,
+        org_id="org_1",
+        name="Acme",
+        email="billing@acme.example",
+        phone="+442079460958",
+        address=Address(line1="1 High Street", city="London", country="GB"),
+        tax_ids=(TaxEntry(type="gb_vat", id=tax_id),),
+        metadata={"org_id": "org_1", "billing_account_id": account_id},
+    )
+
+
+def test_one_idempotency_key_makes_one_customer(
+    provider: StripeBillingProvider, admin: EmulatorAdmin
+) -> None:
+    first = provider.create_customer(customer("ba_1"), idempotency_key="ba_1:create")
+    again = provider.create_customer(customer("ba_1"), idempotency_key="ba_1:create")
+
+    assert first == again
+    executed = [r for r in admin.requests("/v1/customers", "POST") if not r.replayed]
+    assert len(executed) == 1
+
+
+def test_a_customer_is_found_by_its_billing_account(provider: StripeBillingProvider) -> None:
+    created = provider.create_customer(customer("ba_found"), idempotency_key="k-found")
+
+    assert provider.find_customer("ba_found") == created
+    assert provider.find_customer("ba_missing") is None
+
+
+def test_an_invalid_tax_id_is_an_invalid_argument_on_our_field(
+    provider: StripeBillingProvider,
+) -> None:
+    with pytest.raises(InvalidArgument) as error:
+        provider.create_customer(customer(tax_id="GB1"), idempotency_key="k-bad-tax")
+
+    violation = error.value.details[0]["fieldViolations"][0]
+    assert violation["field"] == "body.tax_data[0].id"
+    assert "gb_vat" in violation["description"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "options"),
+    [
+        ("api_error", {}),
+        ("service_unavailable", {}),
+        ("lock_timeout", {}),
+        ("rate_limit", {}),
+        ("drop", {}),
+        ("hang", {"hang_seconds": 10}),
+    ],
+)
+def test_transient_failures_are_transient_errors(
+    provider: StripeBillingProvider, admin: EmulatorAdmin, kind: str, options: dict[str, float]
+) -> None:
+    admin.add_fault(kind, "POST /v1/customers", count=1, **options)  # type: ignore[arg-type]
+
+    with pytest.raises(TransientError):
+        provider.create_customer(customer(), idempotency_key=f"k-{kind}")
+
+
+def test_retry_after_reaches_the_retry_policy(
+    provider: StripeBillingProvider, admin: EmulatorAdmin
+) -> None:
+    admin.add_fault("rate_limit", "POST /v1/customers", count=1, retry_after=3)
+
+    with pytest.raises(TransientError) as error:
+        provider.create_customer(customer(), idempotency_key="k-retry-after")
+
+    assert error.value.retry_after == 3.0
+
+
+def test_a_failure_stripe_stored_under_the_key_is_not_retried(
+    provider: StripeBillingProvider, admin: EmulatorAdmin
+) -> None:
+    admin.add_fault("api_error", "POST /v1/customers", count=1, after_execution=True)
+
+    with pytest.raises(Unavailable):
+        provider.create_customer(customer(), idempotency_key="k-stored-500")
+
+
+def test_a_wrong_api_key_is_an_internal_error(emulator: EmulatorProcess) -> None:
+    wrong = StripeBillingProvider("sk_test_wrong", api_base=emulator.url, timeout=5)
+
+    with pytest.raises(Internal):
+        wrong.create_customer(customer(), idempotency_key="k-wrong-key")
+
+
+def test_without_a_key_online_registration_is_a_failed_precondition() -> None:
+    with pytest.raises(FailedPrecondition, match="offline"):
+        build_provider(None, None, 5)

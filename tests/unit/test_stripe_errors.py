@@ -1,0 +1,100 @@
+"""How Stripe's failures become domain errors (retry or not, and what the caller sees)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import stripe  # noqa: TID251 - the adapter's inputs are the SDK's own exceptions
+
+from domain.errors import ErrorCode, Internal, InvalidArgument, TransientError, Unavailable
+from worker.stripe_provider import field_for_param, translate
+
+
+def stripe_error(
+    kind: type[stripe.StripeError],
+    status: int | None,
+    *,
+    code: str = "",
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+    message: str = "boom",
+) -> stripe.StripeError:
+    body: dict[str, Any] = {"error": {"type": "x", "message": message, "code": code or None}}
+    if param:
+        body["error"]["param"] = param
+    common: dict[str, Any] = {
+        "http_status": status,
+        "json_body": body,
+        "headers": headers or {},
+        "code": code,
+    }
+    if issubclass(kind, stripe.InvalidRequestError):
+        return kind(message, param, **common)
+    return kind(message, **common)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        stripe_error(stripe.APIConnectionError, None, message="connection reset"),
+        stripe_error(stripe.RateLimitError, 429, code="rate_limit"),
+        stripe_error(stripe.RateLimitError, 429, code="lock_timeout"),
+        stripe_error(stripe.APIError, 500),
+        stripe_error(stripe.APIError, 503),
+        stripe_error(stripe.InvalidRequestError, 409, headers={"Stripe-Should-Retry": "true"}),
+    ],
+    ids=["connection", "429", "lock-timeout", "500", "503", "should-retry"],
+)
+def test_transient_failures_are_retried(error: stripe.StripeError) -> None:
+    assert isinstance(translate(error, "create customer"), TransientError)
+
+
+def test_retry_after_is_passed_on() -> None:
+    error = stripe_error(stripe.RateLimitError, 429, headers={"Retry-After": "7"})
+    translated = translate(error, "create customer")
+    assert isinstance(translated, TransientError)
+    assert translated.retry_after == 7.0
+
+
+def test_a_5xx_stripe_says_not_to_retry_is_not_retried() -> None:
+    error = stripe_error(stripe.APIError, 500, headers={"Stripe-Should-Retry": "false"})
+    translated = translate(error, "create customer")
+    assert isinstance(translated, Unavailable)
+
+
+def test_a_rejected_tax_id_is_an_invalid_argument_on_our_field_with_stripes_message() -> None:
+    error = stripe_error(
+        stripe.InvalidRequestError,
+        400,
+        code="tax_id_invalid",
+        param="tax_id_data[1][value]",
+        message="Invalid value for eu_vat.",
+    )
+    translated = translate(error, "create customer")
+    assert isinstance(translated, InvalidArgument)
+    body = translated.to_body()
+    assert body["code"] == ErrorCode.INVALID_ARGUMENT
+    violation = body["details"][0]["fieldViolations"][0]
+    assert violation == {"field": "body.tax_data[1].id", "description": "Invalid value for eu_vat."}
+    assert body["details"][1]["metadata"]["stripe_code"] == "tax_id_invalid"
+
+
+def test_bad_credentials_are_an_internal_error_not_the_callers() -> None:
+    error = stripe_error(stripe.AuthenticationError, 401)
+    assert isinstance(translate(error, "create customer"), Internal)
+
+
+@pytest.mark.parametrize(
+    ("param", "field"),
+    [
+        (None, "body"),
+        ("email", "body.email"),
+        ("address[postal_code]", "body.address.postal_code"),
+        ("tax_id_data[0][type]", "body.tax_data[0].type"),
+        ("metadata[seats]", "body.metadata"),
+        ("expand", "body"),
+    ],
+)
+def test_stripe_params_are_named_as_our_fields(param: str | None, field: str) -> None:
+    assert field_for_param(param) == field
