@@ -6,12 +6,23 @@ see these.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Protocol, Self
 
 from domain.billing import BillingAccount, ProviderCustomer
 from domain.organizations import Organization
+from domain.subscriptions import (
+    Plan,
+    ProrationBehavior,
+    ProviderPlan,
+    ProviderPrice,
+    ProviderSubscription,
+    ScheduledChange,
+    Subscription,
+    SubscriptionTerms,
+)
 from domain.users import User
 
 
@@ -45,6 +56,66 @@ class BillingAccountRepository(Protocol):
     def remove(self, account_id: str) -> None: ...
 
 
+class PlanRepository(Protocol):
+    def get(self, plan_id: str) -> Plan | None: ...
+
+    def by_name(self, name: str) -> Plan | None: ...
+
+    def find(self, id_or_name: str) -> Plan | None:
+        """The plan with this id, else the plan with this name."""
+        ...
+
+    def list(self) -> list[Plan]: ...
+
+    def add(self, plan: Plan) -> None: ...
+
+    def save(self, plan: Plan) -> None: ...
+
+
+class SubscriptionRepository(Protocol):
+    def get(self, subscription_id: str, *, for_update: bool = False) -> Subscription | None: ...
+
+    def add(self, subscription: Subscription) -> None: ...
+
+    def save(self, subscription: Subscription) -> None: ...
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A change a sweep took to apply: its id and the claim's number (a fencing token)."""
+
+    change_id: str
+    number: int
+
+
+class ScheduledChangeRepository(Protocol):
+    def get(self, change_id: str, *, for_update: bool = False) -> ScheduledChange | None: ...
+
+    def pending_for(
+        self, subscription_id: str, *, for_update: bool = False
+    ) -> ScheduledChange | None:
+        """The subscription's ``scheduled`` or ``applying`` change (there is at most one)."""
+        ...
+
+    def for_subscription(self, subscription_id: str) -> list[ScheduledChange]:
+        """Every change of the subscription, newest first."""
+        ...
+
+    def add(self, change: ScheduledChange) -> None: ...
+
+    def save(self, change: ScheduledChange) -> None: ...
+
+    def claim_due(self, now: datetime, lease_until: datetime, limit: int) -> list[Claim]:
+        """Atomically take up to ``limit`` changes that are ``scheduled`` and due, or
+        ``applying`` with an expired lease: each becomes ``applying`` until ``lease_until``
+        with its claim count raised. Two sweeps never take the same change."""
+        ...
+
+    def release(self, claim: Claim, now: datetime) -> None:
+        """Let the next sweep take the change again (its lease ends now)."""
+        ...
+
+
 class UnitOfWork(Protocol):
     """One database transaction. Leaving the block without ``commit()`` rolls back.
 
@@ -60,6 +131,15 @@ class UnitOfWork(Protocol):
 
     @property
     def billing_accounts(self) -> BillingAccountRepository: ...
+
+    @property
+    def plans(self) -> PlanRepository: ...
+
+    @property
+    def subscriptions(self) -> SubscriptionRepository: ...
+
+    @property
+    def scheduled_changes(self) -> ScheduledChangeRepository: ...
 
     def __enter__(self) -> Self: ...
 
@@ -94,6 +174,36 @@ class BillingProvider(Protocol):
         """The id of a customer created earlier for this billing account, if any."""
         ...
 
+    def create_plan_price(self, plan: ProviderPlan, *, idempotency_key: str) -> ProviderPrice:
+        """Create the plan's product and its recurring price (one of each per key)."""
+        ...
+
+    def create_subscription(
+        self,
+        customer_id: str,
+        price_id: str,
+        terms: SubscriptionTerms,
+        *,
+        metadata: dict[str, str],
+        idempotency_key: str,
+    ) -> ProviderSubscription:
+        """Subscribe the customer to the price (one subscription per key)."""
+        ...
+
+    def get_subscription(self, provider_id: str) -> ProviderSubscription: ...
+
+    def change_subscription_price(
+        self,
+        provider_id: str,
+        item_id: str,
+        price_id: str,
+        *,
+        proration_behavior: ProrationBehavior,
+        idempotency_key: str,
+    ) -> ProviderSubscription:
+        """Replace the price of the subscription's item (the item and its id stay)."""
+        ...
+
 
 class BillingPolicy(Protocol):
     @property
@@ -103,6 +213,17 @@ class BillingPolicy(Protocol):
     def provider_idempotency_window(self) -> timedelta:
         """How long the provider remembers an idempotency key (Stripe: 24 hours), less a
         safety margin; a registration older than this searches before creating."""
+        ...
+
+    @property
+    def proration_behavior(self) -> ProrationBehavior:
+        """How an immediate plan change is prorated (changes at a period end never are)."""
+        ...
+
+    @property
+    def change_lease(self) -> timedelta:
+        """How long a claimed plan change is left to its worker before a sweep takes it
+        again (a worker killed mid-change)."""
         ...
 
 

@@ -8,6 +8,7 @@ from datetime import timedelta
 from functools import cached_property, lru_cache
 
 from domain.ports import BillingProvider, Clock, UnitOfWork
+from domain.subscriptions import ProrationBehavior
 from worker.clock import ShiftableClock, SystemClock
 from worker.db.commands import SqlCommandLog
 from worker.db.engine import session_factory
@@ -19,6 +20,19 @@ from worker.settings import Settings, get_settings
 class BillingSettings:
     default_currency: str
     provider_idempotency_window: timedelta
+    proration_behavior: ProrationBehavior = "create_prorations"
+    change_lease: timedelta = timedelta(minutes=15)
+
+    @classmethod
+    def of(cls, settings: Settings) -> BillingSettings:
+        return cls(
+            default_currency=settings.default_currency,
+            provider_idempotency_window=timedelta(
+                seconds=settings.provider_idempotency_window_seconds
+            ),
+            proration_behavior=settings.proration_behavior,
+            change_lease=timedelta(seconds=settings.scheduled_change_lease_seconds),
+        )
 
 
 @dataclass
@@ -30,31 +44,30 @@ class Services:
 
     @cached_property
     def billing(self) -> BillingSettings:
-        return BillingSettings(
-            default_currency=self.settings.default_currency,
-            provider_idempotency_window=timedelta(
-                seconds=self.settings.provider_idempotency_window_seconds
-            ),
-        )
+        return BillingSettings.of(self.settings)
 
     def unit_of_work(self) -> UnitOfWork:
         return SqlUnitOfWork(session_factory())
 
     def billing_provider(self) -> BillingProvider:
         if self._provider is None:
-            from worker.stripe_provider import build_provider
-
-            key = self.settings.stripe_api_key
-            self._provider = build_provider(
-                key.get_secret_value() if key else None,
-                self.settings.resolved_stripe_api_base(),
-                self.settings.stripe_timeout_seconds,
-            )
+            self._provider = provider_for(self.settings)
         return self._provider
 
     @staticmethod
     def is_transient(error: BaseException) -> bool:
         return is_transient_db_error(error)
+
+
+def provider_for(settings: Settings) -> BillingProvider:
+    """The billing provider these settings name (a ``CommandError`` if none is set up)."""
+    from worker.stripe_provider import build_provider
+
+    return build_provider(
+        settings.resolved_stripe_api_key(),
+        settings.resolved_stripe_api_base(),
+        settings.stripe_timeout_seconds,
+    )
 
 
 def build_clock(settings: Settings) -> Clock:

@@ -16,7 +16,11 @@ from worker.settings import Settings, get_settings
 
 QUEUES = ("users", "billing", "subscriptions", "maintenance")
 
-TASK_MODULES = ["tasks.users", "tasks.billing", "tasks.maintenance"]
+TASK_MODULES = ["tasks.users", "tasks.billing", "tasks.subscriptions", "tasks.maintenance"]
+
+ENQUEUE_DUE_CHANGES = "subscriptions.enqueue_due_changes"
+"""Beat's sweep of plan changes that fell due (runs on the maintenance queue, so that it is
+never stuck behind the apply commands it publishes)."""
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -46,7 +50,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_connection_retry_on_startup": True,
         "task_queues": [Queue(name) for name in QUEUES],
         "task_default_queue": "maintenance",
-        "task_routes": {f"{name}.*": {"queue": name} for name in QUEUES},
+        "task_routes": {
+            ENQUEUE_DUE_CHANGES: {"queue": "maintenance"},
+            **{f"{name}.*": {"queue": name} for name in QUEUES},
+        },
         "task_track_started": True,
         "task_send_sent_event": True,
         "worker_send_task_events": True,
@@ -59,6 +66,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                     settings.beat_interval_seconds, settings.stalled_command_seconds / 10
                 ),
                 "options": {"expires": settings.beat_interval_seconds * 10},
+            },
+            "apply-due-plan-changes": {
+                "task": ENQUEUE_DUE_CHANGES,
+                "schedule": settings.scheduled_changes_interval_seconds,
+                # A sweep that waited this long is superseded by the next one.
+                "options": {"expires": max(settings.scheduled_changes_interval_seconds * 4, 2.0)},
             },
         },
         "worker_hijack_root_logger": False,

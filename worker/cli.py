@@ -10,8 +10,9 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -21,6 +22,10 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
     from domain.ports import Clock
+    from worker.admin import OperatorContext
+
+
+T = TypeVar("T")
 
 
 def _emit(as_json: bool, data: dict[str, Any], text: str) -> None:
@@ -37,6 +42,43 @@ def _clock() -> Clock:
     from worker.bootstrap import build_clock
 
     return build_clock(get_settings())
+
+
+def _operator() -> OperatorContext:
+    """Admin commands reach the provider as the workers do (the emulator of a running `up`
+    when no Stripe key is set)."""
+    from functools import cache
+
+    from worker.admin import OperatorContext
+    from worker.bootstrap import BillingSettings, provider_for
+
+    settings = get_settings()
+    return OperatorContext(
+        sessions=_sessions(),
+        clock=_clock(),
+        provider_factory=cache(lambda: provider_for(settings)),
+        billing=BillingSettings.of(settings),
+    )
+
+
+def _admin_errors(action: Callable[[], T]) -> T:
+    """Run an admin action; domain errors become a clear message and exit status 1."""
+    from pydantic import ValidationError
+
+    from domain.errors import CommandError, TransientError
+
+    try:
+        return action()
+    except CommandError as error:
+        raise click.ClickException(json.dumps(error.to_body())) from None
+    except TransientError as error:
+        raise click.ClickException(f"{error.message} (try again)") from None
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in item['loc']) or 'value'}: {item['msg']}"
+            for item in error.errors(include_url=False)
+        )
+        raise click.UsageError(problems) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -263,6 +305,144 @@ def users_create(email: str, name: str, user_id: str | None, disabled: bool, as_
         _sessions(), _clock(), email=email, name=name, user_id=user_id, disabled=disabled
     )
     _emit(as_json, user, str(user["id"]))
+
+
+@main.group()
+def plans() -> None:
+    """Plans: a product with one recurring price at the provider."""
+
+
+@plans.command("create")
+@click.option("--name", required=True, help="Unique name, e.g. starter (a-z, 0-9, - and _).")
+@click.option("--title", default="", help="Shown on invoices; default: from the name.")
+@click.option("--amount", type=int, required=True, help="Price per interval in minor units.")
+@click.option("--currency", required=True, help="ISO 4217, e.g. usd.")
+@click.option(
+    "--interval", type=click.Choice(["month", "year"]), default="month", show_default=True
+)
+@click.option("--id", "plan_id", default=None, help="Default: a new plan_… id.")
+@click.option("--json", "as_json", is_flag=True)
+def plans_create(
+    name: str,
+    title: str,
+    amount: int,
+    currency: str,
+    interval: str,
+    plan_id: str | None,
+    as_json: bool,
+) -> None:
+    """Create a plan, with its product and price at the provider. Running it again after a
+    failure resumes the same plan."""
+    from domain.subscriptions import PlanSpec
+    from worker.admin import create_plan
+
+    plan = _admin_errors(
+        lambda: create_plan(
+            _operator(),
+            PlanSpec(name=name, title=title, amount=amount, currency=currency, interval=interval),
+            plan_id=plan_id,
+        )
+    )
+    _emit(as_json, plan.to_view(), plan.id)
+
+
+@plans.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def plans_list(as_json: bool) -> None:
+    """List the plans."""
+    from worker.admin import list_plans
+
+    found = list_plans(_operator())
+    if as_json:
+        click.echo(json.dumps([plan.to_view() for plan in found], indent=2, sort_keys=True))
+        return
+    for plan in found:
+        click.echo(
+            f"{plan.id}  {plan.name:<16} {plan.amount:>9} {plan.currency} / {plan.interval.value}"
+            f"  {plan.provider_price_id or '(not at the provider)'}"
+        )
+
+
+@main.group()
+def subscriptions() -> None:
+    """Subscriptions of billing accounts to plans."""
+
+
+@subscriptions.command("create")
+@click.option("--org", "org_id", required=True, help="The organization's id.")
+@click.option("--billing-account", "billing_account_id", required=True)
+@click.option("--plan", "plan_ref", required=True, help="The plan's name or id.")
+@click.option("--id", "subscription_id", default=None, help="Default: a new sub_… id.")
+@click.option(
+    "--collection",
+    type=click.Choice(["send_invoice", "charge_automatically"]),
+    default="send_invoice",
+    show_default=True,
+    help="send_invoice: active at once, no payment method needed (Stripe emails an invoice); "
+    "charge_automatically: needs the customer's default payment method.",
+)
+@click.option("--days-until-due", type=click.IntRange(0, 730), default=30, show_default=True)
+@click.option("--trial-days", type=click.IntRange(0, 730), default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def subscriptions_create(
+    org_id: str,
+    billing_account_id: str,
+    plan_ref: str,
+    subscription_id: str | None,
+    collection: str,
+    days_until_due: int,
+    trial_days: int,
+    as_json: bool,
+) -> None:
+    """Subscribe a registered billing account to a plan at the provider. To retry a creation
+    that failed midway, run it again with the same --id."""
+    from typing import Literal, cast
+
+    from domain.subscriptions import SubscriptionTerms
+    from worker.admin import create_subscription
+
+    terms = SubscriptionTerms(
+        collection_method=cast(Literal["send_invoice", "charge_automatically"], collection),
+        days_until_due=days_until_due,
+        trial_days=trial_days,
+    )
+    subscription = _admin_errors(
+        lambda: create_subscription(
+            _operator(),
+            org_id=org_id,
+            billing_account_id=billing_account_id,
+            plan_ref=plan_ref,
+            terms=terms,
+            subscription_id=subscription_id,
+        )
+    )
+    _emit(as_json, subscription.to_view(), subscription.id)
+
+
+@subscriptions.command("show")
+@click.argument("subscription_id")
+@click.option("--json", "as_json", is_flag=True)
+def subscriptions_show(subscription_id: str, as_json: bool) -> None:
+    """A subscription: its plan, its period and its plan changes (newest first)."""
+    from worker.admin import subscription_report
+
+    report = _admin_errors(lambda: subscription_report(_operator(), subscription_id))
+    if as_json:
+        click.echo(json.dumps(report, indent=2, sort_keys=True))
+        return
+    plan = report["plan"] or {}
+    click.echo(
+        f"{report['id']}  {report['state']}  plan {plan.get('name', '?')} ({report['plan_id']})"
+    )
+    click.echo(f"  period   {report['current_period_start']} → {report['current_period_end']}")
+    for change in report["changes"]:
+        lag = change["apply_lag_seconds"]
+        click.echo(
+            f"  {change['id']}  {change['state']:<9} {change['kind']:<13} → {change['plan_id']}"
+            f"  effective {change['effective_at']}"
+            + (f"  lag {lag:.1f}s" if lag is not None else "")
+            + (f"  ({change['reason']})" if change["reason"] else "")
+        )
 
 
 @main.group()

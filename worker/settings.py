@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -54,6 +54,20 @@ class Settings(BaseSettings):
         gt=0,
         description="A registration retried after this long searches Stripe for the customer "
         "before creating it (Stripe forgets idempotency keys after 24 hours).",
+    )
+    proration_behavior: Literal["create_prorations", "always_invoice", "none"] = Field(
+        default="create_prorations",
+        description="Stripe's proration_behavior for immediate plan changes (a change at a "
+        "period's end is never prorated).",
+    )
+    scheduled_changes_interval_seconds: float = Field(
+        default=5.0, gt=0, description="How often beat looks for plan changes that fell due."
+    )
+    scheduled_change_lease_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        description="How long a worker has to apply a claimed plan change before a sweep "
+        "hands it to another (a killed worker); longer than a command's retry budget.",
     )
     api_host: str = "127.0.0.1"
     api_port: int = 8080
@@ -117,6 +131,16 @@ class Settings(BaseSettings):
             return self.redis_url
         recorded = self.stack().get("redis_url")
         return str(recorded) if recorded else "redis://127.0.0.1:6379/0"
+
+    def resolved_stripe_api_key(self) -> str | None:
+        """The configured key, else the key of the emulator a running ``up`` started."""
+        if self.stripe_api_key is not None:
+            return self.stripe_api_key.get_secret_value()
+        stack = self.stack()
+        recorded = stack.get("stripe_emulator_api_key")
+        if recorded and stack.get("stripe_emulator_url") and not stack.get("stopped"):
+            return str(recorded)
+        return None
 
     def resolved_stripe_api_base(self) -> str | None:
         if self.stripe_api_base:

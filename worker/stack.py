@@ -30,6 +30,13 @@ from worker.stripe_emulator import DEFAULT_API_KEY as EMULATOR_API_KEY
 DEMO_CLIENT_FILE = "demo-client.json"
 DEMO_ORG_ID = "org_demo"
 DEMO_USER_ID = "usr_demo"
+DEMO_BILLING_ACCOUNT_ID = "ba_demo"
+DEMO_SUBSCRIPTION_ID = "sub_demo"
+DEMO_PLANS = (
+    # id, name, title, amount (cents a month)
+    ("plan_starter", "starter", "Starter", 900),
+    ("plan_team", "team", "Team", 2900),
+)
 
 
 def write_stack_file(settings: Settings, stack: dict[str, Any]) -> Path:
@@ -111,6 +118,13 @@ class LocalStack:
 
         upgrade(database_url)
         client_id, client_secret = self._seed()
+        if emulator_url:
+            wait_until(
+                lambda: port_open("127.0.0.1", int(emulator_url.rsplit(":", 1)[1])),
+                30,
+                "stripe emulator",
+            )
+            self._seed_subscription(emulator_url)
 
         flower_password = (
             settings.flower_password.get_secret_value()
@@ -151,16 +165,11 @@ class LocalStack:
             "redis_url": redis_url,
             "database_url": database_url,
             "stripe_emulator_url": emulator_url,
+            "stripe_emulator_api_key": EMULATOR_API_KEY if emulator_url else None,
             "shiftable_clock": emulator_url is not None,
             "logs": str(logs),
         }
         write_stack_file(settings, stack)
-        if emulator_url:
-            wait_until(
-                lambda: port_open("127.0.0.1", int(emulator_url.rsplit(":", 1)[1])),
-                30,
-                "stripe emulator",
-            )
         wait_until(lambda: self._ready(api_url), 60, "the API (/readyz)", interval=0.2)
 
         echo(f"billing-worker is ready ({elapsed_since(began)})\n")
@@ -179,6 +188,19 @@ class LocalStack:
             f"  curl -u {client_id}:{client_secret} -X POST -H 'Content-Type: application/json' "
             f"-d '{{}}' {api_url}/v1beta1/users/{DEMO_USER_ID}/enable\n"
         )
+        if emulator_url:
+            change = (
+                f"{api_url}/v1beta1/organizations/{DEMO_ORG_ID}/billing/"
+                f"{DEMO_BILLING_ACCOUNT_ID}/subscriptions/{DEMO_SUBSCRIPTION_ID}/change"
+            )
+            echo(f"Change the demo subscription ({DEMO_SUBSCRIPTION_ID}, on plan starter):")
+            echo(
+                f"  curl -u {client_id}:{client_secret} -X POST -H 'Content-Type: "
+                f'application/json\' -d \'{{"plan_change": {{"plan": "team", '
+                f'"immediate": false}}}}\' {change}'
+            )
+            echo(f"  billing-worker subscriptions show {DEMO_SUBSCRIPTION_ID}")
+            echo("  billing-worker clock advance 31d   # beat applies the change within seconds\n")
         echo("Ctrl-C stops everything.")
         return stack
 
@@ -231,6 +253,51 @@ class LocalStack:
                     session.delete(session.get(ApiClientRow, client_id))
             create_client(sessions, clock, "demo", client_id=client_id, secret=secret)
         return client_id, secret
+
+    def _seed_subscription(self, emulator_url: str) -> None:
+        """Demo billing, made once: two plans, the demo organization's billing account
+        (registered with the emulator) and a subscription to the first plan."""
+        from domain.billing import BillingDetails, CreateBillingAccount
+        from domain.subscriptions import PlanSpec
+        from tasks.handlers.billing import create_billing_account
+        from worker.admin import OperatorContext, create_plan, create_subscription
+        from worker.bootstrap import BillingSettings
+        from worker.clock import SystemClock
+        from worker.db.engine import session_factory
+        from worker.stripe_provider import StripeBillingProvider
+
+        provider = StripeBillingProvider(EMULATOR_API_KEY, api_base=emulator_url, timeout=10)
+        ctx = OperatorContext(
+            sessions=session_factory(self.settings.resolved_database_url()),
+            clock=SystemClock(),
+            provider_factory=lambda: provider,
+            billing=BillingSettings.of(self.settings),
+        )
+        with ctx.unit_of_work() as uow:
+            existing = {plan.name for plan in uow.plans.list()}
+            subscribed = uow.subscriptions.get(DEMO_SUBSCRIPTION_ID) is not None
+        for plan_id, name, title, amount in DEMO_PLANS:
+            if name not in existing:
+                spec = PlanSpec(name=name, title=title, amount=amount, currency="usd")
+                create_plan(ctx, spec, plan_id=plan_id)
+        if subscribed:
+            return
+        create_billing_account(
+            CreateBillingAccount(
+                command_id="demo-billing-account",
+                org_id=DEMO_ORG_ID,
+                billing_account_id=DEMO_BILLING_ACCOUNT_ID,
+                account=BillingDetails(name="Demo Organization", email="billing@demo.example"),
+            ),
+            ctx,
+        )
+        create_subscription(
+            ctx,
+            org_id=DEMO_ORG_ID,
+            billing_account_id=DEMO_BILLING_ACCOUNT_ID,
+            plan_ref=DEMO_PLANS[0][1],
+            subscription_id=DEMO_SUBSCRIPTION_ID,
+        )
 
     def watch(self) -> bool:
         """Block until interrupted; returns False when a child died (and says which)."""

@@ -18,6 +18,8 @@ Errors leave this module as domain errors:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import stripe
@@ -31,6 +33,13 @@ from domain.errors import (
     Unavailable,
     error_info,
     field_violations,
+)
+from domain.subscriptions import (
+    ProrationBehavior,
+    ProviderPlan,
+    ProviderPrice,
+    ProviderSubscription,
+    SubscriptionTerms,
 )
 
 PROVIDER_NAME = "stripe"
@@ -77,8 +86,18 @@ def _seconds(raw: str | None) -> float | None:
         return None  # an HTTP date: Stripe never sends one; back off as usual
 
 
-def translate(error: stripe.StripeError, operation: str) -> Exception:
-    """The domain error for a Stripe failure of ``operation`` (see the module docstring)."""
+def plan_field(param: str | None) -> str:
+    """Every parameter of a subscription or price call comes from the plan asked for."""
+    return "plan"
+
+
+def translate(
+    error: stripe.StripeError,
+    operation: str,
+    field_for: Callable[[str | None], str] = field_for_param,
+) -> Exception:
+    """The domain error for a Stripe failure of ``operation`` (see the module docstring);
+    ``field_for`` names our request field for the Stripe parameter a 4xx blames."""
     status = error.http_status
     request_id = error.request_id or ""
     stripe_error = error.error
@@ -113,7 +132,7 @@ def translate(error: stripe.StripeError, operation: str) -> Exception:
     return InvalidArgument(
         f"the billing provider rejected the request: {message}",
         details=[
-            field_violations([(field_for_param(param), message)]),
+            field_violations([(field_for(param), message)]),
             error_info("PROVIDER_REJECTED", status=str(status), param=param or "", **context),
         ],
     )
@@ -164,6 +183,104 @@ class StripeBillingProvider:
         except stripe.StripeError as error:
             raise translate(error, "search customers") from error
         return str(found.data[0].id) if found.data else None
+
+    def create_plan_price(self, plan: ProviderPlan, *, idempotency_key: str) -> ProviderPrice:
+        metadata = {"plan_id": plan.plan_id, "plan_name": plan.name}
+        params: dict[str, Any] = {
+            "currency": plan.currency,
+            "unit_amount": plan.amount,
+            "recurring": {"interval": plan.interval},
+            "nickname": plan.title,
+            "product_data": {"name": plan.title, "metadata": metadata},
+            "metadata": metadata,
+        }
+        try:
+            price = self._client.v1.prices.create(
+                params=params,  # type: ignore[arg-type]
+                options={"idempotency_key": idempotency_key},
+            )
+        except stripe.StripeError as error:
+            raise translate(error, "create price", plan_field) from error
+        product = price.product
+        product_id = product if isinstance(product, str) else product.id
+        return ProviderPrice(product_id=str(product_id), price_id=str(price.id))
+
+    def create_subscription(
+        self,
+        customer_id: str,
+        price_id: str,
+        terms: SubscriptionTerms,
+        *,
+        metadata: dict[str, str],
+        idempotency_key: str,
+    ) -> ProviderSubscription:
+        params: dict[str, Any] = {
+            "customer": customer_id,
+            "items": [{"price": price_id}],
+            "metadata": metadata,
+            "collection_method": terms.collection_method,
+        }
+        if terms.collection_method == "send_invoice":
+            params["days_until_due"] = terms.days_until_due
+        if terms.trial_days:
+            params["trial_period_days"] = terms.trial_days
+        try:
+            created = self._client.v1.subscriptions.create(
+                params=params,  # type: ignore[arg-type]
+                options={"idempotency_key": idempotency_key},
+            )
+        except stripe.StripeError as error:
+            raise translate(error, "create subscription", plan_field) from error
+        return _subscription_of(created)
+
+    def get_subscription(self, provider_id: str) -> ProviderSubscription:
+        try:
+            found = self._client.v1.subscriptions.retrieve(provider_id)
+        except stripe.StripeError as error:
+            raise translate(error, "retrieve subscription", plan_field) from error
+        return _subscription_of(found)
+
+    def change_subscription_price(
+        self,
+        provider_id: str,
+        item_id: str,
+        price_id: str,
+        *,
+        proration_behavior: ProrationBehavior,
+        idempotency_key: str,
+    ) -> ProviderSubscription:
+        try:
+            updated = self._client.v1.subscriptions.update(
+                provider_id,
+                params={
+                    "items": [{"id": item_id, "price": price_id}],
+                    "proration_behavior": proration_behavior,
+                },
+                options={"idempotency_key": idempotency_key},
+            )
+        except stripe.StripeError as error:
+            raise translate(error, "update subscription", plan_field) from error
+        return _subscription_of(updated)
+
+
+def _subscription_of(subscription: stripe.Subscription) -> ProviderSubscription:
+    """Our view of a Stripe subscription of one item. API 2026-10-28.endive keeps the current
+    period on the items, not on the subscription."""
+    items = subscription["items"].data
+    if not items:
+        raise Internal(
+            f"stripe subscription {subscription.id} has no items",
+            details=[error_info("PROVIDER_SUBSCRIPTION_WITHOUT_ITEMS", id=subscription.id)],
+        )
+    item = items[0]
+    return ProviderSubscription(
+        id=str(subscription.id),
+        status=str(subscription.status),
+        item_id=str(item.id),
+        price_id=str(item.price.id),
+        current_period_start=datetime.fromtimestamp(item.current_period_start, UTC),
+        current_period_end=datetime.fromtimestamp(item.current_period_end, UTC),
+    )
 
 
 def build_provider(

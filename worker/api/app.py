@@ -18,7 +18,8 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
 
 from domain.billing import CreateBillingAccount, RegisterBillingAccount
-from domain.errors import ErrorCode
+from domain.errors import CommandError, ErrorCode
+from domain.subscriptions import ChangeSubscriptionPlan, resolve_change_request
 from domain.users import EnableUser
 from worker.api.errors import ApiError, install_error_handlers
 from worker.api.gateway import CommandGateway, record_view
@@ -101,6 +102,14 @@ def _as_is(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _phase(result: dict[str, Any]) -> dict[str, Any]:
+    return {"phase": result["phase"]}
+
+
+DEPRECATED_FIELDS_USED = {"Deprecation": "true"}
+"""Answered when a request used the deprecated top-level ``plan``/``immediate`` (spec 9)."""
+
+
 def create_app(svc: Services | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -180,6 +189,44 @@ def create_app(svc: Services | None = None) -> FastAPI:
             {"org_id": org_id, "billing_account_id": id},
             _as_is,
             field_names={"billing_account_id": "id"},
+        )
+
+    @app.post(
+        "/v1beta1/organizations/{org_id}/billing/{billing_id}/subscriptions/{id}/change",
+        summary="Change a subscription's plan now or at the period's end (spec 4.3)",
+    )
+    async def change_subscription_plan(
+        org_id: PathId,
+        billing_id: PathId,
+        id: PathId,
+        client: Client,
+        body: Body,
+        request: Request,
+        state: State,
+    ) -> Response:
+        try:
+            resolved = resolve_change_request(body)
+        except CommandError as error:
+            raise ApiError.of(error) from None
+        return await state.gateway.submit(
+            request,
+            client,
+            ChangeSubscriptionPlan,
+            {
+                "org_id": org_id,
+                "billing_account_id": billing_id,
+                "subscription_id": id,
+                **resolved.command_fields(),
+            },
+            _phase,
+            field_names={
+                "billing_account_id": "billing_id",
+                "subscription_id": "id",
+                "plan": resolved.plan_field,
+                "immediate": "plan_change.immediate",
+                "cancel_upcoming_changes": "phase_change.cancel_upcoming_changes",
+            },
+            headers=DEPRECATED_FIELDS_USED if resolved.used_deprecated_fields else None,
         )
 
     @app.get("/v1beta1/commands/{id}", summary="A command's status, result or error")

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import (
     Boolean,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -124,5 +125,75 @@ class BillingAccountRow(Base):
     provider_id: Mapped[str | None] = mapped_column(String(255), nullable=True, unique=True)
     registration_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
     registration_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class PlanRow(Base):
+    __tablename__ = "plans"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    title: Mapped[str] = mapped_column(String(255))
+    interval: Mapped[str] = mapped_column(String(8))
+    amount: Mapped[int] = mapped_column(Integer)
+    currency: Mapped[str] = mapped_column(String(3))
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    provider: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    provider_product_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    provider_price_id: Mapped[str | None] = mapped_column(String(255), nullable=True, unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class SubscriptionRow(Base):
+    __tablename__ = "subscriptions"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    billing_account_id: Mapped[str] = mapped_column(ForeignKey("billing_accounts.id"), index=True)
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id"))
+    state: Mapped[str] = mapped_column(String(16))
+    provider: Mapped[str] = mapped_column(String(32))
+    provider_id: Mapped[str] = mapped_column(String(255), unique=True)
+    current_period_start: Mapped[datetime] = mapped_column(UTCDateTime)
+    current_period_end: Mapped[datetime] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+PENDING_CHANGE_STATES = "state IN ('scheduled', 'applying')"
+
+
+class ScheduledChangeRow(Base):
+    """Plan changes of subscriptions, pending and past (see ``domain/subscriptions.py``)."""
+
+    __tablename__ = "scheduled_changes"
+    __table_args__ = (
+        # At most one pending change per subscription, even under races.
+        Index(
+            "uq_scheduled_changes_pending_subscription_id",
+            "subscription_id",
+            unique=True,
+            sqlite_where=text(PENDING_CHANGE_STATES),
+            postgresql_where=text(PENDING_CHANGE_STATES),
+        ),
+        # What the sweep looks for: due scheduled changes and expired leases.
+        Index("ix_scheduled_changes_state_effective_at", "state", "effective_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    subscription_id: Mapped[str] = mapped_column(ForeignKey("subscriptions.id"), index=True)
+    from_plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id"))
+    target_plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id"))
+    kind: Mapped[str] = mapped_column(String(16))
+    effective_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    proration_behavior: Mapped[str] = mapped_column(String(32))
+    command_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    claims: Mapped[int] = mapped_column(Integer, default=0)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    applied_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    apply_lag_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from datetime import datetime
+from typing import cast
+
+from sqlalchemy import ColumnElement, and_, delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from domain.billing import Address, BillingAccount, BillingAccountState, TaxEntry
 from domain.organizations import Organization, OrganizationState
+from domain.ports import Claim
+from domain.subscriptions import (
+    ChangeKind,
+    ChangeState,
+    Plan,
+    PlanInterval,
+    ProrationBehavior,
+    ScheduledChange,
+    Subscription,
+    SubscriptionState,
+)
 from domain.users import User, UserState
-from worker.db.models import BillingAccountRow, OrganizationRow, UserRow
+from worker.db.models import (
+    BillingAccountRow,
+    OrganizationRow,
+    PlanRow,
+    ScheduledChangeRow,
+    SubscriptionRow,
+    UserRow,
+)
 
 
 class SqlUserRepository:
@@ -136,3 +157,252 @@ class SqlBillingAccountRepository:
         row.registration_key = account.registration_key
         row.registration_started_at = account.registration_started_at
         row.updated_at = account.updated_at
+
+
+def plan_of(row: PlanRow) -> Plan:
+    return Plan(
+        id=row.id,
+        name=row.name,
+        title=row.title,
+        interval=PlanInterval(row.interval),
+        amount=row.amount,
+        currency=row.currency,
+        active=row.active,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        provider=row.provider,
+        provider_product_id=row.provider_product_id,
+        provider_price_id=row.provider_price_id,
+    )
+
+
+class SqlPlanRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def get(self, plan_id: str) -> Plan | None:
+        row = self._session.get(PlanRow, plan_id)
+        return plan_of(row) if row is not None else None
+
+    def by_name(self, name: str) -> Plan | None:
+        row = self._session.scalars(select(PlanRow).where(PlanRow.name == name)).one_or_none()
+        return plan_of(row) if row is not None else None
+
+    def find(self, id_or_name: str) -> Plan | None:
+        return self.get(id_or_name) or self.by_name(id_or_name.lower())
+
+    def list(self) -> list[Plan]:
+        rows = self._session.scalars(select(PlanRow).order_by(PlanRow.name)).all()
+        return [plan_of(row) for row in rows]
+
+    def add(self, plan: Plan) -> None:
+        row = PlanRow(id=plan.id, created_at=plan.created_at)
+        self._copy(plan, row)
+        self._session.add(row)
+
+    def save(self, plan: Plan) -> None:
+        row = self._session.get(PlanRow, plan.id)
+        if row is None:
+            self.add(plan)
+            return
+        self._copy(plan, row)
+
+    @staticmethod
+    def _copy(plan: Plan, row: PlanRow) -> None:
+        row.name = plan.name
+        row.title = plan.title
+        row.interval = plan.interval.value
+        row.amount = plan.amount
+        row.currency = plan.currency
+        row.active = plan.active
+        row.provider = plan.provider
+        row.provider_product_id = plan.provider_product_id
+        row.provider_price_id = plan.provider_price_id
+        row.updated_at = plan.updated_at
+
+
+def subscription_of(row: SubscriptionRow) -> Subscription:
+    return Subscription(
+        id=row.id,
+        billing_account_id=row.billing_account_id,
+        plan_id=row.plan_id,
+        state=SubscriptionState(row.state),
+        provider=row.provider,
+        provider_id=row.provider_id,
+        current_period_start=row.current_period_start,
+        current_period_end=row.current_period_end,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+class SqlSubscriptionRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def get(self, subscription_id: str, *, for_update: bool = False) -> Subscription | None:
+        query = select(SubscriptionRow).where(SubscriptionRow.id == subscription_id)
+        if for_update:
+            query = query.with_for_update()
+        row = self._session.scalars(query).one_or_none()
+        return subscription_of(row) if row is not None else None
+
+    def add(self, subscription: Subscription) -> None:
+        row = SubscriptionRow(id=subscription.id, created_at=subscription.created_at)
+        self._copy(subscription, row)
+        self._session.add(row)
+
+    def save(self, subscription: Subscription) -> None:
+        row = self._session.get(SubscriptionRow, subscription.id)
+        if row is None:
+            self.add(subscription)
+            return
+        self._copy(subscription, row)
+
+    @staticmethod
+    def _copy(subscription: Subscription, row: SubscriptionRow) -> None:
+        row.billing_account_id = subscription.billing_account_id
+        row.plan_id = subscription.plan_id
+        row.state = subscription.state.value
+        row.provider = subscription.provider
+        row.provider_id = subscription.provider_id
+        row.current_period_start = subscription.current_period_start
+        row.current_period_end = subscription.current_period_end
+        row.updated_at = subscription.updated_at
+
+
+def scheduled_change_of(row: ScheduledChangeRow) -> ScheduledChange:
+    return ScheduledChange(
+        id=row.id,
+        subscription_id=row.subscription_id,
+        from_plan_id=row.from_plan_id,
+        target_plan_id=row.target_plan_id,
+        kind=ChangeKind(row.kind),
+        effective_at=row.effective_at,
+        state=ChangeState(row.state),
+        proration_behavior=cast(ProrationBehavior, row.proration_behavior),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        command_id=row.command_id,
+        reason=row.reason,
+        claims=row.claims,
+        lease_until=row.lease_until,
+        applied_at=row.applied_at,
+        apply_lag_seconds=row.apply_lag_seconds,
+    )
+
+
+_PENDING = (ChangeState.SCHEDULED.value, ChangeState.APPLYING.value)
+
+
+def _claimable(now: datetime) -> ColumnElement[bool]:
+    """Due and scheduled, or being applied by a worker whose lease ran out."""
+    row = ScheduledChangeRow
+    return or_(
+        and_(row.state == ChangeState.SCHEDULED.value, row.effective_at <= now),
+        and_(row.state == ChangeState.APPLYING.value, row.lease_until < now),
+    )
+
+
+class SqlScheduledChangeRepository:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def get(self, change_id: str, *, for_update: bool = False) -> ScheduledChange | None:
+        query = select(ScheduledChangeRow).where(ScheduledChangeRow.id == change_id)
+        if for_update:
+            query = query.with_for_update()
+        row = self._session.scalars(query).one_or_none()
+        return scheduled_change_of(row) if row is not None else None
+
+    def pending_for(
+        self, subscription_id: str, *, for_update: bool = False
+    ) -> ScheduledChange | None:
+        query = select(ScheduledChangeRow).where(
+            ScheduledChangeRow.subscription_id == subscription_id,
+            ScheduledChangeRow.state.in_(_PENDING),
+        )
+        if for_update:
+            query = query.with_for_update()
+        row = self._session.scalars(query).one_or_none()
+        return scheduled_change_of(row) if row is not None else None
+
+    def for_subscription(self, subscription_id: str) -> list[ScheduledChange]:
+        rows = self._session.scalars(
+            select(ScheduledChangeRow)
+            .where(ScheduledChangeRow.subscription_id == subscription_id)
+            .order_by(ScheduledChangeRow.created_at.desc(), ScheduledChangeRow.id)
+        ).all()
+        return [scheduled_change_of(row) for row in rows]
+
+    def add(self, change: ScheduledChange) -> None:
+        row = ScheduledChangeRow(id=change.id, created_at=change.created_at)
+        self._copy(change, row)
+        self._session.add(row)
+
+    def save(self, change: ScheduledChange) -> None:
+        row = self._session.get(ScheduledChangeRow, change.id)
+        if row is None:
+            self.add(change)
+            return
+        self._copy(change, row)
+
+    def claim_due(self, now: datetime, lease_until: datetime, limit: int) -> list[Claim]:
+        row = ScheduledChangeRow
+        claimable = _claimable(now)
+        # A cheap read first: most sweeps find nothing and need no write lock.
+        if self._session.scalar(select(row.id).where(claimable).limit(1)) is None:
+            return []
+        # One statement claims the batch. PostgreSQL: concurrent sweeps skip each other's
+        # rows (SKIP LOCKED), and the claimable condition is checked again on the locked row.
+        # SQLite: the statement runs under the database's single write lock.
+        candidates = (
+            select(row.id)
+            .where(claimable)
+            .order_by(row.effective_at, row.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        claimed = self._session.execute(
+            update(row)
+            .where(row.id.in_(candidates.scalar_subquery()), claimable)
+            .values(
+                state=ChangeState.APPLYING.value,
+                claims=row.claims + 1,
+                lease_until=lease_until,
+                updated_at=now,
+            )
+            .returning(row.id, row.claims)
+            .execution_options(synchronize_session=False)
+        ).all()
+        return [Claim(change_id, number) for change_id, number in claimed]
+
+    def release(self, claim: Claim, now: datetime) -> None:
+        row = ScheduledChangeRow
+        self._session.execute(
+            update(row)
+            .where(
+                row.id == claim.change_id,
+                row.claims == claim.number,
+                row.state == ChangeState.APPLYING.value,
+            )
+            .values(lease_until=now, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+
+    @staticmethod
+    def _copy(change: ScheduledChange, row: ScheduledChangeRow) -> None:
+        row.subscription_id = change.subscription_id
+        row.from_plan_id = change.from_plan_id
+        row.target_plan_id = change.target_plan_id
+        row.kind = change.kind.value
+        row.effective_at = change.effective_at
+        row.state = change.state.value
+        row.reason = change.reason
+        row.proration_behavior = change.proration_behavior
+        row.command_id = change.command_id
+        row.claims = change.claims
+        row.lease_until = change.lease_until
+        row.applied_at = change.applied_at
+        row.apply_lag_seconds = change.apply_lag_seconds
+        row.updated_at = change.updated_at

@@ -13,6 +13,9 @@ from worker.db.engine import session_factory
 from worker.db.repositories import (
     SqlBillingAccountRepository,
     SqlOrganizationRepository,
+    SqlPlanRepository,
+    SqlScheduledChangeRepository,
+    SqlSubscriptionRepository,
     SqlUserRepository,
 )
 
@@ -26,6 +29,9 @@ class SqlUnitOfWork:
         self.users = SqlUserRepository(self.session)
         self.organizations = SqlOrganizationRepository(self.session)
         self.billing_accounts = SqlBillingAccountRepository(self.session)
+        self.plans = SqlPlanRepository(self.session)
+        self.subscriptions = SqlSubscriptionRepository(self.session)
+        self.scheduled_changes = SqlScheduledChangeRepository(self.session)
         return self
 
     def __exit__(

@@ -4,10 +4,12 @@ Routes: ``POST/GET /v1/subscriptions``, ``GET/POST/DELETE /v1/subscriptions/{id}
 ``GET /v1/subscription_items`` (``subscription`` required), ``GET /v1/subscription_items/{item}``.
 
 No payment is collected: a new subscription is ``active`` at once, or ``trialing`` with
-``trial_period_days`` (real Stripe would leave a subscription without a payment method
-``incomplete``). ``proration_behavior`` is validated but no proration invoice is produced; the
-request log records it for tests. Items must share currency and billing interval. Changing an
-item to a price with another interval restarts the billing cycle now, as Stripe does.
+``trial_period_days``. Real Stripe leaves a ``charge_automatically`` subscription without a
+payment method ``incomplete``; with ``collection_method=send_invoice`` (and the
+``days_until_due`` it then requires) it is ``active`` there too. ``proration_behavior`` is
+validated but no proration invoice is produced; the request log records it for tests. Items
+must share currency and billing interval. Changing an item to a price with another interval
+restarts the billing cycle now, as Stripe does.
 """
 
 from __future__ import annotations
@@ -70,10 +72,14 @@ FEEDBACK = Enum(
 )
 MAX_ITEMS = 20
 
+COLLECTION = Enum("charge_automatically", "send_invoice")
+
 CREATE = schema(
     {
         "cancel_at_period_end": Bool(),
+        "collection_method": COLLECTION,
         "customer": Str(required=True),
+        "days_until_due": Int(minimum=0, maximum=730),
         "description": Str(),
         "items": Arr(
             Obj({"metadata": Metadata(), "price": Str(), "quantity": Int(minimum=0)}),
@@ -179,6 +185,17 @@ def create(ctx: Ctx, params: dict[str, Any]) -> Record:
     _check_compatible(prices)
     currency, interval, interval_count = _cadence(prices[0][1])
     _check_customer_currency(store, customer, currency)
+    collection = params.get("collection_method", "charge_automatically")
+    days_until_due = params.get("days_until_due")
+    if collection == "send_invoice" and days_until_due is None:
+        raise invalid(
+            "Missing required param: days_until_due.", "days_until_due", "parameter_missing"
+        )
+    if collection != "send_invoice" and days_until_due is not None:
+        raise invalid(
+            "You may only specify `days_until_due` when `collection_method` is `send_invoice`.",
+            "days_until_due",
+        )
 
     trial_days = params.get("trial_period_days")
     trial_end = now + trial_days * 86_400 if trial_days else None
@@ -198,6 +215,8 @@ def create(ctx: Ctx, params: dict[str, Any]) -> Record:
         currency,
         {
             "billing_cycle_anchor": trial_end or now,
+            "collection_method": collection,
+            "days_until_due": days_until_due,
             "description": params.get("description"),
             "metadata": metadata_for_create(params.get("metadata")),
             "status": "trialing" if trial_end else "active",

@@ -1,0 +1,389 @@
+"""Plan change handlers: decide and persist the change, call the provider outside any
+transaction with the change's own idempotency key, record the outcome.
+
+Every change is a row (``domain/subscriptions.py``) whose id is derived from the command id,
+so a redelivered command finds its change again instead of making another. The provider is
+only ever called by :func:`apply_change`, with the key ``{change_id}:apply``; before writing
+it reads the subscription, so a change whose earlier attempt reached the provider (and whose
+answer was lost) is recognised and not sent twice, even after the provider forgot the key.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from domain.errors import (
+    Internal,
+    InvalidArgument,
+    NotFound,
+    TransientError,
+    UniquenessViolation,
+    error_info,
+)
+from domain.ports import Claim, HandlerContext, UnitOfWork
+from domain.subscriptions import (
+    ApplyScheduledChange,
+    ChangeReason,
+    ChangeState,
+    ChangeSubscriptionPlan,
+    Plan,
+    PlanChanged,
+    ScheduledChange,
+    ScheduledChangeOutcome,
+    Subscription,
+    change_id_for,
+)
+
+logger = logging.getLogger(__name__)
+
+SWEEP_BATCH = 500
+"""The most changes one sweep claims; the rest wait for the next sweep."""
+
+
+def change_subscription_plan(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanChanged:
+    if command.cancel_upcoming_changes:
+        return _cancel_upcoming_changes(command, svc)
+    if command.immediate:
+        return _change_now(command, svc)
+    return _change_at_period_end(command, svc)
+
+
+def apply_scheduled_change(
+    command: ApplyScheduledChange, svc: HandlerContext
+) -> ScheduledChangeOutcome:
+    """Apply a due change (a change that is finished already is reported as it is)."""
+    return ScheduledChangeOutcome(change=apply_change(command.change_id, svc).to_view())
+
+
+# --- the three requests -----------------------------------------------------------------------
+
+
+def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanChanged:
+    change_id = change_id_for(command.command_id)
+    superseded: list[str] = []
+    with svc.unit_of_work() as uow:
+        change = uow.scheduled_changes.get(change_id)
+        if change is None:  # not a redelivery
+            subscription = _subscription_under(uow, command)
+            plan = _target_plan(uow, subscription, command)
+            now = svc.clock.now()
+            superseded = _make_room(uow, subscription, ChangeReason.SUPERSEDED, now)
+            change = ScheduledChange.immediate(
+                change_id,
+                subscription,
+                plan,
+                proration_behavior=svc.billing.proration_behavior,
+                lease=svc.billing.change_lease,
+                now=now,
+                command_id=command.command_id,
+            )
+            uow.scheduled_changes.add(change)
+            _commit_or_retry(uow, subscription)
+    try:
+        change = apply_change(change.id, svc)
+    except InvalidArgument:
+        _restore(superseded, svc)
+        raise
+    if change.state is not ChangeState.APPLIED:
+        # The subscription ended at the provider meanwhile (the change was skipped).
+        with svc.unit_of_work() as uow:
+            subscription = _subscription_under(uow, command)
+        subscription.ensure_accepts_plan_changes()
+        raise Internal(
+            f"change {change.id} ended {change.state.value}: {change.reason}",
+            details=[error_info("CHANGE_NOT_APPLIED", change_id=change.id)],
+        )
+    return PlanChanged(
+        phase=change.phase,
+        subscription_id=change.subscription_id,
+        change=change.to_view(),
+        canceled_changes=superseded,
+    )
+
+
+def _change_at_period_end(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanChanged:
+    change_id = change_id_for(command.command_id)
+    with svc.unit_of_work() as uow:
+        existing = uow.scheduled_changes.get(change_id)
+        if existing is not None:  # a redelivery: the change was made
+            return _planned(existing, [])
+        subscription = _subscription_under(uow, command, lock=False)
+        _target_plan(uow, subscription, command)
+
+    # The period's end as the provider sees it now (outside any transaction).
+    remote = svc.billing_provider().get_subscription(subscription.provider_id)
+
+    with svc.unit_of_work() as uow:
+        subscription = _subscription_under(uow, command)
+        now = svc.clock.now()
+        if subscription.synced(remote, now):
+            uow.subscriptions.save(subscription)
+        if not subscription.state.accepts_plan_changes:
+            uow.commit()  # keep what the provider told us, then refuse
+            subscription.ensure_accepts_plan_changes()
+        plan = _target_plan(uow, subscription, command)
+        replaced = _make_room(uow, subscription, ChangeReason.REPLACED, now)
+        change = ScheduledChange.at_period_end(
+            change_id, subscription, plan, now=now, command_id=command.command_id
+        )
+        uow.scheduled_changes.add(change)
+        _commit_or_retry(uow, subscription)
+    logger.info(
+        "change %s of %s to %s scheduled for %s",
+        change.id,
+        subscription.id,
+        plan.id,
+        change.effective_at.isoformat(),
+    )
+    return _planned(change, replaced)
+
+
+def _cancel_upcoming_changes(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanChanged:
+    """Cancel the pending change; the answer is the phase the subscription is in. Allowed in
+    every state: it never reaches the provider."""
+    with svc.unit_of_work() as uow:
+        subscription = _subscription_under(uow, command)
+        canceled = _make_room(uow, subscription, ChangeReason.CANCELED_ON_REQUEST, svc.clock.now())
+        uow.commit()
+    return PlanChanged(
+        phase=subscription.current_phase(),
+        subscription_id=subscription.id,
+        canceled_changes=canceled,
+    )
+
+
+# --- applying a change ------------------------------------------------------------------------
+
+
+def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
+    """Apply the change at the provider, then locally; returns the change as it ended.
+
+    Safe to run any number of times, also concurrently: the provider sees one update per
+    change (one idempotency key, and a read first), and only one run records the outcome.
+    """
+    with svc.unit_of_work() as uow:
+        change = uow.scheduled_changes.get(change_id, for_update=True)
+        if change is None:
+            raise NotFound.resource("scheduled_change", change_id)
+        if not change.state.is_pending:
+            return change
+        now = svc.clock.now()
+        if change.state is ChangeState.SCHEDULED:  # published without a sweep's claim
+            change.ensure_due(now)
+            change.claim(now, svc.billing.change_lease)
+        subscription = _existing_subscription(uow, change.subscription_id)
+        if subscription.state.is_over:
+            change.skip(ChangeReason.subscription_over(subscription.state), now)
+            uow.scheduled_changes.save(change)
+            uow.commit()
+            _log_outcome(change)
+            return change
+        price_id = _price_of(uow, change.target_plan_id)
+        uow.scheduled_changes.save(change)
+        uow.commit()
+
+    provider = svc.billing_provider()
+    try:
+        remote = provider.get_subscription(subscription.provider_id)
+        if not remote.state.is_over and remote.price_id != price_id:
+            remote = provider.change_subscription_price(
+                remote.id,
+                remote.item_id,
+                price_id,
+                proration_behavior=change.proration_behavior,
+                idempotency_key=change.provider_idempotency_key,
+            )
+    except InvalidArgument as refusal:
+        _refused(change_id, refusal, svc)
+        raise
+
+    with svc.unit_of_work() as uow:
+        change = uow.scheduled_changes.get(change_id, for_update=True)
+        if change is None:
+            raise NotFound.resource("scheduled_change", change_id)
+        if not change.state.is_pending:
+            return change  # a concurrent run recorded it first
+        subscription = _existing_subscription(uow, change.subscription_id)
+        now = svc.clock.now()
+        if remote.state.is_over:
+            subscription.synced(remote, now)
+            change.skip(ChangeReason.subscription_over(remote.state), now)
+        else:
+            subscription.switched(change.target_plan_id, remote, now)
+            change.applied(now)
+        uow.subscriptions.save(subscription)
+        uow.scheduled_changes.save(change)
+        uow.commit()
+    _log_outcome(change)
+    return change
+
+
+def claim_due_changes(svc: HandlerContext, limit: int = SWEEP_BATCH) -> list[Claim]:
+    """Take the changes that fell due (and those a dead worker left), for beat's sweep."""
+    now = svc.clock.now()
+    with svc.unit_of_work() as uow:
+        claims = uow.scheduled_changes.claim_due(now, now + svc.billing.change_lease, limit)
+        uow.commit()
+    return claims
+
+
+def release_claim(claim: Claim, svc: HandlerContext) -> None:
+    """The apply command could not be published: let the next sweep take the change."""
+    with svc.unit_of_work() as uow:
+        uow.scheduled_changes.release(claim, svc.clock.now())
+        uow.commit()
+
+
+def apply_command_for(claim: Claim) -> ApplyScheduledChange:
+    """One command per claim: duplicates of a claim's message are one command in the log,
+    and a change claimed again (its worker died) gets a command of its own."""
+    return ApplyScheduledChange(
+        command_id=f"apply:{claim.change_id}:{claim.number}", change_id=claim.change_id
+    )
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _subscription_under(
+    uow: UnitOfWork, command: ChangeSubscriptionPlan, *, lock: bool = True
+) -> Subscription:
+    """The subscription, if it belongs to the billing account of the organization."""
+    subscription = uow.subscriptions.get(command.subscription_id, for_update=lock)
+    account = uow.billing_accounts.get(command.billing_account_id)
+    if (
+        subscription is None
+        or account is None
+        or subscription.billing_account_id != account.id
+        or account.org_id != command.org_id
+    ):
+        raise NotFound.resource("subscription", command.subscription_id)
+    return subscription
+
+
+def _target_plan(
+    uow: UnitOfWork, subscription: Subscription, command: ChangeSubscriptionPlan
+) -> Plan:
+    """The plan asked for, checked against the subscription (404, then 400s)."""
+    assert command.plan is not None  # the command's validation guarantees it
+    plan = uow.plans.find(command.plan)
+    if plan is None:
+        raise NotFound.resource("plan", command.plan)
+    subscription.ensure_accepts_plan_changes()
+    subscription.ensure_not_on(plan)
+    plan.ensure_available()
+    current = uow.plans.get(subscription.plan_id)
+    if current is not None and current.currency != plan.currency:
+        raise InvalidArgument.for_fields(
+            f"plan {plan.name!r} is billed in {plan.currency}, the subscription in "
+            f"{current.currency}",
+            [("plan", "must be billed in the subscription's currency")],
+        )
+    return plan
+
+
+def _make_room(
+    uow: UnitOfWork, subscription: Subscription, reason: ChangeReason, now: datetime
+) -> list[str]:
+    """Cancel the subscription's scheduled change, if any; wait for one being applied."""
+    pending = uow.scheduled_changes.pending_for(subscription.id, for_update=True)
+    if pending is None:
+        return []
+    if pending.state is ChangeState.APPLYING:
+        raise TransientError(
+            f"change {pending.id} of subscription {subscription.id} is being applied; "
+            "trying again once it is done"
+        )
+    pending.cancel(reason, now)
+    uow.scheduled_changes.save(pending)
+    return [pending.id]
+
+
+def _commit_or_retry(uow: UnitOfWork, subscription: Subscription) -> None:
+    try:
+        uow.commit()
+    except UniquenessViolation:
+        # A concurrent request made a change of this subscription first; the retry sees it.
+        raise TransientError(
+            f"another change of subscription {subscription.id} was made concurrently"
+        ) from None
+
+
+def _restore(change_ids: list[str], svc: HandlerContext) -> None:
+    """The provider refused the immediate change: the changes it superseded stand again."""
+    if not change_ids:
+        return
+    with svc.unit_of_work() as uow:
+        for change_id in change_ids:
+            change = uow.scheduled_changes.get(change_id, for_update=True)
+            if (
+                change is not None
+                and change.state is ChangeState.CANCELED
+                and change.reason == ChangeReason.SUPERSEDED.value
+                and uow.scheduled_changes.pending_for(change.subscription_id) is None
+            ):
+                change.restore(svc.clock.now())
+                uow.scheduled_changes.save(change)
+        try:
+            uow.commit()
+        except UniquenessViolation:
+            logger.warning("could not restore superseded changes %s", change_ids)
+
+
+def _refused(change_id: str, refusal: InvalidArgument, svc: HandlerContext) -> None:
+    """The provider refused the change for good: it is skipped, with the provider's words."""
+    with svc.unit_of_work() as uow:
+        change = uow.scheduled_changes.get(change_id, for_update=True)
+        if change is None or not change.state.is_pending:
+            return
+        change.skip(ChangeReason.PROVIDER_REJECTED, svc.clock.now(), refusal.message)
+        uow.scheduled_changes.save(change)
+        uow.commit()
+    _log_outcome(change)
+
+
+def _existing_subscription(uow: UnitOfWork, subscription_id: str) -> Subscription:
+    subscription = uow.subscriptions.get(subscription_id, for_update=True)
+    if subscription is None:
+        raise NotFound.resource("subscription", subscription_id)
+    return subscription
+
+
+def _price_of(uow: UnitOfWork, plan_id: str) -> str:
+    plan = uow.plans.get(plan_id)
+    if plan is None or plan.provider_price_id is None:
+        raise Internal(
+            f"plan {plan_id!r} has no price at the provider",
+            details=[error_info("PLAN_WITHOUT_PRICE", plan_id=plan_id)],
+        )
+    return plan.provider_price_id
+
+
+def _planned(change: ScheduledChange, canceled: list[str]) -> PlanChanged:
+    return PlanChanged(
+        phase=change.phase,
+        subscription_id=change.subscription_id,
+        change=change.to_view(),
+        canceled_changes=canceled,
+    )
+
+
+def _log_outcome(change: ScheduledChange) -> None:
+    if change.state is ChangeState.APPLIED:
+        logger.info(
+            "change %s of %s applied: plan %s, effective %s, lag %.3fs",
+            change.id,
+            change.subscription_id,
+            change.target_plan_id,
+            change.effective_at.isoformat(),
+            change.apply_lag_seconds or 0.0,
+        )
+    else:
+        logger.warning(
+            "change %s of %s %s: %s",
+            change.id,
+            change.subscription_id,
+            change.state.value,
+            change.reason,
+        )
