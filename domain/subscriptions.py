@@ -52,7 +52,7 @@ PlanName = Annotated[
         to_lower=True,
         min_length=1,
         max_length=64,
-        pattern=r"^[a-z0-9][a-z0-9_-]*$",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
     ),
 ]
 """A plan's unique name, such as ``starter`` or ``team-annual``."""

@@ -220,3 +220,25 @@ def test_subscription_items_auto_paginate_through_the_list_url(
     )
 
     assert {item.price.id for item in page.auto_paging_iter()} == {price.id for price in prices}
+
+
+def test_a_subscription_that_sends_invoices_is_active_without_a_payment_method(
+    stripe_target: StripeTarget,
+) -> None:
+    # How `billing-worker subscriptions create` subscribes a customer by default.
+    customer = stripe_target.customer(name="Invoiced", email="billing@invoiced.example")
+    price = stripe_target.price(unit_amount=900, recurring={"interval": "month"})
+
+    subscription = stripe_target.client.v1.subscriptions.create(
+        params={
+            "customer": customer.id,
+            "items": [{"price": price.id}],
+            "collection_method": "send_invoice",
+            "days_until_due": 30,
+        }
+    )
+
+    item = subscription["items"].data[0]
+    assert subscription.status == "active"
+    assert (subscription.collection_method, subscription.days_until_due) == ("send_invoice", 30)
+    assert item.current_period_start < item.current_period_end

@@ -350,22 +350,23 @@ class SqlScheduledChangeRepository:
     def claim_due(self, now: datetime, lease_until: datetime, limit: int) -> list[Claim]:
         row = ScheduledChangeRow
         claimable = _claimable(now)
-        # A cheap read first: most sweeps find nothing and need no write lock.
-        if self._session.scalar(select(row.id).where(claimable).limit(1)) is None:
-            return []
-        # One statement claims the batch. PostgreSQL: concurrent sweeps skip each other's
-        # rows (SKIP LOCKED), and the claimable condition is checked again on the locked row.
-        # SQLite: the statement runs under the database's single write lock.
-        candidates = (
+        # PostgreSQL: lock the candidates, skipping rows a concurrent sweep holds. SQLite has
+        # no row locks: this is a plain read, and two sweeps may pick the same candidates.
+        candidates = self._session.scalars(
             select(row.id)
             .where(claimable)
             .order_by(row.effective_at, row.id)
             .limit(limit)
             .with_for_update(skip_locked=True)
-        )
+        ).all()
+        if not candidates:
+            return []
+        # Either way the update checks the claimable condition again, row by row, under the
+        # write lock: a candidate another sweep claimed meanwhile is not updated, and
+        # RETURNING says which rows this sweep got.
         claimed = self._session.execute(
             update(row)
-            .where(row.id.in_(candidates.scalar_subquery()), claimable)
+            .where(row.id.in_(candidates), claimable)
             .values(
                 state=ChangeState.APPLYING.value,
                 claims=row.claims + 1,

@@ -5,11 +5,11 @@ Routes: ``POST/GET /v1/subscriptions``, ``GET/POST/DELETE /v1/subscriptions/{id}
 
 No payment is collected: a new subscription is ``active`` at once, or ``trialing`` with
 ``trial_period_days``. Real Stripe leaves a ``charge_automatically`` subscription without a
-payment method ``incomplete``; with ``collection_method=send_invoice`` (and the
-``days_until_due`` it then requires) it is ``active`` there too. ``proration_behavior`` is
-validated but no proration invoice is produced; the request log records it for tests. Items
-must share currency and billing interval. Changing an item to a price with another interval
-restarts the billing cycle now, as Stripe does.
+payment method ``incomplete``; with ``collection_method=send_invoice`` it is ``active`` there
+too (the emulator then requires ``days_until_due``, and refuses it otherwise).
+``proration_behavior`` is validated but no proration invoice is produced; the request log
+records it for tests. Items must share currency and billing interval. Changing an item to a
+price with another interval restarts the billing cycle now, as Stripe does.
 """
 
 from __future__ import annotations

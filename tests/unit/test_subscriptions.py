@@ -1,0 +1,480 @@
+"""Plans, subscriptions and plan changes: the domain's rules and how a change request body is
+resolved (spec 4.3 and 9), without I/O."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from domain.errors import ErrorCode, FailedPrecondition, InvalidArgument
+from domain.subscriptions import (
+    ChangeKind,
+    ChangeReason,
+    ChangeState,
+    ChangeSubscriptionPlan,
+    Phase,
+    Plan,
+    PlanSpec,
+    ProviderPrice,
+    ProviderSubscription,
+    ScheduledChange,
+    Subscription,
+    SubscriptionState,
+    change_id_for,
+    resolve_change_request,
+)
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+PERIOD_END = datetime(2026, 12, 21, 12, 0, tzinfo=UTC)
+LEASE = timedelta(minutes=15)
+
+
+def plan(plan_id: str = "plan_team", name: str = "team", *, registered: bool = True) -> Plan:
+    made = Plan.new(plan_id, PlanSpec(name=name, amount=2900, currency="usd"), NOW)
+    if registered:
+        made.registered("stripe", ProviderPrice("prod_1", f"price_{name}"), NOW)
+    return made
+
+
+def subscription(state: SubscriptionState = SubscriptionState.ACTIVE) -> Subscription:
+    return Subscription(
+        id="sub_1",
+        billing_account_id="ba_1",
+        plan_id="plan_starter",
+        state=state,
+        provider="stripe",
+        provider_id="sub_stripe_1",
+        current_period_start=NOW - timedelta(days=1),
+        current_period_end=PERIOD_END,
+        created_at=NOW,
+        updated_at=NOW,
+    )
+
+
+def remote(status: str = "active", **overrides: Any) -> ProviderSubscription:
+    values: dict[str, Any] = {
+        "id": "sub_stripe_1",
+        "status": status,
+        "item_id": "si_1",
+        "price_id": "price_team",
+        "current_period_start": PERIOD_END,
+        "current_period_end": PERIOD_END + timedelta(days=31),
+    }
+    values.update(overrides)
+    return ProviderSubscription(**values)
+
+
+def violations(error: InvalidArgument) -> dict[str, str]:
+    return {
+        violation["field"]: violation["description"]
+        for detail in error.details
+        for violation in detail.get("fieldViolations", [])
+    }
+
+
+# --- request resolution -----------------------------------------------------------------------
+
+RESOLVED = [
+    pytest.param(
+        {"plan_change": {"plan": "team"}},
+        ("team", False, False, False, "plan_change.plan"),
+        id="plan-change-defaults-to-the-period-end",
+    ),
+    pytest.param(
+        {"plan_change": {"plan": "team", "immediate": True}},
+        ("team", True, False, False, "plan_change.plan"),
+        id="plan-change-immediate",
+    ),
+    pytest.param(
+        {"plan_change": {"plan": "team", "immediate": False}},
+        ("team", False, False, False, "plan_change.plan"),
+        id="plan-change-at-period-end",
+    ),
+    pytest.param(
+        {"plan": "team"},
+        ("team", False, False, True, "plan"),
+        id="deprecated-plan-alone",
+    ),
+    pytest.param(
+        {"plan": "team", "immediate": True},
+        ("team", True, False, True, "plan"),
+        id="deprecated-plan-and-immediate",
+    ),
+    pytest.param(
+        {"plan": "plan_abc", "immediate": False},
+        ("plan_abc", False, False, True, "plan"),
+        id="deprecated-plan-by-id",
+    ),
+    pytest.param(
+        {"plan_change": {"plan": "team", "immediate": True}, "plan": "team", "immediate": True},
+        ("team", True, False, True, "plan_change.plan"),
+        id="deprecated-fields-agreeing-with-plan-change",
+    ),
+    pytest.param(
+        {"plan_change": {"plan": "team"}, "immediate": False},
+        ("team", False, False, True, "plan_change.plan"),
+        id="deprecated-immediate-agreeing-with-the-default",
+    ),
+    pytest.param(
+        {"phase_change": {"cancel_upcoming_changes": True}},
+        (None, False, True, False, "plan"),
+        id="cancel-upcoming-changes",
+    ),
+    pytest.param(
+        {"plan_change": {"plan": "team"}, "phase_change": {"cancel_upcoming_changes": False}},
+        ("team", False, False, False, "plan_change.plan"),
+        id="plan-change-with-cancel-false",
+    ),
+    pytest.param(
+        {"plan_change": None, "plan": "team"},
+        ("team", False, False, True, "plan"),
+        id="null-plan-change-is-absent",
+    ),
+    pytest.param(
+        {"plan": None, "immediate": None, "plan_change": {"plan": "team"}},
+        ("team", False, False, False, "plan_change.plan"),
+        id="null-deprecated-fields-are-absent",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "expected"), RESOLVED)
+def test_a_valid_request_resolves_to_the_commands_fields(
+    body: dict[str, Any], expected: tuple[str | None, bool, bool, bool, str]
+) -> None:
+    resolved = resolve_change_request(body)
+
+    plan_ref, immediate, cancel, deprecated, plan_field = expected
+    assert resolved.plan == plan_ref
+    assert resolved.immediate is immediate
+    assert resolved.cancel_upcoming_changes is cancel
+    assert resolved.used_deprecated_fields is deprecated
+    assert resolved.command_fields() == {
+        "plan": plan_ref,
+        "immediate": immediate,
+        "cancel_upcoming_changes": cancel,
+    }
+    if plan_ref is not None:
+        assert resolved.plan_field == plan_field
+
+
+REJECTED = [
+    pytest.param({}, "plan_change", id="nothing-requested"),
+    pytest.param(
+        {"phase_change": {"cancel_upcoming_changes": False}}, "plan_change", id="cancel-false"
+    ),
+    pytest.param({"phase_change": {}}, "plan_change", id="empty-phase-change"),
+    pytest.param({"phase_change": None}, "plan_change", id="null-phase-change"),
+    pytest.param({"immediate": True}, "immediate", id="deprecated-immediate-alone"),
+    pytest.param({"plan_change": {}}, "plan_change.plan", id="plan-change-without-plan"),
+    pytest.param(
+        {"plan_change": {"immediate": True}}, "plan_change.plan", id="plan-change-immediate-only"
+    ),
+    pytest.param({"plan_change": {"plan": "team"}, "plan": "scale"}, "plan", id="plans-contradict"),
+    pytest.param(
+        {"plan_change": {"plan": "team", "immediate": True}, "immediate": False},
+        "immediate",
+        id="immediate-contradicts",
+    ),
+    pytest.param(
+        {"plan_change": {"plan": "team"}, "immediate": True},
+        "immediate",
+        id="immediate-contradicts-the-default",
+    ),
+    pytest.param(
+        {"plan_change": {"plan": "team"}, "phase_change": {"cancel_upcoming_changes": True}},
+        "phase_change.cancel_upcoming_changes",
+        id="plan-change-and-cancel",
+    ),
+    pytest.param(
+        {"plan": "team", "phase_change": {"cancel_upcoming_changes": True}},
+        "phase_change.cancel_upcoming_changes",
+        id="deprecated-plan-and-cancel",
+    ),
+    pytest.param({"plan_change": {"plan": "team"}, "extra": 1}, "extra", id="unknown-field"),
+    pytest.param(
+        {"plan_change": {"plan": "team", "when": "now"}},
+        "plan_change.when",
+        id="unknown-plan-change-field",
+    ),
+    pytest.param(
+        {"phase_change": {"cancel_upcoming_changes": True, "also": 1}},
+        "phase_change.also",
+        id="unknown-phase-change-field",
+    ),
+    pytest.param({"plan_change": "team"}, "plan_change", id="plan-change-not-an-object"),
+    pytest.param({"phase_change": True}, "phase_change", id="phase-change-not-an-object"),
+    pytest.param({"plan": 42}, "plan", id="plan-not-a-string"),
+    pytest.param({"plan": ""}, "plan", id="plan-empty"),
+    pytest.param({"plan_change": {"plan": "a b"}}, "plan_change.plan", id="plan-malformed"),
+    pytest.param({"plan": "x" * 129}, "plan", id="plan-too-long"),
+    pytest.param(
+        {"plan_change": {"plan": "team", "immediate": "yes"}},
+        "plan_change.immediate",
+        id="immediate-not-a-boolean",
+    ),
+    pytest.param({"plan": "team", "immediate": 1}, "immediate", id="deprecated-immediate-int"),
+    pytest.param(
+        {"phase_change": {"cancel_upcoming_changes": "true"}},
+        "phase_change.cancel_upcoming_changes",
+        id="cancel-not-a-boolean",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "field"), REJECTED)
+def test_an_invalid_request_is_a_400_naming_the_field(body: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        resolve_change_request(body)
+
+    assert raised.value.code is ErrorCode.INVALID_ARGUMENT
+    assert field in violations(raised.value), violations(raised.value)
+
+
+def test_every_problem_of_a_request_is_listed() -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        resolve_change_request({"plan": 1, "immediate": "no", "colour": "red"})
+
+    assert set(violations(raised.value)) == {"plan", "immediate", "colour"}
+
+
+def test_contradicting_plans_and_immediates_are_both_reported() -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        resolve_change_request(
+            {"plan_change": {"plan": "team", "immediate": True}, "plan": "x", "immediate": False}
+        )
+
+    assert set(violations(raised.value)) == {"plan", "immediate"}
+
+
+# --- the command message ----------------------------------------------------------------------
+
+PATH = {"org_id": "org_1", "billing_account_id": "ba_1", "subscription_id": "sub_1"}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        pytest.param({"plan": "team", "cancel_upcoming_changes": True}, id="plan-and-cancel"),
+        pytest.param({}, id="nothing"),
+        pytest.param({"immediate": True}, id="immediate-alone"),
+        pytest.param({"cancel_upcoming_changes": True, "immediate": True}, id="cancel-immediate"),
+        pytest.param({"plan": "team", "immediate": "yes"}, id="immediate-not-strict-bool"),
+        pytest.param({"plan": "team", "when": "now"}, id="unknown-field"),
+    ],
+)
+def test_a_change_command_does_exactly_one_thing(fields: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        ChangeSubscriptionPlan.model_validate({"command_id": "c1", **PATH, **fields})
+
+
+def test_a_change_command_from_the_queue_needs_only_ids_and_the_plan() -> None:
+    command = ChangeSubscriptionPlan.model_validate({"command_id": "c1", **PATH, "plan": "team"})
+
+    assert (command.immediate, command.cancel_upcoming_changes) == (False, False)
+    assert ChangeSubscriptionPlan.TASK_NAME == "subscriptions.change_plan"
+    assert ChangeSubscriptionPlan.QUEUE == "subscriptions"
+
+
+# --- plans ------------------------------------------------------------------------------------
+
+
+def test_a_plan_spec_normalises_name_and_currency_and_derives_a_title() -> None:
+    spec = PlanSpec(name=" Team-Annual ", amount=29000, currency="EUR", interval="year")
+
+    assert (spec.name, spec.currency, spec.title, spec.interval.value) == (
+        "team-annual",
+        "eur",
+        "Team Annual",
+        "year",
+    )
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        pytest.param({"name": "", "amount": 1, "currency": "usd"}, id="empty-name"),
+        pytest.param({"name": "team plan", "amount": 1, "currency": "usd"}, id="name-space"),
+        pytest.param({"name": "team", "amount": -1, "currency": "usd"}, id="negative"),
+        pytest.param({"name": "team", "amount": 1, "currency": "dollars"}, id="currency"),
+        pytest.param({"name": "team", "amount": 1, "currency": "usd", "interval": "week"}, id="w"),
+    ],
+)
+def test_an_invalid_plan_spec_is_rejected(fields: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        PlanSpec.model_validate(fields)
+
+
+def test_a_plan_is_available_once_its_price_exists_and_while_it_is_active() -> None:
+    pending = plan(registered=False)
+    with pytest.raises(FailedPrecondition):
+        pending.ensure_available()
+
+    ready = plan()
+    ready.ensure_available()
+    assert ready.registration_key == "plan_team:create-price"
+
+    ready.active = False
+    with pytest.raises(FailedPrecondition):
+        ready.ensure_available()
+
+
+def test_a_failed_plan_creation_is_resumed_only_with_the_same_terms() -> None:
+    spec = PlanSpec(name="team", amount=2900, currency="usd")
+    made = Plan.new("plan_1", spec, NOW)
+
+    assert made.matches(spec)
+    assert not made.matches(PlanSpec(name="team", amount=3900, currency="usd"))
+
+
+# --- subscriptions ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "state"),
+    [
+        ("active", SubscriptionState.ACTIVE),
+        ("trialing", SubscriptionState.TRIALING),
+        ("past_due", SubscriptionState.PAST_DUE),
+        ("unpaid", SubscriptionState.PAST_DUE),
+        ("incomplete", SubscriptionState.PAST_DUE),
+        ("paused", SubscriptionState.PAST_DUE),
+        ("canceled", SubscriptionState.CANCELED),
+        ("incomplete_expired", SubscriptionState.ENDED),
+    ],
+)
+def test_the_providers_status_maps_onto_our_states(status: str, state: SubscriptionState) -> None:
+    assert SubscriptionState.from_provider(status) is state
+
+
+@pytest.mark.parametrize("state", list(SubscriptionState))
+def test_only_active_and_trialing_subscriptions_change_plan(state: SubscriptionState) -> None:
+    if state in (SubscriptionState.ACTIVE, SubscriptionState.TRIALING):
+        subscription(state).ensure_accepts_plan_changes()
+        return
+    with pytest.raises(FailedPrecondition) as raised:
+        subscription(state).ensure_accepts_plan_changes()
+    assert raised.value.code is ErrorCode.FAILED_PRECONDITION
+
+
+def test_the_current_plan_cannot_be_requested() -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        subscription().ensure_not_on(plan("plan_starter", "starter"))
+
+    assert "plan" in violations(raised.value)
+    subscription().ensure_not_on(plan())
+
+
+def test_syncing_with_the_provider_takes_its_state_and_period() -> None:
+    sub = subscription()
+
+    assert sub.synced(remote(), NOW) is True
+    assert sub.current_period_start == PERIOD_END
+    assert sub.synced(remote(), NOW) is False
+    assert sub.synced(remote("canceled"), NOW) is True
+    assert sub.state is SubscriptionState.CANCELED
+
+
+def test_the_current_phase_is_the_plan_since_the_period_began() -> None:
+    sub = subscription()
+
+    assert sub.current_phase() == Phase(
+        effective_at=sub.current_period_start, plan_id="plan_starter"
+    )
+
+
+def test_a_phase_is_serialised_in_rfc3339() -> None:
+    phase = Phase(effective_at=PERIOD_END, plan_id="plan_team")
+
+    assert phase.model_dump(mode="json") == {
+        "effective_at": "2026-12-21T12:00:00+00:00",
+        "plan_id": "plan_team",
+    }
+
+
+# --- changes ----------------------------------------------------------------------------------
+
+
+def test_a_change_at_period_end_is_scheduled_for_the_period_end_without_proration() -> None:
+    change = ScheduledChange.at_period_end("chg_1", subscription(), plan(), now=NOW)
+
+    assert change.kind is ChangeKind.END_OF_PERIOD
+    assert change.state is ChangeState.SCHEDULED
+    assert change.effective_at == PERIOD_END
+    assert change.proration_behavior == "none"
+    assert change.from_plan_id == "plan_starter"
+    assert change.phase == Phase(effective_at=PERIOD_END, plan_id="plan_team")
+    assert not change.is_due(NOW)
+    assert change.is_due(PERIOD_END)
+    with pytest.raises(FailedPrecondition):
+        change.ensure_due(NOW)
+
+
+def test_an_immediate_change_is_claimed_by_its_request_at_once() -> None:
+    change = ScheduledChange.immediate(
+        "chg_1",
+        subscription(),
+        plan(),
+        proration_behavior="create_prorations",
+        lease=LEASE,
+        now=NOW,
+    )
+
+    assert change.kind is ChangeKind.IMMEDIATE
+    assert change.state is ChangeState.APPLYING
+    assert (change.effective_at, change.claims, change.lease_until) == (NOW, 1, NOW + LEASE)
+    assert change.proration_behavior == "create_prorations"
+
+
+def test_every_claim_of_a_change_uses_one_provider_key() -> None:
+    change = ScheduledChange.at_period_end("chg_1", subscription(), plan(), now=NOW)
+    keys = set()
+    for hours in (0, 1):
+        change.claim(PERIOD_END + timedelta(hours=hours), LEASE)
+        keys.add(change.provider_idempotency_key)
+
+    assert change.claims == 2
+    assert change.state is ChangeState.APPLYING
+    assert change.lease_until == PERIOD_END + timedelta(hours=1) + LEASE
+    assert keys == {"chg_1:apply"}
+
+
+def test_an_applied_change_records_its_lag() -> None:
+    change = ScheduledChange.at_period_end("chg_1", subscription(), plan(), now=NOW)
+    change.claim(PERIOD_END, LEASE)
+    change.applied(PERIOD_END + timedelta(seconds=4.25))
+
+    assert change.state is ChangeState.APPLIED
+    assert change.applied_at == PERIOD_END + timedelta(seconds=4.25)
+    assert change.apply_lag_seconds == 4.25
+    assert change.lease_until is None
+    assert not change.state.is_pending
+
+
+def test_a_change_is_skipped_or_canceled_with_its_reason() -> None:
+    skipped = ScheduledChange.at_period_end("chg_1", subscription(), plan(), now=NOW)
+    skipped.skip(ChangeReason.PROVIDER_REJECTED, NOW, "No such price")
+    canceled = ScheduledChange.at_period_end("chg_2", subscription(), plan(), now=NOW)
+    canceled.cancel(ChangeReason.REPLACED, NOW)
+
+    assert (skipped.state, skipped.reason) == (
+        ChangeState.SKIPPED,
+        "provider_rejected: No such price",
+    )
+    assert (canceled.state, canceled.reason) == (ChangeState.CANCELED, "replaced")
+    canceled.restore(NOW)
+    assert (canceled.state, canceled.reason) == (ChangeState.SCHEDULED, None)
+
+
+def test_a_subscription_that_is_over_names_why_its_change_is_skipped() -> None:
+    assert ChangeReason.subscription_over(SubscriptionState.CANCELED) == "subscription_canceled"
+    assert ChangeReason.subscription_over(SubscriptionState.ENDED) == "subscription_ended"
+
+
+def test_a_command_always_makes_the_same_change() -> None:
+    assert change_id_for("cmd-1") == change_id_for("cmd-1")
+    assert change_id_for("cmd-1") != change_id_for("cmd-2")
+    assert change_id_for("cmd-1").startswith("chg_")
