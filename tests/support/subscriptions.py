@@ -1,0 +1,121 @@
+"""Plans, billing accounts and subscriptions for the tests, made the way the admin commands
+make them (the same code, run in the test process against a stack's database and emulator)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import cache
+
+from domain.billing import BillingAccount, BillingDetails, CreateBillingAccount
+from domain.subscriptions import Plan, PlanSpec, ScheduledChange, Subscription
+from tasks.handlers.billing import create_billing_account
+from tests.support.emulator import EMULATOR_KEY
+from tests.support.stack import Stack
+from worker.admin import OperatorContext, create_organization, create_plan, create_subscription
+from worker.bootstrap import BillingSettings
+from worker.clock import SystemClock
+from worker.db.uow import SqlUnitOfWork
+from worker.stripe_emulator import EmulatorAdmin, LoggedRequest
+from worker.stripe_provider import StripeBillingProvider
+
+DAY = 86_400.0
+
+
+def operator(stack: Stack) -> OperatorContext:
+    provider = cache(lambda: StripeBillingProvider(EMULATOR_KEY, api_base=stack.stripe_url))
+    return OperatorContext(
+        sessions=stack.sessions,
+        clock=SystemClock(),
+        provider_factory=provider,
+        billing=BillingSettings(
+            default_currency="usd", provider_idempotency_window=timedelta(hours=23)
+        ),
+    )
+
+
+def new_plan(ctx: OperatorContext, name: str, amount: int, interval: str = "month") -> Plan:
+    """A plan with a unique name starting with ``name``."""
+    spec = PlanSpec(
+        name=f"{name}-{uuid.uuid4().hex[:8]}", amount=amount, currency="usd", interval=interval
+    )
+    return create_plan(ctx, spec)
+
+
+def new_account(ctx: OperatorContext) -> BillingAccount:
+    """An enabled organization with a billing account registered at the emulator."""
+    org = create_organization(ctx.sessions, ctx.clock, name=f"org-{uuid.uuid4().hex[:12]}")
+    ready = create_billing_account(
+        CreateBillingAccount(
+            command_id=f"test-{uuid.uuid4()}",
+            org_id=org.id,
+            billing_account_id=f"ba_{uuid.uuid4().hex}",
+            account=BillingDetails(name="Acme", email="billing@acme.example"),
+        ),
+        ctx,
+    )
+    with SqlUnitOfWork(ctx.sessions) as uow:
+        account = uow.billing_accounts.get(ready.billing_account["id"])
+    assert account is not None
+    return account
+
+
+@dataclass(frozen=True)
+class Subscribed:
+    """A subscription and where its change endpoint is."""
+
+    org_id: str
+    account_id: str
+    id: str
+    provider_id: str
+
+    @property
+    def change_url(self) -> str:
+        return (
+            f"/v1beta1/organizations/{self.org_id}/billing/{self.account_id}"
+            f"/subscriptions/{self.id}/change"
+        )
+
+
+def subscribe(ctx: OperatorContext, account: BillingAccount, plan: Plan) -> Subscribed:
+    subscription = create_subscription(
+        ctx, org_id=account.org_id, billing_account_id=account.id, plan_ref=plan.name
+    )
+    return Subscribed(account.org_id, account.id, subscription.id, subscription.provider_id)
+
+
+def stored_subscription(stack: Stack, subscription_id: str) -> Subscription:
+    with SqlUnitOfWork(stack.sessions) as uow:
+        subscription = uow.subscriptions.get(subscription_id)
+    assert subscription is not None
+    return subscription
+
+
+def changes_of(stack: Stack, subscription_id: str) -> list[ScheduledChange]:
+    """The subscription's changes, newest first."""
+    with SqlUnitOfWork(stack.sessions) as uow:
+        return uow.scheduled_changes.for_subscription(subscription_id)
+
+
+def stored_change(stack: Stack, change_id: str) -> ScheduledChange:
+    with SqlUnitOfWork(stack.sessions) as uow:
+        change = uow.scheduled_changes.get(change_id)
+    assert change is not None
+    return change
+
+
+def provider_updates(emulator: EmulatorAdmin, provider_id: str) -> list[LoggedRequest]:
+    """Every update request of the subscription the emulator received (replays included)."""
+    path = f"/v1/subscriptions/{provider_id}"
+    return [r for r in emulator.requests(path_prefix=path, method="POST") if r.path == path]
+
+
+def executed_updates(emulator: EmulatorAdmin, provider_id: str) -> list[LoggedRequest]:
+    """The updates the emulator executed: not idempotent replays, and answered 200 or hit by
+    a fault only after executing (a dropped or hung answer)."""
+    return [
+        r
+        for r in provider_updates(emulator, provider_id)
+        if not r.replayed and (r.status == 200 or "(after)" in (r.fault or ""))
+    ]
