@@ -41,7 +41,7 @@ def enqueue_due_changes() -> int:
     each. Any number of beats may schedule this sweep and any number of workers may run it at
     once: a change is claimed by one sweep, and claimed again only once its lease ran out."""
     svc = services()
-    claims = claim_due_changes(svc)
+    claims = claim_due_changes(svc, svc.settings.scheduled_changes_batch_size)
     published = 0
     for claim in claims:
         command = apply_command_for(claim)

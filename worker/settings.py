@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     scheduled_changes_interval_seconds: float = Field(
         default=5.0, gt=0, description="How often beat looks for plan changes that fell due."
     )
+    scheduled_changes_batch_size: int = Field(
+        default=500, ge=1, le=5000, description="The most due plan changes one sweep claims."
+    )
     scheduled_change_lease_seconds: float = Field(
         default=900.0,
         gt=0,

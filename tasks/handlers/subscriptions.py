@@ -37,9 +37,6 @@ from domain.subscriptions import (
 
 logger = logging.getLogger(__name__)
 
-SWEEP_BATCH = 500
-"""The most changes one sweep claims; the rest wait for the next sweep."""
-
 
 def change_subscription_plan(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanChanged:
     if command.cancel_upcoming_changes:
@@ -219,8 +216,9 @@ def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
     return change
 
 
-def claim_due_changes(svc: HandlerContext, limit: int = SWEEP_BATCH) -> list[Claim]:
-    """Take the changes that fell due (and those a dead worker left), for beat's sweep."""
+def claim_due_changes(svc: HandlerContext, limit: int) -> list[Claim]:
+    """Take up to ``limit`` changes that fell due (and those a dead worker left), for beat's
+    sweep; the rest wait for the next sweep."""
     now = svc.clock.now()
     with svc.unit_of_work() as uow:
         claims = uow.scheduled_changes.claim_due(now, now + svc.billing.change_lease, limit)

@@ -22,12 +22,13 @@ import pytest
 import stripe  # noqa: TID251 - the tests look at the emulator's subscriptions through the SDK
 from celery import Celery
 
-from domain.subscriptions import ChangeState, Plan, ScheduledChange
+from domain.subscriptions import ChangeState, Plan
 from tests.emulator.support import sdk_client
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import (
     DAY,
     Subscribed,
+    change_in,
     changes_of,
     executed_updates,
     new_account,
@@ -113,11 +114,6 @@ def at(text: str) -> datetime:
 
 def item_price(sdk: stripe.StripeClient, sub: Subscribed) -> str:
     return str(sdk.v1.subscriptions.retrieve(sub.provider_id)["items"].data[0].price.id)
-
-
-def change_in(stack: Stack, change_id: str, state: ChangeState) -> ScheduledChange | None:
-    found = stored_change(stack, change_id)
-    return found if found.state is state else None
 
 
 def field_violations(body: dict[str, Any]) -> dict[str, str]:

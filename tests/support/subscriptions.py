@@ -9,7 +9,7 @@ from datetime import timedelta
 from functools import cache
 
 from domain.billing import BillingAccount, BillingDetails, CreateBillingAccount
-from domain.subscriptions import Plan, PlanSpec, ScheduledChange, Subscription
+from domain.subscriptions import ChangeState, Plan, PlanSpec, ScheduledChange, Subscription
 from tasks.handlers.billing import create_billing_account
 from tests.support.emulator import EMULATOR_KEY
 from tests.support.stack import Stack
@@ -103,6 +103,12 @@ def stored_change(stack: Stack, change_id: str) -> ScheduledChange:
         change = uow.scheduled_changes.get(change_id)
     assert change is not None
     return change
+
+
+def change_in(stack: Stack, change_id: str, state: ChangeState) -> ScheduledChange | None:
+    """The change, once it is in ``state`` (for ``eventually``)."""
+    found = stored_change(stack, change_id)
+    return found if found.state is state else None
 
 
 def provider_updates(emulator: EmulatorAdmin, provider_id: str) -> list[LoggedRequest]:

@@ -1,0 +1,200 @@
+"""Due plan changes under pressure: two beats sweeping together, workers killed mid-change.
+Every change reaches Stripe exactly once (the emulator's request log says so)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from domain.subscriptions import ChangeState, ScheduledChange
+from tests.support.emulator import EMULATOR_KEY, start_emulator
+from tests.support.stack import TEST_SETTINGS, Stack, eventually
+from tests.support.subscriptions import (
+    DAY,
+    Subscribed,
+    change_in,
+    executed_updates,
+    new_account,
+    new_plan,
+    operator,
+    stored_change,
+    stored_subscription,
+    subscribe,
+)
+from worker.clock import SystemClock
+from worker.db.uow import SqlUnitOfWork
+
+pytestmark = pytest.mark.chaos
+
+StackFactory = Callable[[dict[str, str]], Stack]
+
+
+@pytest.fixture
+def make_stack(
+    backend: str, workdir: Path, redis_server: str, make_database: Callable[[str], str]
+) -> Iterator[StackFactory]:
+    """A stack of its own (database, emulator, Redis database) without workers yet."""
+    started: list[tuple[Stack, Callable[[], object]]] = []
+
+    def make(settings: dict[str, str]) -> Stack:
+        name = f"chaos_changes_{uuid.uuid4().hex[:8]}"
+        base = workdir / name
+        base.mkdir(parents=True)
+        emulator = start_emulator(base / "stripe-emulator.log", "--rate-limit", "0")
+        database_url = make_database(name)
+        redis_url = f"{redis_server}/{9 + (backend == 'postgresql')}"
+        redis.Redis.from_url(redis_url).flushdb()  # no messages or clock left by another test
+        env = {
+            **TEST_SETTINGS,
+            "BILLING_DATABASE_URL": database_url,
+            "BILLING_REDIS_URL": redis_url,
+            "BILLING_DATA_DIR": str(base),
+            "BILLING_STRIPE_API_KEY": EMULATOR_KEY,
+            "BILLING_STRIPE_API_BASE": emulator.url,
+            "BILLING_SHIFTABLE_CLOCK": "true",
+            **settings,
+        }
+        stack = Stack(
+            name=name,
+            database_url=database_url,
+            redis_url=redis_url,
+            workdir=base,
+            env=env,
+            stripe_url=emulator.url,
+        )
+        started.append((stack, emulator.stop))
+        return stack
+
+    yield make
+    for stack, stop_emulator in reversed(started):
+        stack.stop()
+        stop_emulator()
+
+
+def schedule_changes(stack: Stack, count: int) -> tuple[list[Subscribed], list[str], str]:
+    """``count`` subscriptions of one account on a starter plan, each with a change to a team
+    plan at its period's end; returns them, the change ids and the team plan's price id."""
+    ctx = operator(stack)
+    starter = new_plan(ctx, "starter", 900)
+    team = new_plan(ctx, "team", 2900)
+    assert team.provider_price_id is not None
+    account = new_account(ctx)
+    subscribed = [subscribe(ctx, account, starter) for _ in range(count)]
+    now = SystemClock().now()
+    with SqlUnitOfWork(stack.sessions) as uow:
+        change_ids = []
+        for sub in subscribed:
+            subscription = uow.subscriptions.get(sub.id)
+            assert subscription is not None
+            change = ScheduledChange.at_period_end(
+                f"chg_{uuid.uuid4().hex}", subscription, team, now=now
+            )
+            uow.scheduled_changes.add(change)
+            change_ids.append(change.id)
+        uow.commit()
+    return subscribed, change_ids, team.provider_price_id
+
+
+def states(stack: Stack, change_ids: list[str]) -> Counter[ChangeState]:
+    with SqlUnitOfWork(stack.sessions) as uow:
+        return Counter(
+            change.state
+            for change_id in change_ids
+            if (change := uow.scheduled_changes.get(change_id)) is not None
+        )
+
+
+def test_two_beats_over_200_due_changes_update_stripe_once_per_change(
+    make_stack: StackFactory,
+) -> None:
+    # A lease longer than the test: a change claimed twice would be a sweep's mistake. Small
+    # batches: many sweeps of both beats, run by both workers, race for the same changes.
+    stack = make_stack(
+        {
+            "BILLING_SCHEDULED_CHANGE_LEASE_SECONDS": "120",
+            "BILLING_SCHEDULED_CHANGES_BATCH_SIZE": "10",
+        }
+    )
+    subscribed, change_ids, team_price = schedule_changes(stack, 200)
+    stack.advance_time(32 * DAY)  # every change is due
+
+    stack.start_worker("w1", concurrency=2)
+    stack.start_worker("w2", concurrency=2)
+    stack.start_beat("beat-a")
+    stack.start_beat("beat-b")
+
+    eventually(
+        lambda: states(stack, change_ids)[ChangeState.APPLIED] == len(change_ids),
+        timeout=120,
+        interval=0.5,
+        what=f"200 changes applied (so far {dict(states(stack, change_ids))})",
+    )
+    with stack.stripe as emulator:
+        for sub in subscribed:
+            [update] = executed_updates(emulator, sub.provider_id)
+            assert update.form["items"]["0"]["price"] == team_price
+    sweeps = [
+        int(claimed)
+        for worker in ("w1", "w2")
+        for claimed in re.findall(
+            r"claimed (\d+) due plan changes", (stack.workdir / f"worker-{worker}.log").read_text()
+        )
+    ]
+    assert sum(sweeps) == len(change_ids)  # each claimed once, in many sweeps
+    assert len(sweeps) >= len(change_ids) // 10
+    claims = {stored_change(stack, change_id).claims for change_id in change_ids}
+    assert claims == {1}
+    for beat in ("beat-a", "beat-b"):
+        log = (stack.workdir / f"{beat}.log").read_text()
+        assert "Sending due task apply-due-plan-changes" in log, f"{beat} never swept"
+
+
+def test_a_worker_killed_mid_change_leaves_it_applied_exactly_once(
+    make_stack: StackFactory,
+) -> None:
+    stack = make_stack(
+        {
+            "BILLING_SCHEDULED_CHANGE_LEASE_SECONDS": "3",
+            "BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS": "4",
+        }
+    )
+    [sub], [change_id], team_price = schedule_changes(stack, 1)
+    stack.advance_time(32 * DAY)
+    with stack.stripe as emulator:
+        # Stripe makes the change, then answers nothing for a while.
+        emulator.add_fault(
+            "hang",
+            f"POST /v1/subscriptions/{sub.provider_id}",
+            after_execution=True,
+            hang_seconds=5,
+            count=1,
+        )
+        first = stack.start_worker("first", concurrency=1)
+        stack.start_beat()
+        eventually(lambda: emulator.faults()[0].fired == 1, timeout=20, what="the change under way")
+        assert stored_change(stack, change_id).state is ChangeState.APPLYING
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        stack.start_worker("second", concurrency=1)
+
+        applied = eventually(
+            lambda: change_in(stack, change_id, ChangeState.APPLIED),
+            timeout=40,
+            what="the change applied by another worker",
+        )
+        # The hung request is logged once its connection closes.
+        [update] = eventually(
+            lambda: executed_updates(emulator, sub.provider_id), what="the hung update logged"
+        )
+        assert update.form["items"]["0"]["price"] == team_price
+    assert applied.claims >= 1
+    subscription = stored_subscription(stack, sub.id)
+    assert subscription.plan_id == applied.target_plan_id
