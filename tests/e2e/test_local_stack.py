@@ -108,6 +108,92 @@ def test_up_records_what_it_started_in_stack_json(local_stack: dict[str, Any]) -
     assert Path(local_stack["database_url"].removeprefix("sqlite:///")).exists()
 
 
+def _cli(local_stack: dict[str, Any], *args: str) -> Any:
+    """Run ``billing-worker ARGS --json`` as a user would next to ``up``; its parsed output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
+    env["BILLING_DATA_DIR"] = str(local_stack["data_dir"])
+    done = subprocess.run(
+        [sys.executable, "-m", "worker.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if "--json" in args else done.stdout
+
+
+def test_up_seeds_a_subscription_whose_plan_changes_at_period_end_or_now(
+    local_stack: dict[str, Any],
+) -> None:
+    url = (
+        f"{local_stack['api_url']}/v1beta1/organizations/org_demo/billing/ba_demo"
+        "/subscriptions/sub_demo/change"
+    )
+    auth = (local_stack["client_id"], local_stack["client_secret"])
+    prices = {
+        p["name"]: p["provider_price_id"] for p in _cli(local_stack, "plans", "list", "--json")
+    }
+    sdk = stripe.StripeClient(
+        "sk_test_emulator", base_addresses={"api": local_stack["stripe_emulator_url"]}
+    )
+
+    later = httpx.post(url, json={"plan_change": {"plan": "team"}}, auth=auth, timeout=30)
+
+    assert later.status_code == 200, later.text
+    phase = later.json()["phase"]
+    assert phase["plan_id"] == "plan_team"
+    shown = _cli(local_stack, "subscriptions", "show", "sub_demo", "--json")
+    assert (shown["plan_id"], shown["current_period_end"]) == (
+        "plan_starter",
+        phase["effective_at"],
+    )
+    assert [(c["state"], c["effective_at"]) for c in shown["changes"]] == [
+        ("scheduled", phase["effective_at"])
+    ]
+
+    _cli(local_stack, "clock", "advance", "31d")
+    applied = eventually(
+        lambda: (
+            (s := _cli(local_stack, "subscriptions", "show", "sub_demo", "--json"))["plan_id"]
+            == "plan_team"
+            and s
+        ),
+        30,
+        "beat to apply the change",
+    )
+    assert applied["changes"][0]["state"] == "applied"
+    assert applied["current_period_start"] == phase["effective_at"]
+
+    now = httpx.post(
+        url, json={"plan_change": {"plan": "starter", "immediate": True}}, auth=auth, timeout=30
+    )
+
+    assert now.status_code == 200, now.text
+    at_stripe = sdk.v1.subscriptions.retrieve(applied["provider_id"])
+    assert at_stripe["items"].data[0].price.id == prices["starter"]
+
+
+def test_plans_and_subscriptions_are_created_from_the_command_line(
+    local_stack: dict[str, Any],
+) -> None:
+    plan = _cli(
+        local_stack,
+        *("plans", "create", "--name", "pro", "--amount", "4900", "--currency", "USD", "--json"),
+    )
+    subscription = _cli(
+        local_stack,
+        *("subscriptions", "create", "--org", "org_demo", "--billing-account", "ba_demo"),
+        *("--plan", "pro", "--json"),
+    )
+
+    assert (plan["name"], plan["currency"], plan["interval"]) == ("pro", "usd", "month")
+    assert plan["provider_price_id"].startswith("price_")
+    assert (subscription["plan_id"], subscription["state"]) == (plan["id"], "active")
+    assert subscription["provider_id"].startswith("sub_")
+
+
 def test_sigterm_stops_every_process_up_started(local_stack: dict[str, Any]) -> None:
     process: subprocess.Popen[str] = local_stack["process"]
     process.send_signal(signal.SIGTERM)
