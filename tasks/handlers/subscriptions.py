@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import NoReturn
 
 from domain.errors import (
     Internal,
@@ -83,19 +84,32 @@ def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanCha
         _restore(superseded, svc)
         raise
     if change.state is not ChangeState.APPLIED:
-        # The subscription ended at the provider meanwhile (the change was skipped).
-        with svc.unit_of_work() as uow:
-            subscription = _subscription_under(uow, command)
-        subscription.ensure_accepts_plan_changes()
-        raise Internal(
-            f"change {change.id} ended {change.state.value}: {change.reason}",
-            details=[error_info("CHANGE_NOT_APPLIED", change_id=change.id)],
-        )
+        _not_applied(change, command, svc)
     return PlanChanged(
         phase=change.phase,
         subscription_id=change.subscription_id,
         change=change.to_view(),
         canceled_changes=superseded,
+    )
+
+
+def _not_applied(
+    change: ScheduledChange, command: ChangeSubscriptionPlan, svc: HandlerContext
+) -> NoReturn:
+    """Why an immediate change was not made, as the error its request ends with."""
+    reason = change.reason or ""
+    if reason.startswith(ChangeReason.PROVIDER_REJECTED.value):
+        # A redelivery of a request the provider refused before its outcome was recorded.
+        raise InvalidArgument.for_fields(
+            "the billing provider rejected the change",
+            [("plan", reason.removeprefix(f"{ChangeReason.PROVIDER_REJECTED.value}: "))],
+        )
+    with svc.unit_of_work() as uow:
+        subscription = _subscription_under(uow, command, lock=False)
+    subscription.ensure_accepts_plan_changes()  # it ended at the provider meanwhile
+    raise Internal(
+        f"change {change.id} ended {change.state.value}: {reason}",
+        details=[error_info("CHANGE_NOT_APPLIED", change_id=change.id)],
     )
 
 
@@ -160,16 +174,13 @@ def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
     change (one idempotency key, and a read first), and only one run records the outcome.
     """
     with svc.unit_of_work() as uow:
-        change = uow.scheduled_changes.get(change_id, for_update=True)
-        if change is None:
-            raise NotFound.resource("scheduled_change", change_id)
+        change, subscription = _locked(uow, change_id)
         if not change.state.is_pending:
             return change
         now = svc.clock.now()
         if change.state is ChangeState.SCHEDULED:  # published without a sweep's claim
             change.ensure_due(now)
             change.claim(now, svc.billing.change_lease)
-        subscription = _existing_subscription(uow, change.subscription_id)
         if subscription.state.is_over:
             change.skip(ChangeReason.subscription_over(subscription.state), now)
             uow.scheduled_changes.save(change)
@@ -196,12 +207,9 @@ def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
         raise
 
     with svc.unit_of_work() as uow:
-        change = uow.scheduled_changes.get(change_id, for_update=True)
-        if change is None:
-            raise NotFound.resource("scheduled_change", change_id)
+        change, subscription = _locked(uow, change_id)
         if not change.state.is_pending:
             return change  # a concurrent run recorded it first
-        subscription = _existing_subscription(uow, change.subscription_id)
         now = svc.clock.now()
         if remote.state.is_over:
             subscription.synced(remote, now)
@@ -214,6 +222,18 @@ def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
         uow.commit()
     _log_outcome(change)
     return change
+
+
+def _locked(uow: UnitOfWork, change_id: str) -> tuple[ScheduledChange, Subscription]:
+    """The change and its subscription, locked in the order every request locks them
+    (subscription first), so that PostgreSQL never sees two transactions wait on each other."""
+    peek = uow.scheduled_changes.get(change_id)
+    if peek is None:
+        raise NotFound.resource("scheduled_change", change_id)
+    subscription = _existing_subscription(uow, peek.subscription_id)
+    change = uow.scheduled_changes.get(change_id, for_update=True)
+    assert change is not None  # changes are never deleted
+    return change, subscription
 
 
 def claim_due_changes(svc: HandlerContext, limit: int) -> list[Claim]:
