@@ -3,6 +3,7 @@ resolved (spec 4.3 and 9), without I/O."""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -478,3 +479,41 @@ def test_a_command_always_makes_the_same_change() -> None:
     assert change_id_for("cmd-1") == change_id_for("cmd-1")
     assert change_id_for("cmd-1") != change_id_for("cmd-2")
     assert change_id_for("cmd-1").startswith("chg_")
+
+
+# --- beat's sweep -----------------------------------------------------------------------------
+
+
+def test_beat_sweeps_for_due_changes_every_five_seconds_on_the_maintenance_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from worker.celery_app import ENQUEUE_DUE_CHANGES, celery_config, create_celery_app
+    from worker.settings import Settings
+
+    for name in list(os.environ):
+        if name.startswith("BILLING_"):
+            monkeypatch.delenv(name)
+    settings = Settings(redis_url="redis://127.0.0.1:1/0")
+    sweep = celery_config(settings)["beat_schedule"]["apply-due-plan-changes"]
+    app = create_celery_app(settings)
+
+    assert (sweep["task"], sweep["schedule"]) == (ENQUEUE_DUE_CHANGES, 5.0)
+    assert app.amqp.router.route({}, ENQUEUE_DUE_CHANGES)["queue"].name == "maintenance"
+    assert app.amqp.router.route({}, "subscriptions.change_plan")["queue"].name == "subscriptions"
+    assert (
+        settings.proration_behavior,
+        settings.scheduled_change_lease_seconds,
+        settings.scheduled_changes_batch_size,
+    ) == ("create_prorations", 900.0, 500)
+
+
+def test_each_claim_of_a_change_is_one_apply_command() -> None:
+    from domain.ports import Claim
+    from tasks.handlers.subscriptions import apply_command_for
+
+    first = apply_command_for(Claim("chg_1", 1))
+
+    assert first == apply_command_for(Claim("chg_1", 1))
+    assert (first.command_id, first.change_id) == ("apply:chg_1:1", "chg_1")
+    assert apply_command_for(Claim("chg_1", 2)).command_id == "apply:chg_1:2"
+    assert first.TASK_NAME == "subscriptions.apply_scheduled_change"
