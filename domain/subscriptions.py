@@ -123,13 +123,18 @@ class ChangeReason(StrEnum):
     """``phase_change.cancel_upcoming_changes``."""
     SUBSCRIPTION_CANCELED = "subscription_canceled"
     SUBSCRIPTION_ENDED = "subscription_ended"
+    SUBSCRIPTION_PAST_DUE = "subscription_past_due"
+    """An immediate change found the subscription not in good standing at the provider."""
     PROVIDER_REJECTED = "provider_rejected"
     """The provider refused the change for good (the message follows the reason)."""
 
     @classmethod
-    def subscription_over(cls, state: SubscriptionState) -> ChangeReason:
+    def subscription_in(cls, state: SubscriptionState) -> ChangeReason:
+        """Why a change of a subscription in ``state`` (canceled, ended, past due) is skipped."""
         if state is SubscriptionState.ENDED:
             return cls.SUBSCRIPTION_ENDED
+        if state is SubscriptionState.PAST_DUE:
+            return cls.SUBSCRIPTION_PAST_DUE
         return cls.SUBSCRIPTION_CANCELED
 
 
@@ -503,6 +508,14 @@ class ScheduledChange:
     @property
     def phase(self) -> Phase:
         return Phase(effective_at=self.effective_at, plan_id=self.target_plan_id)
+
+    def applies_to(self, state: SubscriptionState) -> bool:
+        """Whether a subscription in ``state`` still takes this change: an immediate change
+        only while the subscription may change plan; a change that fell due also while it is
+        past due (it was asked for in good standing), never once it is over."""
+        if self.kind is ChangeKind.IMMEDIATE:
+            return state.accepts_plan_changes
+        return not state.is_over
 
     def is_due(self, now: datetime) -> bool:
         return self.effective_at <= now

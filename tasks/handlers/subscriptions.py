@@ -181,8 +181,8 @@ def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
         if change.state is ChangeState.SCHEDULED:  # published without a sweep's claim
             change.ensure_due(now)
             change.claim(now, svc.billing.change_lease)
-        if subscription.state.is_over:
-            change.skip(ChangeReason.subscription_over(subscription.state), now)
+        if not change.applies_to(subscription.state):
+            change.skip(ChangeReason.subscription_in(subscription.state), now)
             uow.scheduled_changes.save(change)
             uow.commit()
             _log_outcome(change)
@@ -194,7 +194,7 @@ def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
     provider = svc.billing_provider()
     try:
         remote = provider.get_subscription(subscription.provider_id)
-        if not remote.state.is_over and remote.price_id != price_id:
+        if change.applies_to(remote.state) and remote.price_id != price_id:
             remote = provider.change_subscription_price(
                 remote.id,
                 remote.item_id,
@@ -211,9 +211,9 @@ def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
         if not change.state.is_pending:
             return change  # a concurrent run recorded it first
         now = svc.clock.now()
-        if remote.state.is_over:
+        if not change.applies_to(remote.state):
             subscription.synced(remote, now)
-            change.skip(ChangeReason.subscription_over(remote.state), now)
+            change.skip(ChangeReason.subscription_in(remote.state), now)
         else:
             subscription.switched(change.target_plan_id, remote, now)
             change.applied(now)

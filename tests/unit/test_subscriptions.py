@@ -470,9 +470,23 @@ def test_a_change_is_skipped_or_canceled_with_its_reason() -> None:
     assert (canceled.state, canceled.reason) == (ChangeState.SCHEDULED, None)
 
 
-def test_a_subscription_that_is_over_names_why_its_change_is_skipped() -> None:
-    assert ChangeReason.subscription_over(SubscriptionState.CANCELED) == "subscription_canceled"
-    assert ChangeReason.subscription_over(SubscriptionState.ENDED) == "subscription_ended"
+def test_a_skipped_change_names_the_state_of_its_subscription() -> None:
+    assert ChangeReason.subscription_in(SubscriptionState.CANCELED) == "subscription_canceled"
+    assert ChangeReason.subscription_in(SubscriptionState.ENDED) == "subscription_ended"
+    assert ChangeReason.subscription_in(SubscriptionState.PAST_DUE) == "subscription_past_due"
+
+
+@pytest.mark.parametrize("state", list(SubscriptionState))
+def test_a_due_change_applies_until_the_subscription_ends_an_immediate_one_in_good_standing(
+    state: SubscriptionState,
+) -> None:
+    later = ScheduledChange.at_period_end("chg_1", subscription(), plan(), now=NOW)
+    now = ScheduledChange.immediate(
+        "chg_2", subscription(), plan(), proration_behavior="none", lease=LEASE, now=NOW
+    )
+
+    assert later.applies_to(state) is not state.is_over
+    assert now.applies_to(state) is state.accepts_plan_changes
 
 
 def test_a_command_always_makes_the_same_change() -> None:
