@@ -118,13 +118,18 @@ class LocalStack:
 
         upgrade(database_url)
         client_id, client_secret = self._seed()
+        demo_subscription = False
         if emulator_url:
             wait_until(
                 lambda: port_open("127.0.0.1", int(emulator_url.rsplit(":", 1)[1])),
                 30,
                 "stripe emulator",
             )
-            self._seed_subscription(emulator_url)
+            try:
+                self._seed_subscription(emulator_url)
+                demo_subscription = True
+            except Exception as error:  # the stack is still useful without the demo
+                echo(f"warning: could not make the demo subscription: {error}")
 
         flower_password = (
             settings.flower_password.get_secret_value()
@@ -188,7 +193,7 @@ class LocalStack:
             f"  curl -u {client_id}:{client_secret} -X POST -H 'Content-Type: application/json' "
             f"-d '{{}}' {api_url}/v1beta1/users/{DEMO_USER_ID}/enable\n"
         )
-        if emulator_url:
+        if demo_subscription:
             change = (
                 f"{api_url}/v1beta1/organizations/{DEMO_ORG_ID}/billing/"
                 f"{DEMO_BILLING_ACCOUNT_ID}/subscriptions/{DEMO_SUBSCRIPTION_ID}/change"

@@ -462,27 +462,32 @@ def test_a_change_stripe_refuses_fails_clearly_and_the_pending_change_stands(
 # --- the queue contract -----------------------------------------------------------------------
 
 
-def test_another_service_can_publish_a_plan_change(
-    stack: Stack, sub: Subscribed, catalog: Catalog, sdk: stripe.StripeClient
-) -> None:
+def publish(stack: Stack, task: str, **kwargs: Any) -> str:
+    """Publish a command as another service would (a plain Celery client); its command id."""
     publisher = Celery("another-service", broker=stack.redis_url)
     publisher.conf.update(task_serializer="json", accept_content=["json"])
     command_id = str(uuid.uuid4())
     try:
         publisher.send_task(
-            "subscriptions.change_plan",
-            queue="subscriptions",
-            kwargs={
-                "command_id": command_id,
-                "org_id": sub.org_id,
-                "billing_account_id": sub.account_id,
-                "subscription_id": sub.id,
-                "plan": catalog.team.name,
-                "immediate": True,
-            },
+            task, queue="subscriptions", kwargs={"command_id": command_id, **kwargs}
         )
     finally:
         publisher.close()
+    return command_id
+
+
+def test_another_service_can_publish_a_plan_change(
+    stack: Stack, sub: Subscribed, catalog: Catalog, sdk: stripe.StripeClient
+) -> None:
+    command_id = publish(
+        stack,
+        "subscriptions.change_plan",
+        org_id=sub.org_id,
+        billing_account_id=sub.account_id,
+        subscription_id=sub.id,
+        plan=catalog.team.name,
+        immediate=True,
+    )
 
     record = stack.finished(command_id)
     assert record.status.value == "succeeded", record.error
@@ -490,3 +495,22 @@ def test_another_service_can_publish_a_plan_change(
     assert record.result is not None
     assert record.result["phase"]["plan_id"] == catalog.team.id
     assert item_price(sdk, sub) == catalog.team.provider_price_id
+
+
+def test_an_apply_command_for_a_change_not_yet_due_is_refused_and_sends_nothing(
+    stack: Stack,
+    api: httpx.Client,
+    sub: Subscribed,
+    catalog: Catalog,
+    emulator: EmulatorAdmin,
+) -> None:
+    assert change(api, sub, {"plan_change": {"plan": catalog.team.name}}).status_code == 200
+    [scheduled] = changes_of(stack, sub.id)
+    command_id = publish(stack, "subscriptions.apply_scheduled_change", change_id=scheduled.id)
+
+    record = stack.finished(command_id)
+    assert record.status.value == "failed"
+    assert record.error is not None
+    assert record.error["code"] == 9  # FAILED_PRECONDITION: not due
+    assert stored_change(stack, scheduled.id).state is ChangeState.SCHEDULED
+    assert provider_updates(emulator, sub.provider_id) == []
