@@ -41,7 +41,6 @@ from domain.errors import FailedPrecondition, InvalidArgument, error_info
 from domain.messages import Command, Message, ResourceId, Result
 
 ProrationBehavior = Literal["create_prorations", "always_invoice", "none"]
-PRORATION_BEHAVIORS: tuple[ProrationBehavior, ...] = ("create_prorations", "always_invoice", "none")
 AT_PERIOD_BOUNDARY: ProrationBehavior = "none"
 """A change at the period's end bills nothing for the period that ended."""
 

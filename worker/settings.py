@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from domain.subscriptions import ProrationBehavior
 
 STACK_FILE = "stack.json"
 
@@ -55,7 +57,7 @@ class Settings(BaseSettings):
         description="A registration retried after this long searches Stripe for the customer "
         "before creating it (Stripe forgets idempotency keys after 24 hours).",
     )
-    proration_behavior: Literal["create_prorations", "always_invoice", "none"] = Field(
+    proration_behavior: ProrationBehavior = Field(
         default="create_prorations",
         description="Stripe's proration_behavior for immediate plan changes (a change at a "
         "period's end is never prorated).",
