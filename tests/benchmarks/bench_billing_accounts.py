@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.emulator import EMULATOR_KEY, start_emulator  # noqa: E402
-from tests.support.stack import TEST_SETTINGS, Stack  # noqa: E402
+from tests.support.emulator import start_emulator  # noqa: E402
+from tests.support.stack import Stack, stack_env  # noqa: E402
 from worker.admin import create_organization  # noqa: E402
 from worker.clock import SystemClock  # noqa: E402
 from worker.db.migrate import upgrade  # noqa: E402
@@ -91,16 +91,14 @@ def main() -> None:
             redis_url = start_redis(group, workdir / "redis", log_path=workdir / "redis.log")
             database_url = f"sqlite:///{workdir / 'bench.db'}"
             upgrade(database_url)
-            env = {
-                **TEST_SETTINGS,
-                "BILLING_LOG_LEVEL": "WARNING",
-                "BILLING_DATABASE_URL": database_url,
-                "BILLING_REDIS_URL": redis_url,
-                "BILLING_DATA_DIR": str(workdir),
-                "BILLING_STRIPE_API_KEY": EMULATOR_KEY,
-                "BILLING_STRIPE_API_BASE": emulator.url,
-                "BILLING_HTTP_WAIT_TIMEOUT_SECONDS": "60",
-            }
+            env = stack_env(
+                database_url=database_url,
+                redis_url=redis_url,
+                data_dir=workdir,
+                stripe_url=emulator.url,
+                BILLING_LOG_LEVEL="WARNING",
+                BILLING_HTTP_WAIT_TIMEOUT_SECONDS="60",
+            )
             stack = Stack(
                 name="bench",
                 database_url=database_url,
