@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.emulator import EMULATOR_KEY, start_emulator
+from tests.support.emulator import start_emulator
 from tests.support.postgres import PostgresCluster, start_cluster
-from tests.support.stack import TEST_SETTINGS, Stack
+from tests.support.stack import Stack, stack_env
 from worker.db.migrate import upgrade
 from worker.embedded import ProcessGroup, start_redis
 
@@ -81,15 +81,13 @@ def stack(
     (workdir / backend).mkdir(parents=True, exist_ok=True)
     # No rate limit: tests that need 429s inject them as faults.
     emulator = start_emulator(workdir / backend / "stripe-emulator.log", "--rate-limit", "0")
-    env = {
-        **TEST_SETTINGS,
-        "BILLING_DATABASE_URL": database_url,
-        "BILLING_REDIS_URL": redis_url,
-        "BILLING_DATA_DIR": str(workdir / backend),
-        "BILLING_STRIPE_API_KEY": EMULATOR_KEY,
-        "BILLING_STRIPE_API_BASE": emulator.url,
-        "BILLING_SHIFTABLE_CLOCK": "true",
-    }
+    env = stack_env(
+        database_url=database_url,
+        redis_url=redis_url,
+        data_dir=workdir / backend,
+        stripe_url=emulator.url,
+        BILLING_SHIFTABLE_CLOCK="true",
+    )
     system = Stack(
         name=backend,
         database_url=database_url,

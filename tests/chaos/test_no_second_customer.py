@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.emulator import EMULATOR_KEY, start_emulator
-from tests.support.stack import TEST_SETTINGS, Stack, eventually
+from tests.support.emulator import start_emulator
+from tests.support.stack import Stack, eventually, stack_env
 from worker.admin import create_organization
 from worker.clock import SystemClock
 
@@ -29,15 +29,13 @@ def stack_with_stripe(
     emulator = start_emulator(base / "stripe-emulator.log", "--rate-limit", "0")
     database_url = make_database(name)
     redis_url = f"{redis_server}/{5 + (backend == 'postgresql')}"
-    env = {
-        **TEST_SETTINGS,
-        "BILLING_DATABASE_URL": database_url,
-        "BILLING_REDIS_URL": redis_url,
-        "BILLING_DATA_DIR": str(base),
-        "BILLING_STRIPE_API_KEY": EMULATOR_KEY,
-        "BILLING_STRIPE_API_BASE": emulator.url,
-        "BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS": "4",
-    }
+    env = stack_env(
+        database_url=database_url,
+        redis_url=redis_url,
+        data_dir=base,
+        stripe_url=emulator.url,
+        BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS="4",
+    )
     stack = Stack(
         name=name,
         database_url=database_url,

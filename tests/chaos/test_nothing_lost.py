@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.locks import user_row_locked
 from tests.support.redis_server import RedisServer
-from tests.support.stack import TEST_SETTINGS, Stack, eventually
+from tests.support.stack import Stack, eventually, stack_env
 from worker.admin import create_user, user_state
 from worker.celery_app import create_celery_app
 from worker.clock import SystemClock
@@ -33,14 +33,13 @@ def system(
     redis = RedisServer(base / "redis")
     redis.start()
     database_url = make_database(name)
-    env = {
-        **TEST_SETTINGS,
-        "BILLING_DATABASE_URL": database_url,
-        "BILLING_REDIS_URL": redis.url,
-        "BILLING_DATA_DIR": str(base),
-        "BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS": "4",
-        "BILLING_STALLED_COMMAND_SECONDS": "2",
-    }
+    env = stack_env(
+        database_url=database_url,
+        redis_url=redis.url,
+        data_dir=base,
+        BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS="4",
+        BILLING_STALLED_COMMAND_SECONDS="2",
+    )
     stack = Stack(name=name, database_url=database_url, redis_url=redis.url, workdir=base, env=env)
     try:
         stack.start_api()

@@ -4,6 +4,9 @@ the Stripe emulator, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -435,8 +438,8 @@ def test_a_tax_id_stripe_rejects_is_a_400_with_stripes_message_and_no_retry(
     assert create(api, org_id, {"body": details()}).status_code == 200
 
 
-def test_a_registration_that_exhausts_its_budget_leaves_the_account_pending(
-    stack: Stack, api: httpx.Client, emulator: EmulatorAdmin
+def test_a_registration_that_exhausts_its_budget_stays_pending_until_an_operator_replays_it(
+    stack: Stack, api: httpx.Client, emulator: EmulatorAdmin, sdk: stripe.StripeClient
 ) -> None:
     emulator.add_fault("service_unavailable", f"POST {CUSTOMERS}")
     org_id = new_org(stack)
@@ -445,14 +448,32 @@ def test_a_registration_that_exhausts_its_budget_leaves_the_account_pending(
 
     assert response.status_code == 503, response.text
     assert response.json()["code"] == 14
-    command = api.get(f"/v1beta1/commands/{response.headers['Command-Id']}").json()
+    command_id = response.headers["Command-Id"]
+    command = api.get(f"/v1beta1/commands/{command_id}").json()
     assert command["status"] == "failed"
     assert command["attempts"] == 4  # TEST_SETTINGS: 4 attempts
     with stack.sessions() as session:
-        states = session.scalars(
-            select(BillingAccountRow.state).where(BillingAccountRow.org_id == org_id)
-        ).all()
-    assert states == ["pending"]
+        account_id, state = session.execute(
+            select(BillingAccountRow.id, BillingAccountRow.state).where(
+                BillingAccountRow.org_id == org_id
+            )
+        ).one()
+    assert state == "pending"
+
+    emulator.clear_faults()  # Stripe is back
+    replay = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "commands", "replay", command_id],
+        env={**os.environ, **stack.env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert replay.returncode == 0, replay.stderr
+
+    assert stack.finished(command_id).status.value == "succeeded"
+    assert account_state(stack, account_id) == "active"
+    assert len(customers_of(sdk, account_id)) == 1
 
 
 def test_a_registration_retried_after_stripes_idempotency_window_finds_the_first_customer(

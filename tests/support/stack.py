@@ -24,7 +24,7 @@ from worker.embedded import (
     free_port,
     wait_until,
 )
-from worker.stripe_emulator import EmulatorAdmin
+from worker.stripe_emulator import DEFAULT_API_KEY, EmulatorAdmin
 
 T = TypeVar("T")
 
@@ -42,6 +42,29 @@ TEST_SETTINGS = {
     "BILLING_DATABASE_LOCK_TIMEOUT_SECONDS": "2",
     "BILLING_LOG_LEVEL": "INFO",
 }
+
+
+def stack_env(
+    *,
+    database_url: str,
+    redis_url: str,
+    data_dir: Path,
+    stripe_url: str | None = None,
+    **overrides: str,
+) -> dict[str, str]:
+    """The ``BILLING_*`` environment of a test stack's processes (``TEST_SETTINGS`` plus
+    ``overrides``); with ``stripe_url``, Stripe is that emulator."""
+    env = {
+        **TEST_SETTINGS,
+        "BILLING_DATABASE_URL": database_url,
+        "BILLING_REDIS_URL": redis_url,
+        "BILLING_DATA_DIR": str(data_dir),
+    }
+    if stripe_url is not None:
+        env["BILLING_STRIPE_API_KEY"] = DEFAULT_API_KEY
+        env["BILLING_STRIPE_API_BASE"] = stripe_url
+    env.update(overrides)
+    return env
 
 
 def eventually(
