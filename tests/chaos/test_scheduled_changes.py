@@ -15,8 +15,8 @@ import pytest
 import redis
 
 from domain.subscriptions import ChangeState, ScheduledChange
-from tests.support.emulator import EMULATOR_KEY, start_emulator
-from tests.support.stack import TEST_SETTINGS, Stack, eventually
+from tests.support.emulator import start_emulator
+from tests.support.stack import Stack, eventually, stack_env
 from tests.support.subscriptions import (
     DAY,
     Subscribed,
@@ -52,16 +52,14 @@ def make_stack(
         database_url = make_database(name)
         redis_url = f"{redis_server}/{9 + (backend == 'postgresql')}"
         redis.Redis.from_url(redis_url).flushdb()  # no messages or clock left by another test
-        env = {
-            **TEST_SETTINGS,
-            "BILLING_DATABASE_URL": database_url,
-            "BILLING_REDIS_URL": redis_url,
-            "BILLING_DATA_DIR": str(base),
-            "BILLING_STRIPE_API_KEY": EMULATOR_KEY,
-            "BILLING_STRIPE_API_BASE": emulator.url,
-            "BILLING_SHIFTABLE_CLOCK": "true",
+        env = stack_env(
+            database_url=database_url,
+            redis_url=redis_url,
+            data_dir=base,
+            stripe_url=emulator.url,
+            BILLING_SHIFTABLE_CLOCK="true",
             **settings,
-        }
+        )
         stack = Stack(
             name=name,
             database_url=database_url,
