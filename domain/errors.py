@@ -133,6 +133,11 @@ class Unavailable(CommandError):
     code = ErrorCode.UNAVAILABLE
 
 
+class CommandInProgress(Exception):
+    """Another delivery of the same command is running it right now (a duplicate message):
+    this one must wait and look again, not run the handler a second time concurrently."""
+
+
 class UniquenessViolation(Exception):
     """A write would break a uniqueness rule (raised by a unit of work's ``commit``)."""
 

@@ -256,7 +256,8 @@ class CommandJournal(Protocol):
         """Mark the command running (creating its entry if a publisher sent it directly).
 
         Returns the recorded outcome instead when the command already finished: a
-        redelivered message must not do the work twice.
+        redelivered message must not do the work twice. Raises
+        :class:`domain.errors.CommandInProgress` while another delivery is running it.
         """
         ...
 

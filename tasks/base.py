@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from domain.errors import (
     CommandError,
+    CommandInProgress,
     ErrorCode,
     Internal,
     InvalidArgument,
@@ -88,6 +89,11 @@ class CommandTask(_TaskBase):
             finished = svc.commands.begin(
                 command_id, command_type.TASK_NAME, payload, source="queue"
             )
+        except CommandInProgress as busy:
+            # A duplicate message: look again once the running delivery has finished (then
+            # this one replays its outcome), or its lease ran out (its worker died).
+            delay = self._policy(svc).delay(self.request.retries)
+            raise self.retry(countdown=delay, max_retries=None) from busy
         except Exception as error:
             if not svc.is_transient(error):
                 raise

@@ -82,7 +82,15 @@ def _services_for(pid: int) -> Services:
     settings = get_settings()
     clock = build_clock(settings)
     return Services(
-        settings=settings, clock=clock, commands=SqlCommandLog(session_factory(), clock)
+        settings=settings,
+        clock=clock,
+        commands=SqlCommandLog(
+            session_factory(),
+            clock,
+            # A running command whose worker died is handed back by the broker after the
+            # visibility timeout; until then a second delivery is a duplicate.
+            running_lease=timedelta(seconds=settings.broker_visibility_timeout_seconds),
+        ),
     )
 
 

@@ -11,6 +11,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 
+from domain.errors import CommandInProgress
 from domain.messages import CommandStatus
 from worker.clients import ClientAuthenticator, create_client
 from worker.clock import SystemClock
@@ -72,6 +73,29 @@ def test_a_finished_command_is_not_begun_again(fresh_database: str) -> None:
     assert finished is not None
     assert finished.status is CommandStatus.FAILED
     assert finished.attempts == 1
+
+
+def test_a_second_delivery_of_a_running_command_is_told_to_wait(fresh_database: str) -> None:
+    log = command_log(fresh_database)
+    command_id = accept(log)
+    log.begin(command_id, "users.enable", {}, source="queue")
+
+    with pytest.raises(CommandInProgress):
+        log.begin(command_id, "users.enable", {}, source="queue")
+    record = log.get(command_id)
+    assert record is not None
+    assert record.attempts == 1
+
+
+def test_a_running_command_whose_lease_ran_out_is_begun_again(fresh_database: str) -> None:
+    log = SqlCommandLog(session_factory(fresh_database), SystemClock(), timedelta(seconds=0))
+    command_id = accept(log)
+    log.begin(command_id, "users.enable", {}, source="queue")
+
+    assert log.begin(command_id, "users.enable", {}, source="queue") is None
+    record = log.get(command_id)
+    assert record is not None
+    assert record.attempts == 2
 
 
 def test_a_command_published_by_another_service_is_logged_on_first_delivery(

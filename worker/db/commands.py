@@ -10,6 +10,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from domain.errors import CommandInProgress
 from domain.messages import CommandStatus
 from domain.ports import Clock
 from worker.db.models import CommandRow
@@ -57,14 +58,21 @@ class CommandRecord:
 
 
 MAX_RETRY_HISTORY = 50
+DEFAULT_RUNNING_LEASE = timedelta(minutes=10)
 
 
 class SqlCommandLog:
     """Each method is one short transaction of its own."""
 
-    def __init__(self, sessions: sessionmaker[Session], clock: Clock) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        clock: Clock,
+        running_lease: timedelta = DEFAULT_RUNNING_LEASE,
+    ) -> None:
         self._sessions = sessions
         self._clock = clock
+        self._running_lease = running_lease
 
     # --- used by the API and the CLI -------------------------------------------------------
 
@@ -195,6 +203,12 @@ class SqlCommandLog:
                 return None
             if CommandStatus(row.status).is_terminal:
                 return CommandRecord.of(row)
+            if row.status == CommandStatus.RUNNING.value and now - row.updated_at < (
+                self._running_lease
+            ):
+                # Another delivery of this command is running it now (a duplicate message);
+                # one whose worker died stops counting once the lease is over.
+                raise CommandInProgress(command_id)
             row.status = CommandStatus.RUNNING.value
             row.attempts += 1
             row.updated_at = now
