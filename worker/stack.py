@@ -32,6 +32,8 @@ DEMO_ORG_ID = "org_demo"
 DEMO_USER_ID = "usr_demo"
 DEMO_BILLING_ACCOUNT_ID = "ba_demo"
 DEMO_SUBSCRIPTION_ID = "sub_demo"
+DEMO_UNBILLED_ORG_ID = "org_acme"
+"""An organization without a billing account, to try creating one."""
 DEMO_PLANS = (
     # id, name, title, amount (cents a month)
     ("plan_starter", "starter", "Starter", 900),
@@ -193,6 +195,17 @@ class LocalStack:
             f"  curl -u {client_id}:{client_secret} -X POST -H 'Content-Type: application/json' "
             f"-d '{{}}' {api_url}/v1beta1/users/{DEMO_USER_ID}/enable\n"
         )
+        echo(
+            f"Create a billing account for {DEMO_UNBILLED_ORG_ID} at Stripe "
+            '(with "offline": true, not at Stripe):'
+        )
+        echo(
+            f"  curl -u {client_id}:{client_secret} -X POST -H 'Content-Type: application/json' "
+            f'-H \'Idempotency-Key: acme-1\' -d \'{{"body": {{"name": "Acme Ltd", '
+            f'"email": "billing@acme.example", "address": {{"country": "GB"}}, '
+            f'"tax_data": [{{"type": "vat", "id": "GB123456789"}}]}}, "offline": false}}\' '
+            f"{api_url}/v1beta1/organizations/{DEMO_UNBILLED_ORG_ID}/billing\n"
+        )
         if demo_subscription:
             change = (
                 f"{api_url}/v1beta1/organizations/{DEMO_ORG_ID}/billing/"
@@ -237,6 +250,9 @@ class LocalStack:
         for make in (
             lambda: create_organization(
                 sessions, clock, name="demo", title="Demo Organization", org_id=DEMO_ORG_ID
+            ),
+            lambda: create_organization(
+                sessions, clock, name="acme", title="Acme Ltd", org_id=DEMO_UNBILLED_ORG_ID
             ),
             lambda: create_user(
                 sessions,

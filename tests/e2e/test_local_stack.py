@@ -124,6 +124,54 @@ def _cli(local_stack: dict[str, Any], *args: str) -> Any:
     return json.loads(done.stdout) if "--json" in args else done.stdout
 
 
+def test_up_creates_online_and_offline_billing_accounts_as_the_readme_shows(
+    local_stack: dict[str, Any],
+) -> None:
+    api = httpx.Client(
+        base_url=local_stack["api_url"],
+        auth=(local_stack["client_id"], local_stack["client_secret"]),
+        timeout=30,
+    )
+    sdk = stripe.StripeClient(
+        "sk_test_emulator", base_addresses={"api": local_stack["stripe_emulator_url"]}
+    )
+    body = {
+        "body": {
+            "name": "Acme Ltd",
+            "email": "billing@acme.example",
+            "address": {"country": "GB"},
+            "tax_data": [{"type": "vat", "id": "GB123456789"}],
+        },
+        "offline": False,
+    }
+    online = api.post(
+        "/v1beta1/organizations/org_acme/billing", json=body, headers={"Idempotency-Key": "acme-1"}
+    )
+    again = api.post(
+        "/v1beta1/organizations/org_acme/billing", json=body, headers={"Idempotency-Key": "acme-1"}
+    )
+
+    assert online.status_code == 200, online.text
+    assert again.json() == online.json()
+    account = online.json()["billing_account"]
+    assert online.json()["organization"]["id"] == "org_acme"
+    assert (account["state"], account["provider"]) == ("active", "stripe")
+    assert account["tax_data"] == [{"type": "gb_vat", "id": "GB123456789"}]
+    found = sdk.v1.customers.search(
+        params={"query": f"metadata['billing_account_id']:'{account['id']}'"}
+    )
+    assert [customer.id for customer in found.data] == [account["provider_id"]]
+
+    org = _cli(local_stack, "orgs", "create", "--name", "offline-co", "--json")
+    offline = api.post(
+        f"/v1beta1/organizations/{org['id']}/billing",
+        json={"body": {"name": "Offline Co", "email": "billing@offline.example"}, "offline": True},
+    )
+    assert offline.status_code == 200, offline.text
+    assert offline.json()["billing_account"]["state"] == "active"
+    assert offline.json()["billing_account"]["provider_id"] == ""
+
+
 def test_up_seeds_a_subscription_whose_plan_changes_at_period_end_or_now(
     local_stack: dict[str, Any],
 ) -> None:
