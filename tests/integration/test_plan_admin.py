@@ -4,10 +4,9 @@ Stripe emulator."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from functools import cache
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,7 @@ from domain.errors import (
     TransientError,
 )
 from domain.subscriptions import PlanSpec, SubscriptionState
-from tests.support.emulator import EMULATOR_KEY, EmulatorProcess, start_emulator
+from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
 from worker.admin import (
     OperatorContext,
     create_organization,
@@ -33,21 +32,6 @@ from worker.clock import SystemClock
 from worker.db.engine import session_factory
 from worker.stripe_emulator import EmulatorAdmin
 from worker.stripe_provider import StripeBillingProvider
-
-
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
-    log = Path(tmp_path_factory.mktemp("plan-admin")) / "emulator.log"
-    process = start_emulator(log, "--rate-limit", "0")
-    yield process
-    process.stop()
-
-
-@pytest.fixture
-def admin(emulator: EmulatorProcess) -> Iterator[EmulatorAdmin]:
-    with EmulatorAdmin(emulator.url) as client:
-        client.reset()
-        yield client
 
 
 @pytest.fixture

@@ -3,36 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from domain.billing import Address, ProviderCustomer, TaxEntry
 from domain.errors import FailedPrecondition, Internal, InvalidArgument, TransientError, Unavailable
-from tests.support.emulator import EMULATOR_KEY, EmulatorProcess, start_emulator
+from tests.support.emulator import EmulatorProcess
 from worker.stripe_emulator import EmulatorAdmin
 from worker.stripe_provider import StripeBillingProvider, build_provider
-
-
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
-    log = Path(tmp_path_factory.mktemp("provider")) / "emulator.log"
-    process = start_emulator(log, "--rate-limit", "0")
-    yield process
-    process.stop()
-
-
-@pytest.fixture
-def admin(emulator: EmulatorProcess) -> Iterator[EmulatorAdmin]:
-    with EmulatorAdmin(emulator.url) as client:
-        client.reset()
-        yield client
-
-
-@pytest.fixture
-def provider(emulator: EmulatorProcess, admin: EmulatorAdmin) -> StripeBillingProvider:
-    return StripeBillingProvider(EMULATOR_KEY, api_base=emulator.url, timeout=3)
 
 
 def customer(account_id: str | None = None, tax_id: str = "GB123456789") -> ProviderCustomer:

@@ -3,9 +3,7 @@ against the Stripe emulator."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 import stripe  # noqa: TID251 - the tests look at the emulator's objects through the SDK
@@ -14,31 +12,11 @@ from domain.billing import Address, ProviderCustomer
 from domain.errors import InvalidArgument, TransientError
 from domain.subscriptions import ProviderPlan, ProviderPrice, SubscriptionState, SubscriptionTerms
 from tests.emulator.support import sdk_client
-from tests.support.emulator import EMULATOR_KEY, EmulatorProcess, start_emulator
+from tests.support.emulator import EmulatorProcess
 from worker.stripe_emulator import EmulatorAdmin
 from worker.stripe_provider import StripeBillingProvider
 
 METADATA = {"subscription_id": "sub_local_1"}
-
-
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
-    log = Path(tmp_path_factory.mktemp("provider-subscriptions")) / "emulator.log"
-    process = start_emulator(log, "--rate-limit", "0")
-    yield process
-    process.stop()
-
-
-@pytest.fixture
-def admin(emulator: EmulatorProcess) -> Iterator[EmulatorAdmin]:
-    with EmulatorAdmin(emulator.url) as client:
-        client.reset()
-        yield client
-
-
-@pytest.fixture
-def provider(emulator: EmulatorProcess, admin: EmulatorAdmin) -> StripeBillingProvider:
-    return StripeBillingProvider(EMULATOR_KEY, api_base=emulator.url, timeout=3)
 
 
 @pytest.fixture
