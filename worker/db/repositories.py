@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import cast
+from typing import Generic, Protocol, TypeVar, cast
 
-from sqlalchemy import ColumnElement, and_, delete, or_, select, update
+from sqlalchemy import ColumnElement, Select, and_, delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from domain.billing import Address, BillingAccount, BillingAccountState, TaxEntry
@@ -23,6 +23,7 @@ from domain.subscriptions import (
 )
 from domain.users import User, UserState
 from worker.db.models import (
+    Base,
     BillingAccountRow,
     OrganizationRow,
     PlanRow,
@@ -32,17 +33,64 @@ from worker.db.models import (
 )
 
 
-class SqlUserRepository:
+class _Stored(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def created_at(self) -> datetime: ...
+
+
+E = TypeVar("E", bound=_Stored)
+R = TypeVar("R", bound=Base)
+
+
+class _RowRepository(Generic[E, R]):
+    """What every repository does alike: read a row (locked if asked) as an entity, and write
+    an entity back to its row, inserting the row the first time."""
+
+    row_type: type[R]
+
     def __init__(self, session: Session) -> None:
         self._session = session
 
-    def get(self, user_id: str, *, for_update: bool = False) -> User | None:
-        query = select(UserRow).where(UserRow.id == user_id)
+    def _entity(self, row: R) -> E:
+        raise NotImplementedError
+
+    def _copy(self, entity: E, row: R) -> None:
+        """Every column but ``id`` and ``created_at``, which never change."""
+        raise NotImplementedError
+
+    def _one(self, query: Select[R], *, for_update: bool = False) -> E | None:
         if for_update:
             query = query.with_for_update()
         row = self._session.scalars(query).one_or_none()
+        return self._entity(row) if row is not None else None
+
+    def _by_id(self, entity_id: str, *, for_update: bool = False) -> E | None:
+        column = self.row_type.id  # type: ignore[attr-defined]
+        return self._one(select(self.row_type).where(column == entity_id), for_update=for_update)
+
+    def add(self, entity: E) -> None:
+        row = self.row_type(id=entity.id, created_at=entity.created_at)
+        self._copy(entity, row)
+        self._session.add(row)
+
+    def save(self, entity: E) -> None:
+        row = self._session.get(self.row_type, entity.id)
         if row is None:
-            return None
+            self.add(entity)
+            return
+        self._copy(entity, row)
+
+
+class SqlUserRepository(_RowRepository[User, UserRow]):
+    row_type = UserRow
+
+    def get(self, user_id: str, *, for_update: bool = False) -> User | None:
+        return self._by_id(user_id, for_update=for_update)
+
+    def _entity(self, row: UserRow) -> User:
         return User(
             id=row.id,
             email=row.email,
@@ -52,11 +100,7 @@ class SqlUserRepository:
             updated_at=row.updated_at,
         )
 
-    def save(self, user: User) -> None:
-        row = self._session.get(UserRow, user.id)
-        if row is None:
-            row = UserRow(id=user.id, created_at=user.created_at)
-            self._session.add(row)
+    def _copy(self, user: User, row: UserRow) -> None:
         row.email = user.email
         row.name = user.name
         row.state = user.state.value
@@ -106,43 +150,27 @@ def billing_account_of(row: BillingAccountRow) -> BillingAccount:
     )
 
 
-class SqlBillingAccountRepository:
-    def __init__(self, session: Session) -> None:
-        self._session = session
+class SqlBillingAccountRepository(_RowRepository[BillingAccount, BillingAccountRow]):
+    row_type = BillingAccountRow
 
     def get(self, account_id: str, *, for_update: bool = False) -> BillingAccount | None:
-        query = select(BillingAccountRow).where(BillingAccountRow.id == account_id)
-        if for_update:
-            query = query.with_for_update()
-        row = self._session.scalars(query).one_or_none()
-        return billing_account_of(row) if row is not None else None
+        return self._by_id(account_id, for_update=for_update)
 
     def current_for_organization(self, org_id: str) -> BillingAccount | None:
-        row = self._session.scalars(
+        return self._one(
             select(BillingAccountRow)
             .where(BillingAccountRow.org_id == org_id)
             .where(BillingAccountRow.state != BillingAccountState.DISABLED.value)
             .limit(1)
-        ).one_or_none()
-        return billing_account_of(row) if row is not None else None
-
-    def add(self, account: BillingAccount) -> None:
-        row = BillingAccountRow(id=account.id, created_at=account.created_at)
-        self._copy(account, row)
-        self._session.add(row)
-
-    def save(self, account: BillingAccount) -> None:
-        row = self._session.get(BillingAccountRow, account.id)
-        if row is None:
-            self.add(account)
-            return
-        self._copy(account, row)
+        )
 
     def remove(self, account_id: str) -> None:
         self._session.execute(delete(BillingAccountRow).where(BillingAccountRow.id == account_id))
 
-    @staticmethod
-    def _copy(account: BillingAccount, row: BillingAccountRow) -> None:
+    def _entity(self, row: BillingAccountRow) -> BillingAccount:
+        return billing_account_of(row)
+
+    def _copy(self, account: BillingAccount, row: BillingAccountRow) -> None:
         row.org_id = account.org_id
         row.name = account.name
         row.email = account.email
@@ -176,17 +204,14 @@ def plan_of(row: PlanRow) -> Plan:
     )
 
 
-class SqlPlanRepository:
-    def __init__(self, session: Session) -> None:
-        self._session = session
+class SqlPlanRepository(_RowRepository[Plan, PlanRow]):
+    row_type = PlanRow
 
     def get(self, plan_id: str) -> Plan | None:
-        row = self._session.get(PlanRow, plan_id)
-        return plan_of(row) if row is not None else None
+        return self._by_id(plan_id)
 
     def by_name(self, name: str) -> Plan | None:
-        row = self._session.scalars(select(PlanRow).where(PlanRow.name == name)).one_or_none()
-        return plan_of(row) if row is not None else None
+        return self._one(select(PlanRow).where(PlanRow.name == name))
 
     def find(self, id_or_name: str) -> Plan | None:
         return self.get(id_or_name) or self.by_name(id_or_name.lower())
@@ -195,20 +220,10 @@ class SqlPlanRepository:
         rows = self._session.scalars(select(PlanRow).order_by(PlanRow.name)).all()
         return [plan_of(row) for row in rows]
 
-    def add(self, plan: Plan) -> None:
-        row = PlanRow(id=plan.id, created_at=plan.created_at)
-        self._copy(plan, row)
-        self._session.add(row)
+    def _entity(self, row: PlanRow) -> Plan:
+        return plan_of(row)
 
-    def save(self, plan: Plan) -> None:
-        row = self._session.get(PlanRow, plan.id)
-        if row is None:
-            self.add(plan)
-            return
-        self._copy(plan, row)
-
-    @staticmethod
-    def _copy(plan: Plan, row: PlanRow) -> None:
+    def _copy(self, plan: Plan, row: PlanRow) -> None:
         row.name = plan.name
         row.title = plan.title
         row.interval = plan.interval.value
@@ -236,31 +251,16 @@ def subscription_of(row: SubscriptionRow) -> Subscription:
     )
 
 
-class SqlSubscriptionRepository:
-    def __init__(self, session: Session) -> None:
-        self._session = session
+class SqlSubscriptionRepository(_RowRepository[Subscription, SubscriptionRow]):
+    row_type = SubscriptionRow
 
     def get(self, subscription_id: str, *, for_update: bool = False) -> Subscription | None:
-        query = select(SubscriptionRow).where(SubscriptionRow.id == subscription_id)
-        if for_update:
-            query = query.with_for_update()
-        row = self._session.scalars(query).one_or_none()
-        return subscription_of(row) if row is not None else None
+        return self._by_id(subscription_id, for_update=for_update)
 
-    def add(self, subscription: Subscription) -> None:
-        row = SubscriptionRow(id=subscription.id, created_at=subscription.created_at)
-        self._copy(subscription, row)
-        self._session.add(row)
+    def _entity(self, row: SubscriptionRow) -> Subscription:
+        return subscription_of(row)
 
-    def save(self, subscription: Subscription) -> None:
-        row = self._session.get(SubscriptionRow, subscription.id)
-        if row is None:
-            self.add(subscription)
-            return
-        self._copy(subscription, row)
-
-    @staticmethod
-    def _copy(subscription: Subscription, row: SubscriptionRow) -> None:
+    def _copy(self, subscription: Subscription, row: SubscriptionRow) -> None:
         row.billing_account_id = subscription.billing_account_id
         row.plan_id = subscription.plan_id
         row.state = subscription.state.value
@@ -304,16 +304,11 @@ def _claimable(now: datetime) -> ColumnElement[bool]:
     )
 
 
-class SqlScheduledChangeRepository:
-    def __init__(self, session: Session) -> None:
-        self._session = session
+class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChangeRow]):
+    row_type = ScheduledChangeRow
 
     def get(self, change_id: str, *, for_update: bool = False) -> ScheduledChange | None:
-        query = select(ScheduledChangeRow).where(ScheduledChangeRow.id == change_id)
-        if for_update:
-            query = query.with_for_update()
-        row = self._session.scalars(query).one_or_none()
-        return scheduled_change_of(row) if row is not None else None
+        return self._by_id(change_id, for_update=for_update)
 
     def pending_for(
         self, subscription_id: str, *, for_update: bool = False
@@ -322,10 +317,7 @@ class SqlScheduledChangeRepository:
             ScheduledChangeRow.subscription_id == subscription_id,
             ScheduledChangeRow.state.in_(_PENDING),
         )
-        if for_update:
-            query = query.with_for_update()
-        row = self._session.scalars(query).one_or_none()
-        return scheduled_change_of(row) if row is not None else None
+        return self._one(query, for_update=for_update)
 
     def for_subscription(self, subscription_id: str) -> list[ScheduledChange]:
         rows = self._session.scalars(
@@ -334,18 +326,6 @@ class SqlScheduledChangeRepository:
             .order_by(ScheduledChangeRow.created_at.desc(), ScheduledChangeRow.id)
         ).all()
         return [scheduled_change_of(row) for row in rows]
-
-    def add(self, change: ScheduledChange) -> None:
-        row = ScheduledChangeRow(id=change.id, created_at=change.created_at)
-        self._copy(change, row)
-        self._session.add(row)
-
-    def save(self, change: ScheduledChange) -> None:
-        row = self._session.get(ScheduledChangeRow, change.id)
-        if row is None:
-            self.add(change)
-            return
-        self._copy(change, row)
 
     def claim_due(self, now: datetime, lease_until: datetime, limit: int) -> list[Claim]:
         row = ScheduledChangeRow
@@ -391,8 +371,10 @@ class SqlScheduledChangeRepository:
             .execution_options(synchronize_session=False)
         )
 
-    @staticmethod
-    def _copy(change: ScheduledChange, row: ScheduledChangeRow) -> None:
+    def _entity(self, row: ScheduledChangeRow) -> ScheduledChange:
+        return scheduled_change_of(row)
+
+    def _copy(self, change: ScheduledChange, row: ScheduledChangeRow) -> None:
         row.subscription_id = change.subscription_id
         row.from_plan_id = change.from_plan_id
         row.target_plan_id = change.target_plan_id
