@@ -6,13 +6,11 @@ from __future__ import annotations
 import os
 import signal
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.support.emulator import start_emulator
-from tests.support.stack import Stack, eventually, stack_env
+from tests.chaos.conftest import StackFactory
+from tests.support.stack import Stack, eventually
 from worker.admin import create_organization
 from worker.clock import SystemClock
 
@@ -20,37 +18,11 @@ pytestmark = pytest.mark.chaos
 
 
 @pytest.fixture
-def stack_with_stripe(
-    backend: str, workdir: Path, redis_server: str, make_database: Callable[[str], str]
-) -> Iterator[Stack]:
-    name = f"chaos_stripe_{uuid.uuid4().hex[:8]}"
-    base = workdir / name
-    base.mkdir(parents=True)
-    emulator = start_emulator(base / "stripe-emulator.log", "--rate-limit", "0")
-    database_url = make_database(name)
-    redis_url = f"{redis_server}/{5 + (backend == 'postgresql')}"
-    env = stack_env(
-        database_url=database_url,
-        redis_url=redis_url,
-        data_dir=base,
-        stripe_url=emulator.url,
-        BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS="4",
-    )
-    stack = Stack(
-        name=name,
-        database_url=database_url,
-        redis_url=redis_url,
-        workdir=base,
-        env=env,
-        stripe_url=emulator.url,
-    )
-    try:
-        stack.start_api()
-        stack.client = stack.new_client()
-        yield stack
-    finally:
-        stack.stop()
-        emulator.stop()
+def stack_with_stripe(make_stack: StackFactory) -> Stack:
+    stack = make_stack({"BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS": "4"})
+    stack.start_api()
+    stack.client = stack.new_client()
+    return stack
 
 
 def test_a_worker_killed_while_stripe_creates_the_customer_leaves_one_customer(

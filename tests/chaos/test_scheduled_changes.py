@@ -8,15 +8,12 @@ import re
 import signal
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
-import redis
 
 from domain.subscriptions import ChangeState, ScheduledChange
-from tests.support.emulator import start_emulator
-from tests.support.stack import Stack, eventually, stack_env
+from tests.chaos.conftest import StackFactory
+from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import (
     DAY,
     Subscribed,
@@ -33,48 +30,6 @@ from worker.clock import SystemClock
 from worker.db.uow import SqlUnitOfWork
 
 pytestmark = pytest.mark.chaos
-
-StackFactory = Callable[[dict[str, str]], Stack]
-
-
-@pytest.fixture
-def make_stack(
-    backend: str, workdir: Path, redis_server: str, make_database: Callable[[str], str]
-) -> Iterator[StackFactory]:
-    """A stack of its own (database, emulator, Redis database) without workers yet."""
-    started: list[tuple[Stack, Callable[[], object]]] = []
-
-    def make(settings: dict[str, str]) -> Stack:
-        name = f"chaos_changes_{uuid.uuid4().hex[:8]}"
-        base = workdir / name
-        base.mkdir(parents=True)
-        emulator = start_emulator(base / "stripe-emulator.log", "--rate-limit", "0")
-        database_url = make_database(name)
-        redis_url = f"{redis_server}/{9 + (backend == 'postgresql')}"
-        redis.Redis.from_url(redis_url).flushdb()  # no messages or clock left by another test
-        env = stack_env(
-            database_url=database_url,
-            redis_url=redis_url,
-            data_dir=base,
-            stripe_url=emulator.url,
-            BILLING_SHIFTABLE_CLOCK="true",
-            **settings,
-        )
-        stack = Stack(
-            name=name,
-            database_url=database_url,
-            redis_url=redis_url,
-            workdir=base,
-            env=env,
-            stripe_url=emulator.url,
-        )
-        started.append((stack, emulator.stop))
-        return stack
-
-    yield make
-    for stack, stop_emulator in reversed(started):
-        stack.stop()
-        stop_emulator()
 
 
 def schedule_changes(stack: Stack, count: int) -> tuple[list[Subscribed], list[str], str]:
