@@ -80,3 +80,15 @@ def test_by_default_the_limit_is_stripes_test_mode_25_per_second(
     assert limit == 25
     assert outcomes.count("ok") < 40
     assert outcomes[:25] == ["ok"] * 25
+
+
+def test_reads_and_writes_are_limited_separately_as_stripe_counts_them(
+    emulator_client: stripe.StripeClient, admin: EmulatorAdmin
+) -> None:
+    admin.set_rate_limit(3)
+    assert _burst(emulator_client, 3) == ["ok"] * 3  # the reads are used up
+
+    created = emulator_client.v1.customers.create(params={"name": "a write"})
+
+    assert created.id.startswith("cus_")
+    assert "rate_limit" in _burst(emulator_client, 1)

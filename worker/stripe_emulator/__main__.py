@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> None:
         "--rate-limit",
         type=float,
         default=DEFAULT_RATE_LIMIT,
-        help="requests per second before 429s (Stripe test mode: 25); 0 turns it off",
+        help="read and write operations per second each before 429s (Stripe test mode: 25); "
+        "0 turns it off",
     )
     parser.add_argument(
         "--state-file",

@@ -155,7 +155,7 @@ class StripeAPI:
                 raise errors.invalid(
                     "The Stripe emulator does not support Connect (the Stripe-Account header)."
                 )
-            if not emulator.limiter.allow():
+            if not emulator.limiter.allow(request.method):
                 request.fault = "rate_limiter"
                 raise errors.rate_limited()
             route = emulator.router.match(request.method, request.path)

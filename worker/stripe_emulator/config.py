@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_API_KEY = "sk_test_emulator"
-# Stripe's documented global rate limit for test mode (sandboxes): 25 requests per second.
+# Stripe's documented rate limit for test mode (sandboxes): 25 read and 25 write operations
+# per second.
 DEFAULT_RATE_LIMIT = 25.0
 # The API version the pinned stripe SDK (16.x) sends; echoed when a request names none.
 API_VERSION = "2026-10-28.endive"

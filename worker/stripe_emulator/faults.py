@@ -220,19 +220,10 @@ class FaultEngine:
         self._release = asyncio.Event()
 
 
-class RateLimiter:
-    """A token bucket: ``per_second`` sustained, bursts up to one second's worth."""
+class _TokenBucket:
+    """``per_second`` sustained, bursts up to one second's worth."""
 
     def __init__(self, per_second: float) -> None:
-        self.per_second = 0.0
-        self._tokens = 0.0
-        self._capacity = 0.0
-        self._last = time.monotonic()
-        self.set(per_second)
-
-    def set(self, per_second: float) -> None:
-        if per_second < 0:
-            raise ValueError("rate limit must be >= 0 (0 turns it off)")
         self.per_second = per_second
         self._capacity = max(1.0, per_second)
         self._tokens = self._capacity
@@ -248,3 +239,22 @@ class RateLimiter:
             self._tokens -= 1.0
             return True
         return False
+
+
+class RateLimiter:
+    """Stripe's basic rate limiter: ``per_second`` read operations *and* ``per_second``
+    write operations (a ``GET`` reads; every other method writes), each a token bucket."""
+
+    def __init__(self, per_second: float) -> None:
+        self.per_second = 0.0
+        self._buckets: dict[bool, _TokenBucket] = {}
+        self.set(per_second)
+
+    def set(self, per_second: float) -> None:
+        if per_second < 0:
+            raise ValueError("rate limit must be >= 0 (0 turns it off)")
+        self.per_second = per_second
+        self._buckets = {True: _TokenBucket(per_second), False: _TokenBucket(per_second)}
+
+    def allow(self, method: str = "GET") -> bool:
+        return self._buckets[method.upper() == "GET"].allow()
