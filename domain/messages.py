@@ -12,6 +12,8 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
+from domain.rate_budget import Priority
+
 ResourceId = Annotated[
     str,
     StringConstraints(
@@ -44,6 +46,9 @@ class Command(Message):
 
     TASK_NAME: ClassVar[str]
     QUEUE: ClassVar[str]
+    PRIORITY: ClassVar[Priority] = Priority.INTERACTIVE
+    """Bulk commands (beat's due changes) yield the queue and the provider's rate budget to
+    interactive ones."""
 
     version: Literal[1] = 1
     command_id: CommandId
@@ -59,6 +64,8 @@ class CommandStatus(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
     RETRYING = "retrying"
+    WAITING = "waiting"
+    """Re-queued until the provider's rate budget has a token for it: not a failure."""
     SUCCEEDED = "succeeded"
     FAILED = "failed"
 

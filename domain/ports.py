@@ -115,6 +115,10 @@ class ScheduledChangeRepository(Protocol):
         """Let the next sweep take the change again (its lease ends now)."""
         ...
 
+    def count_in_flight(self, now: datetime) -> int:
+        """Changes being applied under a lease that still runs (claimed, not yet done)."""
+        ...
+
 
 class UnitOfWork(Protocol):
     """One database transaction. Leaving the block without ``commit()`` rolls back.
@@ -269,6 +273,10 @@ class CommandJournal(Protocol):
         self, command_id: str, error: dict[str, object], retry: dict[str, object] | None = None
     ) -> None:
         """Mark the command waiting for a retry; ``retry`` is appended to its history."""
+        ...
+
+    def waiting(self, command_id: str, seconds: float) -> None:
+        """Mark the command re-queued to wait for the provider's rate budget (not a retry)."""
         ...
 
 

@@ -39,6 +39,7 @@ from pydantic_core import PydanticCustomError
 
 from domain.errors import FailedPrecondition, InvalidArgument, error_info
 from domain.messages import Command, Message, ResourceId, Result
+from domain.rate_budget import Priority
 
 ProrationBehavior = Literal["create_prorations", "always_invoice", "none"]
 AT_PERIOD_BOUNDARY: ProrationBehavior = "none"
@@ -331,6 +332,9 @@ class Subscription:
     current_period_end: datetime
     created_at: datetime
     updated_at: datetime
+    provider_item_id: str | None = None
+    """The provider's id of the subscription's one item, whose price a plan change replaces
+    (unknown for subscriptions recorded before it was kept: read from the provider then)."""
 
     @classmethod
     def started(
@@ -353,6 +357,7 @@ class Subscription:
             current_period_end=remote.current_period_end,
             created_at=now,
             updated_at=now,
+            provider_item_id=remote.item_id,
         )
 
     @staticmethod
@@ -388,10 +393,25 @@ class Subscription:
 
     def synced(self, remote: ProviderSubscription, now: datetime) -> bool:
         """Take the provider's state and period; returns whether anything changed."""
-        values = (remote.state, remote.current_period_start, remote.current_period_end)
-        if values == (self.state, self.current_period_start, self.current_period_end):
+        values = (
+            remote.state,
+            remote.current_period_start,
+            remote.current_period_end,
+            remote.item_id,
+        )
+        if values == (
+            self.state,
+            self.current_period_start,
+            self.current_period_end,
+            self.provider_item_id,
+        ):
             return False
-        self.state, self.current_period_start, self.current_period_end = values
+        (
+            self.state,
+            self.current_period_start,
+            self.current_period_end,
+            self.provider_item_id,
+        ) = values
         self.updated_at = now
         return True
 
@@ -444,6 +464,8 @@ class ScheduledChange:
     lease_until: datetime | None = None
     applied_at: datetime | None = None
     apply_lag_seconds: float | None = None
+    first_sent_at: datetime | None = None
+    """When the change was first about to be sent to the provider (recorded before the call)."""
 
     @classmethod
     def immediate(
@@ -515,6 +537,19 @@ class ScheduledChange:
         if self.kind is ChangeKind.IMMEDIATE:
             return state.accepts_plan_changes
         return not state.is_over
+
+    def about_to_send(self, now: datetime) -> None:
+        """Record, before the provider call, that the change is being sent (the first time)."""
+        if self.first_sent_at is None:
+            self.first_sent_at = now
+            self.updated_at = now
+
+    def outcome_may_be_forgotten(self, now: datetime, key_window: timedelta) -> bool:
+        """Whether an earlier attempt to send this change may have reached the provider and
+        be older than its memory of the idempotency key: then sending again could change
+        twice, and the provider must be read first. A change never sent before, or first
+        sent within ``key_window``, is sent blind (a repetition is a replay)."""
+        return self.first_sent_at is not None and now - self.first_sent_at >= key_window
 
     def is_due(self, now: datetime) -> bool:
         return self.effective_at <= now
@@ -631,6 +666,7 @@ class ApplyScheduledChange(Command):
 
     TASK_NAME: ClassVar[str] = "subscriptions.apply_scheduled_change"
     QUEUE: ClassVar[str] = "subscriptions"
+    PRIORITY: ClassVar[Priority] = Priority.BULK
 
     change_id: ResourceId
 

@@ -4,17 +4,21 @@ parse the message → record it running → run the handler → record the outco
 what went wrong: a message that does not validate and a :class:`CommandError` end the
 command (recorded, never retried); a :class:`TransientError` or a transient database error is
 retried with backoff within the budget; anything else is a bug, recorded as ``INTERNAL``.
+A :class:`RateLimited` is no failure at all: the command waits (re-queued until the
+provider's rate budget has its token), and its retry budget stays whole.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from celery import Task
+from celery.exceptions import Retry
 from pydantic import ValidationError
 
 from domain.errors import (
@@ -28,6 +32,7 @@ from domain.errors import (
     error_info,
 )
 from domain.messages import Command, CommandStatus, Result
+from domain.rate_budget import RateLimited, calls_at
 from tasks.retry import RetryPolicy
 from worker.bootstrap import Services, services
 
@@ -112,11 +117,14 @@ class CommandTask(_TaskBase):
                 command = command_type.model_validate(payload)
             except ValidationError as error:
                 raise _validation_error(error) from None
-            result = handler(command, svc)
+            with calls_at(command_type.PRIORITY):
+                result = handler(command, svc)
         except CommandError as error:
             return self._fail(svc, command_id, error)
         except TransientError as error:
             return self._retry_or_fail(svc, command_id, error.message, error.retry_after)
+        except RateLimited as waiting:
+            return self._wait_for_budget(svc, command_id, waiting)
         except Exception as error:
             if svc.is_transient(error):
                 return self._retry_or_fail(svc, command_id, f"database: {error}", None)
@@ -161,6 +169,24 @@ class CommandTask(_TaskBase):
             delay = self._policy(svc).delay(self.request.retries)
             raise self.retry(countdown=delay) from journal_error
         raise CommandFailed(body)
+
+    def _wait_for_budget(
+        self, svc: Services, command_id: str, waiting: RateLimited
+    ) -> dict[str, Any]:
+        """Give the process back until the budget's token is due. The message is sent again
+        as ``Task.retry`` sends it, but with its retry count unchanged: waiting for the rate
+        limit must not use up the budget kept for real failures."""
+        # A little spread, so that commands told the same moment do not all come back in it.
+        delay = waiting.wait_seconds * (1.0 + random.uniform(0.0, 0.1))  # noqa: S311
+        try:
+            svc.commands.waiting(command_id, round(delay, 3))
+        except Exception:  # the wait matters more than its record
+            logger.warning("could not record the wait of %s", command_id, exc_info=True)
+        logger.info("command %s waits %.2fs for the stripe rate budget", command_id, delay)
+        request = self.request
+        signature = self.signature_from_request(request, countdown=delay, retries=request.retries)
+        signature.apply_async()
+        raise Retry(f"waiting {delay:.2f}s for the rate budget", when=delay, sig=signature)  # type: ignore[arg-type]
 
     def _retry_or_fail(
         self, svc: Services, command_id: str, reason: str, retry_after: float | None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from domain.rate_budget import CallKind
 from domain.subscriptions import ApplyScheduledChange, ChangeSubscriptionPlan
 from tasks.base import CommandTask
 from tasks.handlers.subscriptions import (
@@ -20,7 +21,7 @@ from tasks.handlers.subscriptions import (
     apply_scheduled_change as handle_apply_scheduled_change,
 )
 from worker.bootstrap import services
-from worker.celery_app import ENQUEUE_DUE_CHANGES, app
+from worker.celery_app import BULK_MESSAGE_PRIORITY, ENQUEUE_DUE_CHANGES, app
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,16 @@ def enqueue_due_changes() -> int:
     each. Any number of beats may schedule this sweep and any number of workers may run it at
     once: a change is claimed by one sweep, and claimed again only once its lease ran out."""
     svc = services()
-    claims = claim_due_changes(svc, svc.settings.scheduled_changes_batch_size)
+    settings = svc.settings
+    budget = svc.rate_budget()
+    claims = claim_due_changes(
+        svc,
+        settings.scheduled_changes_batch_size,
+        # One provider call applies a change; feed the workers what the budget can apply
+        # before the sweep after next, so they never idle and no claim waits out its lease.
+        apply_rate=budget.effective_rate(CallKind.WRITE) if budget.enabled else None,
+        horizon_seconds=2 * settings.scheduled_changes_interval_seconds,
+    )
     published = 0
     for claim in claims:
         command = apply_command_for(claim)
@@ -51,6 +61,8 @@ def enqueue_due_changes() -> int:
                 kwargs=command.model_dump(mode="json"),
                 task_id=command.command_id,
                 queue=command.QUEUE,
+                # Behind interactive commands on the same queue (Redis serves 0 first).
+                priority=BULK_MESSAGE_PRIORITY,
                 retry=True,
                 retry_policy={"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2},
             )

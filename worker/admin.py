@@ -21,7 +21,7 @@ from domain.errors import (
 )
 from domain.organizations import Organization, OrganizationState, validate_avatar
 from domain.ports import BillingProvider, Clock, HandlerContext, UnitOfWork
-from domain.subscriptions import Plan, PlanSpec, Subscription, SubscriptionTerms
+from domain.subscriptions import Plan, PlanSpec, ScheduledChange, Subscription, SubscriptionTerms
 from domain.users import UserState
 from worker.bootstrap import BillingSettings
 from worker.db.models import OrganizationRow, UserRow
@@ -218,6 +218,51 @@ def create_subscription(
         uow.subscriptions.add(subscription)
         uow.commit()
     return subscription
+
+
+def seed_period_end_changes(
+    ctx: HandlerContext,
+    *,
+    org_id: str,
+    billing_account_id: str,
+    plan_ref: str,
+    target_plan_ref: str,
+    count: int,
+    threads: int = 4,
+    progress: Callable[[int], None] = lambda done: None,
+) -> list[str]:
+    """Subscribe the account ``count`` times to ``plan_ref``, each subscription with a change
+    to ``target_plan_ref`` at its period's end: the period-end burst, to try on a local stack
+    (``clock advance`` makes them all due together). Returns the change ids."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ctx.unit_of_work() as uow:
+        source, target = uow.plans.find(plan_ref), uow.plans.find(target_plan_ref)
+    if source is None or target is None:
+        raise NotFound.resource("plan", plan_ref if source is None else target_plan_ref)
+    if source.id == target.id:
+        raise InvalidArgument.for_fields(
+            "the change must lead to another plan", [("to", "is the subscriptions' plan")]
+        )
+
+    def seed_one(_: int) -> str:
+        subscription = create_subscription(
+            ctx, org_id=org_id, billing_account_id=billing_account_id, plan_ref=plan_ref
+        )
+        with ctx.unit_of_work() as uow:
+            change = ScheduledChange.at_period_end(
+                new_id("chg"), subscription, target, now=ctx.clock.now()
+            )
+            uow.scheduled_changes.add(change)
+            uow.commit()
+        return change.id
+
+    change_ids: list[str] = []
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for change_id in pool.map(seed_one, range(count)):
+            change_ids.append(change_id)
+            progress(len(change_ids))
+    return change_ids
 
 
 def subscription_report(ctx: HandlerContext, subscription_id: str) -> dict[str, Any]:

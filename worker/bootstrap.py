@@ -8,6 +8,7 @@ from datetime import timedelta
 from functools import cached_property, lru_cache
 
 from domain.ports import BillingProvider, Clock, UnitOfWork
+from domain.rate_budget import RateBudget
 from domain.subscriptions import ProrationBehavior
 from worker.clock import ShiftableClock, SystemClock
 from worker.db.commands import SqlCommandLog
@@ -41,6 +42,7 @@ class Services:
     clock: Clock
     commands: SqlCommandLog
     _provider: BillingProvider | None = field(default=None, repr=False)
+    _budget: RateBudget | None = field(default=None, repr=False)
 
     @cached_property
     def billing(self) -> BillingSettings:
@@ -51,15 +53,21 @@ class Services:
 
     def billing_provider(self) -> BillingProvider:
         if self._provider is None:
-            self._provider = provider_for(self.settings)
+            self._provider = provider_for(self.settings, self.rate_budget())
         return self._provider
+
+    def rate_budget(self) -> RateBudget:
+        """The Stripe account's rate budget, shared through Redis with every process."""
+        if self._budget is None:
+            self._budget = budget_for(self.settings)
+        return self._budget
 
     @staticmethod
     def is_transient(error: BaseException) -> bool:
         return is_transient_db_error(error)
 
 
-def provider_for(settings: Settings) -> BillingProvider:
+def provider_for(settings: Settings, budget: RateBudget | None = None) -> BillingProvider:
     """The billing provider these settings name (a ``CommandError`` if none is set up)."""
     from worker.stripe_provider import build_provider
 
@@ -67,7 +75,40 @@ def provider_for(settings: Settings) -> BillingProvider:
         settings.resolved_stripe_api_key(),
         settings.resolved_stripe_api_base(),
         settings.stripe_timeout_seconds,
+        budget if budget is not None else budget_for(settings),
     )
+
+
+def budget_for(settings: Settings, *, max_wait_seconds: float | None = None) -> RateBudget:
+    """The rate budget of the Stripe account these settings name. ``max_wait_seconds``
+    overrides how long a call may block (a CLI command may simply wait its turn)."""
+    import redis
+
+    from worker.stripe_budget import (
+        BudgetConfig,
+        RedisRateBudget,
+        UnmeteredBudget,
+        account_key,
+        default_rate,
+        mode_of,
+    )
+
+    api_key = settings.resolved_stripe_api_key()
+    if not api_key:
+        return UnmeteredBudget()
+    rate = settings.stripe_rate_per_second or default_rate(api_key)
+    burst = settings.stripe_burst if settings.stripe_burst is not None else max(1, int(rate / 5))
+    config = BudgetConfig(
+        account=account_key(api_key, settings.resolved_stripe_api_base()),
+        mode=mode_of(api_key),
+        rate_per_second=rate,
+        burst=burst,
+        max_wait_seconds=(
+            settings.stripe_max_wait_seconds if max_wait_seconds is None else max_wait_seconds
+        ),
+        enabled=settings.stripe_budget_enabled,
+    )
+    return RedisRateBudget(redis.Redis.from_url(settings.resolved_redis_url()), config)
 
 
 def build_clock(settings: Settings) -> Clock:

@@ -23,6 +23,12 @@ ENQUEUE_DUE_CHANGES = "subscriptions.enqueue_due_changes"
 never stuck behind the apply commands it publishes)."""
 
 
+BULK_MESSAGE_PRIORITY = 9
+"""Message priority of bulk commands. Redis keeps one list per priority step of a queue and
+a worker takes from the 0 list first, so interactive commands (published without a priority)
+never wait behind a period-end burst of due changes."""
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     redis_url = settings.resolved_redis_url()
     visibility = settings.broker_visibility_timeout_seconds
@@ -46,6 +52,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             # (kombu's default scans every ~100 s).
             "unacked_restore_interval": max(1.0, min(10.0, visibility / 3)),
             "unacked_restore_throttle": 1,
+            "priority_steps": [0, BULK_MESSAGE_PRIORITY],
         },
         "broker_connection_retry_on_startup": True,
         "task_queues": [Queue(name) for name in QUEUES],

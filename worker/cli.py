@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 
 T = TypeVar("T")
+CLI_MAX_BUDGET_WAIT_SECONDS = 120.0
 
 
 def _emit(as_json: bool, data: dict[str, Any], text: str) -> None:
@@ -50,13 +51,18 @@ def _operator() -> OperatorContext:
     from functools import cache
 
     from worker.admin import OperatorContext
-    from worker.bootstrap import BillingSettings, provider_for
+    from worker.bootstrap import BillingSettings, budget_for, provider_for
 
     settings = get_settings()
     return OperatorContext(
         sessions=_sessions(),
         clock=_clock(),
-        provider_factory=cache(lambda: provider_for(settings)),
+        # A command line simply waits its turn in the shared rate budget.
+        provider_factory=cache(
+            lambda: provider_for(
+                settings, budget_for(settings, max_wait_seconds=CLI_MAX_BUDGET_WAIT_SECONDS)
+            )
+        ),
         billing=BillingSettings.of(settings),
     )
 
@@ -442,6 +448,85 @@ def subscriptions_show(subscription_id: str, as_json: bool) -> None:
             f"  effective {change['effective_at']}"
             + (f"  lag {lag:.1f}s" if lag is not None else "")
             + (f"  ({change['reason']})" if change["reason"] else "")
+        )
+
+
+@subscriptions.command("seed-period-end")
+@click.argument("count", type=click.IntRange(1, 100_000))
+@click.option("--org", "org_id", default="org_demo", show_default=True)
+@click.option("--billing-account", "billing_account_id", default="ba_demo", show_default=True)
+@click.option("--plan", "plan_ref", default="starter", show_default=True)
+@click.option("--to", "target_plan_ref", default="team", show_default=True)
+def subscriptions_seed_period_end(
+    count: int, org_id: str, billing_account_id: str, plan_ref: str, target_plan_ref: str
+) -> None:
+    """Make COUNT subscriptions, each with a plan change at its period's end: the period-end
+    burst (then `billing-worker clock advance 31d` on a local stack makes them all due)."""
+    import time
+
+    from worker.admin import seed_period_end_changes
+
+    began = time.monotonic()
+
+    def progress(done: int) -> None:
+        if done % 100 == 0 or done == count:
+            click.echo(f"  {done}/{count} subscriptions ({time.monotonic() - began:.0f}s)")
+
+    change_ids = _admin_errors(
+        lambda: seed_period_end_changes(
+            _operator(),
+            org_id=org_id,
+            billing_account_id=billing_account_id,
+            plan_ref=plan_ref,
+            target_plan_ref=target_plan_ref,
+            count=count,
+            progress=progress,
+        )
+    )
+    click.echo(
+        f"{len(change_ids)} changes from {plan_ref} to {target_plan_ref} scheduled at the end "
+        f"of the period; `billing-worker clock advance 31d` makes them due"
+    )
+
+
+@main.group()
+def stripe() -> None:
+    """The Stripe account as this system uses it."""
+
+
+@stripe.command("budget")
+@click.option("--json", "as_json", is_flag=True)
+def stripe_budget(as_json: bool) -> None:
+    """The shared rate budget: configured and current rate, calls in the last minute, calls
+    waiting for a token, and 429s."""
+    import dataclasses
+
+    from worker.bootstrap import budget_for
+
+    budget = budget_for(get_settings())
+    if not budget.enabled:
+        raise click.ClickException(
+            "no rate budget: BILLING_STRIPE_BUDGET_ENABLED is off, or no Stripe key is set"
+        )
+    usage = budget.usage()
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(usage), indent=2, sort_keys=True))
+        return
+    click.echo(
+        f"stripe account {usage.account} ({usage.mode} mode)  burst {usage.burst}  "
+        f"longest wait in a task {usage.max_wait_seconds:g}s"
+    )
+    click.echo(
+        f"  {'':<6} {'rate/s':>7} {'now/s':>7} {'calls/min':>10} {'waiting':>8} "
+        f"{'deferred/min':>13} {'429/min':>8} {'429 total':>10} {'waited s':>9} {'ahead s':>8}"
+    )
+    for kind, figures in usage.kinds.items():
+        click.echo(
+            f"  {kind.value:<6} {figures.configured_rate:>7g} {figures.effective_rate:>7.1f} "
+            f"{figures.calls_last_minute:>10} {figures.waiting:>8} "
+            f"{figures.deferred_last_minute:>13} {figures.rate_limited_last_minute:>8} "
+            f"{figures.rate_limited_total:>10} {figures.wait_seconds_total:>9.1f} "
+            f"{figures.backlog_seconds:>8.2f}"
         )
 
 

@@ -46,6 +46,29 @@ class Settings(BaseSettings):
     stripe_timeout_seconds: float = Field(
         default=30.0, gt=0, description="Timeout of one Stripe request (then retried)."
     )
+    stripe_budget_enabled: bool = Field(
+        default=True,
+        description="Meter every Stripe call through the account's shared rate budget in Redis "
+        "(off: calls go out as fast as workers make them, as before the budget existed).",
+    )
+    stripe_rate_per_second: float | None = Field(
+        default=None,
+        gt=0,
+        description="Stripe calls per second for reads and for writes alike; unset: Stripe's "
+        "published limit for the key's mode (25 in test mode, 100 in live mode).",
+    )
+    stripe_burst: int | None = Field(
+        default=None,
+        ge=0,
+        description="Calls interactive commands may make ahead of the pace (bulk calls never "
+        "burst); unset: a fifth of a second's rate.",
+    )
+    stripe_max_wait_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        description="The longest a task blocks its process for a budget token; a longer wait "
+        "re-queues the task until its token is due (not counted as a retry).",
+    )
     default_currency: str = Field(
         default="usd",
         pattern=r"^[a-z]{3}$",

@@ -13,6 +13,12 @@ Errors leave this module as domain errors:
   a retry would only replay) → :class:`Unavailable`, not retried;
 * bad credentials → :class:`Internal` (an operator must fix the configuration);
 * any other 4xx → :class:`InvalidArgument`, naming our field and carrying Stripe's message.
+
+Every request first takes a token from the account's shared rate budget
+(``worker/stripe_budget.py``), as a read or a write, at the priority of the command being
+run. A 429 that comes all the same (another system using the account) slows the shared
+budget down and is tried again through it, up to :data:`RATE_LIMIT_RETRIES` times, before it
+counts as a transient failure.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import stripe
 
@@ -34,6 +40,7 @@ from domain.errors import (
     error_info,
     field_violations,
 )
+from domain.rate_budget import CallKind, RateBudget, current_priority
 from domain.subscriptions import (
     ProrationBehavior,
     ProviderPlan,
@@ -43,6 +50,10 @@ from domain.subscriptions import (
 )
 
 PROVIDER_NAME = "stripe"
+RATE_LIMIT_RETRIES = 3
+"""429s answered to one call that are tried again through the budget before the call fails
+transiently (and the command's own backoff takes over)."""
+T = TypeVar("T")
 
 # Stripe's parameter names → the fields of our create request.
 _FIELD_OF_PARAM = {
@@ -84,6 +95,13 @@ def _seconds(raw: str | None) -> float | None:
         return float(raw) if raw is not None else None
     except ValueError:
         return None  # an HTTP date: Stripe never sends one; back off as usual
+
+
+def is_rate_limit(error: stripe.StripeError) -> bool:
+    """A 429 for the request rate (not ``lock_timeout``, which is contention on one object)."""
+    stripe_error = error.error
+    code = (stripe_error.code if stripe_error else None) or error.code or ""
+    return error.http_status == 429 and code != "lock_timeout"
 
 
 def plan_field(param: str | None) -> str:
@@ -143,13 +161,50 @@ class StripeBillingProvider:
 
     name = PROVIDER_NAME
 
-    def __init__(self, api_key: str, *, api_base: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        api_key: str,
+        *,
+        api_base: str | None = None,
+        timeout: float = 30.0,
+        budget: RateBudget | None = None,
+    ) -> None:
         self._client = stripe.StripeClient(
             api_key,
             base_addresses={"api": api_base} if api_base else {},
             max_network_retries=0,
             http_client=stripe.RequestsClient(timeout=timeout),
         )
+        self._budget = budget
+
+    def _call(
+        self,
+        kind: CallKind,
+        operation: str,
+        send: Callable[[], T],
+        field_for: Callable[[str | None], str] = field_for_param,
+    ) -> T:
+        """``send`` one request through the rate budget, translating Stripe's errors."""
+        budget = self._budget
+        rate_limits = 0
+        while True:
+            if budget is not None:
+                budget.acquire(kind, current_priority())
+            try:
+                return send()
+            except stripe.StripeError as error:
+                if (
+                    budget is not None
+                    and budget.enabled
+                    and is_rate_limit(error)
+                    and rate_limits < RATE_LIMIT_RETRIES
+                ):
+                    rate_limits += 1
+                    budget.rate_limited(kind, _seconds(_header(error, "retry-after")))
+                    continue
+                if budget is not None and is_rate_limit(error):
+                    budget.rate_limited(kind, _seconds(_header(error, "retry-after")))
+                raise translate(error, operation, field_for) from error
 
     def create_customer(self, customer: ProviderCustomer, *, idempotency_key: str) -> str:
         params: dict[str, Any] = {
@@ -167,21 +222,23 @@ class StripeBillingProvider:
             params["tax_id_data"] = [
                 {"type": entry.type, "value": entry.id} for entry in customer.tax_ids
             ]
-        try:
-            created = self._client.v1.customers.create(
+        created = self._call(
+            CallKind.WRITE,
+            "create customer",
+            lambda: self._client.v1.customers.create(
                 params=params,  # type: ignore[arg-type]
                 options={"idempotency_key": idempotency_key},
-            )
-        except stripe.StripeError as error:
-            raise translate(error, "create customer") from error
+            ),
+        )
         return str(created.id)
 
     def find_customer(self, billing_account_id: str) -> str | None:
         query = f"metadata['billing_account_id']:'{billing_account_id}'"
-        try:
-            found = self._client.v1.customers.search(params={"query": query, "limit": 1})
-        except stripe.StripeError as error:
-            raise translate(error, "search customers") from error
+        found = self._call(
+            CallKind.READ,
+            "search customers",
+            lambda: self._client.v1.customers.search(params={"query": query, "limit": 1}),
+        )
         return str(found.data[0].id) if found.data else None
 
     def create_plan_price(self, plan: ProviderPlan, *, idempotency_key: str) -> ProviderPrice:
@@ -194,13 +251,15 @@ class StripeBillingProvider:
             "product_data": {"name": plan.title, "metadata": metadata},
             "metadata": metadata,
         }
-        try:
-            price = self._client.v1.prices.create(
+        price = self._call(
+            CallKind.WRITE,
+            "create price",
+            lambda: self._client.v1.prices.create(
                 params=params,  # type: ignore[arg-type]
                 options={"idempotency_key": idempotency_key},
-            )
-        except stripe.StripeError as error:
-            raise translate(error, "create price", plan_field) from error
+            ),
+            plan_field,
+        )
         product = price.product
         product_id = product if isinstance(product, str) else product.id
         return ProviderPrice(product_id=str(product_id), price_id=str(price.id))
@@ -224,20 +283,24 @@ class StripeBillingProvider:
             params["days_until_due"] = terms.days_until_due
         if terms.trial_days:
             params["trial_period_days"] = terms.trial_days
-        try:
-            created = self._client.v1.subscriptions.create(
+        created = self._call(
+            CallKind.WRITE,
+            "create subscription",
+            lambda: self._client.v1.subscriptions.create(
                 params=params,  # type: ignore[arg-type]
                 options={"idempotency_key": idempotency_key},
-            )
-        except stripe.StripeError as error:
-            raise translate(error, "create subscription", plan_field) from error
+            ),
+            plan_field,
+        )
         return _subscription_of(created)
 
     def get_subscription(self, provider_id: str) -> ProviderSubscription:
-        try:
-            found = self._client.v1.subscriptions.retrieve(provider_id)
-        except stripe.StripeError as error:
-            raise translate(error, "retrieve subscription", plan_field) from error
+        found = self._call(
+            CallKind.READ,
+            "retrieve subscription",
+            lambda: self._client.v1.subscriptions.retrieve(provider_id),
+            plan_field,
+        )
         return _subscription_of(found)
 
     def change_subscription_price(
@@ -249,17 +312,19 @@ class StripeBillingProvider:
         proration_behavior: ProrationBehavior,
         idempotency_key: str,
     ) -> ProviderSubscription:
-        try:
-            updated = self._client.v1.subscriptions.update(
+        updated = self._call(
+            CallKind.WRITE,
+            "update subscription",
+            lambda: self._client.v1.subscriptions.update(
                 provider_id,
                 params={
                     "items": [{"id": item_id, "price": price_id}],
                     "proration_behavior": proration_behavior,
                 },
                 options={"idempotency_key": idempotency_key},
-            )
-        except stripe.StripeError as error:
-            raise translate(error, "update subscription", plan_field) from error
+            ),
+            plan_field,
+        )
         return _subscription_of(updated)
 
 
@@ -284,7 +349,10 @@ def _subscription_of(subscription: stripe.Subscription) -> ProviderSubscription:
 
 
 def build_provider(
-    api_key: str | None, api_base: str | None, timeout: float
+    api_key: str | None,
+    api_base: str | None,
+    timeout: float,
+    budget: RateBudget | None = None,
 ) -> StripeBillingProvider:
     """The provider for these settings; without a key, online registration is refused."""
     if not api_key:
@@ -293,4 +361,4 @@ def build_provider(
             "account with offline: true",
             details=[error_info("PROVIDER_NOT_CONFIGURED")],
         )
-    return StripeBillingProvider(api_key, api_base=api_base, timeout=timeout)
+    return StripeBillingProvider(api_key, api_base=api_base, timeout=timeout, budget=budget)

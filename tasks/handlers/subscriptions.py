@@ -3,9 +3,10 @@ transaction with the change's own idempotency key, record the outcome.
 
 Every change is a row (``domain/subscriptions.py``) whose id is derived from the command id,
 so a redelivered command finds its change again instead of making another. The provider is
-only ever called by :func:`apply_change`, with the key ``{change_id}:apply``; before writing
-it reads the subscription, so a change whose earlier attempt reached the provider (and whose
-answer was lost) is recognised and not sent twice, even after the provider forgot the key.
+only ever called by :func:`apply_change`, with the key ``{change_id}:apply``: one update call,
+whose repetitions the provider replays. It reads the subscription first only when an earlier
+attempt may be older than the provider's memory of the key (then the read tells whether it
+went through), and after a refusal (to tell an ended subscription from a rejected change).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from domain.errors import (
     UniquenessViolation,
     error_info,
 )
-from domain.ports import Claim, HandlerContext, UnitOfWork
+from domain.ports import BillingProvider, Claim, HandlerContext, UnitOfWork
+from domain.rate_budget import sweep_quota
 from domain.subscriptions import (
     ApplyScheduledChange,
     ChangeReason,
@@ -30,6 +32,7 @@ from domain.subscriptions import (
     ChangeSubscriptionPlan,
     Plan,
     PlanChanged,
+    ProviderSubscription,
     ScheduledChange,
     ScheduledChangeOutcome,
     Subscription,
@@ -188,23 +191,21 @@ def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
             _log_outcome(change)
             return change
         price_id = _price_of(uow, change.target_plan_id)
+        read_first = change.outcome_may_be_forgotten(now, svc.billing.provider_idempotency_window)
+        change.about_to_send(now)
         uow.scheduled_changes.save(change)
         uow.commit()
 
     provider = svc.billing_provider()
     try:
-        remote = provider.get_subscription(subscription.provider_id)
-        if change.applies_to(remote.state) and remote.price_id != price_id:
-            remote = provider.change_subscription_price(
-                remote.id,
-                remote.item_id,
-                price_id,
-                proration_behavior=change.proration_behavior,
-                idempotency_key=change.provider_idempotency_key,
-            )
+        remote = _send_change(provider, change, subscription, price_id, read_first=read_first)
     except InvalidArgument as refusal:
-        _refused(change_id, refusal, svc)
-        raise
+        # Refused: because the subscription ended at the provider (then the change is
+        # skipped for that reason), or for good (recorded with the provider's words).
+        remote = provider.get_subscription(subscription.provider_id)
+        if change.applies_to(remote.state):
+            _refused(change_id, refusal, svc)
+            raise
 
     with svc.unit_of_work() as uow:
         change, subscription = _locked(uow, change_id)
@@ -224,6 +225,34 @@ def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
     return change
 
 
+def _send_change(
+    provider: BillingProvider,
+    change: ScheduledChange,
+    subscription: Subscription,
+    price_id: str,
+    *,
+    read_first: bool,
+) -> ProviderSubscription:
+    """Replace the subscription item's price at the provider: one call, under the change's
+    idempotency key, which makes any repetition (a retry, a redelivery, a worker killed
+    mid-call) a replay of the first. The subscription is read first only when the update
+    cannot be sent blind: its item is not known yet, or an earlier attempt may be older than
+    the provider's memory of the key (then the read tells whether it went through)."""
+    item_id = subscription.provider_item_id
+    if read_first or item_id is None:
+        remote = provider.get_subscription(subscription.provider_id)
+        if not change.applies_to(remote.state) or remote.price_id == price_id:
+            return remote
+        item_id = remote.item_id
+    return provider.change_subscription_price(
+        subscription.provider_id,
+        item_id,
+        price_id,
+        proration_behavior=change.proration_behavior,
+        idempotency_key=change.provider_idempotency_key,
+    )
+
+
 def _locked(uow: UnitOfWork, change_id: str) -> tuple[ScheduledChange, Subscription]:
     """The change and its subscription, locked in the order every request locks them
     (subscription first), so that PostgreSQL never sees two transactions wait on each other."""
@@ -236,11 +265,33 @@ def _locked(uow: UnitOfWork, change_id: str) -> tuple[ScheduledChange, Subscript
     return change, subscription
 
 
-def claim_due_changes(svc: HandlerContext, limit: int) -> list[Claim]:
-    """Take up to ``limit`` changes that fell due (and those a dead worker left), for beat's
-    sweep; the rest wait for the next sweep."""
+def claim_due_changes(
+    svc: HandlerContext,
+    batch_size: int,
+    *,
+    apply_rate: float | None = None,
+    horizon_seconds: float = 0.0,
+) -> list[Claim]:
+    """Take changes that fell due (and those a dead worker left), for beat's sweep; the rest
+    wait for the next sweep.
+
+    With an ``apply_rate`` (changes per second the provider's budget allows now), take no more
+    than can be applied within ``horizon_seconds``, counting the claimed changes not yet
+    applied: the burst is fed to the workers at the provider's pace, and no claim waits in a
+    queue until its lease runs out. Without one, take up to ``batch_size``.
+    """
     now = svc.clock.now()
     with svc.unit_of_work() as uow:
+        limit = batch_size
+        if apply_rate is not None:
+            limit = sweep_quota(
+                rate_per_second=apply_rate,
+                horizon_seconds=min(horizon_seconds, svc.billing.change_lease.total_seconds() / 2),
+                in_flight=uow.scheduled_changes.count_in_flight(now),
+                batch_size=batch_size,
+            )
+        if limit == 0:
+            return []
         claims = uow.scheduled_changes.claim_due(now, now + svc.billing.change_lease, limit)
         uow.commit()
     return claims

@@ -235,6 +235,16 @@ class SqlCommandLog:
                 history = [*(row.retries or []), {"at": now.isoformat(), **retry}]
                 row.retries = history[-MAX_RETRY_HISTORY:]
 
+    def waiting(self, command_id: str, seconds: float) -> None:
+        """The command was re-queued to wait ``seconds`` for the provider's rate budget."""
+        now = self._clock.now()
+        with self._sessions.begin() as session:
+            session.execute(
+                update(CommandRow)
+                .where(CommandRow.id == command_id)
+                .values(status=CommandStatus.WAITING.value, updated_at=now)
+            )
+
     def _finish(
         self,
         command_id: str,

@@ -159,6 +159,7 @@ class SubscriptionRow(Base):
     current_period_end: Mapped[datetime] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    provider_item_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
 PENDING_CHANGE_STATES = "state IN ('scheduled', 'applying')"
@@ -195,5 +196,6 @@ class ScheduledChangeRow(Base):
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     applied_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     apply_lag_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    first_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

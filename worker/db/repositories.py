@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Select, and_, delete, or_, select, update
+from sqlalchemy import ColumnElement, Select, and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from domain.billing import Address, BillingAccount, BillingAccountState, TaxEntry
@@ -248,6 +248,7 @@ def subscription_of(row: SubscriptionRow) -> Subscription:
         current_period_end=row.current_period_end,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        provider_item_id=row.provider_item_id,
     )
 
 
@@ -269,6 +270,7 @@ class SqlSubscriptionRepository(_RowRepository[Subscription, SubscriptionRow]):
         row.current_period_start = subscription.current_period_start
         row.current_period_end = subscription.current_period_end
         row.updated_at = subscription.updated_at
+        row.provider_item_id = subscription.provider_item_id
 
 
 def scheduled_change_of(row: ScheduledChangeRow) -> ScheduledChange:
@@ -289,6 +291,7 @@ def scheduled_change_of(row: ScheduledChangeRow) -> ScheduledChange:
         lease_until=row.lease_until,
         applied_at=row.applied_at,
         apply_lag_seconds=row.apply_lag_seconds,
+        first_sent_at=row.first_sent_at,
     )
 
 
@@ -371,6 +374,17 @@ class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChan
             .execution_options(synchronize_session=False)
         )
 
+    def count_in_flight(self, now: datetime) -> int:
+        row = ScheduledChangeRow
+        return int(
+            self._session.scalar(
+                select(func.count())
+                .select_from(row)
+                .where(row.state == ChangeState.APPLYING.value, row.lease_until >= now)
+            )
+            or 0
+        )
+
     def _entity(self, row: ScheduledChangeRow) -> ScheduledChange:
         return scheduled_change_of(row)
 
@@ -388,4 +402,5 @@ class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChan
         row.lease_until = change.lease_until
         row.applied_at = change.applied_at
         row.apply_lag_seconds = change.apply_lag_seconds
+        row.first_sent_at = change.first_sent_at
         row.updated_at = change.updated_at
