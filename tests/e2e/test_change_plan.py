@@ -297,7 +297,10 @@ def test_a_due_change_of_a_subscription_canceled_meanwhile_is_skipped(
     )
     assert skipped.reason == "subscription_canceled"
     assert stored_subscription(stack, sub.id).state.value == "canceled"
-    assert provider_updates(emulator, sub.provider_id) == []
+    # Sent blind (one call is the rule), refused by Stripe, then read to learn why.
+    [refused] = provider_updates(emulator, sub.provider_id)
+    assert refused.status == 400
+    assert executed_updates(emulator, sub.provider_id) == []
 
 
 # --- how a request is read --------------------------------------------------------------------

@@ -90,3 +90,45 @@ def test_a_burst_of_due_changes_drains_at_stripes_pace_with_nothing_failed(
     assert len(writes) >= CHANGES
     reads = [request for request in calls if request.method == "GET"]
     assert len(reads) <= 0.01 * CHANGES
+
+
+def test_commands_that_wait_for_the_budget_are_requeued_without_using_their_retry_budget(
+    make_stack: StackFactory,
+) -> None:
+    # Two calls a second, no burst, and no task may block for a token: every call that finds
+    # the budget spent is re-queued until its token is due. One attempt per command: a wait
+    # counted as a failure would fail the command.
+    stack = make_stack(
+        {
+            "BILLING_STRIPE_RATE_PER_SECOND": "2",
+            "BILLING_STRIPE_BURST": "0",
+            "BILLING_STRIPE_MAX_WAIT_SECONDS": "0",
+            "BILLING_RETRY_MAX_ATTEMPTS": "1",
+        }
+    )
+    stack.start_worker("w1", concurrency=4)
+    stack.start_api()
+    client = stack.new_client()
+    orgs = [
+        create_organization(stack.sessions, SystemClock(), name=f"org-{uuid.uuid4().hex}").id
+        for _ in range(6)
+    ]
+
+    with stack.http(client, headers={"Prefer": "respond-async"}) as http:
+        command_ids = [
+            http.post(
+                f"/v1beta1/organizations/{org_id}/billing",
+                json={"body": {"name": "Acme", "email": "billing@acme.example"}},
+            ).headers["Command-Id"]
+            for org_id in orgs
+        ]
+
+    records = [stack.finished(command_id, timeout=30) for command_id in command_ids]
+    assert {record.status.value for record in records} == {"succeeded"}
+    assert all(record.retries == [] for record in records)
+    assert max(record.attempts for record in records) > 1  # some of them waited
+    with stack.stripe as emulator:
+        creations = emulator.requests("/v1/customers", method="POST")
+    assert len(creations) == len(orgs)  # a waiting command never reached Stripe
+    sent = sorted(request.wall_time for request in creations)
+    assert sent[-1] - sent[0] >= (len(orgs) - 1) / 2 - 0.1  # two a second

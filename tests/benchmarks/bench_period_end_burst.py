@@ -1,0 +1,291 @@
+"""The period-end burst: N plan changes fall due at once, Stripe allows R writes a second.
+
+Run: ``.venv/bin/python tests/benchmarks/bench_period_end_burst.py [--sizes 1000,10000]
+[--rates 25,100]``
+
+For each size and rate, in the same run, with the shared rate budget on and then off (calls
+go out as fast as workers make them, as before the budget existed): a fresh system on
+embedded parts (Redis, SQLite, the Stripe emulator limited to R read and R write operations
+a second, two worker nodes of four processes, beat, the API), N subscriptions each with a
+change at its period's end, then the clock moves past the period and the changes drain. An
+HTTP client creates a billing account every half second during the burst (synchronous
+mode), and 20 before it as the idle baseline. The README's settings are used (sweep every
+5 s, 15-minute leases, 8 attempts).
+
+Prints per run: drain time ÷ floor (floor = Stripe calls needed ÷ R), apply lag p50/p99
+from the moment the changes fell due, 429s, failed commands, changes claimed more than
+once, and the interactive creation's p50/p95 idle and during the burst. A run that has not
+drained after ``--cap`` times its floor is stopped and reported as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache
+from pathlib import Path
+
+import redis
+from sqlalchemy import func, select
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.emulator import EMULATOR_KEY, start_emulator  # noqa: E402
+from tests.support.stack import Stack, stack_env  # noqa: E402
+from tests.support.subscriptions import DAY, new_account, new_plan  # noqa: E402
+from worker.admin import OperatorContext, create_organization, seed_period_end_changes  # noqa: E402
+from worker.bootstrap import BillingSettings  # noqa: E402
+from worker.clock import ShiftableClock, SystemClock  # noqa: E402
+from worker.db.migrate import upgrade  # noqa: E402
+from worker.db.models import CommandRow, ScheduledChangeRow  # noqa: E402
+from worker.embedded import ProcessGroup, start_redis  # noqa: E402
+from worker.stripe_provider import StripeBillingProvider  # noqa: E402
+
+README_SETTINGS = {
+    "BILLING_RETRY_MAX_ATTEMPTS": "8",
+    "BILLING_RETRY_BASE_DELAY_SECONDS": "1",
+    "BILLING_RETRY_MAX_DELAY_SECONDS": "60",
+    "BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS": "600",
+    "BILLING_BEAT_INTERVAL_SECONDS": "5",
+    "BILLING_SCHEDULED_CHANGES_INTERVAL_SECONDS": "5",
+    "BILLING_SCHEDULED_CHANGE_LEASE_SECONDS": "900",
+    "BILLING_STALLED_COMMAND_SECONDS": "300",
+    "BILLING_HTTP_WAIT_TIMEOUT_SECONDS": "10",
+    "BILLING_DATABASE_LOCK_TIMEOUT_SECONDS": "10",
+    "BILLING_LOG_LEVEL": "WARNING",
+    "BILLING_SHIFTABLE_CLOCK": "true",
+}
+
+
+@dataclass
+class Outcome:
+    size: int
+    rate: int
+    budget: bool
+    drained: bool
+    applied: int
+    drain_seconds: float
+    floor_seconds: float
+    lag_p50: float
+    lag_p99: float
+    rate_limited: int
+    stripe_calls: int
+    failed: int
+    reclaimed: int
+    idle_p50: float
+    idle_p95: float
+    burst_p50: float
+    burst_p95: float
+    burst_errors: int
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def create_account(stack: Stack, org_id: str) -> tuple[float, int]:
+    with stack.http() as http:
+        began = time.perf_counter()
+        response = http.post(
+            f"/v1beta1/organizations/{org_id}/billing",
+            json={"body": {"name": "Bench", "email": "bench@example.com"}},
+        )
+        return time.perf_counter() - began, response.status_code
+
+
+def applied_count(stack: Stack) -> int:
+    with stack.sessions() as session:
+        return int(
+            session.scalar(
+                select(func.count())
+                .select_from(ScheduledChangeRow)
+                .where(ScheduledChangeRow.state == "applied")
+            )
+            or 0
+        )
+
+
+def run(
+    workdir: Path, redis_base: str, db_index: int, size: int, rate: int, budget: bool, cap: float
+) -> Outcome:
+    name = f"burst_{size}_{rate}_{'on' if budget else 'off'}"
+    base = workdir / name
+    base.mkdir()
+    database_url = f"sqlite:///{base / 'billing.db'}"
+    upgrade(database_url)
+    redis_url = f"{redis_base}/{db_index}"
+    redis.Redis.from_url(redis_url).flushdb()
+    emulator = start_emulator(base / "emulator.log", "--rate-limit", "0")
+    env = stack_env(
+        database_url=database_url,
+        redis_url=redis_url,
+        data_dir=base,
+        stripe_url=emulator.url,
+        **README_SETTINGS,
+        BILLING_STRIPE_BUDGET_ENABLED="true" if budget else "false",
+        BILLING_STRIPE_RATE_PER_SECOND=str(rate),
+    )
+    stack = Stack(name, database_url, redis_url, base, env, stripe_url=emulator.url)
+    try:
+        ctx = OperatorContext(
+            sessions=stack.sessions,
+            clock=SystemClock(),
+            provider_factory=cache(
+                lambda: StripeBillingProvider(EMULATOR_KEY, api_base=emulator.url)
+            ),
+            billing=BillingSettings(
+                default_currency="usd", provider_idempotency_window=timedelta(hours=23)
+            ),
+        )
+        starter, team = new_plan(ctx, "starter", 900), new_plan(ctx, "team", 2900)
+        account = new_account(ctx)
+        seeded = time.monotonic()
+        seed_period_end_changes(
+            ctx,
+            org_id=account.org_id,
+            billing_account_id=account.id,
+            plan_ref=starter.id,
+            target_plan_ref=team.id,
+            count=size,
+            threads=4,
+        )
+        print(f"  {name}: seeded {size} in {time.monotonic() - seeded:.0f}s", flush=True)
+        orgs = [
+            create_organization(stack.sessions, SystemClock(), name=f"o-{uuid.uuid4().hex}").id
+            for _ in range(20 + int(cap * size / rate * 2) + 10)
+        ]
+        stack.start_worker("w1", concurrency=4)
+        stack.start_worker("w2", concurrency=4)
+        stack.start_api()
+        stack.client = stack.new_client()
+        idle = [create_account(stack, orgs.pop())[0] for _ in range(20)]
+        with stack.stripe as admin:
+            admin.set_rate_limit(rate)
+            admin.clear_requests()
+
+        stack.advance_time(32 * DAY)
+        due_at: datetime = ShiftableClock(redis_url).now()
+        began = time.monotonic()
+        stack.start_beat()
+        floor = (size + 0.0) / rate
+        stop = threading.Event()
+        burst: list[float] = []
+        errors = 0
+
+        def interactive() -> None:
+            nonlocal errors
+            while not stop.wait(0.5) and orgs:
+                latency, status = create_account(stack, orgs.pop())
+                burst.append(latency)
+                errors += status != 200
+
+        client = threading.Thread(target=interactive, daemon=True)
+        client.start()
+        deadline = began + max(cap * floor, 60.0)
+        applied = 0
+        while time.monotonic() < deadline:
+            applied = applied_count(stack)
+            if applied >= size:
+                break
+            time.sleep(0.5)
+        drain = time.monotonic() - began
+        stop.set()
+        client.join()
+        floor = (size + len(burst)) / rate
+
+        with stack.sessions() as session:
+            rows = session.execute(
+                select(ScheduledChangeRow.applied_at, ScheduledChangeRow.claims)
+            ).all()
+            failed = int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(CommandRow)
+                    .where(CommandRow.status == "failed")
+                )
+                or 0
+            )
+        lags = [(at - due_at).total_seconds() for at, _ in rows if at is not None]
+        with stack.stripe as admin:
+            requests = admin.requests()
+        return Outcome(
+            size=size,
+            rate=rate,
+            budget=budget,
+            drained=applied >= size,
+            applied=applied,
+            drain_seconds=drain,
+            floor_seconds=floor,
+            lag_p50=percentile(lags, 0.5),
+            lag_p99=percentile(lags, 0.99),
+            rate_limited=sum(request.status == 429 for request in requests),
+            stripe_calls=len(requests),
+            failed=failed,
+            reclaimed=sum(claims > 1 for _, claims in rows),
+            idle_p50=statistics.median(idle),
+            idle_p95=percentile(idle, 0.95),
+            burst_p50=percentile(burst, 0.5),
+            burst_p95=percentile(burst, 0.95),
+            burst_errors=errors,
+        )
+    finally:
+        stack.stop()
+        emulator.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--rates", default="25,100")
+    parser.add_argument("--cap", type=float, default=3.0, help="stop a run after this many floors")
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    rates = [int(rate) for rate in args.rates.split(",")]
+    outcomes: list[Outcome] = []
+    with tempfile.TemporaryDirectory(prefix="bench-burst-") as tmp:
+        workdir = Path(tmp)
+        group = ProcessGroup()
+        redis_base = start_redis(group, workdir / "redis").rsplit("/", 1)[0]
+        try:
+            for size in sizes:
+                for rate in rates:
+                    for budget in (True, False):
+                        outcome = run(workdir, redis_base, 3, size, rate, budget, args.cap)
+                        outcomes.append(outcome)
+                        print(f"  {outcome}", flush=True)
+        finally:
+            group.stop()
+    print()
+    print(
+        "| N | Stripe rate | budget | drain ÷ floor | lag p50 / p99 | 429s (of calls) | failed "
+        "| reclaimed | interactive p50 / p95 (idle p50 / p95) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for o in outcomes:
+        drain = f"{o.drain_seconds / o.floor_seconds:.2f}" + (
+            "" if o.drained else f" (stopped: {o.applied}/{o.size} applied)"
+        )
+        print(
+            f"| {o.size:,} | {o.rate}/s | {'on' if o.budget else 'off'} | {drain} "
+            f"({o.drain_seconds:.0f} s ÷ {o.floor_seconds:.0f} s) "
+            f"| {o.lag_p50:.0f} s / {o.lag_p99:.0f} s | {o.rate_limited:,} ({o.stripe_calls:,}) "
+            f"| {o.failed} | {o.reclaimed} "
+            f"| {o.burst_p50 * 1000:.0f} / {o.burst_p95 * 1000:.0f} ms"
+            + (f", {o.burst_errors} not 200" if o.burst_errors else "")
+            + f" ({o.idle_p50 * 1000:.0f} / {o.idle_p95 * 1000:.0f} ms) |"
+        )
+
+
+if __name__ == "__main__":
+    main()
