@@ -25,6 +25,9 @@ from worker.celery_app import BULK_MESSAGE_PRIORITY, ENQUEUE_DUE_CHANGES, app
 
 logger = logging.getLogger(__name__)
 
+SWEEP_SLACK_SECONDS = 3.0
+"""Work claimed beyond the next sweeps, for a sweep that runs late."""
+
 
 @app.task(name=ChangeSubscriptionPlan.TASK_NAME, base=CommandTask, bind=True)
 def change_plan(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -48,9 +51,10 @@ def enqueue_due_changes() -> int:
         svc,
         settings.scheduled_changes_batch_size,
         # One provider call applies a change; feed the workers what the budget can apply
-        # before the sweep after next, so they never idle and no claim waits out its lease.
+        # before the sweep after next (and a late sweep), so they never idle and no claim
+        # waits out its lease.
         apply_rate=budget.effective_rate(CallKind.WRITE) if budget.enabled else None,
-        horizon_seconds=2 * settings.scheduled_changes_interval_seconds,
+        horizon_seconds=2 * settings.scheduled_changes_interval_seconds + SWEEP_SLACK_SECONDS,
     )
     published = 0
     for claim in claims:

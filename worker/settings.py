@@ -86,7 +86,10 @@ class Settings(BaseSettings):
         "period's end is never prorated).",
     )
     scheduled_changes_interval_seconds: float = Field(
-        default=5.0, gt=0, description="How often beat looks for plan changes that fell due."
+        default=1.0,
+        gt=0,
+        description="How often beat looks for plan changes that fell due (each sweep claims "
+        "what the Stripe budget can apply before the next ones).",
     )
     scheduled_changes_batch_size: int = Field(
         default=500, ge=1, le=5000, description="The most due plan changes one sweep claims."

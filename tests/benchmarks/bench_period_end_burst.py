@@ -10,7 +10,7 @@ a second, two worker nodes of four processes, beat, the API), N subscriptions ea
 change at its period's end, then the clock moves past the period and the changes drain. An
 HTTP client creates a billing account every half second during the burst (synchronous
 mode), and 20 before it as the idle baseline. The README's settings are used (sweep every
-5 s, 15-minute leases, 8 attempts).
+second, 15-minute leases, 8 attempts).
 
 Prints per run: drain time ÷ floor (floor = Stripe calls needed ÷ R), apply lag p50/p99
 from the moment the changes fell due, 429s, failed commands, changes claimed more than
@@ -55,7 +55,7 @@ README_SETTINGS = {
     "BILLING_RETRY_MAX_DELAY_SECONDS": "60",
     "BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS": "600",
     "BILLING_BEAT_INTERVAL_SECONDS": "5",
-    "BILLING_SCHEDULED_CHANGES_INTERVAL_SECONDS": "5",
+    "BILLING_SCHEDULED_CHANGES_INTERVAL_SECONDS": "1",
     "BILLING_SCHEDULED_CHANGE_LEASE_SECONDS": "900",
     "BILLING_STALLED_COMMAND_SECONDS": "300",
     "BILLING_HTTP_WAIT_TIMEOUT_SECONDS": "10",

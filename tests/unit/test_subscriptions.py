@@ -498,7 +498,7 @@ def test_a_command_always_makes_the_same_change() -> None:
 # --- beat's sweep -----------------------------------------------------------------------------
 
 
-def test_beat_sweeps_for_due_changes_every_five_seconds_on_the_maintenance_queue(
+def test_beat_sweeps_for_due_changes_every_second_on_the_maintenance_queue(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from worker.celery_app import ENQUEUE_DUE_CHANGES, celery_config, create_celery_app
@@ -511,7 +511,7 @@ def test_beat_sweeps_for_due_changes_every_five_seconds_on_the_maintenance_queue
     sweep = celery_config(settings)["beat_schedule"]["apply-due-plan-changes"]
     app = create_celery_app(settings)
 
-    assert (sweep["task"], sweep["schedule"]) == (ENQUEUE_DUE_CHANGES, 5.0)
+    assert (sweep["task"], sweep["schedule"]) == (ENQUEUE_DUE_CHANGES, 1.0)
     assert app.amqp.router.route({}, ENQUEUE_DUE_CHANGES)["queue"].name == "maintenance"
     assert app.amqp.router.route({}, "subscriptions.change_plan")["queue"].name == "subscriptions"
     assert (
