@@ -219,6 +219,9 @@ class LocalStack:
             )
             echo(f"  billing-worker subscriptions show {DEMO_SUBSCRIPTION_ID}")
             echo("  billing-worker clock advance 31d   # beat applies the change within seconds\n")
+            echo("The period-end burst, drained at Stripe's pace (25 calls a second):")
+            echo("  billing-worker subscriptions seed-period-end 2000")
+            echo("  billing-worker clock advance 31d && billing-worker stripe budget\n")
         echo("Ctrl-C stops everything.")
         return stack
 
