@@ -138,6 +138,16 @@ class CommandInProgress(Exception):
     this one must wait and look again, not run the handler a second time concurrently."""
 
 
+class CommandIdReused(Exception):
+    """A message names the id of a command of another type or payload: it is not that
+    command, and must not replay that command's outcome."""
+
+    def __init__(self, command_id: str, recorded_type: str) -> None:
+        super().__init__(f"command id {command_id!r} names another command ({recorded_type})")
+        self.command_id = command_id
+        self.recorded_type = recorded_type
+
+
 class UniquenessViolation(Exception):
     """A write would break a uniqueness rule (raised by a unit of work's ``commit``)."""
 

@@ -7,8 +7,12 @@ silently.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
@@ -56,6 +60,67 @@ class Command(Message):
 
 class Result(Message):
     """What a handler reports once the command has done its work (past tense by name)."""
+
+
+def command_fingerprint(command_type: str, payload: Mapping[str, Any]) -> str:
+    """What makes a command the one its id names: its type and its payload. A redelivered
+    message has the same fingerprint; another message reusing the id has another."""
+    canonical = json.dumps(
+        {"type": command_type, "payload": payload},
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+        ensure_ascii=True,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _unstorable_text(text: str) -> str | None:
+    if "\x00" in text:
+        return "holds a NUL character (U+0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "holds a lone surrogate: not UTF-8 text"
+    return None
+
+
+def unstorable_values(value: Any, path: str = "") -> list[tuple[str, str]]:
+    """Values of a decoded message that no database can keep as JSON: NUL characters and
+    lone surrogates (PostgreSQL's JSONB refuses both), ``NaN`` and infinities (not JSON).
+    Each is named by its path (``account.name``) and why, so that such a message is still
+    journalled, as a failed command naming the field."""
+    problems: list[tuple[str, str]] = []
+    if isinstance(value, str):
+        why = _unstorable_text(value)
+        if why:
+            problems.append((path or "(message)", why))
+    elif isinstance(value, float) and not math.isfinite(value):
+        problems.append((path or "(message)", f"{value} is not a JSON number"))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            name = str(key)
+            why = _unstorable_text(name)
+            if why:
+                problems.append((f"{path}.{name!r}" if path else repr(name), f"field name {why}"))
+            problems.extend(unstorable_values(item, f"{path}.{name}" if path else name))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            problems.extend(unstorable_values(item, f"{path}[{index}]"))
+    return problems
+
+
+def storable(value: Any) -> Any:
+    """``value`` with what :func:`unstorable_values` finds replaced by a printable escape."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace").decode()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {storable(str(key)): storable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(item) for item in value]
+    return value
 
 
 class CommandStatus(StrEnum):

@@ -15,14 +15,16 @@ import logging
 import random
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+import redis
 from celery import Task
 from celery.exceptions import Retry
 from pydantic import ValidationError
 
 from domain.errors import (
     CommandError,
+    CommandIdReused,
     CommandInProgress,
     ErrorCode,
     Internal,
@@ -30,11 +32,13 @@ from domain.errors import (
     TransientError,
     Unavailable,
     error_info,
+    field_violations,
 )
-from domain.messages import Command, CommandStatus, Result
+from domain.messages import Command, CommandStatus, Result, storable, unstorable_values
 from domain.rate_budget import RateLimited, calls_at
 from tasks.retry import RetryPolicy
 from worker.bootstrap import Services, services
+from worker.dead_letters import DeadLetters
 
 logger = logging.getLogger(__name__)
 
@@ -88,12 +92,18 @@ class CommandTask(_TaskBase):
             else str(self.request.id)
         )
         payload = {"command_id": command_id, **kwargs}
+        # Values no database keeps (NUL, NaN…) are journalled escaped, and fail the command.
+        unstorable = unstorable_values(payload)
+        if unstorable:
+            payload = storable(payload)
         # The API records its commands before publishing them; an entry first made here is a
         # command another service published straight onto the queue.
         try:
             finished = svc.commands.begin(
                 command_id, command_type.TASK_NAME, payload, source="queue"
             )
+        except CommandIdReused as reused:
+            self._refuse_reused_id(svc, reused, payload)
         except CommandInProgress as busy:
             # A duplicate message: look again once the running delivery has finished (then
             # this one replays its outcome), or its lease ran out (its worker died).
@@ -108,6 +118,10 @@ class CommandTask(_TaskBase):
             return self._replay(finished.status, finished.result, finished.error)
 
         try:
+            if unstorable:
+                raise InvalidArgument.for_fields(
+                    "the command message holds values that cannot be stored", unstorable
+                )
             if args:
                 raise InvalidArgument.for_fields(
                     "commands take keyword arguments only",
@@ -141,6 +155,39 @@ class CommandTask(_TaskBase):
         body = result.model_dump(mode="json")
         svc.commands.succeed(command_id, body)
         return body
+
+    def _refuse_reused_id(
+        self, svc: Services, reused: CommandIdReused, payload: dict[str, Any]
+    ) -> NoReturn:
+        """Another message under a recorded command's id: it is not that command, so it
+        neither runs nor replays that command's outcome. It is kept as a dead letter and fails
+        as a task (Flower shows it); the recorded command stays as it was."""
+        error = InvalidArgument(
+            f"command id {reused.command_id!r} is taken by another command "
+            f"({reused.recorded_type}); send a new command id",
+            details=[
+                field_violations([("command_id", "names another command")]),
+                error_info(
+                    "COMMAND_ID_REUSED",
+                    command_id=reused.command_id,
+                    recorded_type=reused.recorded_type,
+                ),
+            ],
+        )
+        queue = (self.request.delivery_info or {}).get("routing_key") or "?"
+        try:
+            client = redis.Redis.from_url(svc.settings.resolved_redis_url())
+            DeadLetters(client).add(
+                json.dumps({"kwargs": payload}, default=str).encode(),
+                queue=str(queue),
+                reason=f"COMMAND_ID_REUSED: {error.message}",
+                task=self.name,
+                task_id=str(self.request.id),
+            )
+        except Exception:
+            logger.warning("could not record the dead letter of %s", self.request.id)
+        logger.error("message %s refused: %s", self.request.id, error.message)
+        raise CommandFailed(error.to_body())
 
     def _replay(
         self, status: CommandStatus, result: dict[str, Any] | None, error: dict[str, Any] | None

@@ -15,6 +15,10 @@ from kombu import Queue
 from worker.settings import Settings, get_settings
 
 QUEUES = ("users", "billing", "subscriptions", "maintenance")
+DEFAULT_PUBLISH_QUEUE = "celery"
+"""Where a Celery client publishes a task when it names no queue. Workers consume it too, so
+a publisher that forgets ``queue=`` loses nothing (the task runs as on its home queue)."""
+CONSUMED_QUEUES = (*QUEUES, DEFAULT_PUBLISH_QUEUE)
 
 TASK_MODULES = ["tasks.users", "tasks.billing", "tasks.subscriptions", "tasks.maintenance"]
 
@@ -34,6 +38,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     visibility = settings.broker_visibility_timeout_seconds
     return {
         "broker_url": redis_url,
+        # Any bytes on a queue become a task message or a dead letter (worker/broker.py).
+        "broker_transport": "worker.broker:GuardedRedisTransport",
+        "worker_consumer": "worker.broker:GuardedConsumer",
         "result_backend": redis_url,
         "task_serializer": "json",
         "result_serializer": "json",
@@ -55,7 +62,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "priority_steps": [0, BULK_MESSAGE_PRIORITY],
         },
         "broker_connection_retry_on_startup": True,
-        "task_queues": [Queue(name) for name in QUEUES],
+        "task_queues": [Queue(name) for name in CONSUMED_QUEUES],
         "task_default_queue": "maintenance",
         "task_routes": {
             ENQUEUE_DUE_CHANGES: {"queue": "maintenance"},

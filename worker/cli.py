@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from domain.ports import Clock
     from worker.admin import OperatorContext
+    from worker.dead_letters import DeadLetter, DeadLetters
 
 
 T = TypeVar("T")
@@ -559,6 +560,12 @@ def commands_failed(limit: int) -> None:
         click.echo(
             f"{record.id}  {record.type:<28} {record.updated_at:%Y-%m-%d %H:%M:%S}  {message}"
         )
+    letters = _dead_letters().count()
+    if letters:
+        click.echo(
+            f"and {letters} dead letters: messages no worker could take "
+            "(`billing-worker dead-letters list`)"
+        )
 
 
 @commands.command("replay")
@@ -577,6 +584,86 @@ def commands_replay(command_ids: tuple[str, ...]) -> None:
         publish(app, record)
         log.mark_published(record.id)
         click.echo(f"replayed {command_id}")
+
+
+def _dead_letters() -> DeadLetters:
+    import redis
+
+    from worker.dead_letters import DeadLetters
+
+    return DeadLetters(redis.Redis.from_url(get_settings().resolved_redis_url()))
+
+
+def _letter(letter_id: str) -> DeadLetter:
+    letter = _dead_letters().get(letter_id)
+    if letter is None:
+        raise click.ClickException(f"no dead letter {letter_id}")
+    return letter
+
+
+@main.group("dead-letters")
+def dead_letters() -> None:
+    """Messages no worker could take from a queue: undecodable, malformed, oversized, of an
+    unknown task, or reusing another command's id."""
+
+
+@dead_letters.command("list")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def dead_letters_list(limit: int, as_json: bool) -> None:
+    """The newest dead letters first."""
+    store = _dead_letters()
+    letters = store.list(limit)
+    if as_json:
+        click.echo(json.dumps([letter.to_view() for letter in letters], indent=2))
+        return
+    click.echo(f"{store.count()} dead letters kept ({store.total()} recorded in all)")
+    for letter in letters:
+        click.echo(
+            f"{letter.id}  {letter.at:%Y-%m-%d %H:%M:%S}  {letter.queue:<13} "
+            f"{letter.size:>8} B  {letter.task or '-'}  {letter.reason}"
+        )
+
+
+@dead_letters.command("show")
+@click.argument("letter_id")
+def dead_letters_show(letter_id: str) -> None:
+    """One dead letter with its raw bytes (as text, undecodable bytes escaped)."""
+    click.echo(json.dumps(_letter(letter_id).to_view(with_raw=True), indent=2))
+
+
+@dead_letters.command("replay")
+@click.argument("letter_id")
+def dead_letters_replay(letter_id: str) -> None:
+    """Put the message back on its queue, if a worker can take it now (say, its task was
+    unknown to the workers of the day); then drop the letter."""
+    import redis
+
+    from worker.broker import Rejected, check_envelope
+
+    letter = _letter(letter_id)
+    if letter.truncated:
+        raise click.ClickException(f"dead letter {letter_id} was kept truncated: cannot replay")
+    try:
+        check_envelope(letter.raw)
+    except Rejected as why:
+        raise click.ClickException(
+            f"dead letter {letter_id} still cannot be taken: {why}"
+        ) from None
+    redis.Redis.from_url(get_settings().resolved_redis_url()).lpush(letter.queue, letter.raw)
+    _dead_letters().drop(letter_id)
+    click.echo(f"replayed {letter_id} onto {letter.queue}")
+
+
+@dead_letters.command("drop")
+@click.argument("letter_ids", nargs=-1, required=True)
+def dead_letters_drop(letter_ids: tuple[str, ...]) -> None:
+    """Forget dead letters."""
+    store = _dead_letters()
+    for letter_id in letter_ids:
+        if not store.drop(letter_id):
+            raise click.ClickException(f"no dead letter {letter_id}")
+        click.echo(f"dropped {letter_id}")
 
 
 @main.group()

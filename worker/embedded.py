@@ -170,7 +170,7 @@ def python_module(module: str, *args: str) -> list[str]:
 def celery_worker_argv(
     *, concurrency: int = 2, hostname: str = "worker@%h", loglevel: str = "INFO"
 ) -> list[str]:
-    from worker.celery_app import QUEUES
+    from worker.celery_app import CONSUMED_QUEUES
 
     return python_module(
         "celery",
@@ -181,7 +181,7 @@ def celery_worker_argv(
         "--without-mingle",
         "--without-gossip",
         "-Q",
-        ",".join(QUEUES),
+        ",".join(CONSUMED_QUEUES),
         "-c",
         str(concurrency),
         "-n",

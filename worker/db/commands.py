@@ -10,8 +10,8 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.errors import CommandInProgress
-from domain.messages import CommandStatus
+from domain.errors import CommandIdReused, CommandInProgress
+from domain.messages import CommandStatus, command_fingerprint
 from domain.ports import Clock
 from worker.db.models import CommandRow
 
@@ -30,6 +30,7 @@ class CommandRecord:
     client_id: str | None
     idempotency_key: str | None
     request_fingerprint: str | None
+    fingerprint: str | None
     created_at: datetime
     updated_at: datetime
     published_at: datetime | None
@@ -50,6 +51,7 @@ class CommandRecord:
             client_id=row.client_id,
             idempotency_key=row.idempotency_key,
             request_fingerprint=row.request_fingerprint,
+            fingerprint=row.fingerprint,
             created_at=row.created_at,
             updated_at=row.updated_at,
             published_at=row.published_at,
@@ -115,6 +117,7 @@ class SqlCommandLog:
             client_id=client_id,
             idempotency_key=idempotency_key,
             request_fingerprint=request_fingerprint,
+            fingerprint=command_fingerprint(command_type, payload),
             created_at=now,
             updated_at=now,
         )
@@ -175,14 +178,23 @@ class SqlCommandLog:
     def begin(
         self, command_id: str, command_type: str, payload: dict[str, Any], *, source: str
     ) -> CommandRecord | None:
+        """Mark the command running (logging it first if it is new), or return its record if
+        it finished. Raises :class:`CommandInProgress` while another delivery runs it, and
+        :class:`CommandIdReused` when the id names a command of another type or payload."""
+        fingerprint = command_fingerprint(command_type, payload)
         try:
-            return self._begin(command_id, command_type, payload, source)
+            return self._begin(command_id, command_type, payload, fingerprint, source)
         except IntegrityError:
             # Two deliveries of a new command raced to log it; the loser sees the entry now.
-            return self._begin(command_id, command_type, payload, source)
+            return self._begin(command_id, command_type, payload, fingerprint, source)
 
     def _begin(
-        self, command_id: str, command_type: str, payload: dict[str, Any], source: str
+        self,
+        command_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        fingerprint: str,
+        source: str,
     ) -> CommandRecord | None:
         now = self._clock.now()
         with self._sessions.begin() as session:
@@ -194,6 +206,7 @@ class SqlCommandLog:
                     status=CommandStatus.RUNNING.value,
                     source=source,
                     payload=payload,
+                    fingerprint=fingerprint,
                     attempts=1,
                     created_at=now,
                     updated_at=now,
@@ -201,6 +214,9 @@ class SqlCommandLog:
                 )
                 session.add(row)
                 return None
+            # Entries logged before fingerprints were kept are taken at their type's word.
+            if row.type != command_type or row.fingerprint not in (None, fingerprint):
+                raise CommandIdReused(command_id, row.type)
             if CommandStatus(row.status).is_terminal:
                 return CommandRecord.of(row)
             if row.status == CommandStatus.RUNNING.value and now - row.updated_at < (

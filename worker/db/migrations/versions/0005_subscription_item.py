@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0005'
-down_revision = '0003'  # TEMP-MERGE: 0004
+down_revision = '0004'
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,196 @@
+"""The Redis broker, guarded: any bytes on a queue become a task message or a dead letter.
+
+Our queues are shared with other services, so a message may be anything. Celery does not
+protect a worker from that: kombu's Redis transport decodes the envelope (JSON, then base64)
+before Celery's consumer sees it, and a failure there, or a Celery message body that is not
+``[args, kwargs, embed]``, escapes into the worker's event loop and stops the worker for good
+(the message is restored and stops every restart too). So the guard sits where a message
+leaves Redis, in the transport's channel (:class:`GuardedChannel`): a message that
+
+* is over :data:`MAX_MESSAGE_BYTES`,
+* is not a JSON object envelope with the fields kombu reads,
+* has a body that does not decode as its ``body_encoding`` says,
+* has a content type other than JSON (pickle and the like are never deserialized),
+* is not a Celery protocol 2 message (headers with ``task`` and ``id``; a body
+  ``[args, kwargs, embed]``),
+
+is written to the dead-letter store (:mod:`worker.dead_letters`) with its raw bytes, queue and
+reason, and dropped from the queue (it was popped, so this is its acknowledgement). Messages
+Celery itself refuses later (an unknown task name) are dead-lettered by
+:class:`GuardedConsumer`. Neither ever stops the worker nor the next message.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from typing import Any, cast
+
+from celery.worker.consumer import Consumer
+from kombu.transport import redis as kombu_redis
+from kombu.utils.encoding import bytes_to_str
+from kombu.utils.json import loads
+
+from worker.dead_letters import DeadLetters
+
+logger = logging.getLogger(__name__)
+
+# kombu's Redis transport is untyped where we extend it (private methods of 5.7).
+_RedisChannel: Any = kombu_redis.Channel
+_RedisTransport: Any = kombu_redis.Transport
+_Empty: type[Exception] = kombu_redis.Empty  # type: ignore[attr-defined]
+
+MAX_MESSAGE_BYTES = 1024 * 1024
+"""The largest message a worker takes (the whole envelope, as it sits in Redis). A command is
+a few kilobytes; an avatar is never sent on the queue."""
+
+ACCEPTED_CONTENT_TYPES = frozenset({"application/json"})
+
+
+class Rejected(Exception):
+    """Why a raw message is not a task message we can run."""
+
+
+def check_envelope(raw: bytes, *, task_message: bool = True) -> dict[str, Any]:
+    """The kombu envelope in ``raw``, or :class:`Rejected` saying what is wrong with it.
+    Messages of other queues than the task queues (replies to control commands) are only
+    checked for what kombu needs to read them."""
+    if len(raw) > MAX_MESSAGE_BYTES:
+        raise Rejected(f"message of {len(raw)} bytes is over the {MAX_MESSAGE_BYTES}-byte cap")
+    try:
+        envelope = loads(bytes_to_str(raw))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise Rejected(f"envelope is not JSON: {error}") from None
+    if not isinstance(envelope, dict):
+        raise Rejected(f"envelope is a JSON {type(envelope).__name__}, not an object")
+    properties = envelope.get("properties")
+    if not isinstance(properties, dict) or "delivery_tag" not in properties:
+        raise Rejected("envelope has no properties with a delivery_tag")
+    if not task_message:
+        return envelope
+    headers = envelope.get("headers")
+    if not isinstance(headers, dict):
+        raise Rejected("envelope has no headers object")
+    task, task_id = headers.get("task"), headers.get("id")
+    if not isinstance(task, str) or not isinstance(task_id, str):
+        raise Rejected("headers name no task and id (not a Celery protocol 2 message)")
+    content_type = envelope.get("content-type")
+    if content_type not in ACCEPTED_CONTENT_TYPES:
+        raise Rejected(f"content type {content_type!r} is refused (JSON only)")
+    body = envelope.get("body")
+    if not isinstance(body, str):
+        raise Rejected("envelope has no body string")
+    encoding = properties.get("body_encoding")
+    if encoding == "base64":
+        try:
+            body = base64.b64decode(body, validate=True).decode("utf-8")
+        except ValueError:  # binascii.Error, non-ASCII text, UnicodeDecodeError
+            raise Rejected("body is not base64-encoded UTF-8 as its body_encoding says") from None
+    elif encoding not in (None, "utf-8"):
+        raise Rejected(f"body encoding {encoding!r} is not supported")
+    try:
+        decoded = json.loads(body)
+    except ValueError as error:
+        raise Rejected(f"body is not JSON: {error}") from None
+    if not (
+        isinstance(decoded, list)
+        and len(decoded) == 3
+        and isinstance(decoded[0], list)
+        and isinstance(decoded[1], dict)
+        and isinstance(decoded[2], dict)
+    ):
+        raise Rejected("body is not [args, kwargs, embed]")
+    return envelope
+
+
+class GuardedChannel(_RedisChannel):  # type: ignore[misc]
+    """kombu's Redis channel, with every popped message checked before it is delivered."""
+
+    def _guarded(self, raw: bytes, queue: str) -> dict[str, Any] | None:
+        from worker.celery_app import CONSUMED_QUEUES
+
+        try:
+            return check_envelope(raw, task_message=queue in CONSUMED_QUEUES)
+        except Exception as why:  # Rejected, or a case the checks did not foresee
+            try:
+                with self.conn_or_acquire() as client:  # not the BRPOP connection
+                    DeadLetters(client).add(raw, queue=queue, reason=str(why))
+            except Exception:
+                logger.exception("could not record a dead letter from %s", queue)
+            logger.error("dead letter from queue %s: %s", queue, why)
+            return None
+
+    def _brpop_read(self, **options: Any) -> bool:
+        # kombu's own _brpop_read (5.7), with the envelope checked before delivery.
+        try:
+            try:
+                dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
+            except self.connection_errors:
+                self.client.connection.disconnect()
+                raise
+            if not dest__item:
+                raise _Empty()
+            dest, item = dest__item
+            dest = bytes_to_str(dest).rsplit(self.sep, 1)[0]
+            self._queue_cycle.rotate(dest)
+            envelope = self._guarded(item, dest)
+            if envelope is not None:
+                self.connection._deliver(envelope, dest)
+            return True
+        finally:
+            self._in_poll = None
+            self._flush_brpop_reauth()
+
+    def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
+        with self.conn_or_acquire() as client:
+            for priority in self.priority_steps:
+                while item := client.rpop(self._q_for_pri(queue, priority)):
+                    envelope = self._guarded(item, queue)
+                    if envelope is not None:
+                        self._maybe_update_queues_expire(client, queue)
+                        return envelope
+            self._maybe_update_queues_expire(client, queue)
+            raise _Empty()
+
+
+class GuardedRedisTransport(_RedisTransport):  # type: ignore[misc]
+    """``broker_transport`` of our Celery app: the Redis transport with a guarded channel."""
+
+    Channel = GuardedChannel
+
+
+class GuardedConsumer(Consumer):
+    """The worker's consumer: messages Celery refuses after the transport's guard (an unknown
+    task name, a message it cannot decode or accept) are dead-lettered before Celery's own
+    handling (which logs them, rejects them and, for an unknown task, records a failure)."""
+
+    def _record(self, message: Any, reason: str) -> None:
+        try:
+            raw = json.dumps(message.serializable()).encode()
+        except Exception:
+            raw = repr(getattr(message, "body", b"")).encode()
+        queue = (getattr(message, "delivery_info", None) or {}).get("routing_key") or "?"
+        try:
+            with self.app.connection_for_write() as connection:
+                client = cast(Any, connection.default_channel).client
+                DeadLetters(client).add(raw, queue=str(queue), reason=reason)
+        except Exception:
+            logger.exception("could not record a dead letter from %s", queue)
+
+    def on_unknown_task(self, body: Any, message: Any, exc: Exception) -> None:
+        name = (getattr(message, "headers", None) or {}).get("task")
+        self._record(message, f"unknown task {name!r}")
+        super().on_unknown_task(body, message, exc)
+
+    def on_unknown_message(self, body: Any, message: Any) -> None:
+        self._record(message, "not a task message")
+        super().on_unknown_message(body, message)
+
+    def on_invalid_task(self, body: Any, message: Any, exc: Exception) -> None:
+        self._record(message, f"invalid task message: {exc}")
+        super().on_invalid_task(body, message, exc)
+
+    def on_decode_error(self, message: Any, exc: Exception) -> None:
+        self._record(message, f"message cannot be decoded: {exc}")
+        super().on_decode_error(message, exc)
