@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from PIL import Image
+
 from domain.errors import InvalidArgument
 
-MAX_AVATAR_BYTES = 2 * 1024 * 1024
-"""The spec's limit: the base64 avatar must be smaller than 2 MB (of image data)."""
+MAX_AVATAR_CHARACTERS = 2_000_000
+"""The spec's limit: the base64 avatar string must be smaller than 2 MB (2,000,000 characters;
+about 1.5 MB of image)."""
 
-_IMAGE_SIGNATURES = (
-    b"\x89PNG\r\n\x1a\n",
-    b"\xff\xd8\xff",  # JPEG
-    b"GIF87a",
-    b"GIF89a",
-    b"RIFF",  # WebP (RIFF....WEBP)
-)
+AVATAR_FORMATS = frozenset({"PNG", "JPEG", "GIF", "WEBP"})
 
 
 class OrganizationState(StrEnum):
@@ -29,18 +27,25 @@ class OrganizationState(StrEnum):
 
 
 def validate_avatar(avatar: str) -> str:
-    """A base64-encoded PNG, JPEG, GIF or WebP image of less than 2 MB, or a 400."""
+    """A base64-encoded PNG, JPEG, GIF or WebP image in a string of less than 2,000,000
+    characters, whose header decodes as that image (not only its first bytes), or a 400."""
+    if len(avatar) >= MAX_AVATAR_CHARACTERS:
+        raise InvalidArgument.for_fields(
+            "invalid avatar", [("avatar", "must be smaller than 2 MB (2,000,000 characters)")]
+        )
     try:
         image = base64.b64decode(avatar, validate=True)
     except (binascii.Error, ValueError):
         raise InvalidArgument.for_fields(
             "invalid avatar", [("avatar", "must be base64-encoded")]
         ) from None
-    if len(image) >= MAX_AVATAR_BYTES:
-        raise InvalidArgument.for_fields(
-            "invalid avatar", [("avatar", "the image must be smaller than 2 MB")]
-        )
-    if not image.startswith(_IMAGE_SIGNATURES):
+    try:
+        with Image.open(io.BytesIO(image)) as opened:
+            image_format = opened.format
+            opened.verify()
+    except Exception:  # Pillow raises many kinds for a header that does not decode
+        image_format = None
+    if image_format not in AVATAR_FORMATS:
         raise InvalidArgument.for_fields(
             "invalid avatar", [("avatar", "must be a PNG, JPEG, GIF or WebP image")]
         )

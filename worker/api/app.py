@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,13 +15,15 @@ from anyio import to_thread
 from fastapi import Depends, FastAPI, Path, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import text
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from domain.billing import CreateBillingAccount, RegisterBillingAccount
 from domain.errors import CommandError, ErrorCode
 from domain.subscriptions import ChangeSubscriptionPlan, resolve_change_request
 from domain.users import EnableUser
-from worker.api.errors import ApiError, install_error_handlers
+from worker.api.errors import ApiError, body_of, install_error_handlers
 from worker.api.gateway import CommandGateway, record_view
+from worker.api.strict_json import BodyRejected, parse_object
 from worker.bootstrap import Services, services
 from worker.celery_app import create_celery_app
 from worker.clients import ClientAuthenticator
@@ -68,23 +69,41 @@ Client = Annotated[str, Depends(authenticated_client)]
 PathId = Annotated[str, Path(min_length=1, max_length=128)]
 
 
-async def json_object(request: Request) -> dict[str, Any]:
-    """The request body, which must be one JSON object."""
-    content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
-    if content_type != "application/json" and not content_type.endswith("+json"):
+def _too_large() -> ApiError:
+    return ApiError(
+        ErrorCode.OUT_OF_RANGE, f"the body is larger than {MAX_BODY_BYTES} bytes", status=413
+    )
+
+
+def _check_media_type(header: str | None) -> None:
+    """JSON in UTF-8: ``application/json`` or a ``+json`` type, in any case (RFC 9110)."""
+    media_type, *parameters = (header or "application/json").split(";")
+    media_type = media_type.strip().lower()
+    if media_type != "application/json" and not media_type.endswith("+json"):
         raise ApiError(ErrorCode.INVALID_ARGUMENT, "the body must be application/json", status=415)
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise ApiError(ErrorCode.OUT_OF_RANGE, "the body is too large", status=413)
+    for parameter in parameters:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"').lower() != "utf-8":
+            raise ApiError(ErrorCode.INVALID_ARGUMENT, "the body must be UTF-8", status=415)
+
+
+async def json_object(request: Request) -> dict[str, Any]:
+    """The request body, which must be one JSON object (read strictly: strict_json.py)."""
+    _check_media_type(request.headers.get("content-type"))
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _too_large()
+    received = bytearray()
+    async for chunk in request.stream():  # chunked bodies are counted as they come
+        received += chunk
+        if len(received) > MAX_BODY_BYTES:
+            raise _too_large()
     try:
-        body = json.loads(raw)
-    except ValueError:
+        return parse_object(bytes(received))
+    except BodyRejected as rejected:
         raise ApiError.bad_request(
-            "the body is not valid JSON", [("body", "invalid JSON")]
+            rejected.message, [(rejected.field, rejected.description)]
         ) from None
-    if not isinstance(body, dict):
-        raise ApiError.bad_request("the body must be a JSON object", [("body", "not an object")])
-    return body
 
 
 Body = Annotated[dict[str, Any], Depends(json_object)]
@@ -128,12 +147,15 @@ def create_app(svc: Services | None = None) -> FastAPI:
         await redis.aclose()
 
     app = FastAPI(
+        # A trailing slash is a 404 like any unknown path, never a redirect built from Host.
+        redirect_slashes=False,
         title="billing-worker",
         version="v1beta1",
         summary="Billing, user and subscription operations, performed in the background.",
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, limit=MAX_BODY_BYTES)
 
     @app.post("/v1beta1/users/{id}/enable", summary="Enable a user (spec 4.2)")
     async def enable_user(
@@ -254,6 +276,29 @@ def create_app(svc: Services | None = None) -> FastAPI:
         )
 
     return app
+
+
+class BodySizeLimit:
+    """Refuse a declared ``Content-Length`` over the cap before anything else runs (before
+    authentication's slow hash, before a byte of the body is read)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for name, value in scope["headers"]:
+                if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                    error = _too_large()
+                    response = JSONResponse(
+                        body_of(error.code, error.message),
+                        status_code=413,
+                        headers={"Connection": "close"},
+                    )
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
 
 
 def _readiness(state: ApiState) -> dict[str, str]:

@@ -1,0 +1,159 @@
+"""Bodies a broken or hostile client sends: each gets a 4xx with the spec's error body, never
+a 500, a traceback or a guess at what it meant."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+
+from tests.support.stack import Stack, basic
+from worker.admin import create_organization
+from worker.clock import SystemClock
+
+pytestmark = pytest.mark.e2e
+
+ACCOUNT = '{"name": "Acme", "email": "billing@acme.example"}'
+
+
+@pytest.fixture
+def api(stack: Stack) -> Iterator[httpx.Client]:
+    with stack.http() as client:
+        yield client
+
+
+@pytest.fixture
+def create_url(stack: Stack) -> str:
+    org = create_organization(stack.sessions, SystemClock(), name=f"org-{uuid.uuid4().hex}")
+    return f"/v1beta1/organizations/{org.id}/billing"
+
+
+def spec_error(response: httpx.Response, status: int) -> dict[str, object]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"code", "message", "details"}
+    return dict(body)
+
+
+def violated_fields(body: dict[str, object]) -> list[str]:
+    details = body["details"]
+    assert isinstance(details, list)
+    return [v["field"] for d in details for v in d.get("fieldViolations", [])]
+
+
+def post_raw(api: httpx.Client, url: str, content: bytes, **headers: str) -> httpx.Response:
+    return api.post(url, content=content, headers={"Content-Type": "application/json", **headers})
+
+
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [
+        pytest.param(b"[" * 990 + b"]" * 990, "body", id="nested-990-deep"),
+        pytest.param(
+            ('{"body": ' * 40 + "{}" + "}" * 40).encode(), "body.body.body", id="objects-40-deep"
+        ),
+        pytest.param(b'{"body": {"name": NaN}}', "body", id="nan"),
+        pytest.param(b'{"body": {"name": Infinity}}', "body", id="infinity"),
+        pytest.param(
+            f'{{"body": {ACCOUNT}, "offline": true, "offline": false}}'.encode(),
+            "offline",
+            id="duplicate-key",
+        ),
+        pytest.param(f'{{"body": {ACCOUNT}}}'.encode("utf-16"), "body", id="utf-16"),
+        pytest.param(b"\xef\xbb\xbf" + f'{{"body": {ACCOUNT}}}'.encode(), "body", id="bom"),
+        pytest.param(
+            b'{"body": {"name": "Ac\\u0000me", "email": "b@acme.example"}}', "body.name", id="nul"
+        ),
+        pytest.param(
+            b'{"body": {"name": "Acme\\r\\nFORGED", "email": "b@acme.example"}}',
+            "body.name",
+            id="cr-lf",
+        ),
+    ],
+)
+def test_a_body_outside_strict_json_is_a_400_naming_the_field(
+    api: httpx.Client, create_url: str, content: bytes, field: str
+) -> None:
+    body = spec_error(post_raw(api, create_url, content), 400)
+
+    assert body["code"] == 3
+    assert violated_fields(body)[0].startswith(field)
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["APPLICATION/JSON", "application/json; charset=UTF-8", "Application/Problem+JSON"],
+)
+def test_media_types_are_matched_without_regard_to_case(
+    api: httpx.Client, create_url: str, content_type: str
+) -> None:
+    response = post_raw(
+        api,
+        create_url,
+        f'{{"body": {ACCOUNT}, "offline": true}}'.encode(),
+        **{"Content-Type": content_type},
+    )
+
+    assert response.status_code == 200, response.text
+
+
+def test_a_charset_other_than_utf8_is_a_415(api: httpx.Client, create_url: str) -> None:
+    response = post_raw(
+        api,
+        create_url,
+        f'{{"body": {ACCOUNT}}}'.encode("latin-1"),
+        **{"Content-Type": "application/json; charset=latin-1"},
+    )
+
+    assert spec_error(response, 415)["code"] == 3
+
+
+def test_a_declared_length_over_the_cap_is_refused_before_the_body_is_sent(
+    stack: Stack, create_url: str
+) -> None:
+    assert stack.client is not None
+    address = urlparse(stack.api_url)
+    with socket.create_connection((address.hostname, address.port), timeout=10) as conn:
+        conn.sendall(
+            f"POST {create_url} HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: {basic(stack.client.client_id, stack.client.secret)}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 209715200\r\n\r\n".encode()
+        )
+        answer = conn.recv(65536).decode(errors="replace")  # not one byte of the body sent
+
+    assert answer.startswith("HTTP/1.1 413"), answer
+    assert '"code":11' in answer.replace(" ", "")
+
+
+def test_a_chunked_body_is_cut_off_at_the_cap(api: httpx.Client, create_url: str) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"body": {"name": "'
+        for _ in range(80):
+            yield b"x" * 65536  # 5 MiB in all
+
+    response = api.post(create_url, content=chunks(), headers={"Content-Type": "application/json"})
+
+    assert spec_error(response, 413)["code"] == 11
+
+
+def test_a_trailing_slash_is_a_404_not_a_redirect_built_from_host(
+    api: httpx.Client, create_url: str
+) -> None:
+    response = api.post(create_url + "/", json={"body": {}}, headers={"Host": "evil.example"})
+
+    assert spec_error(response, 404)["code"] == 5
+    assert "location" not in response.headers
+
+
+def test_no_hostile_body_leaves_a_traceback_in_the_api_log(
+    stack: Stack, api: httpx.Client, create_url: str
+) -> None:
+    post_raw(api, create_url, b"[" * 5000 + b"]" * 5000)
+    post_raw(api, create_url, b'{"body": {"name": "\\u0000"}}')
+
+    log = (stack.workdir / "api.log").read_text(errors="replace")
+    assert "Traceback" not in log
