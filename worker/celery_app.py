@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import after_setup_logger, after_setup_task_logger, worker_process_init
 from kombu import Queue
 
 from worker.settings import Settings, get_settings
@@ -99,6 +99,16 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
 
 
 app = create_celery_app()
+
+
+def _escape_control_characters(logger: Any, **_: Any) -> None:
+    from worker.logs import install_on_celery_logger
+
+    install_on_celery_logger(logger)
+
+
+after_setup_logger.connect(_escape_control_characters, weak=False)
+after_setup_task_logger.connect(_escape_control_characters, weak=False)
 
 
 @worker_process_init.connect

@@ -169,6 +169,8 @@ def api(host: str | None, port: int | None) -> None:
     """Run the HTTP API (uvicorn)."""
     import uvicorn
 
+    from worker.embedded import MAX_REQUEST_HEAD_BYTES
+
     settings = get_settings()
     uvicorn.run(
         "worker.api.app:asgi_app",
@@ -176,6 +178,8 @@ def api(host: str | None, port: int | None) -> None:
         host=host or settings.api_host,
         port=port or settings.api_port,
         access_log=False,
+        http="h11",  # caps the request head it buffers (see worker/embedded.py api_argv)
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
     )
 
 

@@ -8,7 +8,8 @@ import os
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -51,33 +52,86 @@ def create_client(
     return NewClient(client_id=client_id, secret=secret, name=name)
 
 
+@dataclass
+class FailureThrottle:
+    """Failed authentications per key (a client id, a source address) in a sliding window.
+
+    Checking costs no hash: a key over its limit is refused before any verification, for as
+    long as it takes the oldest failure in the window to age out.
+    """
+
+    limit: int
+    window: float = 60.0
+    _failures: dict[str, deque[float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    max_keys: int = 100_000
+
+    def retry_after(self, key: str, now: float | None = None) -> float | None:
+        """Seconds until ``key`` may try again, or ``None`` if it may now."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            failures = self._failures.get(key)
+            if not failures:
+                return None
+            while failures and failures[0] <= now - self.window:
+                failures.popleft()
+            if len(failures) < self.limit:
+                return None
+            return failures[0] + self.window - now
+
+    def failed(self, key: str, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            if len(self._failures) >= self.max_keys:
+                self._failures.clear()  # a flood of keys forgets all rather than grow
+            self._failures.setdefault(key, deque(maxlen=self.limit)).append(now)
+
+
 class ClientAuthenticator:
     """Verifies Basic credentials against stored clients.
 
     A successful argon2 verification is remembered for ``ttl`` seconds, keyed by an HMAC of
     the credentials under a per-process random key (the secret itself is never kept), so the
-    slow hash is not paid on every request. Failures are never cached.
+    slow hash is not paid on every request: :meth:`cached` answers those without a thread.
+    Failures are never cached. At most ``max_concurrent_hashes`` slow verifications run at
+    once, so a flood of wrong secrets cannot take the cores from clients already verified.
     """
 
-    def __init__(self, sessions: sessionmaker[Session], ttl: float, max_entries: int = 10_000):
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        ttl: float,
+        max_entries: int = 10_000,
+        max_concurrent_hashes: int = 2,
+    ):
         self._sessions = sessions
         self._ttl = ttl
         self._max_entries = max_entries
         self._key = os.urandom(32)
         self._verified: dict[bytes, float] = {}
         self._lock = threading.Lock()
+        self._hashing = threading.BoundedSemaphore(max_concurrent_hashes)
         self._decoy_hash = _hasher.hash(secrets.token_urlsafe(16))
 
-    def verify(self, client_id: str, secret: str) -> bool:
-        fingerprint = hmac.new(
-            self._key, f"{client_id}\x00{secret}".encode(), hashlib.sha256
-        ).digest()
-        now = time.monotonic()
+    def _fingerprint(self, client_id: str, secret: str) -> bytes:
+        return hmac.new(self._key, f"{client_id}\x00{secret}".encode(), hashlib.sha256).digest()
+
+    def cached(self, client_id: str, secret: str) -> bool:
+        """Whether these credentials were verified within the last ``ttl`` seconds."""
+        fingerprint = self._fingerprint(client_id, secret)
         with self._lock:
             expires = self._verified.get(fingerprint)
-        if expires is not None and expires > now:
-            return True
+        return expires is not None and expires > time.monotonic()
 
+    def verify(self, client_id: str, secret: str) -> bool:
+        if self.cached(client_id, secret):
+            return True
+        with self._hashing:
+            return self._verify_slowly(client_id, secret)
+
+    def _verify_slowly(self, client_id: str, secret: str) -> bool:
+        fingerprint = self._fingerprint(client_id, secret)
+        now = time.monotonic()
         with self._sessions() as session:
             row = session.get(ApiClientRow, client_id)
             stored = row.secret_hash if row is not None and row.enabled else None

@@ -204,6 +204,9 @@ def celery_beat_argv(schedule_file: Path, loglevel: str = "INFO") -> list[str]:
     )
 
 
+MAX_REQUEST_HEAD_BYTES = 64 * 1024
+
+
 def api_argv(host: str, port: int) -> list[str]:
     return python_module(
         "uvicorn",
@@ -214,6 +217,12 @@ def api_argv(host: str, port: int) -> list[str]:
         "--port",
         str(port),
         "--no-access-log",
+        # h11 caps what it buffers of an incomplete request head (httptools has no cap): a
+        # client sending endless header lines is cut off at 64 KiB, not held in memory.
+        "--http",
+        "h11",
+        "--h11-max-incomplete-event-size",
+        str(MAX_REQUEST_HEAD_BYTES),
     )
 
 

@@ -136,6 +136,26 @@ class Settings(BaseSettings):
     auth_cache_seconds: float = Field(
         default=60.0, ge=0, description="How long a verified client secret is trusted."
     )
+    auth_max_failures_per_client: int = Field(
+        default=10,
+        ge=1,
+        description="Failed authentications of one client id within the window before its "
+        "requests are refused (429) without a hash.",
+    )
+    auth_max_failures_per_source: int = Field(
+        default=30,
+        ge=1,
+        description="Failed authentications from one source address within the window before "
+        "its requests are refused (429) without a hash.",
+    )
+    auth_failure_window_seconds: float = Field(
+        default=60.0, gt=0, description="The sliding window of failed authentications."
+    )
+    auth_max_concurrent_hashes: int = Field(
+        default=2,
+        ge=1,
+        description="Slow (argon2id) verifications an API process runs at once.",
+    )
     shiftable_clock: bool = Field(
         default=False,
         description="Local stack and tests only: let `clock advance` shift "

@@ -157,3 +157,43 @@ def test_no_hostile_body_leaves_a_traceback_in_the_api_log(
 
     log = (stack.workdir / "api.log").read_text(errors="replace")
     assert "Traceback" not in log
+
+
+def test_endless_header_lines_are_cut_off_and_the_api_keeps_answering(
+    stack: Stack, api: httpx.Client
+) -> None:
+    address = urlparse(stack.api_url)
+    with socket.create_connection((address.hostname, address.port), timeout=10) as conn:
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        answer = b""
+        try:
+            for _ in range(64):  # 4 MiB of header lines, if the server kept reading
+                conn.sendall(b"X-Padding: " + b"a" * 65536 + b"\r\n")
+        except OSError:
+            pass  # the server hung up on us
+        try:
+            answer = conn.recv(65536)
+        except OSError:
+            answer = b""
+
+    assert not answer.startswith(b"HTTP/1.1 200")
+    assert api.get("/healthz").status_code == 200
+
+
+def test_repeated_failed_logins_of_a_client_id_are_refused_without_a_hash(
+    stack: Stack,
+) -> None:
+    victim = stack.new_client(f"victim-{uuid.uuid4().hex[:6]}")
+    with stack.http(victim) as verified:
+        assert verified.get(f"/v1beta1/commands/{uuid.uuid4()}").status_code == 404  # cached
+    with httpx.Client(base_url=stack.api_url, auth=(victim.client_id, "wrong")) as attacker:
+        statuses = [attacker.get("/v1beta1/commands/x").status_code for _ in range(10)]
+        throttled = attacker.get("/v1beta1/commands/x")
+
+    assert statuses == [401] * 10
+    body = spec_error(throttled, 429)
+    assert body["code"] == 8
+    assert 1 <= int(throttled.headers["Retry-After"]) <= 60
+    # The client itself, verified before, is not locked out by someone guessing its secret.
+    with stack.http(victim) as verified:
+        assert verified.get(f"/v1beta1/commands/{uuid.uuid4()}").status_code == 404

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
+import math
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,7 +20,7 @@ from sqlalchemy import text
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from domain.billing import CreateBillingAccount, RegisterBillingAccount
-from domain.errors import CommandError, ErrorCode
+from domain.errors import CommandError, ErrorCode, error_info
 from domain.subscriptions import ChangeSubscriptionPlan, resolve_change_request
 from domain.users import EnableUser
 from worker.api.errors import ApiError, body_of, install_error_handlers
@@ -26,8 +28,9 @@ from worker.api.gateway import CommandGateway, record_view
 from worker.api.strict_json import BodyRejected, parse_object
 from worker.bootstrap import Services, services
 from worker.celery_app import create_celery_app
-from worker.clients import ClientAuthenticator
+from worker.clients import ClientAuthenticator, FailureThrottle
 from worker.db.engine import get_engine, session_factory
+from worker.logs import install as install_log_escaping
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # room for a 2 MB avatar, base64-encoded, and the rest
 
@@ -37,6 +40,8 @@ class ApiState:
     svc: Services
     gateway: CommandGateway
     authenticator: ClientAuthenticator
+    failures_by_client: FailureThrottle
+    failures_by_source: FailureThrottle
     ready_until: float = 0.0
 
 
@@ -60,7 +65,25 @@ async def authenticated_client(request: Request, state: State) -> str:
         sep = ""
     if not sep or not client_id:
         raise ApiError(ErrorCode.UNAUTHENTICATED, "malformed Basic credentials", headers=challenge)
-    if not await to_thread.run_sync(state.authenticator.verify, client_id, secret):
+    authenticator = state.authenticator
+    if authenticator.cached(client_id, secret):  # no thread, no hash: unaffected by floods
+        return client_id
+    # The source is the peer address: behind a proxy, the proxy's limits are the ones to set.
+    source = request.client.host if request.client else "?"
+    throttles = ((state.failures_by_client, client_id), (state.failures_by_source, source))
+    waits = [wait for throttle, key in throttles if (wait := throttle.retry_after(key))]
+    if waits:
+        seconds = max(1, math.ceil(max(waits)))
+        raise ApiError(
+            ErrorCode.RESOURCE_EXHAUSTED,
+            f"too many failed authentications; try again in {seconds}s",
+            details=[error_info("AUTHENTICATION_THROTTLED", retry_after_seconds=str(seconds))],
+            status=429,
+            headers={"Retry-After": str(seconds)},
+        )
+    if not await to_thread.run_sync(authenticator.verify, client_id, secret):
+        for throttle, key in throttles:
+            throttle.failed(key)
         raise ApiError(ErrorCode.UNAUTHENTICATED, "invalid client credentials", headers=challenge)
     return client_id
 
@@ -134,6 +157,9 @@ def create_app(svc: Services | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         resolved = svc or services()
         settings = resolved.settings
+        install_log_escaping(
+            logging.getLogger(), logging.getLogger("uvicorn"), logging.getLogger("uvicorn.error")
+        )
         redis = aioredis.Redis.from_url(settings.resolved_redis_url())
         celery = create_celery_app(settings)
         app.state.api = ApiState(
@@ -141,7 +167,17 @@ def create_app(svc: Services | None = None) -> FastAPI:
             gateway=CommandGateway(
                 resolved.commands, celery, redis, settings.http_wait_timeout_seconds
             ),
-            authenticator=ClientAuthenticator(session_factory(), settings.auth_cache_seconds),
+            authenticator=ClientAuthenticator(
+                session_factory(),
+                settings.auth_cache_seconds,
+                max_concurrent_hashes=settings.auth_max_concurrent_hashes,
+            ),
+            failures_by_client=FailureThrottle(
+                settings.auth_max_failures_per_client, settings.auth_failure_window_seconds
+            ),
+            failures_by_source=FailureThrottle(
+                settings.auth_max_failures_per_source, settings.auth_failure_window_seconds
+            ),
         )
         yield
         await redis.aclose()

@@ -1,0 +1,35 @@
+"""Failed authentications counted per client id and per source, in a sliding window."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker.clients import FailureThrottle
+
+
+def test_a_key_is_refused_once_it_failed_the_limit_within_the_window() -> None:
+    throttle = FailureThrottle(limit=3, window=60.0)
+    for at in (0.0, 1.0, 2.0):
+        assert throttle.retry_after("cli_1", now=at) is None
+        throttle.failed("cli_1", now=at)
+
+    assert throttle.retry_after("cli_1", now=3.0) == pytest.approx(57.0)
+    assert throttle.retry_after("cli_2", now=3.0) is None  # other keys are not affected
+
+
+def test_a_key_may_try_again_once_its_oldest_failure_left_the_window() -> None:
+    throttle = FailureThrottle(limit=2, window=10.0)
+    throttle.failed("10.0.0.1", now=0.0)
+    throttle.failed("10.0.0.1", now=5.0)
+
+    assert throttle.retry_after("10.0.0.1", now=9.0) == pytest.approx(1.0)
+    assert throttle.retry_after("10.0.0.1", now=10.5) is None
+
+
+def test_a_flood_of_keys_is_forgotten_rather_than_kept_growing() -> None:
+    throttle = FailureThrottle(limit=1, window=60.0, max_keys=100)
+    for index in range(250):
+        throttle.failed(f"cli_{index}", now=0.0)
+
+    assert throttle.retry_after("cli_0", now=1.0) is None
+    assert throttle.retry_after("cli_249", now=1.0) is not None
