@@ -187,19 +187,20 @@ def api(host: str | None, port: int | None) -> None:
 @click.option("--port", type=int, default=None, help="[env BILLING_FLOWER_PORT; default 5555]")
 def flower(port: int | None) -> None:
     """Run Flower, with basic auth from BILLING_FLOWER_USER / BILLING_FLOWER_PASSWORD."""
-    from worker.embedded import flower_argv
+    from worker.embedded import flower_argv, flower_env
 
     settings = get_settings()
     if settings.flower_password is None:
         raise click.UsageError("set BILLING_FLOWER_PASSWORD")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     argv = flower_argv(
-        settings.api_host,
-        port or settings.flower_port,
-        f"{settings.flower_user}:{settings.flower_password.get_secret_value()}",
-        settings.data_dir / "flower.db",
+        settings.api_host, port or settings.flower_port, settings.data_dir / "flower.db"
     )
-    os.execv(argv[0], argv)
+    env = {
+        **os.environ,
+        **flower_env(settings.flower_user, settings.flower_password.get_secret_value()),
+    }
+    os.execve(argv[0], argv, env)
 
 
 @main.command()

@@ -191,6 +191,11 @@ def celery_worker_argv(
     )
 
 
+def flower_env(user: str, password: str) -> dict[str, str]:
+    """Flower reads ``FLOWER_*`` options from its environment, out of sight of ``ps``."""
+    return {"FLOWER_BASIC_AUTH": f"{user}:{password}"}
+
+
 def celery_beat_argv(schedule_file: Path, loglevel: str = "INFO") -> list[str]:
     return python_module(
         "celery",
@@ -226,15 +231,12 @@ def api_argv(host: str, port: int) -> list[str]:
     )
 
 
-def flower_argv(host: str, port: int, basic_auth: str, db_file: Path) -> list[str]:
+def flower_argv(host: str, port: int, db_file: Path) -> list[str]:
+    """Flower's command line; its basic auth goes in :func:`flower_env`, never in argv."""
     return python_module(
-        "celery",
-        "-A",
-        "worker.celery_app",
-        "flower",
+        "worker.flower_main",
         f"--address={host}",
         f"--port={port}",
-        f"--basic_auth={basic_auth}",
         "--persistent=True",
         f"--db={db_file}",
         "--purge_offline_workers=60",

@@ -19,6 +19,7 @@ from worker.embedded import (
     celery_beat_argv,
     celery_worker_argv,
     flower_argv,
+    flower_env,
     free_port,
     port_open,
     start_redis,
@@ -155,13 +156,8 @@ class LocalStack:
         )
         self.group.start(
             "flower",
-            flower_argv(
-                host,
-                settings.flower_port,
-                f"{settings.flower_user}:{flower_password}",
-                self.data_dir / "flower.db",
-            ),
-            env=env,
+            flower_argv(host, settings.flower_port, self.data_dir / "flower.db"),
+            env={**env, **flower_env(settings.flower_user, flower_password)},
             log_path=logs / "flower.log",
         )
 

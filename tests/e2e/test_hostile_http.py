@@ -3,6 +3,7 @@ a 500, a traceback or a guess at what it meant."""
 
 from __future__ import annotations
 
+import re
 import socket
 import uuid
 from collections.abc import Iterator
@@ -197,3 +198,14 @@ def test_repeated_failed_logins_of_a_client_id_are_refused_without_a_hash(
     # The client itself, verified before, is not locked out by someone guessing its secret.
     with stack.http(victim) as verified:
         assert verified.get(f"/v1beta1/commands/{uuid.uuid4()}").status_code == 404
+
+
+def test_the_docs_page_loads_its_assets_from_the_api_itself(stack: Stack) -> None:
+    page = httpx.get(f"{stack.api_url}/docs", timeout=10)
+
+    assert page.status_code == 200
+    sources = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+    assert sources
+    assert all(source.startswith("/") for source in sources), sources
+    for source in sources:
+        assert httpx.get(f"{stack.api_url}{source}", timeout=10).status_code == 200, source

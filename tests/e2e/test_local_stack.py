@@ -249,3 +249,18 @@ def test_sigterm_stops_every_process_up_started(local_stack: dict[str, Any]) -> 
     assert _status(f"{local_stack['api_url']}/healthz") == 0
     assert _status(f"{local_stack['stripe_emulator_url']}/_emulator/health") == 0
     assert json.loads((local_stack["data_dir"] / "stack.json").read_text())["stopped"] is True
+
+
+def test_flower_keeps_its_password_off_command_lines_and_its_metrics_behind_it(
+    local_stack: dict[str, Any],
+) -> None:
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            assert b"flower-pw" not in cmdline, cmdline
+    metrics = f"{local_stack['flower_url']}/metrics"
+    assert httpx.get(metrics, timeout=5).status_code == 401
+    assert httpx.get(metrics, auth=("admin", "flower-pw"), timeout=5).status_code == 200
