@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -18,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+from urllib.parse import quote
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +121,17 @@ class ProcessGroup:
         self.children.clear()
 
 
+def redis_password(data_dir: Path) -> str:
+    """The embedded Redis's password, made once and kept (0600) beside its data, so that a
+    restart on the same data directory keeps the URL every process and publisher uses."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "redis-password"
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(24))
+    return path.read_text().strip()
+
+
 def start_redis(
     group: ProcessGroup,
     data_dir: Path,
@@ -126,12 +139,21 @@ def start_redis(
     port: int | None = None,
     name: str = "redis",
     log_path: Path | None = None,
+    password: str | None = None,
 ) -> str:
-    """Start a Redis server that keeps its data (AOF) in ``data_dir``; returns its URL."""
+    """Start a Redis server that keeps its data (AOF) in ``data_dir`` and requires
+    ``password`` (default: :func:`redis_password`); returns its URL, password included. The
+    password goes in a 0600 configuration file, never on the command line."""
     data_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
+    password = password or redis_password(data_dir)
+    config = data_dir / "redis.conf"
+    config.touch(mode=0o600)
+    config.chmod(0o600)
+    config.write_text(f"requirepass {password}\n")
     argv = [
         redis_server_binary(),
+        str(config),
         "--port",
         str(port),
         "--bind",
@@ -150,15 +172,16 @@ def start_redis(
         "yes",
     ]
     group.start(name, argv, log_path=log_path)
-    wait_until(lambda: _redis_pings(port), 15, "redis")
-    return f"redis://127.0.0.1:{port}/0"
+    url = f"redis://:{quote(password, safe='')}@127.0.0.1:{port}/0"
+    wait_until(lambda: _redis_pings(url), 15, "redis")
+    return url
 
 
-def _redis_pings(port: int) -> bool:
+def _redis_pings(url: str) -> bool:
     import redis
 
     try:
-        return bool(redis.Redis(port=port, socket_timeout=0.5).ping())
+        return bool(redis.Redis.from_url(url, socket_timeout=0.5).ping())
     except redis.RedisError:
         return False
 

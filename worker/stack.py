@@ -44,6 +44,8 @@ DEMO_PLANS = (
 
 def write_stack_file(settings: Settings, stack: dict[str, Any]) -> Path:
     path = settings.data_dir / STACK_FILE
+    path.touch(mode=0o600)  # it holds the Redis URL, password included
+    path.chmod(0o600)
     path.write_text(json.dumps(stack, indent=2, sort_keys=True))
     return path
 

@@ -10,9 +10,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 import pytest
+import redis
 import stripe  # noqa: TID251 - the test talks to the emulator as any Stripe client would
 
 from tests.support.stack import eventually
@@ -264,3 +266,14 @@ def test_flower_keeps_its_password_off_command_lines_and_its_metrics_behind_it(
     metrics = f"{local_stack['flower_url']}/metrics"
     assert httpx.get(metrics, timeout=5).status_code == 401
     assert httpx.get(metrics, auth=("admin", "flower-pw"), timeout=5).status_code == 200
+
+
+def test_up_runs_redis_with_a_password_kept_out_of_sight(local_stack: dict[str, Any]) -> None:
+    url = urlparse(local_stack["redis_url"])
+    assert url.password
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(host=url.hostname, port=url.port).ping()
+    assert redis.Redis.from_url(local_stack["redis_url"]).ping()
+    data_dir = Path(local_stack["data_dir"])
+    assert (data_dir / "stack.json").stat().st_mode & 0o077 == 0
+    assert (data_dir / "redis" / "redis-password").stat().st_mode & 0o077 == 0

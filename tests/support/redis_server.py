@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from worker.embedded import ProcessGroup, free_port, start_redis
+from worker.embedded import ProcessGroup, free_port, redis_password, start_redis
 
 
 class RedisServer:
@@ -15,7 +15,7 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://:{redis_password(self.data_dir)}@127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
         start_redis(

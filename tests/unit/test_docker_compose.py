@@ -35,15 +35,26 @@ def test_the_compose_file_runs_every_part_of_the_system(compose: dict[str, Any])
 
 
 def test_redis_keeps_its_data_with_append_only_persistence(compose: dict[str, Any]) -> None:
-    command = compose["services"]["redis"]["command"]
-    assert command[command.index("--appendonly") + 1] == "yes"
+    script = compose["services"]["redis"]["command"][-1]
+    assert "--appendonly yes" in script
+
+
+def test_redis_requires_a_password_that_stays_off_its_command_line(
+    compose: dict[str, Any],
+) -> None:
+    redis = compose["services"]["redis"]
+    assert "requirepass" in redis["command"][-1]
+    assert "$$REDIS_PASSWORD" in redis["command"][-1]  # expanded by the shell, inside
+    assert "BILLING_REDIS_PASSWORD" in redis["environment"]["REDIS_PASSWORD"]
 
 
 @pytest.mark.parametrize("service", ["api", "worker", "beat", "flower", "migrate"])
 def test_every_process_reads_the_same_settings(compose: dict[str, Any], service: str) -> None:
     environment = compose["services"][service]["environment"]
     assert environment["BILLING_DATABASE_URL"].startswith("postgresql+psycopg://")
-    assert environment["BILLING_REDIS_URL"] == "redis://redis:6379/0"
+    assert environment["BILLING_REDIS_URL"] == (
+        "redis://:${BILLING_REDIS_PASSWORD:?set BILLING_REDIS_PASSWORD}@redis:6379/0"
+    )
 
 
 def test_processes_start_after_the_migration_completed(compose: dict[str, Any]) -> None:
