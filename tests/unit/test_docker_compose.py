@@ -66,3 +66,21 @@ def test_processes_start_after_the_migration_completed(compose: dict[str, Any]) 
 def test_the_dockerfile_it_builds_exists(compose: dict[str, Any]) -> None:
     build = compose["services"]["migrate"]["build"]
     assert (ROOT / build["context"] / build["dockerfile"]).is_file()
+
+
+def test_clients_reach_the_api_through_a_proxy_with_timeouts_for_slow_requests(
+    compose: dict[str, Any],
+) -> None:
+    proxy = compose["services"]["proxy"]
+    assert proxy["ports"] == ["8080:8080"]
+    assert "ports" not in compose["services"]["api"]
+    [mount] = proxy["volumes"]
+    config = (ROOT / mount.split(":")[0]).read_text()
+    for directive in (
+        "client_header_timeout 10s",
+        "client_body_timeout 10s",
+        "large_client_header_buffers 4 16k",
+        "client_max_body_size 4m",
+        "proxy_pass http://api:8080",
+    ):
+        assert directive in config
