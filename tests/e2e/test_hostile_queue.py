@@ -106,7 +106,7 @@ def test_the_four_poison_messages_on_any_queue_leave_the_worker_running(
 
 
 @settings(
-    max_examples=40,
+    max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

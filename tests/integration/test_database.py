@@ -11,7 +11,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 
-from domain.errors import CommandInProgress
+from domain.errors import CommandIdReused, CommandInProgress
 from domain.messages import CommandStatus
 from worker.clients import ClientAuthenticator, create_client
 from worker.clock import SystemClock
@@ -35,12 +35,15 @@ def command_log(url: str) -> SqlCommandLog:
     return SqlCommandLog(session_factory(url), SystemClock())
 
 
+PAYLOAD = {"user_id": "u"}
+
+
 def accept(log: SqlCommandLog, key: str | None = None, client: str = "cli_1") -> str:
     command_id = str(uuid.uuid4())
     log.accept(
         command_id=command_id,
         command_type="users.enable",
-        payload={"user_id": "u"},
+        payload=PAYLOAD,
         client_id=client,
         idempotency_key=key,
         request_fingerprint="f",
@@ -51,7 +54,7 @@ def accept(log: SqlCommandLog, key: str | None = None, client: str = "cli_1") ->
 def test_a_command_runs_from_queued_to_succeeded(fresh_database: str) -> None:
     log = command_log(fresh_database)
     command_id = accept(log)
-    assert log.begin(command_id, "users.enable", {}, source="queue") is None
+    assert log.begin(command_id, "users.enable", PAYLOAD, source="queue") is None
     log.succeed(command_id, {"ok": True})
     record = log.get(command_id)
     assert record is not None
@@ -67,9 +70,9 @@ def test_a_command_runs_from_queued_to_succeeded(fresh_database: str) -> None:
 def test_a_finished_command_is_not_begun_again(fresh_database: str) -> None:
     log = command_log(fresh_database)
     command_id = accept(log)
-    log.begin(command_id, "users.enable", {}, source="queue")
+    log.begin(command_id, "users.enable", PAYLOAD, source="queue")
     log.fail(command_id, {"code": 5, "message": "gone", "details": []})
-    finished = log.begin(command_id, "users.enable", {}, source="queue")
+    finished = log.begin(command_id, "users.enable", PAYLOAD, source="queue")
     assert finished is not None
     assert finished.status is CommandStatus.FAILED
     assert finished.attempts == 1
@@ -78,10 +81,10 @@ def test_a_finished_command_is_not_begun_again(fresh_database: str) -> None:
 def test_a_second_delivery_of_a_running_command_is_told_to_wait(fresh_database: str) -> None:
     log = command_log(fresh_database)
     command_id = accept(log)
-    log.begin(command_id, "users.enable", {}, source="queue")
+    log.begin(command_id, "users.enable", PAYLOAD, source="queue")
 
     with pytest.raises(CommandInProgress):
-        log.begin(command_id, "users.enable", {}, source="queue")
+        log.begin(command_id, "users.enable", PAYLOAD, source="queue")
     record = log.get(command_id)
     assert record is not None
     assert record.attempts == 1
@@ -90,9 +93,9 @@ def test_a_second_delivery_of_a_running_command_is_told_to_wait(fresh_database: 
 def test_a_running_command_whose_lease_ran_out_is_begun_again(fresh_database: str) -> None:
     log = SqlCommandLog(session_factory(fresh_database), SystemClock(), timedelta(seconds=0))
     command_id = accept(log)
-    log.begin(command_id, "users.enable", {}, source="queue")
+    log.begin(command_id, "users.enable", PAYLOAD, source="queue")
 
-    assert log.begin(command_id, "users.enable", {}, source="queue") is None
+    assert log.begin(command_id, "users.enable", PAYLOAD, source="queue") is None
     record = log.get(command_id)
     assert record is not None
     assert record.attempts == 2
@@ -103,7 +106,7 @@ def test_a_command_published_by_another_service_is_logged_on_first_delivery(
 ) -> None:
     log = command_log(fresh_database)
     command_id = str(uuid.uuid4())
-    assert log.begin(command_id, "users.enable", {"user_id": "u"}, source="queue") is None
+    assert log.begin(command_id, "users.enable", PAYLOAD, source="queue") is None
     record = log.get(command_id)
     assert record is not None
     assert (record.source, record.status, record.attempts) == ("queue", CommandStatus.RUNNING, 1)
@@ -135,7 +138,7 @@ def test_an_old_command_is_stalled_until_it_is_published(fresh_database: str) ->
 def test_a_replayed_command_is_queued_again_without_its_old_outcome(fresh_database: str) -> None:
     log = command_log(fresh_database)
     command_id = accept(log)
-    log.begin(command_id, "users.enable", {}, source="queue")
+    log.begin(command_id, "users.enable", PAYLOAD, source="queue")
     log.fail(command_id, {"code": 14, "message": "down", "details": []})
     record = log.requeue(command_id)
     assert record is not None
@@ -166,3 +169,24 @@ def test_a_verified_secret_is_trusted_from_cache_until_the_ttl_ends(fresh_databa
     assert cached.verify(client.client_id, client.secret)
     # ...while a verification that reaches the database sees the client disabled.
     assert not uncached.verify(client.client_id, client.secret)
+
+
+@pytest.mark.parametrize(
+    ("command_type", "payload"),
+    [("users.enable", {"user_id": "another"}), ("billing.register_account", PAYLOAD)],
+    ids=["another-payload", "another-type"],
+)
+def test_a_command_id_of_another_command_is_refused_and_its_record_kept(
+    fresh_database: str, command_type: str, payload: dict[str, str]
+) -> None:
+    log = command_log(fresh_database)
+    command_id = accept(log)
+    log.begin(command_id, "users.enable", PAYLOAD, source="queue")
+    log.succeed(command_id, {"ok": True})
+
+    with pytest.raises(CommandIdReused):
+        log.begin(command_id, command_type, payload, source="queue")
+
+    record = log.get(command_id)
+    assert record is not None
+    assert (record.status, record.result) == (CommandStatus.SUCCEEDED, {"ok": True})
