@@ -244,15 +244,6 @@ def test_plans_and_subscriptions_are_created_from_the_command_line(
     assert subscription["provider_id"].startswith("sub_")
 
 
-def test_sigterm_stops_every_process_up_started(local_stack: dict[str, Any]) -> None:
-    process: subprocess.Popen[str] = local_stack["process"]
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(30) == 0
-    assert _status(f"{local_stack['api_url']}/healthz") == 0
-    assert _status(f"{local_stack['stripe_emulator_url']}/_emulator/health") == 0
-    assert json.loads((local_stack["data_dir"] / "stack.json").read_text())["stopped"] is True
-
-
 def test_flower_keeps_its_password_off_command_lines_and_its_metrics_behind_it(
     local_stack: dict[str, Any],
 ) -> None:
@@ -277,3 +268,12 @@ def test_up_runs_redis_with_a_password_kept_out_of_sight(local_stack: dict[str, 
     data_dir = Path(local_stack["data_dir"])
     assert (data_dir / "stack.json").stat().st_mode & 0o077 == 0
     assert (data_dir / "redis" / "redis-password").stat().st_mode & 0o077 == 0
+
+
+def test_sigterm_stops_every_process_up_started(local_stack: dict[str, Any]) -> None:
+    process: subprocess.Popen[str] = local_stack["process"]
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(30) == 0
+    assert _status(f"{local_stack['api_url']}/healthz") == 0
+    assert _status(f"{local_stack['stripe_emulator_url']}/_emulator/health") == 0
+    assert json.loads((local_stack["data_dir"] / "stack.json").read_text())["stopped"] is True
