@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -37,14 +36,6 @@ from worker.db.models import BillingAccountRow
 pytestmark = pytest.mark.e2e
 
 TASK_QUEUES = ("users", "billing", "subscriptions", "maintenance")
-
-
-@pytest.fixture
-def publisher(stack: Stack) -> Iterator[Celery]:
-    app = Celery("another-service", broker=stack.redis_url)
-    app.conf.update(task_serializer="json", accept_content=["json"])
-    yield app
-    app.close()
 
 
 def new_user(stack: Stack) -> str:

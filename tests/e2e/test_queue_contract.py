@@ -7,7 +7,6 @@ These tests do not import our Celery app nor our task code: only the documented 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from celery import Celery
@@ -17,14 +16,6 @@ from worker.admin import create_organization, create_user, user_state
 from worker.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def publisher(stack: Stack) -> Iterator[Celery]:
-    app = Celery("another-service", broker=stack.redis_url)
-    app.conf.update(task_serializer="json", accept_content=["json"])
-    yield app
-    app.close()
 
 
 def test_a_command_published_by_another_service_enables_the_user(
