@@ -7,7 +7,7 @@ import binascii
 import logging
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -54,34 +54,52 @@ def _state(request: Request) -> ApiState:
 State = Annotated[ApiState, Depends(_state)]
 
 
-async def authenticated_client(request: Request, state: State) -> str:
-    """The client id of valid Basic credentials (spec section 5), or 401."""
-    challenge = {"WWW-Authenticate": 'Basic realm="billing-worker", charset="UTF-8"'}
-    scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
+def basic_credentials(header: str) -> tuple[str, str] | None:
+    """The client id and secret of an ``Authorization: Basic`` header, if it holds them."""
+    scheme, _, encoded = header.partition(" ")
     if scheme.lower() != "basic" or not encoded:
-        raise ApiError(ErrorCode.UNAUTHENTICATED, "authentication is required", headers=challenge)
+        return None
     try:
         client_id, sep, secret = base64.b64decode(encoded, validate=True).decode().partition(":")
     except (binascii.Error, UnicodeDecodeError):
-        sep = ""
-    if not sep or not client_id:
+        return None
+    return (client_id, secret) if sep and client_id else None
+
+
+def throttled(throttles: Sequence[tuple[FailureThrottle, str]]) -> ApiError | None:
+    """The 429 for keys over their failed-authentication limit, if any is."""
+    waits = [wait for throttle, key in throttles if (wait := throttle.retry_after(key))]
+    if not waits:
+        return None
+    seconds = max(1, math.ceil(max(waits)))
+    return ApiError(
+        ErrorCode.RESOURCE_EXHAUSTED,
+        f"too many failed authentications; try again in {seconds}s",
+        details=[error_info("AUTHENTICATION_THROTTLED", retry_after_seconds=str(seconds))],
+        status=429,
+        headers={"Retry-After": str(seconds)},
+    )
+
+
+async def authenticated_client(request: Request, state: State) -> str:
+    """The client id of valid Basic credentials (spec section 5), or 401."""
+    challenge = {"WWW-Authenticate": 'Basic realm="billing-worker", charset="UTF-8"'}
+    header = request.headers.get("authorization", "")
+    if not header:
+        raise ApiError(ErrorCode.UNAUTHENTICATED, "authentication is required", headers=challenge)
+    credentials = basic_credentials(header)
+    if credentials is None:
         raise ApiError(ErrorCode.UNAUTHENTICATED, "malformed Basic credentials", headers=challenge)
+    client_id, secret = credentials
     authenticator = state.authenticator
     if authenticator.cached(client_id, secret):  # no thread, no hash: unaffected by floods
         return client_id
     # The source is the peer address: behind a proxy, the proxy's limits are the ones to set.
     source = request.client.host if request.client else "?"
     throttles = ((state.failures_by_client, client_id), (state.failures_by_source, source))
-    waits = [wait for throttle, key in throttles if (wait := throttle.retry_after(key))]
-    if waits:
-        seconds = max(1, math.ceil(max(waits)))
-        raise ApiError(
-            ErrorCode.RESOURCE_EXHAUSTED,
-            f"too many failed authentications; try again in {seconds}s",
-            details=[error_info("AUTHENTICATION_THROTTLED", retry_after_seconds=str(seconds))],
-            status=429,
-            headers={"Retry-After": str(seconds)},
-        )
+    refusal = throttled(throttles)
+    if refusal is not None:
+        raise refusal
     if not await to_thread.run_sync(authenticator.verify, client_id, secret):
         for throttle, key in throttles:
             throttle.failed(key)
@@ -194,6 +212,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
     )
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, limit=MAX_BODY_BYTES)
+    app.add_middleware(ThrottledSources)  # outermost: the cheapest refusal first
 
     @app.post("/v1beta1/users/{id}/enable", summary="Enable a user (spec 4.2)")
     async def enable_user(
@@ -314,6 +333,36 @@ def create_app(svc: Services | None = None) -> FastAPI:
         )
 
     return app
+
+
+class ThrottledSources:
+    """A source over its failed-authentication limit is answered 429 here, before routing
+    and validation, unless it brings credentials verified within the cache window: a flood
+    from one address then costs the API next to nothing."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state: ApiState | None = getattr(scope["app"].state, "api", None)
+        client = scope.get("client")
+        if scope["type"] == "http" and state is not None and client:
+            refusal = throttled(((state.failures_by_source, client[0]),))
+            if refusal is not None and not self._verified(state, scope):
+                response = JSONResponse(
+                    body_of(refusal.code, refusal.message, refusal.details),
+                    status_code=429,
+                    headers=refusal.headers,
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    def _verified(state: ApiState, scope: Scope) -> bool:
+        header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+        credentials = basic_credentials(header)
+        return credentials is not None and state.authenticator.cached(*credentials)
 
 
 class BodySizeLimit:
