@@ -202,7 +202,11 @@ def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
     except InvalidArgument as refusal:
         # Refused: because the subscription ended at the provider (then the change is
         # skipped for that reason), or for good (recorded with the provider's words).
-        remote = provider.get_subscription(subscription.provider_id)
+        try:
+            remote = provider.get_subscription(subscription.provider_id)
+        except InvalidArgument:  # gone at the provider: the refusal stands as it is
+            _refused(change_id, refusal, svc)
+            raise refusal from None
         if change.applies_to(remote.state):
             _refused(change_id, refusal, svc)
             raise
