@@ -169,7 +169,7 @@ def api(host: str | None, port: int | None) -> None:
     """Run the HTTP API (uvicorn)."""
     import uvicorn
 
-    from worker.embedded import MAX_REQUEST_HEAD_BYTES
+    from worker.embedded import API_HTTP_PROTOCOL, MAX_REQUEST_HEAD_BYTES
 
     settings = get_settings()
     uvicorn.run(
@@ -178,7 +178,7 @@ def api(host: str | None, port: int | None) -> None:
         host=host or settings.api_host,
         port=port or settings.api_port,
         access_log=False,
-        http="h11",  # caps the request head it buffers (see worker/embedded.py api_argv)
+        http=API_HTTP_PROTOCOL,  # bounds the request head's size and time (embedded.api_argv)
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
     )
 

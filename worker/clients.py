@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import os
@@ -9,6 +11,7 @@ import secrets
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from argon2 import PasswordHasher
@@ -79,12 +82,29 @@ class FailureThrottle:
                 return None
             return failures[0] + self.window - now
 
-    def failed(self, key: str, now: float | None = None) -> None:
+    def failed(self, key: str, now: float | None = None) -> float:
+        """Count a failure of ``key``; its time is returned, for :meth:`forgive`."""
         now = time.monotonic() if now is None else now
         with self._lock:
             if len(self._failures) >= self.max_keys:
                 self._failures.clear()  # a flood of keys forgets all rather than grow
             self._failures.setdefault(key, deque(maxlen=self.limit)).append(now)
+        return now
+
+    def forgive(self, key: str, at: float) -> None:
+        """Take back the failure counted at ``at`` (an attempt that turned out valid)."""
+        with self._lock, contextlib.suppress(KeyError, ValueError):
+            self._failures[key].remove(at)
+
+
+def _yield_cpu() -> None:
+    """Put the calling thread in Linux's ``SCHED_IDLE`` class (argon2's own lane threads
+    inherit it): any other thread of the machine that wakes up, such as the event loop with
+    a verified client's request, takes the core at once instead of waiting for a slow hash.
+    Hashes still progress, slowly, on a fully loaded machine. Elsewhere, the thread keeps
+    its priority."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(threading.get_native_id(), os.SCHED_IDLE, os.sched_param(0))
 
 
 class ClientAuthenticator:
@@ -93,8 +113,9 @@ class ClientAuthenticator:
     A successful argon2 verification is remembered for ``ttl`` seconds, keyed by an HMAC of
     the credentials under a per-process random key (the secret itself is never kept), so the
     slow hash is not paid on every request: :meth:`cached` answers those without a thread.
-    Failures are never cached. At most ``max_concurrent_hashes`` slow verifications run at
-    once, so a flood of wrong secrets cannot take the cores from clients already verified.
+    Failures are never cached. Slow verifications run in a pool of ``max_concurrent_hashes``
+    threads of their own, at a lower CPU priority than the rest of the process, so a flood
+    of wrong secrets cannot take the cores from clients already verified.
     """
 
     def __init__(
@@ -110,7 +131,9 @@ class ClientAuthenticator:
         self._key = os.urandom(32)
         self._verified: dict[bytes, float] = {}
         self._lock = threading.Lock()
-        self._hashing = threading.BoundedSemaphore(max_concurrent_hashes)
+        self._hashing = ThreadPoolExecutor(
+            max_concurrent_hashes, thread_name_prefix="verify-secret", initializer=_yield_cpu
+        )
         self._decoy_hash = _hasher.hash(secrets.token_urlsafe(16))
 
     def _fingerprint(self, client_id: str, secret: str) -> bytes:
@@ -126,8 +149,14 @@ class ClientAuthenticator:
     def verify(self, client_id: str, secret: str) -> bool:
         if self.cached(client_id, secret):
             return True
-        with self._hashing:
-            return self._verify_slowly(client_id, secret)
+        return self._hashing.submit(self._verify_slowly, client_id, secret).result()
+
+    async def verify_async(self, client_id: str, secret: str) -> bool:
+        """:meth:`verify` for the event loop: it waits for the hashing pool without a thread."""
+        if self.cached(client_id, secret):
+            return True
+        future = self._hashing.submit(self._verify_slowly, client_id, secret)
+        return await asyncio.wrap_future(future)
 
     def _verify_slowly(self, client_id: str, secret: str) -> bool:
         fingerprint = self._fingerprint(client_id, secret)

@@ -233,6 +233,7 @@ def celery_beat_argv(schedule_file: Path, loglevel: str = "INFO") -> list[str]:
 
 
 MAX_REQUEST_HEAD_BYTES = 64 * 1024
+API_HTTP_PROTOCOL = "worker.api.protocol:ReadDeadlineH11Protocol"
 
 
 def api_argv(host: str, port: int) -> list[str]:
@@ -246,9 +247,10 @@ def api_argv(host: str, port: int) -> list[str]:
         str(port),
         "--no-access-log",
         # h11 caps what it buffers of an incomplete request head (httptools has no cap): a
-        # client sending endless header lines is cut off at 64 KiB, not held in memory.
+        # client sending endless header lines is cut off at 64 KiB, not held in memory; and
+        # this protocol gives each request a deadline to arrive in (a slowly sent head).
         "--http",
-        "h11",
+        API_HTTP_PROTOCOL,
         "--h11-max-incomplete-event-size",
         str(MAX_REQUEST_HEAD_BYTES),
     )

@@ -8,6 +8,7 @@ started by ``billing-worker up`` is used.
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,12 @@ class Settings(BaseSettings):
         ge=0,
         description="How long the API waits for a command's outcome before answering 202.",
     )
+    api_read_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="How long a client has to send a whole request, head and body, from its "
+        "first byte (or from connecting); slower clients get a 408 and are disconnected.",
+    )
     beat_interval_seconds: float = Field(default=5.0, gt=0, description="Period of beat sweeps.")
     retry_max_attempts: int = Field(
         default=8, ge=1, description="Attempts per command for transient failures."
@@ -151,10 +158,25 @@ class Settings(BaseSettings):
     auth_failure_window_seconds: float = Field(
         default=60.0, gt=0, description="The sliding window of failed authentications."
     )
+    auth_throttled_hold_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        le=10,
+        description="How long a refusal for too many failed authentications is held before "
+        "it is sent: a flooding client then waits instead of sending again at once.",
+    )
+    auth_max_held_refusals: int = Field(
+        default=1024,
+        ge=0,
+        description="Refusals an API process holds at once; beyond it they are sent at once.",
+    )
     auth_max_concurrent_hashes: int = Field(
-        default=2,
+        # One core is left to the event loop: each argon2id verification takes a core and
+        # 64 MiB of memory traffic for about 0.1 s.
+        default_factory=lambda: max(1, (os.cpu_count() or 2) - 1),
         ge=1,
-        description="Slow (argon2id) verifications an API process runs at once.",
+        description="Slow (argon2id) verifications an API process runs at once "
+        "(default: the machine's cores less one, at least one).",
     )
     shiftable_clock: bool = Field(
         default=False,

@@ -3,8 +3,10 @@ a 500, a traceback or a guess at what it meant."""
 
 from __future__ import annotations
 
+import json
 import re
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from urllib.parse import urlparse
@@ -184,6 +186,59 @@ def test_endless_header_lines_are_cut_off_and_the_api_keeps_answering(
     assert api.get("/healthz").status_code == 200
 
 
+def read_answer(conn: socket.socket) -> bytes:
+    """Everything the server sends until it hangs up."""
+    answer = b""
+    while chunk := conn.recv(65536):
+        answer += chunk
+    return answer
+
+
+def test_a_request_head_sent_too_slowly_gets_a_408_and_is_disconnected(
+    stack: Stack, api: httpx.Client
+) -> None:
+    address = urlparse(stack.api_url)
+    with socket.create_connection((address.hostname, address.port), timeout=15) as conn:
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        try:
+            for _ in range(40):  # one header byte every 0.25 s: 10 s, if the server waited
+                conn.sendall(b"X")
+                time.sleep(0.25)
+        except OSError:
+            pass  # the server hung up on us
+        answer = read_answer(conn)
+
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408")
+    assert json.loads(body)["code"] == 4  # DEADLINE_EXCEEDED, in the spec's error body
+    assert api.get("/healthz").status_code == 200
+
+
+def test_a_body_sent_too_slowly_gets_a_408_without_a_traceback(
+    stack: Stack, create_url: str
+) -> None:
+    address = urlparse(stack.api_url)
+    client = stack.new_client("slow-body")
+    credentials = basic(client.client_id, client.secret)
+    with socket.create_connection((address.hostname, address.port), timeout=15) as conn:
+        conn.sendall(
+            f"POST {create_url} HTTP/1.1\r\nHost: x\r\nAuthorization: {credentials}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{".encode()
+        )
+        answer = read_answer(conn)
+
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408")
+    assert set(json.loads(body)) == {"code", "message", "details"}
+    assert "Traceback" not in (stack.workdir / "api.log").read_text(errors="replace")
+
+
+def test_a_connection_that_sends_nothing_is_closed(stack: Stack) -> None:
+    address = urlparse(stack.api_url)
+    with socket.create_connection((address.hostname, address.port), timeout=15) as conn:
+        assert read_answer(conn) == b""
+
+
 def test_repeated_failed_logins_of_a_client_id_are_refused_without_a_hash(
     stack: Stack,
 ) -> None:
@@ -195,6 +250,7 @@ def test_repeated_failed_logins_of_a_client_id_are_refused_without_a_hash(
         throttled = attacker.get("/v1beta1/commands/x")
 
     assert statuses == [401] * 10
+    assert throttled.elapsed.total_seconds() >= 1.0  # held before it was sent
     body = spec_error(throttled, 429)
     assert body["code"] == 8
     assert 1 <= int(throttled.headers["Retry-After"]) <= 60

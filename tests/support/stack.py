@@ -41,6 +41,8 @@ TEST_SETTINGS = {
     "BILLING_HTTP_WAIT_TIMEOUT_SECONDS": "15",
     "BILLING_DATABASE_LOCK_TIMEOUT_SECONDS": "2",
     "BILLING_LOG_LEVEL": "INFO",
+    # Short enough for the tests of slow clients to wait it out.
+    "BILLING_API_READ_TIMEOUT_SECONDS": "3",
     # Every test talks from 127.0.0.1: the per-source throttle is a unit test's business.
     "BILLING_AUTH_MAX_FAILURES_PER_SOURCE": "100000",
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import logging
@@ -37,12 +38,34 @@ MAX_BODY_BYTES = 4 * 1024 * 1024  # room for a 2 MB avatar, base64-encoded, and 
 
 
 @dataclass
+class RefusalHold:
+    """Holds throttled refusals before they are sent, so that a flooding client spends its
+    time waiting rather than sending: a held request costs the API a timer, where an
+    immediate refusal invites the next request at once. At most ``capacity`` are held at
+    once; beyond that, refusals go out immediately."""
+
+    seconds: float
+    capacity: int
+    held: int = 0
+
+    async def hold(self) -> None:
+        if self.seconds <= 0 or self.held >= self.capacity:
+            return
+        self.held += 1
+        try:
+            await asyncio.sleep(self.seconds)
+        finally:
+            self.held -= 1
+
+
+@dataclass
 class ApiState:
     svc: Services
     gateway: CommandGateway
     authenticator: ClientAuthenticator
     failures_by_client: FailureThrottle
     failures_by_source: FailureThrottle
+    refusal_hold: RefusalHold
     ready_until: float = 0.0
 
 
@@ -99,11 +122,15 @@ async def authenticated_client(request: Request, state: State) -> str:
     throttles = ((state.failures_by_client, client_id), (state.failures_by_source, source))
     refusal = throttled(throttles)
     if refusal is not None:
+        await state.refusal_hold.hold()
         raise refusal
-    if not await to_thread.run_sync(authenticator.verify, client_id, secret):
-        for throttle, key in throttles:
-            throttle.failed(key)
+    # Counted as failed before the hash, so that guesses sent at once cannot overrun the
+    # limit while they are being verified; forgiven if the secret proves right.
+    attempts = [(throttle, key, throttle.failed(key)) for throttle, key in throttles]
+    if not await authenticator.verify_async(client_id, secret):
         raise ApiError(ErrorCode.UNAUTHENTICATED, "invalid client credentials", headers=challenge)
+    for throttle, key, at in attempts:
+        throttle.forgive(key, at)
     return client_id
 
 
@@ -196,6 +223,9 @@ def create_app(svc: Services | None = None) -> FastAPI:
             ),
             failures_by_source=FailureThrottle(
                 settings.auth_max_failures_per_source, settings.auth_failure_window_seconds
+            ),
+            refusal_hold=RefusalHold(
+                settings.auth_throttled_hold_seconds, settings.auth_max_held_refusals
             ),
         )
         yield
@@ -349,6 +379,7 @@ class ThrottledSources:
         if scope["type"] == "http" and state is not None and client:
             refusal = throttled(((state.failures_by_source, client[0]),))
             if refusal is not None and not self._verified(state, scope):
+                await state.refusal_hold.hold()
                 response = JSONResponse(
                     body_of(refusal.code, refusal.message, refusal.details),
                     status_code=429,

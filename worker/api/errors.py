@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from domain.errors import CommandError, ErrorCode, ErrorDetail, error_info, field_violations
 from worker.db.uow import is_transient_db_error
@@ -119,6 +120,14 @@ def install_error_handlers(app: FastAPI) -> None:
         code = _CODE_FOR_STATUS.get(error.status_code, ErrorCode.UNKNOWN)
         message = str(error.detail) if error.detail else "error"
         return error_response(error.status_code, body_of(code, message), dict(error.headers or {}))
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(_: Request, error: ClientDisconnect) -> JSONResponse:
+        # The client left (or missed its read deadline) while its body was being read: the
+        # answer goes nowhere, and nothing went wrong on our side.
+        return error_response(
+            400, body_of(ErrorCode.CANCELLED, "the client disconnected before its body arrived")
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, error: Exception) -> JSONResponse:
