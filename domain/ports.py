@@ -6,13 +6,16 @@ see these.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Any, Protocol, Self
 
 from domain.billing import BillingAccount, ProviderCustomer
+from domain.messages import CommandStatus
 from domain.organizations import Organization
+from domain.rate_budget import RateBudget
 from domain.subscriptions import (
     Plan,
     ProrationBehavior,
@@ -247,30 +250,57 @@ class HandlerContext(Protocol):
         ...
 
 
+class CommandOutcome(Protocol):
+    """A finished command's recorded outcome."""
+
+    @property
+    def status(self) -> CommandStatus: ...
+
+    @property
+    def result(self) -> dict[str, Any] | None: ...
+
+    @property
+    def error(self) -> dict[str, Any] | None: ...
+
+
+class PublishableCommand(Protocol):
+    """A command in the log, as it is published: its id, task name and payload."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def payload(self) -> dict[str, Any]: ...
+
+
 class CommandJournal(Protocol):
-    """The command log as the task runner sees it.
+    """The command log as the task runner and the sweeps see it.
 
     Each method is its own short transaction, so the log is right even when the handler's
     transaction rolled back.
     """
 
     def begin(
-        self, command_id: str, command_type: str, payload: dict[str, object], *, source: str
+        self, command_id: str, command_type: str, payload: dict[str, Any], *, source: str
     ) -> CommandOutcome | None:
         """Mark the command running (creating its entry if a publisher sent it directly).
 
         Returns the recorded outcome instead when the command already finished: a
         redelivered message must not do the work twice. Raises
-        :class:`domain.errors.CommandInProgress` while another delivery is running it.
+        :class:`domain.errors.CommandInProgress` while another delivery is running it, and
+        :class:`domain.errors.CommandIdReused` when the id names another command.
         """
         ...
 
-    def succeed(self, command_id: str, result: dict[str, object]) -> None: ...
+    def succeed(self, command_id: str, result: dict[str, Any]) -> None: ...
 
-    def fail(self, command_id: str, error: dict[str, object]) -> None: ...
+    def fail(self, command_id: str, error: dict[str, Any]) -> None: ...
 
     def retrying(
-        self, command_id: str, error: dict[str, object], retry: dict[str, object] | None = None
+        self, command_id: str, error: dict[str, Any], retry: dict[str, Any] | None = None
     ) -> None:
         """Mark the command waiting for a retry; ``retry`` is appended to its history."""
         ...
@@ -279,13 +309,74 @@ class CommandJournal(Protocol):
         """Mark the command re-queued to wait for the provider's rate budget (not a retry)."""
         ...
 
+    def stalled(self, older_than: timedelta, limit: int = 100) -> Sequence[PublishableCommand]:
+        """Commands recorded but not started for ``older_than``: their message was lost."""
+        ...
 
-class CommandOutcome(Protocol):
-    @property
-    def status(self) -> str: ...
+    def mark_published(self, command_id: str) -> None: ...
+
+
+class CommandPublisher(Protocol):
+    """Sends commands onto their queues (the message's task id is the command id)."""
+
+    def publish(
+        self,
+        task_name: str,
+        payload: Mapping[str, Any],
+        *,
+        command_id: str,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> None:
+        """Publish, retrying a broker hiccup briefly; raises if the message could not go."""
+        ...
+
+
+class DeadLetterStore(Protocol):
+    """Where messages that are not commands are kept for an operator."""
+
+    def add(
+        self,
+        raw: bytes,
+        *,
+        queue: str,
+        reason: str,
+        task: str | None = None,
+        task_id: str | None = None,
+    ) -> str:
+        """Keep ``raw`` with why it was refused; returns the dead letter's id."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunnerPolicy:
+    """How the runner and the sweeps pace work (from the settings)."""
+
+    retry_max_attempts: int
+    retry_base_delay_seconds: float
+    retry_max_delay_seconds: float
+    stalled_after: timedelta
+    due_changes_batch_size: int
+    due_changes_interval_seconds: float
+
+
+class Application(HandlerContext, Protocol):
+    """Everything a Celery task runs with: the handler context, plus the command log, the
+    publisher, the dead letters and the rate budget. Built once per process by the
+    composition root (``worker.bootstrap``) and handed to the tasks through their app."""
 
     @property
-    def result(self) -> dict[str, object] | None: ...
+    def commands(self) -> CommandJournal: ...
 
     @property
-    def error(self) -> dict[str, object] | None: ...
+    def policy(self) -> RunnerPolicy: ...
+
+    def publisher(self) -> CommandPublisher: ...
+
+    def dead_letters(self) -> DeadLetterStore: ...
+
+    def rate_budget(self) -> RateBudget: ...
+
+    def is_transient(self, error: BaseException) -> bool:
+        """Whether ``error`` is an infrastructure hiccup (a busy or unreachable database)."""
+        ...

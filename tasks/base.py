@@ -15,10 +15,8 @@ import logging
 import random
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
-import redis
-from celery import Task
 from celery.exceptions import Retry
 from pydantic import ValidationError
 
@@ -35,21 +33,16 @@ from domain.errors import (
     field_violations,
 )
 from domain.messages import Command, CommandStatus, Result, storable, unstorable_values
+from domain.ports import Application, HandlerContext
 from domain.rate_budget import RateLimited, calls_at
 from tasks.retry import RetryPolicy
-from worker.bootstrap import Services, services
-from worker.dead_letters import DeadLetters
+from tasks.runtime import ApplicationTask
 
 logger = logging.getLogger(__name__)
 
-if TYPE_CHECKING:
-    _TaskBase = Task[Any, dict[str, Any]]
-else:
-    _TaskBase = Task
-
 C = TypeVar("C", bound=Command)
 _COMMAND_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63}$")
-Handler = Callable[[C, Services], Result]
+Handler = Callable[[C, HandlerContext], Result]
 
 
 class CommandFailed(Exception):
@@ -68,7 +61,7 @@ def _validation_error(error: ValidationError) -> InvalidArgument:
     return InvalidArgument.for_fields("the command message is invalid", violations)
 
 
-class CommandTask(_TaskBase):
+class CommandTask(ApplicationTask):
     """Base class of every command task (``bind=True``)."""
 
     # Expected outcomes: logged without a traceback, still shown as FAILURE in Flower.
@@ -83,7 +76,7 @@ class CommandTask(_TaskBase):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> dict[str, Any]:
-        svc = services()
+        svc = self.application
         given_id = kwargs.get("command_id")
         # A malformed id is reported by validation; the log entry then uses the task id.
         command_id = (
@@ -157,7 +150,7 @@ class CommandTask(_TaskBase):
         return body
 
     def _refuse_reused_id(
-        self, svc: Services, reused: CommandIdReused, payload: dict[str, Any]
+        self, svc: Application, reused: CommandIdReused, payload: dict[str, Any]
     ) -> NoReturn:
         """Another message under a recorded command's id: it is not that command, so it
         neither runs nor replays that command's outcome. It is kept as a dead letter and fails
@@ -176,8 +169,7 @@ class CommandTask(_TaskBase):
         )
         queue = (self.request.delivery_info or {}).get("routing_key") or "?"
         try:
-            client = redis.Redis.from_url(svc.settings.resolved_redis_url())
-            DeadLetters(client).add(
+            svc.dead_letters().add(
                 json.dumps({"kwargs": payload}, default=str).encode(),
                 queue=str(queue),
                 reason=f"COMMAND_ID_REUSED: {error.message}",
@@ -197,15 +189,15 @@ class CommandTask(_TaskBase):
         raise CommandFailed(error or {"code": int(ErrorCode.UNKNOWN), "message": "", "details": []})
 
     @staticmethod
-    def _policy(svc: Services) -> RetryPolicy:
-        settings = svc.settings
+    def _policy(svc: Application) -> RetryPolicy:
+        policy = svc.policy
         return RetryPolicy(
-            settings.retry_max_attempts,
-            settings.retry_base_delay_seconds,
-            settings.retry_max_delay_seconds,
+            policy.retry_max_attempts,
+            policy.retry_base_delay_seconds,
+            policy.retry_max_delay_seconds,
         )
 
-    def _fail(self, svc: Services, command_id: str, error: CommandError) -> dict[str, Any]:
+    def _fail(self, svc: Application, command_id: str, error: CommandError) -> dict[str, Any]:
         body = error.to_body()
         try:
             svc.commands.fail(command_id, body)
@@ -218,7 +210,7 @@ class CommandTask(_TaskBase):
         raise CommandFailed(body)
 
     def _wait_for_budget(
-        self, svc: Services, command_id: str, waiting: RateLimited
+        self, svc: Application, command_id: str, waiting: RateLimited
     ) -> dict[str, Any]:
         """Give the process back until the budget's token is due. The message is sent again
         as ``Task.retry`` sends it, but with its retry count unchanged: waiting for the rate
@@ -236,7 +228,7 @@ class CommandTask(_TaskBase):
         raise Retry(f"waiting {delay:.2f}s for the rate budget", when=delay, sig=signature)  # type: ignore[arg-type]
 
     def _retry_or_fail(
-        self, svc: Services, command_id: str, reason: str, retry_after: float | None
+        self, svc: Application, command_id: str, reason: str, retry_after: float | None
     ) -> dict[str, Any]:
         policy = self._policy(svc)
         attempts_done = self.request.retries + 1

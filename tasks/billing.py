@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery import shared_task
+
 from domain.billing import CreateBillingAccount, RegisterBillingAccount
 from tasks.base import CommandTask
 from tasks.handlers.billing import create_billing_account, register_billing_account
-from worker.celery_app import app
 
 
-@app.task(name=CreateBillingAccount.TASK_NAME, base=CommandTask, bind=True)
+@shared_task(name=CreateBillingAccount.TASK_NAME, base=CommandTask, bind=True)
 def create_account(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, Any]:
     return self.run_command(CreateBillingAccount, create_billing_account, args, kwargs)
 
 
-@app.task(name=RegisterBillingAccount.TASK_NAME, base=CommandTask, bind=True)
+@shared_task(name=RegisterBillingAccount.TASK_NAME, base=CommandTask, bind=True)
 def register_account(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, Any]:
     return self.run_command(RegisterBillingAccount, register_billing_account, args, kwargs)

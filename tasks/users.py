@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery import shared_task
+
 from domain.users import EnableUser
 from tasks.base import CommandTask
 from tasks.handlers.users import enable_user as handle_enable_user
-from worker.celery_app import app
 
 
-@app.task(name=EnableUser.TASK_NAME, base=CommandTask, bind=True)
+@shared_task(name=EnableUser.TASK_NAME, base=CommandTask, bind=True)
 def enable_user(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, Any]:
     return self.run_command(EnableUser, handle_enable_user, args, kwargs)

@@ -1,4 +1,10 @@
-"""The composition root: the adapters a task handler runs with, built once per process."""
+"""The composition root: the one place where adapters are chosen and wired.
+
+:func:`bootstrap` gives this process's :class:`Services`, the
+:class:`domain.ports.Application` that tasks, the API and the CLI run handlers with. Every
+client (database engine, Redis, Stripe, the rate budget) is built on first use, never at
+import, and built again in a forked child.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property, lru_cache
 
-from domain.ports import BillingProvider, Clock, UnitOfWork
+from domain.ports import (
+    BillingProvider,
+    Clock,
+    CommandPublisher,
+    DeadLetterStore,
+    RunnerPolicy,
+    UnitOfWork,
+)
 from domain.rate_budget import RateBudget
 from domain.subscriptions import ProrationBehavior
 from worker.clock import ShiftableClock, SystemClock
@@ -38,6 +51,8 @@ class BillingSettings:
 
 @dataclass
 class Services:
+    """This process's adapters, behind the ports the handlers know."""
+
     settings: Settings
     clock: Clock
     commands: SqlCommandLog
@@ -47,6 +62,31 @@ class Services:
     @cached_property
     def billing(self) -> BillingSettings:
         return BillingSettings.of(self.settings)
+
+    @cached_property
+    def policy(self) -> RunnerPolicy:
+        settings = self.settings
+        return RunnerPolicy(
+            retry_max_attempts=settings.retry_max_attempts,
+            retry_base_delay_seconds=settings.retry_base_delay_seconds,
+            retry_max_delay_seconds=settings.retry_max_delay_seconds,
+            stalled_after=timedelta(seconds=settings.stalled_command_seconds),
+            due_changes_batch_size=settings.scheduled_changes_batch_size,
+            due_changes_interval_seconds=settings.scheduled_changes_interval_seconds,
+        )
+
+    def publisher(self) -> CommandPublisher:
+        from worker.celery_app import app
+        from worker.dispatch import CeleryPublisher
+
+        return CeleryPublisher(app)
+
+    def dead_letters(self) -> DeadLetterStore:
+        import redis
+
+        from worker.dead_letters import DeadLetters
+
+        return DeadLetters(redis.Redis.from_url(self.settings.resolved_redis_url()))
 
     def unit_of_work(self) -> UnitOfWork:
         return SqlUnitOfWork(session_factory())
@@ -135,6 +175,6 @@ def _services_for(pid: int) -> Services:
     )
 
 
-def services() -> Services:
-    """This process's services (rebuilt after a fork)."""
+def bootstrap() -> Services:
+    """This process's services (built on first use, and again after a fork)."""
     return _services_for(os.getpid())

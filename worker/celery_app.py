@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger, worker_process_init
 from kombu import Queue
 
+from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY
+from tasks.maintenance import REPUBLISH_STALLED_COMMANDS
+from tasks.runtime import CommandApp
+from tasks.subscriptions import ENQUEUE_DUE_CHANGES
 from worker.settings import Settings, get_settings
 
 QUEUES = ("users", "billing", "subscriptions", "maintenance")
@@ -22,15 +25,7 @@ CONSUMED_QUEUES = (*QUEUES, DEFAULT_PUBLISH_QUEUE)
 
 TASK_MODULES = ["tasks.users", "tasks.billing", "tasks.subscriptions", "tasks.maintenance"]
 
-ENQUEUE_DUE_CHANGES = "subscriptions.enqueue_due_changes"
-"""Beat's sweep of plan changes that fell due (runs on the maintenance queue, so that it is
-never stuck behind the apply commands it publishes)."""
-
-
-BULK_MESSAGE_PRIORITY = 9
-"""Message priority of bulk commands. Redis keeps one list per priority step of a queue and
-a worker takes from the 0 list first, so interactive commands (published without a priority)
-never wait behind a period-end burst of due changes."""
+__all__ = ["BULK_MESSAGE_PRIORITY", "ENQUEUE_DUE_CHANGES", "app", "create_celery_app"]
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -75,7 +70,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_expires": 86_400,
         "beat_schedule": {
             "republish-stalled-commands": {
-                "task": "maintenance.republish_stalled_commands",
+                "task": REPUBLISH_STALLED_COMMANDS,
                 "schedule": max(
                     settings.beat_interval_seconds, settings.stalled_command_seconds / 10
                 ),
@@ -92,8 +87,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-def create_celery_app(settings: Settings | None = None) -> Celery:
-    app = Celery("billing_worker", include=TASK_MODULES)
+def create_celery_app(settings: Settings | None = None) -> CommandApp:
+    """The Celery app; its tasks run with this process's application (``worker.bootstrap``),
+    built on first use."""
+    from worker.bootstrap import bootstrap
+
+    app = CommandApp("billing_worker", application=bootstrap, include=TASK_MODULES)
     app.conf.update(celery_config(settings or get_settings()))
     return app
 

@@ -546,9 +546,9 @@ def commands() -> None:
 def commands_show(command_id: str) -> None:
     """Print one command's record."""
     from worker.api.gateway import record_view
-    from worker.bootstrap import services
+    from worker.bootstrap import bootstrap
 
-    record = services().commands.get(command_id)
+    record = bootstrap().commands.get(command_id)
     if record is None:
         raise click.ClickException(f"no command {command_id}")
     click.echo(json.dumps({**record_view(record), "payload": record.payload}, indent=2))
@@ -558,9 +558,9 @@ def commands_show(command_id: str) -> None:
 @click.option("--limit", type=int, default=50, show_default=True)
 def commands_failed(limit: int) -> None:
     """List failed commands, newest first."""
-    from worker.bootstrap import services
+    from worker.bootstrap import bootstrap
 
-    for record in services().commands.list_failed(limit):
+    for record in bootstrap().commands.list_failed(limit):
         message = (record.error or {}).get("message", "")
         click.echo(
             f"{record.id}  {record.type:<28} {record.updated_at:%Y-%m-%d %H:%M:%S}  {message}"
@@ -577,11 +577,11 @@ def commands_failed(limit: int) -> None:
 @click.argument("command_ids", nargs=-1, required=True)
 def commands_replay(command_ids: tuple[str, ...]) -> None:
     """Run finished commands again (same command id, so still idempotent)."""
-    from worker.bootstrap import services
+    from worker.bootstrap import bootstrap
     from worker.celery_app import app
     from worker.dispatch import publish
 
-    log = services().commands
+    log = bootstrap().commands
     for command_id in command_ids:
         record = log.requeue(command_id)
         if record is None:

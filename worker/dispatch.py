@@ -1,19 +1,48 @@
-"""Publishing commands recorded in the command log onto their queues."""
+"""Publishing commands onto their queues: the Celery adapter of ``CommandPublisher``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from celery import Celery
 
-from worker.db.commands import CommandRecord
+from domain.ports import PublishableCommand
+
+PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2}
 
 
-def publish(app: Celery, record: CommandRecord) -> None:
-    """Send the command as its task; the task id is the command id, so a re-publish of the
+class CeleryPublisher:
+    """Sends a command as its task; the task id is the command id, so a re-publish of the
     same command is recognised by the task as the same command."""
-    app.send_task(
-        record.type,
-        kwargs=record.payload,
-        task_id=record.id,
-        retry=True,
-        retry_policy={"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2},
-    )
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+
+    def publish(
+        self,
+        task_name: str,
+        payload: Mapping[str, Any],
+        *,
+        command_id: str,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> None:
+        options: dict[str, Any] = {}
+        if queue is not None:
+            options["queue"] = queue
+        if priority is not None:
+            options["priority"] = priority
+        self.app.send_task(
+            task_name,
+            kwargs=dict(payload),
+            task_id=command_id,
+            retry=True,
+            retry_policy=PUBLISH_RETRY_POLICY,
+            **options,
+        )
+
+
+def publish(app: Celery, record: PublishableCommand) -> None:
+    """Publish a command recorded in the log."""
+    CeleryPublisher(app).publish(record.type, record.payload, command_id=record.id)

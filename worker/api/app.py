@@ -28,7 +28,7 @@ from domain.users import EnableUser
 from worker.api.errors import ApiError, body_of, install_error_handlers
 from worker.api.gateway import CommandGateway, record_view
 from worker.api.strict_json import BodyRejected, parse_object
-from worker.bootstrap import Services, services
+from worker.bootstrap import Services, bootstrap
 from worker.celery_app import create_celery_app
 from worker.clients import ClientAuthenticator, FailureThrottle
 from worker.db.engine import get_engine, session_factory
@@ -201,7 +201,7 @@ DEPRECATED_FIELDS_USED = {"Deprecation": "true"}
 def create_app(svc: Services | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        resolved = svc or services()
+        resolved = svc or bootstrap()
         settings = resolved.settings
         install_log_escaping(
             logging.getLogger(), logging.getLogger("uvicorn"), logging.getLogger("uvicorn.error")

@@ -1,0 +1,71 @@
+"""Beat's sweeps, as application handlers: what fell due or was lost is published again."""
+
+from __future__ import annotations
+
+import logging
+
+from domain.ports import Application
+from domain.rate_budget import CallKind
+from tasks.handlers.subscriptions import apply_command_for, claim_due_changes, release_claim
+
+logger = logging.getLogger(__name__)
+
+SWEEP_SLACK_SECONDS = 3.0
+"""Work claimed beyond the next sweeps, for a sweep that runs late."""
+
+BULK_MESSAGE_PRIORITY = 9
+"""Message priority of bulk commands. Redis keeps one list per priority step of a queue and
+a worker takes from the 0 list first, so interactive commands (published without a priority)
+never wait behind a period-end burst of due changes."""
+
+
+def publish_due_changes(app: Application) -> int:
+    """Claim the plan changes that fell due, with a lease, and publish one apply command for
+    each; returns how many were published. Any number of sweeps may run at once: a change is
+    claimed by one sweep, and claimed again only once its lease ran out."""
+    policy = app.policy
+    budget = app.rate_budget()
+    claims = claim_due_changes(
+        app,
+        policy.due_changes_batch_size,
+        # One provider call applies a change; feed the workers what the budget can apply
+        # before the sweep after next (and a late sweep), so they never idle and no claim
+        # waits out its lease.
+        apply_rate=budget.effective_rate(CallKind.WRITE) if budget.enabled else None,
+        horizon_seconds=2 * policy.due_changes_interval_seconds + SWEEP_SLACK_SECONDS,
+    )
+    publisher = app.publisher()
+    published = 0
+    for claim in claims:
+        command = apply_command_for(claim)
+        try:
+            publisher.publish(
+                command.TASK_NAME,
+                command.model_dump(mode="json"),
+                command_id=command.command_id,
+                queue=command.QUEUE,
+                # Behind interactive commands on the same queue (Redis serves 0 first).
+                priority=BULK_MESSAGE_PRIORITY,
+            )
+        except Exception:
+            logger.warning("could not publish %s; releasing it", command.command_id, exc_info=True)
+            release_claim(claim, app)
+            continue
+        published += 1
+    if claims:
+        logger.info("claimed %d due plan changes, published %d", len(claims), published)
+    return published
+
+
+def republish_stalled_commands(app: Application) -> int:
+    """Publish again what the API recorded but no worker started: the publish failed (Redis
+    was down) or the message was lost with a Redis that kept no data. Tasks are idempotent
+    by command id, so a duplicate is harmless."""
+    stalled = app.commands.stalled(app.policy.stalled_after)
+    publisher = app.publisher()
+    for record in stalled:
+        publisher.publish(record.type, record.payload, command_id=record.id)
+        app.commands.mark_published(record.id)
+    if stalled:
+        logger.warning("republished %d stalled commands", len(stalled))
+    return len(stalled)
