@@ -693,10 +693,12 @@ def clock_advance(duration: str) -> None:
         raise click.ClickException(
             "the clock can only move on a local stack started by `up` with the Stripe emulator"
         )
-    offset = ShiftableClock(settings.resolved_redis_url()).advance(seconds)
+    # Stripe first: once the application's clock moves, beat may apply a change that fell
+    # due, and the provider must already be in the new period when it does.
     emulator_url = stack.get("stripe_emulator_url")
     if emulator_url:
         EmulatorAdmin(str(emulator_url)).advance_clock(seconds)
+    offset = ShiftableClock(settings.resolved_redis_url()).advance(seconds)
     click.echo(f"advanced {duration}; the clock is now {offset / 86400:.2f} days ahead")
 
 
