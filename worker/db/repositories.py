@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Generic, Protocol, TypeVar, cast
+from typing import Generic, Protocol, TypeVar
 
 from sqlalchemy import ColumnElement, Select, and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from domain.billing import Address, BillingAccount, BillingAccountState, TaxEntry
-from domain.organizations import Organization, OrganizationState
+from domain.billing import BillingAccount, BillingAccountState
+from domain.organizations import Organization
 from domain.ports import Claim
 from domain.subscriptions import (
-    ChangeKind,
     ChangeState,
     Plan,
-    PlanInterval,
-    ProrationBehavior,
     ScheduledChange,
     Subscription,
-    SubscriptionState,
 )
-from domain.users import User, UserState
+from domain.users import User
+from worker.db.mapping import RowMapping
 from worker.db.models import (
     Base,
     BillingAccountRow,
@@ -37,9 +34,6 @@ class _Stored(Protocol):
     @property
     def id(self) -> str: ...
 
-    @property
-    def created_at(self) -> datetime: ...
-
 
 E = TypeVar("E", bound=_Stored)
 R = TypeVar("R", bound=Base)
@@ -49,109 +43,52 @@ class _RowRepository(Generic[E, R]):
     """What every repository does alike: read a row (locked if asked) as an entity, and write
     an entity back to its row, inserting the row the first time."""
 
-    row_type: type[R]
+    mapping: RowMapping[E, R]
 
     def __init__(self, session: Session) -> None:
         self._session = session
-
-    def _entity(self, row: R) -> E:
-        raise NotImplementedError
-
-    def _copy(self, entity: E, row: R) -> None:
-        """Every column but ``id`` and ``created_at``, which never change."""
-        raise NotImplementedError
 
     def _one(self, query: Select[R], *, for_update: bool = False) -> E | None:
         if for_update:
             query = query.with_for_update()
         row = self._session.scalars(query).one_or_none()
-        return self._entity(row) if row is not None else None
+        return self.mapping.entity(row) if row is not None else None
+
+    def _all(self, query: Select[R]) -> list[E]:
+        return [self.mapping.entity(row) for row in self._session.scalars(query).all()]
 
     def _by_id(self, entity_id: str, *, for_update: bool = False) -> E | None:
-        column = self.row_type.id  # type: ignore[attr-defined]
-        return self._one(select(self.row_type).where(column == entity_id), for_update=for_update)
+        row_type = self.mapping.row_type
+        column = row_type.id  # type: ignore[attr-defined]
+        return self._one(select(row_type).where(column == entity_id), for_update=for_update)
 
     def add(self, entity: E) -> None:
-        row = self.row_type(id=entity.id, created_at=entity.created_at)
-        self._copy(entity, row)
-        self._session.add(row)
+        self._session.add(self.mapping.new_row(entity))
 
     def save(self, entity: E) -> None:
-        row = self._session.get(self.row_type, entity.id)
+        row = self._session.get(self.mapping.row_type, entity.id)
         if row is None:
             self.add(entity)
             return
-        self._copy(entity, row)
+        self.mapping.copy(entity, row)
 
 
 class SqlUserRepository(_RowRepository[User, UserRow]):
-    row_type = UserRow
+    mapping = RowMapping(User, UserRow)
 
     def get(self, user_id: str, *, for_update: bool = False) -> User | None:
         return self._by_id(user_id, for_update=for_update)
 
-    def _entity(self, row: UserRow) -> User:
-        return User(
-            id=row.id,
-            email=row.email,
-            name=row.name,
-            state=UserState(row.state),
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-        )
 
-    def _copy(self, user: User, row: UserRow) -> None:
-        row.email = user.email
-        row.name = user.name
-        row.state = user.state.value
-        row.updated_at = user.updated_at
-
-
-def organization_of(row: OrganizationRow) -> Organization:
-    return Organization(
-        id=row.id,
-        name=row.name,
-        title=row.title,
-        state=OrganizationState(row.state),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        metadata=dict(row.metadata_ or {}),
-        avatar=row.avatar,
-    )
-
-
-class SqlOrganizationRepository:
-    def __init__(self, session: Session) -> None:
-        self._session = session
+class SqlOrganizationRepository(_RowRepository[Organization, OrganizationRow]):
+    mapping = RowMapping(Organization, OrganizationRow)
 
     def get(self, org_id: str) -> Organization | None:
-        row = self._session.get(OrganizationRow, org_id)
-        return organization_of(row) if row is not None else None
-
-
-def billing_account_of(row: BillingAccountRow) -> BillingAccount:
-    return BillingAccount(
-        id=row.id,
-        org_id=row.org_id,
-        name=row.name,
-        email=row.email,
-        phone=row.phone,
-        address=Address.model_validate(row.address or {}),
-        currency=row.currency,
-        tax_data=[TaxEntry.model_validate(entry) for entry in row.tax_data or []],
-        metadata=dict(row.metadata_ or {}),
-        state=BillingAccountState(row.state),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        provider=row.provider,
-        provider_id=row.provider_id,
-        registration_key=row.registration_key,
-        registration_started_at=row.registration_started_at,
-    )
+        return self._by_id(org_id)
 
 
 class SqlBillingAccountRepository(_RowRepository[BillingAccount, BillingAccountRow]):
-    row_type = BillingAccountRow
+    mapping = RowMapping(BillingAccount, BillingAccountRow)
 
     def get(self, account_id: str, *, for_update: bool = False) -> BillingAccount | None:
         return self._by_id(account_id, for_update=for_update)
@@ -167,45 +104,9 @@ class SqlBillingAccountRepository(_RowRepository[BillingAccount, BillingAccountR
     def remove(self, account_id: str) -> None:
         self._session.execute(delete(BillingAccountRow).where(BillingAccountRow.id == account_id))
 
-    def _entity(self, row: BillingAccountRow) -> BillingAccount:
-        return billing_account_of(row)
-
-    def _copy(self, account: BillingAccount, row: BillingAccountRow) -> None:
-        row.org_id = account.org_id
-        row.name = account.name
-        row.email = account.email
-        row.phone = account.phone
-        row.address = account.address.model_dump()
-        row.currency = account.currency
-        row.tax_data = [entry.model_dump() for entry in account.tax_data]
-        row.metadata_ = dict(account.metadata)
-        row.state = account.state.value
-        row.provider = account.provider
-        row.provider_id = account.provider_id
-        row.registration_key = account.registration_key
-        row.registration_started_at = account.registration_started_at
-        row.updated_at = account.updated_at
-
-
-def plan_of(row: PlanRow) -> Plan:
-    return Plan(
-        id=row.id,
-        name=row.name,
-        title=row.title,
-        interval=PlanInterval(row.interval),
-        amount=row.amount,
-        currency=row.currency,
-        active=row.active,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        provider=row.provider,
-        provider_product_id=row.provider_product_id,
-        provider_price_id=row.provider_price_id,
-    )
-
 
 class SqlPlanRepository(_RowRepository[Plan, PlanRow]):
-    row_type = PlanRow
+    mapping = RowMapping(Plan, PlanRow)
 
     def get(self, plan_id: str) -> Plan | None:
         return self._by_id(plan_id)
@@ -217,82 +118,14 @@ class SqlPlanRepository(_RowRepository[Plan, PlanRow]):
         return self.get(id_or_name) or self.by_name(id_or_name.lower())
 
     def list(self) -> list[Plan]:
-        rows = self._session.scalars(select(PlanRow).order_by(PlanRow.name)).all()
-        return [plan_of(row) for row in rows]
-
-    def _entity(self, row: PlanRow) -> Plan:
-        return plan_of(row)
-
-    def _copy(self, plan: Plan, row: PlanRow) -> None:
-        row.name = plan.name
-        row.title = plan.title
-        row.interval = plan.interval.value
-        row.amount = plan.amount
-        row.currency = plan.currency
-        row.active = plan.active
-        row.provider = plan.provider
-        row.provider_product_id = plan.provider_product_id
-        row.provider_price_id = plan.provider_price_id
-        row.updated_at = plan.updated_at
-
-
-def subscription_of(row: SubscriptionRow) -> Subscription:
-    return Subscription(
-        id=row.id,
-        billing_account_id=row.billing_account_id,
-        plan_id=row.plan_id,
-        state=SubscriptionState(row.state),
-        provider=row.provider,
-        provider_id=row.provider_id,
-        current_period_start=row.current_period_start,
-        current_period_end=row.current_period_end,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        provider_item_id=row.provider_item_id,
-    )
+        return self._all(select(PlanRow).order_by(PlanRow.name))
 
 
 class SqlSubscriptionRepository(_RowRepository[Subscription, SubscriptionRow]):
-    row_type = SubscriptionRow
+    mapping = RowMapping(Subscription, SubscriptionRow)
 
     def get(self, subscription_id: str, *, for_update: bool = False) -> Subscription | None:
         return self._by_id(subscription_id, for_update=for_update)
-
-    def _entity(self, row: SubscriptionRow) -> Subscription:
-        return subscription_of(row)
-
-    def _copy(self, subscription: Subscription, row: SubscriptionRow) -> None:
-        row.billing_account_id = subscription.billing_account_id
-        row.plan_id = subscription.plan_id
-        row.state = subscription.state.value
-        row.provider = subscription.provider
-        row.provider_id = subscription.provider_id
-        row.current_period_start = subscription.current_period_start
-        row.current_period_end = subscription.current_period_end
-        row.updated_at = subscription.updated_at
-        row.provider_item_id = subscription.provider_item_id
-
-
-def scheduled_change_of(row: ScheduledChangeRow) -> ScheduledChange:
-    return ScheduledChange(
-        id=row.id,
-        subscription_id=row.subscription_id,
-        from_plan_id=row.from_plan_id,
-        target_plan_id=row.target_plan_id,
-        kind=ChangeKind(row.kind),
-        effective_at=row.effective_at,
-        state=ChangeState(row.state),
-        proration_behavior=cast(ProrationBehavior, row.proration_behavior),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        command_id=row.command_id,
-        reason=row.reason,
-        claims=row.claims,
-        lease_until=row.lease_until,
-        applied_at=row.applied_at,
-        apply_lag_seconds=row.apply_lag_seconds,
-        first_sent_at=row.first_sent_at,
-    )
 
 
 _PENDING = (ChangeState.SCHEDULED.value, ChangeState.APPLYING.value)
@@ -308,7 +141,7 @@ def _claimable(now: datetime) -> ColumnElement[bool]:
 
 
 class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChangeRow]):
-    row_type = ScheduledChangeRow
+    mapping = RowMapping(ScheduledChange, ScheduledChangeRow)
 
     def get(self, change_id: str, *, for_update: bool = False) -> ScheduledChange | None:
         return self._by_id(change_id, for_update=for_update)
@@ -323,12 +156,11 @@ class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChan
         return self._one(query, for_update=for_update)
 
     def for_subscription(self, subscription_id: str) -> list[ScheduledChange]:
-        rows = self._session.scalars(
+        return self._all(
             select(ScheduledChangeRow)
             .where(ScheduledChangeRow.subscription_id == subscription_id)
             .order_by(ScheduledChangeRow.created_at.desc(), ScheduledChangeRow.id)
-        ).all()
-        return [scheduled_change_of(row) for row in rows]
+        )
 
     def claim_due(self, now: datetime, lease_until: datetime, limit: int) -> list[Claim]:
         row = ScheduledChangeRow
@@ -384,23 +216,3 @@ class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChan
             )
             or 0
         )
-
-    def _entity(self, row: ScheduledChangeRow) -> ScheduledChange:
-        return scheduled_change_of(row)
-
-    def _copy(self, change: ScheduledChange, row: ScheduledChangeRow) -> None:
-        row.subscription_id = change.subscription_id
-        row.from_plan_id = change.from_plan_id
-        row.target_plan_id = change.target_plan_id
-        row.kind = change.kind.value
-        row.effective_at = change.effective_at
-        row.state = change.state.value
-        row.reason = change.reason
-        row.proration_behavior = change.proration_behavior
-        row.command_id = change.command_id
-        row.claims = change.claims
-        row.lease_until = change.lease_until
-        row.applied_at = change.applied_at
-        row.apply_lag_seconds = change.apply_lag_seconds
-        row.first_sent_at = change.first_sent_at
-        row.updated_at = change.updated_at
