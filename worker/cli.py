@@ -222,7 +222,10 @@ def migrate() -> None:
 def stripe_emulator(emulator_args: tuple[str, ...]) -> None:
     """Run the Stripe emulator alone (`--help` lists its options: --host, --port, --api-key,
     --rate-limit, --state-file)."""
-    argv = [sys.executable, "-m", "worker.stripe_emulator", *emulator_args]
+    from worker.stack import require_emulator
+
+    require_emulator()
+    argv = [sys.executable, "-m", "stripe_emulator", *emulator_args]
     os.execv(argv[0], argv)
 
 
@@ -681,7 +684,10 @@ def clock() -> None:
 def clock_advance(duration: str) -> None:
     """Move the application clock and the Stripe emulator's together, e.g. `31d`, `2h`."""
     from worker.clock import ShiftableClock
-    from worker.stripe_emulator import EmulatorAdmin, parse_duration
+    from worker.stack import require_emulator
+
+    require_emulator()
+    from stripe_emulator import EmulatorAdmin, parse_duration
 
     try:
         seconds = parse_duration(duration)

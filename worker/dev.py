@@ -27,17 +27,30 @@ def _run(*argv: str | Path) -> None:
         raise SystemExit(completed.returncode)
 
 
+# The Stripe emulator is a distribution of its own, left out of the production wheel and image:
+# `up` runs it and the tests drive it, so development installs it beside the project.
+EMULATOR = ROOT / "stripe_emulator"
+
+
 def ensure_environment(extras: str) -> None:
-    """Create the virtualenv and install the project, again only when pyproject changed."""
+    """Create the virtualenv and install the project and the Stripe emulator, again only when
+    either pyproject changed."""
     if not (BIN / "python").exists():
         print(f"creating {VENV}", flush=True)
         venv.create(VENV, with_pip=True)
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
+    digest = hashlib.sha256(
+        (ROOT / "pyproject.toml").read_bytes()
+        + (EMULATOR / "pyproject.toml").read_bytes()
+        + extras.encode()
+    ).hexdigest()
     stamp = VENV / f".billing-worker-{extras or 'base'}"
     if not stamp.exists() or stamp.read_text() != digest:
         _run(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
         target = f".[{extras}]" if extras else "."
-        _run(BIN / "python", "-m", "pip", "install", "--quiet", "-e", target)
+        _run(
+            *(BIN / "python", "-m", "pip", "install", "--quiet"),
+            *("-e", target, "-e", "./stripe_emulator"),
+        )
         stamp.write_text(digest)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import secrets
 import sys
@@ -26,7 +27,6 @@ from worker.embedded import (
     wait_until,
 )
 from worker.settings import STACK_FILE, Settings
-from worker.stripe_emulator import DEFAULT_API_KEY as EMULATOR_API_KEY
 
 DEMO_CLIENT_FILE = "demo-client.json"
 DEMO_ORG_ID = "org_demo"
@@ -40,6 +40,31 @@ DEMO_PLANS = (
     ("plan_starter", "starter", "Starter", 900),
     ("plan_team", "team", "Team", 2900),
 )
+
+
+EMULATOR_NOT_INSTALLED = (
+    "the Stripe emulator is not installed: run `pip install -e ./stripe_emulator` "
+    "(`python3 -m worker.dev up` does)"
+)
+
+
+def require_emulator(alternative: str = "") -> None:
+    """Exit with one line (ending in ``alternative``, if any) unless the Stripe emulator is
+    installed.
+
+    It is a development tool with a distribution of its own (``stripe_emulator/``), absent from
+    the production wheel and image, so ``worker`` imports it only where it runs it, after this.
+    """
+    if importlib.util.find_spec("stripe_emulator") is None:
+        raise SystemExit(f"{EMULATOR_NOT_INSTALLED}{alternative}")
+
+
+def emulator_api_key() -> str:
+    """The secret key the Stripe emulator accepts."""
+    require_emulator(", or set BILLING_STRIPE_API_KEY to use Stripe")
+    from stripe_emulator import DEFAULT_API_KEY
+
+    return DEFAULT_API_KEY
 
 
 def write_stack_file(settings: Settings, stack: dict[str, Any]) -> Path:
@@ -72,6 +97,8 @@ class LocalStack:
         self.concurrency = concurrency
         self.group = ProcessGroup()
         self.data_dir = settings.data_dir.resolve()
+        # Checked here, before anything starts: without a Stripe key, `up` runs the emulator.
+        self.emulator_key = emulator_api_key() if settings.stripe_api_key is None else None
 
     def start(self, echo: Callable[[str], None]) -> dict[str, Any]:
         began = time.monotonic()
@@ -79,6 +106,7 @@ class LocalStack:
         logs = self.data_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         host = settings.api_host
+        emulator_key = self.emulator_key
         for port, what in ((settings.api_port, "API"), (settings.flower_port, "Flower")):
             if port_open(host, port):
                 raise SystemExit(
@@ -93,7 +121,7 @@ class LocalStack:
         env["BILLING_REDIS_URL"] = redis_url
 
         emulator_url = None
-        if settings.stripe_api_key is None:
+        if emulator_key is not None:
             emulator_port = free_port()
             emulator_url = f"http://127.0.0.1:{emulator_port}"
             self.group.start(
@@ -101,19 +129,19 @@ class LocalStack:
                 [
                     sys.executable,
                     "-m",
-                    "worker.stripe_emulator",
+                    "stripe_emulator",
                     "--host",
                     "127.0.0.1",
                     "--port",
                     str(emulator_port),
                     "--api-key",
-                    EMULATOR_API_KEY,
+                    emulator_key,
                     "--state-file",
                     str(self.data_dir / "stripe-emulator.json"),
                 ],
                 log_path=logs / "stripe-emulator.log",
             )
-            env["BILLING_STRIPE_API_KEY"] = EMULATOR_API_KEY
+            env["BILLING_STRIPE_API_KEY"] = emulator_key
             env["BILLING_STRIPE_API_BASE"] = emulator_url
             env["BILLING_SHIFTABLE_CLOCK"] = "true"
         database_url = settings.resolved_database_url()
@@ -124,14 +152,14 @@ class LocalStack:
         upgrade(database_url)
         client_id, client_secret = self._seed()
         demo_subscription = False
-        if emulator_url:
+        if emulator_url and emulator_key:
             wait_until(
                 lambda: port_open("127.0.0.1", int(emulator_url.rsplit(":", 1)[1])),
                 30,
                 "stripe emulator",
             )
             try:
-                self._seed_subscription(emulator_url)
+                self._seed_subscription(emulator_url, emulator_key)
                 demo_subscription = True
             except Exception as error:  # the stack is still useful without the demo
                 echo(f"warning: could not make the demo subscription: {error}")
@@ -170,7 +198,7 @@ class LocalStack:
             "redis_url": redis_url,
             "database_url": database_url,
             "stripe_emulator_url": emulator_url,
-            "stripe_emulator_api_key": EMULATOR_API_KEY if emulator_url else None,
+            "stripe_emulator_api_key": emulator_key,
             "shiftable_clock": emulator_url is not None,
             "logs": str(logs),
         }
@@ -276,7 +304,7 @@ class LocalStack:
             create_client(sessions, clock, "demo", client_id=client_id, secret=secret)
         return client_id, secret
 
-    def _seed_subscription(self, emulator_url: str) -> None:
+    def _seed_subscription(self, emulator_url: str, emulator_key: str) -> None:
         """Demo billing, made once: two plans, the demo organization's billing account
         (registered with the emulator) and a subscription to the first plan."""
         from domain.billing import BillingDetails, CreateBillingAccount
@@ -288,7 +316,7 @@ class LocalStack:
         from worker.db.engine import session_factory
         from worker.stripe_provider import StripeBillingProvider
 
-        provider = StripeBillingProvider(EMULATOR_API_KEY, api_base=emulator_url, timeout=10)
+        provider = StripeBillingProvider(emulator_key, api_base=emulator_url, timeout=10)
         ctx = OperatorContext(
             sessions=session_factory(self.settings.resolved_database_url()),
             clock=SystemClock(),

@@ -38,7 +38,7 @@ def free_port() -> int:
 
 def start_emulator(port: int) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "worker.stripe_emulator", "--port", str(port), "--rate-limit", "0"],
+        [sys.executable, "-m", "stripe_emulator", "--port", str(port), "--rate-limit", "0"],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

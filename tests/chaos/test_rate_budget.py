@@ -12,13 +12,13 @@ from collections import Counter
 import pytest
 
 from domain.subscriptions import ChangeState
+from stripe_emulator import LoggedRequest
 from tests.chaos.conftest import StackFactory
 from tests.chaos.test_scheduled_changes import schedule_changes, states
 from tests.support.stack import eventually
 from tests.support.subscriptions import DAY, executed_updates, stored_change
 from worker.admin import create_organization
 from worker.clock import SystemClock
-from worker.stripe_emulator import LoggedRequest
 
 pytestmark = pytest.mark.chaos
 

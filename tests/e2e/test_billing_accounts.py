@@ -16,12 +16,12 @@ import pytest
 import stripe  # noqa: TID251 - the tests look at the emulator's customers through the SDK
 from sqlalchemy import func, select
 
+from stripe_emulator import EmulatorAdmin, LoggedRequest
 from tests.emulator.support import sdk_client
 from tests.support.stack import Stack, eventually
 from worker.admin import create_organization
 from worker.clock import SystemClock
 from worker.db.models import BillingAccountRow
-from worker.stripe_emulator import EmulatorAdmin, LoggedRequest
 
 pytestmark = pytest.mark.e2e
 

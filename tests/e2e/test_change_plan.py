@@ -23,6 +23,7 @@ import stripe  # noqa: TID251 - the tests look at the emulator's subscriptions t
 from celery import Celery
 
 from domain.subscriptions import ChangeState, Plan
+from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import (
@@ -40,7 +41,6 @@ from tests.support.subscriptions import (
     subscribe,
 )
 from worker.admin import OperatorContext
-from worker.stripe_emulator import EmulatorAdmin
 
 pytestmark = pytest.mark.e2e
 

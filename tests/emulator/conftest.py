@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 import stripe  # noqa: TID251 - these tests exercise the emulator through the real SDK
 
+from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import (
     SECOND_KEY,
     EmulatorProcess,
@@ -24,7 +25,6 @@ from tests.emulator.support import (
     sdk_client,
     start_emulator,
 )
-from worker.stripe_emulator import EmulatorAdmin
 
 
 def pytest_configure(config: pytest.Config) -> None:

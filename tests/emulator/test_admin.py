@@ -8,8 +8,8 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - these tests exercise the emulator through the real SDK
 
+from stripe_emulator import EmulatorAdmin, EmulatorAdminError, parse_duration
 from tests.emulator.support import EMULATOR_KEY, EmulatorProcess, running_emulator, sdk_client
-from worker.stripe_emulator import EmulatorAdmin, EmulatorAdminError, parse_duration
 
 pytestmark = pytest.mark.emulator_only
 

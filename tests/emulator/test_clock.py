@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 import stripe  # noqa: TID251 - these tests exercise the emulator through the real SDK
 
-from worker.stripe_emulator import EmulatorAdmin, EmulatorAdminError
-from worker.stripe_emulator.clock import add_interval
+from stripe_emulator import EmulatorAdmin, EmulatorAdminError
+from stripe_emulator.clock import add_interval
 
 pytestmark = pytest.mark.emulator_only
 

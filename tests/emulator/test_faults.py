@@ -8,8 +8,8 @@ import time
 import pytest
 import stripe  # noqa: TID251 - these tests exercise the emulator through the real SDK
 
+from stripe_emulator import EmulatorAdmin, EmulatorAdminError
 from tests.emulator.support import EmulatorProcess, sdk_client
-from worker.stripe_emulator import EmulatorAdmin, EmulatorAdminError
 
 pytestmark = pytest.mark.emulator_only
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from worker.stripe_emulator import taxids
-from worker.stripe_emulator.errors import StripeError, mask_key
-from worker.stripe_emulator.forms import parse_form
-from worker.stripe_emulator.params import UNSET, Arr, Enum, Int, Metadata, Obj, Str, schema
+from stripe_emulator import taxids
+from stripe_emulator.errors import StripeError, mask_key
+from stripe_emulator.forms import parse_form
+from stripe_emulator.params import UNSET, Arr, Enum, Int, Metadata, Obj, Str, schema
 
 pytestmark = pytest.mark.emulator_only
 

@@ -1,4 +1,4 @@
-"""Idempotency keys, per Stripe's rules (see worker/stripe_emulator/idempotency.py)."""
+"""Idempotency keys, per Stripe's rules (see stripe_emulator/idempotency.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - these tests exercise the emulator through the real SDK
 
+from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import (
     EMULATOR_KEY,
     SECOND_KEY,
@@ -17,7 +18,6 @@ from tests.emulator.support import (
     sdk_client,
     unique,
 )
-from worker.stripe_emulator import EmulatorAdmin
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 

@@ -8,8 +8,8 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - these tests exercise the emulator through the real SDK
 
+from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import EmulatorProcess, running_emulator, sdk_client
-from worker.stripe_emulator import EmulatorAdmin
 
 pytestmark = pytest.mark.emulator_only
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from stripe_emulator import EmulatorAdmin
 from tests.support.emulator import EMULATOR_KEY, EmulatorProcess, start_emulator
-from worker.stripe_emulator import EmulatorAdmin
 from worker.stripe_provider import StripeBillingProvider
 
 

@@ -19,6 +19,7 @@ from domain.errors import (
     TransientError,
 )
 from domain.subscriptions import PlanSpec, SubscriptionState
+from stripe_emulator import EmulatorAdmin
 from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
 from worker.admin import (
     OperatorContext,
@@ -30,7 +31,6 @@ from worker.admin import (
 from worker.bootstrap import BillingSettings
 from worker.clock import SystemClock
 from worker.db.engine import session_factory
-from worker.stripe_emulator import EmulatorAdmin
 from worker.stripe_provider import StripeBillingProvider
 
 

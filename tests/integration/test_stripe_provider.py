@@ -8,8 +8,8 @@ import pytest
 
 from domain.billing import Address, ProviderCustomer, TaxEntry
 from domain.errors import FailedPrecondition, Internal, InvalidArgument, TransientError, Unavailable
+from stripe_emulator import EmulatorAdmin
 from tests.support.emulator import EmulatorProcess
-from worker.stripe_emulator import EmulatorAdmin
 from worker.stripe_provider import StripeBillingProvider, build_provider
 
 

@@ -1,4 +1,4 @@
-"""A Stripe emulator process (``python -m worker.stripe_emulator``) for the tests."""
+"""A Stripe emulator process (``python -m stripe_emulator``) for the tests."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from worker.stripe_emulator import DEFAULT_API_KEY, EmulatorAdmin
+from stripe_emulator import DEFAULT_API_KEY, EmulatorAdmin
 
 ROOT = Path(__file__).resolve().parents[2]
 EMULATOR_KEY = DEFAULT_API_KEY
@@ -26,7 +26,7 @@ def free_port() -> int:
 
 @dataclass
 class EmulatorProcess:
-    """An emulator started with ``python -m worker.stripe_emulator``."""
+    """An emulator started with ``python -m stripe_emulator``."""
 
     process: subprocess.Popen[bytes]
     url: str
@@ -51,7 +51,7 @@ def start_emulator(log_path: Path, *args: str, ready_timeout: float = 15.0) -> E
     port = free_port()
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "worker.stripe_emulator", "--port", str(port), *args],
+            [sys.executable, "-m", "stripe_emulator", "--port", str(port), *args],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import httpx
 from sqlalchemy.orm import Session, sessionmaker
 
+from stripe_emulator import DEFAULT_API_KEY, EmulatorAdmin
 from worker.clients import NewClient, create_client
 from worker.clock import REFRESH_SECONDS, ShiftableClock, SystemClock
 from worker.db.commands import CommandRecord, SqlCommandLog
@@ -24,7 +25,6 @@ from worker.embedded import (
     free_port,
     wait_until,
 )
-from worker.stripe_emulator import DEFAULT_API_KEY, EmulatorAdmin
 
 T = TypeVar("T")
 

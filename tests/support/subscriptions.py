@@ -10,6 +10,7 @@ from functools import cache
 
 from domain.billing import BillingAccount, BillingDetails, CreateBillingAccount
 from domain.subscriptions import ChangeState, Plan, PlanSpec, ScheduledChange, Subscription
+from stripe_emulator import EmulatorAdmin, LoggedRequest
 from tasks.handlers.billing import create_billing_account
 from tests.support.emulator import EMULATOR_KEY
 from tests.support.stack import Stack
@@ -17,7 +18,6 @@ from worker.admin import OperatorContext, create_organization, create_plan, crea
 from worker.bootstrap import BillingSettings
 from worker.clock import SystemClock
 from worker.db.uow import SqlUnitOfWork
-from worker.stripe_emulator import EmulatorAdmin, LoggedRequest
 from worker.stripe_provider import StripeBillingProvider
 
 DAY = 86_400.0

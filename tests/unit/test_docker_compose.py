@@ -84,3 +84,20 @@ def test_clients_reach_the_api_through_a_proxy_with_timeouts_for_slow_requests(
         "proxy_pass http://api:8080",
     ):
         assert directive in config
+
+
+def test_the_stripe_emulator_runs_from_an_image_of_its_own(compose: dict[str, Any]) -> None:
+    emulator = compose["services"]["stripe-emulator"]
+    build = emulator["build"]
+    assert (ROOT / build["context"] / build.get("dockerfile", "Dockerfile")).is_file()
+    assert emulator["image"] != compose["services"]["api"]["image"]
+
+
+def test_the_billing_worker_image_leaves_the_stripe_emulator_out() -> None:
+    copied = [
+        line.split()[1]
+        for line in (ROOT / "worker" / "Dockerfile").read_text().splitlines()
+        if line.startswith("COPY ")
+    ]
+    assert not any("stripe_emulator" in source for source in copied)
+    assert "." not in copied

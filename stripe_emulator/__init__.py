@@ -5,23 +5,25 @@ items with Stripe's wire protocol (form encoding, bracket notation, ``expand[]``
 search objects), errors, idempotency rules and rate limit, plus an admin API under
 ``/_emulator`` to drive a clock, inject faults and read a request log.
 
-Run it: ``python -m worker.stripe_emulator --host 127.0.0.1 --port 12111`` (``--api-key``,
-``--rate-limit``, ``--state-file``), or :func:`serve` / :func:`create_app` from code, and point
-the SDK at it: ``stripe.StripeClient(key, base_addresses={"api": "http://127.0.0.1:12111"})``.
+Run it: ``python -m stripe_emulator --host 127.0.0.1 --port 12111`` (or ``stripe-emulator``;
+``--api-key``, ``--rate-limit``, ``--state-file``), or :func:`serve` / :func:`create_app` from
+code, and point the SDK at it:
+``stripe.StripeClient(key, base_addresses={"api": "http://127.0.0.1:12111"})``.
 
-It imports nothing from the rest of the project.
+A distribution of its own (``billing-stripe-emulator``: ``pip install -e ./stripe_emulator``)
+that imports nothing from the rest of the project; billing-worker's wheel and image leave it out.
 """
 
-from worker.stripe_emulator.app import EmulatorApp, create_app
-from worker.stripe_emulator.client import (
+from stripe_emulator.app import EmulatorApp, create_app
+from stripe_emulator.client import (
     EmulatorAdmin,
     EmulatorAdminError,
     Fault,
     LoggedRequest,
     parse_duration,
 )
-from worker.stripe_emulator.config import API_VERSION, DEFAULT_API_KEY, EmulatorConfig
-from worker.stripe_emulator.server import serve
+from stripe_emulator.config import API_VERSION, DEFAULT_API_KEY, EmulatorConfig
+from stripe_emulator.server import serve
 
 __all__ = [
     "API_VERSION",

@@ -42,8 +42,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from worker.stripe_emulator import errors
-from worker.stripe_emulator.errors import StripeError
+from stripe_emulator import errors
+from stripe_emulator.errors import StripeError
 
 ERROR_KINDS: Final = (
     "rate_limit",

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from worker.stripe_emulator import objects
-from worker.stripe_emulator.errors import invalid
-from worker.stripe_emulator.ids import new_id
-from worker.stripe_emulator.params import (
+from stripe_emulator import objects
+from stripe_emulator.errors import invalid
+from stripe_emulator.ids import new_id
+from stripe_emulator.params import (
     PAGINATION,
     UNSET,
     Arr,
@@ -31,7 +31,7 @@ from worker.stripe_emulator.params import (
     Str,
     schema,
 )
-from worker.stripe_emulator.resources.common import (
+from stripe_emulator.resources.common import (
     Ctx,
     Endpoint,
     created_matches,
@@ -42,7 +42,7 @@ from worker.stripe_emulator.resources.common import (
     only_one_of,
     paginate,
 )
-from worker.stripe_emulator.state import Record, Store
+from stripe_emulator.state import Record, Store
 
 INTERVALS = ("day", "month", "week", "year")
 # Stripe's longest billing period is three years.

@@ -199,7 +199,7 @@ class EmulatorAdmin:
         should_retry: bool | None = None,
         retry_after: int | None = None,
     ) -> Fault:
-        """Add a fault rule (kinds and semantics: ``worker/stripe_emulator/faults.py``)."""
+        """Add a fault rule (kinds and semantics: ``stripe_emulator/faults.py``)."""
         body: dict[str, Any] = {
             "kind": kind,
             "match": match,

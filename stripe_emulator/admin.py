@@ -43,10 +43,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from worker.stripe_emulator import billing
-from worker.stripe_emulator.config import API_VERSION
-from worker.stripe_emulator.emulator import Emulator
-from worker.stripe_emulator.faults import FaultRule
+from stripe_emulator import billing
+from stripe_emulator.config import API_VERSION
+from stripe_emulator.emulator import Emulator
+from stripe_emulator.faults import FaultRule
 
 Endpoint = Callable[[Request], Awaitable[JSONResponse]]
 

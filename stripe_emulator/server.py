@@ -9,8 +9,8 @@ from types import FrameType
 
 import uvicorn
 
-from worker.stripe_emulator.app import EmulatorApp, create_app
-from worker.stripe_emulator.config import EmulatorConfig
+from stripe_emulator.app import EmulatorApp, create_app
+from stripe_emulator.config import EmulatorConfig
 
 
 class _Server(uvicorn.Server):

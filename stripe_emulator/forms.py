@@ -5,7 +5,7 @@
 
 Explicit indices stay dict keys here: whether ``{"0": ...}`` is an array or a map (``metadata[0]``
 is a valid metadata key) is only known to the endpoint's parameter schema, which converts it
-(see :mod:`worker.stripe_emulator.params`). ``[]`` appends to a real list.
+(see :mod:`stripe_emulator.params`). ``[]`` appends to a real list.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl
 
-from worker.stripe_emulator.errors import StripeError, invalid
+from stripe_emulator.errors import StripeError, invalid
 
 FormValue = str | dict[str, Any] | list[Any]
 

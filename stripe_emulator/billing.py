@@ -18,8 +18,8 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from worker.stripe_emulator.clock import add_interval
-from worker.stripe_emulator.state import Record, Store
+from stripe_emulator.clock import add_interval
+from stripe_emulator.state import Record, Store
 
 
 def start(

@@ -3,7 +3,7 @@
 Records are kept in Stripe's JSON shape so that most responses serialise a stored dict as is.
 Two exceptions keep related objects live instead of copied: a subscription's items and an
 item's price are stored as ids and rendered at response time (see
-:mod:`worker.stripe_emulator.objects`), so updating a price shows up on every subscription.
+:mod:`stripe_emulator.objects`), so updating a price shows up on every subscription.
 
 The emulator serves requests on one asyncio thread and handlers never await, so each request's
 reads and writes are atomic without locks.

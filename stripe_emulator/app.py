@@ -9,12 +9,12 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from worker.stripe_emulator import admin
-from worker.stripe_emulator.api import StripeAPI
-from worker.stripe_emulator.config import EmulatorConfig
-from worker.stripe_emulator.emulator import Emulator
+from stripe_emulator import admin
+from stripe_emulator.api import StripeAPI
+from stripe_emulator.config import EmulatorConfig
+from stripe_emulator.emulator import Emulator
 
-logger = logging.getLogger("worker.stripe_emulator")
+logger = logging.getLogger("stripe_emulator")
 
 ADMIN_PREFIX = "/_emulator"
 

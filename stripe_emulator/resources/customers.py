@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from worker.stripe_emulator import objects, search, taxids
-from worker.stripe_emulator.errors import invalid
-from worker.stripe_emulator.ids import invoice_prefix, new_id
-from worker.stripe_emulator.objects import ADDRESS_FIELDS
-from worker.stripe_emulator.params import (
+from stripe_emulator import objects, search, taxids
+from stripe_emulator.errors import invalid
+from stripe_emulator.ids import invoice_prefix, new_id
+from stripe_emulator.objects import ADDRESS_FIELDS
+from stripe_emulator.params import (
     PAGINATION,
     UNSET,
     Arr,
@@ -31,7 +31,7 @@ from worker.stripe_emulator.params import (
     Str,
     schema,
 )
-from worker.stripe_emulator.resources.common import (
+from stripe_emulator.resources.common import (
     Ctx,
     Endpoint,
     created_matches,
@@ -41,7 +41,7 @@ from worker.stripe_emulator.resources.common import (
     newest_first,
     paginate,
 )
-from worker.stripe_emulator.state import Record, Store
+from stripe_emulator.state import Record, Store
 
 _ADDRESS = {name: Str() for name in ADDRESS_FIELDS}
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+\Z")

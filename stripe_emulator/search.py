@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from worker.stripe_emulator.errors import StripeError, invalid
-from worker.stripe_emulator.state import Record
+from stripe_emulator.errors import StripeError, invalid
+from stripe_emulator.state import Record
 
 _TOKEN = re.compile(
     r"""\s*(?:

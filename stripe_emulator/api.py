@@ -1,13 +1,13 @@
 """The Stripe API front: a raw ASGI app handling every non-admin request.
 
 Order of processing, which decides what a client observes (and what is stored under an
-idempotency key, see :mod:`worker.stripe_emulator.idempotency`):
+idempotency key, see :mod:`stripe_emulator.idempotency`):
 
 1. authentication (401), ``Stripe-Version`` check, rate limiter (429), routing (404),
    parsing the form/query parameters;
 2. idempotency: replay a stored response, or 400 on a key reused with other parameters or
    another endpoint, or 409 if the key is held by a request still executing;
-3. faults planned for the request (:mod:`worker.stripe_emulator.faults`) that act before
+3. faults planned for the request (:mod:`stripe_emulator.faults`) that act before
    execution: latency, error responses, dropped or hung connections;
 4. parameter validation against the endpoint schema and ``expand[]`` check (400);
 5. execution, then ``expand[]``; the response is stored under the idempotency key;
@@ -32,17 +32,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from worker.stripe_emulator import errors, expand
-from worker.stripe_emulator.config import API_VERSION
-from worker.stripe_emulator.emulator import Emulator
-from worker.stripe_emulator.errors import StripeError
-from worker.stripe_emulator.faults import ERROR_KINDS, FaultRule
-from worker.stripe_emulator.forms import parse_form
-from worker.stripe_emulator.idempotency import MAX_KEY_LENGTH, Scope, Stored
-from worker.stripe_emulator.ids import new_id
-from worker.stripe_emulator.resources.common import Ctx, Endpoint
+from stripe_emulator import errors, expand
+from stripe_emulator.config import API_VERSION
+from stripe_emulator.emulator import Emulator
+from stripe_emulator.errors import StripeError
+from stripe_emulator.faults import ERROR_KINDS, FaultRule
+from stripe_emulator.forms import parse_form
+from stripe_emulator.idempotency import MAX_KEY_LENGTH, Scope, Stored
+from stripe_emulator.ids import new_id
+from stripe_emulator.resources.common import Ctx, Endpoint
 
-logger = logging.getLogger("worker.stripe_emulator")
+logger = logging.getLogger("stripe_emulator")
 
 # ``2026-10-28.endive``, optionally with beta flags: ``2025-09-30.preview; some_beta=v1``.
 _VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(\.[a-z]+)?(;\s*\w+=v\d+)*\Z")

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.stripe_emulator import billing, objects
-from worker.stripe_emulator.errors import invalid, resource_missing
-from worker.stripe_emulator.ids import new_id
-from worker.stripe_emulator.objects import render_item, render_subscription
-from worker.stripe_emulator.params import (
+from stripe_emulator import billing, objects
+from stripe_emulator.errors import invalid, resource_missing
+from stripe_emulator.ids import new_id
+from stripe_emulator.objects import render_item, render_subscription
+from stripe_emulator.params import (
     PAGINATION,
     UNSET,
     Arr,
@@ -33,7 +33,7 @@ from worker.stripe_emulator.params import (
     Str,
     schema,
 )
-from worker.stripe_emulator.resources.common import (
+from stripe_emulator.resources.common import (
     Ctx,
     Endpoint,
     created_matches,
@@ -43,8 +43,8 @@ from worker.stripe_emulator.resources.common import (
     newest_first,
     paginate,
 )
-from worker.stripe_emulator.resources.customers import live_customer
-from worker.stripe_emulator.state import Record, Store
+from stripe_emulator.resources.customers import live_customer
+from stripe_emulator.state import Record, Store
 
 PRORATION = Enum("always_invoice", "create_prorations", "none")
 STATUSES = (

@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from worker.stripe_emulator.errors import (
+from stripe_emulator.errors import (
     invalid,
     parameter_invalid_empty,
     parameter_invalid_integer,

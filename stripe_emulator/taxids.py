@@ -1,20 +1,30 @@
 """Tax ID types and value checks, as Stripe applies them when a tax ID is created.
 
-The type list is Stripe's full enum for API version 2026-10-28.endive (kept in
-``domain.tax_ids``, which the billing account rules share). Values are checked against the format
-Stripe documents for the type (https://docs.stripe.com/billing/customer/tax-ids): precisely for
-the common types, and with a light sanity check (letters, digits and the separators Stripe's
-examples use) for the rest, so a plausible value of a rarer type is accepted.
+The type list is Stripe's full enum, read from the ``stripe`` SDK's own parameter types
+(``CustomerCreateParamsTaxIdDatum.type``), so it follows the API version the SDK speaks. Values
+are checked against the format Stripe documents for the type
+(https://docs.stripe.com/billing/customer/tax-ids): precisely for the common types, and with a
+light sanity check (letters, digits and the separators Stripe's examples use) for the rest, so a
+plausible value of a rarer type is accepted.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Final
+import typing
+from typing import Final, Literal
 
-from domain.tax_ids import STRIPE_TAX_ID_TYPES
+from stripe.params import CustomerCreateParamsTaxIdDatum
 
-TAX_ID_TYPES: Final[tuple[str, ...]] = STRIPE_TAX_ID_TYPES
+
+def _sdk_tax_id_types() -> tuple[str, ...]:
+    """The ``Literal`` inside the SDK's ``Literal[...] | str`` annotation of a tax ID's type."""
+    annotation = typing.get_type_hints(CustomerCreateParamsTaxIdDatum)["type"]
+    literal = next(arg for arg in typing.get_args(annotation) if typing.get_origin(arg) is Literal)
+    return tuple(typing.get_args(literal))
+
+
+TAX_ID_TYPES: Final[tuple[str, ...]] = _sdk_tax_id_types()
 
 # EU VAT numbers: the member-state prefix (EL for Greece, XI for Northern Ireland) followed by
 # that state's national format.

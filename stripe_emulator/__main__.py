@@ -1,17 +1,17 @@
-"""``python -m worker.stripe_emulator --host 127.0.0.1 --port 12111``."""
+"""``python -m stripe_emulator --host 127.0.0.1 --port 12111``."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from worker.stripe_emulator.config import DEFAULT_API_KEY, DEFAULT_RATE_LIMIT, EmulatorConfig
-from worker.stripe_emulator.server import serve
+from stripe_emulator.config import DEFAULT_API_KEY, DEFAULT_RATE_LIMIT, EmulatorConfig
+from stripe_emulator.server import serve
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m worker.stripe_emulator",
+        prog="python -m stripe_emulator",
         description="A Stripe API emulator for tests and local runs (foreground; Ctrl-C stops).",
     )
     parser.add_argument("--host", default="127.0.0.1")

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from worker.stripe_emulator.errors import StripeError, invalid
-from worker.stripe_emulator.objects import list_object, render_subscription
-from worker.stripe_emulator.state import Record, Store
+from stripe_emulator.errors import StripeError, invalid
+from stripe_emulator.objects import list_object, render_subscription
+from stripe_emulator.state import Record, Store
 
 Edge = tuple[str, str]
 

@@ -7,15 +7,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from worker.stripe_emulator import billing
-from worker.stripe_emulator.clock import Clock
-from worker.stripe_emulator.config import EmulatorConfig
-from worker.stripe_emulator.faults import FaultEngine, RateLimiter
-from worker.stripe_emulator.idempotency import IdempotencyStore
-from worker.stripe_emulator.reqlog import RequestLog
-from worker.stripe_emulator.resources import catalog, customers, subscriptions
-from worker.stripe_emulator.resources.common import Endpoint
-from worker.stripe_emulator.state import STATE_VERSION, Store, load_json, save_json
+from stripe_emulator import billing
+from stripe_emulator.clock import Clock
+from stripe_emulator.config import EmulatorConfig
+from stripe_emulator.faults import FaultEngine, RateLimiter
+from stripe_emulator.idempotency import IdempotencyStore
+from stripe_emulator.reqlog import RequestLog
+from stripe_emulator.resources import catalog, customers, subscriptions
+from stripe_emulator.resources.common import Endpoint
+from stripe_emulator.state import STATE_VERSION, Store, load_json, save_json
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     *customers.ROUTES,

@@ -6,10 +6,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker.stripe_emulator.errors import invalid, resource_missing
-from worker.stripe_emulator.objects import list_object
-from worker.stripe_emulator.params import UNSET, Obj
-from worker.stripe_emulator.state import Record, Store
+from stripe_emulator.errors import invalid, resource_missing
+from stripe_emulator.objects import list_object
+from stripe_emulator.params import UNSET, Obj
+from stripe_emulator.state import Record, Store
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.stripe_emulator.state import Record, Store
+from stripe_emulator.state import Record, Store
 
 ADDRESS_FIELDS = ("city", "country", "line1", "line2", "postal_code", "state")
 
