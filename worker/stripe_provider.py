@@ -40,14 +40,10 @@ from domain.errors import (
     error_info,
     field_violations,
 )
+from domain.plans import ProviderPlan, ProviderPrice
 from domain.rate_budget import CallKind, RateBudget, current_priority
-from domain.subscriptions import (
-    ProrationBehavior,
-    ProviderPlan,
-    ProviderPrice,
-    ProviderSubscription,
-    SubscriptionTerms,
-)
+from domain.scheduled_changes import ProrationBehavior
+from domain.subscriptions import ProviderSubscription, SubscriptionTerms
 
 PROVIDER_NAME = "stripe"
 RATE_LIMIT_RETRIES = 3

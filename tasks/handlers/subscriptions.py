@@ -1,7 +1,7 @@
 """Plan change handlers: decide and persist the change, call the provider outside any
 transaction with the change's own idempotency key, record the outcome.
 
-Every change is a row (``domain/subscriptions.py``) whose id is derived from the command id,
+Every change is a row (``domain/scheduled_changes.py``) whose id is derived from the command id,
 so a redelivered command finds its change again instead of making another. The provider is
 only ever called by :func:`apply_change`, with the key ``{change_id}:apply``: one update call,
 whose repetitions the provider replays. It reads the subscription first only when an earlier
@@ -23,21 +23,20 @@ from domain.errors import (
     UniquenessViolation,
     error_info,
 )
+from domain.plans import Plan
 from domain.ports import BillingProvider, Claim, HandlerContext, UnitOfWork
 from domain.rate_budget import sweep_quota
-from domain.subscriptions import (
+from domain.scheduled_changes import (
     ApplyScheduledChange,
     ChangeReason,
     ChangeState,
     ChangeSubscriptionPlan,
-    Plan,
     PlanChanged,
-    ProviderSubscription,
     ScheduledChange,
     ScheduledChangeOutcome,
-    Subscription,
     change_id_for,
 )
+from domain.subscriptions import ProviderSubscription, Subscription
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,8 @@ import pytest
 import stripe  # noqa: TID251 - the tests look at the emulator's subscriptions through the SDK
 from celery import Celery
 
-from domain.subscriptions import ChangeState, Plan
+from domain.plans import Plan
+from domain.scheduled_changes import ChangeState
 from tests.emulator.support import sdk_client
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import (

@@ -11,22 +11,17 @@ import pytest
 from pydantic import ValidationError
 
 from domain.errors import ErrorCode, FailedPrecondition, InvalidArgument
-from domain.subscriptions import (
+from domain.plans import Plan, PlanSpec, ProviderPrice
+from domain.scheduled_changes import (
     ChangeKind,
     ChangeReason,
     ChangeState,
     ChangeSubscriptionPlan,
-    Phase,
-    Plan,
-    PlanSpec,
-    ProviderPrice,
-    ProviderSubscription,
     ScheduledChange,
-    Subscription,
-    SubscriptionState,
     change_id_for,
-    resolve_change_request,
 )
+from domain.subscriptions import Phase, ProviderSubscription, Subscription, SubscriptionState
+from worker.api.change_request import resolve_change_request
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 PERIOD_END = datetime(2026, 12, 21, 12, 0, tzinfo=UTC)

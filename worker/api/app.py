@@ -23,8 +23,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from domain.billing import CreateBillingAccount, RegisterBillingAccount
 from domain.errors import CommandError, ErrorCode, error_info
-from domain.subscriptions import ChangeSubscriptionPlan, resolve_change_request
+from domain.scheduled_changes import ChangeSubscriptionPlan
 from domain.users import EnableUser
+from worker.api.change_request import resolve_change_request
 from worker.api.errors import ApiError, body_of, install_error_handlers
 from worker.api.gateway import CommandGateway, record_view
 from worker.api.strict_json import BodyRejected, parse_object

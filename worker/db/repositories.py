@@ -10,17 +10,10 @@ from sqlalchemy.orm import Session
 
 from domain.billing import Address, BillingAccount, BillingAccountState, TaxEntry
 from domain.organizations import Organization, OrganizationState
+from domain.plans import Plan, PlanInterval
 from domain.ports import Claim
-from domain.subscriptions import (
-    ChangeKind,
-    ChangeState,
-    Plan,
-    PlanInterval,
-    ProrationBehavior,
-    ScheduledChange,
-    Subscription,
-    SubscriptionState,
-)
+from domain.scheduled_changes import ChangeKind, ChangeState, ProrationBehavior, ScheduledChange
+from domain.subscriptions import Subscription, SubscriptionState
 from domain.users import User, UserState
 from worker.db.models import (
     Base,
