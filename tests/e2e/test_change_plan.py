@@ -375,7 +375,7 @@ def test_the_current_plan_is_a_400(api: httpx.Client, sub: Subscribed, catalog: 
 
     assert response.status_code == 400, response.text
     assert response.json()["code"] == 3
-    assert "plan" in field_violations(response.json())
+    assert "plan_change.plan" in field_violations(response.json())
 
 
 @pytest.mark.parametrize("where", ["unknown-subscription", "other-org", "other-account"])
@@ -452,7 +452,7 @@ def test_a_change_stripe_refuses_fails_clearly_and_the_pending_change_stands(
 
     assert response.status_code == 400, response.text
     assert response.json()["code"] == 3
-    assert "inactive" in field_violations(response.json())["plan"]
+    assert "inactive" in field_violations(response.json())["plan_change.plan"]
     command = api.get(f"/v1beta1/commands/{response.headers['Command-Id']}").json()
     assert (command["status"], command["attempts"]) == ("failed", 1)
     refused, pending = changes_of(stack, sub.id)

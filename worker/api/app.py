@@ -332,9 +332,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
             field_names={
                 "billing_account_id": "billing_id",
                 "subscription_id": "id",
-                "plan": resolved.plan_field,
-                "immediate": "plan_change.immediate",
-                "cancel_upcoming_changes": "phase_change.cancel_upcoming_changes",
+                **resolved.field_names(),
             },
             headers=DEPRECATED_FIELDS_USED if resolved.used_deprecated_fields else None,
         )
