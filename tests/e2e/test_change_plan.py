@@ -501,6 +501,25 @@ def test_another_service_can_publish_a_plan_change(
     assert item_price(sdk, sub) == catalog.team.provider_price_id
 
 
+def test_a_published_change_to_the_current_plan_names_the_commands_plan_field(
+    stack: Stack, sub: Subscribed, catalog: Catalog
+) -> None:
+    command_id = publish(
+        stack,
+        "subscriptions.change_plan",
+        org_id=sub.org_id,
+        billing_account_id=sub.account_id,
+        subscription_id=sub.id,
+        plan=catalog.starter.name,
+    )
+
+    record = stack.finished(command_id)
+    assert record.status.value == "failed"
+    assert record.error is not None
+    fields = [v["field"] for v in record.error["details"][0]["fieldViolations"]]
+    assert fields == ["plan"]
+
+
 def test_an_apply_command_for_a_change_not_yet_due_is_refused_and_sends_nothing(
     stack: Stack,
     api: httpx.Client,
