@@ -15,17 +15,10 @@ from typing import Any, Protocol, Self
 from domain.billing import BillingAccount, ProviderCustomer
 from domain.messages import CommandStatus
 from domain.organizations import Organization
+from domain.plans import Plan, ProviderPlan, ProviderPrice
 from domain.rate_budget import RateBudget
-from domain.subscriptions import (
-    Plan,
-    ProrationBehavior,
-    ProviderPlan,
-    ProviderPrice,
-    ProviderSubscription,
-    ScheduledChange,
-    Subscription,
-    SubscriptionTerms,
-)
+from domain.scheduled_changes import ProrationBehavior, ScheduledChange
+from domain.subscriptions import ProviderSubscription, Subscription, SubscriptionTerms
 from domain.users import User
 
 

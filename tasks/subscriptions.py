@@ -9,9 +9,9 @@ from typing import Any
 
 from celery import shared_task
 
-from domain.subscriptions import ApplyScheduledChange, ChangeSubscriptionPlan
+from domain.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan
 from tasks.base import CommandTask
-from tasks.handlers.subscriptions import (
+from tasks.handlers.scheduled_changes import (
     apply_scheduled_change as handle_apply_scheduled_change,
 )
 from tasks.handlers.subscriptions import change_subscription_plan

@@ -20,8 +20,10 @@ from domain.errors import (
     resource_info,
 )
 from domain.organizations import Organization, OrganizationState, validate_avatar
+from domain.plans import Plan, PlanSpec
 from domain.ports import BillingProvider, Clock, HandlerContext, UnitOfWork
-from domain.subscriptions import Plan, PlanSpec, ScheduledChange, Subscription, SubscriptionTerms
+from domain.scheduled_changes import ScheduledChange
+from domain.subscriptions import Subscription, SubscriptionTerms
 from domain.users import UserState
 from worker.bootstrap import BillingSettings
 from worker.db.models import OrganizationRow, UserRow

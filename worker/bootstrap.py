@@ -22,7 +22,7 @@ from domain.ports import (
     UnitOfWork,
 )
 from domain.rate_budget import RateBudget
-from domain.subscriptions import ProrationBehavior
+from domain.scheduled_changes import ProrationBehavior
 from worker.clock import ShiftableClock, SystemClock
 from worker.db.commands import SqlCommandLog
 from worker.db.engine import session_factory

@@ -348,7 +348,7 @@ def plans_create(
 ) -> None:
     """Create a plan, with its product and price at the provider. Running it again after a
     failure resumes the same plan."""
-    from domain.subscriptions import PlanSpec
+    from domain.plans import PlanSpec
     from worker.admin import create_plan
 
     plan = _admin_errors(

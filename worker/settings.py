@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from domain.subscriptions import ProrationBehavior
+from domain.scheduled_changes import ProrationBehavior
 
 STACK_FILE = "stack.json"
 

@@ -308,7 +308,7 @@ class LocalStack:
         """Demo billing, made once: two plans, the demo organization's billing account
         (registered with the emulator) and a subscription to the first plan."""
         from domain.billing import BillingDetails, CreateBillingAccount
-        from domain.subscriptions import PlanSpec
+        from domain.plans import PlanSpec
         from tasks.handlers.billing import create_billing_account
         from worker.admin import OperatorContext, create_plan, create_subscription
         from worker.bootstrap import BillingSettings

@@ -12,7 +12,8 @@ Errors leave this module as domain errors:
 * a 5xx marked ``Stripe-Should-Retry: false`` (a failure Stripe stored under our key, which
   a retry would only replay) → :class:`Unavailable`, not retried;
 * bad credentials → :class:`Internal` (an operator must fix the configuration);
-* any other 4xx → :class:`InvalidArgument`, naming our field and carrying Stripe's message.
+* any other 4xx → :class:`InvalidArgument`, naming the command's field and carrying
+  Stripe's message.
 
 Every request first takes a token from the account's shared rate budget
 (``worker/stripe_budget.py``), as a read or a write, at the priority of the command being
@@ -40,14 +41,10 @@ from domain.errors import (
     error_info,
     field_violations,
 )
+from domain.plans import ProviderPlan, ProviderPrice
 from domain.rate_budget import CallKind, RateBudget, current_priority
-from domain.subscriptions import (
-    ProrationBehavior,
-    ProviderPlan,
-    ProviderPrice,
-    ProviderSubscription,
-    SubscriptionTerms,
-)
+from domain.scheduled_changes import ProrationBehavior
+from domain.subscriptions import ProviderSubscription, SubscriptionTerms
 
 PROVIDER_NAME = "stripe"
 RATE_LIMIT_RETRIES = 3
@@ -55,32 +52,36 @@ RATE_LIMIT_RETRIES = 3
 transiently (and the command's own backoff takes over)."""
 T = TypeVar("T")
 
-# Stripe's parameter names → the fields of our create request.
+# Stripe's parameter names → the fields of the create command's billing details
+# (``account`` of :class:`domain.billing.CreateBillingAccount`), where every value of a
+# customer comes from.
 _FIELD_OF_PARAM = {
-    "name": "body.name",
-    "email": "body.email",
-    "phone": "body.phone",
-    "metadata": "body.metadata",
-    "address": "body.address",
-    "tax_id_data": "body.tax_data",
+    "name": "account.name",
+    "email": "account.email",
+    "phone": "account.phone",
+    "metadata": "account.metadata",
+    "address": "account.address",
+    "tax_id_data": "account.tax_data",
 }
 _TAX_PARAM = re.compile(r"^tax_id_data\[(\d+)\]\[(type|value)\]$")
 _NESTED_PARAM = re.compile(r"^(\w+)\[(\w+)\]")
 
 
 def field_for_param(param: str | None) -> str:
-    """Our request field for a Stripe ``param`` (``tax_id_data[0][value]`` → ``body.tax_data[0]
-    .id``); ``body`` when Stripe named none or one we do not send."""
+    """The command field for a Stripe ``param`` of a customer call (``tax_id_data[0][value]`` →
+    ``account.tax_data[0].id``); ``account`` when Stripe named none or one we do not send.
+
+    Names are the command's, never an HTTP request's: the API renames them for its answer."""
     if not param:
-        return "body"
+        return "account"
     tax = _TAX_PARAM.match(param)
     if tax:
-        return f"body.tax_data[{tax.group(1)}].{'id' if tax.group(2) == 'value' else 'type'}"
+        return f"account.tax_data[{tax.group(1)}].{'id' if tax.group(2) == 'value' else 'type'}"
     nested = _NESTED_PARAM.match(param)
     if nested and nested.group(1) == "address":
-        return f"body.address.{nested.group(2)}"
+        return f"account.address.{nested.group(2)}"
     root = nested.group(1) if nested else param
-    return _FIELD_OF_PARAM.get(root, "body")
+    return _FIELD_OF_PARAM.get(root, "account")
 
 
 def _header(error: stripe.StripeError, name: str) -> str | None:
@@ -105,7 +106,8 @@ def is_rate_limit(error: stripe.StripeError) -> bool:
 
 
 def plan_field(param: str | None) -> str:
-    """Every parameter of a subscription or price call comes from the plan asked for."""
+    """Every parameter of a subscription or price call comes from the plan asked for (the
+    ``plan`` of :class:`domain.scheduled_changes.ChangeSubscriptionPlan`)."""
     return "plan"
 
 
@@ -115,7 +117,7 @@ def translate(
     field_for: Callable[[str | None], str] = field_for_param,
 ) -> Exception:
     """The domain error for a Stripe failure of ``operation`` (see the module docstring);
-    ``field_for`` names our request field for the Stripe parameter a 4xx blames."""
+    ``field_for`` names the command field for the Stripe parameter a 4xx blames."""
     status = error.http_status
     request_id = error.request_id or ""
     stripe_error = error.error

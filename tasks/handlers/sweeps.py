@@ -6,7 +6,7 @@ import logging
 
 from domain.ports import Application
 from domain.rate_budget import CallKind
-from tasks.handlers.subscriptions import apply_command_for, claim_due_changes, release_claim
+from tasks.handlers.scheduled_changes import apply_command_for, claim_due_changes, release_claim
 
 logger = logging.getLogger(__name__)
 

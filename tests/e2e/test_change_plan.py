@@ -22,7 +22,8 @@ import pytest
 import stripe  # noqa: TID251 - the tests look at the emulator's subscriptions through the SDK
 from celery import Celery
 
-from domain.subscriptions import ChangeState, Plan
+from domain.plans import Plan
+from domain.scheduled_changes import ChangeState
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.stack import Stack, eventually
@@ -374,7 +375,7 @@ def test_the_current_plan_is_a_400(api: httpx.Client, sub: Subscribed, catalog: 
 
     assert response.status_code == 400, response.text
     assert response.json()["code"] == 3
-    assert "plan" in field_violations(response.json())
+    assert "plan_change.plan" in field_violations(response.json())
 
 
 @pytest.mark.parametrize("where", ["unknown-subscription", "other-org", "other-account"])
@@ -451,7 +452,7 @@ def test_a_change_stripe_refuses_fails_clearly_and_the_pending_change_stands(
 
     assert response.status_code == 400, response.text
     assert response.json()["code"] == 3
-    assert "inactive" in field_violations(response.json())["plan"]
+    assert "inactive" in field_violations(response.json())["plan_change.plan"]
     command = api.get(f"/v1beta1/commands/{response.headers['Command-Id']}").json()
     assert (command["status"], command["attempts"]) == ("failed", 1)
     refused, pending = changes_of(stack, sub.id)
@@ -498,6 +499,25 @@ def test_another_service_can_publish_a_plan_change(
     assert record.result is not None
     assert record.result["phase"]["plan_id"] == catalog.team.id
     assert item_price(sdk, sub) == catalog.team.provider_price_id
+
+
+def test_a_published_change_to_the_current_plan_names_the_commands_plan_field(
+    stack: Stack, sub: Subscribed, catalog: Catalog
+) -> None:
+    command_id = publish(
+        stack,
+        "subscriptions.change_plan",
+        org_id=sub.org_id,
+        billing_account_id=sub.account_id,
+        subscription_id=sub.id,
+        plan=catalog.starter.name,
+    )
+
+    record = stack.finished(command_id)
+    assert record.status.value == "failed"
+    assert record.error is not None
+    fields = [v["field"] for v in record.error["details"][0]["fieldViolations"]]
+    assert fields == ["plan"]
 
 
 def test_an_apply_command_for_a_change_not_yet_due_is_refused_and_sends_nothing(

@@ -131,3 +131,28 @@ def test_another_service_creates_a_billing_account_with_the_same_command(
             and not logged.replayed
         ]
     assert len(customer_posts) == 1
+
+
+def test_a_tax_id_stripe_rejects_names_the_commands_field_not_the_http_requests(
+    stack: Stack, publisher: Celery
+) -> None:
+    org = create_organization(stack.sessions, SystemClock(), name=f"org-{uuid.uuid4().hex}")
+    command_id = str(uuid.uuid4())
+    account = {
+        "name": "Acme",
+        "email": "billing@acme.example",
+        "address": {"country": "DE"},
+        "tax_data": [{"type": "eu_vat", "id": "DE12"}],
+    }
+    publisher.send_task(
+        "billing.create_account",
+        kwargs={"command_id": command_id, "org_id": org.id, "account": account},
+        queue="billing",
+    )
+
+    record = stack.finished(command_id)
+
+    assert record.status.value == "failed"
+    assert record.error is not None
+    fields = [v["field"] for v in record.error["details"][0]["fieldViolations"]]
+    assert fields == ["account.tax_data[0].id"]

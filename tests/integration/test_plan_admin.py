@@ -18,7 +18,8 @@ from domain.errors import (
     NotFound,
     TransientError,
 )
-from domain.subscriptions import PlanSpec, SubscriptionState
+from domain.plans import PlanSpec
+from domain.subscriptions import SubscriptionState
 from stripe_emulator import EmulatorAdmin
 from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
 from worker.admin import (

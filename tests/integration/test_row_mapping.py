@@ -14,15 +14,9 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from domain.billing import Address, BillingAccount, BillingAccountState, TaxEntry
 from domain.organizations import Organization, OrganizationState
-from domain.subscriptions import (
-    ChangeKind,
-    ChangeState,
-    Plan,
-    PlanInterval,
-    ScheduledChange,
-    Subscription,
-    SubscriptionState,
-)
+from domain.plans import Plan, PlanInterval
+from domain.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
+from domain.subscriptions import Subscription, SubscriptionState
 from domain.users import User, UserState
 from worker.db.engine import session_factory
 from worker.db.mapping import RowMapping

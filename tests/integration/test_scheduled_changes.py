@@ -12,17 +12,10 @@ import pytest
 
 from domain.billing import BillingAccount, BillingDetails
 from domain.errors import UniquenessViolation
+from domain.plans import Plan, PlanSpec, ProviderPrice
 from domain.ports import Claim
-from domain.subscriptions import (
-    ChangeReason,
-    ChangeState,
-    Plan,
-    PlanSpec,
-    ProviderPrice,
-    ScheduledChange,
-    Subscription,
-    SubscriptionState,
-)
+from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
+from domain.subscriptions import Subscription, SubscriptionState
 from worker.admin import create_organization
 from worker.clock import SystemClock
 from worker.db.engine import session_factory

@@ -45,14 +45,14 @@ def test_a_customer_is_found_by_its_billing_account(provider: StripeBillingProvi
     assert provider.find_customer("ba_missing") is None
 
 
-def test_an_invalid_tax_id_is_an_invalid_argument_on_our_field(
+def test_an_invalid_tax_id_is_an_invalid_argument_on_the_commands_field(
     provider: StripeBillingProvider,
 ) -> None:
     with pytest.raises(InvalidArgument) as error:
         provider.create_customer(customer(tax_id="GB1"), idempotency_key="k-bad-tax")
 
     violation = error.value.details[0]["fieldViolations"][0]
-    assert violation["field"] == "body.tax_data[0].id"
+    assert violation["field"] == "account.tax_data[0].id"
     assert "gb_vat" in violation["description"]
 
 

@@ -10,7 +10,8 @@ import stripe  # noqa: TID251 - the tests look at the emulator's objects through
 
 from domain.billing import Address, ProviderCustomer
 from domain.errors import InvalidArgument, TransientError
-from domain.subscriptions import ProviderPlan, ProviderPrice, SubscriptionState, SubscriptionTerms
+from domain.plans import ProviderPlan, ProviderPrice
+from domain.subscriptions import SubscriptionState, SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess

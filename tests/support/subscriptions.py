@@ -9,7 +9,9 @@ from datetime import timedelta
 from functools import cache
 
 from domain.billing import BillingAccount, BillingDetails, CreateBillingAccount
-from domain.subscriptions import ChangeState, Plan, PlanSpec, ScheduledChange, Subscription
+from domain.plans import Plan, PlanSpec
+from domain.scheduled_changes import ChangeState, ScheduledChange
+from domain.subscriptions import Subscription
 from stripe_emulator import EmulatorAdmin, LoggedRequest
 from tasks.handlers.billing import create_billing_account
 from tests.support.emulator import EMULATOR_KEY

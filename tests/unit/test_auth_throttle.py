@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from worker.api.app import RefusalHold
+from worker.api.state import RefusalHold
 from worker.clients import FailureThrottle
 
 

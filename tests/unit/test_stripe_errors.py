@@ -76,7 +76,10 @@ def test_a_rejected_tax_id_is_an_invalid_argument_on_our_field_with_stripes_mess
     body = translated.to_body()
     assert body["code"] == ErrorCode.INVALID_ARGUMENT
     violation = body["details"][0]["fieldViolations"][0]
-    assert violation == {"field": "body.tax_data[1].id", "description": "Invalid value for eu_vat."}
+    assert violation == {
+        "field": "account.tax_data[1].id",
+        "description": "Invalid value for eu_vat.",
+    }
     assert body["details"][1]["metadata"]["stripe_code"] == "tax_id_invalid"
 
 
@@ -88,13 +91,15 @@ def test_bad_credentials_are_an_internal_error_not_the_callers() -> None:
 @pytest.mark.parametrize(
     ("param", "field"),
     [
-        (None, "body"),
-        ("email", "body.email"),
-        ("address[postal_code]", "body.address.postal_code"),
-        ("tax_id_data[0][type]", "body.tax_data[0].type"),
-        ("metadata[seats]", "body.metadata"),
-        ("expand", "body"),
+        (None, "account"),
+        ("email", "account.email"),
+        ("address[postal_code]", "account.address.postal_code"),
+        ("tax_id_data[0][type]", "account.tax_data[0].type"),
+        ("metadata[seats]", "account.metadata"),
+        ("expand", "account"),
     ],
 )
-def test_stripe_params_are_named_as_our_fields(param: str | None, field: str) -> None:
+def test_stripe_params_are_named_as_the_create_commands_fields(
+    param: str | None, field: str
+) -> None:
     assert field_for_param(param) == field

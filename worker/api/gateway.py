@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,14 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError
 
-from domain.errors import CommandError, ErrorCode, error_info
+from domain.errors import (
+    BAD_REQUEST,
+    ERROR_INFO,
+    CommandError,
+    ErrorCode,
+    ErrorDetail,
+    error_info,
+)
 from domain.messages import Command, CommandStatus
 from worker.api.errors import HTTP_STATUS, ApiError
 from worker.db.commands import CommandRecord, SqlCommandLog
@@ -57,7 +64,11 @@ class CommandGateway:
         field_names: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Response:
-        """Run ``command_type`` with ``fields`` for ``client_id`` and answer for it."""
+        """Run ``command_type`` with ``fields`` for ``client_id`` and answer for it.
+
+        ``field_names`` gives the request's name for each command field this route renames;
+        errors (the command's validation, and the finished command's own) are answered
+        with the request's names."""
         key = request.headers.get("idempotency-key")
         if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
             raise ApiError.bad_request(
@@ -95,7 +106,7 @@ class CommandGateway:
 
         if not _prefers_async(request):
             record = await self.wait(record.id, self.wait_timeout)
-        return respond(record, render, headers)
+        return respond(record, render, headers, field_names=field_names)
 
     async def _existing(self, client_id: str, key: str, fingerprint: str) -> CommandRecord | None:
         record = await to_thread.run_sync(self.commands.find_by_idempotency_key, client_id, key)
@@ -152,15 +163,24 @@ class CommandGateway:
 
 
 def respond(
-    record: CommandRecord, render: Render, headers: Mapping[str, str] | None = None
+    record: CommandRecord,
+    render: Render,
+    headers: Mapping[str, str] | None = None,
+    *,
+    field_names: Mapping[str, str] | None = None,
 ) -> Response:
-    """200 with the rendered result, the recorded error, or 202 while still in flight."""
+    """200 with the rendered result, the recorded error, or 202 while still in flight.
+
+    The command's error names the command's fields (what a queue publisher sends); the
+    answer names the request's, renamed here by ``field_names`` (command field → request
+    field), the one place where the two vocabularies meet."""
     common = {"Command-Id": record.id, **(headers or {})}
     if record.status is CommandStatus.SUCCEEDED:
         return JSONResponse(render(record.result or {}), status_code=200, headers=common)
     if record.status is CommandStatus.FAILED and record.error is not None:
         error = CommandError.from_body(record.error)
-        return JSONResponse(error.to_body(), status_code=HTTP_STATUS[error.code], headers=common)
+        body = {**error.to_body(), "details": in_request_terms(error.details, field_names or {})}
+        return JSONResponse(body, status_code=HTTP_STATUS[error.code], headers=common)
     return JSONResponse(
         {"command_id": record.id, "status": record.status.value},
         status_code=202,
@@ -202,6 +222,48 @@ def field_path(loc: tuple[int | str, ...], field_names: Mapping[str, str]) -> st
         name = field_names.get(part, part) if index == 0 else part
         path += f".{name}" if path else name
     return path
+
+
+_LEADING_NAME = re.compile(r"^([^.\[]+)(.*)$", re.DOTALL)
+
+
+def request_field(command_field: str, field_names: Mapping[str, str]) -> str:
+    """``account.tax_data[0].id`` → ``body.tax_data[0].id``: a command's field path with its
+    first part renamed to the request's name for it."""
+    match = _LEADING_NAME.match(command_field)
+    if match is None:
+        return command_field
+    head, rest = match.groups()
+    return field_names.get(head, head) + rest
+
+
+def in_request_terms(
+    details: Sequence[ErrorDetail], field_names: Mapping[str, str]
+) -> list[ErrorDetail]:
+    """Error details of a command with the fields they name renamed to the request's names:
+    the ``field`` of each BadRequest violation, and an ErrorInfo's ``field`` metadata."""
+    if not field_names:
+        return list(details)
+    renamed: list[ErrorDetail] = []
+    for detail in details:
+        if detail.get("@type") == BAD_REQUEST:
+            detail = {
+                **detail,
+                "fieldViolations": [
+                    {**violation, "field": request_field(str(violation["field"]), field_names)}
+                    if "field" in violation
+                    else violation
+                    for violation in detail.get("fieldViolations", [])
+                ],
+            }
+        elif detail.get("@type") == ERROR_INFO and "field" in detail.get("metadata", {}):
+            metadata = detail["metadata"]
+            detail = {
+                **detail,
+                "metadata": {**metadata, "field": request_field(metadata["field"], field_names)},
+            }
+        renamed.append(detail)
+    return renamed
 
 
 def record_view(record: CommandRecord) -> dict[str, Any]:

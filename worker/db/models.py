@@ -168,7 +168,7 @@ PENDING_CHANGE_STATES = "state IN ('scheduled', 'applying')"
 
 
 class ScheduledChangeRow(Base):
-    """Plan changes of subscriptions, pending and past (see ``domain/subscriptions.py``)."""
+    """Plan changes of subscriptions, pending and past (see ``domain/scheduled_changes.py``)."""
 
     __tablename__ = "scheduled_changes"
     __table_args__ = (

@@ -10,13 +10,10 @@ from sqlalchemy.orm import Session
 
 from domain.billing import BillingAccount, BillingAccountState
 from domain.organizations import Organization
+from domain.plans import Plan
 from domain.ports import Claim
-from domain.subscriptions import (
-    ChangeState,
-    Plan,
-    ScheduledChange,
-    Subscription,
-)
+from domain.scheduled_changes import ChangeState, ScheduledChange
+from domain.subscriptions import Subscription
 from domain.users import User
 from worker.db.mapping import RowMapping
 from worker.db.models import (

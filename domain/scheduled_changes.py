@@ -1,0 +1,324 @@
+"""Plan changes of subscriptions (spec sections 4.3 and 9) and their command messages.
+
+A plan change is a :class:`ScheduledChange` row whatever its timing, so that every change of a
+subscription goes through the same states and the same provider call:
+
+* ``immediate``: made ``applying`` when accepted and applied at once by the request's task;
+* ``end_of_period``: ``scheduled`` at the current period's end; beat's sweep claims it once
+  due (``applying``, with a lease) and a worker applies it.
+
+``applying`` is left for ``applied``, or ``skipped`` (the subscription ended meanwhile, or the
+provider refused the change for good); a ``scheduled`` change may be ``canceled`` (replaced by
+a newer request, superseded by an immediate change, or canceled on request). At most one
+change per subscription is ``scheduled`` or ``applying`` (a database uniqueness rule).
+
+The provider is called with the idempotency key ``{change_id}:apply`` for every attempt of one
+change, so a change reaches the provider once however often it is retried or re-claimed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any, ClassVar, Literal, Self
+
+from pydantic import Field, StrictBool, model_validator
+from pydantic_core import PydanticCustomError
+
+from domain.errors import FailedPrecondition, error_info
+from domain.messages import Command, ResourceId, Result
+from domain.plans import Plan, PlanRef
+from domain.rate_budget import Priority
+from domain.subscriptions import Phase, Subscription, SubscriptionState
+
+ProrationBehavior = Literal["create_prorations", "always_invoice", "none"]
+AT_PERIOD_BOUNDARY: ProrationBehavior = "none"
+"""A change at the period's end bills nothing for the period that ended."""
+
+
+class ChangeState(StrEnum):
+    SCHEDULED = "scheduled"
+    APPLYING = "applying"
+    APPLIED = "applied"
+    CANCELED = "canceled"
+    SKIPPED = "skipped"
+
+    @property
+    def is_pending(self) -> bool:
+        return self in (ChangeState.SCHEDULED, ChangeState.APPLYING)
+
+
+class ChangeKind(StrEnum):
+    IMMEDIATE = "immediate"
+    END_OF_PERIOD = "end_of_period"
+
+
+class ChangeReason(StrEnum):
+    """Why a change was canceled or skipped (``reason`` of the change)."""
+
+    REPLACED = "replaced"
+    """A newer end-of-period request took its place."""
+    SUPERSEDED = "superseded"
+    """An immediate change was made before it fell due."""
+    CANCELED_ON_REQUEST = "canceled_on_request"
+    """``phase_change.cancel_upcoming_changes``."""
+    SUBSCRIPTION_CANCELED = "subscription_canceled"
+    SUBSCRIPTION_ENDED = "subscription_ended"
+    SUBSCRIPTION_PAST_DUE = "subscription_past_due"
+    """An immediate change found the subscription not in good standing at the provider."""
+    PROVIDER_REJECTED = "provider_rejected"
+    """The provider refused the change for good (the message follows the reason)."""
+
+    @classmethod
+    def subscription_in(cls, state: SubscriptionState) -> ChangeReason:
+        """Why a change of a subscription in ``state`` (canceled, ended, past due) is skipped."""
+        if state is SubscriptionState.ENDED:
+            return cls.SUBSCRIPTION_ENDED
+        if state is SubscriptionState.PAST_DUE:
+            return cls.SUBSCRIPTION_PAST_DUE
+        return cls.SUBSCRIPTION_CANCELED
+
+
+def change_id_for(command_id: str) -> str:
+    """The change a command makes: a redelivered command finds its own change again."""
+    return "chg_" + uuid.uuid5(uuid.NAMESPACE_URL, f"billing-worker:change:{command_id}").hex
+
+
+@dataclass
+class ScheduledChange:
+    id: str
+    subscription_id: str
+    from_plan_id: str
+    target_plan_id: str
+    kind: ChangeKind
+    effective_at: datetime
+    state: ChangeState
+    proration_behavior: ProrationBehavior
+    created_at: datetime
+    updated_at: datetime
+    command_id: str | None = None
+    reason: str | None = None
+    claims: int = 0
+    lease_until: datetime | None = None
+    applied_at: datetime | None = None
+    apply_lag_seconds: float | None = None
+    first_sent_at: datetime | None = None
+    """When the change was first about to be sent to the provider (recorded before the call)."""
+
+    @classmethod
+    def immediate(
+        cls,
+        change_id: str,
+        subscription: Subscription,
+        plan: Plan,
+        *,
+        proration_behavior: ProrationBehavior,
+        lease: timedelta,
+        now: datetime,
+        command_id: str | None = None,
+    ) -> ScheduledChange:
+        """A change to apply now: claimed at once by the request that makes it."""
+        return cls(
+            id=change_id,
+            subscription_id=subscription.id,
+            from_plan_id=subscription.plan_id,
+            target_plan_id=plan.id,
+            kind=ChangeKind.IMMEDIATE,
+            effective_at=now,
+            state=ChangeState.APPLYING,
+            proration_behavior=proration_behavior,
+            created_at=now,
+            updated_at=now,
+            command_id=command_id,
+            claims=1,
+            lease_until=now + lease,
+        )
+
+    @classmethod
+    def at_period_end(
+        cls,
+        change_id: str,
+        subscription: Subscription,
+        plan: Plan,
+        *,
+        now: datetime,
+        command_id: str | None = None,
+    ) -> ScheduledChange:
+        """A change at the end of the subscription's current period, without proration."""
+        return cls(
+            id=change_id,
+            subscription_id=subscription.id,
+            from_plan_id=subscription.plan_id,
+            target_plan_id=plan.id,
+            kind=ChangeKind.END_OF_PERIOD,
+            effective_at=subscription.current_period_end,
+            state=ChangeState.SCHEDULED,
+            proration_behavior=AT_PERIOD_BOUNDARY,
+            created_at=now,
+            updated_at=now,
+            command_id=command_id,
+        )
+
+    @property
+    def provider_idempotency_key(self) -> str:
+        """The same for every attempt and every claim of this change."""
+        return f"{self.id}:apply"
+
+    @property
+    def phase(self) -> Phase:
+        return Phase(effective_at=self.effective_at, plan_id=self.target_plan_id)
+
+    def applies_to(self, state: SubscriptionState) -> bool:
+        """Whether a subscription in ``state`` still takes this change: an immediate change
+        only while the subscription may change plan; a change that fell due also while it is
+        past due (it was asked for in good standing), never once it is over."""
+        if self.kind is ChangeKind.IMMEDIATE:
+            return state.accepts_plan_changes
+        return not state.is_over
+
+    def about_to_send(self, now: datetime) -> None:
+        """Record, before the provider call, that the change is being sent (the first time)."""
+        if self.first_sent_at is None:
+            self.first_sent_at = now
+            self.updated_at = now
+
+    def outcome_may_be_forgotten(self, now: datetime, key_window: timedelta) -> bool:
+        """Whether an earlier attempt to send this change may have reached the provider and
+        be older than its memory of the idempotency key: then sending again could change
+        twice, and the provider must be read first. A change never sent before, or first
+        sent within ``key_window``, is sent blind (a repetition is a replay)."""
+        return self.first_sent_at is not None and now - self.first_sent_at >= key_window
+
+    def is_due(self, now: datetime) -> bool:
+        return self.effective_at <= now
+
+    def claim(self, now: datetime, lease: timedelta) -> None:
+        """Take the change to apply it, until ``now + lease`` (then another may take it)."""
+        self.state = ChangeState.APPLYING
+        self.claims += 1
+        self.lease_until = now + lease
+        self.updated_at = now
+
+    def ensure_due(self, now: datetime) -> None:
+        if not self.is_due(now):
+            raise FailedPrecondition(
+                f"change {self.id!r} is not due before {self.effective_at.isoformat()}",
+                details=[
+                    error_info(
+                        "CHANGE_NOT_DUE",
+                        change_id=self.id,
+                        effective_at=self.effective_at.isoformat(),
+                    )
+                ],
+            )
+
+    def cancel(self, reason: ChangeReason, now: datetime) -> None:
+        self._finish(ChangeState.CANCELED, reason.value, now)
+
+    def skip(self, reason: ChangeReason, now: datetime, detail: str = "") -> None:
+        self._finish(
+            ChangeState.SKIPPED, f"{reason.value}: {detail}" if detail else reason.value, now
+        )
+
+    def restore(self, now: datetime) -> None:
+        """Undo a supersession whose immediate change the provider refused."""
+        self.state = ChangeState.SCHEDULED
+        self.reason = None
+        self.lease_until = None
+        self.updated_at = now
+
+    def applied(self, now: datetime) -> None:
+        self.state = ChangeState.APPLIED
+        self.applied_at = now
+        self.apply_lag_seconds = round((now - self.effective_at).total_seconds(), 3)
+        self.lease_until = None
+        self.updated_at = now
+
+    def _finish(self, state: ChangeState, reason: str, now: datetime) -> None:
+        self.state = state
+        self.reason = reason[:255]
+        self.lease_until = None
+        self.updated_at = now
+
+    def to_view(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "subscription_id": self.subscription_id,
+            "from_plan_id": self.from_plan_id,
+            "plan_id": self.target_plan_id,
+            "kind": self.kind.value,
+            "effective_at": self.effective_at.isoformat(),
+            "state": self.state.value,
+            "reason": self.reason or "",
+            "proration_behavior": self.proration_behavior,
+            "claims": self.claims,
+            "applied_at": self.applied_at.isoformat() if self.applied_at else None,
+            "apply_lag_seconds": self.apply_lag_seconds,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+# --- messages ---------------------------------------------------------------------------------
+
+
+class ChangeSubscriptionPlan(Command):
+    """Change a subscription's plan now or at the end of its period, or cancel the upcoming
+    change (``POST …/subscriptions/{id}/change``). Exactly one of ``plan`` and
+    ``cancel_upcoming_changes`` is given; ``immediate`` goes with ``plan``."""
+
+    TASK_NAME: ClassVar[str] = "subscriptions.change_plan"
+    QUEUE: ClassVar[str] = "subscriptions"
+
+    org_id: ResourceId
+    billing_account_id: ResourceId
+    subscription_id: ResourceId
+    plan: PlanRef | None = None
+    immediate: StrictBool = False
+    cancel_upcoming_changes: StrictBool = False
+
+    @model_validator(mode="after")
+    def _one_thing_to_do(self) -> Self:
+        if self.plan is not None and self.cancel_upcoming_changes:
+            raise PydanticCustomError(
+                "conflict", "a plan change and cancel_upcoming_changes cannot go together"
+            )
+        if self.plan is None and not self.cancel_upcoming_changes:
+            raise PydanticCustomError(
+                "nothing_requested", "give a plan to change to, or cancel_upcoming_changes: true"
+            )
+        if self.immediate and self.plan is None:
+            raise PydanticCustomError("immediate_without_plan", "immediate needs a plan")
+        return self
+
+
+class ApplyScheduledChange(Command):
+    """Apply a due plan change at the provider, then locally. Published by beat's sweep
+    (``command_id`` ``apply:{change_id}:{claim}``); applying an applied change does nothing."""
+
+    TASK_NAME: ClassVar[str] = "subscriptions.apply_scheduled_change"
+    QUEUE: ClassVar[str] = "subscriptions"
+    PRIORITY: ClassVar[Priority] = Priority.BULK
+
+    change_id: ResourceId
+
+
+class PlanChanged(Result):
+    """The phase the request leads to (the HTTP response is ``{"phase": …}``).
+
+    ``change`` is the change made (``None`` when upcoming changes were canceled);
+    ``canceled_changes`` the ids of the pending changes it canceled or replaced.
+    """
+
+    phase: Phase
+    subscription_id: str
+    change: dict[str, Any] | None = None
+    canceled_changes: list[str] = Field(default_factory=list)
+
+
+class ScheduledChangeOutcome(Result):
+    """Where a change ended: ``applied`` (with its lag), ``skipped`` (with the reason)…"""
+
+    change: dict[str, Any]

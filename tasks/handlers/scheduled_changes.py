@@ -1,0 +1,229 @@
+"""Applying plan changes: the one place the provider is told of a change, and beat's claims
+of changes that fell due.
+
+The provider is only ever called by :func:`apply_change`, with the key ``{change_id}:apply``:
+one update call, whose repetitions the provider replays. It reads the subscription first only
+when an earlier attempt may be older than the provider's memory of the key (then the read tells
+whether it went through), and after a refusal (to tell an ended subscription from a rejected
+change).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from domain.errors import Internal, InvalidArgument, NotFound, error_info
+from domain.ports import BillingProvider, Claim, HandlerContext, UnitOfWork
+from domain.rate_budget import sweep_quota
+from domain.scheduled_changes import (
+    ApplyScheduledChange,
+    ChangeReason,
+    ChangeState,
+    ScheduledChange,
+    ScheduledChangeOutcome,
+)
+from domain.subscriptions import ProviderSubscription, Subscription
+
+logger = logging.getLogger(__name__)
+
+
+def apply_scheduled_change(
+    command: ApplyScheduledChange, svc: HandlerContext
+) -> ScheduledChangeOutcome:
+    """Apply a due change (a change that is finished already is reported as it is)."""
+    return ScheduledChangeOutcome(change=apply_change(command.change_id, svc).to_view())
+
+
+def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
+    """Apply the change at the provider, then locally; returns the change as it ended.
+
+    Safe to run any number of times, also concurrently: the provider sees one update per
+    change (one idempotency key, and a read first), and only one run records the outcome.
+    """
+    with svc.unit_of_work() as uow:
+        change, subscription = _locked(uow, change_id)
+        if not change.state.is_pending:
+            return change
+        now = svc.clock.now()
+        if change.state is ChangeState.SCHEDULED:  # published without a sweep's claim
+            change.ensure_due(now)
+            change.claim(now, svc.billing.change_lease)
+        if not change.applies_to(subscription.state):
+            change.skip(ChangeReason.subscription_in(subscription.state), now)
+            uow.scheduled_changes.save(change)
+            uow.commit()
+            _log_outcome(change)
+            return change
+        price_id = _price_of(uow, change.target_plan_id)
+        read_first = change.outcome_may_be_forgotten(now, svc.billing.provider_idempotency_window)
+        change.about_to_send(now)
+        uow.scheduled_changes.save(change)
+        uow.commit()
+
+    provider = svc.billing_provider()
+    try:
+        remote = _send_change(provider, change, subscription, price_id, read_first=read_first)
+    except InvalidArgument as refusal:
+        # Refused: because the subscription ended at the provider (then the change is
+        # skipped for that reason), or for good (recorded with the provider's words).
+        try:
+            remote = provider.get_subscription(subscription.provider_id)
+        except InvalidArgument:  # gone at the provider: the refusal stands as it is
+            _refused(change_id, refusal, svc)
+            raise refusal from None
+        if change.applies_to(remote.state):
+            _refused(change_id, refusal, svc)
+            raise
+
+    with svc.unit_of_work() as uow:
+        change, subscription = _locked(uow, change_id)
+        if not change.state.is_pending:
+            return change  # a concurrent run recorded it first
+        now = svc.clock.now()
+        if not change.applies_to(remote.state):
+            subscription.synced(remote, now)
+            change.skip(ChangeReason.subscription_in(remote.state), now)
+        else:
+            subscription.switched(change.target_plan_id, remote, now)
+            change.applied(now)
+        uow.subscriptions.save(subscription)
+        uow.scheduled_changes.save(change)
+        uow.commit()
+    _log_outcome(change)
+    return change
+
+
+def _send_change(
+    provider: BillingProvider,
+    change: ScheduledChange,
+    subscription: Subscription,
+    price_id: str,
+    *,
+    read_first: bool,
+) -> ProviderSubscription:
+    """Replace the subscription item's price at the provider: one call, under the change's
+    idempotency key, which makes any repetition (a retry, a redelivery, a worker killed
+    mid-call) a replay of the first. The subscription is read first only when the update
+    cannot be sent blind: its item is not known yet, or an earlier attempt may be older than
+    the provider's memory of the key (then the read tells whether it went through)."""
+    item_id = subscription.provider_item_id
+    if read_first or item_id is None:
+        remote = provider.get_subscription(subscription.provider_id)
+        if not change.applies_to(remote.state) or remote.price_id == price_id:
+            return remote
+        item_id = remote.item_id
+    return provider.change_subscription_price(
+        subscription.provider_id,
+        item_id,
+        price_id,
+        proration_behavior=change.proration_behavior,
+        idempotency_key=change.provider_idempotency_key,
+    )
+
+
+def _locked(uow: UnitOfWork, change_id: str) -> tuple[ScheduledChange, Subscription]:
+    """The change and its subscription, locked in the order every request locks them
+    (subscription first), so that PostgreSQL never sees two transactions wait on each other."""
+    peek = uow.scheduled_changes.get(change_id)
+    if peek is None:
+        raise NotFound.resource("scheduled_change", change_id)
+    subscription = _existing_subscription(uow, peek.subscription_id)
+    change = uow.scheduled_changes.get(change_id, for_update=True)
+    assert change is not None  # changes are never deleted
+    return change, subscription
+
+
+def claim_due_changes(
+    svc: HandlerContext,
+    batch_size: int,
+    *,
+    apply_rate: float | None = None,
+    horizon_seconds: float = 0.0,
+) -> list[Claim]:
+    """Take changes that fell due (and those a dead worker left), for beat's sweep; the rest
+    wait for the next sweep.
+
+    With an ``apply_rate`` (changes per second the provider's budget allows now), take no more
+    than can be applied within ``horizon_seconds``, counting the claimed changes not yet
+    applied: the burst is fed to the workers at the provider's pace, and no claim waits in a
+    queue until its lease runs out. Without one, take up to ``batch_size``.
+    """
+    now = svc.clock.now()
+    with svc.unit_of_work() as uow:
+        limit = batch_size
+        if apply_rate is not None:
+            limit = sweep_quota(
+                rate_per_second=apply_rate,
+                horizon_seconds=min(horizon_seconds, svc.billing.change_lease.total_seconds() / 2),
+                in_flight=uow.scheduled_changes.count_in_flight(now),
+                batch_size=batch_size,
+            )
+        if limit == 0:
+            return []
+        claims = uow.scheduled_changes.claim_due(now, now + svc.billing.change_lease, limit)
+        uow.commit()
+    return claims
+
+
+def release_claim(claim: Claim, svc: HandlerContext) -> None:
+    """The apply command could not be published: let the next sweep take the change."""
+    with svc.unit_of_work() as uow:
+        uow.scheduled_changes.release(claim, svc.clock.now())
+        uow.commit()
+
+
+def apply_command_for(claim: Claim) -> ApplyScheduledChange:
+    """One command per claim: duplicates of a claim's message are one command in the log,
+    and a change claimed again (its worker died) gets a command of its own."""
+    return ApplyScheduledChange(
+        command_id=f"apply:{claim.change_id}:{claim.number}", change_id=claim.change_id
+    )
+
+
+def _refused(change_id: str, refusal: InvalidArgument, svc: HandlerContext) -> None:
+    """The provider refused the change for good: it is skipped, with the provider's words."""
+    with svc.unit_of_work() as uow:
+        change = uow.scheduled_changes.get(change_id, for_update=True)
+        if change is None or not change.state.is_pending:
+            return
+        change.skip(ChangeReason.PROVIDER_REJECTED, svc.clock.now(), refusal.message)
+        uow.scheduled_changes.save(change)
+        uow.commit()
+    _log_outcome(change)
+
+
+def _existing_subscription(uow: UnitOfWork, subscription_id: str) -> Subscription:
+    subscription = uow.subscriptions.get(subscription_id, for_update=True)
+    if subscription is None:
+        raise NotFound.resource("subscription", subscription_id)
+    return subscription
+
+
+def _price_of(uow: UnitOfWork, plan_id: str) -> str:
+    plan = uow.plans.get(plan_id)
+    if plan is None or plan.provider_price_id is None:
+        raise Internal(
+            f"plan {plan_id!r} has no price at the provider",
+            details=[error_info("PLAN_WITHOUT_PRICE", plan_id=plan_id)],
+        )
+    return plan.provider_price_id
+
+
+def _log_outcome(change: ScheduledChange) -> None:
+    if change.state is ChangeState.APPLIED:
+        logger.info(
+            "change %s of %s applied: plan %s, effective %s, lag %.3fs",
+            change.id,
+            change.subscription_id,
+            change.target_plan_id,
+            change.effective_at.isoformat(),
+            change.apply_lag_seconds or 0.0,
+        )
+    else:
+        logger.warning(
+            "change %s of %s %s: %s",
+            change.id,
+            change.subscription_id,
+            change.state.value,
+            change.reason,
+        )

@@ -1,0 +1,168 @@
+"""The body of ``POST …/subscriptions/{id}/change`` (spec 4.3 and 9) resolved into the fields
+of :class:`~domain.scheduled_changes.ChangeSubscriptionPlan`.
+
+The request has two spellings of a plan change (``plan_change.plan`` and the deprecated
+top-level ``plan``/``immediate``) and a ``phase_change``; the command has one flat set of
+fields. This module maps the one to the other, and back for the command's errors
+(:meth:`ChangeRequest.field_names`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from domain.errors import InvalidArgument
+
+REQUEST_FIELDS = frozenset({"plan", "immediate", "plan_change", "phase_change"})
+PLAN_CHANGE_FIELDS = frozenset({"plan", "immediate"})
+PHASE_CHANGE_FIELDS = frozenset({"cancel_upcoming_changes"})
+_PLAN_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class ChangeRequest:
+    """A change request body resolved into the command's fields.
+
+    ``plan_field`` names where the plan came from (``plan_change.plan`` or the deprecated
+    ``plan``), so that the command's errors about its ``plan`` name the field the caller sent.
+    """
+
+    plan: str | None
+    immediate: bool
+    cancel_upcoming_changes: bool
+    used_deprecated_fields: bool
+    plan_field: str = "plan_change.plan"
+
+    def command_fields(self) -> dict[str, Any]:
+        return {
+            "plan": self.plan,
+            "immediate": self.immediate,
+            "cancel_upcoming_changes": self.cancel_upcoming_changes,
+        }
+
+    def field_names(self) -> dict[str, str]:
+        """The request's name for each field of the command it became."""
+        return {
+            "plan": self.plan_field,
+            "immediate": "plan_change.immediate",
+            "cancel_upcoming_changes": "phase_change.cancel_upcoming_changes",
+        }
+
+
+def resolve_change_request(body: Mapping[str, Any]) -> ChangeRequest:
+    """Resolve a change request body (spec 4.3), or raise a 400 listing every problem.
+
+    * ``plan_change`` decides when present. The deprecated top-level ``plan`` and
+      ``immediate`` may come along only if they agree with it (``plan_change.immediate``
+      defaults to ``false``).
+    * Without ``plan_change`` the deprecated fields are honoured; ``immediate`` alone is not a
+      request.
+    * ``phase_change.cancel_upcoming_changes: true`` cancels the pending change; it cannot be
+      combined with a plan change.
+    * Something must be requested. Unknown fields, wrong types and ``null`` objects' unknown
+      members are errors; a ``null`` value counts as absent.
+    """
+    violations: list[tuple[str, str]] = []
+    for name in sorted(set(body) - REQUEST_FIELDS):
+        violations.append((name, "unknown field"))
+    plan_change = _object(body, "plan_change", PLAN_CHANGE_FIELDS, violations)
+    phase_change = _object(body, "phase_change", PHASE_CHANGE_FIELDS, violations)
+    legacy_plan = _plan(body.get("plan"), "plan", violations)
+    legacy_immediate = _bool(body.get("immediate"), "immediate", violations)
+    new_plan = _plan(plan_change.get("plan"), "plan_change.plan", violations)
+    new_immediate = _bool(plan_change.get("immediate"), "plan_change.immediate", violations)
+    cancel = _bool(
+        phase_change.get("cancel_upcoming_changes"),
+        "phase_change.cancel_upcoming_changes",
+        violations,
+    )
+    if violations:
+        raise InvalidArgument.for_fields("the request is invalid", violations)
+
+    used_deprecated = legacy_plan is not None or legacy_immediate is not None
+    plan_field = "plan_change.plan"
+    if "plan_change" in body and body["plan_change"] is not None:
+        plan, immediate = new_plan, bool(new_immediate)
+        if plan is None:
+            violations.append(("plan_change.plan", "required: the plan to change to"))
+        if legacy_plan is not None and plan is not None and legacy_plan != plan:
+            violations.append(
+                ("plan", f"contradicts plan_change.plan ({plan!r}); send plan_change only")
+            )
+        if legacy_immediate is not None and legacy_immediate != immediate:
+            violations.append(
+                (
+                    "immediate",
+                    f"contradicts plan_change.immediate ({str(immediate).lower()}); send "
+                    "plan_change only",
+                )
+            )
+    else:
+        plan, immediate = legacy_plan, bool(legacy_immediate)
+        plan_field = "plan"
+        if legacy_immediate is not None and plan is None:
+            violations.append(("immediate", "needs a plan: send plan_change.plan"))
+    if cancel and plan is not None:
+        violations.append(
+            (
+                "phase_change.cancel_upcoming_changes",
+                "cannot be combined with a plan change: send them as two requests",
+            )
+        )
+    if not violations and plan is None and not cancel:
+        violations.append(
+            (
+                "plan_change",
+                "nothing requested: send plan_change.plan, or "
+                "phase_change.cancel_upcoming_changes: true",
+            )
+        )
+    if violations:
+        raise InvalidArgument.for_fields("the request is invalid", violations)
+    return ChangeRequest(
+        plan=plan,
+        immediate=immediate,
+        cancel_upcoming_changes=bool(cancel),
+        used_deprecated_fields=used_deprecated,
+        plan_field=plan_field,
+    )
+
+
+def _object(
+    body: Mapping[str, Any],
+    name: str,
+    allowed: frozenset[str],
+    violations: list[tuple[str, str]],
+) -> Mapping[str, Any]:
+    value = body.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        violations.append((name, "must be an object"))
+        return {}
+    for key in sorted(set(value) - allowed):
+        violations.append((f"{name}.{key}", "unknown field"))
+    return value
+
+
+def _plan(value: Any, field: str, violations: list[tuple[str, str]]) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _PLAN_REF.fullmatch(value):
+        violations.append(
+            (field, "must be a plan id or name: 1 to 128 characters of [A-Za-z0-9_.:-]")
+        )
+        return None
+    return value
+
+
+def _bool(value: Any, field: str, violations: list[tuple[str, str]]) -> bool | None:
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        violations.append((field, "must be a boolean"))
+        return None
+    return value

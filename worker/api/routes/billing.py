@@ -1,0 +1,64 @@
+"""Billing accounts: create (spec 4.1) and register an offline one with the provider."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from domain.billing import CreateBillingAccount, RegisterBillingAccount
+from worker.api.auth import Client
+from worker.api.body import Body, PathId, require_empty
+from worker.api.errors import ApiError
+from worker.api.state import State
+
+router = APIRouter()
+
+
+def _as_is(result: dict[str, Any]) -> dict[str, Any]:
+    return result
+
+
+@router.post(
+    "/v1beta1/organizations/{org_id}/billing",
+    summary="Create a billing account (spec 4.1)",
+)
+async def create_billing_account(
+    org_id: PathId, client: Client, body: Body, request: Request, state: State
+) -> Response:
+    unknown = sorted(set(body) - {"body", "offline"})
+    if unknown:
+        raise ApiError.bad_request(
+            "the request has unknown fields", [(name, "unknown field") for name in unknown]
+        )
+    if "body" not in body:
+        raise ApiError.bad_request(
+            "the billing account is missing", [("body", "required: the billing account")]
+        )
+    return await state.gateway.submit(
+        request,
+        client,
+        CreateBillingAccount,
+        {"org_id": org_id, "account": body["body"], "offline": body.get("offline", False)},
+        _as_is,
+        field_names={"account": "body"},
+    )
+
+
+@router.post(
+    "/v1beta1/organizations/{org_id}/billing/{id}/register",
+    summary="Register an offline billing account with the provider",
+)
+async def register_billing_account(
+    org_id: PathId, id: PathId, client: Client, body: Body, request: Request, state: State
+) -> Response:
+    require_empty(body)
+    return await state.gateway.submit(
+        request,
+        client,
+        RegisterBillingAccount,
+        {"org_id": org_id, "billing_account_id": id},
+        _as_is,
+        field_names={"billing_account_id": "id"},
+    )

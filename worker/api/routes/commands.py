@@ -1,0 +1,24 @@
+"""``GET /v1beta1/commands/{id}``: a command's status, result or error, for its client."""
+
+from __future__ import annotations
+
+from anyio import to_thread
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from domain.errors import ErrorCode
+from worker.api.auth import Client
+from worker.api.body import PathId
+from worker.api.errors import ApiError
+from worker.api.gateway import record_view
+from worker.api.state import State
+
+router = APIRouter()
+
+
+@router.get("/v1beta1/commands/{id}", summary="A command's status, result or error")
+async def get_command(id: PathId, client: Client, state: State) -> JSONResponse:
+    record = await to_thread.run_sync(state.svc.commands.get, id)
+    if record is None or record.client_id != client:
+        raise ApiError(ErrorCode.NOT_FOUND, f"command {id!r} not found")
+    return JSONResponse(record_view(record))

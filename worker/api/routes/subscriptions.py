@@ -1,0 +1,62 @@
+"""``POST …/subscriptions/{id}/change``: change a subscription's plan (spec 4.3 and 9)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from domain.errors import CommandError
+from domain.scheduled_changes import ChangeSubscriptionPlan
+from worker.api.auth import Client
+from worker.api.body import Body, PathId
+from worker.api.change_request import resolve_change_request
+from worker.api.errors import ApiError
+from worker.api.state import State
+
+router = APIRouter()
+
+DEPRECATED_FIELDS_USED = {"Deprecation": "true"}
+"""Answered when a request used the deprecated top-level ``plan``/``immediate`` (spec 9)."""
+
+
+def _phase(result: dict[str, Any]) -> dict[str, Any]:
+    return {"phase": result["phase"]}
+
+
+@router.post(
+    "/v1beta1/organizations/{org_id}/billing/{billing_id}/subscriptions/{id}/change",
+    summary="Change a subscription's plan now or at the period's end (spec 4.3)",
+)
+async def change_subscription_plan(
+    org_id: PathId,
+    billing_id: PathId,
+    id: PathId,
+    client: Client,
+    body: Body,
+    request: Request,
+    state: State,
+) -> Response:
+    try:
+        resolved = resolve_change_request(body)
+    except CommandError as error:
+        raise ApiError.of(error) from None
+    return await state.gateway.submit(
+        request,
+        client,
+        ChangeSubscriptionPlan,
+        {
+            "org_id": org_id,
+            "billing_account_id": billing_id,
+            "subscription_id": id,
+            **resolved.command_fields(),
+        },
+        _phase,
+        field_names={
+            "billing_account_id": "billing_id",
+            "subscription_id": "id",
+            **resolved.field_names(),
+        },
+        headers=DEPRECATED_FIELDS_USED if resolved.used_deprecated_fields else None,
+    )

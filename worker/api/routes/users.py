@@ -1,0 +1,28 @@
+"""``POST /v1beta1/users/{id}/enable`` (spec 4.2)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from domain.users import EnableUser
+from worker.api.auth import Client
+from worker.api.body import Body, PathId, require_empty
+from worker.api.state import State
+
+router = APIRouter()
+
+
+@router.post("/v1beta1/users/{id}/enable", summary="Enable a user (spec 4.2)")
+async def enable_user(
+    id: PathId, client: Client, body: Body, request: Request, state: State
+) -> Response:
+    require_empty(body)
+    return await state.gateway.submit(
+        request,
+        client,
+        EnableUser,
+        {"user_id": id},
+        lambda _result: {},
+        field_names={"user_id": "id"},
+    )

@@ -1,0 +1,54 @@
+"""What the API's routes share, kept on ``app.state.api`` and reached as a dependency."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from worker.api.gateway import CommandGateway
+from worker.bootstrap import Services
+from worker.clients import ClientAuthenticator, FailureThrottle
+
+
+@dataclass
+class RefusalHold:
+    """Holds throttled refusals before they are sent, so that a flooding client spends its
+    time waiting rather than sending: a held request costs the API a timer, where an
+    immediate refusal invites the next request at once. At most ``capacity`` are held at
+    once; beyond that, refusals go out immediately."""
+
+    seconds: float
+    capacity: int
+    held: int = 0
+
+    async def hold(self) -> None:
+        if self.seconds <= 0 or self.held >= self.capacity:
+            return
+        self.held += 1
+        try:
+            await asyncio.sleep(self.seconds)
+        finally:
+            self.held -= 1
+
+
+@dataclass
+class ApiState:
+    svc: Services
+    gateway: CommandGateway
+    authenticator: ClientAuthenticator
+    failures_by_client: FailureThrottle
+    failures_by_source: FailureThrottle
+    refusal_hold: RefusalHold
+    ready_until: float = 0.0
+
+
+def api_state(request: Request) -> ApiState:
+    """The application's :class:`ApiState` (set by ``create_app``'s lifespan)."""
+    state: ApiState = request.app.state.api
+    return state
+
+
+State = Annotated[ApiState, Depends(api_state)]
