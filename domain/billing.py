@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Self
@@ -28,7 +28,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from domain.messages import Command, Message, ResourceId, Result
+from domain.messages import Command, Message, ResourceId, Result, json_value
 from domain.organizations import Organization
 from domain.tax_ids import resolve_tax_type
 
@@ -265,6 +265,9 @@ class ProviderCustomer:
     metadata: dict[str, str]
 
 
+_NOT_SHOWN = frozenset({"registration_key", "registration_started_at"})
+
+
 @dataclass
 class BillingAccount:
     id: str
@@ -368,23 +371,16 @@ class BillingAccount:
         )
 
     def to_view(self) -> dict[str, Any]:
-        """The billing account object of the API (spec section 2.1)."""
-        return {
-            "id": self.id,
-            "org_id": self.org_id,
-            "name": self.name,
-            "email": self.email,
-            "phone": self.phone,
-            "address": self.address.model_dump(),
-            "provider_id": self.provider_id or "",
-            "provider": self.provider or "",
-            "currency": self.currency,
-            "state": self.state.value,
-            "tax_data": [entry.model_dump() for entry in self.tax_data],
-            "metadata": self.metadata,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
+        """The billing account object of the API (spec section 2.1): every field but the
+        registration's bookkeeping, so a new field is shown without another line here."""
+        view = {
+            field.name: json_value(getattr(self, field.name))
+            for field in fields(self)
+            if field.name not in _NOT_SHOWN
         }
+        view["provider"] = self.provider or ""
+        view["provider_id"] = self.provider_id or ""
+        return view
 
 
 def _metadata_text(value: Any) -> str:

@@ -11,7 +11,8 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
-from enum import StrEnum
+from datetime import datetime
+from enum import Enum, StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
@@ -34,7 +35,20 @@ CommandId = Annotated[
     StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$"),
 ]
 
-CONTRACT_VERSION = 1
+def json_value(value: Any) -> Any:
+    """A field's value as JSON writes it: enums by value, models as their JSON form,
+    timestamps in RFC 3339; lists and dicts item by item."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, list | tuple):
+        return [json_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: json_value(item) for key, item in value.items()}
+    return value
 
 
 class Message(BaseModel):
