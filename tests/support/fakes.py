@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Generic, Protocol, Self, TypeVar
 
-from domain.billing import BillingAccount, BillingAccountState, ProviderCustomer
+from domain.billing import BillingAccount, BillingAccountState, BillingDetails, ProviderCustomer
 from domain.errors import (
     CommandIdReused,
     CommandInProgress,
@@ -44,7 +44,7 @@ from domain.errors import (
     field_violations,
 )
 from domain.messages import CommandStatus, command_fingerprint
-from domain.organizations import Organization
+from domain.organizations import Organization, OrganizationState
 from domain.ports import (
     Application,
     BillingProvider,
@@ -58,6 +58,7 @@ from domain.rate_budget import BudgetUsage, CallKind, Priority, RateBudget
 from domain.subscriptions import (
     ChangeState,
     Plan,
+    PlanInterval,
     ProrationBehavior,
     ProviderPlan,
     ProviderPrice,
@@ -66,7 +67,7 @@ from domain.subscriptions import (
     Subscription,
     SubscriptionTerms,
 )
-from domain.users import User
+from domain.users import User, UserState
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 """Where every fake clock starts."""
@@ -1032,3 +1033,94 @@ def _conforms_to_the_ports(app: FakeApplication) -> None:
     clock: Clock = app.clock
     budget: RateBudget = app.budget
     del application, unit_of_work, provider, journal, clock, budget
+
+
+# --- test data --------------------------------------------------------------------------------
+
+
+def an_organization(
+    org_id: str = "org_1", *, enabled: bool = True, now: datetime = T0
+) -> Organization:
+    return Organization(
+        id=org_id,
+        name=f"name-{org_id}",
+        title="Acme",
+        state=OrganizationState.ENABLED if enabled else OrganizationState.DISABLED,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def a_user(user_id: str = "usr_1", *, enabled: bool = False, now: datetime = T0) -> User:
+    return User(
+        id=user_id,
+        email=f"{user_id}@example.com",
+        name="Ada",
+        state=UserState.ENABLED if enabled else UserState.DISABLED,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+@dataclass(frozen=True)
+class Subscribed:
+    """A subscription seeded on both sides (the fake database and the fake provider), on
+    plan ``starter``, with ``team`` and ``scale`` to change to (same currency)."""
+
+    org_id: str
+    account_id: str
+    subscription_id: str
+    provider_id: str
+    starter: Plan
+    team: Plan
+    scale: Plan
+
+
+def a_plan(name: str, price_id: str, *, currency: str = "usd", now: datetime = T0) -> Plan:
+    return Plan(
+        id=f"plan_{name}",
+        name=name,
+        title=name.title(),
+        interval=PlanInterval.MONTH,
+        amount=1000,
+        currency=currency,
+        active=True,
+        created_at=now,
+        updated_at=now,
+        provider="fake",
+        provider_product_id=f"prod_{name}",
+        provider_price_id=price_id,
+    )
+
+
+def subscribed(app: FakeApplication, *, period_days: int = 30) -> Subscribed:
+    """An enabled organization, its registered account and an active subscription."""
+    now = app.clock.now()
+    org = an_organization(now=now)
+    account = BillingAccount.open(
+        "ba_1",
+        org,
+        BillingDetails(name="Acme", email="billing@acme.example"),
+        offline=True,
+        default_currency="usd",
+        now=now,
+    )
+    account.registered("fake", "cus_seeded", now)
+    starter, team, scale = (
+        a_plan(name, f"price_{name}", now=now) for name in ("starter", "team", "scale")
+    )
+    for plan in (starter, team, scale):
+        assert plan.provider_price_id is not None
+        app.provider.add_price(plan.provider_price_id)
+    remote = ProviderSubscription(
+        id="sub_remote_1",
+        status="active",
+        item_id="si_1",
+        price_id="price_starter",
+        current_period_start=now,
+        current_period_end=now + timedelta(days=period_days),
+    )
+    app.provider.add_subscription(remote)
+    subscription = Subscription.started("sub_1", account.id, starter, "fake", remote, now)
+    app.db.seed(org, account, starter, team, scale, subscription)
+    return Subscribed(org.id, account.id, subscription.id, remote.id, starter, team, scale)
