@@ -142,12 +142,15 @@ def test_a_finished_command_delivered_again_replays_its_outcome_without_running(
     worker: CommandApp, app: FakeApplication
 ) -> None:
     first = create_account(worker)
+    finished_at = app.commands["c-create"].finished_at
+    app.clock.advance(timedelta(minutes=1))
 
     again = create_account(worker)
 
     assert again == first
     assert len(app.provider.calls) == 1
-    assert app.commands["c-create"].attempts == 1
+    entry = app.commands["c-create"]
+    assert (entry.attempts, entry.finished_at) == (1, finished_at)  # nothing ran again
 
 
 def test_a_failed_command_delivered_again_fails_again_with_its_recorded_error(
