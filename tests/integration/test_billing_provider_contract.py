@@ -100,6 +100,13 @@ def test_one_key_with_another_request_is_an_internal_error(provider: Provider) -
         provider.port.create_customer(customer("Second"), idempotency_key="ba_1:k")
 
 
+def test_one_key_for_another_operation_is_an_internal_error(provider: Provider) -> None:
+    provider.port.create_customer(customer(), idempotency_key="k")
+
+    with pytest.raises(Internal):
+        provider.port.create_plan_price(plan("plan_starter"), idempotency_key="k")
+
+
 def test_one_key_makes_one_price(provider: Provider) -> None:
     port = provider.port
     first = port.create_plan_price(plan("plan_starter"), idempotency_key="starter:k")

@@ -12,10 +12,12 @@ Each fake keeps the contract of its real adapter, as far as the handlers can tel
   not modelled: a test runs one transaction at a time, and plays a racing transaction with
   :meth:`FakeDatabase.before_next_commit`. Foreign keys are not checked.
 * :class:`FakeBillingProvider` mirrors Stripe as ``worker/stripe_provider.py`` sees it: one
-  object per idempotency key (a repeated key replays the first answer; the same key with
-  other parameters is an ``Internal`` error, Stripe's ``IdempotencyError``), keys forgotten
-  after 24 hours on the fake clock, customers searchable by their billing account, and
-  failures scripted per operation (before or after the call took effect).
+  object per idempotency key (a repeated key replays the first answer, a refusal included;
+  the same key with other parameters or for another operation is an ``Internal`` error,
+  Stripe's ``IdempotencyError``), keys forgotten after 24 hours on the fake clock, customers
+  searchable by their billing account, and failures scripted per operation: before the call
+  runs (nothing is remembered under the key) or after it took effect (the answer is lost on
+  the way, and a retry with the key gets it replayed).
 * :class:`FakeCommandJournal` mirrors ``worker/db/commands.py`` (``SqlCommandLog``).
 
 Nothing here imports ``worker``: the fakes stand where the adapters stand.
@@ -184,7 +186,9 @@ class FakeDatabase:
 
     # -- for the unit of work ---------------------------------------------------------------
 
-    def _commit(self, staged: Mapping[str, Mapping[str, Any]], inserted: set[str]) -> None:
+    def commit_transaction(
+        self, staged: Mapping[str, Mapping[str, Any]], inserted: set[str]
+    ) -> None:
         if self._before_commit:
             self._before_commit.pop(0)()
         if self._commit_failures:
@@ -261,7 +265,7 @@ class _Transaction:
 
     def commit(self) -> None:
         try:
-            self.db._commit(self.staged, self.inserted)
+            self.db.commit_transaction(self.staged, self.inserted)
         finally:
             # Committed, or rolled back as SqlUnitOfWork.commit rolls back an IntegrityError.
             self.rollback()
@@ -490,7 +494,7 @@ class FakeBillingProvider:
         self.prices: dict[str, ProviderPlan] = {}
         self.inactive_prices: set[str] = set()
         self.subscriptions: dict[str, ProviderSubscription] = {}
-        self._keys: dict[tuple[str, str], _Remembered] = {}
+        self._keys: dict[str, _Remembered] = {}
         self._failures: dict[str, list[_ScriptedFailure]] = defaultdict(list)
         self._ids = itertools.count(1)
 
@@ -645,11 +649,11 @@ class FakeBillingProvider:
             self.calls.append(ProviderCall(operation, key, arguments, "failed"))
             raise failure.error
         now = self._clock.now()
-        remembered = self._keys.get((operation, key)) if key is not None else None
+        remembered = self._keys.get(key) if key is not None else None
         if remembered is not None and now - remembered.at >= STRIPE_KEY_MEMORY:
             remembered = None  # Stripe keeps a key for 24 hours
         if remembered is not None:
-            if remembered.request != arguments:
+            if remembered.request != (operation, *arguments):
                 self.calls.append(ProviderCall(operation, key, arguments, "failed"))
                 raise Internal(
                     "the billing provider saw one idempotency key with two different requests",
@@ -663,11 +667,11 @@ class FakeBillingProvider:
             except InvalidArgument as refusal:
                 # Stripe remembers a 4xx under its key too, and answers it again.
                 if key is not None:
-                    self._keys[(operation, key)] = _Remembered(arguments, refusal, now)
+                    self._keys[key] = _Remembered((operation, *arguments), refusal, now)
                 self.calls.append(ProviderCall(operation, key, arguments, "failed"))
                 raise
             if key is not None:
-                self._keys[(operation, key)] = _Remembered(arguments, result, now)
+                self._keys[key] = _Remembered((operation, *arguments), result, now)
             self.calls.append(ProviderCall(operation, key, arguments, "executed"))
         if isinstance(result, InvalidArgument):
             raise result
