@@ -6,7 +6,8 @@ Each fake keeps the contract of its real adapter, as far as the handlers can tel
 * :class:`FakeDatabase` and :class:`FakeUnitOfWork` mirror ``worker/db/uow.py`` and
   ``worker/db/repositories.py``: a repository hands out copies (changing an entity changes
   nothing until it is saved), writes become visible to other units of work only on
-  ``commit()``, leaving the block without a commit rolls back, and a commit that would break
+  ``commit()`` (a transaction reads what others committed, as PostgreSQL's read committed
+  does), leaving the block without a commit rolls back, and a commit that would break
   one of the schema's uniqueness rules (``worker/db/models.py``) raises
   :class:`UniquenessViolation` and rolls the transaction back. Row locks (``for_update``) are
   not modelled: a test runs one transaction at a time, and plays a racing transaction with
@@ -256,7 +257,8 @@ class _Transaction:
                 yield row
 
     def write(self, table: str, entity: Any, *, insert: bool = False) -> None:
-        if insert:
+        # A row deleted and added again in one transaction takes its id back.
+        if insert and self.staged[table].get(entity.id) is not _DELETED:
             self.inserted.add(f"{table}:{entity.id}")
         self.staged[table][entity.id] = copy.deepcopy(entity)
 
@@ -922,6 +924,10 @@ class FakeDeadLetters:
 
     def __init__(self) -> None:
         self.letters: list[DeadLetter] = []
+        self._failures: list[Exception] = []
+
+    def fail_next(self, error: Exception, *, times: int = 1) -> None:
+        self._failures.extend([error] * times)
 
     def add(
         self,
@@ -932,6 +938,8 @@ class FakeDeadLetters:
         task: str | None = None,
         task_id: str | None = None,
     ) -> str:
+        if self._failures:
+            raise self._failures.pop(0)
         self.letters.append(DeadLetter(raw, queue, reason, task, task_id))
         return f"dl_{len(self.letters)}"
 

@@ -158,6 +158,18 @@ def test_a_refusal_by_the_provider_removes_the_pending_account_so_a_corrected_re
     assert again.billing_account["state"] == "active"
 
 
+def test_without_a_provider_set_up_the_command_fails_and_the_account_waits_for_a_replay() -> None:
+    app = FakeApplication(with_provider=False)
+    app.db.seed(an_organization("org_1"))
+
+    with pytest.raises(FailedPrecondition):
+        create_billing_account(create(), app)
+
+    account = stored(app)
+    assert account.state is BillingAccountState.PENDING
+    assert account.registration_key is not None
+
+
 def test_the_same_command_delivered_again_returns_the_same_account_and_one_customer(
     app: FakeApplication,
 ) -> None:

@@ -371,6 +371,20 @@ def test_a_command_id_reused_with_another_payload_of_the_same_task_is_refused(
     assert app.db.row("users", "usr_2").state is UserState.DISABLED
 
 
+def test_a_reused_id_is_refused_even_when_its_dead_letter_cannot_be_kept(
+    worker: CommandApp, app: FakeApplication
+) -> None:
+    enable(worker, "c1")
+    app.dead.fail_next(ConnectionError("redis is down"))
+    app.db.seed(a_user("usr_2"))
+
+    with pytest.raises(CommandFailed) as refused:
+        deliver(worker, ENABLE, command_id="c1", user_id="usr_2")
+
+    assert reason_of(refused.value.error) == "COMMAND_ID_REUSED"
+    assert app.dead.letters == []
+
+
 # --- the journal failing ----------------------------------------------------------------------
 
 
