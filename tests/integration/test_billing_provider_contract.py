@@ -1,0 +1,171 @@
+"""The billing provider's contract (``domain.ports.BillingProvider``) as the handlers rely on
+it, checked on the Stripe adapter (against the Stripe emulator) and on the fake the unit
+tests use: one object per idempotency key, customers found by their billing account, and
+refusals as ``InvalidArgument`` about the plan."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from domain.billing import Address, ProviderCustomer
+from domain.errors import Internal, InvalidArgument
+from domain.ports import BillingProvider
+from domain.subscriptions import (
+    ProviderPlan,
+    ProviderSubscription,
+    SubscriptionState,
+    SubscriptionTerms,
+)
+from tests.emulator.support import sdk_client
+from tests.support.emulator import EmulatorProcess
+from tests.support.fakes import FakeBillingProvider, FakeClock
+
+
+@dataclass
+class Provider:
+    port: BillingProvider
+    deactivate_price: Callable[[str], None]
+    cancel_subscription: Callable[[str], None]
+
+
+@pytest.fixture(params=["stripe", "fake"])
+def provider(request: pytest.FixtureRequest) -> Provider:
+    if request.param == "fake":
+        fake = FakeBillingProvider(FakeClock())
+        return Provider(fake, fake.deactivate_price, fake.cancel_subscription)
+    real: BillingProvider = request.getfixturevalue("provider")  # reset for this test
+    emulator: EmulatorProcess = request.getfixturevalue("emulator")
+    sdk = sdk_client(emulator.url)
+
+    def deactivate(price_id: str) -> None:
+        sdk.v1.prices.update(price_id, params={"active": False})
+
+    def cancel(provider_id: str) -> None:
+        sdk.v1.subscriptions.cancel(provider_id)
+
+    return Provider(real, deactivate, cancel)
+
+
+def customer(name: str = "Acme", account_id: str = "ba_1") -> ProviderCustomer:
+    return ProviderCustomer(
+        billing_account_id=account_id,
+        org_id="org_1",
+        name=name,
+        email="billing@acme.example",
+        phone="",
+        address=Address(),
+        tax_ids=(),
+        metadata={"org_id": "org_1", "billing_account_id": account_id},
+    )
+
+
+def plan(plan_id: str, amount: int = 900) -> ProviderPlan:
+    return ProviderPlan(
+        plan_id, plan_id.removeprefix("plan_"), plan_id.title(), amount, "usd", "month"
+    )
+
+
+def subscribed(provider: BillingProvider) -> tuple[ProviderSubscription, str]:
+    """A subscription on a starter price, and a team price to change to."""
+    starter = provider.create_plan_price(plan("plan_starter"), idempotency_key="starter:k")
+    team = provider.create_plan_price(plan("plan_team", 2900), idempotency_key="team:k")
+    customer_id = provider.create_customer(customer(), idempotency_key="ba_1:k")
+    created = provider.create_subscription(
+        customer_id,
+        starter.price_id,
+        SubscriptionTerms(),
+        metadata={"subscription_id": "sub_1"},
+        idempotency_key="sub_1:k",
+    )
+    return created, team.price_id
+
+
+def test_one_key_makes_one_customer_found_by_its_billing_account(provider: Provider) -> None:
+    port = provider.port
+    first = port.create_customer(customer(), idempotency_key="ba_1:k")
+    again = port.create_customer(customer(), idempotency_key="ba_1:k")
+
+    assert again == first
+    assert port.find_customer("ba_1") == first
+    assert port.find_customer("ba_unknown") is None
+
+
+def test_one_key_with_another_request_is_an_internal_error(provider: Provider) -> None:
+    provider.port.create_customer(customer("First"), idempotency_key="ba_1:k")
+
+    with pytest.raises(Internal):
+        provider.port.create_customer(customer("Second"), idempotency_key="ba_1:k")
+
+
+def test_one_key_for_another_operation_is_an_internal_error(provider: Provider) -> None:
+    provider.port.create_customer(customer(), idempotency_key="k")
+
+    with pytest.raises(Internal):
+        provider.port.create_plan_price(plan("plan_starter"), idempotency_key="k")
+
+
+def test_one_key_makes_one_price(provider: Provider) -> None:
+    port = provider.port
+    first = port.create_plan_price(plan("plan_starter"), idempotency_key="starter:k")
+
+    assert port.create_plan_price(plan("plan_starter"), idempotency_key="starter:k") == first
+
+
+def test_a_new_subscription_is_active_and_a_price_change_keeps_its_item_once_per_key(
+    provider: Provider,
+) -> None:
+    port = provider.port
+    created, team = subscribed(port)
+
+    changes = [
+        port.change_subscription_price(
+            created.id, created.item_id, team, proration_behavior="none", idempotency_key="c:k"
+        )
+        for _ in range(2)
+    ]
+
+    assert created.state is SubscriptionState.ACTIVE
+    assert changes[0] == changes[1]
+    assert (changes[0].item_id, changes[0].price_id) == (created.item_id, team)
+    assert port.get_subscription(created.id).price_id == team
+
+
+def test_an_inactive_price_is_refused_as_an_invalid_argument_about_the_plan(
+    provider: Provider,
+) -> None:
+    created, team = subscribed(provider.port)
+    provider.deactivate_price(team)
+
+    with pytest.raises(InvalidArgument) as raised:
+        provider.port.change_subscription_price(
+            created.id,
+            created.item_id,
+            team,
+            proration_behavior="create_prorations",
+            idempotency_key="c:k",
+        )
+
+    violation = raised.value.details[0]["fieldViolations"][0]
+    assert violation["field"] == "plan"
+    assert "inactive" in violation["description"]
+
+
+def test_a_canceled_subscription_reads_as_canceled_and_refuses_a_change(
+    provider: Provider,
+) -> None:
+    created, team = subscribed(provider.port)
+    provider.cancel_subscription(created.id)
+
+    assert provider.port.get_subscription(created.id).state is SubscriptionState.CANCELED
+    with pytest.raises(InvalidArgument):
+        provider.port.change_subscription_price(
+            created.id, created.item_id, team, proration_behavior="none", idempotency_key="c:k"
+        )
+
+
+def test_an_unknown_subscription_is_an_invalid_argument(provider: Provider) -> None:
+    with pytest.raises(InvalidArgument):
+        provider.port.get_subscription("sub_unknown")

@@ -1,0 +1,154 @@
+"""The command journal's contract (``domain.ports.CommandJournal``), checked on the real
+command log (SQLite, PostgreSQL) and on the fake the runner's unit tests use."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from domain.errors import CommandIdReused, CommandInProgress
+from domain.messages import CommandStatus
+from domain.ports import CommandJournal
+from tests.support.fakes import FakeClock, FakeCommandJournal
+from worker.db.commands import SqlCommandLog
+from worker.db.engine import session_factory
+
+LEASE = timedelta(minutes=10)
+ENABLE = "users.enable"
+
+
+@dataclass
+class Journal:
+    port: CommandJournal
+    clock: FakeClock
+    accept: Callable[[str, dict[str, Any]], None]
+    """Record a command as the API does, before publishing it."""
+
+
+@pytest.fixture(params=["real", "fake"])
+def journal(
+    request: pytest.FixtureRequest, backend: str, make_database: Callable[[str], str]
+) -> Journal:
+    clock = FakeClock()
+    if request.param == "fake":
+        if backend != "sqlite":
+            pytest.skip("the fake has no backends: it runs once")
+        fake = FakeCommandJournal(clock, LEASE)
+
+        def accept_fake(command_id: str, payload: dict[str, Any]) -> None:
+            fake.accept(command_id, ENABLE, payload)
+
+        return Journal(fake, clock, accept_fake)
+    log = SqlCommandLog(session_factory(make_database(f"log_{uuid.uuid4().hex[:8]}")), clock, LEASE)
+
+    def accept(command_id: str, payload: dict[str, Any]) -> None:
+        log.accept(
+            command_id=command_id,
+            command_type=ENABLE,
+            payload=payload,
+            client_id=None,
+            idempotency_key=None,
+            request_fingerprint=None,
+        )
+
+    return Journal(log, clock, accept)
+
+
+def payload(command_id: str, user_id: str = "usr_1") -> dict[str, Any]:
+    return {"command_id": command_id, "user_id": user_id}
+
+
+def test_a_new_command_begins_and_its_outcome_is_returned_on_redelivery(
+    journal: Journal,
+) -> None:
+    log = journal.port
+    assert log.begin("c1", ENABLE, payload("c1"), source="queue") is None
+    log.succeed("c1", {"ok": True})
+
+    finished = log.begin("c1", ENABLE, payload("c1"), source="queue")
+
+    assert finished is not None
+    assert (finished.status, finished.result, finished.error) == (
+        CommandStatus.SUCCEEDED,
+        {"ok": True},
+        None,
+    )
+
+
+def test_a_failed_command_returns_its_error_on_redelivery(journal: Journal) -> None:
+    log = journal.port
+    log.begin("c1", ENABLE, payload("c1"), source="queue")
+    log.fail("c1", {"code": 5, "message": "gone", "details": []})
+
+    finished = log.begin("c1", ENABLE, payload("c1"), source="queue")
+
+    assert finished is not None
+    assert (finished.status, finished.error) == (
+        CommandStatus.FAILED,
+        {"code": 5, "message": "gone", "details": []},
+    )
+
+
+def test_a_running_command_is_in_progress_until_its_lease_is_over(journal: Journal) -> None:
+    log = journal.port
+    log.begin("c1", ENABLE, payload("c1"), source="queue")
+
+    with pytest.raises(CommandInProgress):
+        log.begin("c1", ENABLE, payload("c1"), source="queue")
+    journal.clock.advance(LEASE)
+
+    assert log.begin("c1", ENABLE, payload("c1"), source="queue") is None
+
+
+def test_a_command_waiting_for_a_retry_or_for_the_budget_begins_again(journal: Journal) -> None:
+    log = journal.port
+    log.begin("c1", ENABLE, payload("c1"), source="queue")
+    log.retrying("c1", {"code": 14, "message": "503", "details": []}, {"attempt": 1})
+    assert log.begin("c1", ENABLE, payload("c1"), source="queue") is None
+
+    log.waiting("c1", 1.5)
+
+    assert log.begin("c1", ENABLE, payload("c1"), source="queue") is None
+
+
+@pytest.mark.parametrize(
+    ("command_type", "other_payload"),
+    [(ENABLE, payload("c1", "usr_2")), ("billing.register_account", payload("c1"))],
+    ids=["another-payload", "another-type"],
+)
+def test_an_id_of_another_command_is_refused_and_the_outcome_kept(
+    journal: Journal, command_type: str, other_payload: dict[str, Any]
+) -> None:
+    log = journal.port
+    log.begin("c1", ENABLE, payload("c1"), source="queue")
+    log.succeed("c1", {"ok": True})
+
+    with pytest.raises(CommandIdReused) as reused:
+        log.begin("c1", command_type, other_payload, source="queue")
+
+    assert reused.value.recorded_type == ENABLE
+    finished = log.begin("c1", ENABLE, payload("c1"), source="queue")
+    assert finished is not None
+    assert finished.result == {"ok": True}
+
+
+def test_a_command_accepted_but_never_started_is_stalled_until_published(
+    journal: Journal,
+) -> None:
+    log = journal.port
+    journal.accept("c1", payload("c1"))
+    journal.accept("c2", payload("c2"))
+    log.begin("c2", ENABLE, payload("c2"), source="queue")
+    assert log.stalled(timedelta(seconds=60)) == []
+
+    journal.clock.advance(timedelta(seconds=61))
+    [stalled] = log.stalled(timedelta(seconds=60))
+    log.mark_published(stalled.id)
+
+    assert (stalled.id, stalled.type, stalled.payload) == ("c1", ENABLE, payload("c1"))
+    assert log.stalled(timedelta(seconds=60)) == []

@@ -1,0 +1,265 @@
+"""The unit of work's contract, checked on the real one (SQLite, PostgreSQL) and on the fake
+the unit tests use (``tests/support/fakes.py``): what the handlers rely on holds for both."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+
+from domain.billing import BillingAccount, BillingAccountState, BillingDetails
+from domain.errors import UniquenessViolation
+from domain.organizations import Organization
+from domain.ports import UnitOfWork
+from domain.subscriptions import (
+    ChangeReason,
+    ChangeState,
+    Plan,
+    ScheduledChange,
+    Subscription,
+    SubscriptionState,
+)
+from tests.support.fakes import T0, FakeDatabase, a_plan, an_organization
+from worker.admin import create_organization
+from worker.clock import SystemClock
+from worker.db.engine import session_factory
+from worker.db.uow import SqlUnitOfWork
+
+
+@dataclass
+class Store:
+    """A database behind the port, and how a test adds what the port cannot add."""
+
+    uow: Callable[[], UnitOfWork]
+    organization: Callable[[], Organization]
+
+
+@pytest.fixture(params=["real", "fake"])
+def store(
+    request: pytest.FixtureRequest, backend: str, make_database: Callable[[str], str]
+) -> Store:
+    if request.param == "fake":
+        if backend != "sqlite":
+            pytest.skip("the fake has no backends: it runs once")
+        db = FakeDatabase()
+
+        def fake_organization() -> Organization:
+            org = an_organization(f"org_{uuid.uuid4().hex[:8]}")
+            db.seed(org)
+            return org
+
+        return Store(db.unit_of_work, fake_organization)
+    sessions = session_factory(make_database(f"uow_{uuid.uuid4().hex[:8]}"))
+
+    def real_organization() -> Organization:
+        return create_organization(sessions, SystemClock(), name=f"org-{uuid.uuid4().hex[:8]}")
+
+    return Store(lambda: SqlUnitOfWork(sessions), real_organization)
+
+
+def account(org: Organization, account_id: str | None = None) -> BillingAccount:
+    return BillingAccount.open(
+        account_id or f"ba_{uuid.uuid4().hex[:8]}",
+        org,
+        BillingDetails(name="Acme", email="billing@acme.example"),
+        offline=True,
+        default_currency="usd",
+        now=T0,
+    )
+
+
+def plan(name: str | None = None) -> Plan:
+    suffix = uuid.uuid4().hex[:8]
+    made = a_plan(name or f"plan-{suffix}", f"price_{suffix}")
+    made.id = f"plan_{suffix}"
+    return made
+
+
+def stored_account(store: Store, account_id: str) -> BillingAccount | None:
+    with store.uow() as uow:
+        return uow.billing_accounts.get(account_id)
+
+
+def test_a_write_is_seen_by_others_only_once_committed(store: Store) -> None:
+    opened = account(store.organization())
+    with store.uow() as uow:
+        uow.billing_accounts.add(opened)
+        assert uow.billing_accounts.get(opened.id) is not None  # its own writes
+        assert stored_account(store, opened.id) is None
+        uow.commit()
+
+    assert stored_account(store, opened.id) == opened
+
+
+def test_leaving_the_block_without_a_commit_rolls_back(store: Store) -> None:
+    opened = account(store.organization())
+
+    with store.uow() as uow:
+        uow.billing_accounts.add(opened)
+
+    assert stored_account(store, opened.id) is None
+
+
+def test_an_entity_changed_but_not_saved_changes_nothing(store: Store) -> None:
+    opened = account(store.organization())
+    with store.uow() as uow:
+        uow.billing_accounts.add(opened)
+        uow.commit()
+
+    with store.uow() as uow:
+        loaded = uow.billing_accounts.get(opened.id)
+        assert loaded is not None
+        loaded.name = "Changed"
+        uow.commit()
+
+    assert stored_account(store, opened.id) == opened
+
+
+def test_writes_after_a_commit_are_rolled_back_with_the_block(store: Store) -> None:
+    opened = account(store.organization())
+    with store.uow() as uow:
+        uow.billing_accounts.add(opened)
+        uow.commit()
+        opened.name = "Changed"
+        uow.billing_accounts.save(opened)
+
+    stored = stored_account(store, opened.id)
+    assert stored is not None
+    assert stored.name == "Acme"
+
+
+def test_a_second_live_account_of_an_organization_is_a_uniqueness_violation(
+    store: Store,
+) -> None:
+    org = store.organization()
+    with store.uow() as uow:
+        uow.billing_accounts.add(account(org))
+        uow.commit()
+    second = account(org)
+
+    with store.uow() as uow:
+        uow.billing_accounts.add(second)
+        with pytest.raises(UniquenessViolation):
+            uow.commit()
+
+    assert stored_account(store, second.id) is None
+
+
+def test_a_disabled_account_leaves_its_organization_free(store: Store) -> None:
+    org = store.organization()
+    first = account(org)
+    first.state = BillingAccountState.DISABLED
+    with store.uow() as uow:
+        uow.billing_accounts.add(first)
+        uow.billing_accounts.add(account(org))
+        uow.commit()
+        assert uow.billing_accounts.current_for_organization(org.id) is not None
+
+
+def test_a_removed_account_is_gone_and_its_organization_free(store: Store) -> None:
+    org = store.organization()
+    first = account(org)
+    with store.uow() as uow:
+        uow.billing_accounts.add(first)
+        uow.commit()
+
+    with store.uow() as uow:
+        uow.billing_accounts.remove(first.id)
+        uow.billing_accounts.add(account(org))
+        uow.commit()
+
+    assert stored_account(store, first.id) is None
+
+
+def test_adding_a_taken_id_is_a_uniqueness_violation(store: Store) -> None:
+    opened = account(store.organization())
+    with store.uow() as uow:
+        uow.billing_accounts.add(opened)
+        uow.commit()
+    other_org = store.organization()
+
+    with store.uow() as uow:
+        uow.billing_accounts.add(account(other_org, opened.id))
+        with pytest.raises(UniquenessViolation):
+            uow.commit()
+
+
+def test_a_taken_plan_name_is_a_uniqueness_violation(store: Store) -> None:
+    first = plan()
+    with store.uow() as uow:
+        uow.plans.add(first)
+        uow.commit()
+
+    with store.uow() as uow:
+        uow.plans.add(plan(first.name))
+        with pytest.raises(UniquenessViolation):
+            uow.commit()
+
+
+def test_a_unit_of_work_goes_on_after_a_uniqueness_violation(store: Store) -> None:
+    first = plan()
+    second = plan()
+    with store.uow() as uow:
+        uow.plans.add(first)
+        uow.commit()
+        uow.plans.add(plan(first.name))
+        with pytest.raises(UniquenessViolation):
+            uow.commit()
+        uow.plans.add(second)
+        uow.commit()
+
+    with store.uow() as uow:
+        assert uow.plans.find(second.name) == second
+        assert uow.plans.find(second.id) == second
+
+
+def test_one_subscription_has_at_most_one_pending_change_and_changes_list_newest_first(
+    store: Store,
+) -> None:
+    opened = account(store.organization())
+    starter, team = plan(), plan()
+    subscription = Subscription(
+        id=f"sub_{uuid.uuid4().hex[:8]}",
+        billing_account_id=opened.id,
+        plan_id=starter.id,
+        state=SubscriptionState.ACTIVE,
+        provider="fake",
+        provider_id=f"sub_remote_{uuid.uuid4().hex[:8]}",
+        current_period_start=T0,
+        current_period_end=T0 + timedelta(days=30),
+        created_at=T0,
+        updated_at=T0,
+    )
+    first = ScheduledChange.at_period_end("chg_1" + opened.id, subscription, team, now=T0)
+    later = T0 + timedelta(seconds=1)
+    second = ScheduledChange.at_period_end("chg_2" + opened.id, subscription, team, now=later)
+    with store.uow() as uow:
+        uow.billing_accounts.add(opened)
+        uow.plans.add(starter)
+        uow.plans.add(team)
+        uow.commit()
+        uow.subscriptions.add(subscription)
+        uow.commit()
+        uow.scheduled_changes.add(first)
+        uow.commit()
+        uow.scheduled_changes.add(second)
+        with pytest.raises(UniquenessViolation):
+            uow.commit()
+
+    with store.uow() as uow:
+        pending = uow.scheduled_changes.pending_for(subscription.id, for_update=True)
+        assert pending is not None
+        pending.cancel(ChangeReason.REPLACED, later)
+        uow.scheduled_changes.save(pending)
+        uow.scheduled_changes.add(second)
+        uow.commit()
+
+    with store.uow() as uow:
+        listed = uow.scheduled_changes.for_subscription(subscription.id)
+    assert [(change.id, change.state) for change in listed] == [
+        (second.id, ChangeState.SCHEDULED),
+        (first.id, ChangeState.CANCELED),
+    ]

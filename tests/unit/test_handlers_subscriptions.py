@@ -1,0 +1,496 @@
+"""The plan change handlers, on in-memory ports: every decision of a change request and of
+applying a change."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from domain.errors import FailedPrecondition, InvalidArgument, NotFound, TransientError
+from domain.subscriptions import (
+    ApplyScheduledChange,
+    ChangeKind,
+    ChangeState,
+    ChangeSubscriptionPlan,
+    ScheduledChange,
+    Subscription,
+    SubscriptionState,
+    change_id_for,
+)
+from tasks.handlers.subscriptions import (
+    apply_scheduled_change,
+    change_subscription_plan,
+    claim_due_changes,
+)
+from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY, publish_due_changes
+from tests.support.fakes import FakeApplication, Subscribed, a_plan, subscribed
+
+DAY = timedelta(days=1)
+SECOND = timedelta(seconds=1)
+
+
+@pytest.fixture
+def app() -> FakeApplication:
+    return FakeApplication()
+
+
+@pytest.fixture
+def sub(app: FakeApplication) -> Subscribed:
+    return subscribed(app)
+
+
+def request(sub: Subscribed, command_id: str = "c1", **fields: Any) -> ChangeSubscriptionPlan:
+    values: dict[str, Any] = {
+        "command_id": command_id,
+        "org_id": sub.org_id,
+        "billing_account_id": sub.account_id,
+        "subscription_id": sub.subscription_id,
+        **fields,
+    }
+    return ChangeSubscriptionPlan(**values)
+
+
+def changes(app: FakeApplication, sub: Subscribed) -> list[ScheduledChange]:
+    """The subscription's changes, newest first."""
+    with app.unit_of_work() as uow:
+        return uow.scheduled_changes.for_subscription(sub.subscription_id)
+
+
+def subscription(app: FakeApplication, sub: Subscribed) -> Subscription:
+    stored: Subscription = app.db.row("subscriptions", sub.subscription_id)
+    return stored
+
+
+def updates(app: FakeApplication, outcome: str | None = None) -> list[Any]:
+    return app.provider.calls_of("change_subscription_price", outcome)
+
+
+def apply(app: FakeApplication, change_id: str, command_id: str = "apply:1") -> dict[str, Any]:
+    outcome = apply_scheduled_change(
+        ApplyScheduledChange(command_id=command_id, change_id=change_id), app
+    )
+    return outcome.change
+
+
+# --- now --------------------------------------------------------------------------------------
+
+
+def test_an_immediate_change_reaches_the_provider_at_once_and_answers_the_new_phase(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    changed = change_subscription_plan(request(sub, plan="team", immediate=True), app)
+
+    assert (changed.phase.plan_id, changed.phase.effective_at) == (sub.team.id, app.clock.now())
+    [update] = updates(app, "executed")
+    [made] = changes(app, sub)
+    assert update.idempotency_key == f"{made.id}:apply"
+    assert update.arguments[2:] == ("price_team", "create_prorations")
+    assert (made.kind, made.state, made.id) == (
+        ChangeKind.IMMEDIATE,
+        ChangeState.APPLIED,
+        change_id_for("c1"),
+    )
+    assert made.apply_lag_seconds == 0.0
+    assert subscription(app, sub).plan_id == sub.team.id
+    assert app.provider.subscriptions[sub.provider_id].price_id == "price_team"
+
+
+def test_an_immediate_change_supersedes_the_pending_change(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, "c1", plan="scale"), app)
+    app.clock.advance(SECOND)
+
+    changed = change_subscription_plan(request(sub, "c2", plan="team", immediate=True), app)
+
+    now, earlier = changes(app, sub)
+    assert (earlier.state, earlier.reason) == (ChangeState.CANCELED, "superseded")
+    assert now.state is ChangeState.APPLIED
+    assert changed.canceled_changes == [earlier.id]
+    assert subscription(app, sub).plan_id == sub.team.id
+
+
+def test_an_immediate_change_the_provider_refuses_fails_and_the_pending_change_stands(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.provider.deactivate_price("price_scale")
+    change_subscription_plan(request(sub, "c1", plan="team"), app)
+    app.clock.advance(SECOND)
+
+    with pytest.raises(InvalidArgument) as raised:
+        change_subscription_plan(request(sub, "c2", plan="scale", immediate=True), app)
+
+    assert "inactive" in raised.value.message
+    refused, pending = changes(app, sub)
+    assert refused.state is ChangeState.SKIPPED
+    assert refused.reason is not None
+    assert refused.reason.startswith("provider_rejected: ")
+    assert (pending.state, pending.target_plan_id) == (ChangeState.SCHEDULED, sub.team.id)
+    assert subscription(app, sub).plan_id == sub.starter.id
+
+
+def test_a_redelivered_refused_change_is_refused_again_without_a_new_call(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.provider.deactivate_price("price_team")
+    with pytest.raises(InvalidArgument):
+        change_subscription_plan(request(sub, plan="team", immediate=True), app)
+    calls = len(app.provider.calls)
+
+    with pytest.raises(InvalidArgument, match="rejected"):
+        change_subscription_plan(request(sub, plan="team", immediate=True), app)
+
+    assert len(app.provider.calls) == calls
+
+
+def test_transient_provider_failures_leave_the_change_applying_and_retries_use_one_key(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.provider.fail_next("change_subscription_price", TransientError("stripe: 503"), times=2)
+    for _ in range(2):
+        with pytest.raises(TransientError):
+            change_subscription_plan(request(sub, plan="team", immediate=True), app)
+        [pending] = changes(app, sub)
+        assert pending.state is ChangeState.APPLYING
+        assert pending.first_sent_at is not None
+
+    change_subscription_plan(request(sub, plan="team", immediate=True), app)
+
+    assert len(updates(app)) == 3
+    assert len({call.idempotency_key for call in updates(app)}) == 1
+    assert len(updates(app, "executed")) == 1
+    [applied] = changes(app, sub)
+    assert applied.state is ChangeState.APPLIED
+
+
+def test_a_subscription_canceled_at_the_provider_cannot_change_plan_now(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.provider.cancel_subscription(sub.provider_id)
+
+    with pytest.raises(FailedPrecondition) as raised:
+        change_subscription_plan(request(sub, plan="team", immediate=True), app)
+
+    assert raised.value.details[0]["reason"] == "SUBSCRIPTION_NOT_CHANGEABLE"
+    [skipped] = changes(app, sub)
+    assert (skipped.state, skipped.reason) == (ChangeState.SKIPPED, "subscription_canceled")
+    assert subscription(app, sub).state is SubscriptionState.CANCELED
+    assert updates(app, "executed") == []
+
+
+def test_a_change_being_applied_makes_a_new_request_wait_for_it(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.provider.fail_next("change_subscription_price", TransientError("stripe: 503"))
+    with pytest.raises(TransientError):
+        change_subscription_plan(request(sub, "c1", plan="team", immediate=True), app)
+
+    with pytest.raises(TransientError, match="being applied"):
+        change_subscription_plan(request(sub, "c2", plan="scale"), app)
+
+
+# --- at the period's end ----------------------------------------------------------------------
+
+
+def test_an_end_of_period_change_answers_the_period_end_and_leaves_the_provider_alone(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    changed = change_subscription_plan(request(sub, plan="team"), app)
+
+    period_end = app.provider.subscriptions[sub.provider_id].current_period_end
+    assert (changed.phase.plan_id, changed.phase.effective_at) == (sub.team.id, period_end)
+    [scheduled] = changes(app, sub)
+    assert (scheduled.state, scheduled.kind) == (ChangeState.SCHEDULED, ChangeKind.END_OF_PERIOD)
+    assert scheduled.proration_behavior == "none"
+    assert updates(app) == []
+    assert len(app.provider.calls_of("get_subscription")) == 1
+    assert subscription(app, sub).plan_id == sub.starter.id
+
+
+def test_an_end_of_period_change_takes_the_period_the_provider_has_now(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    remote = app.provider.subscriptions[sub.provider_id]
+    renewed = replace(
+        remote,
+        current_period_start=remote.current_period_end,
+        current_period_end=remote.current_period_end + 30 * DAY,
+    )
+    app.provider.add_subscription(renewed)
+
+    changed = change_subscription_plan(request(sub, plan="team"), app)
+
+    assert changed.phase.effective_at == renewed.current_period_end
+    assert subscription(app, sub).current_period_end == renewed.current_period_end
+
+
+def test_a_new_end_of_period_request_replaces_the_pending_change(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, "c1", plan="team"), app)
+    app.clock.advance(SECOND)
+
+    second = change_subscription_plan(request(sub, "c2", plan="scale"), app)
+
+    assert second.phase.plan_id == sub.scale.id
+    newest, replaced = changes(app, sub)
+    assert (replaced.state, replaced.reason) == (ChangeState.CANCELED, "replaced")
+    assert (newest.state, newest.target_plan_id) == (ChangeState.SCHEDULED, sub.scale.id)
+    assert second.canceled_changes == [replaced.id]
+
+
+def test_a_redelivered_end_of_period_request_finds_its_change_again(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    first = change_subscription_plan(request(sub, plan="team"), app)
+    second = change_subscription_plan(request(sub, plan="team"), app)
+
+    assert second == first
+    assert len(changes(app, sub)) == 1
+
+
+def test_a_subscription_canceled_at_the_provider_cannot_change_plan_at_period_end(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.provider.cancel_subscription(sub.provider_id)
+
+    with pytest.raises(FailedPrecondition):
+        change_subscription_plan(request(sub, plan="team"), app)
+
+    assert subscription(app, sub).state is SubscriptionState.CANCELED  # kept, then refused
+    assert changes(app, sub) == []
+
+
+def test_canceling_upcoming_changes_answers_the_current_phase_and_may_be_repeated(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, "c1", plan="team"), app)
+    calls = len(app.provider.calls)
+
+    first = change_subscription_plan(request(sub, "c2", cancel_upcoming_changes=True), app)
+    again = change_subscription_plan(request(sub, "c3", cancel_upcoming_changes=True), app)
+
+    current = subscription(app, sub)
+    assert (first.phase.plan_id, first.phase.effective_at) == (
+        sub.starter.id,
+        current.current_period_start,
+    )
+    [canceled] = changes(app, sub)
+    assert (canceled.state, canceled.reason) == (ChangeState.CANCELED, "canceled_on_request")
+    assert first.canceled_changes == [canceled.id]
+    assert (again.phase, again.canceled_changes) == (first.phase, [])
+    assert len(app.provider.calls) == calls  # never reaches the provider
+
+
+# --- requests refused -------------------------------------------------------------------------
+
+
+def test_an_unknown_plan_is_not_found(app: FakeApplication, sub: Subscribed) -> None:
+    with pytest.raises(NotFound):
+        change_subscription_plan(request(sub, plan="nope"), app)
+
+
+def test_a_plan_is_found_by_its_id_as_well_as_its_name(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    changed = change_subscription_plan(request(sub, plan=sub.team.id), app)
+
+    assert changed.phase.plan_id == sub.team.id
+
+
+def test_the_current_plan_is_an_invalid_argument(app: FakeApplication, sub: Subscribed) -> None:
+    with pytest.raises(InvalidArgument):
+        change_subscription_plan(request(sub, plan="starter", immediate=True), app)
+
+    assert app.provider.calls == []
+
+
+def test_a_plan_in_another_currency_is_an_invalid_argument(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.db.seed(a_plan("euro", "price_euro", currency="eur"))
+
+    with pytest.raises(InvalidArgument, match="eur"):
+        change_subscription_plan(request(sub, plan="euro", immediate=True), app)
+
+
+@pytest.mark.parametrize("elsewhere", [{"org_id": "org_other"}, {"billing_account_id": "ba_other"}])
+def test_a_subscription_not_under_the_org_and_billing_account_is_not_found(
+    app: FakeApplication, sub: Subscribed, elsewhere: dict[str, str]
+) -> None:
+    with pytest.raises(NotFound):
+        change_subscription_plan(request(sub, plan="team", **elsewhere), app)
+
+
+# --- applying a due change --------------------------------------------------------------------
+
+
+def test_a_due_change_is_claimed_and_applied_once_without_proration(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    assert claim_due_changes(app, 10) == []  # not before it is due
+
+    app.clock.advance(31 * DAY)
+    [claim] = claim_due_changes(app, 10)
+    applied = apply(app, claim.change_id)
+    again = apply(app, claim.change_id, "apply:2")
+
+    assert (claim.change_id, claim.number) == (scheduled.id, 1)
+    assert applied["state"] == again["state"] == "applied"
+    [update] = updates(app)
+    assert update.idempotency_key == f"{scheduled.id}:apply"
+    assert update.arguments[3] == "none"
+    assert subscription(app, sub).plan_id == sub.team.id
+    assert applied["apply_lag_seconds"] == (1 * DAY).total_seconds()
+
+
+def test_an_apply_command_for_a_change_not_yet_due_is_refused_and_sends_nothing(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+
+    with pytest.raises(FailedPrecondition) as raised:
+        apply(app, scheduled.id)
+
+    assert raised.value.details[0]["reason"] == "CHANGE_NOT_DUE"
+    [still] = changes(app, sub)
+    assert still.state is ChangeState.SCHEDULED
+    assert updates(app) == []
+
+
+def test_a_due_change_published_without_a_claim_is_applied(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    app.clock.advance(31 * DAY)
+
+    assert apply(app, scheduled.id)["state"] == "applied"
+
+
+def test_a_due_change_of_a_subscription_canceled_at_the_provider_is_skipped(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    app.provider.cancel_subscription(sub.provider_id)
+    app.clock.advance(31 * DAY)
+
+    skipped = apply(app, scheduled.id)
+
+    assert (skipped["state"], skipped["reason"]) == ("skipped", "subscription_canceled")
+    assert subscription(app, sub).state is SubscriptionState.CANCELED
+    # Sent blind (one call is the rule), refused, then read to learn why.
+    assert [call.outcome for call in updates(app)] == ["failed"]
+    assert len(app.provider.calls_of("get_subscription", "executed")) == 2
+
+
+def test_a_due_change_of_a_subscription_known_to_be_over_is_skipped_without_a_call(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    ended = subscription(app, sub)
+    ended.state = SubscriptionState.ENDED
+    app.db.seed(ended)
+    app.clock.advance(31 * DAY)
+    calls = len(app.provider.calls)
+
+    skipped = apply(app, scheduled.id)
+
+    assert (skipped["state"], skipped["reason"]) == ("skipped", "subscription_ended")
+    assert len(app.provider.calls) == calls
+
+
+def test_a_due_change_the_provider_refuses_is_skipped_with_its_words(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    app.provider.deactivate_price("price_team")
+    app.clock.advance(31 * DAY)
+
+    with pytest.raises(InvalidArgument):
+        apply(app, scheduled.id)
+
+    [refused] = changes(app, sub)
+    assert refused.state is ChangeState.SKIPPED
+    assert refused.reason is not None
+    assert "inactive" in refused.reason
+
+
+def test_a_due_change_of_a_subscription_gone_at_the_provider_is_recorded_as_refused(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    app.provider.delete_subscription(sub.provider_id)
+    app.clock.advance(31 * DAY)
+
+    with pytest.raises(InvalidArgument, match="No such subscription"):
+        apply(app, scheduled.id)
+
+    [refused] = changes(app, sub)
+    assert refused.state is ChangeState.SKIPPED
+    assert refused.reason is not None
+    assert refused.reason.startswith("provider_rejected: ")
+
+
+def test_a_change_first_sent_longer_ago_than_the_key_window_reads_the_provider_first(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    app.clock.advance(31 * DAY)
+    # The update went through but its answer was lost, and the retry comes a day later.
+    app.provider.fail_next(
+        "change_subscription_price", TransientError("lost"), after_execution=True
+    )
+    with pytest.raises(TransientError):
+        apply(app, scheduled.id)
+    app.clock.advance(25 * timedelta(hours=1))
+
+    applied = apply(app, scheduled.id, "apply:2")
+
+    assert applied["state"] == "applied"
+    assert len(updates(app)) == 1  # the read showed it went through: nothing sent again
+    assert subscription(app, sub).plan_id == sub.team.id
+
+
+def test_the_sweep_publishes_one_bulk_apply_command_per_due_change(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    app.clock.advance(31 * DAY)
+
+    assert publish_due_changes(app) == 1
+    assert publish_due_changes(app) == 0  # claimed: the next sweep leaves it
+
+    [message] = app.published.published
+    assert message.command_id == f"apply:{scheduled.id}:1"
+    assert (message.task_name, message.priority) == (
+        ApplyScheduledChange.TASK_NAME,
+        BULK_MESSAGE_PRIORITY,
+    )
+
+
+def test_a_claim_that_could_not_be_published_is_taken_by_the_next_sweep(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    app.clock.advance(31 * DAY)
+    app.published.fail_next(ConnectionError("redis is down"))
+
+    assert publish_due_changes(app) == 0
+    app.clock.advance(timedelta(seconds=1))
+    assert publish_due_changes(app) == 1
+
+    [message] = app.published.published
+    assert message.command_id.endswith(":2")  # claimed again, a command of its own
