@@ -35,6 +35,7 @@ CommandId = Annotated[
     StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$"),
 ]
 
+
 def json_value(value: Any) -> Any:
     """A field's value as JSON writes it: enums by value, models as their JSON form,
     timestamps in RFC 3339; lists and dicts item by item."""

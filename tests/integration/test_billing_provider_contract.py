@@ -12,13 +12,9 @@ import pytest
 
 from domain.billing import Address, ProviderCustomer
 from domain.errors import Internal, InvalidArgument
+from domain.plans import ProviderPlan
 from domain.ports import BillingProvider
-from domain.subscriptions import (
-    ProviderPlan,
-    ProviderSubscription,
-    SubscriptionState,
-    SubscriptionTerms,
-)
+from domain.subscriptions import ProviderSubscription, SubscriptionState, SubscriptionTerms
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess
 from tests.support.fakes import FakeBillingProvider, FakeClock

@@ -13,15 +13,10 @@ import pytest
 from domain.billing import BillingAccount, BillingAccountState, BillingDetails
 from domain.errors import UniquenessViolation
 from domain.organizations import Organization
+from domain.plans import Plan
 from domain.ports import UnitOfWork
-from domain.subscriptions import (
-    ChangeReason,
-    ChangeState,
-    Plan,
-    ScheduledChange,
-    Subscription,
-    SubscriptionState,
-)
+from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
+from domain.subscriptions import Subscription, SubscriptionState
 from tests.support.fakes import T0, FakeDatabase, a_plan, an_organization
 from worker.admin import create_organization
 from worker.clock import SystemClock

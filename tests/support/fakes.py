@@ -48,6 +48,7 @@ from domain.errors import (
 )
 from domain.messages import CommandStatus, command_fingerprint
 from domain.organizations import Organization, OrganizationState
+from domain.plans import Plan, PlanInterval, ProviderPlan, ProviderPrice
 from domain.ports import (
     Application,
     BillingProvider,
@@ -58,18 +59,8 @@ from domain.ports import (
     UnitOfWork,
 )
 from domain.rate_budget import BudgetUsage, CallKind, Priority, RateBudget
-from domain.subscriptions import (
-    ChangeState,
-    Plan,
-    PlanInterval,
-    ProrationBehavior,
-    ProviderPlan,
-    ProviderPrice,
-    ProviderSubscription,
-    ScheduledChange,
-    Subscription,
-    SubscriptionTerms,
-)
+from domain.scheduled_changes import ChangeState, ProrationBehavior, ScheduledChange
+from domain.subscriptions import ProviderSubscription, Subscription, SubscriptionTerms
 from domain.users import User, UserState
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

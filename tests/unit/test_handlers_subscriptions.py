@@ -10,21 +10,17 @@ from typing import Any
 import pytest
 
 from domain.errors import FailedPrecondition, InvalidArgument, NotFound, TransientError
-from domain.subscriptions import (
+from domain.scheduled_changes import (
     ApplyScheduledChange,
     ChangeKind,
     ChangeState,
     ChangeSubscriptionPlan,
     ScheduledChange,
-    Subscription,
-    SubscriptionState,
     change_id_for,
 )
-from tasks.handlers.subscriptions import (
-    apply_scheduled_change,
-    change_subscription_plan,
-    claim_due_changes,
-)
+from domain.subscriptions import Subscription, SubscriptionState
+from tasks.handlers.scheduled_changes import apply_scheduled_change, claim_due_changes
+from tasks.handlers.subscriptions import change_subscription_plan
 from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY, publish_due_changes
 from tests.support.fakes import FakeApplication, Subscribed, a_plan, subscribed
 
