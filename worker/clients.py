@@ -11,13 +11,19 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from domain.errors import NotFound
+from domain.permissions import Grant, parse_scopes
 from domain.ports import Clock
 from worker.db.models import ApiClientRow
 
@@ -29,6 +35,46 @@ class NewClient:
     client_id: str
     secret: str
     name: str
+    grant: Grant = field(default_factory=Grant)
+
+
+@dataclass(frozen=True)
+class ClientView:
+    """A client as operators see it: never its secret, nor the secret's hash."""
+
+    client_id: str
+    name: str
+    enabled: bool
+    grant: Grant
+    created_at: datetime
+    updated_at: datetime | None
+
+    def to_view(self) -> dict[str, Any]:
+        return {
+            "client_id": self.client_id,
+            "name": self.name,
+            "enabled": self.enabled,
+            "scopes": sorted(self.grant.scopes),
+            "org_ids": None if self.grant.org_ids is None else sorted(self.grant.org_ids),
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+        }
+
+
+def _grant_of(row: ApiClientRow) -> Grant:
+    return Grant(
+        scopes=parse_scopes(row.scopes or []),
+        org_ids=None if row.org_ids is None else frozenset(row.org_ids),
+    )
+
+
+def _view_of(row: ApiClientRow) -> ClientView:
+    return ClientView(row.id, row.name, row.enabled, _grant_of(row), row.created_at, row.updated_at)
+
+
+def _store_grant(row: ApiClientRow, grant: Grant) -> None:
+    row.scopes = sorted(grant.scopes)
+    row.org_ids = None if grant.org_ids is None else sorted(grant.org_ids)
 
 
 def create_client(
@@ -36,23 +82,83 @@ def create_client(
     clock: Clock,
     name: str,
     *,
+    grant: Grant | None = None,
     client_id: str | None = None,
     secret: str | None = None,
 ) -> NewClient:
-    """Store a client; the secret is returned here once and only its hash is kept."""
+    """Store a client; the secret is returned here once and only its hash is kept. Without a
+    ``grant``, the client holds the default scopes (:data:`domain.permissions.DEFAULT_SCOPES`)
+    in every organization."""
     client_id = client_id or f"cli_{secrets.token_hex(8)}"
     secret = secret or secrets.token_urlsafe(32)
+    grant = grant or Grant()
     with sessions.begin() as session:
-        session.add(
-            ApiClientRow(
-                id=client_id,
-                name=name,
-                secret_hash=_hasher.hash(secret),
-                enabled=True,
-                created_at=clock.now(),
-            )
+        row = ApiClientRow(
+            id=client_id,
+            name=name,
+            secret_hash=_hasher.hash(secret),
+            enabled=True,
+            created_at=clock.now(),
         )
-    return NewClient(client_id=client_id, secret=secret, name=name)
+        _store_grant(row, grant)
+        session.add(row)
+    return NewClient(client_id=client_id, secret=secret, name=name, grant=grant)
+
+
+def list_clients(sessions: sessionmaker[Session]) -> list[ClientView]:
+    with sessions() as session:
+        rows = session.scalars(select(ApiClientRow).order_by(ApiClientRow.created_at)).all()
+        return [_view_of(row) for row in rows]
+
+
+def _change_client(
+    sessions: sessionmaker[Session],
+    clock: Clock,
+    client_id: str,
+    change: Callable[[ApiClientRow], None],
+) -> ClientView:
+    with sessions.begin() as session:
+        row = session.get(ApiClientRow, client_id, with_for_update=True)
+        if row is None:
+            raise NotFound.resource("client", client_id)
+        change(row)
+        row.updated_at = clock.now()
+        return _view_of(row)
+
+
+def update_client(
+    sessions: sessionmaker[Session],
+    clock: Clock,
+    client_id: str,
+    *,
+    name: str | None = None,
+    grant: Grant | None = None,
+    enabled: bool | None = None,
+) -> ClientView:
+    """Rename a client, replace its grant, or enable or disable it. API processes apply the
+    change once their cached verification of the client ends (``BILLING_AUTH_CACHE_SECONDS``)."""
+
+    def change(row: ApiClientRow) -> None:
+        if name is not None:
+            row.name = name
+        if grant is not None:
+            _store_grant(row, grant)
+        if enabled is not None:
+            row.enabled = enabled
+
+    return _change_client(sessions, clock, client_id, change)
+
+
+def rotate_secret(sessions: sessionmaker[Session], clock: Clock, client_id: str) -> NewClient:
+    """Give a client a new secret (returned once); the old one stops working."""
+    secret = secrets.token_urlsafe(32)
+    secret_hash = _hasher.hash(secret)
+
+    def change(row: ApiClientRow) -> None:
+        row.secret_hash = secret_hash
+
+    view = _change_client(sessions, clock, client_id, change)
+    return NewClient(client_id=client_id, secret=secret, name=view.name, grant=view.grant)
 
 
 @dataclass
@@ -129,7 +235,7 @@ class ClientAuthenticator:
         self._ttl = ttl
         self._max_entries = max_entries
         self._key = os.urandom(32)
-        self._verified: dict[bytes, float] = {}
+        self._verified: dict[bytes, tuple[float, Grant]] = {}
         self._lock = threading.Lock()
         self._hashing = ThreadPoolExecutor(
             max_concurrent_hashes, thread_name_prefix="verify-secret", initializer=_yield_cpu
@@ -139,41 +245,48 @@ class ClientAuthenticator:
     def _fingerprint(self, client_id: str, secret: str) -> bytes:
         return hmac.new(self._key, f"{client_id}\x00{secret}".encode(), hashlib.sha256).digest()
 
-    def cached(self, client_id: str, secret: str) -> bool:
-        """Whether these credentials were verified within the last ``ttl`` seconds."""
+    def cached(self, client_id: str, secret: str) -> Grant | None:
+        """The client's grant if these credentials were verified within the last ``ttl``
+        seconds, else ``None``."""
         fingerprint = self._fingerprint(client_id, secret)
         with self._lock:
-            expires = self._verified.get(fingerprint)
-        return expires is not None and expires > time.monotonic()
+            entry = self._verified.get(fingerprint)
+        if entry is None or entry[0] <= time.monotonic():
+            return None
+        return entry[1]
 
-    def verify(self, client_id: str, secret: str) -> bool:
-        if self.cached(client_id, secret):
-            return True
+    def verify(self, client_id: str, secret: str) -> Grant | None:
+        """The grant of the client these credentials belong to, or ``None`` if they are
+        wrong, unknown, or the client is disabled."""
+        if grant := self.cached(client_id, secret):
+            return grant
         return self._hashing.submit(self._verify_slowly, client_id, secret).result()
 
-    async def verify_async(self, client_id: str, secret: str) -> bool:
+    async def verify_async(self, client_id: str, secret: str) -> Grant | None:
         """:meth:`verify` for the event loop: it waits for the hashing pool without a thread."""
-        if self.cached(client_id, secret):
-            return True
+        if grant := self.cached(client_id, secret):
+            return grant
         future = self._hashing.submit(self._verify_slowly, client_id, secret)
         return await asyncio.wrap_future(future)
 
-    def _verify_slowly(self, client_id: str, secret: str) -> bool:
+    def _verify_slowly(self, client_id: str, secret: str) -> Grant | None:
         fingerprint = self._fingerprint(client_id, secret)
         now = time.monotonic()
         with self._sessions() as session:
             row = session.get(ApiClientRow, client_id)
-            stored = row.secret_hash if row is not None and row.enabled else None
+            live = row if row is not None and row.enabled else None
+            stored = live.secret_hash if live is not None else None
+            grant = _grant_of(live) if live is not None else None
         try:
             # An unknown client costs the same as a wrong secret: ids can't be probed by time.
             _hasher.verify(stored or self._decoy_hash, secret)
         except (VerificationError, InvalidHashError):
-            return False
-        if stored is None:
-            return False
+            return None
+        if grant is None:
+            return None
 
         with self._lock:
             if len(self._verified) >= self._max_entries:
                 self._verified.clear()
-            self._verified[fingerprint] = now + self._ttl
-        return True
+            self._verified[fingerprint] = (now + self._ttl, grant)
+        return grant

@@ -268,6 +268,7 @@ class LocalStack:
         """Demo data, made once: an organization, a disabled user and an API client."""
         from sqlalchemy.exc import IntegrityError
 
+        from domain.permissions import ALL_SCOPES, Grant
         from worker.admin import create_organization, create_user
         from worker.clients import create_client
         from worker.clock import SystemClock
@@ -301,7 +302,11 @@ class LocalStack:
             if exists:
                 with sessions.begin() as session:
                     session.delete(session.get(ApiClientRow, client_id))
-            create_client(sessions, clock, "demo", client_id=client_id, secret=secret)
+            # The demo client may do everything: it is how a new user tries the system.
+            everything = Grant(scopes=ALL_SCOPES)
+            create_client(
+                sessions, clock, "demo", grant=everything, client_id=client_id, secret=secret
+            )
         return client_id, secret
 
     def _seed_subscription(self, emulator_url: str, emulator_key: str) -> None:

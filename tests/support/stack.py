@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import httpx
 from sqlalchemy.orm import Session, sessionmaker
 
+from domain.permissions import ALL_SCOPES, Grant
 from stripe_emulator import DEFAULT_API_KEY, EmulatorAdmin
 from worker.clients import NewClient, create_client
 from worker.clock import REFRESH_SECONDS, ShiftableClock, SystemClock
@@ -178,8 +179,11 @@ class Stack:
         self.api_url = url
         return url
 
-    def new_client(self, name: str = "tests") -> NewClient:
-        return create_client(self.sessions, SystemClock(), name)
+    def new_client(self, name: str = "tests", grant: Grant | None = None) -> NewClient:
+        """A client holding every scope unless ``grant`` says otherwise."""
+        return create_client(
+            self.sessions, SystemClock(), name, grant=grant or Grant(scopes=ALL_SCOPES)
+        )
 
     def http(self, client: NewClient | None = None, **kwargs: Any) -> httpx.Client:
         client = client or self.client

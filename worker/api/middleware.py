@@ -39,7 +39,7 @@ class ThrottledSources:
     def _verified(state: ApiState, scope: Scope) -> bool:
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
         credentials = basic_credentials(header)
-        return credentials is not None and state.authenticator.cached(*credentials)
+        return credentials is not None and state.authenticator.cached(*credentials) is not None
 
 
 class BodySizeLimit:

@@ -65,7 +65,11 @@ class ApiClientRow(Base):
     name: Mapped[str] = mapped_column(String(255))
     secret_hash: Mapped[str] = mapped_column(String(255))
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    scopes: Mapped[list[str]] = mapped_column(JSONDocument, default=list)
+    org_ids: Mapped[list[str] | None] = mapped_column(JSONDocument, nullable=True)
+    """The organizations the client may act in; ``NULL`` for every organization."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class CommandRow(Base):
