@@ -21,7 +21,7 @@ def test_a_missing_scope_is_refused_naming_the_permission() -> None:
         Grant().check(Scope.SUBSCRIPTIONS_CHANGE, "org_1")
 
     body = refused.value.to_body()
-    assert body["code"] == ErrorCode.PERMISSION_DENIED == 7
+    assert body["code"] == 7 == int(ErrorCode.PERMISSION_DENIED)
     assert "'subscriptions:change'" in body["message"]
     assert body["details"][0]["reason"] == "PERMISSION_DENIED"
     assert body["details"][0]["metadata"] == {"permission": "subscriptions:change"}
