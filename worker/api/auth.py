@@ -6,11 +6,13 @@ import base64
 import binascii
 import math
 from collections.abc import Sequence
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from domain.errors import ErrorCode, error_info
+from domain.errors import CommandError, ErrorCode, error_info
+from domain.permissions import Grant, Scope
 from worker.api.errors import ApiError
 from worker.api.state import State
 from worker.clients import FailureThrottle
@@ -43,8 +45,17 @@ def throttled(throttles: Sequence[tuple[FailureThrottle, str]]) -> ApiError | No
     )
 
 
-async def authenticated_client(request: Request, state: State) -> str:
-    """The client id of valid Basic credentials (spec section 5), or 401."""
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated client, and what it may do."""
+
+    client_id: str
+    grant: Grant
+
+
+async def authenticated_client(request: Request, state: State) -> Caller:
+    """The client of valid Basic credentials (spec section 5), or 401 (also for a disabled
+    client)."""
     challenge = {"WWW-Authenticate": 'Basic realm="billing-worker", charset="UTF-8"'}
     header = request.headers.get("authorization", "")
     if not header:
@@ -54,8 +65,9 @@ async def authenticated_client(request: Request, state: State) -> str:
         raise ApiError(ErrorCode.UNAUTHENTICATED, "malformed Basic credentials", headers=challenge)
     client_id, secret = credentials
     authenticator = state.authenticator
-    if authenticator.cached(client_id, secret):  # no thread, no hash: unaffected by floods
-        return client_id
+    # Cached: no thread, no hash, unaffected by floods.
+    if (grant := authenticator.cached(client_id, secret)) is not None:
+        return Caller(client_id, grant)
     # The source is the peer address: behind a proxy, the proxy's limits are the ones to set.
     source = request.client.host if request.client else "?"
     throttles = ((state.failures_by_client, client_id), (state.failures_by_source, source))
@@ -66,12 +78,28 @@ async def authenticated_client(request: Request, state: State) -> str:
     # Counted as failed before the hash, so that guesses sent at once cannot overrun the
     # limit while they are being verified; forgiven if the secret proves right.
     attempts = [(throttle, key, throttle.failed(key)) for throttle, key in throttles]
-    if not await authenticator.verify_async(client_id, secret):
+    grant = await authenticator.verify_async(client_id, secret)
+    if grant is None:
         raise ApiError(ErrorCode.UNAUTHENTICATED, "invalid client credentials", headers=challenge)
     for throttle, key, at in attempts:
         throttle.forgive(key, at)
-    return client_id
+    return Caller(client_id, grant)
 
 
-Client = Annotated[str, Depends(authenticated_client)]
-"""The authenticated client id of a request (a route's parameter)."""
+Authenticated = Annotated[Caller, Depends(authenticated_client)]
+
+
+def permitted(scope: Scope) -> Any:
+    """A route's dependency: the authenticated client, if it holds ``scope`` (in the
+    organization of the path's ``org_id``, when there is one), else 403 naming what is
+    missing. Decided from the request alone, before the body is read or anything is
+    loaded, so a refusal never tells whether the resource exists."""
+
+    async def check(request: Request, caller: Authenticated) -> Caller:
+        try:
+            caller.grant.check(scope, request.path_params.get("org_id"))
+        except CommandError as refused:
+            raise ApiError.of(refused) from None
+        return caller
+
+    return Depends(check)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from domain.billing import CreateBillingAccount, RegisterBillingAccount
-from worker.api.auth import Client
+from domain.permissions import Scope
+from worker.api.auth import Caller, permitted
 from worker.api.body import Body, PathId, require_empty
 from worker.api.errors import ApiError
 from worker.api.state import State
@@ -25,7 +26,11 @@ def _as_is(result: dict[str, Any]) -> dict[str, Any]:
     summary="Create a billing account (spec 4.1)",
 )
 async def create_billing_account(
-    org_id: PathId, client: Client, body: Body, request: Request, state: State
+    org_id: PathId,
+    client: Annotated[Caller, permitted(Scope.BILLING_CREATE)],
+    body: Body,
+    request: Request,
+    state: State,
 ) -> Response:
     unknown = sorted(set(body) - {"body", "offline"})
     if unknown:
@@ -38,7 +43,7 @@ async def create_billing_account(
         )
     return await state.gateway.submit(
         request,
-        client,
+        client.client_id,
         CreateBillingAccount,
         {"org_id": org_id, "account": body["body"], "offline": body.get("offline", False)},
         _as_is,
@@ -51,12 +56,17 @@ async def create_billing_account(
     summary="Register an offline billing account with the provider",
 )
 async def register_billing_account(
-    org_id: PathId, id: PathId, client: Client, body: Body, request: Request, state: State
+    org_id: PathId,
+    id: PathId,
+    client: Annotated[Caller, permitted(Scope.BILLING_REGISTER)],
+    body: Body,
+    request: Request,
+    state: State,
 ) -> Response:
     require_empty(body)
     return await state.gateway.submit(
         request,
-        client,
+        client.client_id,
         RegisterBillingAccount,
         {"org_id": org_id, "billing_account_id": id},
         _as_is,

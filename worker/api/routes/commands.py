@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from anyio import to_thread
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from domain.errors import ErrorCode
-from worker.api.auth import Client
+from domain.permissions import Scope
+from worker.api.auth import Caller, permitted
 from worker.api.body import PathId
 from worker.api.errors import ApiError
 from worker.api.gateway import record_view
@@ -17,8 +20,10 @@ router = APIRouter()
 
 
 @router.get("/v1beta1/commands/{id}", summary="A command's status, result or error")
-async def get_command(id: PathId, client: Client, state: State) -> JSONResponse:
+async def get_command(
+    id: PathId, client: Annotated[Caller, permitted(Scope.COMMANDS_READ)], state: State
+) -> JSONResponse:
     record = await to_thread.run_sync(state.svc.commands.get, id)
-    if record is None or record.client_id != client:
+    if record is None or record.client_id != client.client_id:
         raise ApiError(ErrorCode.NOT_FOUND, f"command {id!r} not found")
     return JSONResponse(record_view(record))

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from domain.errors import CommandError
+from domain.permissions import Scope
 from domain.scheduled_changes import ChangeSubscriptionPlan
-from worker.api.auth import Client
+from worker.api.auth import Caller, permitted
 from worker.api.body import Body, PathId
 from worker.api.change_request import resolve_change_request
 from worker.api.errors import ApiError
@@ -33,7 +34,7 @@ async def change_subscription_plan(
     org_id: PathId,
     billing_id: PathId,
     id: PathId,
-    client: Client,
+    client: Annotated[Caller, permitted(Scope.SUBSCRIPTIONS_CHANGE)],
     body: Body,
     request: Request,
     state: State,
@@ -44,7 +45,7 @@ async def change_subscription_plan(
         raise ApiError.of(error) from None
     return await state.gateway.submit(
         request,
-        client,
+        client.client_id,
         ChangeSubscriptionPlan,
         {
             "org_id": org_id,

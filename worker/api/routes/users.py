@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from domain.permissions import Scope
 from domain.users import EnableUser
-from worker.api.auth import Client
+from worker.api.auth import Caller, permitted
 from worker.api.body import Body, PathId, require_empty
 from worker.api.state import State
 
@@ -15,12 +18,16 @@ router = APIRouter()
 
 @router.post("/v1beta1/users/{id}/enable", summary="Enable a user (spec 4.2)")
 async def enable_user(
-    id: PathId, client: Client, body: Body, request: Request, state: State
+    id: PathId,
+    client: Annotated[Caller, permitted(Scope.USERS_ENABLE)],
+    body: Body,
+    request: Request,
+    state: State,
 ) -> Response:
     require_empty(body)
     return await state.gateway.submit(
         request,
-        client,
+        client.client_id,
         EnableUser,
         {"user_id": id},
         lambda _result: {},
