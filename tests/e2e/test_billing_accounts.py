@@ -17,8 +17,8 @@ import stripe  # noqa: TID251 - the tests look at the emulator's customers throu
 from sqlalchemy import func, select
 
 from tests.emulator.support import sdk_client
+from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually
-from worker.admin import create_organization
 from worker.clock import SystemClock
 from worker.db.models import BillingAccountRow
 from worker.stripe_emulator import EmulatorAdmin, LoggedRequest

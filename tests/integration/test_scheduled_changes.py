@@ -23,7 +23,7 @@ from domain.subscriptions import (
     Subscription,
     SubscriptionState,
 )
-from worker.admin import create_organization
+from tests.support.records import create_organization
 from worker.clock import SystemClock
 from worker.db.engine import session_factory
 from worker.db.uow import SqlUnitOfWork

@@ -90,6 +90,9 @@ class SqlUserRepository(_RowRepository[User, UserRow]):
     def get(self, user_id: str, *, for_update: bool = False) -> User | None:
         return self._by_id(user_id, for_update=for_update)
 
+    def by_email(self, email: str) -> User | None:
+        return self._one(select(UserRow).where(UserRow.email == email))
+
     def _entity(self, row: UserRow) -> User:
         return User(
             id=row.id,
@@ -120,13 +123,26 @@ def organization_of(row: OrganizationRow) -> Organization:
     )
 
 
-class SqlOrganizationRepository:
-    def __init__(self, session: Session) -> None:
-        self._session = session
+class SqlOrganizationRepository(_RowRepository[Organization, OrganizationRow]):
+    row_type = OrganizationRow
 
     def get(self, org_id: str) -> Organization | None:
         row = self._session.get(OrganizationRow, org_id)
         return organization_of(row) if row is not None else None
+
+    def by_name(self, name: str) -> Organization | None:
+        return self._one(select(OrganizationRow).where(OrganizationRow.name == name))
+
+    def _entity(self, row: OrganizationRow) -> Organization:
+        return organization_of(row)
+
+    def _copy(self, organization: Organization, row: OrganizationRow) -> None:
+        row.name = organization.name
+        row.title = organization.title
+        row.metadata_ = dict(organization.metadata)
+        row.state = organization.state.value
+        row.avatar = organization.avatar
+        row.updated_at = organization.updated_at
 
 
 def billing_account_of(row: BillingAccountRow) -> BillingAccount:
