@@ -1,5 +1,5 @@
-"""``python -m worker.cli``: the ``billing-worker`` command."""
+"""``python -m worker.cli``: the ``billing-worker`` command, under its own name."""
 
 from worker.cli import main
 
-main()
+main(prog_name="billing-worker")
