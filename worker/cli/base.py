@@ -117,6 +117,12 @@ class RootGroup(BillingGroup):
     ) -> Any:
         try:
             status = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as error:
+            # A group named without a command: its help, as click shows it.
+            if not standalone_mode:
+                raise
+            error.show()
+            sys.exit(error.exit_code)
         except click.exceptions.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(EXIT_REFUSED)
