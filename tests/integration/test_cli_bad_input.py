@@ -229,6 +229,14 @@ def test_an_unreachable_database_is_one_line_and_exit_3(tmp_path: Path) -> None:
     assert_refused_in_one_line(done, status=UNAVAILABLE, says="the database is unreachable")
 
 
+def test_a_database_never_migrated_is_one_line_saying_to_migrate(tmp_path: Path) -> None:
+    done = billing_worker(
+        "users", "create", "--email", "a@example.com", "--data-dir", str(tmp_path), env={}
+    )
+
+    assert_refused_in_one_line(done, status=UNAVAILABLE, says="run `billing-worker migrate`")
+
+
 def test_an_unreachable_redis_is_one_line_and_exit_3(tmp_path: Path) -> None:
     env = {
         "BILLING_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",

@@ -190,6 +190,8 @@ def _unreachable(error: BaseException) -> str | None:
 
         cause = error.orig if isinstance(error, DBAPIError) else error
         first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        if "no such table" in first or ("relation" in first and "does not exist" in first):
+            return f"the database is not migrated ({first}): run `billing-worker migrate`"
         return f"the database is unreachable or refused the request: {first}"
     if type(error).__module__.startswith("redis"):
         return f"Redis is unreachable: {error}"
