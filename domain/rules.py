@@ -16,8 +16,8 @@ from domain.errors import InvalidArgument
 from domain.messages import ResourceId
 
 __all__ = [
-    "CurrencyCode",
     "EmailAddress",
+    "Name",
     "ResourceId",
     "Slug",
     "checked_id",
@@ -82,9 +82,6 @@ EmailAddress = Annotated[
     AfterValidator(normalized_email),
 ]
 """An email address, normalized (``Ada@Example.COM`` → ``Ada@example.com``)."""
-
-CurrencyCode = Annotated[str, AfterValidator(iso_currency)]
-"""An ISO 4217 currency code, stored in lower case."""
 
 _SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
