@@ -16,7 +16,6 @@ from typing import Annotated, Any, ClassVar, Self
 
 import phonenumbers
 import pycountry
-from email_validator import EmailNotValidError, validate_email
 from pydantic import (
     Field,
     StrictBool,
@@ -30,6 +29,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from domain.messages import Command, Message, ResourceId, Result, json_value
 from domain.organizations import Organization
+from domain.rules import iso_currency, normalized_email
 from domain.tax_ids import resolve_tax_type
 
 PROVIDER_METADATA_KEYS = ("org_id", "billing_account_id")
@@ -104,10 +104,7 @@ class BillingDetails(Message):
     @field_validator("email")
     @classmethod
     def _email(cls, value: str) -> str:
-        try:
-            return validate_email(value, check_deliverability=False).normalized
-        except EmailNotValidError as error:
-            raise _error("email", f"not a valid email address: {error}") from None
+        return normalized_email(value)
 
     @field_validator("phone")
     @classmethod
@@ -132,12 +129,7 @@ class BillingDetails(Message):
     @field_validator("currency")
     @classmethod
     def _currency(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        code = value.strip().upper()
-        if len(code) != 3 or pycountry.currencies.get(alpha_3=code) is None:
-            raise _error("currency", "must be an ISO 4217 currency code, such as usd or EUR")
-        return code.lower()
+        return None if value is None else iso_currency(value)
 
     @field_validator("metadata")
     @classmethod

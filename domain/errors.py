@@ -148,8 +148,22 @@ class CommandIdReused(Exception):
         self.recorded_type = recorded_type
 
 
-class UniquenessViolation(Exception):
-    """A write would break a uniqueness rule (raised by a unit of work's ``commit``)."""
+class UniquenessViolation(AlreadyExists):
+    """A write would break a uniqueness rule (raised by a unit of work's ``commit``).
+
+    An ``AlreadyExists``: a clash no handler expected still ends as a refusal (code 6), never
+    as a database error; handlers that can say which record is in the way catch it first.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+    @classmethod
+    def taken(cls, what: str, value: str, holder_id: str) -> AlreadyExists:
+        """``organization name 'acme' is taken (org_…)``."""
+        return AlreadyExists(
+            f"{what} {value!r} is taken ({holder_id})", details=[resource_info(what, holder_id)]
+        )
 
 
 class TransientError(Exception):

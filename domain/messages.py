@@ -10,29 +10,38 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from enum import Enum, StrEnum
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from domain.rate_budget import Priority
 
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$"
+"""Every identifier: letters, digits and ``_ . : -``, starting with a letter or digit."""
+
+
+def is_id(value: object, max_length: int = 128) -> TypeGuard[str]:
+    """Whether ``value`` is an identifier of at most ``max_length`` characters."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= max_length
+        and re.fullmatch(ID_PATTERN, value) is not None
+    )
+
+
 ResourceId = Annotated[
     str,
-    StringConstraints(
-        strip_whitespace=False,
-        min_length=1,
-        max_length=128,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$",
-    ),
+    StringConstraints(strip_whitespace=False, min_length=1, max_length=128, pattern=ID_PATTERN),
 ]
 """An identifier as it appears in a path: letters, digits and ``_ . : -``, at most 128."""
 
 CommandId = Annotated[
     str,
-    StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$"),
+    StringConstraints(min_length=1, max_length=64, pattern=ID_PATTERN),
 ]
 
 

@@ -8,11 +8,14 @@ import io
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from PIL import Image
+from pydantic import Field, StringConstraints
 
 from domain.errors import InvalidArgument
+from domain.messages import Message, ResourceId
+from domain.rules import Slug
 
 MAX_AVATAR_CHARACTERS = 2_000_000
 """The spec's limit: the base64 avatar string must be smaller than 2 MB (2,000,000 characters;
@@ -52,6 +55,17 @@ def validate_avatar(avatar: str) -> str:
     return avatar
 
 
+class NewOrganization(Message):
+    """An organization as an operator describes it (``billing-worker orgs create``)."""
+
+    name: Slug
+    title: Annotated[str, StringConstraints(strip_whitespace=True, max_length=255)] = ""
+    id: ResourceId | None = Field(default=None, description="Default: a new org_… id.")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    avatar: str | None = Field(default=None, description="A base64-encoded image.")
+    disabled: bool = False
+
+
 @dataclass
 class Organization:
     id: str
@@ -62,6 +76,21 @@ class Organization:
     updated_at: datetime
     metadata: dict[str, Any] = field(default_factory=dict)
     avatar: str | None = None
+
+    @classmethod
+    def new(cls, org_id: str, spec: NewOrganization, now: datetime) -> Organization:
+        """The organization ``spec`` describes (its avatar checked), titled by its name unless
+        it has a title."""
+        return cls(
+            id=org_id,
+            name=spec.name,
+            title=spec.title or spec.name,
+            state=OrganizationState.DISABLED if spec.disabled else OrganizationState.ENABLED,
+            created_at=now,
+            updated_at=now,
+            metadata=dict(spec.metadata),
+            avatar=validate_avatar(spec.avatar) if spec.avatar else None,
+        )
 
     @property
     def is_enabled(self) -> bool:

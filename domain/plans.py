@@ -7,12 +7,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-import pycountry
 from pydantic import Field, StringConstraints, field_validator, model_validator
-from pydantic_core import PydanticCustomError
 
 from domain.errors import FailedPrecondition, error_info
-from domain.messages import Message
+from domain.messages import ID_PATTERN, Message
+from domain.rules import iso_currency
 
 PlanName = Annotated[
     str,
@@ -34,7 +33,7 @@ class PlanInterval(StrEnum):
 
 PlanRef = Annotated[
     str,
-    StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$"),
+    StringConstraints(min_length=1, max_length=128, pattern=ID_PATTERN),
 ]
 """A plan's id (``plan_…``) or its name."""
 
@@ -59,12 +58,7 @@ class PlanSpec(Message):
     @field_validator("currency")
     @classmethod
     def _iso_currency(cls, value: str) -> str:
-        code = value.strip().upper()
-        if len(code) != 3 or pycountry.currencies.get(alpha_3=code) is None:
-            raise PydanticCustomError(
-                "currency", "must be an ISO 4217 currency code, such as usd or EUR"
-            )
-        return code.lower()
+        return iso_currency(value)
 
 
 @dataclass(frozen=True)

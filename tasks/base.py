@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import re
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -32,7 +31,7 @@ from domain.errors import (
     error_info,
     field_violations,
 )
-from domain.messages import Command, CommandStatus, Result, storable, unstorable_values
+from domain.messages import Command, CommandStatus, Result, is_id, storable, unstorable_values
 from domain.ports import Application, HandlerContext
 from domain.rate_budget import RateLimited, calls_at
 from tasks.retry import RetryPolicy
@@ -41,7 +40,6 @@ from tasks.runtime import ApplicationTask
 logger = logging.getLogger(__name__)
 
 C = TypeVar("C", bound=Command)
-_COMMAND_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63}$")
 Handler = Callable[[C, HandlerContext], Result]
 
 
@@ -79,11 +77,7 @@ class CommandTask(ApplicationTask):
         svc = self.application
         given_id = kwargs.get("command_id")
         # A malformed id is reported by validation; the log entry then uses the task id.
-        command_id = (
-            given_id
-            if isinstance(given_id, str) and _COMMAND_ID.fullmatch(given_id)
-            else str(self.request.id)
-        )
+        command_id = given_id if is_id(given_id, max_length=64) else str(self.request.id)
         payload = {"command_id": command_id, **kwargs}
         # Values no database keeps (NUL, NaN…) are journalled escaped, and fail the command.
         unstorable = unstorable_values(payload)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property, lru_cache
 
+from sqlalchemy.orm import Session, sessionmaker
+
 from domain.ports import (
     BillingProvider,
     Clock,
@@ -56,6 +58,10 @@ class Services:
     settings: Settings
     clock: Clock
     commands: SqlCommandLog
+    sessions: sessionmaker[Session] | None = field(default=None, repr=False)
+    """The database's sessions; ``None``: the settings' database, built on first use."""
+    max_budget_wait_seconds: float | None = None
+    """How long a provider call may wait in the rate budget; ``None``: the settings'."""
     _provider: BillingProvider | None = field(default=None, repr=False)
     _budget: RateBudget | None = field(default=None, repr=False)
 
@@ -88,8 +94,12 @@ class Services:
 
         return DeadLetters(redis.Redis.from_url(self.settings.resolved_redis_url()))
 
+    def database(self) -> sessionmaker[Session]:
+        """Sessions of this process's database (for what has no repository: API clients)."""
+        return self.sessions or session_factory(self.settings.resolved_database_url())
+
     def unit_of_work(self) -> UnitOfWork:
-        return SqlUnitOfWork(session_factory())
+        return SqlUnitOfWork(self.database())
 
     def billing_provider(self) -> BillingProvider:
         if self._provider is None:
@@ -99,7 +109,7 @@ class Services:
     def rate_budget(self) -> RateBudget:
         """The Stripe account's rate budget, shared through Redis with every process."""
         if self._budget is None:
-            self._budget = budget_for(self.settings)
+            self._budget = budget_for(self.settings, max_wait_seconds=self.max_budget_wait_seconds)
         return self._budget
 
     @staticmethod
@@ -158,21 +168,38 @@ def build_clock(settings: Settings) -> Clock:
     return SystemClock()
 
 
-@lru_cache(maxsize=1)
-def _services_for(pid: int) -> Services:
-    settings = get_settings()
-    clock = build_clock(settings)
+def build_services(
+    settings: Settings,
+    *,
+    sessions: sessionmaker[Session] | None = None,
+    clock: Clock | None = None,
+    provider: BillingProvider | None = None,
+    max_budget_wait_seconds: float | None = None,
+) -> Services:
+    """The services these settings name. The options replace one adapter each: a database
+    (``sessions``), a ``clock`` or a ``provider`` (a test's, or ``up``'s own emulator), and
+    how long a provider call may wait its turn in the rate budget (a command line may wait
+    longer than a task, which has a queue to go back to)."""
+    clock = clock or build_clock(settings)
     return Services(
         settings=settings,
         clock=clock,
         commands=SqlCommandLog(
-            session_factory(),
+            sessions or session_factory(settings.resolved_database_url()),
             clock,
             # A running command whose worker died is handed back by the broker after the
             # visibility timeout; until then a second delivery is a duplicate.
             running_lease=timedelta(seconds=settings.broker_visibility_timeout_seconds),
         ),
+        sessions=sessions,
+        max_budget_wait_seconds=max_budget_wait_seconds,
+        _provider=provider,
     )
+
+
+@lru_cache(maxsize=1)
+def _services_for(pid: int) -> Services:
+    return build_services(get_settings())
 
 
 def bootstrap() -> Services:

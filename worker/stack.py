@@ -266,34 +266,37 @@ class LocalStack:
 
     def _seed(self) -> tuple[str, str]:
         """Demo data, made once: an organization, a disabled user and an API client."""
-        from sqlalchemy.exc import IntegrityError
-
+        from domain.errors import AlreadyExists
+        from domain.organizations import NewOrganization
         from domain.permissions import ALL_SCOPES, Grant
-        from worker.admin import create_organization, create_user
+        from domain.users import NewUser
+        from tasks.handlers.organizations import create_organization
+        from tasks.handlers.users import create_user
+        from worker.bootstrap import build_services
         from worker.clients import create_client
         from worker.clock import SystemClock
-        from worker.db.engine import session_factory
         from worker.db.models import ApiClientRow
 
-        sessions = session_factory(self.settings.resolved_database_url())
-        clock = SystemClock()
+        svc = build_services(self.settings, clock=SystemClock())
+        sessions = svc.database()
         for make in (
             lambda: create_organization(
-                sessions, clock, name="demo", title="Demo Organization", org_id=DEMO_ORG_ID
+                svc, NewOrganization(name="demo", title="Demo Organization", id=DEMO_ORG_ID)
             ),
             lambda: create_organization(
-                sessions, clock, name="acme", title="Acme Ltd", org_id=DEMO_UNBILLED_ORG_ID
+                svc, NewOrganization(name="acme", title="Acme Ltd", id=DEMO_UNBILLED_ORG_ID)
             ),
             lambda: create_user(
-                sessions,
-                clock,
-                email="demo.user@example.com",
-                name="Demo User",
-                user_id=DEMO_USER_ID,
-                disabled=True,
+                svc,
+                NewUser(
+                    email="demo.user@example.com",
+                    name="Demo User",
+                    id=DEMO_USER_ID,
+                    disabled=True,
+                ),
             ),
         ):
-            with contextlib.suppress(IntegrityError):  # seeded by an earlier run
+            with contextlib.suppress(AlreadyExists):  # seeded by an earlier run
                 make()
         client_id, secret, fresh = demo_credentials(self.settings)
         with sessions() as session:
@@ -305,7 +308,7 @@ class LocalStack:
             # The demo client may do everything: it is how a new user tries the system.
             everything = Grant(scopes=ALL_SCOPES)
             create_client(
-                sessions, clock, "demo", grant=everything, client_id=client_id, secret=secret
+                sessions, svc.clock, "demo", grant=everything, client_id=client_id, secret=secret
             )
         return client_id, secret
 
@@ -315,26 +318,24 @@ class LocalStack:
         from domain.billing import BillingDetails, CreateBillingAccount
         from domain.plans import PlanSpec
         from tasks.handlers.billing import create_billing_account
-        from worker.admin import OperatorContext, create_plan, create_subscription
-        from worker.bootstrap import BillingSettings
+        from tasks.handlers.plans import create_plan, list_plans
+        from tasks.handlers.subscribe import create_subscription
+        from worker.bootstrap import build_services
         from worker.clock import SystemClock
-        from worker.db.engine import session_factory
         from worker.stripe_provider import StripeBillingProvider
 
-        provider = StripeBillingProvider(emulator_key, api_base=emulator_url, timeout=10)
-        ctx = OperatorContext(
-            sessions=session_factory(self.settings.resolved_database_url()),
+        svc = build_services(
+            self.settings,
             clock=SystemClock(),
-            provider_factory=lambda: provider,
-            billing=BillingSettings.of(self.settings),
+            provider=StripeBillingProvider(emulator_key, api_base=emulator_url, timeout=10),
         )
-        with ctx.unit_of_work() as uow:
-            existing = {plan.name for plan in uow.plans.list()}
+        existing = {plan.name for plan in list_plans(svc)}
+        with svc.unit_of_work() as uow:
             subscribed = uow.subscriptions.get(DEMO_SUBSCRIPTION_ID) is not None
         for plan_id, name, title, amount in DEMO_PLANS:
             if name not in existing:
                 spec = PlanSpec(name=name, title=title, amount=amount, currency="usd")
-                create_plan(ctx, spec, plan_id=plan_id)
+                create_plan(svc, spec, plan_id=plan_id)
         if subscribed:
             return
         create_billing_account(
@@ -344,10 +345,10 @@ class LocalStack:
                 billing_account_id=DEMO_BILLING_ACCOUNT_ID,
                 account=BillingDetails(name="Demo Organization", email="billing@demo.example"),
             ),
-            ctx,
+            svc,
         )
         create_subscription(
-            ctx,
+            svc,
             org_id=DEMO_ORG_ID,
             billing_account_id=DEMO_BILLING_ACCOUNT_ID,
             plan_ref=DEMO_PLANS[0][1],

@@ -28,8 +28,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from functools import cache
+from datetime import datetime
 from pathlib import Path
 
 import redis
@@ -38,11 +37,11 @@ from sqlalchemy import func, select
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tasks.handlers.subscribe import seed_period_end_changes  # noqa: E402
 from tests.support.emulator import EMULATOR_KEY, start_emulator  # noqa: E402
+from tests.support.records import create_organization, services_on  # noqa: E402
 from tests.support.stack import Stack, stack_env  # noqa: E402
 from tests.support.subscriptions import DAY, new_account, new_plan  # noqa: E402
-from worker.admin import OperatorContext, create_organization, seed_period_end_changes  # noqa: E402
-from worker.bootstrap import BillingSettings  # noqa: E402
 from worker.clock import ShiftableClock, SystemClock  # noqa: E402
 from worker.db.migrate import upgrade  # noqa: E402
 from worker.db.models import CommandRow, ScheduledChangeRow  # noqa: E402
@@ -138,15 +137,8 @@ def run(
     )
     stack = Stack(name, database_url, redis_url, base, env, stripe_url=emulator.url)
     try:
-        ctx = OperatorContext(
-            sessions=stack.sessions,
-            clock=SystemClock(),
-            provider_factory=cache(
-                lambda: StripeBillingProvider(EMULATOR_KEY, api_base=emulator.url)
-            ),
-            billing=BillingSettings(
-                default_currency="usd", provider_idempotency_window=timedelta(hours=23)
-            ),
+        ctx = services_on(
+            stack.sessions, provider=StripeBillingProvider(EMULATOR_KEY, api_base=emulator.url)
         )
         starter, team = new_plan(ctx, "starter", 900), new_plan(ctx, "team", 2900)
         account = new_account(ctx)

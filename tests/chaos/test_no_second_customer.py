@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from tests.chaos.conftest import StackFactory
+from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually
-from worker.admin import create_organization
 from worker.clock import SystemClock
 
 pytestmark = pytest.mark.chaos

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.locks import user_row_locked
+from tests.support.records import create_user, user_state
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack, eventually, stack_env
-from worker.admin import create_user, user_state
 from worker.celery_app import create_celery_app
 from worker.clock import SystemClock
 from worker.settings import Settings
@@ -52,9 +52,9 @@ def system(
 
 def disabled_user(stack: Stack) -> str:
     return str(
-        create_user(stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io", disabled=True)[
-            "id"
-        ]
+        create_user(
+            stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io", disabled=True
+        ).id
     )
 
 

@@ -10,8 +10,8 @@ from celery import Celery
 
 from tests.chaos.conftest import StackFactory
 from tests.support.raw_messages import POISON, dead_letters, push
+from tests.support.records import create_user, user_state
 from tests.support.stack import eventually
-from worker.admin import create_user, user_state
 from worker.clock import SystemClock
 
 pytestmark = pytest.mark.chaos
@@ -30,14 +30,14 @@ def test_a_worker_starting_on_poisoned_queues_dead_letters_them_and_runs_the_res
     command_id = str(uuid.uuid4())
     publisher = Celery("another-service", broker=stack.redis_url)
     publisher.send_task(
-        "users.enable", kwargs={"command_id": command_id, "user_id": user["id"]}, queue="users"
+        "users.enable", kwargs={"command_id": command_id, "user_id": user.id}, queue="users"
     )
     publisher.close()
 
     stack.start_worker("w1", concurrency=1)
 
     assert stack.finished(command_id, timeout=30).status.value == "succeeded"
-    assert user_state(stack.sessions, str(user["id"])) == "enabled"
+    assert user_state(stack.sessions, str(user.id)) == "enabled"
     eventually(lambda: len(dead_letters(stack.redis_url)) >= 8, what="eight dead letters")
     letters = dead_letters(stack.redis_url)
     assert {letter.queue for letter in letters} == {"users", "billing"}
@@ -48,7 +48,7 @@ def test_a_worker_starting_on_poisoned_queues_dead_letters_them_and_runs_the_res
     again = str(uuid.uuid4())
     publisher = Celery("another-service", broker=stack.redis_url)
     publisher.send_task(
-        "users.enable", kwargs={"command_id": again, "user_id": user["id"]}, queue="users"
+        "users.enable", kwargs={"command_id": again, "user_id": user.id}, queue="users"
     )
     publisher.close()
     assert stack.finished(again, timeout=30).status.value == "succeeded"

@@ -15,9 +15,9 @@ from domain.scheduled_changes import ChangeState
 from stripe_emulator import LoggedRequest
 from tests.chaos.conftest import StackFactory
 from tests.chaos.test_scheduled_changes import schedule_changes, states
+from tests.support.records import create_organization
 from tests.support.stack import eventually
 from tests.support.subscriptions import DAY, executed_updates, stored_change
-from worker.admin import create_organization
 from worker.clock import SystemClock
 
 pytestmark = pytest.mark.chaos

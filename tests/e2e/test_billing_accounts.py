@@ -18,8 +18,8 @@ from sqlalchemy import func, select
 
 from stripe_emulator import EmulatorAdmin, LoggedRequest
 from tests.emulator.support import sdk_client
+from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually
-from worker.admin import create_organization
 from worker.clock import SystemClock
 from worker.db.models import BillingAccountRow
 

@@ -41,7 +41,7 @@ from tests.support.subscriptions import (
     stored_subscription,
     subscribe,
 )
-from worker.admin import OperatorContext
+from worker.bootstrap import Services
 
 pytestmark = pytest.mark.e2e
 
@@ -57,12 +57,12 @@ class Catalog:
 
 
 @pytest.fixture(scope="module")
-def ctx(stack: Stack) -> OperatorContext:
+def ctx(stack: Stack) -> Services:
     return operator(stack)
 
 
 @pytest.fixture(scope="module")
-def catalog(ctx: OperatorContext) -> Catalog:
+def catalog(ctx: Services) -> Catalog:
     return Catalog(
         starter=new_plan(ctx, "starter", 900),
         team=new_plan(ctx, "team", 2900),
@@ -100,7 +100,7 @@ def api(stack: Stack) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture
-def sub(ctx: OperatorContext, catalog: Catalog) -> Subscribed:
+def sub(ctx: Services, catalog: Catalog) -> Subscribed:
     """A new organization's active subscription to the starter plan."""
     return subscribe(ctx, new_account(ctx), catalog.starter)
 
@@ -380,7 +380,7 @@ def test_the_current_plan_is_a_400(api: httpx.Client, sub: Subscribed, catalog: 
 
 @pytest.mark.parametrize("where", ["unknown-subscription", "other-org", "other-account"])
 def test_a_subscription_not_under_the_org_and_billing_account_is_a_404(
-    api: httpx.Client, ctx: OperatorContext, sub: Subscribed, catalog: Catalog, where: str
+    api: httpx.Client, ctx: Services, sub: Subscribed, catalog: Catalog, where: str
 ) -> None:
     other = subscribe(ctx, new_account(ctx), catalog.starter)
     target = {
@@ -438,7 +438,7 @@ def test_transient_stripe_failures_are_retried_with_one_idempotency_key(
 def test_a_change_stripe_refuses_fails_clearly_and_the_pending_change_stands(
     stack: Stack,
     api: httpx.Client,
-    ctx: OperatorContext,
+    ctx: Services,
     sub: Subscribed,
     catalog: Catalog,
     sdk: stripe.StripeClient,

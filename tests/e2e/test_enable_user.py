@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from tests.support.locks import user_row_locked
+from tests.support.records import create_user, user_state
 from tests.support.stack import Stack, basic, eventually
-from worker.admin import create_user, user_state
 from worker.celery_app import create_celery_app
 from worker.clock import SystemClock
 from worker.settings import Settings
@@ -21,7 +21,7 @@ def disabled_user(stack: Stack) -> str:
     user = create_user(
         stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@example.com", disabled=True
     )
-    return str(user["id"])
+    return str(user.id)
 
 
 def enable(http: httpx.Client, user_id: str, **kwargs: object) -> httpx.Response:

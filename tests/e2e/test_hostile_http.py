@@ -14,8 +14,8 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
+from tests.support.records import create_organization
 from tests.support.stack import Stack, basic
-from worker.admin import create_organization
 from worker.clock import SystemClock
 
 pytestmark = pytest.mark.e2e

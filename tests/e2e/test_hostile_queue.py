@@ -28,8 +28,8 @@ from tests.support.raw_messages import (
     last_letter_id,
     push,
 )
+from tests.support.records import create_organization, create_user, user_state
 from tests.support.stack import Stack, eventually
-from worker.admin import create_organization, create_user, user_state
 from worker.clock import SystemClock
 from worker.db.models import BillingAccountRow
 
@@ -42,7 +42,7 @@ def new_user(stack: Stack) -> str:
     user = create_user(
         stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io", disabled=True
     )
-    return str(user["id"])
+    return str(user.id)
 
 
 def a_valid_command_succeeds(stack: Stack, publisher: Celery, queue: str = "users") -> None:

@@ -27,13 +27,15 @@ pytestmark = pytest.mark.e2e
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     data_dir = tmp_path_factory.mktemp("up")
     env = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
-    env.update({"BILLING_DATA_DIR": str(data_dir), "BILLING_FLOWER_PASSWORD": "flower-pw"})
+    env.update({"BILLING_FLOWER_PASSWORD": "flower-pw"})
     process = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "worker.cli",
             "up",
+            "--data-dir",  # after the command's name, where users put it
+            str(data_dir),
             "--api-port",
             str(free_port()),
             "--flower-port",

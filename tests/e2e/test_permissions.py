@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from domain.permissions import Grant, Scope
+from tests.support.records import create_organization
 from tests.support.stack import Stack
-from worker.admin import create_organization
 from worker.clients import NewClient, update_client
 from worker.clock import SystemClock
 

@@ -11,8 +11,8 @@ import uuid
 import pytest
 from celery import Celery
 
+from tests.support.records import create_organization, create_user, user_state
 from tests.support.stack import Stack, eventually
-from worker.admin import create_organization, create_user, user_state
 from worker.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
@@ -26,20 +26,18 @@ def test_a_command_published_by_another_service_enables_the_user(
     )
     command_id = str(uuid.uuid4())
     publisher.send_task(
-        "users.enable", kwargs={"command_id": command_id, "user_id": user["id"]}, queue="users"
+        "users.enable", kwargs={"command_id": command_id, "user_id": user.id}, queue="users"
     )
     record = stack.finished(command_id)
     assert record.status.value == "succeeded"
     assert record.source == "queue"
-    assert user_state(stack.sessions, str(user["id"])) == "enabled"
+    assert user_state(stack.sessions, str(user.id)) == "enabled"
 
 
 def test_a_command_id_defaults_to_the_task_id(stack: Stack, publisher: Celery) -> None:
     user = create_user(stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io")
     task_id = str(uuid.uuid4())
-    publisher.send_task(
-        "users.enable", kwargs={"user_id": user["id"]}, task_id=task_id, queue="users"
-    )
+    publisher.send_task("users.enable", kwargs={"user_id": user.id}, task_id=task_id, queue="users")
     record = stack.finished(task_id)
     assert record.status.value == "succeeded"
 
@@ -53,10 +51,10 @@ def test_the_same_command_delivered_twice_does_the_work_once(
     command_id = str(uuid.uuid4())
     for _ in range(2):
         publisher.send_task(
-            "users.enable", queue="users", kwargs={"command_id": command_id, "user_id": user["id"]}
+            "users.enable", queue="users", kwargs={"command_id": command_id, "user_id": user.id}
         )
     record = stack.finished(command_id)
-    assert record.result == {"user_id": user["id"], "was_already_enabled": False}
+    assert record.result == {"user_id": user.id, "was_already_enabled": False}
     assert record.attempts == 1
 
 
@@ -97,9 +95,9 @@ def test_a_rejected_message_does_not_block_the_queue(stack: Stack, publisher: Ce
     user = create_user(
         stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io", disabled=True
     )
-    publisher.send_task("users.enable", kwargs={"user_id": user["id"]}, queue="users")
+    publisher.send_task("users.enable", kwargs={"user_id": user.id}, queue="users")
     eventually(
-        lambda: user_state(stack.sessions, str(user["id"])) == "enabled",
+        lambda: user_state(stack.sessions, str(user.id)) == "enabled",
         what="the valid command after the invalid one",
     )
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
-from functools import cache
 
 import pytest
 
@@ -21,15 +19,11 @@ from domain.errors import (
 from domain.plans import PlanSpec
 from domain.subscriptions import SubscriptionState
 from stripe_emulator import EmulatorAdmin
+from tasks.handlers.plans import create_plan
+from tasks.handlers.subscribe import create_subscription, subscription_report
 from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
-from worker.admin import (
-    OperatorContext,
-    create_organization,
-    create_plan,
-    create_subscription,
-    subscription_report,
-)
-from worker.bootstrap import BillingSettings
+from tests.support.records import create_organization, services_on
+from worker.bootstrap import Services
 from worker.clock import SystemClock
 from worker.db.engine import session_factory
 from worker.stripe_provider import StripeBillingProvider
@@ -38,20 +32,17 @@ from worker.stripe_provider import StripeBillingProvider
 @pytest.fixture
 def ctx(
     make_database: Callable[[str], str], emulator: EmulatorProcess, admin: EmulatorAdmin
-) -> OperatorContext:
+) -> Services:
     url = make_database(f"admin_{uuid.uuid4().hex[:8]}")
-    return OperatorContext(
-        sessions=session_factory(url),
-        clock=SystemClock(),
-        provider_factory=cache(lambda: StripeBillingProvider(EMULATOR_KEY, api_base=emulator.url)),
-        billing=BillingSettings(
-            default_currency="usd", provider_idempotency_window=timedelta(hours=23)
-        ),
+    return services_on(
+        session_factory(url),
+        SystemClock(),
+        StripeBillingProvider(EMULATOR_KEY, api_base=emulator.url),
     )
 
 
-def account(ctx: OperatorContext, *, currency: str = "usd", online: bool = True) -> BillingAccount:
-    org = create_organization(ctx.sessions, ctx.clock, name=f"org-{uuid.uuid4().hex[:8]}")
+def account(ctx: Services, *, currency: str = "usd", online: bool = True) -> BillingAccount:
+    org = create_organization(ctx.database(), ctx.clock, name=f"org-{uuid.uuid4().hex[:8]}")
     opened = BillingAccount.open(
         f"ba_{uuid.uuid4().hex[:8]}",
         org,
@@ -75,7 +66,7 @@ SPEC = PlanSpec(name="team", amount=2900, currency="usd")
 
 
 def test_a_plan_creation_that_failed_is_resumed_with_one_price(
-    ctx: OperatorContext, admin: EmulatorAdmin
+    ctx: Services, admin: EmulatorAdmin
 ) -> None:
     admin.add_fault("drop", "POST /v1/prices", after_execution=True, count=1)
     with pytest.raises(TransientError):
@@ -91,7 +82,7 @@ def test_a_plan_creation_that_failed_is_resumed_with_one_price(
         create_plan(ctx, PlanSpec(name="team", amount=3900, currency="usd"))
 
 
-def test_a_subscription_is_recorded_with_stripes_state_and_period(ctx: OperatorContext) -> None:
+def test_a_subscription_is_recorded_with_stripes_state_and_period(ctx: Services) -> None:
     plan = create_plan(ctx, SPEC)
     payer = account(ctx)
 
@@ -101,7 +92,7 @@ def test_a_subscription_is_recorded_with_stripes_state_and_period(ctx: OperatorC
 
     assert subscription.state is SubscriptionState.ACTIVE
     assert subscription.plan_id == plan.id
-    report = subscription_report(ctx, subscription.id)
+    report = subscription_report(ctx, subscription.id).to_view()
     assert report["plan"]["name"] == "team"
     assert report["current_phase"] == {
         "effective_at": subscription.current_period_start.isoformat(),
@@ -111,7 +102,7 @@ def test_a_subscription_is_recorded_with_stripes_state_and_period(ctx: OperatorC
 
 
 def test_a_subscription_creation_is_retried_with_its_id(
-    ctx: OperatorContext, admin: EmulatorAdmin
+    ctx: Services, admin: EmulatorAdmin
 ) -> None:
     create_plan(ctx, SPEC)
     payer = account(ctx)
@@ -149,7 +140,7 @@ def test_a_subscription_creation_is_retried_with_its_id(
     ],
 )
 def test_a_subscription_is_refused_before_reaching_stripe(
-    ctx: OperatorContext, admin: EmulatorAdmin, case: str, error: type[Exception]
+    ctx: Services, admin: EmulatorAdmin, case: str, error: type[Exception]
 ) -> None:
     create_plan(ctx, SPEC)
     payer = account(

@@ -16,7 +16,7 @@ from domain.plans import Plan, PlanSpec, ProviderPrice
 from domain.ports import Claim
 from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
 from domain.subscriptions import Subscription, SubscriptionState
-from worker.admin import create_organization
+from tests.support.records import create_organization
 from worker.clock import SystemClock
 from worker.db.engine import session_factory
 from worker.db.uow import SqlUnitOfWork

@@ -18,7 +18,7 @@ from domain.ports import UnitOfWork
 from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
 from domain.subscriptions import Subscription, SubscriptionState
 from tests.support.fakes import T0, FakeDatabase, a_plan, an_organization
-from worker.admin import create_organization
+from tests.support.records import create_organization
 from worker.clock import SystemClock
 from worker.db.engine import session_factory
 from worker.db.uow import SqlUnitOfWork

@@ -295,12 +295,18 @@ class FakeUserRepository(_Repository[User]):
     def get(self, user_id: str, *, for_update: bool = False) -> User | None:
         return self._get(user_id)
 
+    def by_email(self, email: str) -> User | None:
+        return next((user for user in self._all() if user.email == email), None)
+
 
 class FakeOrganizationRepository(_Repository[Organization]):
     table = "organizations"
 
     def get(self, org_id: str) -> Organization | None:
         return self._get(org_id)
+
+    def by_name(self, name: str) -> Organization | None:
+        return next((org for org in self._all() if org.name == name), None)
 
 
 class FakeBillingAccountRepository(_Repository[BillingAccount]):

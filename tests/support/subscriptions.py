@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
-from functools import cache
 
 from domain.billing import BillingAccount, BillingDetails, CreateBillingAccount
 from domain.plans import Plan, PlanSpec
@@ -14,30 +12,26 @@ from domain.scheduled_changes import ChangeState, ScheduledChange
 from domain.subscriptions import Subscription
 from stripe_emulator import EmulatorAdmin, LoggedRequest
 from tasks.handlers.billing import create_billing_account
+from tasks.handlers.plans import create_plan
+from tasks.handlers.subscribe import create_subscription
 from tests.support.emulator import EMULATOR_KEY
+from tests.support.records import create_organization, services_on
 from tests.support.stack import Stack
-from worker.admin import OperatorContext, create_organization, create_plan, create_subscription
-from worker.bootstrap import BillingSettings
-from worker.clock import SystemClock
+from worker.bootstrap import Services
 from worker.db.uow import SqlUnitOfWork
 from worker.stripe_provider import StripeBillingProvider
 
 DAY = 86_400.0
 
 
-def operator(stack: Stack) -> OperatorContext:
-    provider = cache(lambda: StripeBillingProvider(EMULATOR_KEY, api_base=stack.stripe_url))
-    return OperatorContext(
-        sessions=stack.sessions,
-        clock=SystemClock(),
-        provider_factory=provider,
-        billing=BillingSettings(
-            default_currency="usd", provider_idempotency_window=timedelta(hours=23)
-        ),
+def operator(stack: Stack) -> Services:
+    """The services the admin commands run with, on the stack's database and emulator."""
+    return services_on(
+        stack.sessions, provider=StripeBillingProvider(EMULATOR_KEY, api_base=stack.stripe_url)
     )
 
 
-def new_plan(ctx: OperatorContext, name: str, amount: int, interval: str = "month") -> Plan:
+def new_plan(ctx: Services, name: str, amount: int, interval: str = "month") -> Plan:
     """A plan with a unique name starting with ``name``."""
     spec = PlanSpec(
         name=f"{name}-{uuid.uuid4().hex[:8]}", amount=amount, currency="usd", interval=interval
@@ -45,9 +39,9 @@ def new_plan(ctx: OperatorContext, name: str, amount: int, interval: str = "mont
     return create_plan(ctx, spec)
 
 
-def new_account(ctx: OperatorContext) -> BillingAccount:
+def new_account(ctx: Services) -> BillingAccount:
     """An enabled organization with a billing account registered at the emulator."""
-    org = create_organization(ctx.sessions, ctx.clock, name=f"org-{uuid.uuid4().hex[:12]}")
+    org = create_organization(ctx.database(), ctx.clock, name=f"org-{uuid.uuid4().hex[:12]}")
     ready = create_billing_account(
         CreateBillingAccount(
             command_id=f"test-{uuid.uuid4()}",
@@ -57,7 +51,7 @@ def new_account(ctx: OperatorContext) -> BillingAccount:
         ),
         ctx,
     )
-    with SqlUnitOfWork(ctx.sessions) as uow:
+    with ctx.unit_of_work() as uow:
         account = uow.billing_accounts.get(ready.billing_account["id"])
     assert account is not None
     return account
@@ -80,7 +74,7 @@ class Subscribed:
         )
 
 
-def subscribe(ctx: OperatorContext, account: BillingAccount, plan: Plan) -> Subscribed:
+def subscribe(ctx: Services, account: BillingAccount, plan: Plan) -> Subscribed:
     subscription = create_subscription(
         ctx, org_id=account.org_id, billing_account_id=account.id, plan_ref=plan.name
     )

@@ -9,17 +9,16 @@ fields. This module maps the one to the other, and back for the command's errors
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from domain.errors import InvalidArgument
+from domain.messages import is_id
 
 REQUEST_FIELDS = frozenset({"plan", "immediate", "plan_change", "phase_change"})
 PLAN_CHANGE_FIELDS = frozenset({"plan", "immediate"})
 PHASE_CHANGE_FIELDS = frozenset({"cancel_upcoming_changes"})
-_PLAN_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -151,7 +150,7 @@ def _object(
 def _plan(value: Any, field: str, violations: list[tuple[str, str]]) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not _PLAN_REF.fullmatch(value):
+    if not is_id(value):
         violations.append(
             (field, "must be a plan id or name: 1 to 128 characters of [A-Za-z0-9_.:-]")
         )

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from domain.billing import Address, BillingAccountState, BillingDetails, TaxEntry
-from domain.messages import CommandStatus
+from domain.messages import ID_PATTERN, CommandStatus
 from domain.organizations import OrganizationState
 from domain.subscriptions import Phase
 
@@ -47,7 +47,7 @@ PlanRef = Annotated[
     Field(
         min_length=1,
         max_length=128,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$",
+        pattern=ID_PATTERN,
         description="The plan's id (`plan_…`) or its name (`team`).",
     ),
 ]

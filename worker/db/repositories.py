@@ -76,12 +76,18 @@ class SqlUserRepository(_RowRepository[User, UserRow]):
     def get(self, user_id: str, *, for_update: bool = False) -> User | None:
         return self._by_id(user_id, for_update=for_update)
 
+    def by_email(self, email: str) -> User | None:
+        return self._one(select(UserRow).where(UserRow.email == email))
+
 
 class SqlOrganizationRepository(_RowRepository[Organization, OrganizationRow]):
     mapping = RowMapping(Organization, OrganizationRow)
 
     def get(self, org_id: str) -> Organization | None:
         return self._by_id(org_id)
+
+    def by_name(self, name: str) -> Organization | None:
+        return self._one(select(OrganizationRow).where(OrganizationRow.name == name))
 
 
 class SqlBillingAccountRepository(_RowRepository[BillingAccount, BillingAccountRow]):

@@ -1,0 +1,167 @@
+"""Operator actions on subscriptions (``billing-worker subscriptions``, ``up``'s demo data):
+subscribe an account to a plan, seed the period-end burst, report a subscription."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from domain.billing import BillingAccountState
+from domain.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    error_info,
+    resource_info,
+)
+from domain.plans import Plan
+from domain.ports import HandlerContext
+from domain.rules import checked_id, new_id
+from domain.scheduled_changes import ScheduledChange
+from domain.subscriptions import Subscription, SubscriptionTerms
+
+
+def create_subscription(
+    svc: HandlerContext,
+    *,
+    org_id: str,
+    billing_account_id: str,
+    plan_ref: str,
+    terms: SubscriptionTerms | None = None,
+    subscription_id: str | None = None,
+) -> Subscription:
+    """Subscribe a registered billing account to a plan at the provider, then record it.
+
+    The provider call's idempotency key is derived from the subscription id: to retry a
+    creation that failed midway, run it again with the same ``subscription_id``.
+    """
+    checked_id(org_id, "org")
+    checked_id(billing_account_id, "billing_account")
+    checked_id(plan_ref, "plan")
+    subscription_id = checked_id(subscription_id, "id") if subscription_id else new_id("sub")
+    with svc.unit_of_work() as uow:
+        if uow.subscriptions.get(subscription_id) is not None:
+            raise AlreadyExists(
+                f"subscription {subscription_id!r} exists already",
+                details=[resource_info("subscription", subscription_id)],
+            )
+        account = uow.billing_accounts.get(billing_account_id)
+        if account is None or account.org_id != org_id:
+            raise NotFound.resource("billing_account", billing_account_id)
+        if account.state is not BillingAccountState.ACTIVE or account.provider_id is None:
+            raise FailedPrecondition(
+                f"billing account {account.id!r} is not registered with the provider "
+                f"(state {account.state.value}); register it first",
+                details=[
+                    error_info("BILLING_ACCOUNT_NOT_REGISTERED", billing_account_id=account.id)
+                ],
+            )
+        plan = uow.plans.find(plan_ref)
+        if plan is None:
+            raise NotFound.resource("plan", plan_ref)
+        plan.ensure_available()
+        if plan.currency != account.currency:
+            raise InvalidArgument.for_fields(
+                f"plan {plan.name!r} is billed in {plan.currency}, the account in "
+                f"{account.currency}",
+                [("plan", "must be billed in the account's currency")],
+            )
+        assert plan.provider_price_id is not None  # ensure_available
+        customer_id = account.provider_id
+    provider = svc.billing_provider()
+    remote = provider.create_subscription(
+        customer_id,
+        plan.provider_price_id,
+        terms or SubscriptionTerms(),
+        metadata={
+            "org_id": org_id,
+            "billing_account_id": billing_account_id,
+            "subscription_id": subscription_id,
+        },
+        idempotency_key=Subscription.creation_key(subscription_id),
+    )
+    with svc.unit_of_work() as uow:
+        subscription = Subscription.started(
+            subscription_id, billing_account_id, plan, provider.name, remote, svc.clock.now()
+        )
+        uow.subscriptions.add(subscription)
+        uow.commit()
+    return subscription
+
+
+def seed_period_end_changes(
+    svc: HandlerContext,
+    *,
+    org_id: str,
+    billing_account_id: str,
+    plan_ref: str,
+    target_plan_ref: str,
+    count: int,
+    threads: int = 4,
+    progress: Callable[[int], None] = lambda done: None,
+) -> list[str]:
+    """Subscribe the account ``count`` times to ``plan_ref``, each subscription with a change
+    to ``target_plan_ref`` at its period's end: the period-end burst, to try on a local stack
+    (``clock advance`` makes them all due together). Returns the change ids."""
+    checked_id(plan_ref, "plan")
+    checked_id(target_plan_ref, "to")
+    with svc.unit_of_work() as uow:
+        source, target = uow.plans.find(plan_ref), uow.plans.find(target_plan_ref)
+    if source is None or target is None:
+        raise NotFound.resource("plan", plan_ref if source is None else target_plan_ref)
+    if source.id == target.id:
+        raise InvalidArgument.for_fields(
+            "the change must lead to another plan", [("to", "is the subscriptions' plan")]
+        )
+
+    def seed_one(_: int) -> str:
+        subscription = create_subscription(
+            svc, org_id=org_id, billing_account_id=billing_account_id, plan_ref=plan_ref
+        )
+        with svc.unit_of_work() as uow:
+            change = ScheduledChange.at_period_end(
+                new_id("chg"), subscription, target, now=svc.clock.now()
+            )
+            uow.scheduled_changes.add(change)
+            uow.commit()
+        return change.id
+
+    change_ids: list[str] = []
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for change_id in pool.map(seed_one, range(count)):
+            change_ids.append(change_id)
+            progress(len(change_ids))
+    return change_ids
+
+
+@dataclass(frozen=True)
+class SubscriptionReport:
+    """A subscription with its plan and its changes, newest first."""
+
+    subscription: Subscription
+    plan: Plan | None
+    changes: list[ScheduledChange]
+
+    def to_view(self) -> dict[str, Any]:
+        """What ``subscriptions show --json`` prints."""
+        return {
+            **self.subscription.to_view(),
+            "plan": self.plan.to_view() if self.plan else None,
+            "current_phase": self.subscription.current_phase().model_dump(mode="json"),
+            "changes": [change.to_view() for change in self.changes],
+        }
+
+
+def subscription_report(svc: HandlerContext, subscription_id: str) -> SubscriptionReport:
+    """The subscription, its plan and its changes (``subscriptions show``)."""
+    checked_id(subscription_id, "subscription")
+    with svc.unit_of_work() as uow:
+        subscription = uow.subscriptions.get(subscription_id)
+        if subscription is None:
+            raise NotFound.resource("subscription", subscription_id)
+        plan = uow.plans.get(subscription.plan_id)
+        changes = uow.scheduled_changes.for_subscription(subscription_id)
+    return SubscriptionReport(subscription, plan, changes)

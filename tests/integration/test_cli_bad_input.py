@@ -1,0 +1,292 @@
+"""Every admin command, run as an operator would (a process), refuses bad input in one line on
+stderr with a non-zero exit status, never a traceback; global options work after a command's
+name; every command's help names the environment variables it reads. On SQLite and
+PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from domain.plans import Plan, PlanSpec
+from tests.support.records import create_organization, create_user, services_on
+from worker.cli import main
+from worker.clock import SystemClock
+from worker.db.engine import session_factory
+from worker.embedded import free_port
+
+
+@dataclass(frozen=True)
+class Done:
+    status: int
+    stdout: str
+    stderr: str
+
+
+def billing_worker(*args: str, env: dict[str, str]) -> Done:
+    """Run ``billing-worker ARGS`` in a process of its own, with only ``env`` as settings."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "worker.cli", *args],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return Done(done.returncode, done.stdout, done.stderr)
+
+
+def assert_refused_in_one_line(done: Done, *, status: int, says: str) -> None:
+    assert "Traceback" not in done.stderr + done.stdout
+    assert done.status == status, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert says in lines[0], lines[0]
+
+
+@dataclass(frozen=True)
+class Operator:
+    """Settings of a migrated database holding an organization ``acme``, a user
+    ``taken@example.com`` and a plan ``team`` (not yet at the provider)."""
+
+    env: dict[str, str]
+    acme_id: str
+    data_dir: Path
+
+
+@pytest.fixture(scope="module")
+def operator(
+    make_database: Callable[[str], str],
+    redis_server: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Operator:
+    url = make_database(f"cli_{uuid.uuid4().hex[:8]}")
+    sessions = session_factory(url)
+    acme = create_organization(sessions, SystemClock(), name="acme")
+    create_user(sessions, SystemClock(), email="taken@example.com")
+    with services_on(sessions).unit_of_work() as uow:
+        spec = PlanSpec(name="team", amount=2900, currency="usd")
+        uow.plans.add(Plan.new("plan_team", spec, SystemClock().now()))
+        uow.commit()
+    data_dir = tmp_path_factory.mktemp("cli")
+    return Operator(
+        env={
+            "BILLING_DATABASE_URL": url,
+            "BILLING_DATA_DIR": str(data_dir),
+            "BILLING_REDIS_URL": f"{redis_server}/9",
+        },
+        acme_id=acme.id,
+        data_dir=data_dir,
+    )
+
+
+REFUSED = 1
+USAGE = 2
+UNAVAILABLE = 3
+
+BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
+    ("org-name-taken", ("orgs", "create", "--name", "acme"), "organization name 'acme' is taken"),
+    ("org-name-not-a-handle", ("orgs", "create", "--name", "Acme Ltd"), "name: must be letters"),
+    ("org-id-not-an-id", ("orgs", "create", "--name", "a1", "--id", "../x"), "id: String"),
+    (
+        "org-avatar-not-an-image",
+        ("orgs", "create", "--name", "a2", "--avatar-file", "{avatar}"),
+        "invalid avatar",
+    ),
+    (
+        "user-email-invalid",
+        ("users", "create", "--email", "not-an-email"),
+        "email: not a valid email address",
+    ),
+    (
+        "user-email-taken",
+        ("users", "create", "--email", "taken@example.com"),
+        "user email 'taken@example.com' is taken",
+    ),
+    ("user-id-not-an-id", ("users", "create", "--email", "x@example.com", "--id", "a b"), "id:"),
+    ("client-name-empty", ("clients", "create", "--name", " "), "invalid name"),
+    (
+        "plan-currency-unknown",
+        ("plans", "create", "--name", "p", "--amount", "1", "--currency", "XXY"),
+        "currency: must be an ISO 4217 currency code",
+    ),
+    (
+        "plan-name-invalid",
+        ("plans", "create", "--name", "no way", "--amount", "1", "--currency", "usd"),
+        "name: String should match pattern",
+    ),
+    (
+        "plan-amount-negative",
+        ("plans", "create", "--name", "p", "--amount", "-5", "--currency", "usd"),
+        "amount:",
+    ),
+    (
+        "plan-name-taken",
+        ("plans", "create", "--name", "team", "--amount", "1", "--currency", "usd"),
+        "a plan named 'team' exists already",
+    ),
+    (
+        "plan-id-not-an-id",
+        ("plans", "create", "--name", "p", "--amount", "1", "--currency", "usd", "--id", "x/y"),
+        "invalid id 'x/y'",
+    ),
+    (
+        "subscription-account-unknown",
+        (
+            "subscriptions",
+            "create",
+            "--org",
+            "{acme}",
+            "--billing-account",
+            "ba_nope",
+            "--plan",
+            "team",
+        ),
+        "billing_account 'ba_nope' not found",
+    ),
+    (
+        "subscription-org-not-an-id",
+        (
+            "subscriptions",
+            "create",
+            "--org",
+            "a b",
+            "--billing-account",
+            "ba_nope",
+            "--plan",
+            "team",
+        ),
+        "invalid org 'a b'",
+    ),
+    (
+        "subscription-unknown",
+        ("subscriptions", "show", "sub_nope"),
+        "subscription 'sub_nope' not found",
+    ),
+    (
+        "seed-plan-unknown",
+        ("subscriptions", "seed-period-end", "1", "--plan", "nope"),
+        "plan 'nope' not found",
+    ),
+    ("clock-duration-bad", ("clock", "advance", "3q"), "invalid DURATION '3q'"),
+    ("clock-not-a-local-stack", ("clock", "advance", "1d"), "the clock can only move"),
+    ("command-unknown", ("commands", "show", "nope"), "no command nope"),
+    ("command-replay-unknown", ("commands", "replay", "nope"), "no command nope"),
+    ("dead-letter-unknown", ("dead-letters", "show", "nope"), "no dead letter nope"),
+    ("dead-letter-drop-unknown", ("dead-letters", "drop", "nope"), "no dead letter nope"),
+    ("stripe-budget-without-stripe", ("stripe", "budget"), "no rate budget"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"), [pytest.param(args, says, id=name) for name, args, says in BAD_INPUT]
+)
+def test_an_admin_command_refuses_bad_input_in_one_line_and_exit_1(
+    operator: Operator, args: tuple[str, ...], says: str
+) -> None:
+    avatar = operator.data_dir / "avatar.png"
+    avatar.write_text("not an image")
+    filled = [arg.format(avatar=avatar, acme=operator.acme_id) for arg in args]
+
+    done = billing_worker(*filled, env=operator.env)
+
+    assert_refused_in_one_line(done, status=REFUSED, says=says)
+
+
+def test_a_taken_organization_name_names_the_organization_in_the_way(
+    operator: Operator,
+) -> None:
+    done = billing_worker("orgs", "create", "--name", "acme", env=operator.env)
+
+    assert done.stderr == f"Error: organization name 'acme' is taken ({operator.acme_id})\n"
+
+
+def test_a_wrong_command_line_is_one_line_and_exit_2(operator: Operator) -> None:
+    done = billing_worker("users", "create", "--mail", "a@example.com", env=operator.env)
+
+    assert_refused_in_one_line(done, status=USAGE, says="No such option '--mail'")
+    assert "billing-worker users create --help" in done.stderr
+
+
+def test_an_unreachable_database_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    env = {
+        "BILLING_DATABASE_URL": f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/none",
+        "BILLING_DATA_DIR": str(tmp_path),
+    }
+
+    done = billing_worker("orgs", "create", "--name", "acme", env=env)
+
+    assert_refused_in_one_line(done, status=UNAVAILABLE, says="the database is unreachable")
+
+
+def test_a_database_never_migrated_is_one_line_saying_to_migrate(tmp_path: Path) -> None:
+    done = billing_worker(
+        "users", "create", "--email", "a@example.com", "--data-dir", str(tmp_path), env={}
+    )
+
+    assert_refused_in_one_line(done, status=UNAVAILABLE, says="run `billing-worker migrate`")
+
+
+def test_an_unreachable_redis_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    env = {
+        "BILLING_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
+        "BILLING_DATA_DIR": str(tmp_path),
+    }
+
+    done = billing_worker("dead-letters", "list", env=env)
+
+    assert_refused_in_one_line(done, status=UNAVAILABLE, says="Redis is unreachable")
+
+
+def test_data_dir_is_honoured_after_the_commands_name(tmp_path: Path) -> None:
+    data_dir = tmp_path / "after"
+
+    migrated = billing_worker("migrate", "--data-dir", str(data_dir), env={})
+    created = billing_worker(
+        "orgs", "create", "--name", "acme", "--data-dir", str(data_dir), env={}
+    )
+    again = billing_worker("--data-dir", str(data_dir), "orgs", "create", "--name", "acme", env={})
+
+    assert migrated.status == 0, migrated.stderr
+    assert str(data_dir / "billing.db") in migrated.stdout
+    assert created.status == 0, created.stderr
+    assert again.stderr == f"Error: organization name 'acme' is taken ({created.stdout.strip()})\n"
+
+
+def _commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*path, name))
+        elif command.add_help_option:
+            yield (*path, name)
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=" ".join(p)) for p in _commands(main)])
+def test_every_commands_help_names_the_environment_variables_it_reads(
+    path: tuple[str, ...],
+) -> None:
+    shown = CliRunner().invoke(main, [*path, "--help"])
+
+    assert shown.exit_code == 0, shown.output
+    assert "--data-dir" in shown.output
+    assert "BILLING_DATA_DIR" in shown.output
+    assert "Environment" in shown.output
+
+
+def test_the_billing_worker_entry_point_runs_the_cli() -> None:
+    script = Path(sys.executable).parent / "billing-worker"
+
+    done = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=False)
+
+    assert done.returncode == 0, done.stderr
+    assert "BILLING_DATA_DIR" in done.stdout

@@ -1,0 +1,46 @@
+"""Organizations and users for the tests, made by the handlers the admin commands run, on a
+test's database (the services of ``worker.bootstrap``, with that database and clock)."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from domain.organizations import NewOrganization, Organization
+from domain.ports import BillingProvider, Clock
+from domain.users import NewUser, User
+from tasks.handlers import organizations, users
+from worker.bootstrap import Services, build_services
+from worker.clock import SystemClock
+from worker.db.uow import SqlUnitOfWork
+from worker.settings import get_settings
+
+
+def services_on(
+    sessions: sessionmaker[Session],
+    clock: Clock | None = None,
+    provider: BillingProvider | None = None,
+) -> Services:
+    """The application's services, on this database (and clock, and provider)."""
+    return build_services(
+        get_settings(), sessions=sessions, clock=clock or SystemClock(), provider=provider
+    )
+
+
+def create_organization(
+    sessions: sessionmaker[Session], clock: Clock, *, name: str, disabled: bool = False
+) -> Organization:
+    return organizations.create_organization(
+        services_on(sessions, clock), NewOrganization(name=name, disabled=disabled)
+    )
+
+
+def create_user(
+    sessions: sessionmaker[Session], clock: Clock, *, email: str, disabled: bool = False
+) -> User:
+    return users.create_user(services_on(sessions, clock), NewUser(email=email, disabled=disabled))
+
+
+def user_state(sessions: sessionmaker[Session], user_id: str) -> str | None:
+    with SqlUnitOfWork(sessions) as uow:
+        user = uow.users.get(user_id)
+    return user.state.value if user is not None else None

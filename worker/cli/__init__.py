@@ -1,0 +1,41 @@
+"""``billing-worker``: run the system, its parts, and the operator's admin commands.
+
+Every command reads the same ``BILLING_*`` settings, so admin commands reach the same
+database as ``up``. Each command group is a module here; :mod:`worker.cli.base` holds what
+they share, among it the one place where a failure becomes one line on stderr and an exit
+status (1 refused or invalid, 2 a wrong command line, 3 a dependency unreachable).
+"""
+
+from __future__ import annotations
+
+import click
+
+from worker.cli import processes
+from worker.cli.base import RootGroup
+from worker.cli.clients import clients
+from worker.cli.clock import clock
+from worker.cli.commands import commands
+from worker.cli.dead_letters import dead_letters
+from worker.cli.orgs import orgs
+from worker.cli.plans import plans
+from worker.cli.stripe_account import stripe
+from worker.cli.subscriptions import subscriptions
+from worker.cli.users import users
+
+__all__ = ["main"]
+
+
+@click.group(cls=RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """billing-worker: billing and user operations, performed reliably in the background.
+
+    \b
+    Exit status: 0 done; 1 the request was refused or is invalid; 2 the command line is
+    wrong (unknown option, missing argument); 3 the database, Redis or the billing provider
+    is unreachable (try again).
+    """
+
+
+processes.register(main)
+for group in (clients, orgs, users, plans, subscriptions, stripe, commands, dead_letters, clock):
+    main.add_command(group)

@@ -1,0 +1,92 @@
+"""``billing-worker dead-letters``: messages no worker could take from a queue."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import click
+
+from worker.cli.base import REDIS_ENV, BillingGroup, fail
+from worker.settings import get_settings
+
+if TYPE_CHECKING:
+    from worker.dead_letters import DeadLetter, DeadLetters
+
+
+def dead_letter_store() -> DeadLetters:
+    import redis
+
+    from worker.dead_letters import DeadLetters
+
+    return DeadLetters(redis.Redis.from_url(get_settings().resolved_redis_url()))
+
+
+def _letter(letter_id: str) -> DeadLetter:
+    letter = dead_letter_store().get(letter_id)
+    if letter is None:
+        fail(f"no dead letter {letter_id}")
+    return letter
+
+
+@click.group("dead-letters", cls=BillingGroup)
+def dead_letters() -> None:
+    """Messages no worker could take from a queue: undecodable, malformed, oversized, of an
+    unknown task, or reusing another command's id."""
+
+
+@dead_letters.command("list", settings_env=REDIS_ENV)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def dead_letters_list(limit: int, as_json: bool) -> None:
+    """The newest dead letters first."""
+    store = dead_letter_store()
+    letters = store.list(limit)
+    if as_json:
+        click.echo(json.dumps([letter.to_view() for letter in letters], indent=2))
+        return
+    click.echo(f"{store.count()} dead letters kept ({store.total()} recorded in all)")
+    for letter in letters:
+        click.echo(
+            f"{letter.id}  {letter.at:%Y-%m-%d %H:%M:%S}  {letter.queue:<13} "
+            f"{letter.size:>8} B  {letter.task or '-'}  {letter.reason}"
+        )
+
+
+@dead_letters.command("show", settings_env=REDIS_ENV)
+@click.argument("letter_id")
+def dead_letters_show(letter_id: str) -> None:
+    """One dead letter with its raw bytes (as text, undecodable bytes escaped)."""
+    click.echo(json.dumps(_letter(letter_id).to_view(with_raw=True), indent=2))
+
+
+@dead_letters.command("replay", settings_env=REDIS_ENV)
+@click.argument("letter_id")
+def dead_letters_replay(letter_id: str) -> None:
+    """Put the message back on its queue, if a worker can take it now (say, its task was
+    unknown to the workers of the day); then drop the letter."""
+    import redis
+
+    from worker.broker import Rejected, check_envelope
+
+    letter = _letter(letter_id)
+    if letter.truncated:
+        fail(f"dead letter {letter_id} was kept truncated: cannot replay")
+    try:
+        check_envelope(letter.raw)
+    except Rejected as why:
+        fail(f"dead letter {letter_id} still cannot be taken: {why}")
+    redis.Redis.from_url(get_settings().resolved_redis_url()).lpush(letter.queue, letter.raw)
+    dead_letter_store().drop(letter_id)
+    click.echo(f"replayed {letter_id} onto {letter.queue}")
+
+
+@dead_letters.command("drop", settings_env=REDIS_ENV)
+@click.argument("letter_ids", nargs=-1, required=True)
+def dead_letters_drop(letter_ids: tuple[str, ...]) -> None:
+    """Forget dead letters."""
+    store = dead_letter_store()
+    for letter_id in letter_ids:
+        if not store.drop(letter_id):
+            fail(f"no dead letter {letter_id}")
+        click.echo(f"dropped {letter_id}")

@@ -1,0 +1,67 @@
+"""``billing-worker plans``: plans, each a product with one recurring price at the provider."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from worker.cli.base import (
+    DATABASE_ENV,
+    STRIPE_ENV,
+    BillingGroup,
+    as_json_option,
+    emit,
+    services,
+)
+
+
+@click.group(cls=BillingGroup)
+def plans() -> None:
+    """Plans: a product with one recurring price at the provider."""
+
+
+@plans.command("create", settings_env=(*DATABASE_ENV, *STRIPE_ENV))
+@click.option("--name", required=True, help="Unique name, e.g. starter (a-z, 0-9, - and _).")
+@click.option("--title", default="", help="Shown on invoices; default: from the name.")
+@click.option("--amount", type=int, required=True, help="Price per interval in minor units.")
+@click.option("--currency", required=True, help="ISO 4217, e.g. usd.")
+@click.option(
+    "--interval", type=click.Choice(["month", "year"]), default="month", show_default=True
+)
+@click.option("--id", "plan_id", default=None, help="Default: a new plan_… id.")
+@as_json_option
+def plans_create(
+    name: str,
+    title: str,
+    amount: int,
+    currency: str,
+    interval: str,
+    plan_id: str | None,
+    as_json: bool,
+) -> None:
+    """Create a plan, with its product and price at the provider. Running it again after a
+    failure resumes the same plan."""
+    from domain.plans import PlanSpec
+    from tasks.handlers.plans import create_plan
+
+    spec = PlanSpec(name=name, title=title, amount=amount, currency=currency, interval=interval)
+    plan = create_plan(services(), spec, plan_id=plan_id)
+    emit(as_json, plan.to_view(), plan.id)
+
+
+@plans.command("list", settings_env=DATABASE_ENV)
+@as_json_option
+def plans_list(as_json: bool) -> None:
+    """List the plans."""
+    from tasks.handlers.plans import list_plans
+
+    found = list_plans(services())
+    if as_json:
+        click.echo(json.dumps([plan.to_view() for plan in found], indent=2, sort_keys=True))
+        return
+    for plan in found:
+        click.echo(
+            f"{plan.id}  {plan.name:<16} {plan.amount:>9} {plan.currency} / {plan.interval.value}"
+            f"  {plan.provider_price_id or '(not at the provider)'}"
+        )

@@ -1,0 +1,202 @@
+"""Running the system and its parts: ``up``, ``worker``, ``beat``, ``api``, ``flower``,
+``migrate`` and ``stripe-emulator``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import click
+
+from worker.cli.base import DATA_DIR, DATABASE_ENV, REDIS_ENV, STRIPE_ENV, BillingGroup
+from worker.settings import get_settings
+
+WORKER_ENV = (
+    *DATABASE_ENV,
+    *REDIS_ENV,
+    *STRIPE_ENV,
+    "BILLING_RETRY_MAX_ATTEMPTS",
+    "BILLING_RETRY_BASE_DELAY_SECONDS",
+    "BILLING_RETRY_MAX_DELAY_SECONDS",
+    "BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS",
+    "BILLING_DEFAULT_CURRENCY",
+    "BILLING_PRORATION_BEHAVIOR",
+    "BILLING_LOG_LEVEL",
+)
+API_ENV = (
+    "BILLING_API_HOST",
+    "BILLING_API_PORT",
+    *DATABASE_ENV,
+    *REDIS_ENV,
+    "BILLING_HTTP_WAIT_TIMEOUT_SECONDS",
+    "BILLING_API_READ_TIMEOUT_SECONDS",
+    "BILLING_AUTH_CACHE_SECONDS",
+    "BILLING_AUTH_MAX_FAILURES_PER_CLIENT",
+    "BILLING_AUTH_MAX_FAILURES_PER_SOURCE",
+    "BILLING_LOG_LEVEL",
+)
+FLOWER_ENV = (
+    "BILLING_FLOWER_PORT",
+    "BILLING_FLOWER_USER",
+    "BILLING_FLOWER_PASSWORD",
+    "BILLING_API_HOST",
+    *REDIS_ENV,
+)
+BEAT_ENV = (
+    *REDIS_ENV,
+    "BILLING_BEAT_INTERVAL_SECONDS",
+    "BILLING_SCHEDULED_CHANGES_INTERVAL_SECONDS",
+    "BILLING_STALLED_COMMAND_SECONDS",
+    "BILLING_LOG_LEVEL",
+)
+
+
+def register(main: BillingGroup) -> None:
+    for command in (up, worker, beat, api, flower, migrate, stripe_emulator):
+        main.add_command(command)
+
+
+@click.command(
+    cls=BillingGroup.command_class,
+    settings_env=(
+        *WORKER_ENV,
+        *API_ENV,
+        *FLOWER_ENV,
+        *BEAT_ENV,
+        "and every other BILLING_* setting",
+    ),
+)
+@click.option(
+    "--api-port", type=int, envvar="BILLING_API_PORT", show_envvar=True, help="The API's port."
+)
+@click.option(
+    "--flower-port",
+    type=int,
+    envvar="BILLING_FLOWER_PORT",
+    show_envvar=True,
+    help="Flower's port.",
+)
+@click.option("--concurrency", type=int, default=2, show_default=True, help="Worker processes.")
+def up(api_port: int | None, flower_port: int | None, concurrency: int) -> None:
+    """Run everything on embedded defaults: Redis, SQLite, migrations, Stripe emulator,
+    worker, beat, API and Flower. Ctrl-C stops it all."""
+    from worker.stack import LocalStack
+
+    settings = get_settings()
+    overrides = {}
+    if api_port:
+        overrides["api_port"] = api_port
+    if flower_port:
+        overrides["flower_port"] = flower_port
+    stack = LocalStack(settings.model_copy(update=overrides), concurrency=concurrency)
+
+    def stop(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    healthy = True
+    try:
+        stack.start(echo=click.echo)
+        healthy = stack.watch()
+    except KeyboardInterrupt:
+        click.echo("\nstopping…")
+    finally:
+        stack.stop()
+        click.echo("stopped.")
+    if not healthy:
+        sys.exit(1)
+
+
+@click.command(
+    cls=BillingGroup.command_class,
+    settings_env=WORKER_ENV,
+    context_settings={"ignore_unknown_options": True},
+)
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
+def worker(celery_args: tuple[str, ...]) -> None:
+    """Run a Celery worker on every queue (extra arguments go to `celery worker`)."""
+    from worker.embedded import celery_worker_argv
+
+    argv = celery_worker_argv(loglevel=get_settings().log_level)
+    os.execv(argv[0], [*argv, *celery_args])
+
+
+@click.command(cls=BillingGroup.command_class, settings_env=BEAT_ENV)
+def beat() -> None:
+    """Run celery beat (the periodic sweeps)."""
+    from worker.embedded import celery_beat_argv
+
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    argv = celery_beat_argv(settings.data_dir / "celerybeat-schedule", settings.log_level)
+    os.execv(argv[0], argv)
+
+
+@click.command(cls=BillingGroup.command_class, settings_env=API_ENV)
+@click.option("--host", default=None, help="[env BILLING_API_HOST; default 127.0.0.1]")
+@click.option("--port", type=int, default=None, help="[env BILLING_API_PORT; default 8080]")
+def api(host: str | None, port: int | None) -> None:
+    """Run the HTTP API (uvicorn)."""
+    import uvicorn
+
+    from worker.embedded import API_HTTP_PROTOCOL, MAX_REQUEST_HEAD_BYTES
+
+    settings = get_settings()
+    uvicorn.run(
+        "worker.api.app:asgi_app",
+        factory=True,
+        host=host or settings.api_host,
+        port=port or settings.api_port,
+        access_log=False,
+        http=API_HTTP_PROTOCOL,  # bounds the request head's size and time (embedded.api_argv)
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+    )
+
+
+@click.command(cls=BillingGroup.command_class, settings_env=FLOWER_ENV)
+@click.option("--port", type=int, default=None, help="[env BILLING_FLOWER_PORT; default 5555]")
+def flower(port: int | None) -> None:
+    """Run Flower, with basic auth from BILLING_FLOWER_USER / BILLING_FLOWER_PASSWORD."""
+    from worker.embedded import flower_argv, flower_env
+
+    settings = get_settings()
+    if settings.flower_password is None:
+        raise click.UsageError("set BILLING_FLOWER_PASSWORD")
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    argv = flower_argv(
+        settings.api_host, port or settings.flower_port, settings.data_dir / "flower.db"
+    )
+    env = {
+        **os.environ,
+        **flower_env(settings.flower_user, settings.flower_password.get_secret_value()),
+    }
+    os.execve(argv[0], argv, env)
+
+
+@click.command(cls=BillingGroup.command_class, settings_env=DATABASE_ENV)
+def migrate() -> None:
+    """Apply database migrations."""
+    from worker.db.migrate import upgrade
+
+    settings = get_settings()
+    upgrade(settings.resolved_database_url())
+    click.echo(f"migrated {settings.resolved_database_url()}")
+
+
+@click.command(
+    "stripe-emulator",
+    cls=BillingGroup.command_class,
+    settings_env=(DATA_DIR,),
+    context_settings={"ignore_unknown_options": True},
+    add_help_option=False,
+)
+@click.argument("emulator_args", nargs=-1, type=click.UNPROCESSED)
+def stripe_emulator(emulator_args: tuple[str, ...]) -> None:
+    """Run the Stripe emulator alone (`--help` lists its options: --host, --port, --api-key,
+    --rate-limit, --state-file)."""
+    from worker.stack import require_emulator
+
+    require_emulator()
+    argv = [sys.executable, "-m", "stripe_emulator", *emulator_args]
+    os.execv(argv[0], argv)

@@ -1,0 +1,130 @@
+"""``billing-worker subscriptions``: subscriptions of billing accounts to plans."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Literal, cast
+
+import click
+
+from worker.cli.base import (
+    DATABASE_ENV,
+    STRIPE_ENV,
+    BillingGroup,
+    as_json_option,
+    emit,
+    services,
+)
+
+
+@click.group(cls=BillingGroup)
+def subscriptions() -> None:
+    """Subscriptions of billing accounts to plans."""
+
+
+@subscriptions.command("create", settings_env=(*DATABASE_ENV, *STRIPE_ENV))
+@click.option("--org", "org_id", required=True, help="The organization's id.")
+@click.option("--billing-account", "billing_account_id", required=True)
+@click.option("--plan", "plan_ref", required=True, help="The plan's name or id.")
+@click.option("--id", "subscription_id", default=None, help="Default: a new sub_… id.")
+@click.option(
+    "--collection",
+    type=click.Choice(["send_invoice", "charge_automatically"]),
+    default="send_invoice",
+    show_default=True,
+    help="send_invoice: active at once, no payment method needed (Stripe emails an invoice); "
+    "charge_automatically: needs the customer's default payment method.",
+)
+@click.option("--days-until-due", type=click.IntRange(0, 730), default=30, show_default=True)
+@click.option("--trial-days", type=click.IntRange(0, 730), default=0, show_default=True)
+@as_json_option
+def subscriptions_create(
+    org_id: str,
+    billing_account_id: str,
+    plan_ref: str,
+    subscription_id: str | None,
+    collection: str,
+    days_until_due: int,
+    trial_days: int,
+    as_json: bool,
+) -> None:
+    """Subscribe a registered billing account to a plan at the provider. To retry a creation
+    that failed midway, run it again with the same --id."""
+    from domain.subscriptions import SubscriptionTerms
+    from tasks.handlers.subscribe import create_subscription
+
+    terms = SubscriptionTerms(
+        collection_method=cast(Literal["send_invoice", "charge_automatically"], collection),
+        days_until_due=days_until_due,
+        trial_days=trial_days,
+    )
+    subscription = create_subscription(
+        services(),
+        org_id=org_id,
+        billing_account_id=billing_account_id,
+        plan_ref=plan_ref,
+        terms=terms,
+        subscription_id=subscription_id,
+    )
+    emit(as_json, subscription.to_view(), subscription.id)
+
+
+@subscriptions.command("show", settings_env=DATABASE_ENV)
+@click.argument("subscription_id")
+@as_json_option
+def subscriptions_show(subscription_id: str, as_json: bool) -> None:
+    """A subscription: its plan, its period and its plan changes (newest first)."""
+    from tasks.handlers.subscribe import subscription_report
+
+    report = subscription_report(services(), subscription_id).to_view()
+    if as_json:
+        click.echo(json.dumps(report, indent=2, sort_keys=True))
+        return
+    plan = report["plan"] or {}
+    click.echo(
+        f"{report['id']}  {report['state']}  plan {plan.get('name', '?')} ({report['plan_id']})"
+    )
+    click.echo(f"  period   {report['current_period_start']} → {report['current_period_end']}")
+    for change in report["changes"]:
+        lag = change["apply_lag_seconds"]
+        click.echo(
+            f"  {change['id']}  {change['state']:<9} {change['kind']:<13} → {change['plan_id']}"
+            f"  effective {change['effective_at']}"
+            + (f"  lag {lag:.1f}s" if lag is not None else "")
+            + (f"  ({change['reason']})" if change["reason"] else "")
+        )
+
+
+@subscriptions.command("seed-period-end", settings_env=(*DATABASE_ENV, *STRIPE_ENV))
+@click.argument("count", type=click.IntRange(1, 100_000))
+@click.option("--org", "org_id", default="org_demo", show_default=True)
+@click.option("--billing-account", "billing_account_id", default="ba_demo", show_default=True)
+@click.option("--plan", "plan_ref", default="starter", show_default=True)
+@click.option("--to", "target_plan_ref", default="team", show_default=True)
+def subscriptions_seed_period_end(
+    count: int, org_id: str, billing_account_id: str, plan_ref: str, target_plan_ref: str
+) -> None:
+    """Make COUNT subscriptions, each with a plan change at its period's end: the period-end
+    burst (then `billing-worker clock advance 31d` on a local stack makes them all due)."""
+    from tasks.handlers.subscribe import seed_period_end_changes
+
+    began = time.monotonic()
+
+    def progress(done: int) -> None:
+        if done % 100 == 0 or done == count:
+            click.echo(f"  {done}/{count} subscriptions ({time.monotonic() - began:.0f}s)")
+
+    change_ids = seed_period_end_changes(
+        services(),
+        org_id=org_id,
+        billing_account_id=billing_account_id,
+        plan_ref=plan_ref,
+        target_plan_ref=target_plan_ref,
+        count=count,
+        progress=progress,
+    )
+    click.echo(
+        f"{len(change_ids)} changes from {plan_ref} to {target_plan_ref} scheduled at the end "
+        f"of the period; `billing-worker clock advance 31d` makes them due"
+    )
