@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("BILLING_VENV", ROOT / ".venv"))
 BIN = VENV / "bin"
 LOCK_DIR = ROOT / "requirements"
+# Limits on indirect dependencies that every lock obeys (why each one: in the file).
+LOCK_CONSTRAINTS = LOCK_DIR / "constraints.txt"
 
 # Our own packages, installed editable after the lock. Each one's pyproject.toml is also a
 # source of the lock files.
@@ -118,7 +120,9 @@ def refresh_locks(uv_arguments: list[str]) -> None:
     sources = [str(path.relative_to(ROOT)) for path in _pyprojects()]
     for lock in LOCKS:
         _say(f"locking {lock.path.relative_to(ROOT)}")
-        constraints = [] if lock is DEV_LOCK else ["--constraint", str(DEV_LOCK.path)]
+        constraints = ["--constraint", str(LOCK_CONSTRAINTS.relative_to(ROOT))]
+        if lock is not DEV_LOCK:
+            constraints += ["--constraint", str(DEV_LOCK.path.relative_to(ROOT))]
         extras = [argument for extra in lock.extras for argument in ("--extra", extra)]
         _run(
             BIN / "uv",
@@ -135,7 +139,7 @@ def refresh_locks(uv_arguments: list[str]) -> None:
             "--custom-compile-command",
             "python3 -m worker.dev lock",
             "--output-file",
-            lock.path,
+            lock.path.relative_to(ROOT),
             *uv_arguments,
         )
 
