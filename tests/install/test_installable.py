@@ -31,7 +31,7 @@ PYTHONS = ("3.11", "3.12", "3.13", "3.14")
 DEFAULT_INDEX = "https://pypi.org/simple/"
 # About 500 MB of wheels: a few minutes where pip's HTTP cache is cold (or, as behind some
 # proxies, never filled).
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.install, pytest.mark.timeout(1200)]
 
 
 def _manylinux_tags(machine: str) -> list[str]:
