@@ -5,13 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import field_serializer
+from pydantic import WithJsonSchema, field_serializer
 
 from domain.errors import FailedPrecondition, InvalidArgument, error_info
 from domain.messages import Message
 from domain.plans import Plan
+
+RFC3339 = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+"""A timestamp as ``datetime.isoformat`` writes it (``+00:00``), documented as such."""
 
 
 class SubscriptionState(StrEnum):
@@ -52,7 +55,7 @@ class Phase(Message):
     effective_at: datetime
     plan_id: str
 
-    @field_serializer("effective_at")
+    @field_serializer("effective_at", return_type=RFC3339)
     def _rfc3339(self, value: datetime) -> str:
         return value.isoformat()
 

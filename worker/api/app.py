@@ -19,6 +19,7 @@ from worker.api.body import MAX_BODY_BYTES
 from worker.api.errors import install_error_handlers
 from worker.api.gateway import CommandGateway
 from worker.api.middleware import BodySizeLimit, ThrottledSources
+from worker.api.openapi import install_openapi
 from worker.api.routes import billing, commands, health, subscriptions, users
 from worker.api.state import ApiState, RefusalHold
 from worker.bootstrap import Services, bootstrap
@@ -75,6 +76,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    install_openapi(app)
     app.add_middleware(BodySizeLimit, limit=MAX_BODY_BYTES)
     app.add_middleware(ThrottledSources)  # outermost: the cheapest refusal first
     for router in ROUTERS:

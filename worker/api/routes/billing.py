@@ -11,7 +11,13 @@ from domain.billing import CreateBillingAccount, RegisterBillingAccount
 from domain.permissions import Scope
 from worker.api.auth import Caller, permitted
 from worker.api.body import Body, PathId, require_empty
+from worker.api.contract import (
+    BillingAccountAnswer,
+    CreateBillingAccountRequest,
+    EmptyRequest,
+)
 from worker.api.errors import ApiError
+from worker.api.openapi import command_operation
 from worker.api.state import State
 
 router = APIRouter()
@@ -24,6 +30,38 @@ def _as_is(result: dict[str, Any]) -> dict[str, Any]:
 @router.post(
     "/v1beta1/organizations/{org_id}/billing",
     summary="Create a billing account (spec 4.1)",
+    description="Creates the organization's billing account, registered with Stripe unless "
+    "`offline`. An organization has at most one account that is not `disabled`. Needs the "
+    "`billing:create` scope.",
+    **command_operation(
+        request=CreateBillingAccountRequest,
+        answer=BillingAccountAnswer,
+        answer_description="The account, with its organization.",
+        errors=[409, 503],
+        examples={
+            "online": {
+                "body": {
+                    "name": "Acme Ltd",
+                    "email": "billing@acme.example",
+                    "phone": "+442079460958",
+                    "address": {
+                        "line1": "1 High Street",
+                        "city": "London",
+                        "postal_code": "EC1A 1BB",
+                        "country": "GB",
+                    },
+                    "currency": "gbp",
+                    "tax_data": [{"type": "uk_vat", "id": "GB123456789"}],
+                    "metadata": {"plan": "team"},
+                },
+                "offline": False,
+            },
+            "offline": {
+                "body": {"name": "Offline Co", "email": "billing@offline.example"},
+                "offline": True,
+            },
+        },
+    ),
 )
 async def create_billing_account(
     org_id: PathId,
@@ -54,6 +92,16 @@ async def create_billing_account(
 @router.post(
     "/v1beta1/organizations/{org_id}/billing/{id}/register",
     summary="Register an offline billing account with the provider",
+    description="Registers an offline account with Stripe, or finishes a registration left "
+    "`pending`; a registered account is answered unchanged. Needs the `billing:register` "
+    "scope.",
+    **command_operation(
+        request=EmptyRequest,
+        answer=BillingAccountAnswer,
+        answer_description="The account, with its organization.",
+        errors=[503],
+        examples={"empty": {}},
+    ),
 )
 async def register_billing_account(
     org_id: PathId,

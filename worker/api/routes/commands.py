@@ -12,14 +12,24 @@ from domain.errors import ErrorCode
 from domain.permissions import Scope
 from worker.api.auth import Caller, permitted
 from worker.api.body import PathId
+from worker.api.contract import CommandView
 from worker.api.errors import ApiError
 from worker.api.gateway import record_view
+from worker.api.openapi import COMMON_ERRORS, error_responses
 from worker.api.state import State
 
 router = APIRouter()
 
 
-@router.get("/v1beta1/commands/{id}", summary="A command's status, result or error")
+@router.get(
+    "/v1beta1/commands/{id}",
+    summary="A command's status, result or error",
+    description="Only the client that sent a command sees it. Needs the `commands:read` scope.",
+    responses={
+        200: {"model": CommandView, "description": "The command as the log records it."},
+        **error_responses(COMMON_ERRORS),
+    },
+)
 async def get_command(
     id: PathId, client: Annotated[Caller, permitted(Scope.COMMANDS_READ)], state: State
 ) -> JSONResponse:

@@ -13,7 +13,9 @@ from domain.scheduled_changes import ChangeSubscriptionPlan
 from worker.api.auth import Caller, permitted
 from worker.api.body import Body, PathId
 from worker.api.change_request import resolve_change_request
+from worker.api.contract import ChangeSubscriptionPlanRequest, PhaseAnswer
 from worker.api.errors import ApiError
+from worker.api.openapi import command_operation
 from worker.api.state import State
 
 router = APIRouter()
@@ -29,6 +31,28 @@ def _phase(result: dict[str, Any]) -> dict[str, Any]:
 @router.post(
     "/v1beta1/organizations/{org_id}/billing/{billing_id}/subscriptions/{id}/change",
     summary="Change a subscription's plan now or at the period's end (spec 4.3)",
+    description="Changes the plan now (`plan_change.immediate: true`, prorated) or at the "
+    "end of the current period (the default; a newer request replaces a pending one), or "
+    "cancels the pending change (`phase_change.cancel_upcoming_changes: true`). Needs the "
+    "`subscriptions:change` scope.",
+    **command_operation(
+        request=ChangeSubscriptionPlanRequest,
+        answer=PhaseAnswer,
+        answer_description="The phase the subscription is in, or will be in at the period's end.",
+        errors=[503],
+        answer_headers={
+            "Deprecation": {
+                "description": "`true` when the request used the deprecated top-level "
+                "`plan` or `immediate` (spec 9).",
+                "schema": {"type": "string"},
+            }
+        },
+        examples={
+            "at period end": {"plan_change": {"plan": "team"}},
+            "now": {"plan_change": {"plan": "team", "immediate": True}},
+            "cancel the pending change": {"phase_change": {"cancel_upcoming_changes": True}},
+        },
+    ),
 )
 async def change_subscription_plan(
     org_id: PathId,
