@@ -26,6 +26,7 @@ from worker.api.contract import (
 )
 
 SECURITY_SCHEME = "basicAuth"
+GET_COMMAND = "get_command"
 
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     EmptyRequest,
@@ -142,6 +143,13 @@ def command_operation(
                     **COMMAND_ID_HEADER,
                     "Location": {"description": "`/v1beta1/commands/{id}`", **_STRING},
                     "Preference-Applied": {"description": "`respond-async`", **_STRING},
+                },
+                "links": {
+                    "GetCommand": {
+                        "operationId": GET_COMMAND,
+                        "parameters": {"id": "$response.body#/command_id"},
+                        "description": "The command's status, and its outcome once it ends.",
+                    }
                 },
             },
             **error_responses([*COMMON_ERRORS, 422, *errors]),

@@ -29,6 +29,7 @@ def _as_is(result: dict[str, Any]) -> dict[str, Any]:
 
 @router.post(
     "/v1beta1/organizations/{org_id}/billing",
+    operation_id="create_billing_account",
     summary="Create a billing account (spec 4.1)",
     description="Creates the organization's billing account, registered with Stripe unless "
     "`offline`. An organization has at most one account that is not `disabled`. Needs the "
@@ -91,6 +92,7 @@ async def create_billing_account(
 
 @router.post(
     "/v1beta1/organizations/{org_id}/billing/{id}/register",
+    operation_id="register_billing_account",
     summary="Register an offline billing account with the provider",
     description="Registers an offline account with Stripe, or finishes a registration left "
     "`pending`; a registered account is answered unchanged. Needs the `billing:register` "

@@ -15,7 +15,7 @@ from worker.api.body import PathId
 from worker.api.contract import CommandView
 from worker.api.errors import ApiError
 from worker.api.gateway import record_view
-from worker.api.openapi import COMMON_ERRORS, error_responses
+from worker.api.openapi import COMMON_ERRORS, GET_COMMAND, error_responses
 from worker.api.state import State
 
 router = APIRouter()
@@ -23,6 +23,7 @@ router = APIRouter()
 
 @router.get(
     "/v1beta1/commands/{id}",
+    operation_id=GET_COMMAND,
     summary="A command's status, result or error",
     description="Only the client that sent a command sees it. Needs the `commands:read` scope.",
     responses={

@@ -30,6 +30,7 @@ def _phase(result: dict[str, Any]) -> dict[str, Any]:
 
 @router.post(
     "/v1beta1/organizations/{org_id}/billing/{billing_id}/subscriptions/{id}/change",
+    operation_id="change_subscription_plan",
     summary="Change a subscription's plan now or at the period's end (spec 4.3)",
     description="Changes the plan now (`plan_change.immediate: true`, prorated) or at the "
     "end of the current period (the default; a newer request replaces a pending one), or "

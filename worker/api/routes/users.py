@@ -20,6 +20,7 @@ router = APIRouter()
 
 @router.post(
     "/v1beta1/users/{id}/enable",
+    operation_id="enable_user",
     summary="Enable a user (spec 4.2)",
     description="Enables the user so that they can log in again. Enabling an enabled user "
     "succeeds again. Needs the `users:enable` scope.",
