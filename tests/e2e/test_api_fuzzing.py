@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from domain.permissions import ALL_SCOPES, Grant
+from tests.support.records import create_organization
 from tests.support.stack import Stack
-from worker.admin import create_organization
 from worker.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
@@ -63,5 +63,4 @@ def test_schemathesis_finds_no_failure_against_the_served_document(
         command, capture_output=True, text=True, timeout=FUZZ_SECONDS + 90, check=False
     )
 
-    print(run.stdout[-3000:])
     assert run.returncode == 0, run.stdout[-20_000:] + run.stderr[-5_000:]
