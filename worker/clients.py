@@ -111,6 +111,15 @@ def list_clients(sessions: sessionmaker[Session]) -> list[ClientView]:
         return [_view_of(row) for row in rows]
 
 
+def get_client(sessions: sessionmaker[Session], client_id: str) -> ClientView:
+    """A client as operators see it, or ``NotFound``."""
+    with sessions() as session:
+        row = session.get(ApiClientRow, client_id)
+        if row is None:
+            raise NotFound.resource("client", client_id)
+        return _view_of(row)
+
+
 def _change_client(
     sessions: sessionmaker[Session],
     clock: Clock,

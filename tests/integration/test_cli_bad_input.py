@@ -5,6 +5,7 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -115,6 +116,24 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ),
     ("user-id-not-an-id", ("users", "create", "--email", "x@example.com", "--id", "a b"), "id:"),
     ("client-name-empty", ("clients", "create", "--name", " "), "invalid name"),
+    (
+        "client-scope-unknown",
+        ("clients", "create", "--name", "c", "--scope", "billing:delete"),
+        "unknown scope 'billing:delete'",
+    ),
+    (
+        "client-org-not-an-id",
+        ("clients", "create", "--name", "c", "--org", "a b"),
+        "invalid org 'a b'",
+    ),
+    ("client-update-unknown", ("clients", "update", "cli_nope", "--name", "x"), "not found"),
+    ("client-disable-unknown", ("clients", "disable", "cli_nope"), "'cli_nope' not found"),
+    ("client-rotate-unknown", ("clients", "rotate-secret", "cli_nope"), "'cli_nope' not found"),
+    (
+        "client-orgs-and-all-orgs",
+        ("clients", "update", "cli_nope", "--org", "org_a", "--all-orgs"),
+        "give --org or --all-orgs, not both",
+    ),
     (
         "plan-currency-unknown",
         ("plans", "create", "--name", "p", "--amount", "1", "--currency", "XXY"),
@@ -290,3 +309,37 @@ def test_the_billing_worker_entry_point_runs_the_cli() -> None:
 
     assert done.returncode == 0, done.stderr
     assert "BILLING_DATA_DIR" in done.stdout
+
+
+def test_a_client_is_created_with_scopes_then_updated_disabled_and_given_a_new_secret(
+    operator: Operator,
+) -> None:
+    def run(*args: str) -> dict[str, object]:
+        done = billing_worker(*args, "--json", env=operator.env)
+        assert done.status == 0, done.stderr
+        parsed: dict[str, object] = json.loads(done.stdout)
+        return parsed
+
+    created = run("clients", "create", "--name", "billing-svc", "--scope", "billing:create")
+    client_id = str(created["client_id"])
+    assert (created["scopes"], created["org_ids"]) == (["billing:create"], None)
+
+    limited = run("clients", "update", client_id, "--org", operator.acme_id)
+    widened = run("clients", "update", client_id, "--scope", "*", "--all-orgs")
+    disabled = run("clients", "disable", client_id)
+    rotated = run("clients", "rotate-secret", client_id)
+    listed = json.loads(billing_worker("clients", "list", "--json", env=operator.env).stdout)
+
+    assert (limited["scopes"], limited["org_ids"]) == (["billing:create"], [operator.acme_id])
+    assert widened["org_ids"] is None
+    assert len(widened["scopes"]) == 5  # type: ignore[arg-type]
+    assert disabled["enabled"] is False
+    assert rotated["client_secret"] != created["client_secret"]
+    assert "secret" not in json.dumps(listed).replace("client_secret", "")
+    assert [c["enabled"] for c in listed if c["client_id"] == client_id] == [False]
+
+
+def test_a_new_client_holds_only_the_default_scope(operator: Operator) -> None:
+    done = billing_worker("clients", "create", "--name", "least", "--json", env=operator.env)
+    assert done.status == 0, done.stderr
+    assert '"scopes": [\n    "commands:read"\n  ]' in done.stdout
