@@ -313,10 +313,6 @@ class BillingAccount:
     def is_registered(self) -> bool:
         return self.provider_id is not None
 
-    @property
-    def counts_as_the_organizations_account(self) -> bool:
-        return self.state is not BillingAccountState.DISABLED
-
     def begin_registration(self, now: datetime) -> str:
         """The idempotency key of this registration, made (and to be persisted) once.
 

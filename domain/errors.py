@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from enum import IntEnum
-from typing import Any
+from typing import Any, TypeVar
 
 ErrorDetail = dict[str, Any]
+T = TypeVar("T")
 
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 RESOURCE_INFO = "type.googleapis.com/google.rpc.ResourceInfo"
-RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 ERROR_DOMAIN = "billing-worker"
 
 
@@ -40,6 +40,41 @@ class ErrorCode(IntEnum):
     UNAVAILABLE = 14
     DATA_LOSS = 15
     UNAUTHENTICATED = 16
+
+
+def field_path(loc: Sequence[int | str], field_names: Mapping[str, str] | None = None) -> str:
+    """A field as errors name it: ``("account", "tax_data", 0, "type")`` →
+    ``account.tax_data[0].type``, its first part renamed by ``field_names`` if listed there
+    (the API names a command's fields as its request does)."""
+    path = ""
+    for index, part in enumerate(loc):
+        if isinstance(part, int):
+            path += f"[{part}]"
+            continue
+        name = (field_names or {}).get(part, part) if index == 0 else part
+        path += f".{name}" if path else name
+    return path
+
+
+def violations_of(
+    problems: Iterable[Mapping[str, Any]],
+    field_names: Mapping[str, str] | None = None,
+    *,
+    drop: Iterable[str] = (),
+) -> list[tuple[str, str]]:
+    """``(field, why)`` for each problem of a validation error (pydantic's ``errors()``),
+    leaving out the location parts in ``drop`` (FastAPI's ``body``, ``path``…)."""
+    dropped = frozenset(drop)
+    return [
+        (
+            field_path(
+                [part for part in problem.get("loc", ()) if part not in dropped], field_names
+            )
+            or "(message)",
+            str(problem.get("msg", "invalid")),
+        )
+        for problem in problems
+    ]
 
 
 def field_violations(violations: Iterable[tuple[str, str]]) -> ErrorDetail:
@@ -109,6 +144,13 @@ class NotFound(CommandError):
             f"{resource_type} {resource_id!r} not found",
             details=[resource_info(resource_type, resource_id)],
         )
+
+
+def found(value: T | None, resource_type: str, resource_id: str) -> T:
+    """``value``, unless it is ``None``: then the resource was not found (404)."""
+    if value is None:
+        raise NotFound.resource(resource_type, resource_id)
+    return value
 
 
 class AlreadyExists(CommandError):

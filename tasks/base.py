@@ -30,6 +30,7 @@ from domain.errors import (
     Unavailable,
     error_info,
     field_violations,
+    violations_of,
 )
 from domain.messages import Command, CommandStatus, Result, is_id, storable, unstorable_values
 from domain.ports import Application, HandlerContext
@@ -52,11 +53,9 @@ class CommandFailed(Exception):
 
 
 def _validation_error(error: ValidationError) -> InvalidArgument:
-    violations = [
-        (".".join(str(part) for part in item["loc"]) or "(message)", item["msg"])
-        for item in error.errors(include_url=False)
-    ]
-    return InvalidArgument.for_fields("the command message is invalid", violations)
+    return InvalidArgument.for_fields(
+        "the command message is invalid", violations_of(error.errors(include_url=False))
+    )
 
 
 class CommandTask(ApplicationTask):

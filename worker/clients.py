@@ -22,7 +22,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.errors import NotFound
+from domain.errors import found
 from domain.permissions import Grant, parse_scopes
 from domain.ports import Clock
 from worker.db.models import ApiClientRow
@@ -114,9 +114,7 @@ def list_clients(sessions: sessionmaker[Session]) -> list[ClientView]:
 def get_client(sessions: sessionmaker[Session], client_id: str) -> ClientView:
     """A client as operators see it, or ``NotFound``."""
     with sessions() as session:
-        row = session.get(ApiClientRow, client_id)
-        if row is None:
-            raise NotFound.resource("client", client_id)
+        row = found(session.get(ApiClientRow, client_id), "client", client_id)
         return _view_of(row)
 
 
@@ -127,9 +125,7 @@ def _change_client(
     change: Callable[[ApiClientRow], None],
 ) -> ClientView:
     with sessions.begin() as session:
-        row = session.get(ApiClientRow, client_id, with_for_update=True)
-        if row is None:
-            raise NotFound.resource("client", client_id)
+        row = found(session.get(ApiClientRow, client_id, with_for_update=True), "client", client_id)
         change(row)
         row.updated_at = clock.now()
         return _view_of(row)

@@ -7,8 +7,6 @@ from typing import Any
 
 from celery import Celery
 
-from domain.ports import PublishableCommand
-
 PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2}
 
 
@@ -41,8 +39,3 @@ class CeleryPublisher:
             retry_policy=PUBLISH_RETRY_POLICY,
             **options,
         )
-
-
-def publish(app: Celery, record: PublishableCommand) -> None:
-    """Publish a command recorded in the log."""
-    CeleryPublisher(app).publish(record.type, record.payload, command_id=record.id)

@@ -24,6 +24,7 @@ from domain.errors import (
     TransientError,
     UniquenessViolation,
     error_info,
+    found,
     resource_info,
 )
 from domain.organizations import Organization
@@ -136,16 +137,14 @@ def _registration_refused(account_id: str, svc: HandlerContext) -> None:
 
 
 def _existing(uow: UnitOfWork, account_id: str) -> BillingAccount:
-    account = uow.billing_accounts.get(account_id, for_update=True)
-    if account is None:
-        raise NotFound.resource("billing_account", account_id)
+    account = found(
+        uow.billing_accounts.get(account_id, for_update=True), "billing_account", account_id
+    )
     return account
 
 
 def _enabled_organization(uow: UnitOfWork, org_id: str) -> Organization:
-    organization = uow.organizations.get(org_id)
-    if organization is None:
-        raise NotFound.resource("organization", org_id)
+    organization = found(uow.organizations.get(org_id), "organization", org_id)
     if not organization.is_enabled:
         raise FailedPrecondition(
             f"organization {org_id!r} is disabled",

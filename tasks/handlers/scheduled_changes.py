@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from domain.errors import Internal, InvalidArgument, NotFound, error_info
+from domain.errors import Internal, InvalidArgument, error_info, found
 from domain.ports import BillingProvider, Claim, HandlerContext, UnitOfWork
 from domain.rate_budget import sweep_quota
 from domain.scheduled_changes import (
@@ -124,9 +124,7 @@ def _send_change(
 def _locked(uow: UnitOfWork, change_id: str) -> tuple[ScheduledChange, Subscription]:
     """The change and its subscription, locked in the order every request locks them
     (subscription first), so that PostgreSQL never sees two transactions wait on each other."""
-    peek = uow.scheduled_changes.get(change_id)
-    if peek is None:
-        raise NotFound.resource("scheduled_change", change_id)
+    peek = found(uow.scheduled_changes.get(change_id), "scheduled_change", change_id)
     subscription = _existing_subscription(uow, peek.subscription_id)
     change = uow.scheduled_changes.get(change_id, for_update=True)
     assert change is not None  # changes are never deleted
@@ -193,9 +191,9 @@ def _refused(change_id: str, refusal: InvalidArgument, svc: HandlerContext) -> N
 
 
 def _existing_subscription(uow: UnitOfWork, subscription_id: str) -> Subscription:
-    subscription = uow.subscriptions.get(subscription_id, for_update=True)
-    if subscription is None:
-        raise NotFound.resource("subscription", subscription_id)
+    subscription = found(
+        uow.subscriptions.get(subscription_id, for_update=True), "subscription", subscription_id
+    )
     return subscription
 
 

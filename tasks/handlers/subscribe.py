@@ -15,6 +15,7 @@ from domain.errors import (
     InvalidArgument,
     NotFound,
     error_info,
+    found,
     resource_info,
 )
 from domain.plans import Plan
@@ -59,9 +60,7 @@ def create_subscription(
                     error_info("BILLING_ACCOUNT_NOT_REGISTERED", billing_account_id=account.id)
                 ],
             )
-        plan = uow.plans.find(plan_ref)
-        if plan is None:
-            raise NotFound.resource("plan", plan_ref)
+        plan = found(uow.plans.find(plan_ref), "plan", plan_ref)
         plan.ensure_available()
         if plan.currency != account.currency:
             raise InvalidArgument.for_fields(
@@ -159,9 +158,9 @@ def subscription_report(svc: HandlerContext, subscription_id: str) -> Subscripti
     """The subscription, its plan and its changes (``subscriptions show``)."""
     checked_id(subscription_id, "subscription")
     with svc.unit_of_work() as uow:
-        subscription = uow.subscriptions.get(subscription_id)
-        if subscription is None:
-            raise NotFound.resource("subscription", subscription_id)
+        subscription = found(
+            uow.subscriptions.get(subscription_id), "subscription", subscription_id
+        )
         plan = uow.plans.get(subscription.plan_id)
         changes = uow.scheduled_changes.for_subscription(subscription_id)
     return SubscriptionReport(subscription, plan, changes)

@@ -20,6 +20,7 @@ from domain.errors import (
     TransientError,
     UniquenessViolation,
     error_info,
+    found,
 )
 from domain.plans import Plan
 from domain.ports import HandlerContext, UnitOfWork
@@ -179,9 +180,7 @@ def _target_plan(
 ) -> Plan:
     """The plan asked for, checked against the subscription (404, then 400s)."""
     assert command.plan is not None  # the command's validation guarantees it
-    plan = uow.plans.find(command.plan)
-    if plan is None:
-        raise NotFound.resource("plan", command.plan)
+    plan = found(uow.plans.find(command.plan), "plan", command.plan)
     subscription.ensure_accepts_plan_changes()
     subscription.ensure_not_on(plan)
     plan.ensure_available()

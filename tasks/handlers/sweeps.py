@@ -6,6 +6,7 @@ import logging
 
 from domain.ports import Application
 from domain.rate_budget import CallKind
+from tasks.handlers.outbox import publish_recorded
 from tasks.handlers.scheduled_changes import apply_command_for, claim_due_changes, release_claim
 
 logger = logging.getLogger(__name__)
@@ -64,8 +65,7 @@ def republish_stalled_commands(app: Application) -> int:
     stalled = app.commands.stalled(app.policy.stalled_after)
     publisher = app.publisher()
     for record in stalled:
-        publisher.publish(record.type, record.payload, command_id=record.id)
-        app.commands.mark_published(record.id)
+        publish_recorded(record, publisher, app.commands)
     if stalled:
         logger.warning("republished %d stalled commands", len(stalled))
     return len(stalled)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from domain.errors import AlreadyExists, NotFound, UniquenessViolation, resource_info
+from domain.errors import AlreadyExists, UniquenessViolation, found, resource_info
 from domain.ports import HandlerContext, UnitOfWork
 from domain.rules import new_id
 from domain.users import EnableUser, NewUser, User, UserEnabled
@@ -11,9 +11,7 @@ from domain.users import EnableUser, NewUser, User, UserEnabled
 def enable_user(command: EnableUser, svc: HandlerContext) -> UserEnabled:
     """Enable the user; enabling an enabled user succeeds and changes nothing."""
     with svc.unit_of_work() as uow:
-        user = uow.users.get(command.user_id, for_update=True)
-        if user is None:
-            raise NotFound.resource("user", command.user_id)
+        user = found(uow.users.get(command.user_id, for_update=True), "user", command.user_id)
         changed = user.enable(svc.clock.now())
         if changed:
             uow.users.save(user)

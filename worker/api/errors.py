@@ -13,7 +13,14 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from domain.errors import CommandError, ErrorCode, ErrorDetail, error_info, field_violations
+from domain.errors import (
+    CommandError,
+    ErrorCode,
+    ErrorDetail,
+    error_info,
+    field_violations,
+    violations_of,
+)
 from worker.db.uow import is_transient_db_error
 
 logger = logging.getLogger(__name__)
@@ -101,13 +108,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, error: RequestValidationError) -> JSONResponse:
-        violations = [
-            (
-                ".".join(str(p) for p in item.get("loc", ()) if p not in ("body", "path", "query")),
-                str(item.get("msg", "invalid")),
-            )
-            for item in error.errors()
-        ]
+        violations = violations_of(error.errors(), drop=("body", "path", "query", "header"))
         return error_response(
             400,
             body_of(

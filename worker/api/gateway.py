@@ -34,11 +34,13 @@ from domain.errors import (
     ErrorCode,
     ErrorDetail,
     error_info,
+    violations_of,
 )
 from domain.messages import Command, CommandStatus
+from tasks.handlers.outbox import publish_recorded
 from worker.api.errors import HTTP_STATUS, ApiError
 from worker.db.commands import CommandRecord, SqlCommandLog
-from worker.dispatch import publish
+from worker.dispatch import CeleryPublisher
 
 logger = logging.getLogger(__name__)
 
@@ -121,13 +123,11 @@ class CommandGateway:
 
     def _publish(self, record: CommandRecord) -> None:
         try:
-            publish(self.celery, record)
+            publish_recorded(record, CeleryPublisher(self.celery), self.commands)
         except Exception:
             logger.warning(
                 "publishing command %s failed; the sweep will retry", record.id, exc_info=True
             )
-            return
-        self.commands.mark_published(record.id)
 
     async def wait(self, command_id: str, timeout: float) -> CommandRecord:
         """The command's record once it finished, or as it stands when ``timeout`` ends."""
@@ -205,23 +205,8 @@ def _fingerprint(command_type: str, fields: Mapping[str, Any]) -> str:
 
 
 def _bad_request(error: ValidationError, field_names: Mapping[str, str]) -> ApiError:
-    violations = []
-    for item in error.errors(include_url=False):
-        violations.append((field_path(item["loc"], field_names), item["msg"]))
+    violations = violations_of(error.errors(include_url=False), field_names)
     return ApiError.bad_request("the request is invalid", violations)
-
-
-def field_path(loc: tuple[int | str, ...], field_names: Mapping[str, str]) -> str:
-    """``("account", "tax_data", 0, "type")`` → ``body.tax_data[0].type`` (first part renamed
-    to the request's name for it)."""
-    path = ""
-    for index, part in enumerate(loc):
-        if isinstance(part, int):
-            path += f"[{part}]"
-            continue
-        name = field_names.get(part, part) if index == 0 else part
-        path += f".{name}" if path else name
-    return path
 
 
 _LEADING_NAME = re.compile(r"^([^.\[]+)(.*)$", re.DOTALL)

@@ -166,9 +166,10 @@ def explain(error: BaseException) -> tuple[str, int]:
 
 def validation_message(error: Any) -> str:
     """``field: why; field: why`` for a pydantic ``ValidationError``."""
+    from domain.errors import violations_of
+
     return "; ".join(
-        f"{'.'.join(str(part) for part in item['loc']) or 'value'}: {item['msg']}"
-        for item in error.errors(include_url=False)
+        f"{field}: {why}" for field, why in violations_of(error.errors(include_url=False))
     )
 
 

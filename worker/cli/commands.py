@@ -51,15 +51,15 @@ def commands_failed(limit: int) -> None:
 @click.argument("command_ids", nargs=-1, required=True)
 def commands_replay(command_ids: tuple[str, ...]) -> None:
     """Run finished commands again (same command id, so still idempotent)."""
+    from tasks.handlers.outbox import publish_recorded
     from worker.bootstrap import bootstrap
     from worker.celery_app import app
-    from worker.dispatch import publish
+    from worker.dispatch import CeleryPublisher
 
     log = bootstrap().commands
     for command_id in command_ids:
         record = log.requeue(command_id)
         if record is None:
             fail(f"no command {command_id}")
-        publish(app, record)
-        log.mark_published(record.id)
+        publish_recorded(record, CeleryPublisher(app), log)
         click.echo(f"replayed {command_id}")

@@ -1,0 +1,19 @@
+"""The command log as the outbox: a recorded command goes onto its queue, then is marked so.
+
+Every way a command is published (the API after recording it, beat's sweep of stalled
+commands, an operator's replay) takes this one step. A crash between the two publishes it
+again later, which is harmless: tasks are idempotent by command id.
+"""
+
+from __future__ import annotations
+
+from domain.ports import CommandJournal, CommandPublisher, PublishableCommand
+
+
+def publish_recorded(
+    record: PublishableCommand, publisher: CommandPublisher, journal: CommandJournal
+) -> None:
+    """Publish ``record`` as its task (the task id is the command id), then mark it
+    published; raises, leaving it unmarked for the sweep, if the message could not go."""
+    publisher.publish(record.type, record.payload, command_id=record.id)
+    journal.mark_published(record.id)
