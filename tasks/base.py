@@ -139,7 +139,14 @@ class CommandTask(ApplicationTask):
             )
 
         body = result.model_dump(mode="json")
-        svc.commands.succeed(command_id, body)
+        try:
+            svc.commands.succeed(command_id, body)
+        except Exception as error:
+            if not svc.is_transient(error):
+                raise
+            # The work is done but its outcome is not recorded: run again later (handlers
+            # are idempotent, so the provider sees no second effect), which records it.
+            raise self.retry(countdown=self._policy(svc).delay(self.request.retries)) from error
         return body
 
     def _refuse_reused_id(

@@ -423,6 +423,21 @@ def test_a_failure_that_cannot_be_recorded_is_retried_rather_than_lost(
     assert app.commands["c1"].status is CommandStatus.FAILED
 
 
+def test_a_success_that_cannot_be_recorded_is_run_again_and_recorded_without_a_second_effect(
+    worker: CommandApp, app: FakeApplication
+) -> None:
+    app.commands.fail_next("succeed", DatabaseUnavailable("connection lost"))
+
+    with pytest.raises(Retry):
+        create_account(worker)
+    app.clock.advance(timedelta(minutes=11))  # the first delivery's lease is over
+    again = create_account(worker, retries=1)
+
+    assert app.commands["c-create"].status is CommandStatus.SUCCEEDED
+    assert again["billing_account"]["state"] == "active"
+    assert len(app.provider.calls_of("create_customer")) == 1
+
+
 def test_a_failure_record_that_breaks_for_another_reason_raises_it(
     worker: CommandApp, app: FakeApplication
 ) -> None:
