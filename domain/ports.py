@@ -17,6 +17,7 @@ from domain.messages import CommandStatus
 from domain.organizations import Organization
 from domain.plans import Plan, ProviderPlan, ProviderPrice
 from domain.rate_budget import RateBudget
+from domain.retention import CommandRetention
 from domain.scheduled_changes import ProrationBehavior, ScheduledChange
 from domain.subscriptions import ProviderSubscription, Subscription, SubscriptionTerms
 from domain.users import User
@@ -316,6 +317,19 @@ class CommandJournal(Protocol):
 
     def mark_published(self, command_id: str) -> None: ...
 
+    def prune_finished(self, status: CommandStatus, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` commands that finished in ``status`` before ``before``,
+        oldest first, in one short transaction; returns how many went (fewer than ``limit``:
+        none is left). Their idempotency keys go with them. A command another transaction
+        holds is skipped, never waited for: a later call takes it. Raises ``ValueError``
+        for a status that is not finished (those are never pruned)."""
+        ...
+
+    def count_finished(self, status: CommandStatus, before: datetime) -> int:
+        """How many commands finished in ``status`` before ``before`` (what pruning would
+        delete)."""
+        ...
+
 
 class CommandPublisher(Protocol):
     """Sends commands onto their queues (the message's task id is the command id)."""
@@ -359,6 +373,7 @@ class RunnerPolicy:
     stalled_after: timedelta
     due_changes_batch_size: int
     due_changes_interval_seconds: float
+    command_retention: CommandRetention
 
 
 class Application(HandlerContext, Protocol):

@@ -24,6 +24,7 @@ from domain.ports import (
     UnitOfWork,
 )
 from domain.rate_budget import RateBudget
+from domain.retention import CommandRetention
 from domain.scheduled_changes import ProrationBehavior
 from worker.clock import ShiftableClock, SystemClock
 from worker.db.commands import SqlCommandLog
@@ -79,6 +80,12 @@ class Services:
             stalled_after=timedelta(seconds=settings.stalled_command_seconds),
             due_changes_batch_size=settings.scheduled_changes_batch_size,
             due_changes_interval_seconds=settings.scheduled_changes_interval_seconds,
+            command_retention=CommandRetention(
+                succeeded_for=timedelta(days=settings.command_retention_days),
+                failed_for=timedelta(days=settings.failed_command_retention_days),
+                batch_size=settings.command_retention_batch,
+                max_batches_per_sweep=settings.command_retention_max_batches,
+            ),
         )
 
     def publisher(self) -> CommandPublisher:

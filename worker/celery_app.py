@@ -12,7 +12,7 @@ from celery.signals import after_setup_logger, after_setup_task_logger, worker_p
 from kombu import Queue
 
 from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY
-from tasks.maintenance import REPUBLISH_STALLED_COMMANDS
+from tasks.maintenance import PRUNE_COMMAND_LOG, REPUBLISH_STALLED_COMMANDS
 from tasks.runtime import CommandApp
 from tasks.subscriptions import ENQUEUE_DUE_CHANGES
 from worker.settings import Settings, get_settings
@@ -81,6 +81,14 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                 "schedule": settings.scheduled_changes_interval_seconds,
                 # A sweep that waited this long is superseded by the next one.
                 "options": {"expires": max(settings.scheduled_changes_interval_seconds * 4, 2.0)},
+            },
+            "prune-command-log": {
+                "task": PRUNE_COMMAND_LOG,
+                "schedule": settings.command_retention_interval_seconds,
+                # No lease: two sweeps at once delete different rows (SKIP LOCKED on
+                # PostgreSQL; SQLite runs one writer at a time). One that waited a whole
+                # period is superseded by the next.
+                "options": {"expires": settings.command_retention_interval_seconds},
             },
         },
         "worker_hijack_root_logger": False,

@@ -101,6 +101,32 @@ class Settings(BaseSettings):
         description="How long a worker has to apply a claimed plan change before a sweep "
         "hands it to another (a killed worker); longer than a command's retry budget.",
     )
+    command_retention_days: int = Field(
+        default=30,
+        ge=1,
+        description="A succeeded command is deleted from the command log this many days after "
+        "it finished, with its idempotency key (a key can then be used again: a new command).",
+    )
+    failed_command_retention_days: int = Field(
+        default=90,
+        ge=1,
+        description="A failed command is kept this many days after it failed, for operators "
+        "to see and replay (a replay makes it queued again: its age counts from its new run).",
+    )
+    command_retention_batch: int = Field(
+        default=1000,
+        ge=1,
+        le=10_000,
+        description="Commands one transaction of the command log's pruning deletes.",
+    )
+    command_retention_max_batches: int = Field(
+        default=100,
+        ge=1,
+        description="Batches one pruning sweep deletes at most; the rest waits for the next.",
+    )
+    command_retention_interval_seconds: float = Field(
+        default=3600.0, gt=0, description="How often beat prunes the command log."
+    )
     api_host: str = "127.0.0.1"
     api_port: int = 8080
     flower_port: int = 5555

@@ -152,3 +152,88 @@ def test_a_command_accepted_but_never_started_is_stalled_until_published(
 
     assert (stalled.id, stalled.type, stalled.payload) == ("c1", ENABLE, payload("c1"))
     assert log.stalled(timedelta(seconds=60)) == []
+
+
+# --- pruning ----------------------------------------------------------------------------------
+
+
+def finish(journal: Journal, command_id: str, status: CommandStatus) -> None:
+    """Run the command to ``status`` now (on the journal's clock)."""
+    log = journal.port
+    log.begin(command_id, ENABLE, payload(command_id), source="queue")
+    if status is CommandStatus.SUCCEEDED:
+        log.succeed(command_id, {"ok": True})
+    else:
+        log.fail(command_id, {"code": 5, "message": "gone", "details": []})
+
+
+def is_recorded(journal: Journal, command_id: str) -> bool:
+    """Whether the journal still holds the command (a delivery finds its outcome)."""
+    try:
+        return (
+            journal.port.begin(command_id, ENABLE, payload(command_id), source="queue") is not None
+        )
+    except CommandInProgress:
+        return True
+
+
+def test_pruning_deletes_only_the_commands_finished_in_the_status_before_the_cutoff(
+    journal: Journal,
+) -> None:
+    finish(journal, "old-ok", CommandStatus.SUCCEEDED)
+    finish(journal, "old-failed", CommandStatus.FAILED)
+    journal.clock.advance(timedelta(days=1))
+    cutoff = journal.clock.now()
+    finish(journal, "new-ok", CommandStatus.SUCCEEDED)
+
+    counted = journal.port.count_finished(CommandStatus.SUCCEEDED, cutoff)
+    deleted = journal.port.prune_finished(CommandStatus.SUCCEEDED, cutoff, 100)
+
+    assert (counted, deleted) == (1, 1)
+    assert journal.port.count_finished(CommandStatus.SUCCEEDED, cutoff) == 0
+    assert not is_recorded(journal, "old-ok")
+    assert is_recorded(journal, "old-failed")
+    assert is_recorded(journal, "new-ok")
+
+
+def test_pruning_takes_the_oldest_first_and_at_most_the_limit(journal: Journal) -> None:
+    for command_id in ("first", "second", "third"):
+        finish(journal, command_id, CommandStatus.FAILED)
+        journal.clock.advance(timedelta(minutes=1))
+    cutoff = journal.clock.now()
+
+    first_batch = journal.port.prune_finished(CommandStatus.FAILED, cutoff, 2)
+    left_after_it = journal.port.count_finished(CommandStatus.FAILED, cutoff)
+
+    assert (first_batch, left_after_it) == (2, 1)
+    assert [is_recorded(journal, c) for c in ("first", "second", "third")] == [False, False, True]
+    assert journal.port.prune_finished(CommandStatus.FAILED, cutoff, 2) == 1
+
+
+@pytest.mark.parametrize(
+    "status",
+    [CommandStatus.QUEUED, CommandStatus.RUNNING, CommandStatus.RETRYING, CommandStatus.WAITING],
+)
+def test_a_command_that_has_not_finished_is_never_pruned(
+    journal: Journal, status: CommandStatus
+) -> None:
+    journal.accept("c1", payload("c1"))
+    journal.clock.advance(timedelta(days=365))
+
+    with pytest.raises(ValueError, match="never pruned"):
+        journal.port.prune_finished(status, journal.clock.now(), 100)
+    deleted = sum(
+        journal.port.prune_finished(finished, journal.clock.now(), 100)
+        for finished in (CommandStatus.SUCCEEDED, CommandStatus.FAILED)
+    )
+
+    assert deleted == 0
+    assert journal.port.stalled(timedelta(days=1))[0].id == "c1"
+
+
+def test_a_pruned_command_id_runs_as_a_new_command(journal: Journal) -> None:
+    finish(journal, "c1", CommandStatus.SUCCEEDED)
+    journal.clock.advance(timedelta(days=1))
+    journal.port.prune_finished(CommandStatus.SUCCEEDED, journal.clock.now(), 100)
+
+    assert journal.port.begin("c1", ENABLE, payload("c1", "usr_2"), source="queue") is None

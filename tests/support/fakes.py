@@ -59,6 +59,7 @@ from domain.ports import (
     UnitOfWork,
 )
 from domain.rate_budget import BudgetUsage, CallKind, Priority, RateBudget
+from domain.retention import PRUNABLE_STATUSES, CommandRetention
 from domain.scheduled_changes import ChangeState, ProrationBehavior, ScheduledChange
 from domain.subscriptions import ProviderSubscription, Subscription, SubscriptionTerms
 from domain.users import User, UserState
@@ -740,6 +741,8 @@ class FakeCommandJournal:
         self._running_lease = running_lease
         self.entries: dict[str, JournalEntry] = {}
         self.waits: list[tuple[str, float]] = []
+        self.prunes: list[int] = []
+        """How many commands each ``prune_finished`` call deleted (one transaction each)."""
         self._failures: dict[str, list[Exception]] = defaultdict(list)
 
     # -- for the tests ----------------------------------------------------------------------
@@ -847,6 +850,29 @@ class FakeCommandJournal:
         entry = self.entries.get(command_id)
         if entry is not None:
             entry.published_at = self._clock.now()
+
+    def prune_finished(self, status: CommandStatus, before: datetime, limit: int) -> int:
+        self._maybe_fail("prune_finished")
+        oldest = self._finished(status, before)[:limit]
+        for entry in oldest:
+            del self.entries[entry.id]
+        self.prunes.append(len(oldest))
+        return len(oldest)
+
+    def count_finished(self, status: CommandStatus, before: datetime) -> int:
+        return len(self._finished(status, before))
+
+    def _finished(self, status: CommandStatus, before: datetime) -> list[JournalEntry]:
+        if status not in PRUNABLE_STATUSES:
+            raise ValueError(f"a {status.value} command has not finished: it is never pruned")
+        finished = [
+            entry
+            for entry in self.entries.values()
+            if entry.status is status
+            and entry.finished_at is not None
+            and entry.finished_at < before
+        ]
+        return sorted(finished, key=lambda entry: entry.finished_at or before)
 
     def _finish(
         self,
@@ -978,6 +1004,12 @@ DEFAULT_RUNNER_POLICY = RunnerPolicy(
     stalled_after=timedelta(seconds=60),
     due_changes_batch_size=100,
     due_changes_interval_seconds=1.0,
+    command_retention=CommandRetention(
+        succeeded_for=timedelta(days=30),
+        failed_for=timedelta(days=90),
+        batch_size=1000,
+        max_batches_per_sweep=100,
+    ),
 )
 
 

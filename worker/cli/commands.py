@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from worker.cli.base import DATABASE_ENV, REDIS_ENV, BillingGroup, fail
 from worker.cli.dead_letters import dead_letter_store
 
+if TYPE_CHECKING:
+    from tasks.handlers.retention import Pruned
+
 
 @click.group(cls=BillingGroup)
 def commands() -> None:
-    """The command log: inspect and replay."""
+    """The command log: inspect, replay and prune."""
 
 
 @commands.command("show", settings_env=DATABASE_ENV)
@@ -63,3 +68,37 @@ def commands_replay(command_ids: tuple[str, ...]) -> None:
             fail(f"no command {command_id}")
         publish_recorded(record, CeleryPublisher(app), log)
         click.echo(f"replayed {command_id}")
+
+
+RETENTION_ENV = (
+    *DATABASE_ENV,
+    "BILLING_COMMAND_RETENTION_DAYS",
+    "BILLING_FAILED_COMMAND_RETENTION_DAYS",
+    "BILLING_COMMAND_RETENTION_BATCH",
+)
+
+
+@commands.command("prune", settings_env=RETENTION_ENV)
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+def commands_prune(dry_run: bool) -> None:
+    """Delete finished commands older than their retention, as beat's hourly sweep does
+    (succeeded after BILLING_COMMAND_RETENTION_DAYS, failed after
+    BILLING_FAILED_COMMAND_RETENTION_DAYS; never a command that has not finished), in
+    batches of short transactions, until none is due. Their idempotency keys go with them."""
+    from tasks.handlers.retention import due_for_pruning, prune_command_log
+    from worker.bootstrap import bootstrap
+
+    app = bootstrap()
+    if dry_run:
+        due = due_for_pruning(app)
+        click.echo(f"would prune {sum(part.count for part in due)} commands: {_parts(due)}")
+        return
+    report = prune_command_log(app, until_done=True)
+    click.echo(f"pruned {report.total} commands: {_parts(report.pruned)}")
+
+
+def _parts(pruned: Sequence[Pruned]) -> str:
+    return ", ".join(
+        f"{part.count} {part.status.value} before {part.finished_before:%Y-%m-%d %H:%M:%S}"
+        for part in pruned
+    )

@@ -6,13 +6,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.messages import CommandStatus, command_fingerprint
 from domain.ports import Clock
+from domain.retention import PRUNABLE_STATUSES
 from worker.db.models import CommandRow
 
 
@@ -261,6 +262,39 @@ class SqlCommandLog:
                 .values(status=CommandStatus.WAITING.value, updated_at=now)
             )
 
+    def prune_finished(self, status: CommandStatus, before: datetime, limit: int) -> int:
+        """Delete the ``limit`` oldest commands that finished in ``status`` before ``before``
+        (one statement, one short transaction; the index on status and finished_at finds
+        them). On PostgreSQL the rows are taken ``FOR UPDATE SKIP LOCKED``: a row another
+        transaction holds (a replay under way) is left for a later call, never waited on."""
+        _refuse_unfinished(status)
+        oldest = (
+            select(CommandRow.id)
+            .where(CommandRow.status == status.value, CommandRow.finished_at < before)
+            .order_by(CommandRow.finished_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        with self._sessions.begin() as session:
+            deleted = session.execute(
+                delete(CommandRow)
+                .where(CommandRow.id.in_(oldest))
+                .execution_options(synchronize_session=False)
+            )
+            return int(getattr(deleted, "rowcount", 0))
+
+    def count_finished(self, status: CommandStatus, before: datetime) -> int:
+        _refuse_unfinished(status)
+        with self._sessions() as session:
+            return (
+                session.scalar(
+                    select(func.count())
+                    .select_from(CommandRow)
+                    .where(CommandRow.status == status.value, CommandRow.finished_at < before)
+                )
+                or 0
+            )
+
     def _finish(
         self,
         command_id: str,
@@ -282,3 +316,8 @@ class SqlCommandLog:
                     finished_at=now,
                 )
             )
+
+
+def _refuse_unfinished(status: CommandStatus) -> None:
+    if status not in PRUNABLE_STATUSES:
+        raise ValueError(f"a {status.value} command has not finished: it is never pruned")
