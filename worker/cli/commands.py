@@ -91,10 +91,14 @@ def commands_prune(dry_run: bool) -> None:
     app = bootstrap()
     if dry_run:
         due = due_for_pruning(app)
-        click.echo(f"would prune {sum(part.count for part in due)} commands: {_parts(due)}")
+        click.echo(f"would prune {_commands(sum(part.count for part in due))}: {_parts(due)}")
         return
     report = prune_command_log(app, until_done=True)
-    click.echo(f"pruned {report.total} commands: {_parts(report.pruned)}")
+    click.echo(f"pruned {_commands(report.total)}: {_parts(report.pruned)}")
+
+
+def _commands(count: int) -> str:
+    return f"{count} command" if count == 1 else f"{count} commands"
 
 
 def _parts(pruned: Sequence[Pruned]) -> str:
