@@ -23,6 +23,7 @@ from worker.bootstrap import Services, build_services
 from worker.clock import SystemClock
 from worker.db.commands import SqlCommandLog
 from worker.db.engine import get_engine, session_factory
+from worker.db.models import CommandRow
 from worker.settings import Settings
 
 ENABLE = "users.enable"
@@ -242,3 +243,22 @@ def test_an_operator_counts_with_a_dry_run_then_prunes_from_the_command_line(
     assert pruned.returncode == 0, pruned.stderr
     assert pruned.stdout.startswith("pruned 2 commands: 1 succeeded before ")
     assert log.kept(*old, recent) == [False, False, True]
+
+
+def test_on_postgresql_a_command_another_transaction_holds_is_left_for_a_later_sweep(
+    retention: Callable[..., Retention], backend: str
+) -> None:
+    if backend != "postgresql":
+        pytest.skip("SQLite has no row locks: one writer at a time")
+    log = retention()
+    held, other = log.run(CommandStatus.SUCCEEDED), log.run(CommandStatus.SUCCEEDED)
+    log.clock.advance(timedelta(days=31))
+
+    with session_factory(log.url).begin() as replaying:  # e.g. an operator's replay
+        replaying.get(CommandRow, held, with_for_update=True)
+        while_held = prune_command_log(log.app)
+        kept_while_held = log.kept(held, other)
+    afterwards = prune_command_log(log.app)
+
+    assert (while_held.total, kept_while_held) == (1, [True, False])
+    assert (afterwards.total, log.kept(held)) == (1, [False])

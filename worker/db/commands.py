@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import CursorResult, delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -281,7 +281,7 @@ class SqlCommandLog:
                 .where(CommandRow.id.in_(oldest))
                 .execution_options(synchronize_session=False)
             )
-            return int(getattr(deleted, "rowcount", 0))
+            return cast(CursorResult[Any], deleted).rowcount
 
     def count_finished(self, status: CommandStatus, before: datetime) -> int:
         _refuse_unfinished(status)
