@@ -189,19 +189,40 @@ def test_unknown_routes_answer_in_the_spec_error_body(stack: Stack) -> None:
 
 def test_a_lock_timeout_is_retried_with_backoff_until_the_command_succeeds(stack: Stack) -> None:
     user_id = disabled_user(stack)
-    with stack.http() as http:
-        command_id = enable(http, user_id, headers={"Prefer": "respond-async"}).json()["command_id"]
-    # Accepted first: on SQLite the lock below also blocks the API's own writes.
-    with user_row_locked(stack, user_id):
-        eventually(lambda: task_state(stack, command_id) == "RETRY", 30, "a retry")
-    record = stack.finished(command_id, timeout=30)
-    assert record.status.value == "succeeded"
-    assert user_state(stack.sessions, user_id) == "enabled"
+    celery = create_celery_app(Settings(redis_url=stack.redis_url))
+    control = celery.control
+    # The worker takes nothing from the users queue until the lock is held, so the command
+    # cannot run (and succeed) in between; and it is accepted before the lock is taken, as
+    # on SQLite the lock also blocks the API's own writes.
+    workers = [name for reply in control.ping(timeout=1.0) or [] for name in reply]
 
+    def consume_users(consume: bool) -> None:
+        """Stop or resume the worker's consumption of the users queue, once it confirms."""
+        change = control.add_consumer if consume else control.cancel_consumer
+        change("users", destination=workers, reply=True, limit=len(workers), timeout=10)
 
-def task_state(stack: Stack, task_id: str) -> str:
-    app = create_celery_app(Settings(redis_url=stack.redis_url))
+    consume_users(False)
     try:
-        return str(app.AsyncResult(task_id).state)
+        with stack.http() as http:
+            accepted = enable(http, user_id, headers={"Prefer": "respond-async"})
+        command_id = accepted.json()["command_id"]
+        with user_row_locked(stack, user_id):
+            consume_users(True)
+            # A retry shows as the task's RETRY state (SQLite: the lock also keeps the command
+            # log from recording it) or in the command log (PostgreSQL: only the user's row
+            # is locked).
+            eventually(
+                lambda: (
+                    celery.AsyncResult(command_id).state == "RETRY"
+                    or stack.command(command_id).retries
+                ),
+                30,
+                "a retry",
+                interval=0.01,
+            )
     finally:
-        app.close()
+        consume_users(True)
+        celery.close()
+    record = stack.finished(command_id, timeout=30)
+    assert record.status.value == "succeeded", (record.error, record.retries)
+    assert user_state(stack.sessions, user_id) == "enabled"
