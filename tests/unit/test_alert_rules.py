@@ -55,6 +55,11 @@ def test_promtool_accepts_the_alert_rules() -> None:
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+def test_promtool_accepts_the_scrape_configuration_and_the_rules_it_loads() -> None:
+    checked = run("check", "config", "prometheus.yml")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
 def test_each_alert_fires_on_the_series_it_is_for_and_not_on_the_others() -> None:
     tested = run("test", "rules", "alerts.test.yml")
     assert tested.returncode == 0, tested.stdout + tested.stderr
