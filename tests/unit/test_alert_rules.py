@@ -5,19 +5,17 @@ skipped locally and fail in CI (``CI=true``); ``.ci/run`` installs it."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+
+from tests.support.promtool import run_promtool
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus"
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 EXPORTED = {
     # Recorded by the processes (worker/metrics.py) and computed by beat (beat_metrics.py).
@@ -30,19 +28,8 @@ EXPORTED = {
 }
 
 
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if IN_CI:
-            pytest.fail("promtool is required in CI (Debian package prometheus; .ci/run)")
-        pytest.skip("promtool not found (apt-get install --no-install-recommends prometheus)")
-    return found
-
-
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [promtool(), *args], cwd=RULES, capture_output=True, text=True, timeout=60, check=False
-    )
+    return run_promtool(*args, cwd=RULES)
 
 
 def rules() -> list[dict[str, Any]]:
