@@ -193,6 +193,43 @@ def test_an_online_account_counts_its_stripe_request_and_budget_call(
     )
 
 
+def test_a_stripe_failure_retried_counts_its_status_and_a_provider_retry(
+    stack: Stack, worker_metrics: str
+) -> None:
+    before = scrape(worker_metrics)
+    with stack.stripe as emulator:
+        emulator.add_fault("api_error", "POST /v1/customers", count=1)
+        try:
+            with stack.http() as http:
+                response = http.post(
+                    f"/v1beta1/organizations/{new_org(stack)}/billing", json=account(offline=False)
+                )
+        finally:
+            emulator.clear_faults()
+    assert response.status_code == 200, response.text
+
+    eventually(
+        grew(
+            worker_metrics,
+            "billing_command_retries_total",
+            before,
+            type="billing.create_account",
+            reason="provider",
+        ),
+        what="the worker to count a provider retry",
+    )
+    after = scrape(worker_metrics)
+    assert (
+        value(after, "billing_stripe_requests_total", operation="create_customer", status="500")
+        >= value(before, "billing_stripe_requests_total", operation="create_customer", status="500")
+        + 1
+    )
+    assert (
+        value(after, "billing_command_run_seconds_count", type="billing.create_account")
+        >= value(before, "billing_command_run_seconds_count", type="billing.create_account") + 2
+    )
+
+
 def test_a_command_published_on_the_queue_is_counted_accepted_from_the_queue(
     stack: Stack, publisher: Celery, worker_metrics: str
 ) -> None:
@@ -224,6 +261,9 @@ def test_an_unknown_path_is_counted_unmatched_never_by_its_raw_path(
         assert http.get(raw).status_code == 404
     text = httpx.get(api_metrics, timeout=10).text
     assert raw not in text
+    with stack.http() as http:
+        assert http.request("BREW", raw).status_code in (404, 405)
+    assert "BREW" not in httpx.get(api_metrics, timeout=10).text
     unmatched = {"route": "unmatched", "method": "GET", "status": "404"}
     assert value(scrape(api_metrics), "billing_http_requests_total", **unmatched) >= 1
 

@@ -68,6 +68,9 @@ class BodySizeLimit:
         await self.app(scope, receive, send)
 
 
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
 class HttpMetrics:
     """Counts and times every answer by route template (``/v1beta1/users/{id}/enable``, never
     the raw path, so that ids make no new series), method and status. Outermost, so that the
@@ -95,6 +98,8 @@ class HttpMetrics:
             # Routing writes the matched route into the scope it was handed (this one).
             route = getattr(scope.get("route"), "path_format", None) or "unmatched"
             method = str(scope.get("method", ""))
+            if method not in KNOWN_METHODS:  # any token is a method to h11: bound the series
+                method = "other"
             metrics.HTTP_REQUESTS.labels(route, method, str(status)).inc()
             metrics.HTTP_REQUEST_SECONDS.labels(route, method).observe(
                 time.perf_counter() - started
