@@ -73,11 +73,27 @@ class SystemCollector(Collector):
         return []
 
     def collect(self) -> Iterator[Metric]:
-        for part in (self._queues, self._database, self._stripe_budget):
+        readable = GaugeMetricFamily(
+            "billing_collector_up",
+            "Whether beat could read this part of the system's gauges at this scrape (1) or "
+            "not (0: its gauges are missing from the scrape; see beat's log).",
+            labels=["part"],
+        )
+        parts = {
+            "queues": self._queues,
+            "database": self._database,
+            "stripe_budget": self._stripe_budget,
+        }
+        for name, part in parts.items():
             try:
-                yield from part()
+                families = part()
             except Exception:
-                logger.warning("metrics: could not read %s", part.__name__, exc_info=True)
+                logger.warning("metrics: could not read the %s", name, exc_info=True)
+                readable.add_metric([name], 0)
+                continue
+            readable.add_metric([name], 1)
+            yield from families
+        yield readable
 
     def _queues(self) -> list[Metric]:
         from worker.celery_app import CONSUMED_QUEUES, app

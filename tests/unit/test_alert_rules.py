@@ -24,6 +24,7 @@ EXPORTED = {
     "billing_queue_depth",
     "billing_stripe_rate_limited_total",
     "billing_stripe_budget_calls_total",
+    "billing_collector_up",
     "up",
 }
 

@@ -28,6 +28,7 @@ BEAT_GAUGES = {
     "billing_stripe_budget_configured_rate",
     "billing_stripe_budget_waiting",
     "billing_stripe_budget_backlog_seconds",
+    "billing_collector_up",
 }
 
 
