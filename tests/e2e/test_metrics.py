@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from domain.scheduled_changes import ChangeState
 from tests.support.records import create_organization, create_user
 from tests.support.stack import Stack, eventually
+from tests.support.subscriptions import new_account, new_plan, operator, subscribe
 from worker.celery_app import CONSUMED_QUEUES
 from worker.clock import SystemClock
 
@@ -228,6 +229,26 @@ def test_a_stripe_failure_retried_counts_its_status_and_a_provider_retry(
         value(after, "billing_command_run_seconds_count", type="billing.create_account")
         >= value(before, "billing_command_run_seconds_count", type="billing.create_account") + 2
     )
+
+
+def test_an_immediate_plan_change_observes_its_apply_lag(
+    stack: Stack, worker_metrics: str, beat: str
+) -> None:
+    ctx = operator(stack)
+    starter, team = new_plan(ctx, "starter", 900), new_plan(ctx, "team", 2900)
+    sub = subscribe(ctx, new_account(ctx), starter)
+    before = scrape(worker_metrics)
+    with stack.http() as http:
+        response = http.post(
+            sub.change_url, json={"plan_change": {"plan": team.name, "immediate": True}}
+        )
+    assert response.status_code == 200, response.text
+
+    eventually(
+        grew(worker_metrics, "billing_apply_lag_seconds_count", before),
+        what="the worker to observe the change's apply lag",
+    )
+    assert value(scrape(beat), "billing_scheduled_changes", state="applied") >= 1
 
 
 def test_a_command_published_on_the_queue_is_counted_accepted_from_the_queue(
