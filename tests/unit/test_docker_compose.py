@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,14 @@ def test_prometheus_scrapes_services_of_the_compose_file_on_their_metrics_ports(
     )
     for service in ("worker", "beat"):
         assert services[service]["environment"]["BILLING_METRICS_HOST"] == "0.0.0.0"
+
+
+def test_the_proxy_keeps_the_apis_metrics_inside_the_compose_network(
+    compose: dict[str, Any],
+) -> None:
+    [mount] = compose["services"]["proxy"]["volumes"]
+    config = (ROOT / mount.split(":")[0]).read_text()
+    assert re.search(r"location = /metrics \{\s*return 404;\s*\}", config)
 
 
 def test_prometheus_loads_the_alert_rules_it_is_mounted_with(compose: dict[str, Any]) -> None:
