@@ -15,6 +15,7 @@ from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY
 from tasks.maintenance import PRUNE_COMMAND_LOG, REPUBLISH_STALLED_COMMANDS
 from tasks.runtime import CommandApp
 from tasks.subscriptions import ENQUEUE_DUE_CHANGES
+from worker.exporters import connect as connect_metrics
 from worker.settings import Settings, get_settings
 
 QUEUES = ("users", "billing", "subscriptions", "maintenance")
@@ -124,3 +125,7 @@ def _fresh_connections_after_fork(**_: Any) -> None:
     from worker.db.engine import dispose_engines
 
     dispose_engines()
+
+
+# Run time and retries of each delivery, and the worker's and beat's exporters.
+connect_metrics()

@@ -268,3 +268,12 @@ def flower_argv(host: str, port: int, db_file: Path) -> list[str]:
         f"--db={db_file}",
         "--purge_offline_workers=60",
     )
+
+
+def worker_metrics_env(port: int, directory: Path) -> dict[str, str]:
+    """The environment of a worker node serving its metrics on ``port``: its pool processes
+    write their values to ``directory`` (emptied now: a node's counters start from zero)."""
+    from worker.metrics import MULTIPROC_DIR_ENV, prepare_multiproc_dir
+
+    prepare_multiproc_dir(directory)
+    return {"BILLING_WORKER_METRICS_PORT": str(port), MULTIPROC_DIR_ENV: str(directory)}

@@ -130,6 +130,26 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = 8080
     flower_port: int = 5555
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        description="Address the worker's and beat's metrics exporters listen on (0.0.0.0 in "
+        "a container, for Prometheus to reach them).",
+    )
+    worker_metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Port of a worker node's Prometheus exporter, served by its main process "
+        "for all its pool processes (multiprocess mode, PROMETHEUS_MULTIPROC_DIR); 0: none.",
+    )
+    beat_metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Port of beat's Prometheus exporter, whose gauges (queue depth, scheduled "
+        "changes, oldest due change, failed commands, the Stripe budget) are read from the "
+        "database and Redis at each scrape; 0: none.",
+    )
     flower_user: str = Field(default="admin", description="Flower basic-auth user.")
     flower_password: SecretStr | None = Field(
         default=None, description="Flower basic-auth password; `up` generates one if unset."

@@ -25,6 +25,7 @@ from worker.embedded import (
     port_open,
     start_redis,
     wait_until,
+    worker_metrics_env,
 )
 from worker.settings import STACK_FILE, Settings
 
@@ -169,16 +170,23 @@ class LocalStack:
             if settings.flower_password
             else secrets.token_urlsafe(12)
         )
+        # Each exporter on the port its setting names, else on a free one.
+        worker_metrics_port = settings.worker_metrics_port or free_port()
+        beat_metrics_port = settings.beat_metrics_port or free_port()
+        metrics_host = settings.metrics_host
         self.group.start(
             "worker",
             celery_worker_argv(concurrency=self.concurrency, loglevel=settings.log_level),
-            env=env,
+            env={
+                **env,
+                **worker_metrics_env(worker_metrics_port, self.data_dir / "metrics" / "worker"),
+            },
             log_path=logs / "worker.log",
         )
         self.group.start(
             "beat",
             celery_beat_argv(self.data_dir / "celerybeat-schedule", settings.log_level),
-            env=env,
+            env={**env, "BILLING_BEAT_METRICS_PORT": str(beat_metrics_port)},
             log_path=logs / "beat.log",
         )
         self.group.start(
@@ -192,6 +200,11 @@ class LocalStack:
         )
 
         api_url = f"http://{host}:{settings.api_port}"
+        metrics_urls = {
+            "api": f"{api_url}/metrics",
+            "worker": f"http://{metrics_host}:{worker_metrics_port}/metrics",
+            "beat": f"http://{metrics_host}:{beat_metrics_port}/metrics",
+        }
         stack = {
             "api_url": api_url,
             "flower_url": f"http://{host}:{settings.flower_port}",
@@ -201,6 +214,7 @@ class LocalStack:
             "stripe_emulator_api_key": emulator_key,
             "shiftable_clock": emulator_url is not None,
             "logs": str(logs),
+            "metrics_urls": metrics_urls,
         }
         write_stack_file(settings, stack)
         wait_until(lambda: self._ready(api_url), 60, "the API (/readyz)", interval=0.2)
@@ -215,6 +229,10 @@ class LocalStack:
         echo(f"  Database       {database_url}")
         echo(f"  Stripe         {emulator_url or 'api.stripe.com (BILLING_STRIPE_API_KEY)'}")
         echo(f"  Logs           {logs}")
+        echo(
+            f"  Metrics        {metrics_urls['api']}   {metrics_urls['worker']} (worker)   "
+            f"{metrics_urls['beat']} (beat)"
+        )
         echo(f"  Client         id {client_id}   secret {client_secret}\n")
         echo("Try it:")
         echo(

@@ -39,6 +39,7 @@ from domain.rate_budget import (
     Priority,
     RateLimited,
 )
+from worker import metrics
 
 KEY_PREFIX = "billing:stripe-budget"
 STATS_SECONDS = 60
@@ -198,6 +199,7 @@ class RedisRateBudget:
     def acquire(self, kind: CallKind, priority: Priority) -> float:
         if not self.config.enabled:
             self._count(kind, "calls")
+            metrics.BUDGET_CALLS.labels(kind.value).inc()
             return 0.0
         granted, raw_wait = cast(
             list[Any],
@@ -220,7 +222,9 @@ class RedisRateBudget:
         if not int(granted):
             self._count(kind, "deferred")
             raise RateLimited(kind, wait)
+        metrics.BUDGET_CALLS.labels(kind.value).inc()
         if wait > 0:
+            metrics.BUDGET_WAIT_SECONDS.labels(kind.value).inc(wait)
             self._wait(kind, wait)
         return wait
 
@@ -247,6 +251,7 @@ class RedisRateBudget:
         pipe.execute()
 
     def rate_limited(self, kind: CallKind, retry_after: float | None) -> None:
+        metrics.STRIPE_RATE_LIMITED.labels(kind.value).inc()
         self._rate_limited(
             keys=[
                 self._key(kind, "aimd"),

@@ -25,6 +25,7 @@ counts as a transient failure.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -45,6 +46,7 @@ from domain.plans import ProviderPlan, ProviderPrice
 from domain.rate_budget import CallKind, RateBudget, current_priority
 from domain.scheduled_changes import ProrationBehavior
 from domain.subscriptions import ProviderSubscription, SubscriptionTerms
+from worker import metrics
 
 PROVIDER_NAME = "stripe"
 RATE_LIMIT_RETRIES = 3
@@ -193,7 +195,7 @@ class StripeBillingProvider:
             if budget is not None:
                 budget.acquire(kind, current_priority())
             try:
-                return send()
+                return _measured(operation, send)
             except stripe.StripeError as error:
                 if (
                     budget is not None
@@ -328,6 +330,23 @@ class StripeBillingProvider:
             plan_field,
         )
         return _subscription_of(updated)
+
+
+def _measured(operation: str, send: Callable[[], T]) -> T:
+    """``send`` one request, counted by operation and HTTP status (``error``: no answer)."""
+    label = operation.replace(" ", "_")
+    started = time.perf_counter()
+    status = "error"
+    try:
+        answer = send()
+        status = "200"
+        return answer
+    except stripe.StripeError as error:
+        status = str(error.http_status) if error.http_status else "error"
+        raise
+    finally:
+        metrics.STRIPE_REQUESTS.labels(label, status).inc()
+        metrics.STRIPE_REQUEST_SECONDS.labels(label).observe(time.perf_counter() - started)
 
 
 def _subscription_of(subscription: stripe.Subscription) -> ProviderSubscription:

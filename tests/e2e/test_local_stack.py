@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -110,6 +111,28 @@ def test_up_records_what_it_started_in_stack_json(local_stack: dict[str, Any]) -
     for key in ("api_url", "flower_url", "redis_url", "stripe_emulator_url", "database_url"):
         assert local_stack[key]
     assert Path(local_stack["database_url"].removeprefix("sqlite:///")).exists()
+
+
+def test_up_prints_the_metrics_urls_of_the_api_the_worker_and_beat(
+    local_stack: dict[str, Any],
+) -> None:
+    printed = []
+    for line in local_stack["process"].stdout:  # click flushes every line it prints
+        printed.append(line)
+        if line.startswith("Ctrl-C stops everything"):
+            break
+    [metrics_line] = [line for line in printed if line.strip().startswith("Metrics")]
+    urls = local_stack["metrics_urls"]
+    assert set(urls) == {"api", "worker", "beat"}
+    for what, url in urls.items():
+        assert url in metrics_line, what
+        eventually(partial(_answers_ok, url), 30, f"{what} metrics at {url}")
+    assert "billing_http_requests_total" in httpx.get(urls["api"], timeout=5).text
+    assert "billing_queue_depth" in httpx.get(urls["beat"], timeout=5).text
+
+
+def _answers_ok(url: str) -> bool:
+    return _status(url) == 200
 
 
 def _cli(local_stack: dict[str, Any], *args: str) -> Any:

@@ -25,6 +25,7 @@ from worker.embedded import (
     celery_worker_argv,
     free_port,
     wait_until,
+    worker_metrics_env,
 )
 
 T = TypeVar("T")
@@ -102,6 +103,9 @@ class Stack:
     api_url: str = ""
     stripe_url: str = ""
     client: NewClient | None = None
+    worker_metrics_urls: dict[str, str] = field(default_factory=dict)
+    """Each worker node's exporter (by the name it was started with)."""
+    beat_metrics_url: str = ""
 
     @property
     def stripe(self) -> EmulatorAdmin:
@@ -138,12 +142,17 @@ class Stack:
         return eventually(done, timeout, f"command {command_id} to finish")
 
     def start_worker(self, name: str = "w1", concurrency: int = 2) -> Any:
+        metrics_port = free_port()
         process = self.group.start(
             f"worker-{name}",
             celery_worker_argv(concurrency=concurrency, hostname=f"{name}-{self.name}@%h"),
-            env=self.env,
+            env={
+                **self.env,
+                **worker_metrics_env(metrics_port, self.workdir / f"metrics-worker-{name}"),
+            },
             log_path=self.workdir / f"worker-{name}.log",
         )
+        self.worker_metrics_urls[name] = f"http://127.0.0.1:{metrics_port}/metrics"
         wait_until(lambda: self._worker_answers(f"{name}-{self.name}"), 30, f"worker {name}")
         return process
 
@@ -159,12 +168,15 @@ class Stack:
         return any(name.startswith(prefix) for reply in replies or [] for name in reply)
 
     def start_beat(self, name: str = "beat") -> Any:
-        return self.group.start(
+        metrics_port = free_port()
+        process = self.group.start(
             name,
             celery_beat_argv(self.workdir / f"{name}-schedule"),
-            env=self.env,
+            env={**self.env, "BILLING_BEAT_METRICS_PORT": str(metrics_port)},
             log_path=self.workdir / f"{name}.log",
         )
+        self.beat_metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        return process
 
     def start_api(self, extra_env: dict[str, str] | None = None) -> str:
         port = free_port()

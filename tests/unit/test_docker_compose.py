@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,62 @@ def test_the_billing_worker_image_leaves_the_stripe_emulator_out() -> None:
     ]
     assert not any("stripe_emulator" in source for source in copied)
     assert "." not in copied
+
+
+def prometheus_config(compose: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Path]]:
+    """prometheus.yml as the prometheus service mounts it, and its mounts (in the container →
+    on the host)."""
+    mounts = {
+        target: ROOT / source
+        for source, target, *_ in (
+            volume.split(":") for volume in compose["services"]["prometheus"]["volumes"]
+        )
+        if source.startswith("./")
+    }
+    config: dict[str, Any] = yaml.safe_load(mounts["/etc/prometheus/prometheus.yml"].read_text())
+    return config, mounts
+
+
+def test_prometheus_scrapes_services_of_the_compose_file_on_their_metrics_ports(
+    compose: dict[str, Any],
+) -> None:
+    config, _ = prometheus_config(compose)
+    services = compose["services"]
+    targets: dict[str, tuple[str, int]] = {}
+    for job in config["scrape_configs"]:
+        for static in job.get("static_configs", []):
+            for target in static["targets"]:
+                host, port = target.split(":")
+                targets[job["job_name"]] = (host, int(port))
+        for dns in job.get("dns_sd_configs", []):
+            for name in dns["names"]:
+                targets[job["job_name"]] = (name, int(dns["port"]))
+    assert set(targets) == {"billing-api", "billing-worker", "billing-beat"}
+    for host, port in targets.values():
+        assert host in services, host
+        assert str(port) in services[host]["expose"], (host, port)
+    assert services["worker"]["environment"]["BILLING_WORKER_METRICS_PORT"] == str(
+        targets["billing-worker"][1]
+    )
+    assert services["beat"]["environment"]["BILLING_BEAT_METRICS_PORT"] == str(
+        targets["billing-beat"][1]
+    )
+    for service in ("worker", "beat"):
+        assert services[service]["environment"]["BILLING_METRICS_HOST"] == "0.0.0.0"
+
+
+def test_the_proxy_keeps_the_apis_metrics_inside_the_compose_network(
+    compose: dict[str, Any],
+) -> None:
+    [mount] = compose["services"]["proxy"]["volumes"]
+    config = (ROOT / mount.split(":")[0]).read_text()
+    assert re.search(r"location = /metrics \{\s*return 404;\s*\}", config)
+
+
+def test_prometheus_loads_the_alert_rules_it_is_mounted_with(compose: dict[str, Any]) -> None:
+    config, mounts = prometheus_config(compose)
+    # Relative rule files are read beside the configuration file.
+    in_container = [f"/etc/prometheus/{rule_file}" for rule_file in config["rule_files"]]
+    assert [mounts[path] for path in in_container] == [
+        ROOT / "deploy" / "prometheus" / "alerts.yml"
+    ]

@@ -18,9 +18,9 @@ from fastapi_offline import FastAPIOffline
 from worker.api.body import MAX_BODY_BYTES
 from worker.api.errors import install_error_handlers
 from worker.api.gateway import CommandGateway
-from worker.api.middleware import BodySizeLimit, ThrottledSources
+from worker.api.middleware import BodySizeLimit, HttpMetrics, ThrottledSources
 from worker.api.openapi import install_openapi
-from worker.api.routes import billing, commands, health, subscriptions, users
+from worker.api.routes import billing, commands, health, metrics, subscriptions, users
 from worker.api.state import ApiState, RefusalHold
 from worker.bootstrap import Services, bootstrap
 from worker.celery_app import create_celery_app
@@ -28,7 +28,14 @@ from worker.clients import ClientAuthenticator, FailureThrottle
 from worker.db.engine import session_factory
 from worker.logs import install as install_log_escaping
 
-ROUTERS = (users.router, billing.router, subscriptions.router, commands.router, health.router)
+ROUTERS = (
+    users.router,
+    billing.router,
+    subscriptions.router,
+    commands.router,
+    health.router,
+    metrics.router,
+)
 
 
 def create_app(svc: Services | None = None) -> FastAPI:
@@ -78,7 +85,8 @@ def create_app(svc: Services | None = None) -> FastAPI:
     install_error_handlers(app)
     install_openapi(app)
     app.add_middleware(BodySizeLimit, limit=MAX_BODY_BYTES)
-    app.add_middleware(ThrottledSources)  # outermost: the cheapest refusal first
+    app.add_middleware(ThrottledSources)  # the cheapest refusal first
+    app.add_middleware(HttpMetrics)  # outermost: refusals before routing count too
     for router in ROUTERS:
         app.include_router(router)
     return app

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+import time
 
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from worker import metrics
 from worker.api.auth import basic_credentials, throttled
 from worker.api.body import too_large
 from worker.api.errors import body_of
@@ -63,3 +66,41 @@ class BodySizeLimit:
                     await response(scope, receive, send)
                     return
         await self.app(scope, receive, send)
+
+
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class HttpMetrics:
+    """Counts and times every answer by route template (``/v1beta1/users/{id}/enable``, never
+    the raw path, so that ids make no new series), method and status. Outermost, so that the
+    refusals made before routing count too; a request no route matched is ``unmatched``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # an exception escaping the app is answered 500 outside it
+
+        async def send_and_remember(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_remember)
+        finally:
+            # Routing writes the matched route into the scope it was handed (this one).
+            route = getattr(scope.get("route"), "path_format", None) or "unmatched"
+            method = str(scope.get("method", ""))
+            if method not in KNOWN_METHODS:  # any token is a method to h11: bound the series
+                method = "other"
+            metrics.HTTP_REQUESTS.labels(route, method, str(status)).inc()
+            metrics.HTTP_REQUEST_SECONDS.labels(route, method).observe(
+                time.perf_counter() - started
+            )

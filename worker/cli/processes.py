@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from pathlib import Path
 
 import click
 
@@ -22,6 +23,9 @@ WORKER_ENV = (
     "BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS",
     "BILLING_DEFAULT_CURRENCY",
     "BILLING_PRORATION_BEHAVIOR",
+    "BILLING_WORKER_METRICS_PORT",
+    "BILLING_METRICS_HOST",
+    "PROMETHEUS_MULTIPROC_DIR",
     "BILLING_LOG_LEVEL",
 )
 API_ENV = (
@@ -48,6 +52,8 @@ BEAT_ENV = (
     "BILLING_BEAT_INTERVAL_SECONDS",
     "BILLING_SCHEDULED_CHANGES_INTERVAL_SECONDS",
     "BILLING_STALLED_COMMAND_SECONDS",
+    "BILLING_BEAT_METRICS_PORT",
+    "BILLING_METRICS_HOST",
     "BILLING_LOG_LEVEL",
 )
 
@@ -116,9 +122,17 @@ def up(api_port: int | None, flower_port: int | None, concurrency: int) -> None:
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def worker(celery_args: tuple[str, ...]) -> None:
     """Run a Celery worker on every queue (extra arguments go to `celery worker`)."""
-    from worker.embedded import celery_worker_argv
+    from worker.embedded import celery_worker_argv, worker_metrics_env
+    from worker.metrics import MULTIPROC_DIR_ENV
 
-    argv = celery_worker_argv(loglevel=get_settings().log_level)
+    settings = get_settings()
+    if settings.worker_metrics_port:
+        # Before the worker starts: its processes choose where their values go at import.
+        directory = os.environ.get(MULTIPROC_DIR_ENV) or str(
+            settings.data_dir / "metrics" / f"worker-{settings.worker_metrics_port}"
+        )
+        os.environ.update(worker_metrics_env(settings.worker_metrics_port, Path(directory)))
+    argv = celery_worker_argv(loglevel=settings.log_level)
     os.execv(argv[0], [*argv, *celery_args])
 
 

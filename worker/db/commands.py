@@ -14,6 +14,7 @@ from domain.errors import CommandIdReused, CommandInProgress
 from domain.messages import CommandStatus, command_fingerprint
 from domain.ports import Clock
 from domain.retention import PRUNABLE_STATUSES
+from worker import metrics
 from worker.db.models import CommandRow
 
 
@@ -59,6 +60,12 @@ class CommandRecord:
             finished_at=row.finished_at,
         )
 
+
+class _LoggedNow:
+    """``_begin``'s answer when it made the command's entry (a command first seen here)."""
+
+
+_LOGGED_NOW = _LoggedNow()
 
 MAX_RETRY_HISTORY = 50
 DEFAULT_RUNNING_LEASE = timedelta(minutes=10)
@@ -124,6 +131,7 @@ class SqlCommandLog:
         )
         with self._sessions.begin() as session:
             session.add(row)
+        metrics.command_accepted(command_type, "api")
         return CommandRecord.of(row)
 
     def mark_published(self, command_id: str) -> None:
@@ -184,10 +192,14 @@ class SqlCommandLog:
         :class:`CommandIdReused` when the id names a command of another type or payload."""
         fingerprint = command_fingerprint(command_type, payload)
         try:
-            return self._begin(command_id, command_type, payload, fingerprint, source)
+            outcome = self._begin(command_id, command_type, payload, fingerprint, source)
         except IntegrityError:
             # Two deliveries of a new command raced to log it; the loser sees the entry now.
-            return self._begin(command_id, command_type, payload, fingerprint, source)
+            outcome = self._begin(command_id, command_type, payload, fingerprint, source)
+        if isinstance(outcome, _LoggedNow):
+            metrics.command_accepted(command_type, source)
+            return None
+        return outcome
 
     def _begin(
         self,
@@ -196,7 +208,7 @@ class SqlCommandLog:
         payload: dict[str, Any],
         fingerprint: str,
         source: str,
-    ) -> CommandRecord | None:
+    ) -> CommandRecord | _LoggedNow | None:
         now = self._clock.now()
         with self._sessions.begin() as session:
             row = session.get(CommandRow, command_id, with_for_update=True)
@@ -214,7 +226,7 @@ class SqlCommandLog:
                     published_at=now,
                 )
                 session.add(row)
-                return None
+                return _LOGGED_NOW
             # Entries logged before fingerprints were kept are taken at their type's word.
             if row.type != command_type or row.fingerprint not in (None, fingerprint):
                 raise CommandIdReused(command_id, row.type)
@@ -305,7 +317,7 @@ class SqlCommandLog:
     ) -> None:
         now = self._clock.now()
         with self._sessions.begin() as session:
-            session.execute(
+            finished = session.execute(
                 update(CommandRow)
                 .where(CommandRow.id == command_id)
                 .values(
@@ -315,7 +327,10 @@ class SqlCommandLog:
                     updated_at=now,
                     finished_at=now,
                 )
-            )
+                .returning(CommandRow.type, CommandRow.created_at)
+            ).first()
+        if finished is not None:
+            metrics.command_finished(finished.type, status.value, finished.created_at, now, result)
 
 
 def _refuse_unfinished(status: CommandStatus) -> None:

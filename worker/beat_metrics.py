@@ -1,0 +1,201 @@
+"""The gauges of the whole system, computed when beat's exporter is scraped.
+
+They describe shared state (Redis queues, the database, the Stripe budget kept in Redis), so
+one process computes them, whatever the number of workers: beat, of which one runs. A part
+that cannot be read (the database down) is left out of that scrape and logged; the others
+are still served.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+import redis
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from domain.messages import CommandStatus
+from domain.ports import Clock
+from domain.rate_budget import RateBudget
+from domain.scheduled_changes import ChangeState
+from worker.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+PRIORITY_SEPARATOR = "\x06\x16"
+"""How kombu's Redis transport names a queue's list for a priority step other than 0."""
+
+
+def queue_lists(queue: str, priority_steps: list[int]) -> list[str]:
+    """The Redis lists holding ``queue``'s messages, one per priority step."""
+    return [queue if step == 0 else f"{queue}{PRIORITY_SEPARATOR}{step}" for step in priority_steps]
+
+
+class SystemCollector(Collector):
+    """Queue depth, scheduled changes by state, the oldest due change's age, failed commands
+    and the Stripe budget's shared figures, read at scrape time."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    @cached_property
+    def _redis(self) -> redis.Redis:
+        return redis.Redis.from_url(self._settings.resolved_redis_url(), socket_timeout=2)
+
+    @cached_property
+    def _sessions(self) -> sessionmaker[Session]:
+        from worker.db.engine import session_factory
+
+        return session_factory(self._settings.resolved_database_url())
+
+    @cached_property
+    def _clock(self) -> Clock:
+        from worker.bootstrap import build_clock
+
+        return build_clock(self._settings)
+
+    @cached_property
+    def _budget(self) -> RateBudget | None:
+        from worker.bootstrap import budget_for
+        from worker.stripe_budget import UnmeteredBudget
+
+        budget = budget_for(self._settings)
+        return None if isinstance(budget, UnmeteredBudget) else budget
+
+    def describe(self) -> list[Metric]:
+        # Nothing read at registration: the families are computed at each scrape.
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        readable = GaugeMetricFamily(
+            "billing_collector_up",
+            "Whether beat could read this part of the system's gauges at this scrape (1) or "
+            "not (0: its gauges are missing from the scrape; see beat's log).",
+            labels=["part"],
+        )
+        parts = {
+            "queues": self._queues,
+            "database": self._database,
+            "stripe_budget": self._stripe_budget,
+        }
+        for name, part in parts.items():
+            try:
+                families = part()
+            except Exception:
+                logger.warning("metrics: could not read the %s", name, exc_info=True)
+                readable.add_metric([name], 0)
+                continue
+            readable.add_metric([name], 1)
+            yield from families
+        yield readable
+
+    def _queues(self) -> list[Metric]:
+        from worker.celery_app import CONSUMED_QUEUES, app
+
+        steps = list(app.conf.broker_transport_options.get("priority_steps") or [0])
+        depth = GaugeMetricFamily(
+            "billing_queue_depth",
+            "Messages waiting in each queue (every priority list added up).",
+            labels=["queue"],
+        )
+        pipe = self._redis.pipeline(transaction=False)
+        for queue in CONSUMED_QUEUES:
+            for name in queue_lists(queue, steps):
+                pipe.llen(name)
+        lengths = iter(pipe.execute())
+        for queue in CONSUMED_QUEUES:
+            depth.add_metric([queue], sum(int(next(lengths)) for _ in steps))
+        return [depth]
+
+    def _database(self) -> list[Metric]:
+        from worker.db.models import CommandRow, ScheduledChangeRow
+
+        now = self._clock.now()
+        pending = [state.value for state in ChangeState if state.is_pending]
+        with self._sessions() as session:
+            by_state: dict[str, int] = {
+                str(state): int(count)
+                for state, count in session.execute(
+                    select(ScheduledChangeRow.state, func.count()).group_by(
+                        ScheduledChangeRow.state
+                    )
+                ).all()
+            }
+            oldest_due: datetime | None = session.scalar(
+                select(func.min(ScheduledChangeRow.effective_at)).where(
+                    ScheduledChangeRow.state.in_(pending),
+                    ScheduledChangeRow.effective_at <= now,
+                )
+            )
+            failed = int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(CommandRow)
+                    .where(CommandRow.status == CommandStatus.FAILED.value)
+                )
+                or 0
+            )
+        changes = GaugeMetricFamily(
+            "billing_scheduled_changes", "Plan changes by state.", labels=["state"]
+        )
+        for state in ChangeState:
+            changes.add_metric([state.value], by_state.get(state.value, 0))
+        age = GaugeMetricFamily(
+            "billing_oldest_due_change_age_seconds",
+            "Age of the oldest plan change that is due and not applied (0 when none).",
+            value=_age(now, oldest_due),
+        )
+        failed_commands = GaugeMetricFamily(
+            "billing_failed_commands",
+            "Failed commands waiting for an operator (billing-worker commands failed).",
+            value=failed,
+        )
+        return [changes, age, failed_commands]
+
+    def _stripe_budget(self) -> list[Metric]:
+        budget = self._budget
+        if budget is None:
+            return []
+        usage = budget.usage()
+        families: dict[str, tuple[str, Any]] = {
+            "billing_stripe_budget_rate": (
+                "Calls per second the shared budget allows now (below the configured rate "
+                "after 429s).",
+                lambda kind: kind.effective_rate,
+            ),
+            "billing_stripe_budget_configured_rate": (
+                "The configured calls per second.",
+                lambda kind: kind.configured_rate,
+            ),
+            "billing_stripe_budget_waiting": (
+                "Calls sleeping for their token now, in every process.",
+                lambda kind: kind.waiting,
+            ),
+            "billing_stripe_budget_backlog_seconds": (
+                "How far ahead of now the budget's pace is booked.",
+                lambda kind: kind.backlog_seconds,
+            ),
+        }
+        metrics: list[Metric] = []
+        for name, (documentation, figure) in families.items():
+            family = GaugeMetricFamily(name, documentation, labels=["kind"])
+            for kind, figures in usage.kinds.items():
+                family.add_metric([kind.value], float(figure(figures)))
+            metrics.append(family)
+        return metrics
+
+
+def _age(now: datetime, oldest: datetime | None) -> float:
+    if oldest is None:
+        return 0.0
+    if oldest.tzinfo is None:  # SQLite hands naive UTC back through a plain aggregate
+        from datetime import UTC
+
+        oldest = oldest.replace(tzinfo=UTC)
+    return max(0.0, (now - oldest).total_seconds())

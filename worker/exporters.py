@@ -1,0 +1,117 @@
+"""The metrics of Celery's processes, through Celery's signals: each delivery's run time and
+retries (in the pool processes), a worker node's exporter (in its main process), beat's.
+
+A worker node serves all its pool processes from one exporter in its main process,
+prometheus-client's multiprocess mode: each process writes its values to files in
+``PROMETHEUS_MULTIPROC_DIR`` (set before the worker starts: ``billing-worker worker``, ``up``
+and the tests do), and a scrape adds them up. One port per node, whatever the concurrency and
+however often a child is replaced; an exporter per child would need a port each and a way for
+Prometheus to find them. The directory is emptied when the node starts, and a child's
+live gauges are dropped when it exits (``mark_process_dead``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from celery.signals import (
+    beat_init,
+    celeryd_init,
+    task_postrun,
+    task_prerun,
+    task_retry,
+    worker_process_shutdown,
+    worker_ready,
+)
+
+from worker.metrics import (
+    MULTIPROC_DIR_ENV,
+    RunTimer,
+    command_retried,
+    multiproc_dir,
+    multiprocess_registry,
+    prepare_multiproc_dir,
+    registry_of,
+    serve,
+)
+from worker.settings import get_settings
+
+logger = logging.getLogger(__name__)
+
+_timer = RunTimer()
+
+
+def _worker_metrics_port() -> int:
+    return get_settings().worker_metrics_port
+
+
+def _on_worker_init(**_: Any) -> None:
+    directory = multiproc_dir()
+    if _worker_metrics_port() and directory is not None:
+        # Values left by an earlier run of this node would be added to this one's.
+        prepare_multiproc_dir(directory, keep_pid=os.getpid())
+
+
+def _on_worker_ready(**_: Any) -> None:
+    settings = get_settings()
+    port = settings.worker_metrics_port
+    if not port:
+        return
+    if multiproc_dir() is None:
+        logger.error(
+            "BILLING_WORKER_METRICS_PORT is set but %s is not: the pool's metrics cannot be "
+            "added up, so no exporter is started (billing-worker worker sets it)",
+            MULTIPROC_DIR_ENV,
+        )
+        return
+    serve(multiprocess_registry(), settings.metrics_host, port, "worker")
+
+
+def _on_task_prerun(task_id: str | None = None, **_: Any) -> None:
+    if task_id:
+        _timer.start(task_id)
+
+
+def _on_task_postrun(task_id: str | None = None, task: Any = None, **_: Any) -> None:
+    if task_id and task is not None:
+        _timer.stop(task_id, str(task.name))
+
+
+def _on_task_retry(sender: Any = None, reason: Any = None, **_: Any) -> None:
+    name = getattr(sender, "name", None) or "unknown"
+    command_retried(str(name), reason if isinstance(reason, BaseException) else None)
+
+
+def _on_process_shutdown(**_: Any) -> None:
+    if multiproc_dir() is None:
+        return
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
+
+
+def _on_beat_init(**_: Any) -> None:
+    settings = get_settings()
+    if not settings.beat_metrics_port:
+        return
+    from worker.beat_metrics import SystemCollector
+
+    serve(
+        registry_of([SystemCollector(settings)]),
+        settings.metrics_host,
+        settings.beat_metrics_port,
+        "beat",
+    )
+
+
+def connect() -> None:
+    """Connect the handlers (once per process: Celery keeps strong references)."""
+    celeryd_init.connect(_on_worker_init, weak=False)
+    worker_ready.connect(_on_worker_ready, weak=False)
+    task_prerun.connect(_on_task_prerun, weak=False)
+    task_postrun.connect(_on_task_postrun, weak=False)
+    task_retry.connect(_on_task_retry, weak=False)
+    worker_process_shutdown.connect(_on_process_shutdown, weak=False)
+    beat_init.connect(_on_beat_init, weak=False)

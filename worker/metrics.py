@@ -1,0 +1,231 @@
+"""Prometheus metrics: their names (a contract for dashboards and alerts), what records them,
+and the exporters of the worker and beat processes.
+
+Where each process serves:
+
+- the API: ``GET /metrics`` on its own HTTP port (``worker/api/routes/metrics.py``);
+- a worker node: one exporter in its main process on ``BILLING_WORKER_METRICS_PORT``, which
+  adds up the values its prefork pool processes write to ``PROMETHEUS_MULTIPROC_DIR``
+  (prometheus-client's multiprocess mode): one scrape target per node whatever its
+  concurrency, and no port per child to discover;
+- beat: an exporter on ``BILLING_BEAT_METRICS_PORT`` whose collector reads the gauges of the
+  whole system (queue depth, scheduled changes, failed commands, the Stripe budget) from the
+  database and Redis at each scrape (``worker/beat_metrics.py``): they come from one place,
+  however many workers run.
+
+Counters and histograms are recorded where the event happens: the command log (accepted,
+finished, latency, apply lag), the worker's task signals (run time, retries), the Stripe
+adapter (requests) and the rate budget (calls, waits, 429s). In a process without an exporter
+(the CLI) they are recorded in memory and never read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.registry import Collector
+
+logger = logging.getLogger(__name__)
+
+MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+RUN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+APPLY_LAG_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+
+COMMANDS_ACCEPTED = Counter(
+    "billing_commands_accepted",
+    "Commands recorded in the command log: by the API (source=api), or first seen by a worker "
+    "when another service published them on the queue (source=queue).",
+    ["type", "source"],
+)
+COMMANDS_FINISHED = Counter(
+    "billing_commands_finished",
+    "Commands that reached an outcome (outcome=succeeded|failed); a replayed command counts "
+    "again when it finishes again.",
+    ["type", "outcome"],
+)
+COMMAND_LATENCY = Histogram(
+    "billing_command_latency_seconds",
+    "From a command's acceptance (the command log's created_at) to its outcome.",
+    ["type"],
+    buckets=LATENCY_BUCKETS,
+)
+COMMAND_RUN = Histogram(
+    "billing_command_run_seconds",
+    "One delivery's run time in a worker (a retried command runs several times).",
+    ["type"],
+    buckets=RUN_BUCKETS,
+)
+COMMAND_RETRIES = Counter(
+    "billing_command_retries",
+    "Deliveries sent back to the queue, by reason: provider (a transient provider failure), "
+    "database (a busy or unreachable database), conflict (a transient race), in_progress (a "
+    "duplicate waiting for the running delivery), rate_budget (waiting for the Stripe budget's "
+    "token; not a failure), other.",
+    ["type", "reason"],
+)
+STRIPE_REQUESTS = Counter(
+    "billing_stripe_requests",
+    "Requests sent to Stripe, by operation and HTTP status (error: no answer).",
+    ["operation", "status"],
+)
+STRIPE_REQUEST_SECONDS = Histogram(
+    "billing_stripe_request_seconds",
+    "Duration of one request to Stripe (without the wait for the rate budget).",
+    ["operation"],
+    buckets=REQUEST_BUCKETS,
+)
+BUDGET_CALLS = Counter(
+    "billing_stripe_budget_calls",
+    "Tokens this process took from the shared Stripe rate budget (one per call), by kind.",
+    ["kind"],
+)
+BUDGET_WAIT_SECONDS = Counter(
+    "billing_stripe_budget_wait_seconds",
+    "Seconds this process's calls slept waiting for their token, by kind.",
+    ["kind"],
+)
+STRIPE_RATE_LIMITED = Counter(
+    "billing_stripe_rate_limited",
+    "429s from Stripe's rate limit (not lock timeouts) reported to the budget, by kind.",
+    ["kind"],
+)
+APPLY_LAG = Histogram(
+    "billing_apply_lag_seconds",
+    "A plan change's lag when it was applied: applied_at - effective_at.",
+    buckets=APPLY_LAG_BUCKETS,
+)
+HTTP_REQUESTS = Counter(
+    "billing_http_requests",
+    "HTTP requests answered by the API, by route template (unmatched: no route), method and "
+    "status.",
+    ["route", "method", "status"],
+)
+HTTP_REQUEST_SECONDS = Histogram(
+    "billing_http_request_seconds",
+    "Time to answer one HTTP request, by route template and method.",
+    ["route", "method"],
+    buckets=REQUEST_BUCKETS,
+)
+
+APPLIED = "applied"
+
+
+def command_accepted(command_type: str, source: str) -> None:
+    COMMANDS_ACCEPTED.labels(command_type, source).inc()
+
+
+def command_finished(
+    command_type: str,
+    outcome: str,
+    created_at: datetime,
+    finished_at: datetime,
+    result: Mapping[str, Any] | None,
+) -> None:
+    """Count an outcome, its latency since acceptance, and the apply lag of a plan change the
+    command applied (its result carries the change's view)."""
+    COMMANDS_FINISHED.labels(command_type, outcome).inc()
+    COMMAND_LATENCY.labels(command_type).observe(
+        max(0.0, (finished_at - created_at).total_seconds())
+    )
+    change = (result or {}).get("change")
+    if isinstance(change, Mapping) and change.get("state") == APPLIED:
+        lag = change.get("apply_lag_seconds")
+        if isinstance(lag, int | float) and not isinstance(lag, bool):
+            APPLY_LAG.observe(max(0.0, float(lag)))
+
+
+# --- exporters ------------------------------------------------------------------------------
+
+
+def prepare_multiproc_dir(path: Path, *, keep_pid: int | None = None) -> Path:
+    """Create ``path`` and remove the value files of earlier processes (a worker node's
+    counters start from zero with the node; Prometheus's ``rate`` handles the reset)."""
+    path.mkdir(parents=True, exist_ok=True)
+    for entry in path.glob("*.db"):
+        if keep_pid is not None and entry.stem.rsplit("_", 1)[-1] == str(keep_pid):
+            continue
+        entry.unlink(missing_ok=True)
+    return path
+
+
+def multiproc_dir() -> Path | None:
+    raw = os.environ.get(MULTIPROC_DIR_ENV)
+    return Path(raw) if raw else None
+
+
+def multiprocess_registry() -> CollectorRegistry:
+    """A registry adding up the values every process of this node wrote to its directory."""
+    from prometheus_client import multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    return registry
+
+
+def registry_of(collectors: Iterable[Collector]) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    for collector in collectors:
+        registry.register(collector)
+    return registry
+
+
+def serve(registry: CollectorRegistry, host: str, port: int, what: str) -> None:
+    """Serve ``registry`` at ``http://host:port/metrics`` from a daemon thread."""
+    start_http_server(port, addr=host, registry=registry)
+    logger.info("%s metrics at http://%s:%d/metrics", what, host, port)
+
+
+class RunTimer:
+    """Times each delivery of a task in a pool process, between Celery's pre- and post-run
+    signals (keyed by task id: one delivery at a time per process, but a dict costs nothing)."""
+
+    def __init__(self) -> None:
+        self._started: dict[str, float] = {}
+
+    def start(self, task_id: str) -> None:
+        self._started[task_id] = time.perf_counter()
+
+    def stop(self, task_id: str, task_name: str) -> None:
+        started = self._started.pop(task_id, None)
+        if started is not None:
+            COMMAND_RUN.labels(task_name).observe(time.perf_counter() - started)
+
+
+def retry_reason(retry: BaseException | None) -> str:
+    """The bounded reason of a retry, from the exception the runner was handling when it
+    asked Celery to retry (``tasks/base.py`` retries inside its ``except`` blocks, so the
+    cause is the ``Retry``'s context)."""
+    from domain.errors import CommandInProgress, TransientError
+    from domain.rate_budget import RateLimited
+
+    cause = None if retry is None else (getattr(retry, "exc", None) or retry.__context__)
+    if cause is None:
+        return "other"
+    if isinstance(cause, RateLimited):
+        return "rate_budget"
+    if isinstance(cause, CommandInProgress):
+        return "in_progress"
+    if isinstance(cause, TransientError):
+        origin = cause.__cause__
+        if origin is not None and type(origin).__module__.split(".")[0] == "stripe":
+            return "provider"
+        return "conflict"
+    from worker.db.uow import is_transient_db_error
+
+    if is_transient_db_error(cause):
+        return "database"
+    return "other"
+
+
+def command_retried(task_name: str, retry: BaseException | None) -> None:
+    COMMAND_RETRIES.labels(task_name, retry_reason(retry)).inc()
