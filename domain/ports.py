@@ -359,6 +359,9 @@ class RunnerPolicy:
     stalled_after: timedelta
     due_changes_batch_size: int
     due_changes_interval_seconds: float
+    mask_personal_data: bool = True
+    """Whether what Celery shows of a command (its result, its error) has personal data
+    masked (``domain.redaction``)."""
 
 
 class Application(HandlerContext, Protocol):

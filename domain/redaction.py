@@ -78,9 +78,7 @@ _ADDRESS_KEPT = frozenset({"country"})
 def _masked_address(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {
-            key: item
-            if key in _ADDRESS_KEPT or not isinstance(item, str)
-            else mask_value(item)
+            key: item if key in _ADDRESS_KEPT or not isinstance(item, str) else mask_value(item)
             for key, item in value.items()
         }
     return _masked_string(value, mask_value)

@@ -79,6 +79,7 @@ class Services:
             stalled_after=timedelta(seconds=settings.stalled_command_seconds),
             due_changes_batch_size=settings.scheduled_changes_batch_size,
             due_changes_interval_seconds=settings.scheduled_changes_interval_seconds,
+            mask_personal_data=settings.mask_personal_data,
         )
 
     def publisher(self) -> CommandPublisher:

@@ -15,7 +15,10 @@ leaves Redis, in the transport's channel (:class:`GuardedChannel`): a message th
   ``[args, kwargs, embed]``),
 
 is written to the dead-letter store (:mod:`worker.dead_letters`) with its raw bytes, queue and
-reason, and dropped from the queue (it was popped, so this is its acknowledgement). Messages
+reason, and dropped from the queue (it was popped, so this is its acknowledgement). A message
+that passes has its ``argsrepr``/``kwargsrepr`` headers, which Celery's events and Flower show,
+rewritten from its arguments with personal data masked (:mod:`worker.masking`), and its log
+fields remembered for Celery's lines about it (:mod:`worker.logs`). Messages
 Celery itself refuses later (an unknown task name) are dead-lettered by
 :class:`GuardedConsumer`. Neither ever stops the worker nor the next message.
 """
@@ -104,14 +107,35 @@ def check_envelope(raw: bytes, *, task_message: bool = True) -> dict[str, Any]:
     return envelope
 
 
+def _show_masked(envelope: dict[str, Any]) -> None:
+    """What Celery shows of a checked task message: its arguments masked (unless
+    ``BILLING_MASK_PERSONAL_DATA`` is off), and its command's log fields."""
+    from worker.logs import remember_message
+    from worker.masking import mask_argument_reprs, message_log_fields
+    from worker.settings import get_settings
+
+    body = envelope["body"]
+    if envelope["properties"].get("body_encoding") == "base64":
+        body = base64.b64decode(body).decode("utf-8")
+    args, kwargs, _embed = json.loads(body)
+    headers = envelope["headers"]
+    if get_settings().mask_personal_data:
+        mask_argument_reprs(headers, args, kwargs)
+    remember_message(headers["id"], message_log_fields(headers, kwargs))
+
+
 class GuardedChannel(_RedisChannel):  # type: ignore[misc]
     """kombu's Redis channel, with every popped message checked before it is delivered."""
 
     def _guarded(self, raw: bytes, queue: str) -> dict[str, Any] | None:
         from worker.celery_app import CONSUMED_QUEUES
 
+        task_message = queue in CONSUMED_QUEUES
         try:
-            return check_envelope(raw, task_message=queue in CONSUMED_QUEUES)
+            envelope = check_envelope(raw, task_message=task_message)
+            if task_message:
+                _show_masked(envelope)
+            return envelope
         except Exception as why:  # Rejected, or a case the checks did not foresee
             try:
                 with self.conn_or_acquire() as client:  # not the BRPOP connection

@@ -114,7 +114,13 @@ class LocalStack:
                     f"(--api-port / --flower-port)"
                 )
 
-        env: dict[str, str] = {"BILLING_DATA_DIR": str(self.data_dir)}
+        # Lines for a terminal, unless BILLING_LOG_FORMAT says otherwise (the separate
+        # processes of a deployment write JSON by default).
+        log_format = settings.log_format if "log_format" in settings.model_fields_set else "console"
+        env: dict[str, str] = {
+            "BILLING_DATA_DIR": str(self.data_dir),
+            "BILLING_LOG_FORMAT": log_format,
+        }
         redis_url = settings.redis_url or start_redis(
             self.group, self.data_dir / "redis", log_path=logs / "redis.log"
         )
@@ -171,13 +177,15 @@ class LocalStack:
         )
         self.group.start(
             "worker",
-            celery_worker_argv(concurrency=self.concurrency, loglevel=settings.log_level),
+            celery_worker_argv(
+                concurrency=self.concurrency, loglevel=settings.log_level, log_format=log_format
+            ),
             env=env,
             log_path=logs / "worker.log",
         )
         self.group.start(
             "beat",
-            celery_beat_argv(self.data_dir / "celerybeat-schedule", settings.log_level),
+            celery_beat_argv(self.data_dir / "celerybeat-schedule", settings.log_level, log_format),
             env=env,
             log_path=logs / "beat.log",
         )

@@ -23,6 +23,8 @@ WORKER_ENV = (
     "BILLING_DEFAULT_CURRENCY",
     "BILLING_PRORATION_BEHAVIOR",
     "BILLING_LOG_LEVEL",
+    "BILLING_LOG_FORMAT",
+    "BILLING_MASK_PERSONAL_DATA",
 )
 API_ENV = (
     "BILLING_API_HOST",
@@ -35,6 +37,8 @@ API_ENV = (
     "BILLING_AUTH_MAX_FAILURES_PER_CLIENT",
     "BILLING_AUTH_MAX_FAILURES_PER_SOURCE",
     "BILLING_LOG_LEVEL",
+    "BILLING_LOG_FORMAT",
+    "BILLING_MASK_PERSONAL_DATA",
 )
 FLOWER_ENV = (
     "BILLING_FLOWER_PORT",
@@ -49,6 +53,8 @@ BEAT_ENV = (
     "BILLING_SCHEDULED_CHANGES_INTERVAL_SECONDS",
     "BILLING_STALLED_COMMAND_SECONDS",
     "BILLING_LOG_LEVEL",
+    "BILLING_LOG_FORMAT",
+    "BILLING_MASK_PERSONAL_DATA",
 )
 
 
@@ -118,7 +124,8 @@ def worker(celery_args: tuple[str, ...]) -> None:
     """Run a Celery worker on every queue (extra arguments go to `celery worker`)."""
     from worker.embedded import celery_worker_argv
 
-    argv = celery_worker_argv(loglevel=get_settings().log_level)
+    settings = get_settings()
+    argv = celery_worker_argv(loglevel=settings.log_level, log_format=settings.log_format)
     os.execv(argv[0], [*argv, *celery_args])
 
 
@@ -129,7 +136,9 @@ def beat() -> None:
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    argv = celery_beat_argv(settings.data_dir / "celerybeat-schedule", settings.log_level)
+    argv = celery_beat_argv(
+        settings.data_dir / "celerybeat-schedule", settings.log_level, settings.log_format
+    )
     os.execv(argv[0], argv)
 
 
