@@ -27,7 +27,9 @@ from typing import Any
 
 STARS = "***"
 
-_EMAIL = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+# Local parts as people have them (quotes, slashes… left out: they delimit an address in a
+# repr or a message); ``*`` in, so that a masked address masks to itself.
+_EMAIL = re.compile(r"[A-Za-z0-9._%+*-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
 # International numbers (E.164, as phones are stored, or written with spaces and dashes): a
 # plus sign and 8 to 15 digits. Ids, amounts and times never start with a plus sign.
 _PHONE = re.compile(r"(?<![\w+])\+\d(?:[ \-]?\d){6,14}(?!\d)")

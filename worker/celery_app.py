@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery.signals import setup_logging, worker_process_init
+from celery.signals import celeryd_init, setup_logging, worker_process_init
 from kombu import Queue
 
 from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY
@@ -116,6 +116,17 @@ def _configure_logging(loglevel: int | str | None = None, **_: Any) -> None:
     from worker.logs import configure_from_settings
 
     configure_from_settings(loglevel)
+
+
+@celeryd_init.connect
+def _log_from_the_start(options: dict[str, Any] | None = None, **_: Any) -> None:
+    # A worker warns (running as root…) before Celery sets its logging up: in our format too.
+    import logging
+
+    from worker.logs import configure_from_settings
+
+    configure_from_settings((options or {}).get("loglevel"))
+    logging.captureWarnings(True)
 
 
 @worker_process_init.connect

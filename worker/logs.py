@@ -197,6 +197,9 @@ def configure(
         routed = logging.getLogger(name)
         routed.handlers = []
         routed.propagate = True
+    # The Stripe SDK logs request bodies (names, emails, addresses) at DEBUG.
+    stripe_logger = logging.getLogger("stripe")
+    stripe_logger.setLevel(max(logging.INFO, root.getEffectiveLevel()))
     return handler
 
 
