@@ -248,7 +248,9 @@ class CommandTask(ApplicationTask):
             # The outcome could not be recorded: run again later rather than lose it.
             delay = self._policy(svc).delay(self.request.retries)
             raise self.retry(countdown=delay) from journal_error
-        raise CommandFailed(body, masked=svc.policy.mask_personal_data)
+        # Not chained to the error it reports: Celery shows a failure's traceback (Flower,
+        # the result backend), and the error's message may quote input (a provider's 4xx).
+        raise CommandFailed(body, masked=svc.policy.mask_personal_data) from None
 
     def _wait_for_budget(
         self, svc: Application, command_id: str, waiting: RateLimited

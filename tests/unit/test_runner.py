@@ -9,6 +9,7 @@ request is marked eager, as ``Task.apply`` marks it, so that a retry is raised a
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -499,6 +500,8 @@ def test_a_failed_command_s_message_is_masked_and_its_error_whole(
 
     assert "billing@acme.example" not in str(failed.value)
     assert "b***@acme.example" in str(failed.value)
+    shown_traceback = "".join(traceback.format_exception(failed.value))
+    assert "billing@acme.example" not in shown_traceback
     assert "billing@acme.example" in failed.value.error["message"]
 
 
