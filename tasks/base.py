@@ -315,4 +315,6 @@ class CommandTask(ApplicationTask):
             reason,
             delay,
         )
-        raise self.retry(countdown=delay, max_retries=None)
+        # Not chained to the failure: Celery shows a retry's traceback (Flower, the result
+        # backend), and the failure's message was logged above, masked.
+        raise self.retry(countdown=delay, max_retries=None) from None

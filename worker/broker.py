@@ -35,6 +35,7 @@ from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
+from domain.redaction import redact
 from worker.dead_letters import DeadLetters
 
 logger = logging.getLogger(__name__)
@@ -184,6 +185,14 @@ class GuardedRedisTransport(_RedisTransport):  # type: ignore[misc]
     Channel = GuardedChannel
 
 
+def _logged(body: Any) -> Any:
+    """A refused message's body as Celery's own handling logs it: masked (the dead letter
+    keeps it whole)."""
+    from worker.settings import get_settings
+
+    return redact(body) if get_settings().mask_personal_data else body
+
+
 class GuardedConsumer(Consumer):
     """The worker's consumer: messages Celery refuses after the transport's guard (an unknown
     task name, a message it cannot decode or accept) are dead-lettered before Celery's own
@@ -205,15 +214,15 @@ class GuardedConsumer(Consumer):
     def on_unknown_task(self, body: Any, message: Any, exc: Exception) -> None:
         name = (getattr(message, "headers", None) or {}).get("task")
         self._record(message, f"unknown task {name!r}")
-        super().on_unknown_task(body, message, exc)
+        super().on_unknown_task(_logged(body), message, exc)
 
     def on_unknown_message(self, body: Any, message: Any) -> None:
         self._record(message, "not a task message")
-        super().on_unknown_message(body, message)
+        super().on_unknown_message(_logged(body), message)
 
     def on_invalid_task(self, body: Any, message: Any, exc: Exception) -> None:
         self._record(message, f"invalid task message: {exc}")
-        super().on_invalid_task(body, message, exc)
+        super().on_invalid_task(_logged(body), message, exc)
 
     def on_decode_error(self, message: Any, exc: Exception) -> None:
         self._record(message, f"message cannot be decoded: {exc}")
