@@ -115,14 +115,20 @@ def _show_masked(envelope: dict[str, Any]) -> None:
     from worker.masking import mask_argument_reprs, message_log_fields
     from worker.settings import get_settings
 
-    body = envelope["body"]
-    if envelope["properties"].get("body_encoding") == "base64":
-        body = base64.b64decode(body).decode("utf-8")
-    args, kwargs, _embed = json.loads(body)
     headers = envelope["headers"]
-    if get_settings().mask_personal_data:
-        mask_argument_reprs(headers, args, kwargs)
-    remember_message(headers["id"], message_log_fields(headers, kwargs))
+    mask = get_settings().mask_personal_data
+    try:
+        body = envelope["body"]
+        if envelope["properties"].get("body_encoding") == "base64":
+            body = base64.b64decode(body).decode("utf-8")
+        args, kwargs, _embed = json.loads(body)
+        if mask:
+            mask_argument_reprs(headers, args, kwargs)
+        remember_message(headers["id"], message_log_fields(headers, kwargs))
+    except Exception:  # a checked message: not expected, and never a reason to refuse it
+        logger.exception("could not mask the arguments of message %s", headers.get("id"))
+        if mask:
+            headers["argsrepr"] = headers["kwargsrepr"] = "(not shown)"
 
 
 class GuardedChannel(_RedisChannel):  # type: ignore[misc]
@@ -134,9 +140,6 @@ class GuardedChannel(_RedisChannel):  # type: ignore[misc]
         task_message = queue in CONSUMED_QUEUES
         try:
             envelope = check_envelope(raw, task_message=task_message)
-            if task_message:
-                _show_masked(envelope)
-            return envelope
         except Exception as why:  # Rejected, or a case the checks did not foresee
             try:
                 with self.conn_or_acquire() as client:  # not the BRPOP connection
@@ -145,6 +148,9 @@ class GuardedChannel(_RedisChannel):  # type: ignore[misc]
                 logger.exception("could not record a dead letter from %s", queue)
             logger.error("dead letter from queue %s: %s", queue, why)
             return None
+        if task_message:
+            _show_masked(envelope)
+        return envelope
 
     def _brpop_read(self, **options: Any) -> bool:
         # kombu's own _brpop_read (5.7), with the envelope checked before delivery.
