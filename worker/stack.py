@@ -87,6 +87,13 @@ def demo_credentials(settings: Settings) -> tuple[str, str, bool]:
     return client_id, secret, True
 
 
+def children_log_format(settings: Settings) -> str:
+    """The log format of the processes ``up`` starts: lines for a terminal, unless
+    ``BILLING_LOG_FORMAT`` says otherwise (the separate processes of a deployment write JSON
+    by default)."""
+    return settings.log_format if "log_format" in settings.model_fields_set else "console"
+
+
 def elapsed_since(start: float) -> str:
     return f"{time.monotonic() - start:.1f}s"
 
@@ -114,9 +121,7 @@ class LocalStack:
                     f"(--api-port / --flower-port)"
                 )
 
-        # Lines for a terminal, unless BILLING_LOG_FORMAT says otherwise (the separate
-        # processes of a deployment write JSON by default).
-        log_format = settings.log_format if "log_format" in settings.model_fields_set else "console"
+        log_format = children_log_format(settings)
         env: dict[str, str] = {
             "BILLING_DATA_DIR": str(self.data_dir),
             "BILLING_LOG_FORMAT": log_format,
