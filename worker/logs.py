@@ -164,9 +164,10 @@ class ConsoleLines(logging.Formatter):
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         line = super().formatMessage(record)
-        context = " ".join(
-            f"{name}={getattr(record, name)}" for name in CONTEXT_FIELDS if hasattr(record, name)
-        )
+        shown = {name: getattr(record, name) for name in CONTEXT_FIELDS if hasattr(record, name)}
+        if shown.get("task_id") == shown.get("command_id"):
+            shown.pop("task_id", None)  # a command published by us: its task id is its id
+        context = " ".join(f"{name}={value}" for name, value in shown.items())
         return f"{line} [{context}]" if context else line
 
 
