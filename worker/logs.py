@@ -26,9 +26,11 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from threading import Lock
+from types import TracebackType
 from typing import Any, Literal, TextIO
 
 from pythonjsonlogger.json import JsonFormatter
@@ -201,7 +203,29 @@ def configure(
     # The Stripe SDK logs request bodies (names, emails, addresses) at DEBUG.
     stripe_logger = logging.getLogger("stripe")
     stripe_logger.setLevel(max(logging.INFO, root.getEffectiveLevel()))
+    # An exception nothing caught is a line in the same format, not a bare traceback.
+    sys.excepthook = _log_uncaught
+    threading.excepthook = _log_uncaught_in_thread
     return handler
+
+
+def _log_uncaught(
+    kind: type[BaseException], error: BaseException, traceback: TracebackType | None
+) -> None:
+    if issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, error, traceback)
+        return
+    logging.getLogger("uncaught").critical("uncaught exception", exc_info=(kind, error, traceback))
+
+
+def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_value is None or issubclass(args.exc_type, SystemExit):
+        return
+    logging.getLogger("uncaught").critical(
+        "uncaught exception in thread %s",
+        args.thread.name if args.thread else "?",
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+    )
 
 
 def configure_from_settings(level: str | int | None = None) -> logging.Handler:

@@ -139,7 +139,8 @@ def json_lines(path: Path) -> list[dict[str, Any]]:
         try:
             parsed.append(json.loads(line))
         except ValueError:
-            pytest.fail(f"{path.name}: not a JSON line: {line[:200]!r}")
+            whole = path.read_text()[-4000:]
+            pytest.fail(f"{path.name}: not a JSON line: {line[:200]!r} in\n{whole}")
     return parsed
 
 

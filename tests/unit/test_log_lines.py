@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,8 +20,10 @@ from worker.logs import configure, remember_message
 def restore_root() -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    hooks = sys.excepthook, threading.excepthook
     yield
     root.handlers, root.level = handlers, level
+    sys.excepthook, threading.excepthook = hooks
     log_context.unbind()
 
 
@@ -123,3 +127,15 @@ def test_a_json_line_holds_control_characters_escaped_by_json_itself() -> None:
 
     assert output.count("\n") == 1
     assert json.loads(output)["message"] == "name Acme\r\nFORGED"
+
+
+@pytest.mark.usefixtures("restore_root")
+def test_an_exception_nothing_caught_is_a_json_line_too() -> None:
+    stream = io.StringIO()
+    configure(log_format="json", level="INFO", stream=stream)
+
+    sys.excepthook(RuntimeError, RuntimeError("beat fell over"), None)
+
+    line = json.loads(stream.getvalue())
+    assert (line["level"], line["message"]) == ("CRITICAL", "uncaught exception")
+    assert "RuntimeError: beat fell over" in line["exc_info"]
