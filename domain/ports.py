@@ -374,6 +374,9 @@ class RunnerPolicy:
     due_changes_batch_size: int
     due_changes_interval_seconds: float
     command_retention: CommandRetention
+    mask_personal_data: bool = True
+    """Whether what Celery shows of a command (its result, its error) has personal data
+    masked (``domain.redaction``)."""
 
 
 class Application(HandlerContext, Protocol):

@@ -35,6 +35,8 @@ from domain.errors import (
 from domain.messages import Command, CommandStatus, Result, is_id, storable, unstorable_values
 from domain.ports import Application, HandlerContext
 from domain.rate_budget import RateLimited, calls_at
+from domain.redaction import mask_text, redact
+from tasks import log_context
 from tasks.retry import RetryPolicy
 from tasks.runtime import ApplicationTask
 
@@ -45,10 +47,14 @@ Handler = Callable[[C, HandlerContext], Result]
 
 
 class CommandFailed(Exception):
-    """Raised so that Celery (and Flower) mark the task failed; carries the error body."""
+    """Raised so that Celery (and Flower) mark the task failed; carries the error body.
 
-    def __init__(self, error: dict[str, Any]) -> None:
-        super().__init__(json.dumps(error, sort_keys=True))
+    Its message is what Flower, Celery's events, the result backend and the logs show: the
+    body as JSON, with personal data masked unless ``masked`` is false. ``error`` is whole."""
+
+    def __init__(self, error: dict[str, Any], *, masked: bool = True) -> None:
+        shown = json.dumps(error, sort_keys=True)
+        super().__init__(mask_text(shown) if masked else shown)
         self.error = error
 
 
@@ -77,6 +83,7 @@ class CommandTask(ApplicationTask):
         given_id = kwargs.get("command_id")
         # A malformed id is reported by validation; the log entry then uses the task id.
         command_id = given_id if is_id(given_id, max_length=64) else str(self.request.id)
+        self._log_as(command_id, kwargs)
         payload = {"command_id": command_id, **kwargs}
         # Values no database keeps (NUL, NaN…) are journalled escaped, and fail the command.
         unstorable = unstorable_values(payload)
@@ -101,7 +108,7 @@ class CommandTask(ApplicationTask):
             # Nothing is recorded yet and the database is unreachable: keep the message.
             raise self.retry(countdown=self._policy(svc).delay(self.request.retries)) from error
         if finished is not None:
-            return self._replay(finished.status, finished.result, finished.error)
+            return self._replay(svc, finished.status, finished.result, finished.error)
 
         try:
             if unstorable:
@@ -117,6 +124,7 @@ class CommandTask(ApplicationTask):
                 command = command_type.model_validate(payload)
             except ValidationError as error:
                 raise _validation_error(error) from None
+            self._log_as(command_id, dict(command))
             with calls_at(command_type.PRIORITY):
                 result = handler(command, svc)
         except CommandError as error:
@@ -147,7 +155,33 @@ class CommandTask(ApplicationTask):
             # The work is done but its outcome is not recorded: run again later (handlers
             # are idempotent, so the provider sees no second effect), which records it.
             raise self.retry(countdown=self._policy(svc).delay(self.request.retries)) from error
-        return body
+        return self._shown(svc, body)
+
+    def _log_as(self, command_id: str, values: dict[str, Any]) -> None:
+        """Every line logged while this delivery runs names the command (tasks.log_context)."""
+        log_context.bind(
+            log_context.command_fields(
+                command_id=command_id,
+                task=self.name,
+                task_id=str(self.request.id),
+                attempt=self.request.retries + 1,
+                values=values,
+            )
+        )
+
+    def after_return(self, *args: Any, **kwargs: Any) -> None:
+        # Celery has logged the outcome by now (in the command's context).
+        log_context.unbind()
+
+    @staticmethod
+    def _shown(svc: Application, result: dict[str, Any]) -> dict[str, Any]:
+        """The task's return value: what Flower, Celery's events, the result backend and the
+        logs show of a result. Personal data is masked there (domain.redaction); the command
+        log keeps the whole result, and the API answers from it."""
+        if not svc.policy.mask_personal_data:
+            return result
+        shown: dict[str, Any] = redact(result)
+        return shown
 
     def _refuse_reused_id(
         self, svc: Application, reused: CommandIdReused, payload: dict[str, Any]
@@ -179,14 +213,21 @@ class CommandTask(ApplicationTask):
         except Exception:
             logger.warning("could not record the dead letter of %s", self.request.id)
         logger.error("message %s refused: %s", self.request.id, error.message)
-        raise CommandFailed(error.to_body())
+        raise CommandFailed(error.to_body(), masked=svc.policy.mask_personal_data)
 
     def _replay(
-        self, status: CommandStatus, result: dict[str, Any] | None, error: dict[str, Any] | None
+        self,
+        svc: Application,
+        status: CommandStatus,
+        result: dict[str, Any] | None,
+        error: dict[str, Any] | None,
     ) -> dict[str, Any]:
         if status is CommandStatus.SUCCEEDED:
-            return result or {}
-        raise CommandFailed(error or {"code": int(ErrorCode.UNKNOWN), "message": "", "details": []})
+            return self._shown(svc, result or {})
+        raise CommandFailed(
+            error or {"code": int(ErrorCode.UNKNOWN), "message": "", "details": []},
+            masked=svc.policy.mask_personal_data,
+        )
 
     @staticmethod
     def _policy(svc: Application) -> RetryPolicy:
@@ -207,7 +248,9 @@ class CommandTask(ApplicationTask):
             # The outcome could not be recorded: run again later rather than lose it.
             delay = self._policy(svc).delay(self.request.retries)
             raise self.retry(countdown=delay) from journal_error
-        raise CommandFailed(body)
+        # Not chained to the error it reports: Celery shows a failure's traceback (Flower,
+        # the result backend), and the error's message may quote input (a provider's 4xx).
+        raise CommandFailed(body, masked=svc.policy.mask_personal_data) from None
 
     def _wait_for_budget(
         self, svc: Application, command_id: str, waiting: RateLimited
@@ -272,4 +315,6 @@ class CommandTask(ApplicationTask):
             reason,
             delay,
         )
-        raise self.retry(countdown=delay, max_retries=None)
+        # Not chained to the failure: Celery shows a retry's traceback (Flower, the result
+        # backend), and the failure's message was logged above, masked.
+        raise self.retry(countdown=delay, max_retries=None) from None

@@ -86,6 +86,7 @@ class Services:
                 batch_size=settings.command_retention_batch,
                 max_batches_per_sweep=settings.command_retention_max_batches,
             ),
+            mask_personal_data=settings.mask_personal_data,
         )
 
     def publisher(self) -> CommandPublisher:

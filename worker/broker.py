@@ -15,7 +15,10 @@ leaves Redis, in the transport's channel (:class:`GuardedChannel`): a message th
   ``[args, kwargs, embed]``),
 
 is written to the dead-letter store (:mod:`worker.dead_letters`) with its raw bytes, queue and
-reason, and dropped from the queue (it was popped, so this is its acknowledgement). Messages
+reason, and dropped from the queue (it was popped, so this is its acknowledgement). A message
+that passes has its ``argsrepr``/``kwargsrepr`` headers, which Celery's events and Flower show,
+rewritten from its arguments with personal data masked (:mod:`worker.masking`), and its log
+fields remembered for Celery's lines about it (:mod:`worker.logs`). Messages
 Celery itself refuses later (an unknown task name) are dead-lettered by
 :class:`GuardedConsumer`. Neither ever stops the worker nor the next message.
 """
@@ -32,6 +35,7 @@ from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
+from domain.redaction import redact
 from worker.dead_letters import DeadLetters
 
 logger = logging.getLogger(__name__)
@@ -104,14 +108,38 @@ def check_envelope(raw: bytes, *, task_message: bool = True) -> dict[str, Any]:
     return envelope
 
 
+def _show_masked(envelope: dict[str, Any]) -> None:
+    """What Celery shows of a checked task message: its arguments masked (unless
+    ``BILLING_MASK_PERSONAL_DATA`` is off), and its command's log fields."""
+    from worker.logs import remember_message
+    from worker.masking import mask_argument_reprs, message_log_fields
+    from worker.settings import get_settings
+
+    headers = envelope["headers"]
+    mask = get_settings().mask_personal_data
+    try:
+        body = envelope["body"]
+        if envelope["properties"].get("body_encoding") == "base64":
+            body = base64.b64decode(body).decode("utf-8")
+        args, kwargs, _embed = json.loads(body)
+        if mask:
+            mask_argument_reprs(headers, args, kwargs)
+        remember_message(headers["id"], message_log_fields(headers, kwargs))
+    except Exception:  # a checked message: not expected, and never a reason to refuse it
+        logger.exception("could not mask the arguments of message %s", headers.get("id"))
+        if mask:
+            headers["argsrepr"] = headers["kwargsrepr"] = "(not shown)"
+
+
 class GuardedChannel(_RedisChannel):  # type: ignore[misc]
     """kombu's Redis channel, with every popped message checked before it is delivered."""
 
     def _guarded(self, raw: bytes, queue: str) -> dict[str, Any] | None:
         from worker.celery_app import CONSUMED_QUEUES
 
+        task_message = queue in CONSUMED_QUEUES
         try:
-            return check_envelope(raw, task_message=queue in CONSUMED_QUEUES)
+            envelope = check_envelope(raw, task_message=task_message)
         except Exception as why:  # Rejected, or a case the checks did not foresee
             try:
                 with self.conn_or_acquire() as client:  # not the BRPOP connection
@@ -120,6 +148,9 @@ class GuardedChannel(_RedisChannel):  # type: ignore[misc]
                 logger.exception("could not record a dead letter from %s", queue)
             logger.error("dead letter from queue %s: %s", queue, why)
             return None
+        if task_message:
+            _show_masked(envelope)
+        return envelope
 
     def _brpop_read(self, **options: Any) -> bool:
         # kombu's own _brpop_read (5.7), with the envelope checked before delivery.
@@ -160,6 +191,14 @@ class GuardedRedisTransport(_RedisTransport):  # type: ignore[misc]
     Channel = GuardedChannel
 
 
+def _logged(body: Any) -> Any:
+    """A refused message's body as Celery's own handling logs it: masked (the dead letter
+    keeps it whole)."""
+    from worker.settings import get_settings
+
+    return redact(body) if get_settings().mask_personal_data else body
+
+
 class GuardedConsumer(Consumer):
     """The worker's consumer: messages Celery refuses after the transport's guard (an unknown
     task name, a message it cannot decode or accept) are dead-lettered before Celery's own
@@ -181,15 +220,15 @@ class GuardedConsumer(Consumer):
     def on_unknown_task(self, body: Any, message: Any, exc: Exception) -> None:
         name = (getattr(message, "headers", None) or {}).get("task")
         self._record(message, f"unknown task {name!r}")
-        super().on_unknown_task(body, message, exc)
+        super().on_unknown_task(_logged(body), message, exc)
 
     def on_unknown_message(self, body: Any, message: Any) -> None:
         self._record(message, "not a task message")
-        super().on_unknown_message(body, message)
+        super().on_unknown_message(_logged(body), message)
 
     def on_invalid_task(self, body: Any, message: Any, exc: Exception) -> None:
         self._record(message, f"invalid task message: {exc}")
-        super().on_invalid_task(body, message, exc)
+        super().on_invalid_task(_logged(body), message, exc)
 
     def on_decode_error(self, message: Any, exc: Exception) -> None:
         self._record(message, f"message cannot be decoded: {exc}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery.signals import after_setup_logger, after_setup_task_logger, worker_process_init
+from celery.signals import celeryd_init, setup_logging, worker_process_init
 from kombu import Queue
 
 from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY
@@ -67,7 +67,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_track_started": True,
         "task_send_sent_event": True,
         "worker_send_task_events": True,
-        "result_extended": True,
+        # The result backend keeps a task's outcome (masked, tasks/base.py), not its
+        # arguments: nothing reads them there, and they hold personal data.
+        "result_extended": False,
         "result_expires": 86_400,
         "beat_schedule": {
             "republish-stalled-commands": {
@@ -101,22 +103,39 @@ def create_celery_app(settings: Settings | None = None) -> CommandApp:
     built on first use."""
     from worker.bootstrap import bootstrap
 
-    app = CommandApp("billing_worker", application=bootstrap, include=TASK_MODULES)
-    app.conf.update(celery_config(settings or get_settings()))
+    settings = settings or get_settings()
+    app = CommandApp(
+        "billing_worker",
+        application=bootstrap,
+        include=TASK_MODULES,
+        # Messages we publish show their arguments masked (worker/masking.py).
+        amqp="worker.masking:MaskingAMQP" if settings.mask_personal_data else None,
+    )
+    app.conf.update(celery_config(settings))
     return app
 
 
 app = create_celery_app()
 
 
-def _escape_control_characters(logger: Any, **_: Any) -> None:
-    from worker.logs import install_on_celery_logger
+@setup_logging.connect
+def _configure_logging(loglevel: int | str | None = None, **_: Any) -> None:
+    # Connected, this replaces Celery's own logging set-up in workers and beat: one handler,
+    # JSON or console lines naming their command, personal data masked (worker/logs.py).
+    from worker.logs import configure_from_settings
 
-    install_on_celery_logger(logger)
+    configure_from_settings(loglevel)
 
 
-after_setup_logger.connect(_escape_control_characters, weak=False)
-after_setup_task_logger.connect(_escape_control_characters, weak=False)
+@celeryd_init.connect
+def _log_from_the_start(options: dict[str, Any] | None = None, **_: Any) -> None:
+    # A worker warns (running as root…) before Celery sets its logging up: in our format too.
+    import logging
+
+    from worker.logs import configure_from_settings
+
+    configure_from_settings((options or {}).get("loglevel"))
+    logging.captureWarnings(True)
 
 
 @worker_process_init.connect

@@ -192,15 +192,23 @@ def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
+def _celery(log_format: str) -> list[str]:
+    # Celery prints its banner on stdout, beside the log lines: not in a file of JSON lines.
+    return ["celery", "-A", "worker.celery_app", *(["--quiet"] if log_format == "json" else [])]
+
+
 def celery_worker_argv(
-    *, concurrency: int = 2, hostname: str = "worker@%h", loglevel: str = "INFO"
+    *,
+    concurrency: int = 2,
+    hostname: str = "worker@%h",
+    loglevel: str = "INFO",
+    log_format: str = "json",
 ) -> list[str]:
+    """A worker's command line; ``log_format`` is the ``BILLING_LOG_FORMAT`` it runs with."""
     from worker.celery_app import CONSUMED_QUEUES
 
     return python_module(
-        "celery",
-        "-A",
-        "worker.celery_app",
+        *_celery(log_format),
         "worker",
         "-E",
         "--without-mingle",
@@ -221,11 +229,12 @@ def flower_env(user: str, password: str) -> dict[str, str]:
     return {"FLOWER_BASIC_AUTH": f"{user}:{password}"}
 
 
-def celery_beat_argv(schedule_file: Path, loglevel: str = "INFO") -> list[str]:
+def celery_beat_argv(
+    schedule_file: Path, loglevel: str = "INFO", log_format: str = "json"
+) -> list[str]:
+    """Beat's command line; ``log_format`` is the ``BILLING_LOG_FORMAT`` it runs with."""
     return python_module(
-        "celery",
-        "-A",
-        "worker.celery_app",
+        *_celery(log_format),
         "beat",
         "-s",
         str(schedule_file),

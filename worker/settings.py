@@ -11,7 +11,7 @@ import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -230,6 +230,18 @@ class Settings(BaseSettings):
         "the application clock. Production keeps real time.",
     )
     log_level: str = "INFO"
+    log_format: Literal["json", "console"] = Field(
+        default="json",
+        description="How the API, workers and beat write log lines: `json`, one JSON object "
+        "a line (the default of the separate processes), or `console`, text for a terminal "
+        "(the default under `up`).",
+    )
+    mask_personal_data: bool = Field(
+        default=True,
+        description="Mask personal data (emails, phones, addresses, tax ids, names) wherever "
+        "commands are shown: Flower, Celery's events, the result backend and log lines. "
+        "Off: shown whole, for local debugging only.",
+    )
 
     def resolved_database_url(self) -> str:
         if self.database_url:

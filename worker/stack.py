@@ -88,6 +88,13 @@ def demo_credentials(settings: Settings) -> tuple[str, str, bool]:
     return client_id, secret, True
 
 
+def children_log_format(settings: Settings) -> str:
+    """The log format of the processes ``up`` starts: lines for a terminal, unless
+    ``BILLING_LOG_FORMAT`` says otherwise (the separate processes of a deployment write JSON
+    by default)."""
+    return settings.log_format if "log_format" in settings.model_fields_set else "console"
+
+
 def elapsed_since(start: float) -> str:
     return f"{time.monotonic() - start:.1f}s"
 
@@ -115,7 +122,11 @@ class LocalStack:
                     f"(--api-port / --flower-port)"
                 )
 
-        env: dict[str, str] = {"BILLING_DATA_DIR": str(self.data_dir)}
+        log_format = children_log_format(settings)
+        env: dict[str, str] = {
+            "BILLING_DATA_DIR": str(self.data_dir),
+            "BILLING_LOG_FORMAT": log_format,
+        }
         redis_url = settings.redis_url or start_redis(
             self.group, self.data_dir / "redis", log_path=logs / "redis.log"
         )
@@ -176,7 +187,9 @@ class LocalStack:
         metrics_host = settings.metrics_host
         self.group.start(
             "worker",
-            celery_worker_argv(concurrency=self.concurrency, loglevel=settings.log_level),
+            celery_worker_argv(
+                concurrency=self.concurrency, loglevel=settings.log_level, log_format=log_format
+            ),
             env={
                 **env,
                 **worker_metrics_env(worker_metrics_port, self.data_dir / "metrics" / "worker"),
@@ -185,7 +198,7 @@ class LocalStack:
         )
         self.group.start(
             "beat",
-            celery_beat_argv(self.data_dir / "celerybeat-schedule", settings.log_level),
+            celery_beat_argv(self.data_dir / "celerybeat-schedule", settings.log_level, log_format),
             env={**env, "BILLING_BEAT_METRICS_PORT": str(beat_metrics_port)},
             log_path=logs / "beat.log",
         )

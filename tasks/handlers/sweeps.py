@@ -49,7 +49,12 @@ def publish_due_changes(app: Application) -> int:
                 priority=BULK_MESSAGE_PRIORITY,
             )
         except Exception:
-            logger.warning("could not publish %s; releasing it", command.command_id, exc_info=True)
+            logger.warning(
+                "could not publish %s; releasing it",
+                command.command_id,
+                exc_info=True,
+                extra={"command_id": command.command_id, "change_id": claim.change_id},
+            )
             release_claim(claim, app)
             continue
         published += 1

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -17,6 +18,7 @@ import httpx
 import pytest
 import redis
 import stripe  # noqa: TID251 - the test talks to the emulator as any Stripe client would
+from celery import Celery
 
 from tests.support.stack import eventually
 from worker.embedded import free_port
@@ -293,6 +295,86 @@ def test_up_runs_redis_with_a_password_kept_out_of_sight(local_stack: dict[str, 
     data_dir = Path(local_stack["data_dir"])
     assert (data_dir / "stack.json").stat().st_mode & 0o077 == 0
     assert (data_dir / "redis" / "redis-password").stat().st_mode & 0o077 == 0
+
+
+def _flower_task(local_stack: dict[str, Any], task_id: str) -> dict[str, Any]:
+    """The task as Flower's API shows it, once it succeeded."""
+
+    def shown() -> dict[str, Any] | None:
+        tasks = httpx.get(
+            f"{local_stack['flower_url']}/api/tasks", auth=("admin", "flower-pw"), timeout=5
+        ).json()
+        task = tasks.get(task_id)
+        return task if task and task.get("state") == "SUCCESS" and task.get("kwargs") else None
+
+    return eventually(shown, 30, f"Flower to show {task_id} succeeded")
+
+
+def _personal(name: str, email: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "email": email,
+        "phone": "+442079460958",
+        "address": {"line1": "221B Baker Street", "postal_code": "NW1 6XE", "country": "GB"},
+        "tax_data": [{"type": "vat", "id": "GB123456789"}],
+    }
+
+
+def test_flower_the_result_backend_and_the_logs_show_no_personal_data(
+    local_stack: dict[str, Any],
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    over_http = _cli(local_stack, "orgs", "create", "--name", f"http-{tag}", "--json")
+    on_queue = _cli(local_stack, "orgs", "create", "--name", f"queue-{tag}", "--json")
+    http_email, queue_email = f"ada.{tag}@people.example", f"grace.{tag}@people.example"
+    response = httpx.post(
+        f"{local_stack['api_url']}/v1beta1/organizations/{over_http['id']}/billing",
+        json={"body": _personal("Ada Lovelace Ltd", http_email), "offline": False},
+        auth=(local_stack["client_id"], local_stack["client_secret"]),
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    # Another service's plain Celery client, publishing straight onto the queue.
+    publisher = Celery("another-service", broker=local_stack["redis_url"])
+    publisher.conf.update(task_serializer="json", accept_content=["json"])
+    queue_task = str(uuid.uuid4())
+    try:
+        publisher.send_task(
+            "billing.create_account",
+            queue="billing",
+            task_id=queue_task,
+            kwargs={
+                "command_id": f"queued-{tag}",
+                "org_id": on_queue["id"],
+                "account": _personal("Grace Hopper Ltd", queue_email),
+                "offline": True,
+            },
+        )
+    finally:
+        publisher.close()
+    backend = redis.Redis.from_url(local_stack["redis_url"])
+
+    for task_id, email in ((response.headers["Command-Id"], http_email), (queue_task, queue_email)):
+        task = _flower_task(local_stack, task_id)
+        shown = json.dumps(task)
+        for personal in (email, "+442079460958", "Baker Street", "GB123456789", "Lovelace"):
+            assert personal not in shown, (personal, task)
+        masked_email = f"{email[0]}***@people.example"
+        assert masked_email in task["kwargs"]
+        assert masked_email in task["result"]
+        assert "+44*******958" in task["result"]
+        stored = backend.get(f"celery-task-meta-{task_id}")
+        assert isinstance(stored, bytes)
+        assert email.encode() not in stored
+        assert masked_email.encode() in stored
+
+    logs = Path(local_stack["logs"])
+    for log in logs.glob("*.log"):
+        if log.name == "stripe-emulator.log":  # Stripe's side: it keeps what it is sent
+            continue
+        text = log.read_text(errors="replace")
+        for personal in (http_email, queue_email, "+442079460958", "Baker Street"):
+            assert personal not in text, (personal, log.name)
 
 
 def test_sigterm_stops_every_process_up_started(local_stack: dict[str, Any]) -> None:

@@ -9,7 +9,9 @@ request is marked eager, as ``Task.apply`` marks it, so that a retry is raised a
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,12 +23,13 @@ import tasks.billing
 import tasks.subscriptions
 import tasks.users
 from domain.billing import BillingAccountState, CreateBillingAccount
-from domain.errors import ErrorCode, TransientError
+from domain.errors import ErrorCode, InvalidArgument, TransientError
 from domain.messages import CommandStatus
 from domain.users import EnableUser, UserState
 from tasks.base import CommandFailed
 from tasks.runtime import CommandApp
 from tests.support.fakes import (
+    DEFAULT_RUNNER_POLICY,
     DatabaseUnavailable,
     FakeApplication,
     a_user,
@@ -463,3 +466,52 @@ def test_a_retry_that_cannot_be_recorded_still_happens(
         create_account(worker, retries=1)
     app.clock.advance(timedelta(minutes=11))
     assert create_account(worker, retries=2)["billing_account"]["state"] == "active"
+
+
+# --- what Celery shows of a command -----------------------------------------------------------
+
+
+def test_the_task_returns_the_result_masked_while_the_command_log_keeps_it_whole(
+    worker: CommandApp, app: FakeApplication
+) -> None:
+    shown = create_account(worker)
+
+    assert shown["billing_account"]["email"] == "b***@acme.example"
+    assert shown["billing_account"]["name"] == "A***"
+    recorded = app.commands["c-create"].result
+    assert recorded is not None
+    assert recorded["billing_account"]["email"] == "billing@acme.example"
+    assert create_account(worker) == shown  # a replay shows the same
+
+
+def test_a_failed_command_s_message_is_masked_and_its_error_whole(
+    worker: CommandApp, app: FakeApplication
+) -> None:
+    app.provider.fail_next(
+        "create_customer",
+        InvalidArgument.for_fields(
+            "the billing provider rejected the request: Invalid email billing@acme.example",
+            [("account.email", "Invalid email billing@acme.example")],
+        ),
+    )
+
+    with pytest.raises(CommandFailed) as failed:
+        create_account(worker)
+
+    assert "billing@acme.example" not in str(failed.value)
+    assert "b***@acme.example" in str(failed.value)
+    shown_traceback = "".join(traceback.format_exception(failed.value))
+    assert "billing@acme.example" not in shown_traceback
+    assert "billing@acme.example" in failed.value.error["message"]
+
+
+def test_with_masking_off_the_task_returns_the_whole_result() -> None:
+    app = FakeApplication(policy=replace(DEFAULT_RUNNER_POLICY, mask_personal_data=False))
+    app.db.seed(an_organization("org_1"))
+    celery = CommandApp("unit-tests", application=lambda: app, set_as_current=False)
+    try:
+        shown = create_account(celery)
+    finally:
+        celery.close()
+
+    assert shown["billing_account"]["email"] == "billing@acme.example"

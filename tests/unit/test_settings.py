@@ -36,3 +36,30 @@ def test_settings_are_read_from_billing_environment_variables(
 def test_other_commands_find_the_redis_that_up_started(tmp_path: Path) -> None:
     (tmp_path / "stack.json").write_text('{"redis_url": "redis://127.0.0.1:4242/0"}')
     assert Settings(data_dir=tmp_path).resolved_redis_url() == "redis://127.0.0.1:4242/0"
+
+
+def test_processes_log_json_lines_by_default_and_up_s_children_console_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from worker.stack import children_log_format
+
+    monkeypatch.delenv("BILLING_LOG_FORMAT", raising=False)
+    assert Settings().log_format == "json"
+    assert children_log_format(Settings()) == "console"
+
+
+def test_up_s_children_log_json_lines_when_the_environment_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from worker.stack import children_log_format
+
+    monkeypatch.setenv("BILLING_LOG_FORMAT", "json")
+
+    assert children_log_format(Settings().model_copy(update={"api_port": 9000})) == "json"
+
+
+def test_personal_data_is_masked_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BILLING_MASK_PERSONAL_DATA", raising=False)
+    assert Settings().mask_personal_data is True
+    monkeypatch.setenv("BILLING_MASK_PERSONAL_DATA", "false")
+    assert Settings().mask_personal_data is False

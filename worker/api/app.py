@@ -7,7 +7,6 @@ what routes share in ``state.py``.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -26,7 +25,7 @@ from worker.bootstrap import Services, bootstrap
 from worker.celery_app import create_celery_app
 from worker.clients import ClientAuthenticator, FailureThrottle
 from worker.db.engine import session_factory
-from worker.logs import install as install_log_escaping
+from worker.logs import configure_from_settings
 
 ROUTERS = (
     users.router,
@@ -45,9 +44,6 @@ def create_app(svc: Services | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         resolved = svc or bootstrap()
         settings = resolved.settings
-        install_log_escaping(
-            logging.getLogger(), logging.getLogger("uvicorn"), logging.getLogger("uvicorn.error")
-        )
         redis = aioredis.Redis.from_url(settings.resolved_redis_url())
         celery = create_celery_app(settings)
         app.state.api = ApiState(
@@ -93,5 +89,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
 
 
 def asgi_app() -> FastAPI:
-    """Factory for ``uvicorn --factory worker.api.app:asgi_app``."""
+    """Factory for ``uvicorn --factory worker.api.app:asgi_app``. uvicorn calls it before it
+    logs anything of its own, so every line of the process is in the configured format."""
+    configure_from_settings()
     return create_app()

@@ -126,7 +126,10 @@ class CommandGateway:
             publish_recorded(record, CeleryPublisher(self.celery), self.commands)
         except Exception:
             logger.warning(
-                "publishing command %s failed; the sweep will retry", record.id, exc_info=True
+                "publishing command %s failed; the sweep will retry",
+                record.id,
+                exc_info=True,
+                extra={"command_id": record.id, "task": record.type},
             )
 
     async def wait(self, command_id: str, timeout: float) -> CommandRecord:
@@ -136,7 +139,11 @@ class CommandGateway:
         try:
             return await self._wait_notified(command_id, deadline)
         except RedisError:
-            logger.warning("redis unavailable while waiting for %s; polling", command_id)
+            logger.warning(
+                "redis unavailable while waiting for %s; polling",
+                command_id,
+                extra={"command_id": command_id},
+            )
         while True:
             record = await to_thread.run_sync(self.commands.get, command_id)
             assert record is not None

@@ -27,6 +27,8 @@ WORKER_ENV = (
     "BILLING_METRICS_HOST",
     "PROMETHEUS_MULTIPROC_DIR",
     "BILLING_LOG_LEVEL",
+    "BILLING_LOG_FORMAT",
+    "BILLING_MASK_PERSONAL_DATA",
 )
 API_ENV = (
     "BILLING_API_HOST",
@@ -39,6 +41,8 @@ API_ENV = (
     "BILLING_AUTH_MAX_FAILURES_PER_CLIENT",
     "BILLING_AUTH_MAX_FAILURES_PER_SOURCE",
     "BILLING_LOG_LEVEL",
+    "BILLING_LOG_FORMAT",
+    "BILLING_MASK_PERSONAL_DATA",
 )
 FLOWER_ENV = (
     "BILLING_FLOWER_PORT",
@@ -55,6 +59,8 @@ BEAT_ENV = (
     "BILLING_BEAT_METRICS_PORT",
     "BILLING_METRICS_HOST",
     "BILLING_LOG_LEVEL",
+    "BILLING_LOG_FORMAT",
+    "BILLING_MASK_PERSONAL_DATA",
 )
 
 
@@ -132,7 +138,7 @@ def worker(celery_args: tuple[str, ...]) -> None:
             settings.data_dir / "metrics" / f"worker-{settings.worker_metrics_port}"
         )
         os.environ.update(worker_metrics_env(settings.worker_metrics_port, Path(directory)))
-    argv = celery_worker_argv(loglevel=settings.log_level)
+    argv = celery_worker_argv(loglevel=settings.log_level, log_format=settings.log_format)
     os.execv(argv[0], [*argv, *celery_args])
 
 
@@ -143,7 +149,9 @@ def beat() -> None:
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    argv = celery_beat_argv(settings.data_dir / "celerybeat-schedule", settings.log_level)
+    argv = celery_beat_argv(
+        settings.data_dir / "celerybeat-schedule", settings.log_level, settings.log_format
+    )
     os.execv(argv[0], argv)
 
 

@@ -25,7 +25,9 @@ def build_engine(url: str, lock_timeout: float | None = None) -> Engine:
         lock_timeout = get_settings().database_lock_timeout_seconds
     if url.startswith("sqlite"):
         engine = create_engine(
-            url, connect_args={"check_same_thread": False, "timeout": lock_timeout}
+            url,
+            connect_args={"check_same_thread": False, "timeout": lock_timeout},
+            hide_parameters=True,  # a statement's values (emails…) stay out of its errors
         )
 
         def pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -45,6 +47,7 @@ def build_engine(url: str, lock_timeout: float | None = None) -> Engine:
         pool_size=5,
         max_overflow=10,
         connect_args={"options": f"-c lock_timeout={int(lock_timeout * 1000)}"},
+        hide_parameters=True,
     )
 
 

@@ -1,0 +1,56 @@
+"""What every log line of a running command carries: its id, task, attempt and the ids it
+touches.
+
+The runner (:meth:`tasks.base.CommandTask.run_command`) binds the fields when a delivery
+starts; a logging filter (``worker.logs``) adds them to every record logged meanwhile in that
+context, whoever logs it (the runner, a handler, the Stripe adapter, Celery's own lines about
+the task). Only values shaped as ids are taken from a message: a foreign publisher cannot put
+an email into a log line through an id field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextvars import ContextVar
+from typing import Any
+
+from domain.messages import is_id
+
+ID_FIELDS = ("org_id", "billing_account_id", "subscription_id", "change_id", "user_id")
+"""The ids of a command message that its log lines name, where the message has them."""
+
+LogFields = Mapping[str, str | int]
+
+_fields: ContextVar[LogFields | None] = ContextVar("billing_command_log_fields", default=None)
+
+
+def command_fields(
+    *, command_id: str, task: str, task_id: str, attempt: int, values: Mapping[str, Any]
+) -> dict[str, str | int]:
+    """The log fields of one delivery of a command: ``values`` are its message's fields (or
+    the validated command's), of which the id fields shaped as ids are kept."""
+    fields: dict[str, str | int] = {
+        "command_id": command_id,
+        "task": task,
+        "task_id": task_id,
+        "attempt": attempt,
+    }
+    for name in ID_FIELDS:
+        value = values.get(name)
+        if is_id(value):
+            fields[name] = value
+    return fields
+
+
+def bind(fields: LogFields) -> None:
+    """Let every record logged from now on in this context carry ``fields``."""
+    _fields.set(dict(fields))
+
+
+def unbind() -> None:
+    _fields.set(None)
+
+
+def current() -> LogFields:
+    """The fields bound in this context (empty outside a command)."""
+    return _fields.get() or {}

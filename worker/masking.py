@@ -1,0 +1,77 @@
+"""Where Celery shows a command's arguments, they are masked (rules: ``domain.redaction``).
+
+Celery's events (and so Flower) and its log lines show a task's arguments as the ``argsrepr``
+and ``kwargsrepr`` headers of its message, written by whoever published it:
+
+* a worker rewrites both headers of every message it takes, from the message's own arguments,
+  before Celery reads them (:func:`mask_argument_reprs`, called by the guarded transport in
+  ``worker.broker``): a service publishing straight onto the queue may have written anything,
+  or nothing, there;
+* our own publishers (the API, beat's sweeps, a task's retry) write them masked
+  (:class:`MaskingAMQP`, the ``amqp`` class of our Celery app), so their ``task-sent`` events
+  show no personal data either.
+
+Results are masked by the runner (``tasks.base``); the result backend keeps no arguments
+(``result_extended`` is off). ``BILLING_MASK_PERSONAL_DATA=false`` turns all of it off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery.app.amqp import AMQP
+from celery.utils.saferepr import saferepr
+
+from domain.messages import is_id
+from domain.redaction import redact
+from tasks.log_context import command_fields
+
+REPR_MAX_SIZE = 1024
+"""As Celery's own ``argsrepr``/``kwargsrepr``."""
+
+
+def masked_repr(value: Any) -> str:
+    """The repr Celery shows of a task's ``args`` or ``kwargs``, personal data masked."""
+    return saferepr(redact(value), REPR_MAX_SIZE)
+
+
+def mask_argument_reprs(headers: dict[str, Any], args: Any, kwargs: Any) -> None:
+    """Rewrite a task message's ``argsrepr`` and ``kwargsrepr`` headers from its arguments."""
+    headers["argsrepr"] = masked_repr(args)
+    headers["kwargsrepr"] = masked_repr(kwargs)
+
+
+def message_log_fields(headers: dict[str, Any], kwargs: Any) -> dict[str, str | int]:
+    """The log fields (``tasks.log_context``) of a task message, from its headers and
+    keyword arguments: what Celery's lines about it carry before its command runs."""
+    values = kwargs if isinstance(kwargs, dict) else {}
+    task_id = str(headers.get("id"))
+    given = values.get("command_id")
+    retries = headers.get("retries")
+    return command_fields(
+        command_id=given if is_id(given, max_length=64) else task_id,
+        task=str(headers.get("task")),
+        task_id=task_id,
+        attempt=(retries if isinstance(retries, int) else 0) + 1,
+        values=values,
+    )
+
+
+class MaskingAMQP(AMQP):
+    """Celery's message maker, writing masked ``argsrepr``/``kwargsrepr`` (those of the
+    ``task-sent`` event too) unless a caller gave its own."""
+
+    def as_task_v2(
+        self,
+        task_id: str,
+        name: str,
+        args: Any = None,
+        kwargs: Any = None,
+        *rest: Any,
+        **options: Any,
+    ) -> Any:
+        if options.get("argsrepr") is None:
+            options["argsrepr"] = masked_repr(args if args is not None else ())
+        if options.get("kwargsrepr") is None:
+            options["kwargsrepr"] = masked_repr(kwargs if kwargs is not None else {})
+        return super().as_task_v2(task_id, name, args, kwargs, *rest, **options)
