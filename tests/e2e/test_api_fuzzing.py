@@ -23,7 +23,7 @@ from worker.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 
-FUZZ_SECONDS = int(os.environ.get("BILLING_FUZZ_SECONDS", "45"))
+FUZZ_SECONDS = int(os.environ.get("BILLING_FUZZ_SECONDS", "30"))
 CHECKS = (
     "not_a_server_error",
     "status_code_conformance",
