@@ -30,9 +30,9 @@ def command_fields(
     """The log fields of one delivery of a command: ``values`` are its message's fields (or
     the validated command's), of which the id fields shaped as ids are kept."""
     fields: dict[str, str | int] = {
-        "command_id": command_id,
-        "task": task,
-        "task_id": task_id,
+        "command_id": shown_id(command_id),
+        "task": shown_id(task),
+        "task_id": shown_id(task_id),
         "attempt": attempt,
     }
     for name in ID_FIELDS:
@@ -40,6 +40,12 @@ def command_fields(
         if is_id(value):
             fields[name] = value
     return fields
+
+
+def shown_id(value: object) -> str:
+    """``value`` if it is shaped as an id, else ``(invalid)``: a publisher's header cannot
+    forge a log line or carry personal data into one."""
+    return value if is_id(value, max_length=255) else "(invalid)"
 
 
 def bind(fields: LogFields) -> None:

@@ -114,9 +114,9 @@ class AddCommandContext(logging.Filter):
         if isinstance(data, Mapping) and isinstance(data.get("id"), str):
             task_id = data["id"]
             fields = {**_remembered(task_id), **fields}
-            fields.setdefault("task_id", task_id)
+            fields.setdefault("task_id", log_context.shown_id(task_id))
             if isinstance(data.get("name"), str):
-                fields.setdefault("task", data["name"])
+                fields.setdefault("task", log_context.shown_id(data["name"]))
         for name, value in fields.items():
             if name in CONTEXT_FIELDS and not hasattr(record, name):
                 setattr(record, name, value)

@@ -35,6 +35,10 @@ from prometheus_client.registry import Collector
 logger = logging.getLogger(__name__)
 
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+if os.environ.get(MULTIPROC_DIR_ENV):
+    # prometheus-client opens a file there for each metric made below, at import: a directory
+    # named in the environment but not made yet (a fresh container) must not stop the process.
+    Path(os.environ[MULTIPROC_DIR_ENV]).mkdir(parents=True, exist_ok=True)
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 RUN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)

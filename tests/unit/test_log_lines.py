@@ -139,3 +139,18 @@ def test_an_exception_nothing_caught_is_a_json_line_too() -> None:
     line = json.loads(stream.getvalue())
     assert (line["level"], line["message"]) == ("CRITICAL", "uncaught exception")
     assert "RuntimeError: beat fell over" in line["exc_info"]
+
+
+def test_a_publishers_task_name_or_id_that_is_not_an_id_cannot_reach_a_log_line() -> None:
+    from tasks.log_context import command_fields
+
+    fields = command_fields(
+        command_id="c1",
+        task="users.enable\n[forged] ada@example.com",
+        task_id="ada@example.com",
+        attempt=1,
+        values={},
+    )
+
+    assert (fields["task"], fields["task_id"]) == ("(invalid)", "(invalid)")
+    assert fields["command_id"] == "c1"

@@ -3,6 +3,9 @@ worker node's multiprocess directory emptied at start, and an outcome's apply la
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -96,3 +99,17 @@ def test_an_applied_change_in_a_result_observes_its_apply_lag_and_others_do_not(
     ):
         command_finished("test.metrics", "succeeded", created, created, result)
     assert sample("billing_apply_lag_seconds_count") == lags + 1
+
+
+def test_a_worker_whose_metrics_directory_does_not_exist_yet_still_starts(tmp_path: Path) -> None:
+    missing = tmp_path / "fresh-container" / "metrics"
+    started = subprocess.run(
+        [sys.executable, "-c", "import worker.metrics"],
+        env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(missing)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert started.returncode == 0, started.stderr
+    assert missing.is_dir()

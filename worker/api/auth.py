@@ -78,7 +78,13 @@ async def authenticated_client(request: Request, state: State) -> Caller:
     # Counted as failed before the hash, so that guesses sent at once cannot overrun the
     # limit while they are being verified; forgiven if the secret proves right.
     attempts = [(throttle, key, throttle.failed(key)) for throttle, key in throttles]
-    grant = await authenticator.verify_async(client_id, secret)
+    try:
+        grant = await authenticator.verify_async(client_id, secret)
+    except Exception:
+        # Not a wrong secret (the database is unreachable, say): it must not count as one.
+        for throttle, key, at in attempts:
+            throttle.forgive(key, at)
+        raise
     if grant is None:
         raise ApiError(ErrorCode.UNAUTHENTICATED, "invalid client credentials", headers=challenge)
     for throttle, key, at in attempts:

@@ -156,7 +156,8 @@ def clients_disable(client_id: str, as_json: bool) -> None:
 @click.argument("client_id")
 @as_json_option
 def clients_rotate_secret(client_id: str, as_json: bool) -> None:
-    """Give a client a new secret, printed once; the old one stops working."""
+    """Give a client a new secret, printed once; the old one stops working (within
+    BILLING_AUTH_CACHE_SECONDS in API processes that verified it recently)."""
     from worker.clients import rotate_secret
 
     svc = services()
