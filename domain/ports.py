@@ -159,6 +159,11 @@ class EventOutbox(Protocol):
 
     def count_unpublished(self) -> int: ...
 
+    def prune_published(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` events published before ``before`` that no delivery refers
+        to any more, oldest first; returns how many went."""
+        ...
+
 
 class WebhookEndpointRepository(Protocol):
     def get(self, endpoint_id: str, *, for_update: bool = False) -> WebhookEndpoint | None: ...
@@ -206,6 +211,11 @@ class WebhookDeliveryRepository(Protocol):
         limit: int = 100,
     ) -> list[WebhookDelivery]:
         """Deliveries, newest first."""
+        ...
+
+    def prune_finished(self, state: DeliveryState, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` deliveries that ended in ``state`` (succeeded or failed)
+        before ``before``, oldest first; returns how many went."""
         ...
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 from celery import shared_task
 
 from tasks.handlers.retention import prune_command_log as prune
+from tasks.handlers.retention import prune_outbox
 from tasks.handlers.sweeps import republish_stalled_commands as republish
 from tasks.runtime import ApplicationTask
 
 REPUBLISH_STALLED_COMMANDS = "maintenance.republish_stalled_commands"
 PRUNE_COMMAND_LOG = "maintenance.prune_command_log"
-"""Beat's sweep of finished commands older than their retention (a batch budget per run)."""
+"""Beat's sweep of finished commands older than their retention (a batch budget per run),
+and of the outbox's deliveries and events (the same retention)."""
 
 
 @shared_task(name=REPUBLISH_STALLED_COMMANDS, base=ApplicationTask, bind=True, ignore_result=True)
@@ -20,4 +22,5 @@ def republish_stalled_commands(self: ApplicationTask) -> int:
 
 @shared_task(name=PRUNE_COMMAND_LOG, base=ApplicationTask, bind=True, ignore_result=True)
 def prune_command_log(self: ApplicationTask) -> int:
-    return prune(self.application).total
+    application = self.application
+    return prune(application).total + prune_outbox(application)

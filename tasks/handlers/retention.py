@@ -5,11 +5,13 @@ a batch at a time (``domain.retention``). Run by beat's sweep and by
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from domain.messages import CommandStatus
-from domain.ports import Application
+from domain.ports import Application, UnitOfWork
+from domain.webhooks import DeliveryState
 
 logger = logging.getLogger(__name__)
 
@@ -81,3 +83,46 @@ def due_for_pruning(app: Application) -> list[Pruned]:
         Pruned(status, before, app.commands.count_finished(status, before))
         for status, before in retention.cutoffs(app.clock.now())
     ]
+
+
+def prune_outbox(app: Application) -> int:
+    """Delete what the events outbox no longer needs, a batch per short transaction within
+    the policy's batch budget: deliveries as commands (succeeded after the succeeded
+    retention, failed ones after the longer failed retention, kept for replay), then the
+    published events older than the failed retention that no delivery refers to any more.
+    Returns how many rows went."""
+    retention = app.policy.command_retention
+    now = app.clock.now()
+    steps: list[tuple[str, Callable[[UnitOfWork], int]]] = [
+        (
+            "succeeded deliveries",
+            lambda uow: uow.webhook_deliveries.prune_finished(
+                DeliveryState.SUCCEEDED, now - retention.succeeded_for, retention.batch_size
+            ),
+        ),
+        (
+            "failed deliveries",
+            lambda uow: uow.webhook_deliveries.prune_finished(
+                DeliveryState.FAILED, now - retention.failed_for, retention.batch_size
+            ),
+        ),
+        (
+            "events",
+            lambda uow: uow.events.prune_published(
+                now - retention.failed_for, retention.batch_size
+            ),
+        ),
+    ]
+    batches = total = 0
+    for what, prune in steps:
+        while batches < retention.max_batches_per_sweep:
+            with app.unit_of_work() as uow:
+                deleted = prune(uow)
+                uow.commit()
+            batches += 1
+            total += deleted
+            if deleted:
+                logger.info("pruned %d %s from the outbox", deleted, what)
+            if deleted < retention.batch_size:
+                break
+    return total

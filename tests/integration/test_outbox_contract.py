@@ -201,3 +201,42 @@ def test_deliveries_of_a_subject_to_an_endpoint_know_which_comes_before_and_afte
     assert before_second is None
     assert [each.id for each in unfinished] == [second.id, other_subject.id, third.id]
     assert [each.id for each in failed] == [first.id]
+
+
+def test_finished_deliveries_and_delivered_events_are_pruned_oldest_first_and_nothing_else(
+    store: Store,
+) -> None:
+    hook = endpoint()
+    registered(store, hook)
+    old_event, kept_event, undelivered_event = (enabled_event(f"usr_{n}") for n in range(3))
+    write(store, old_event, kept_event, undelivered_event)
+    done, failed, pending = (
+        delivery(hook, 1, event_id=old_event.id),
+        delivery(hook, 2, event_id=kept_event.id),
+        delivery(hook, 3, event_id=kept_event.id + "x"),
+    )
+    done.succeeded(200, T0)
+    failed.abandon("endpoint disabled", T0)
+    with store() as uow:
+        for each in (done, failed, pending):
+            uow.webhook_deliveries.add(each)
+        recorded = uow.events.unpublished(10)
+        uow.events.mark_published([event.sequence for event in recorded], T0)
+        uow.commit()
+    later = T0 + timedelta(days=1)
+
+    with store() as uow:
+        assert uow.webhook_deliveries.prune_finished(DeliveryState.SUCCEEDED, later, 10) == 1
+        assert uow.webhook_deliveries.prune_finished(DeliveryState.SUCCEEDED, later, 10) == 0
+        with pytest.raises(ValueError, match="never pruned"):
+            uow.webhook_deliveries.prune_finished(DeliveryState.PENDING, later, 10)
+        # The failed delivery still needs its event (to be replayed); the others do not.
+        assert uow.events.prune_published(later, 10) == 2
+        uow.commit()
+
+    with store() as uow:
+        assert uow.events.get(kept_event.id) is not None
+        assert uow.events.get(old_event.id) is None
+        assert uow.events.get(undelivered_event.id) is None
+        assert uow.webhook_deliveries.get(failed.id) is not None
+        assert uow.webhook_deliveries.get(pending.id) is not None

@@ -73,6 +73,19 @@ class FakeEventOutbox:
     def count_unpublished(self) -> int:
         return sum(1 for row in self._rows() if row.published_at is None)
 
+    def prune_published(self, before: datetime, limit: int) -> int:
+        delivered = {delivery.event_id for delivery in self._tx.scan("webhook_deliveries")}
+        old = [
+            row
+            for row in self._rows()
+            if row.published_at is not None
+            and row.published_at < before
+            and row.id not in delivered
+        ][:limit]
+        for row in old:
+            self._tx.delete(self.table, row.id)
+        return len(old)
+
 
 class FakeWebhookEndpointRepository:
     table = "webhook_endpoints"
@@ -198,6 +211,21 @@ class FakeWebhookDeliveryRepository:
         ]
         found.sort(key=lambda delivery: (delivery.created_at, delivery.id), reverse=True)
         return found[:limit]
+
+    def prune_finished(self, state: DeliveryState, before: datetime, limit: int) -> int:
+        if not state.is_finished:
+            raise ValueError(f"a {state.value} delivery has not finished: it is never pruned")
+        old = sorted(
+            (
+                delivery
+                for delivery in self._all()
+                if delivery.state is state and delivery.updated_at < before
+            ),
+            key=lambda delivery: delivery.updated_at,
+        )[:limit]
+        for delivery in old:
+            self._tx.delete(self.table, delivery.id)
+        return len(old)
 
 
 class FakeEventStream:

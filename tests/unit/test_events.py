@@ -20,6 +20,7 @@ from domain.users import EnableUser
 from domain.webhooks import DeliveryState, WebhookEndpoint
 from tasks.handlers.billing import create_billing_account
 from tasks.handlers.events import relay_events
+from tasks.handlers.retention import prune_outbox
 from tasks.handlers.scheduled_changes import apply_scheduled_change
 from tasks.handlers.subscriptions import change_subscription_plan
 from tasks.handlers.users import enable_user
@@ -378,3 +379,25 @@ def test_a_delivery_message_that_cannot_go_is_left_to_the_sweep(app: FakeApplica
     (delivery,) = app.db.rows("webhook_deliveries")
     assert delivery.state is DeliveryState.DELIVERING  # its lease runs out, then a sweep takes it
     assert app.db.rows("events")[0].published_at is not None
+
+
+def test_the_outbox_keeps_deliveries_and_events_as_long_as_the_command_log_keeps_commands(
+    app: FakeApplication,
+) -> None:
+    app.db.seed(WebhookEndpoint.new("https://a.example/hook", ["*"], app.clock.now()))
+    enable_user(EnableUser(command_id="e1", user_id="usr_1"), app)
+    relay_events(app)
+    with app.unit_of_work() as uow:
+        (delivery,) = uow.webhook_deliveries.find()
+        delivery.succeeded(200, app.clock.now())
+        uow.webhook_deliveries.save(delivery)
+        uow.commit()
+
+    app.clock.advance(timedelta(days=29))
+    assert prune_outbox(app) == 0
+    app.clock.advance(timedelta(days=2))
+    assert prune_outbox(app) == 1  # the succeeded delivery, after 30 days
+    assert len(outbox(app)) == 1
+    app.clock.advance(timedelta(days=60))
+    assert prune_outbox(app) == 1  # the event, after 90 days
+    assert outbox(app) == []

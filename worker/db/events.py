@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import CursorResult, and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from domain.events import Event
@@ -71,6 +72,21 @@ class SqlEventOutbox:
             )
             or 0
         )
+
+    def prune_published(self, before: datetime, limit: int) -> int:
+        delivered = select(WebhookDeliveryRow.id).where(WebhookDeliveryRow.event_id == EventRow.id)
+        oldest = (
+            select(EventRow.sequence)
+            .where(EventRow.published_at < before, ~delivered.exists())
+            .order_by(EventRow.sequence)
+            .limit(limit)
+        )
+        deleted = self._session.execute(
+            delete(EventRow)
+            .where(EventRow.sequence.in_(oldest))
+            .execution_options(synchronize_session=False)
+        )
+        return cast(CursorResult[Any], deleted).rowcount
 
 
 def _recorded(row: EventRow) -> RecordedEvent:
@@ -194,3 +210,18 @@ class SqlWebhookDeliveryRepository(_RowRepository[WebhookDelivery, WebhookDelive
         if event_id is not None:
             query = query.where(row.event_id == event_id)
         return self._all(query.order_by(row.created_at.desc(), row.id.desc()).limit(limit))
+
+    def prune_finished(self, state: DeliveryState, before: datetime, limit: int) -> int:
+        if not state.is_finished:
+            raise ValueError(f"a {state.value} delivery has not finished: it is never pruned")
+        row = WebhookDeliveryRow
+        oldest = (
+            select(row.id)
+            .where(row.state == state.value, row.updated_at < before)
+            .order_by(row.updated_at)
+            .limit(limit)
+        )
+        deleted = self._session.execute(
+            delete(row).where(row.id.in_(oldest)).execution_options(synchronize_session=False)
+        )
+        return cast(CursorResult[Any], deleted).rowcount

@@ -237,7 +237,7 @@ class EventRow(Base):
     command_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     occurred_at: Mapped[datetime] = mapped_column(UTCDateTime)
     document: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
-    published_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    published_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
 
 
 class WebhookEndpointRow(Base):
@@ -266,6 +266,8 @@ class WebhookDeliveryRow(Base):
         UniqueConstraint("event_id", "endpoint_id", name="uq_webhook_deliveries_event_endpoint"),
         # What the sweep looks for: due deliveries and expired leases.
         Index("ix_webhook_deliveries_state_next_attempt_at", "state", "next_attempt_at"),
+        # What retention looks for: the oldest finished deliveries.
+        Index("ix_webhook_deliveries_state_updated_at", "state", "updated_at"),
         # The order of a subject's deliveries to an endpoint.
         Index(
             "ix_webhook_deliveries_unfinished_subject",

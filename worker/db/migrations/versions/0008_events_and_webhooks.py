@@ -41,6 +41,9 @@ def upgrade() -> None:
     with op.batch_alter_table("events", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_events_subject_key"), ["subject_key"], unique=False)
         batch_op.create_index(
+            batch_op.f("ix_events_published_at"), ["published_at"], unique=False
+        )
+        batch_op.create_index(
             "ix_events_unpublished",
             ["sequence"],
             unique=False,
@@ -96,6 +99,9 @@ def upgrade() -> None:
     with op.batch_alter_table("webhook_deliveries", schema=None) as batch_op:
         batch_op.create_index(
             batch_op.f("ix_webhook_deliveries_event_id"), ["event_id"], unique=False
+        )
+        batch_op.create_index(
+            "ix_webhook_deliveries_state_updated_at", ["state", "updated_at"], unique=False
         )
         batch_op.create_index(
             "ix_webhook_deliveries_state_next_attempt_at",
