@@ -197,7 +197,9 @@ def asyncapi_document(
         "action": "send",
         "channel": {"$ref": "#/channels/subscriptions"},
         "summary": "Beat publishes an apply command for each plan change that fell due.",
-        "messages": [{"$ref": f"#/channels/subscriptions/messages/{name}"} for name in BEAT_PUBLISHES],
+        "messages": [
+            {"$ref": f"#/channels/subscriptions/messages/{name}"} for name in BEAT_PUBLISHES
+        ],
     }
 
     channels["webhooks"] = {
@@ -225,21 +227,25 @@ def asyncapi_document(
         for channel, webhook in (("webhooks", True), ("events", False)):
             message = f"{channel}.{event.TYPE}.v{event.VERSION}"
             messages[message] = _event_message(event, schema, key, webhook=webhook)
-            channels[channel]["messages"][event.TYPE] = {
-                "$ref": f"#/components/messages/{message}"
-            }
+            channels[channel]["messages"][event.TYPE] = {"$ref": f"#/components/messages/{message}"}
     operations["deliverWebhooks"] = {
         "action": "send",
         "channel": {"$ref": "#/channels/webhooks"},
         "summary": "Each event is POSTed to every endpoint subscribed to its type.",
         "bindings": {"http": {"method": "POST", "bindingVersion": "0.3.0"}},
-        "messages": [{"$ref": f"#/channels/webhooks/messages/{name}"} for name in channels["webhooks"]["messages"]],
+        "messages": [
+            {"$ref": f"#/channels/webhooks/messages/{name}"}
+            for name in channels["webhooks"]["messages"]
+        ],
     }
     operations["appendEvents"] = {
         "action": "send",
         "channel": {"$ref": "#/channels/events"},
         "summary": "Each event is appended to the stream once it is committed.",
-        "messages": [{"$ref": f"#/channels/events/messages/{name}"} for name in channels["events"]["messages"]],
+        "messages": [
+            {"$ref": f"#/channels/events/messages/{name}"}
+            for name in channels["events"]["messages"]
+        ],
     }
 
     for name in shared:

@@ -87,8 +87,13 @@ class _AsSerialized(GenerateJsonSchema):
         return True
 
 
+_PLACED = ("title", "description", "$defs")
+
+
 def _document(raw: dict[str, Any], schema_id: str, title: str, description: str) -> dict[str, Any]:
-    body = {key: value for key, value in raw.items() if key not in ("title", "description", "$defs")}
+    body = {
+        key: value for key, value in raw.items() if key not in ("title", "description", "$defs")
+    }
     document: dict[str, Any] = {
         "$schema": DIALECT,
         "$id": schema_id,
@@ -113,7 +118,9 @@ def command_schema(command: type[Command]) -> dict[str, Any]:
         f"`{command.QUEUE}`), contract version {version}. Unknown fields are refused; "
         f"`command_id` defaults to the task id."
     ).strip()
-    return _document(raw, command_schema_id(command), f"{command.TASK_NAME} v{version}", description)
+    return _document(
+        raw, command_schema_id(command), f"{command.TASK_NAME} v{version}", description
+    )
 
 
 def _open(schema: Any) -> Any:
