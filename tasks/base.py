@@ -32,11 +32,13 @@ from domain.errors import (
     field_violations,
     violations_of,
 )
+from domain.events import CommandFailedEvent
 from domain.messages import Command, CommandStatus, Result, is_id, storable, unstorable_values
 from domain.ports import Application, HandlerContext
 from domain.rate_budget import RateLimited, calls_at
 from domain.redaction import mask_text, redact
 from tasks import log_context
+from tasks.handlers.events import relay_after_command
 from tasks.retry import RetryPolicy
 from tasks.runtime import ApplicationTask
 
@@ -155,6 +157,7 @@ class CommandTask(ApplicationTask):
             # The work is done but its outcome is not recorded: run again later (handlers
             # are idempotent, so the provider sees no second effect), which records it.
             raise self.retry(countdown=self._policy(svc).delay(self.request.retries)) from error
+        relay_after_command(svc)
         return self._shown(svc, body)
 
     def _log_as(self, command_id: str, values: dict[str, Any]) -> None:
@@ -240,14 +243,16 @@ class CommandTask(ApplicationTask):
 
     def _fail(self, svc: Application, command_id: str, error: CommandError) -> dict[str, Any]:
         body = error.to_body()
+        failed = CommandFailedEvent.of(command_id, self.name, body, now=svc.clock.now())
         try:
-            svc.commands.fail(command_id, body)
+            svc.commands.fail(command_id, body, [failed])
         except Exception as journal_error:
             if not svc.is_transient(journal_error):
                 raise
             # The outcome could not be recorded: run again later rather than lose it.
             delay = self._policy(svc).delay(self.request.retries)
             raise self.retry(countdown=delay) from journal_error
+        relay_after_command(svc)
         # Not chained to the error it reports: Celery shows a failure's traceback (Flower,
         # the result backend), and the error's message may quote input (a provider's 4xx).
         raise CommandFailed(body, masked=svc.policy.mask_personal_data) from None

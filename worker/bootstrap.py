@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -20,17 +21,24 @@ from domain.ports import (
     Clock,
     CommandPublisher,
     DeadLetterStore,
+    EventStream,
+    RelayLock,
     RunnerPolicy,
     UnitOfWork,
+    WebhookSender,
 )
 from domain.rate_budget import RateBudget
 from domain.retention import CommandRetention
 from domain.scheduled_changes import ProrationBehavior
+from domain.webhooks import DeliveryPolicy
 from worker.clock import ShiftableClock, SystemClock
 from worker.db.commands import SqlCommandLog
 from worker.db.engine import session_factory
 from worker.db.uow import SqlUnitOfWork, is_transient_db_error
 from worker.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    import redis
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,7 @@ class Services:
     """How long a provider call may wait in the rate budget; ``None``: the settings'."""
     _provider: BillingProvider | None = field(default=None, repr=False)
     _budget: RateBudget | None = field(default=None, repr=False)
+    _redis_client: redis.Redis | None = field(default=None, repr=False)
 
     @cached_property
     def billing(self) -> BillingSettings:
@@ -88,6 +97,41 @@ class Services:
             ),
             mask_personal_data=settings.mask_personal_data,
         )
+
+    @cached_property
+    def deliveries(self) -> DeliveryPolicy:
+        settings = self.settings
+        return DeliveryPolicy(
+            base_delay=timedelta(seconds=settings.webhook_retry_base_seconds),
+            max_delay=timedelta(seconds=settings.webhook_retry_max_seconds),
+            budget=timedelta(seconds=settings.webhook_retry_budget_seconds),
+            lease=timedelta(seconds=settings.webhook_lease_seconds),
+            timeout=timedelta(seconds=settings.webhook_timeout_seconds),
+        )
+
+    def event_stream(self) -> EventStream:
+        from worker.event_stream import RedisEventStream
+
+        return RedisEventStream(
+            self._redis(), self.settings.events_stream, self.settings.events_stream_maxlen
+        )
+
+    def relay_lock(self) -> RelayLock:
+        from worker.event_stream import RedisRelayLock
+
+        return RedisRelayLock(self._redis(), f"{self.settings.events_stream}:relay-lock")
+
+    def webhook_sender(self) -> WebhookSender:
+        from worker.webhooks import HttpWebhookSender
+
+        return HttpWebhookSender()
+
+    def _redis(self) -> redis.Redis:
+        if self._redis_client is None:
+            import redis
+
+            self._redis_client = redis.Redis.from_url(self.settings.resolved_redis_url())
+        return self._redis_client
 
     def publisher(self) -> CommandPublisher:
         from worker.celery_app import app

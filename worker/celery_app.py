@@ -11,6 +11,7 @@ from typing import Any
 from celery.signals import celeryd_init, setup_logging, worker_process_init
 from kombu import Queue
 
+from tasks.events import RELAY_EVENTS
 from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY
 from tasks.maintenance import PRUNE_COMMAND_LOG, REPUBLISH_STALLED_COMMANDS
 from tasks.runtime import CommandApp
@@ -18,13 +19,19 @@ from tasks.subscriptions import ENQUEUE_DUE_CHANGES
 from worker.exporters import connect as connect_metrics
 from worker.settings import Settings, get_settings
 
-QUEUES = ("users", "billing", "subscriptions", "maintenance")
+QUEUES = ("users", "billing", "subscriptions", "maintenance", "webhooks")
 DEFAULT_PUBLISH_QUEUE = "celery"
 """Where a Celery client publishes a task when it names no queue. Workers consume it too, so
 a publisher that forgets ``queue=`` loses nothing (the task runs as on its home queue)."""
 CONSUMED_QUEUES = (*QUEUES, DEFAULT_PUBLISH_QUEUE)
 
-TASK_MODULES = ["tasks.users", "tasks.billing", "tasks.subscriptions", "tasks.maintenance"]
+TASK_MODULES = [
+    "tasks.users",
+    "tasks.billing",
+    "tasks.subscriptions",
+    "tasks.maintenance",
+    "tasks.events",
+]
 
 __all__ = ["BULK_MESSAGE_PRIORITY", "ENQUEUE_DUE_CHANGES", "app", "create_celery_app"]
 
@@ -62,6 +69,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_default_queue": "maintenance",
         "task_routes": {
             ENQUEUE_DUE_CHANGES: {"queue": "maintenance"},
+            RELAY_EVENTS: {"queue": "maintenance"},
             **{f"{name}.*": {"queue": name} for name in QUEUES},
         },
         "task_track_started": True,
@@ -84,6 +92,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                 "schedule": settings.scheduled_changes_interval_seconds,
                 # A sweep that waited this long is superseded by the next one.
                 "options": {"expires": max(settings.scheduled_changes_interval_seconds * 4, 2.0)},
+            },
+            "relay-events": {
+                "task": RELAY_EVENTS,
+                "schedule": settings.events_relay_interval_seconds,
+                "options": {"expires": settings.events_relay_interval_seconds * 2},
             },
             "prune-command-log": {
                 "task": PRUNE_COMMAND_LOG,

@@ -180,6 +180,49 @@ class Settings(BaseSettings):
         description="Unacknowledged messages return to the queue after "
         "this long (a killed worker's commands).",
     )
+    events_stream: str = Field(
+        default="billing:events",
+        description="The Redis stream events are added to (on the broker's Redis).",
+    )
+    events_stream_maxlen: int = Field(
+        default=100_000,
+        ge=1,
+        description="About how many events the stream keeps (older ones are trimmed).",
+    )
+    events_relay_interval_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often beat publishes events a worker left behind (each command "
+        "publishes its own events right after it commits).",
+    )
+    webhook_retry_base_seconds: float = Field(
+        default=5.0, gt=0, description="Backoff of a failed webhook delivery's first retry."
+    )
+    webhook_retry_max_seconds: float = Field(
+        default=3600.0, gt=0, description="The longest backoff between two attempts."
+    )
+    webhook_retry_budget_seconds: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="How long a delivery is retried after its first attempt; then it fails "
+        "and its endpoint is disabled.",
+    )
+    webhook_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="How long a receiver has to answer."
+    )
+    webhook_lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="How long a delivery is left to its worker before the sweep takes it again.",
+    )
+    webhook_sweep_interval_seconds: float = Field(
+        default=2.0, gt=0, description="How often beat sends deliveries that are due."
+    )
+    webhook_secret_grace_seconds: float = Field(
+        default=86_400.0,
+        ge=0,
+        description="After a secret rotation, how long the old secret still signs too.",
+    )
     database_lock_timeout_seconds: float = Field(
         default=10.0,
         gt=0,

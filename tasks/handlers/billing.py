@@ -27,6 +27,11 @@ from domain.errors import (
     found,
     resource_info,
 )
+from domain.events import (
+    BillingAccountCreated,
+    BillingAccountRegistered,
+    BillingAccountRegistrationFailed,
+)
 from domain.organizations import Organization
 from domain.ports import HandlerContext, UnitOfWork
 
@@ -51,6 +56,11 @@ def create_billing_account(
                 now=svc.clock.now(),
             )
             uow.billing_accounts.add(account)
+            uow.events.add(
+                BillingAccountCreated.of(
+                    account, command_id=command.command_id, now=account.created_at
+                )
+            )
             try:
                 uow.commit()
             except UniquenessViolation:
@@ -63,7 +73,7 @@ def create_billing_account(
                 details=[resource_info("billing_account", account.id)],
             )
     if account.state is BillingAccountState.PENDING:
-        account = _register(account.id, svc)
+        account = _register(account.id, svc, command.command_id)
     return BillingAccountReady(
         billing_account=account.to_view(), organization=organization.to_view()
     )
@@ -79,13 +89,13 @@ def register_billing_account(
         if account is None or account.org_id != command.org_id:
             raise NotFound.resource("billing_account", command.billing_account_id)
     if not account.is_registered:
-        account = _register(account.id, svc)
+        account = _register(account.id, svc, command.command_id)
     return BillingAccountReady(
         billing_account=account.to_view(), organization=organization.to_view()
     )
 
 
-def _register(account_id: str, svc: HandlerContext) -> BillingAccount:
+def _register(account_id: str, svc: HandlerContext, command_id: str) -> BillingAccount:
     with svc.unit_of_work() as uow:
         account = _existing(uow, account_id)
         if account.is_registered:
@@ -106,33 +116,44 @@ def _register(account_id: str, svc: HandlerContext) -> BillingAccount:
         provider_id = provider.find_customer(account.id) if search_first else None
         if provider_id is None:
             provider_id = provider.create_customer(account.provider_customer(), idempotency_key=key)
-    except InvalidArgument:
+    except InvalidArgument as refusal:
         # The provider refused what we sent; other failures (our credentials, a stored 5xx,
         # the budget) leave the account pending for a replay.
-        _registration_refused(account_id, svc)
+        _registration_refused(account_id, refusal, svc, command_id)
         raise
 
     with svc.unit_of_work() as uow:
         account = _existing(uow, account_id)
         if not account.is_registered:
-            account.registered(provider.name, provider_id, svc.clock.now())
+            now = svc.clock.now()
+            account.registered(provider.name, provider_id, now)
             uow.billing_accounts.save(account)
+            uow.events.add(BillingAccountRegistered.of(account, command_id=command_id, now=now))
             uow.commit()
     return account
 
 
-def _registration_refused(account_id: str, svc: HandlerContext) -> None:
+def _registration_refused(
+    account_id: str, refusal: InvalidArgument, svc: HandlerContext, command_id: str
+) -> None:
     """The provider said no for good: a pending account never came to be, and is removed
     (the caller was told why, and may send a corrected request); an offline one stays."""
     with svc.unit_of_work() as uow:
         account = _existing(uow, account_id)
         if account.is_registered:
             return
-        if account.state is BillingAccountState.PENDING:
+        now = svc.clock.now()
+        removed = account.state is BillingAccountState.PENDING
+        if removed:
             uow.billing_accounts.remove(account_id)
         else:
-            account.abandon_registration(svc.clock.now())
+            account.abandon_registration(now)
             uow.billing_accounts.save(account)
+        uow.events.add(
+            BillingAccountRegistrationFailed.of(
+                account, refusal.to_body(), removed=removed, command_id=command_id, now=now
+            )
+        )
         uow.commit()
 
 

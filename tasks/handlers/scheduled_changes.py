@@ -11,12 +11,20 @@ change).
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from domain.errors import Internal, InvalidArgument, error_info, found
+from domain.events import (
+    Event,
+    PlanChangeApplied,
+    PlanChangeSkipped,
+    SubscriptionPlanChanged,
+)
 from domain.ports import BillingProvider, Claim, HandlerContext, UnitOfWork
 from domain.rate_budget import sweep_quota
 from domain.scheduled_changes import (
     ApplyScheduledChange,
+    ChangeKind,
     ChangeReason,
     ChangeState,
     ScheduledChange,
@@ -31,10 +39,11 @@ def apply_scheduled_change(
     command: ApplyScheduledChange, svc: HandlerContext
 ) -> ScheduledChangeOutcome:
     """Apply a due change (a change that is finished already is reported as it is)."""
-    return ScheduledChangeOutcome(change=apply_change(command.change_id, svc).to_view())
+    change = apply_change(command.change_id, svc, command.command_id)
+    return ScheduledChangeOutcome(change=change.to_view())
 
 
-def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
+def apply_change(change_id: str, svc: HandlerContext, command_id: str) -> ScheduledChange:
     """Apply the change at the provider, then locally; returns the change as it ended.
 
     Safe to run any number of times, also concurrently: the provider sees one update per
@@ -51,6 +60,7 @@ def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
         if not change.applies_to(subscription.state):
             change.skip(ChangeReason.subscription_in(subscription.state), now)
             uow.scheduled_changes.save(change)
+            _record_outcome(uow, change, subscription, command_id, now)
             uow.commit()
             _log_outcome(change)
             return change
@@ -69,10 +79,10 @@ def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
         try:
             remote = provider.get_subscription(subscription.provider_id)
         except InvalidArgument:  # gone at the provider: the refusal stands as it is
-            _refused(change_id, refusal, svc)
+            _refused(change_id, refusal, svc, command_id)
             raise refusal from None
         if change.applies_to(remote.state):
-            _refused(change_id, refusal, svc)
+            _refused(change_id, refusal, svc, command_id)
             raise
 
     with svc.unit_of_work() as uow:
@@ -88,6 +98,7 @@ def apply_change(change_id: str, svc: HandlerContext) -> ScheduledChange:
             change.applied(now)
         uow.subscriptions.save(subscription)
         uow.scheduled_changes.save(change)
+        _record_outcome(uow, change, subscription, command_id, now)
         uow.commit()
     _log_outcome(change)
     return change
@@ -178,14 +189,39 @@ def apply_command_for(claim: Claim) -> ApplyScheduledChange:
     )
 
 
-def _refused(change_id: str, refusal: InvalidArgument, svc: HandlerContext) -> None:
+def _record_outcome(
+    uow: UnitOfWork,
+    change: ScheduledChange,
+    subscription: Subscription | None,
+    command_id: str,
+    now: datetime,
+) -> None:
+    """The event of how the change ended: made now (an immediate change), applied at the
+    period's end, or skipped."""
+    if change.state is ChangeState.APPLIED:
+        applied = (
+            SubscriptionPlanChanged if change.kind is ChangeKind.IMMEDIATE else PlanChangeApplied
+        )
+        event: Event = applied.of(change, command_id=command_id, now=now, subscription=subscription)
+    else:
+        event = PlanChangeSkipped.of(
+            change, command_id=command_id, now=now, subscription=subscription
+        )
+    uow.events.add(event)
+
+
+def _refused(
+    change_id: str, refusal: InvalidArgument, svc: HandlerContext, command_id: str
+) -> None:
     """The provider refused the change for good: it is skipped, with the provider's words."""
     with svc.unit_of_work() as uow:
         change = uow.scheduled_changes.get(change_id, for_update=True)
         if change is None or not change.state.is_pending:
             return
-        change.skip(ChangeReason.PROVIDER_REJECTED, svc.clock.now(), refusal.message)
+        now = svc.clock.now()
+        change.skip(ChangeReason.PROVIDER_REJECTED, now, refusal.message)
         uow.scheduled_changes.save(change)
+        _record_outcome(uow, change, None, command_id, now)
         uow.commit()
     _log_outcome(change)
 

@@ -22,6 +22,7 @@ from domain.errors import (
     error_info,
     found,
 )
+from domain.events import PlanChangeCanceled, PlanChangeReplaced, PlanChangeScheduled
 from domain.plans import Plan
 from domain.ports import HandlerContext, UnitOfWork
 from domain.scheduled_changes import (
@@ -58,7 +59,9 @@ def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanCha
             subscription = _subscription_under(uow, command)
             plan = _target_plan(uow, subscription, command)
             now = svc.clock.now()
-            superseded = _make_room(uow, subscription, ChangeReason.SUPERSEDED, now)
+            superseded = _make_room(
+                uow, subscription, ChangeReason.SUPERSEDED, now, command.command_id
+            )
             change = ScheduledChange.immediate(
                 change_id,
                 subscription,
@@ -71,9 +74,9 @@ def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanCha
             uow.scheduled_changes.add(change)
             _commit_or_retry(uow, subscription)
     try:
-        change = apply_change(change.id, svc)
+        change = apply_change(change.id, svc, command.command_id)
     except InvalidArgument:
-        _restore(superseded, svc)
+        _restore(superseded, svc, command.command_id)
         raise
     if change.state is not ChangeState.APPLIED:
         _not_applied(change, command, svc)
@@ -126,11 +129,16 @@ def _change_at_period_end(command: ChangeSubscriptionPlan, svc: HandlerContext) 
             uow.commit()  # keep what the provider told us, then refuse
             subscription.ensure_accepts_plan_changes()
         plan = _target_plan(uow, subscription, command)
-        replaced = _make_room(uow, subscription, ChangeReason.REPLACED, now)
+        replaced = _make_room(uow, subscription, ChangeReason.REPLACED, now, command.command_id)
         change = ScheduledChange.at_period_end(
             change_id, subscription, plan, now=now, command_id=command.command_id
         )
         uow.scheduled_changes.add(change)
+        uow.events.add(
+            PlanChangeScheduled.of(
+                change, command_id=command.command_id, now=now, subscription=subscription
+            )
+        )
         _commit_or_retry(uow, subscription)
     logger.info(
         "change %s of %s to %s scheduled for %s",
@@ -147,7 +155,13 @@ def _cancel_upcoming_changes(command: ChangeSubscriptionPlan, svc: HandlerContex
     every state: it never reaches the provider."""
     with svc.unit_of_work() as uow:
         subscription = _subscription_under(uow, command)
-        canceled = _make_room(uow, subscription, ChangeReason.CANCELED_ON_REQUEST, svc.clock.now())
+        canceled = _make_room(
+            uow,
+            subscription,
+            ChangeReason.CANCELED_ON_REQUEST,
+            svc.clock.now(),
+            command.command_id,
+        )
         uow.commit()
     return PlanChanged(
         phase=subscription.current_phase(),
@@ -195,7 +209,11 @@ def _target_plan(
 
 
 def _make_room(
-    uow: UnitOfWork, subscription: Subscription, reason: ChangeReason, now: datetime
+    uow: UnitOfWork,
+    subscription: Subscription,
+    reason: ChangeReason,
+    now: datetime,
+    command_id: str,
 ) -> list[str]:
     """Cancel the subscription's scheduled change, if any; wait for one being applied."""
     pending = uow.scheduled_changes.pending_for(subscription.id, for_update=True)
@@ -208,6 +226,8 @@ def _make_room(
         )
     pending.cancel(reason, now)
     uow.scheduled_changes.save(pending)
+    event = PlanChangeReplaced if reason is ChangeReason.REPLACED else PlanChangeCanceled
+    uow.events.add(event.of(pending, command_id=command_id, now=now, subscription=subscription))
     return [pending.id]
 
 
@@ -221,7 +241,7 @@ def _commit_or_retry(uow: UnitOfWork, subscription: Subscription) -> None:
         ) from None
 
 
-def _restore(change_ids: list[str], svc: HandlerContext) -> None:
+def _restore(change_ids: list[str], svc: HandlerContext, command_id: str) -> None:
     """The provider refused the immediate change: the changes it superseded stand again."""
     if not change_ids:
         return
@@ -234,8 +254,11 @@ def _restore(change_ids: list[str], svc: HandlerContext) -> None:
                 and change.reason == ChangeReason.SUPERSEDED.value
                 and uow.scheduled_changes.pending_for(change.subscription_id) is None
             ):
-                change.restore(svc.clock.now())
+                now = svc.clock.now()
+                change.restore(now)
                 uow.scheduled_changes.save(change)
+                # It stands again: receivers told of its cancellation hear it is scheduled.
+                uow.events.add(PlanChangeScheduled.of(change, command_id=command_id, now=now))
         try:
             uow.commit()
         except UniquenessViolation:

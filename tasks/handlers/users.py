@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from domain.errors import AlreadyExists, UniquenessViolation, found, resource_info
+from domain.events import UserEnabledEvent
 from domain.ports import HandlerContext, UnitOfWork
 from domain.rules import new_id
 from domain.users import EnableUser, NewUser, User, UserEnabled
@@ -12,9 +13,11 @@ def enable_user(command: EnableUser, svc: HandlerContext) -> UserEnabled:
     """Enable the user; enabling an enabled user succeeds and changes nothing."""
     with svc.unit_of_work() as uow:
         user = found(uow.users.get(command.user_id, for_update=True), "user", command.user_id)
-        changed = user.enable(svc.clock.now())
+        now = svc.clock.now()
+        changed = user.enable(now)
         if changed:
             uow.users.save(user)
+            uow.events.add(UserEnabledEvent.of(user, command_id=command.command_id, now=now))
             uow.commit()
     return UserEnabled(user_id=command.user_id, was_already_enabled=not changed)
 

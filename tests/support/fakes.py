@@ -46,6 +46,7 @@ from domain.errors import (
     error_info,
     field_violations,
 )
+from domain.events import Event
 from domain.messages import CommandStatus, command_fingerprint
 from domain.organizations import Organization, OrganizationState
 from domain.plans import Plan, PlanInterval, ProviderPlan, ProviderPrice
@@ -55,14 +56,26 @@ from domain.ports import (
     Claim,
     Clock,
     CommandJournal,
+    EventStream,
+    RelayLock,
     RunnerPolicy,
     UnitOfWork,
+    WebhookSender,
 )
 from domain.rate_budget import BudgetUsage, CallKind, Priority, RateBudget
 from domain.retention import PRUNABLE_STATUSES, CommandRetention
 from domain.scheduled_changes import ChangeState, ProrationBehavior, ScheduledChange
 from domain.subscriptions import ProviderSubscription, Subscription, SubscriptionTerms
 from domain.users import User, UserState
+from domain.webhooks import DeliveryPolicy, WebhookDelivery, WebhookEndpoint
+from tests.support.fake_events import (
+    FakeEventOutbox,
+    FakeEventStream,
+    FakeRelayLock,
+    FakeWebhookDeliveryRepository,
+    FakeWebhookEndpointRepository,
+    FakeWebhookSender,
+)
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 """Where every fake clock starts."""
@@ -137,6 +150,14 @@ UNIQUE_RULES: dict[str, tuple[_UniqueRule, ...]] = {
     "scheduled_changes": (
         _UniqueRule("uq_scheduled_changes_pending_subscription_id", _pending_change_subscription),
     ),
+    "events": (),
+    "webhook_endpoints": (),
+    "webhook_deliveries": (
+        _UniqueRule(
+            "uq_webhook_deliveries_event_endpoint",
+            lambda delivery: (delivery.event_id, delivery.endpoint_id),
+        ),
+    ),
 }
 TABLES = tuple(UNIQUE_RULES)
 
@@ -147,6 +168,8 @@ class FakeDatabase:
     def __init__(self) -> None:
         self.tables: dict[str, dict[str, Any]] = {table: {} for table in TABLES}
         self.commits = 0
+        self.sequence = itertools.count(1)
+        """The outbox's sequence (taken at insert, as PostgreSQL's)."""
         self._commit_failures: list[BaseException] = []
         self._before_commit: list[Callable[[], None]] = []
 
@@ -221,6 +244,8 @@ def _table_of(entity: Any) -> str:
         Plan: "plans",
         Subscription: "subscriptions",
         ScheduledChange: "scheduled_changes",
+        WebhookEndpoint: "webhook_endpoints",
+        WebhookDelivery: "webhook_deliveries",
     }
     return tables[type(entity)]
 
@@ -436,6 +461,9 @@ class FakeUnitOfWork:
         self.plans = FakePlanRepository(self._tx)
         self.subscriptions = FakeSubscriptionRepository(self._tx)
         self.scheduled_changes = FakeScheduledChangeRepository(self._tx)
+        self.events = FakeEventOutbox(self._tx)
+        self.webhook_endpoints = FakeWebhookEndpointRepository(self._tx)
+        self.webhook_deliveries = FakeWebhookDeliveryRepository(self._tx)
 
     def __enter__(self) -> Self:
         self._tx.rollback()
@@ -741,6 +769,8 @@ class FakeCommandJournal:
         self._running_lease = running_lease
         self.entries: dict[str, JournalEntry] = {}
         self.waits: list[tuple[str, float]] = []
+        self.outbox: FakeDatabase | None = None
+        """Where ``fail`` writes its events (the application's database)."""
         self.prunes: list[int] = []
         """How many commands each ``prune_finished`` call deleted (one transaction each)."""
         self._failures: dict[str, list[Exception]] = defaultdict(list)
@@ -809,9 +839,18 @@ class FakeCommandJournal:
         self._maybe_fail("succeed")
         self._finish(command_id, CommandStatus.SUCCEEDED, result=result)
 
-    def fail(self, command_id: str, error: dict[str, Any]) -> None:
+    def fail(self, command_id: str, error: dict[str, Any], events: Sequence[Event] = ()) -> None:
         self._maybe_fail("fail")
+        entry = self.entries.get(command_id)
+        if entry is not None and entry.status.is_terminal:
+            return  # finished by another delivery first, as SqlCommandLog
         self._finish(command_id, CommandStatus.FAILED, error=error)
+        if events and self.outbox is not None:
+            # The real log writes them in the outcome's transaction.
+            with self.outbox.unit_of_work() as uow:
+                for event in events:
+                    uow.events.add(event)
+                uow.commit()
 
     def retrying(
         self, command_id: str, error: dict[str, Any], retry: dict[str, Any] | None = None
@@ -1012,6 +1051,14 @@ DEFAULT_RUNNER_POLICY = RunnerPolicy(
     ),
 )
 
+DEFAULT_DELIVERY_POLICY = DeliveryPolicy(
+    base_delay=timedelta(seconds=5),
+    max_delay=timedelta(hours=1),
+    budget=timedelta(days=1),
+    lease=timedelta(seconds=60),
+    timeout=timedelta(seconds=10),
+)
+
 
 class FakeApplication:
     """Every port in memory: a ``domain.ports.Application`` (and so a ``HandlerContext``).
@@ -1028,6 +1075,7 @@ class FakeApplication:
         billing: FakeBillingPolicy | None = None,
         policy: RunnerPolicy = DEFAULT_RUNNER_POLICY,
         with_provider: bool = True,
+        deliveries: DeliveryPolicy = DEFAULT_DELIVERY_POLICY,
     ) -> None:
         self.clock = clock or FakeClock()
         self.billing = billing or FakeBillingPolicy()
@@ -1038,6 +1086,11 @@ class FakeApplication:
         self.published = FakePublisher()
         self.dead = FakeDeadLetters()
         self.budget = UnmeteredRateBudget()
+        self.commands.outbox = self.db
+        self.stream = FakeEventStream()
+        self.webhooks = FakeWebhookSender()
+        self.lock = FakeRelayLock()
+        self.deliveries = deliveries
         self._with_provider = with_provider
 
     def unit_of_work(self) -> FakeUnitOfWork:
@@ -1061,6 +1114,15 @@ class FakeApplication:
     def rate_budget(self) -> UnmeteredRateBudget:
         return self.budget
 
+    def event_stream(self) -> FakeEventStream:
+        return self.stream
+
+    def webhook_sender(self) -> FakeWebhookSender:
+        return self.webhooks
+
+    def relay_lock(self) -> FakeRelayLock:
+        return self.lock
+
     def is_transient(self, error: BaseException) -> bool:
         return isinstance(error, DatabaseUnavailable)
 
@@ -1073,7 +1135,10 @@ def _conforms_to_the_ports(app: FakeApplication) -> None:
     journal: CommandJournal = app.commands
     clock: Clock = app.clock
     budget: RateBudget = app.budget
-    del application, unit_of_work, provider, journal, clock, budget
+    stream: EventStream = app.stream
+    sender: WebhookSender = app.webhooks
+    lock: RelayLock = app.lock
+    del application, unit_of_work, provider, journal, clock, budget, stream, sender, lock
 
 
 # --- test data --------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -11,10 +12,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from domain.errors import CommandIdReused, CommandInProgress
+from domain.events import Event
 from domain.messages import CommandStatus, command_fingerprint
 from domain.ports import Clock
 from domain.retention import PRUNABLE_STATUSES
 from worker import metrics
+from worker.db.events import SqlEventOutbox
 from worker.db.models import CommandRow
 
 
@@ -246,8 +249,8 @@ class SqlCommandLog:
     def succeed(self, command_id: str, result: dict[str, Any]) -> None:
         self._finish(command_id, CommandStatus.SUCCEEDED, result=result)
 
-    def fail(self, command_id: str, error: dict[str, Any]) -> None:
-        self._finish(command_id, CommandStatus.FAILED, error=error)
+    def fail(self, command_id: str, error: dict[str, Any], events: Sequence[Event] = ()) -> None:
+        self._finish(command_id, CommandStatus.FAILED, error=error, events=events)
 
     def retrying(
         self, command_id: str, error: dict[str, Any], retry: dict[str, Any] | None = None
@@ -314,12 +317,16 @@ class SqlCommandLog:
         *,
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
+        events: Sequence[Event] = (),
     ) -> None:
+        """Record the outcome once: a command that finished already (another delivery
+        finished it first) is left as it is, and ``events`` are written only with the outcome
+        they report, in its transaction."""
         now = self._clock.now()
         with self._sessions.begin() as session:
             finished = session.execute(
                 update(CommandRow)
-                .where(CommandRow.id == command_id)
+                .where(CommandRow.id == command_id, CommandRow.status.notin_(_FINISHED))
                 .values(
                     status=status.value,
                     result=result,
@@ -329,8 +336,15 @@ class SqlCommandLog:
                 )
                 .returning(CommandRow.type, CommandRow.created_at)
             ).first()
+            if finished is not None:
+                outbox = SqlEventOutbox(session)
+                for event in events:
+                    outbox.add(event)
         if finished is not None:
             metrics.command_finished(finished.type, status.value, finished.created_at, now, result)
+
+
+_FINISHED = (CommandStatus.SUCCEEDED.value, CommandStatus.FAILED.value)
 
 
 def _refuse_unfinished(status: CommandStatus) -> None:

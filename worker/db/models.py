@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Float,
     ForeignKey,
@@ -205,5 +206,93 @@ class ScheduledChangeRow(Base):
     applied_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     apply_lag_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     first_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+UNPUBLISHED_EVENTS = "published_at IS NULL"
+
+
+class EventRow(Base):
+    """The outbox: every event, written in the transaction of the change that caused it."""
+
+    __tablename__ = "events"
+    __table_args__ = (
+        # What the relay looks for: the few events not yet published, in order.
+        Index(
+            "ix_events_unpublished",
+            "sequence",
+            sqlite_where=text(UNPUBLISHED_EVENTS),
+            postgresql_where=text(UNPUBLISHED_EVENTS),
+        ),
+    )
+
+    sequence: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    id: Mapped[str] = mapped_column(String(64), unique=True)
+    type: Mapped[str] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(Integer)
+    subject_key: Mapped[str] = mapped_column(String(200), index=True)
+    command_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    occurred_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    document: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    published_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class WebhookEndpointRow(Base):
+    __tablename__ = "webhook_endpoints"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    url: Mapped[str] = mapped_column(String(2048))
+    event_types: Mapped[list[str]] = mapped_column(JSONDocument, default=list)
+    secret: Mapped[str] = mapped_column(String(128))
+    state: Mapped[str] = mapped_column(String(16))
+    description: Mapped[str] = mapped_column(String(255), default="")
+    disabled_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    disabled_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    previous_secret: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    previous_secret_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+UNFINISHED_DELIVERIES = "state IN ('pending', 'delivering')"
+
+
+class WebhookDeliveryRow(Base):
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        UniqueConstraint("event_id", "endpoint_id", name="uq_webhook_deliveries_event_endpoint"),
+        # What the sweep looks for: due deliveries and expired leases.
+        Index("ix_webhook_deliveries_state_next_attempt_at", "state", "next_attempt_at"),
+        # The order of a subject's deliveries to an endpoint.
+        Index(
+            "ix_webhook_deliveries_unfinished_subject",
+            "endpoint_id",
+            "subject_key",
+            "event_sequence",
+            sqlite_where=text(UNFINISHED_DELIVERIES),
+            postgresql_where=text(UNFINISHED_DELIVERIES),
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    event_id: Mapped[str] = mapped_column(String(64), index=True)
+    event_type: Mapped[str] = mapped_column(String(64))
+    event_sequence: Mapped[int] = mapped_column(BigInteger)
+    subject_key: Mapped[str] = mapped_column(String(200))
+    endpoint_id: Mapped[str] = mapped_column(ForeignKey("webhook_endpoints.id"))
+    state: Mapped[str] = mapped_column(String(16))
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    claims: Mapped[int] = mapped_column(Integer, default=0)
+    first_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    history: Mapped[list[dict[str, Any]]] = mapped_column(JSONDocument, default=list)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

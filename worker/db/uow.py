@@ -10,6 +10,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from domain.errors import UniquenessViolation
 from worker.db.engine import session_factory
+from worker.db.events import (
+    SqlEventOutbox,
+    SqlWebhookDeliveryRepository,
+    SqlWebhookEndpointRepository,
+)
 from worker.db.repositories import (
     SqlBillingAccountRepository,
     SqlOrganizationRepository,
@@ -32,6 +37,9 @@ class SqlUnitOfWork:
         self.plans = SqlPlanRepository(self.session)
         self.subscriptions = SqlSubscriptionRepository(self.session)
         self.scheduled_changes = SqlScheduledChangeRepository(self.session)
+        self.events = SqlEventOutbox(self.session)
+        self.webhook_endpoints = SqlWebhookEndpointRepository(self.session)
+        self.webhook_deliveries = SqlWebhookDeliveryRepository(self.session)
         return self
 
     def __exit__(

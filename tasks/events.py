@@ -1,0 +1,16 @@
+"""Beat's relay of the events outbox. Task names are a public contract."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from tasks.handlers.events import relay_events
+from tasks.runtime import ApplicationTask
+
+RELAY_EVENTS = "events.relay"
+"""Publishes the events a worker left behind (each command relays its own right away)."""
+
+
+@shared_task(name=RELAY_EVENTS, base=ApplicationTask, bind=True, ignore_result=True)
+def relay(self: ApplicationTask) -> int:
+    return relay_events(self.application)
