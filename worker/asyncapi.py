@@ -46,6 +46,7 @@ WEBHOOK_HEADERS: dict[str, Any] = {
             "separated by spaces (while a secret is rotated): accept any that matches.",
         },
         "content-type": {"const": "application/json"},
+        "user-agent": {"type": "string", "examples": ["billing-worker-webhooks/1"]},
     },
     "required": ["webhook-id", "webhook-timestamp", "webhook-signature"],
 }
@@ -206,8 +207,10 @@ def asyncapi_document(
         "address": None,
         "title": "Webhook endpoints",
         "description": "Each subscribed endpoint's URL: every event of the types it "
-        "subscribed to is POSTed there as JSON, signed (Standard Webhooks). Any 2xx answer "
-        "acknowledges it; the `webhook-id` header deduplicates retries.",
+        "subscribed to is POSTed there as JSON, signed with the endpoint's secret (Standard "
+        "Webhooks). A 2xx answer acknowledges it; anything else is retried with backoff "
+        "(honouring `Retry-After`) for about a day, so deduplicate by `webhook-id`. Events "
+        "of one subject reach an endpoint in the order they happened.",
         "servers": [{"$ref": "#/servers/webhookEndpoint"}],
         "messages": {},
     }
@@ -217,7 +220,8 @@ def asyncapi_document(
         "description": f"A Redis stream (key `{EVENTS_STREAM}`, setting "
         "`BILLING_EVENTS_STREAM`), capped with an approximate `MAXLEN`: read it through a "
         "consumer group (`XREADGROUP`, then `XACK` each entry handled). Each entry has the "
-        "fields `id`, `type`, `subject` and `event` (the event's JSON).",
+        "fields `id`, `type`, `subject` and `event` (the event's JSON). Entries of one "
+        "subject are in order; an entry may come twice, so deduplicate by `id`.",
         "servers": [_REDIS],
         "messages": {},
     }
@@ -279,7 +283,8 @@ def asyncapi_document(
                 "host": "{host}",
                 "protocol": "https",
                 "title": "A webhook endpoint",
-                "description": "The URL registered for an endpoint; every endpoint is one.",
+                "description": "The URL registered for an endpoint (`https`, or `http` "
+                "where so registered); every endpoint is one.",
                 "variables": {"host": {"description": "The endpoint's host (and port)."}},
             },
         },

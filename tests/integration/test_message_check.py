@@ -8,7 +8,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table
 from sqlalchemy.orm import Session, sessionmaker
 
 from domain.events import UserEnabledEvent
@@ -17,7 +16,7 @@ from tests.support.message_check import MessageCheck
 from worker.clock import SystemClock
 from worker.db.commands import SqlCommandLog
 from worker.db.engine import get_engine, session_factory
-from worker.db.types import JSONDocument
+from worker.db.models import Base, EventRow
 
 NOW = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
 ENABLE_SCHEMA = "schemas/commands/users.enable.v1.json"
@@ -70,22 +69,11 @@ def test_a_succeeded_command_that_does_not_match_its_schema_is_named_once_with_i
 def test_events_are_checked_once_their_table_exists(
     database_url: str, sessions: sessionmaker[Session]
 ) -> None:
+    engine = get_engine(database_url)
+    events = Base.metadata.tables[EventRow.__tablename__]
+    events.drop(engine)  # as before migration 0008
     check = MessageCheck(sessions)
     assert check.violations() == []
-    events = Table(
-        "events",
-        MetaData(),
-        Column("sequence", Integer, primary_key=True, autoincrement=True),
-        Column("id", String(64)),
-        Column("type", String(64)),
-        Column("version", Integer),
-        Column("subject_key", String(200)),
-        Column("command_id", String(64), nullable=True),
-        Column("occurred_at", DateTime(timezone=True)),
-        Column("document", JSONDocument),
-        Column("published_at", DateTime(timezone=True), nullable=True),
-    )
-    engine = get_engine(database_url)
     events.create(engine)
     user = User("usr_1", "a@example.com", "A", UserState.ENABLED, NOW, NOW)
     good = UserEnabledEvent.of(user, command_id="c1", now=NOW)
