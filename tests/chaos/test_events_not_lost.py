@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from tests.chaos.conftest import StackFactory
-from tests.support.events import STREAM, outbox_rows
+from tests.support.events import STREAM, outbox_rows, stream_entries
 from tests.support.records import create_user
 from tests.support.stack import eventually
 from worker.clock import SystemClock
@@ -54,6 +54,6 @@ def test_a_worker_killed_after_the_commit_and_before_the_publish_still_has_its_e
         timeout=30,
         what="beat's relay to publish the event",
     )
-    entries = client.xreadgroup("tests", "c1", {STREAM: ">"}, count=100)
-    events = [fields[b"id"].decode() for _stream, messages in entries for _id, fields in messages]
+    answer = client.xreadgroup("tests", "c1", {STREAM: ">"}, count=100)
+    events = [fields[b"id"].decode() for _entry, fields in stream_entries(answer)]
     assert events.count(row.id) == 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import redis
 from sqlalchemy import select
@@ -32,11 +32,21 @@ def read_group(
     """One ``XREADGROUP`` of new entries, acknowledged: ``(entry id, event)`` pairs."""
     answer = client.xreadgroup(group, consumer, {STREAM: ">"}, count=count, block=block_ms)
     entries: list[tuple[str, dict[str, Any]]] = []
-    for _stream, messages in answer or []:
-        for entry_id, fields in messages:
-            event = json.loads(fields[b"event"])
-            assert fields[b"id"].decode() == event["id"]
-            assert fields[b"type"].decode() == event["type"]
-            entries.append((entry_id.decode(), event))
-            client.xack(STREAM, group, entry_id)
+    for entry_id, fields in stream_entries(answer):
+        event = json.loads(fields[b"event"])
+        assert fields[b"id"].decode() == event["id"]
+        assert fields[b"type"].decode() == event["type"]
+        entries.append((entry_id, event))
+        client.xack(STREAM, group, entry_id)
+    return entries
+
+
+def stream_entries(answer: Any) -> list[tuple[str, dict[bytes, bytes]]]:
+    """``(entry id, fields)`` of an ``XREAD``/``XREADGROUP`` answer (redis-py types it
+    loosely)."""
+    entries: list[tuple[str, dict[bytes, bytes]]] = []
+    for _stream, messages in cast(
+        list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]], answer or []
+    ):
+        entries.extend((entry_id.decode(), fields) for entry_id, fields in messages)
     return entries
