@@ -210,6 +210,7 @@ class CreateBillingAccount(Command):
 
     TASK_NAME: ClassVar[str] = "billing.create_account"
     QUEUE: ClassVar[str] = "billing"
+    OMITTABLE: ClassVar[frozenset[str]] = frozenset({"command_id", "billing_account_id"})
 
     org_id: ResourceId
     billing_account_id: ResourceId

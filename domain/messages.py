@@ -78,6 +78,11 @@ class Command(Message):
     """Bulk commands (beat's due changes) yield the queue and the provider's rate budget to
     interactive ones."""
 
+    OMITTABLE: ClassVar[frozenset[str]] = frozenset({"command_id"})
+    """Fields a publisher may leave out of the message although the model requires them: they
+    are filled in before validation (``command_id`` with the Celery task id, by the runner).
+    The JSON Schema of the message as published does not require them."""
+
     version: Literal[1] = 1
     command_id: CommandId
 

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, Self
 
-from pydantic import Field, StrictBool, model_validator
+from pydantic import ConfigDict, Field, StrictBool, model_validator
 from pydantic_core import PydanticCustomError
 
 from domain.errors import FailedPrecondition, error_info
@@ -271,6 +271,19 @@ class ChangeSubscriptionPlan(Command):
 
     TASK_NAME: ClassVar[str] = "subscriptions.change_plan"
     QUEUE: ClassVar[str] = "subscriptions"
+
+    # ``_one_thing_to_do`` as JSON Schema, for the message's published schema: canceling
+    # takes no plan (nor ``immediate``); anything else needs a plan.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {
+                "properties": {"cancel_upcoming_changes": {"const": True}},
+                "required": ["cancel_upcoming_changes"],
+            },
+            "then": {"properties": {"plan": {"type": "null"}, "immediate": {"const": False}}},
+            "else": {"required": ["plan"], "properties": {"plan": {"type": "string"}}},
+        }
+    )
 
     org_id: ResourceId
     billing_account_id: ResourceId

@@ -7,7 +7,10 @@ from collections.abc import Iterator
 import pytest
 from celery import Celery
 
+from tests.support.message_check import MessageCheck
 from tests.support.stack import Stack
+
+_CHECKS: dict[str, MessageCheck] = {}
 
 
 @pytest.fixture
@@ -17,3 +20,19 @@ def publisher(stack: Stack) -> Iterator[Celery]:
     app.conf.update(task_serializer="json", accept_content=["json"])
     yield app
     app.close()
+
+
+@pytest.fixture(autouse=True)
+def messages_match_their_schemas(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test that runs a stack: every command that succeeded and every event its
+    database recorded since the last check validates against its file under ``schemas/``
+    (a failure names the message and the violated path)."""
+    if "stack" not in request.fixturenames:
+        yield
+        return
+    stack: Stack = request.getfixturevalue("stack")
+    yield
+    check = _CHECKS.setdefault(stack.database_url, MessageCheck(stack.sessions))
+    problems = check.violations()
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
