@@ -51,9 +51,13 @@ class Event(Message):
     TYPE: ClassVar[str]
     VERSION: ClassVar[int] = 1
 
-    id: str = Field(default_factory=new_event_id, description="Unique; the webhook-id.")
+    id: str = Field(
+        default_factory=new_event_id,
+        pattern=r"^evt_[0-9a-f]{32}$",
+        description="Unique; the webhook-id of its deliveries.",
+    )
     type: str
-    version: int = 1
+    version: Literal[1] = 1
     occurred_at: AwareDatetime
     command_id: str | None = Field(
         description="The command that caused it (beat's apply commands for due changes)."
@@ -73,7 +77,10 @@ class Event(Message):
 class BillingAccountData(Message):
     billing_account_id: str
     org_id: str
-    state: str = Field(description="pending, active or disabled.")
+    state: str = Field(
+        description="pending, active or disabled; removed when a refused registration "
+        "removed a pending account (billing_account.registration_failed)."
+    )
     offline: bool = Field(description="Whether it is not (yet) known to the provider.")
     currency: str
     provider: str | None = None
