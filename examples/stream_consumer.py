@@ -1,0 +1,21 @@
+"""Reading billing-worker's events from the Redis stream, in a consumer group.
+
+REDIS_URL=redis://:PASSWORD@127.0.0.1:PORT/0 python examples/stream_consumer.py
+"""
+
+import contextlib
+import json
+import os
+
+import redis
+
+client = redis.Redis.from_url(os.environ["REDIS_URL"])
+with contextlib.suppress(redis.ResponseError):  # the group exists: go on where it left off
+    client.xgroup_create("billing:events", "my-service", id="0", mkstream=True)
+while True:
+    answer = client.xreadgroup("my-service", "consumer-1", {"billing:events": ">"}, block=5000)
+    for _stream, entries in answer or []:
+        for entry_id, fields in entries:
+            event = json.loads(fields[b"event"])
+            print(event["type"], event["subject"]["id"], flush=True)
+            client.xack("billing:events", "my-service", entry_id)

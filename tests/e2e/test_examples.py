@@ -1,0 +1,101 @@
+"""The README's examples, run as they are against a running system: the webhook receiver and
+the stream consumer of ``examples/``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from domain.webhooks import WebhookEndpoint
+from tests.support.emulator import free_port
+from tests.support.records import create_user
+from tests.support.stack import Stack, eventually
+from worker.clock import SystemClock
+from worker.db.uow import SqlUnitOfWork
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@contextmanager
+def running(script: str, output: Path, *args: str, **env: str) -> Iterator[Path]:
+    """``examples/<script>`` running in a process of its own; yields the file of its output."""
+    with output.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, str(EXAMPLES / script), *args],
+            env={**os.environ, **env},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield output
+    finally:
+        process.kill()
+        process.wait()
+
+
+def enable_a_user(stack: Stack) -> str:
+    user_id = str(
+        create_user(
+            stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io", disabled=True
+        ).id
+    )
+    with stack.http() as http:
+        assert http.post(f"/v1beta1/users/{user_id}/enable", json={}).status_code == 200
+    return user_id
+
+
+def printed(output: Path, line: str) -> bool:
+    return line in output.read_text().splitlines()
+
+
+def test_the_stream_consumer_of_the_readme_prints_each_event(stack: Stack, tmp_path: Path) -> None:
+    with running("stream_consumer.py", tmp_path / "consumer.out", REDIS_URL=stack.redis_url) as out:
+        user_id = enable_a_user(stack)
+
+        eventually(
+            lambda: printed(out, f"user.enabled {user_id}"),
+            20,
+            f"the consumer to print the event (it printed {out.read_text()[-500:]!r})",
+        )
+
+
+def test_the_webhook_receiver_of_the_readme_gets_signed_events(
+    stack: Stack, tmp_path: Path
+) -> None:
+    port = free_port()
+    endpoint = WebhookEndpoint.new(
+        f"http://127.0.0.1:{port}/hook", ["user.enabled"], SystemClock().now()
+    )
+    with SqlUnitOfWork(stack.sessions) as uow:
+        uow.webhook_endpoints.add(endpoint)
+        uow.commit()
+    try:
+        with running(
+            "webhook_receiver.py",
+            tmp_path / "receiver.out",
+            str(port),
+            WEBHOOK_SECRET=endpoint.secret,
+        ) as out:
+            user_id = enable_a_user(stack)
+
+            eventually(
+                lambda: printed(out, f"user.enabled {user_id}"),
+                20,
+                f"the receiver to print the event (it printed {out.read_text()[-500:]!r})",
+            )
+    finally:
+        with SqlUnitOfWork(stack.sessions) as uow:
+            stored = uow.webhook_endpoints.get(endpoint.id, for_update=True)
+            assert stored is not None
+            stored.disable("the test is over", SystemClock().now())
+            uow.webhook_endpoints.save(stored)
+            uow.commit()
