@@ -234,6 +234,7 @@ class LocalStack:
 
         echo(f"billing-worker is ready ({elapsed_since(began)})\n")
         echo(f"  API            {api_url}   (docs: {api_url}/docs)")
+        echo(f"  Contracts      {api_url}/openapi.json   {api_url}/asyncapi.json (queues, events)")
         echo(
             f"  Flower         {stack['flower_url']}   user {settings.flower_user}, "
             f"password {flower_password}"
@@ -276,6 +277,9 @@ class LocalStack:
             )
             echo(f"  billing-worker subscriptions show {DEMO_SUBSCRIPTION_ID}")
             echo("  billing-worker clock advance 31d   # beat applies the change within seconds\n")
+            echo("Receive events (signed webhooks; the receiver is examples/webhook_receiver.py):")
+            echo("  billing-worker webhooks add http://127.0.0.1:9999/hook   # prints its secret")
+            echo("  WEBHOOK_SECRET=whsec_... python examples/webhook_receiver.py 9999\n")
             echo("The period-end burst, drained at Stripe's pace (25 calls a second):")
             echo("  billing-worker subscriptions seed-period-end 2000")
             echo("  billing-worker clock advance 31d && billing-worker stripe budget\n")
