@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
+from prometheus_client.parser import text_string_to_metric_families
 
 from domain.webhooks import DeliveryState, WebhookDelivery, WebhookEndpoint
 from tests.support.records import create_user
@@ -102,6 +104,20 @@ def accepted_for(receiver: WebhookReceiver, user_id: str) -> Received | None:
     for request in receiver.accepted():
         if request.event["data"]["user_id"] == user_id:
             return request
+    return None
+
+
+def sample(url: str, name: str, **labels: str) -> float | None:
+    """A sample an exporter serves now, parsed as Prometheus parses it (``None``: absent, or
+    the exporter does not answer yet)."""
+    try:
+        text = httpx.get(url, timeout=5).text
+    except httpx.HTTPError:
+        return None
+    for family in text_string_to_metric_families(text):
+        for found in family.samples:
+            if found.name == name and found.labels == labels:
+                return found.value
     return None
 
 
@@ -199,6 +215,25 @@ def test_an_endpoint_failing_for_its_whole_budget_is_disabled_with_the_reason(
     )
     assert delivery.last_attempt_at is not None
     assert delivery.first_attempt_at is not None
+    # Counted by the worker once the task returned (just after its commit), and read by
+    # beat from the database at each scrape.
+    eventually(
+        lambda: sample(
+            stack.worker_metrics_urls["w1"], "billing_webhook_deliveries_total", outcome="failed"
+        ),
+        5,
+        "the failed delivery counted",
+    )
+    assert sample(
+        stack.worker_metrics_urls["w1"], "billing_webhook_deliveries_total", outcome="retrying"
+    )
+    eventually(
+        lambda: sample(stack.beat_metrics_url, "billing_webhook_endpoints", state="disabled"),
+        10,
+        "beat's gauge of disabled endpoints",
+    )
+    assert sample(stack.beat_metrics_url, "billing_webhook_deliveries", state="failed")
+    assert sample(stack.beat_metrics_url, "billing_events_unpublished") is not None
     # Given up when the next retry (at most the longest backoff away) would pass the budget;
     # the last attempt itself may run a sweep late.
     retried_for = (delivery.last_attempt_at - delivery.first_attempt_at).total_seconds()
