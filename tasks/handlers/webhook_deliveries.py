@@ -196,7 +196,7 @@ def _prepare(app: Application, delivery_id: str, claim: int) -> Outcome | _Attem
         if earlier is not None:
             # Not an attempt: no budget used. The predecessor's success claims this one at
             # once; the time set here is when the sweep looks again otherwise.
-            delivery.postpone(max(_next_move(earlier, now), now), now)
+            delivery.postpone(max(_next_move(earlier), now), now)
             deliveries.save(delivery)
             uow.commit()
             logger.info("delivery %s waits for %s of its subject", delivery.id, earlier.id)
@@ -217,7 +217,8 @@ def _prepare(app: Application, delivery_id: str, claim: int) -> Outcome | _Attem
         )
 
 
-def _next_move(earlier: WebhookDelivery, now: datetime) -> datetime:
+def _next_move(earlier: WebhookDelivery) -> datetime:
+    """When the earlier delivery next moves: its lease ends, or its retry falls due."""
     if earlier.state is DeliveryState.DELIVERING and earlier.lease_until is not None:
         return earlier.lease_until
     return earlier.next_attempt_at
