@@ -24,6 +24,7 @@ from domain.messages import CommandStatus
 from domain.ports import Clock
 from domain.rate_budget import RateBudget
 from domain.scheduled_changes import ChangeState
+from domain.webhooks import DeliveryState, EndpointState
 from worker.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -114,7 +115,13 @@ class SystemCollector(Collector):
         return [depth]
 
     def _database(self) -> list[Metric]:
-        from worker.db.models import CommandRow, ScheduledChangeRow
+        from worker.db.models import (
+            CommandRow,
+            EventRow,
+            ScheduledChangeRow,
+            WebhookDeliveryRow,
+            WebhookEndpointRow,
+        )
 
         now = self._clock.now()
         pending = [state.value for state in ChangeState if state.is_pending]
@@ -141,6 +148,16 @@ class SystemCollector(Collector):
                 )
                 or 0
             )
+            deliveries_by_state = _count_by(session, WebhookDeliveryRow.state)
+            endpoints_by_state = _count_by(session, WebhookEndpointRow.state)
+            unpublished = int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(EventRow)
+                    .where(EventRow.published_at.is_(None))
+                )
+                or 0
+            )
         changes = GaugeMetricFamily(
             "billing_scheduled_changes", "Plan changes by state.", labels=["state"]
         )
@@ -156,7 +173,32 @@ class SystemCollector(Collector):
             "Failed commands waiting for an operator (billing-worker commands failed).",
             value=failed,
         )
-        return [changes, age, failed_commands]
+        deliveries = GaugeMetricFamily(
+            "billing_webhook_deliveries",
+            "Webhook deliveries by state (failed: given up, or abandoned with their endpoint; "
+            "replayable).",
+            labels=["state"],
+        )
+        for delivery_state in DeliveryState:
+            deliveries.add_metric(
+                [delivery_state.value], deliveries_by_state.get(delivery_state.value, 0)
+            )
+        endpoints = GaugeMetricFamily(
+            "billing_webhook_endpoints",
+            "Webhook endpoints by state (disabled: by an operator, or after a delivery failed "
+            "for its whole retry budget).",
+            labels=["state"],
+        )
+        for endpoint_state in EndpointState:
+            endpoints.add_metric(
+                [endpoint_state.value], endpoints_by_state.get(endpoint_state.value, 0)
+            )
+        events = GaugeMetricFamily(
+            "billing_events_unpublished",
+            "Events in the outbox not yet published to the stream and to webhooks.",
+            value=unpublished,
+        )
+        return [changes, age, failed_commands, deliveries, endpoints, events]
 
     def _stripe_budget(self) -> list[Metric]:
         budget = self._budget
@@ -189,6 +231,13 @@ class SystemCollector(Collector):
                 family.add_metric([kind.value], float(figure(figures)))
             metrics.append(family)
         return metrics
+
+
+def _count_by(session: Session, column: Any) -> dict[str, int]:
+    return {
+        str(value): int(count)
+        for value, count in session.execute(select(column, func.count()).group_by(column)).all()
+    }
 
 
 def _age(now: datetime, oldest: datetime | None) -> float:

@@ -16,6 +16,7 @@ from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY
 from tasks.maintenance import PRUNE_COMMAND_LOG, REPUBLISH_STALLED_COMMANDS
 from tasks.runtime import CommandApp
 from tasks.subscriptions import ENQUEUE_DUE_CHANGES
+from tasks.webhooks import SEND_DUE_DELIVERIES
 from worker.exporters import connect as connect_metrics
 from worker.settings import Settings, get_settings
 
@@ -31,6 +32,7 @@ TASK_MODULES = [
     "tasks.subscriptions",
     "tasks.maintenance",
     "tasks.events",
+    "tasks.webhooks",
 ]
 
 __all__ = ["BULK_MESSAGE_PRIORITY", "ENQUEUE_DUE_CHANGES", "app", "create_celery_app"]
@@ -70,6 +72,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_routes": {
             ENQUEUE_DUE_CHANGES: {"queue": "maintenance"},
             RELAY_EVENTS: {"queue": "maintenance"},
+            # A sweep, not a delivery: never behind the deliveries it publishes.
+            SEND_DUE_DELIVERIES: {"queue": "maintenance"},
             **{f"{name}.*": {"queue": name} for name in QUEUES},
         },
         "task_track_started": True,
@@ -97,6 +101,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                 "task": RELAY_EVENTS,
                 "schedule": settings.events_relay_interval_seconds,
                 "options": {"expires": settings.events_relay_interval_seconds * 2},
+            },
+            "send-due-webhook-deliveries": {
+                "task": SEND_DUE_DELIVERIES,
+                "schedule": settings.webhook_sweep_interval_seconds,
+                "options": {"expires": max(settings.webhook_sweep_interval_seconds * 4, 2.0)},
             },
             "prune-command-log": {
                 "task": PRUNE_COMMAND_LOG,

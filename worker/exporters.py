@@ -26,6 +26,7 @@ from celery.signals import (
     worker_ready,
 )
 
+from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK
 from worker.metrics import (
     MULTIPROC_DIR_ENV,
     RunTimer,
@@ -35,6 +36,7 @@ from worker.metrics import (
     prepare_multiproc_dir,
     registry_of,
     serve,
+    webhook_attempted,
 )
 from worker.settings import get_settings
 
@@ -74,9 +76,14 @@ def _on_task_prerun(task_id: str | None = None, **_: Any) -> None:
         _timer.start(task_id)
 
 
-def _on_task_postrun(task_id: str | None = None, task: Any = None, **_: Any) -> None:
+def _on_task_postrun(
+    task_id: str | None = None, task: Any = None, retval: Any = None, **_: Any
+) -> None:
     if task_id and task is not None:
         _timer.stop(task_id, str(task.name))
+        if task.name == DELIVER_WEBHOOK:
+            # The handler returns its outcome (tasks never import the worker's metrics).
+            webhook_attempted(retval)
 
 
 def _on_task_retry(sender: Any = None, reason: Any = None, **_: Any) -> None:

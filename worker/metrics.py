@@ -120,6 +120,15 @@ HTTP_REQUEST_SECONDS = Histogram(
     ["route", "method"],
     buckets=REQUEST_BUCKETS,
 )
+WEBHOOK_DELIVERIES = Counter(
+    "billing_webhook_deliveries",
+    "Webhook delivery attempts, by outcome: succeeded (2xx), retrying (failed, retry "
+    "scheduled), failed (failed with the retry budget spent: the endpoint is disabled).",
+    ["outcome"],
+)
+WEBHOOK_OUTCOMES = ("succeeded", "retrying", "failed")
+"""The outcomes of ``webhooks.deliver`` that are attempts (a stale message, a delivery that
+waits for its subject's earlier one or is abandoned with its endpoint, made none)."""
 
 APPLIED = "applied"
 
@@ -229,6 +238,12 @@ def retry_reason(retry: BaseException | None) -> str:
     if is_transient_db_error(cause):
         return "database"
     return "other"
+
+
+def webhook_attempted(outcome: object) -> None:
+    """Count a ``webhooks.deliver`` run whose result is an attempt's outcome."""
+    if isinstance(outcome, str) and outcome in WEBHOOK_OUTCOMES:
+        WEBHOOK_DELIVERIES.labels(outcome).inc()
 
 
 def command_retried(task_name: str, retry: BaseException | None) -> None:

@@ -78,8 +78,9 @@ class HttpWebhookSender:
             return WebhookResponse(status=None, error=f"{type(error).__name__}: {error}"[:500])
         if 200 <= response.status_code < 300:
             return WebhookResponse(status=response.status_code)
+        text = response.text[:200].strip()
         return WebhookResponse(
             status=response.status_code,
             retry_after=retry_after_seconds(response.headers.get("retry-after"), now),
-            error=f"HTTP {response.status_code}: {response.text[:200]}",
+            error=f"HTTP {response.status_code}" + (f": {text}" if text else ""),
         )

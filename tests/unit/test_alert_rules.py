@@ -25,6 +25,8 @@ EXPORTED = {
     "billing_stripe_rate_limited_total",
     "billing_stripe_budget_calls_total",
     "billing_collector_up",
+    "billing_webhook_deliveries_total",
+    "billing_events_unpublished",
     "up",
 }
 

@@ -29,6 +29,9 @@ BEAT_GAUGES = {
     "billing_stripe_budget_waiting",
     "billing_stripe_budget_backlog_seconds",
     "billing_collector_up",
+    "billing_webhook_deliveries",
+    "billing_webhook_endpoints",
+    "billing_events_unpublished",
 }
 
 
@@ -80,6 +83,9 @@ def test_the_dashboard_shows_every_part_operators_watch(dashboard: dict[str, Any
         "billing_oldest_due_change_age_seconds",
         "billing_apply_lag_seconds_bucket",
         "billing_http_requests_total",
+        "billing_webhook_deliveries_total",
+        "billing_webhook_deliveries",
+        "billing_events_unpublished",
     ):
         assert name in text, name
 

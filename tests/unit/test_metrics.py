@@ -8,6 +8,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import stripe  # noqa: TID251 - a provider failure is a Stripe error, as the adapter sees it
@@ -17,7 +18,9 @@ from sqlalchemy.exc import OperationalError
 
 from domain.errors import CommandInProgress, TransientError
 from domain.rate_budget import CallKind, RateLimited
+from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK, Outcome
 from worker.beat_metrics import queue_lists
+from worker.exporters import _on_task_postrun
 from worker.metrics import command_finished, prepare_multiproc_dir, retry_reason
 
 
@@ -113,3 +116,28 @@ def test_a_worker_whose_metrics_directory_does_not_exist_yet_still_starts(tmp_pa
 
     assert started.returncode == 0, started.stderr
     assert missing.is_dir()
+
+
+def test_a_webhook_attempt_is_counted_by_outcome_and_a_message_without_one_is_not() -> None:
+    task = SimpleNamespace(name=DELIVER_WEBHOOK)
+    before = {
+        outcome: sample("billing_webhook_deliveries_total", outcome=outcome.value)
+        for outcome in Outcome
+    }
+    for outcome in Outcome:
+        _on_task_postrun(task_id=f"t-{outcome.value}", task=task, retval=outcome.value)
+    _on_task_postrun(task_id="t-other", task=SimpleNamespace(name="users.enable"), retval="failed")
+
+    counted = {
+        outcome.value: sample("billing_webhook_deliveries_total", outcome=outcome.value)
+        - before[outcome]
+        for outcome in Outcome
+    }
+    assert counted == {
+        "succeeded": 1,
+        "retrying": 1,
+        "failed": 1,
+        "abandoned": 0,
+        "waiting": 0,
+        "stale": 0,
+    }
