@@ -165,7 +165,7 @@ def list_deliveries(
     if failed_only:
         if state is not None and state is not DeliveryState.FAILED:
             raise InvalidArgument.for_fields(
-                f"failed only, or state {state.value}: not both",
+                f"only failed deliveries, or those {state.value}: not both",
                 [("state", "contradicts failed_only")],
             )
         state = DeliveryState.FAILED
