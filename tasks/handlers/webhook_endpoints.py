@@ -101,8 +101,9 @@ def disable_endpoint(svc: HandlerContext, endpoint_id: str, reason: str = "") ->
     """Disable the endpoint (nothing more is sent to it) and mark its unfinished deliveries
     failed, with the reason ``endpoint disabled: …``; they can be replayed once it is enabled
     again. Disabling a disabled endpoint keeps its first reason."""
-    reason = " ".join(reason.split()) or DEFAULT_DISABLE_REASON
-    _storable(reason=reason)
+    # One line of printable text: operators read it in a terminal's table.
+    reason = " ".join("".join(c if c.isprintable() else " " for c in reason).split())
+    reason = reason or DEFAULT_DISABLE_REASON
     if len(reason) > MAX_REASON:
         raise InvalidArgument.for_fields(
             f"the reason is longer than {MAX_REASON} characters",

@@ -162,7 +162,7 @@ def test_disabling_marks_its_unfinished_deliveries_failed_with_the_reason(
     other = a_delivery(app, an_endpoint(app), DeliveryState.PENDING, sequence=4)
     app.clock.advance(timedelta(minutes=3))
 
-    disabled = handlers.disable_endpoint(app, endpoint.id, "  receiver\nmoved ")
+    disabled = handlers.disable_endpoint(app, endpoint.id, "  receiver\n\x1b\x00\ud800moved ")
 
     assert disabled.abandoned == 2
     stored = stored_endpoint(app, endpoint.id)
@@ -194,12 +194,11 @@ def test_disabling_a_disabled_endpoint_keeps_its_first_reason(app: FakeApplicati
     assert stored_endpoint(app, endpoint.id).disabled_reason == "receiver gone"
 
 
-def test_a_reason_no_database_can_keep_or_too_long_is_refused(app: FakeApplication) -> None:
+def test_a_reason_over_500_characters_is_refused(app: FakeApplication) -> None:
     endpoint = an_endpoint(app)
 
-    for reason in ("nul \x00 here", "x" * 501):
-        with pytest.raises(InvalidArgument):
-            handlers.disable_endpoint(app, endpoint.id, reason)
+    with pytest.raises(InvalidArgument):
+        handlers.disable_endpoint(app, endpoint.id, "x" * 501)
 
     assert stored_endpoint(app, endpoint.id).is_enabled
 
