@@ -23,6 +23,10 @@ class Scope(StrEnum):
     BILLING_REGISTER = "billing:register"
     SUBSCRIPTIONS_CHANGE = "subscriptions:change"
     COMMANDS_READ = "commands:read"
+    WEBHOOKS_MANAGE = "webhooks:manage"
+    """Add, list, disable, enable webhook endpoints, rotate their secrets, list and replay
+    their deliveries: configuration of every organization's events, so never limited to
+    organizations."""
 
 
 ALL_SCOPES = frozenset(Scope)

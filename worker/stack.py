@@ -308,7 +308,7 @@ class LocalStack:
         from tasks.handlers.organizations import create_organization
         from tasks.handlers.users import create_user
         from worker.bootstrap import build_services
-        from worker.clients import create_client
+        from worker.clients import create_client, update_client
         from worker.clock import SystemClock
         from worker.db.models import ApiClientRow
 
@@ -336,15 +336,18 @@ class LocalStack:
         client_id, secret, fresh = demo_credentials(self.settings)
         with sessions() as session:
             exists = session.get(ApiClientRow, client_id) is not None
+        # The demo client may do everything: it is how a new user tries the system.
+        everything = Grant(scopes=ALL_SCOPES)
         if fresh or not exists:
             if exists:
                 with sessions.begin() as session:
                     session.delete(session.get(ApiClientRow, client_id))
-            # The demo client may do everything: it is how a new user tries the system.
-            everything = Grant(scopes=ALL_SCOPES)
             create_client(
                 sessions, svc.clock, "demo", grant=everything, client_id=client_id, secret=secret
             )
+        else:
+            # Kept from an earlier run: it gets the scopes added since (webhooks:manage…).
+            update_client(sessions, svc.clock, client_id, grant=everything)
         return client_id, secret
 
     def _seed_subscription(self, emulator_url: str, emulator_key: str) -> None:

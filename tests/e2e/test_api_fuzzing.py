@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from domain.permissions import ALL_SCOPES, Grant
-from tests.support.records import create_organization
+from tasks.handlers import webhook_endpoints
+from tests.support.records import create_organization, services_on
 from tests.support.stack import Stack
 from worker.clock import SystemClock
 
@@ -40,6 +41,8 @@ def test_schemathesis_finds_no_failure_against_the_served_document(
     # An organization to find, so that generated requests also get past the 404.
     create_organization(stack.sessions, SystemClock(), name=f"fuzz-{uuid.uuid4().hex[:8]}")
     client = stack.new_client("fuzzer", grant=Grant(scopes=ALL_SCOPES))
+    svc = services_on(stack.sessions)
+    before = {endpoint.id for endpoint in webhook_endpoints.list_endpoints(svc)}
     api_url = stack.api_url
     report = tmp_path / "report"
     command = [
@@ -67,5 +70,11 @@ def test_schemathesis_finds_no_failure_against_the_served_document(
         check=False,
         cwd=tmp_path,  # its cache (.schemathesis/) stays out of the checkout
     )
+
+    # The endpoints the fuzzer added (at made-up URLs) must not receive the events of the
+    # tests that share this stack.
+    for endpoint in webhook_endpoints.list_endpoints(svc):
+        if endpoint.id not in before and endpoint.is_enabled:
+            webhook_endpoints.disable_endpoint(svc, endpoint.id, "added by the fuzzer")
 
     assert run.returncode == 0, run.stdout[-20_000:] + run.stderr[-5_000:]

@@ -18,6 +18,17 @@ REGISTER = "/v1beta1/organizations/{org_id}/billing/{id}/register"
 ENABLE = "/v1beta1/users/{id}/enable"
 CHANGE = "/v1beta1/organizations/{org_id}/billing/{billing_id}/subscriptions/{id}/change"
 COMMAND = "/v1beta1/commands/{id}"
+WEBHOOKS = "/v1beta1/webhooks"
+WEBHOOK_ROUTES = {
+    (WEBHOOKS, "post"),
+    (WEBHOOKS, "get"),
+    (f"{WEBHOOKS}/{{id}}", "get"),
+    (f"{WEBHOOKS}/{{id}}/disable", "post"),
+    (f"{WEBHOOKS}/{{id}}/enable", "post"),
+    (f"{WEBHOOKS}/{{id}}/rotate-secret", "post"),
+    (f"{WEBHOOKS}/{{id}}/deliveries", "get"),
+    (f"{WEBHOOKS}/deliveries/{{id}}/replay", "post"),
+}
 
 STRING, DATE_TIME, OBJECT, ARRAY, BOOLEAN = (
     {"type": "string"},
@@ -192,6 +203,81 @@ def test_a_command_route_documents_its_errors_headers_and_security(
     assert operation["security"] == [{"basicAuth": []}]
     assert "HTTPValidationError" not in document["components"]["schemas"]
     assert operation["requestBody"]["content"]["application/json"]["examples"]
+
+
+def answer_of(
+    document: dict[str, Any], path: str, method: str, status: str = "200"
+) -> dict[str, Any]:
+    response = document["paths"][path][method]["responses"][status]
+    schema: dict[str, Any] = response["content"]["application/json"]["schema"]
+    return schema
+
+
+@pytest.mark.parametrize(("path", "method"), sorted(WEBHOOK_ROUTES))
+def test_a_webhook_route_documents_its_errors_and_security_and_no_command(
+    document: dict[str, Any], path: str, method: str
+) -> None:
+    operation = document["paths"][path][method]
+    responses = operation["responses"]
+
+    for status in ("400", "401", "403", "404", "500", "default"):
+        schema = responses[status]["content"]["application/json"]["schema"]
+        assert schema == {"$ref": "#/components/schemas/ErrorBody"}, status
+    assert operation["security"] == [{"basicAuth": []}]
+    assert "webhooks:manage" in operation["description"]
+    # Configuration, answered at once: no command, so no 202 and no idempotency key.
+    assert "202" not in responses
+    assert "Idempotency-Key" not in {p["name"] for p in operation.get("parameters", [])}
+    if method == "post":
+        assert operation["requestBody"]["content"]["application/json"]["examples"]
+
+
+def test_only_the_create_and_rotate_answers_carry_a_secret(document: dict[str, Any]) -> None:
+    created = answer_of(document, WEBHOOKS, "post", "201")
+    rotated = answer_of(document, f"{WEBHOOKS}/{{id}}/rotate-secret", "post")
+    view = {
+        "id": STRING,
+        "url": STRING,
+        "events": ARRAY,
+        "description": STRING,
+        "state": STRING,
+        "created_at": DATE_TIME,
+        "updated_at": DATE_TIME,
+    }
+
+    assert_fields(document, created, {**view, "secret": STRING})
+    assert_fields(
+        document, rotated, {**view, "secret": STRING, "previous_secret_expires_at": DATE_TIME}
+    )
+    assert {"Location", "Cache-Control"} <= set(
+        document["paths"][WEBHOOKS]["post"]["responses"]["201"]["headers"]
+    )
+    listed = answer_of(document, WEBHOOKS, "get")
+    others = [
+        answer_of(document, f"{WEBHOOKS}/{{id}}", "get"),
+        answer_of(document, f"{WEBHOOKS}/{{id}}/enable", "post"),
+        answer_of(document, f"{WEBHOOKS}/{{id}}/disable", "post"),
+        resolve(document, resolve(document, listed)["properties"]["webhooks"])["items"],
+    ]
+    for schema in others:
+        properties = resolve(document, schema)["properties"]
+        assert_fields(document, schema, view)
+        assert "secret" not in properties
+
+
+def test_an_added_endpoint_links_to_its_operations(document: dict[str, Any]) -> None:
+    links = document["paths"][WEBHOOKS]["post"]["responses"]["201"]["links"]
+    operation_ids = {
+        operation["operationId"]
+        for operations in document["paths"].values()
+        for operation in operations.values()
+    }
+
+    assert {link["operationId"] for link in links.values()} <= operation_ids
+    assert {"get_webhook", "disable_webhook", "list_webhook_deliveries"} <= {
+        link["operationId"] for link in links.values()
+    }
+    assert all(link["parameters"] == {"id": "$response.body#/id"} for link in links.values())
 
 
 def test_the_security_scheme_is_http_basic(document: dict[str, Any]) -> None:

@@ -97,6 +97,7 @@ def test_each_operation_needs_its_own_scope(stack: Stack) -> None:
         Scope.BILLING_CREATE: (f"/v1beta1/organizations/{org_id}/billing", ACCOUNT),
         Scope.BILLING_REGISTER: (f"/v1beta1/organizations/{org_id}/billing/ba_x/register", {}),
         Scope.SUBSCRIPTIONS_CHANGE: (change_path(org_id), {"plan_change": {"plan": "x"}}),
+        Scope.WEBHOOKS_MANAGE: ("/v1beta1/webhooks", {"url": "https://hooks.example/x"}),
     }
     for scope, (path, body) in operations.items():
         others = client_with(stack, *(set(Scope) - {scope}))

@@ -18,6 +18,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from domain.permissions import Scope
 from domain.plans import Plan, PlanSpec
 from tests.support.records import create_organization, create_user, services_on
 from worker.cli import main
@@ -204,6 +205,42 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ("dead-letter-unknown", ("dead-letters", "show", "nope"), "no dead letter nope"),
     ("dead-letter-drop-unknown", ("dead-letters", "drop", "nope"), "no dead letter nope"),
     ("stripe-budget-without-stripe", ("stripe", "budget"), "no rate budget"),
+    ("webhook-url-not-http", ("webhooks", "add", "ftp://x"), "'ftp://x' is not an http(s) URL"),
+    ("webhook-url-no-host", ("webhooks", "add", "https://"), "is not an http(s) URL"),
+    (
+        "webhook-event-unknown",
+        ("webhooks", "add", "https://hooks.example", "--events", "user.enabled,user.deleted"),
+        "unknown event type 'user.deleted'; known: billing_account.created",
+    ),
+    (
+        "webhook-description-too-long",
+        ("webhooks", "add", "https://hooks.example", "--description", "x" * 256),
+        "the description is longer than 255 characters",
+    ),
+    ("webhook-unknown", ("webhooks", "show", "we_nope"), "webhook_endpoint 'we_nope' not found"),
+    ("webhook-disable-unknown", ("webhooks", "disable", "we_nope"), "'we_nope' not found"),
+    ("webhook-enable-unknown", ("webhooks", "enable", "we_nope"), "'we_nope' not found"),
+    ("webhook-rotate-unknown", ("webhooks", "rotate-secret", "we_nope"), "'we_nope' not found"),
+    (
+        "webhook-deliveries-endpoint-unknown",
+        ("webhooks", "deliveries", "--endpoint", "we_nope"),
+        "webhook_endpoint 'we_nope' not found",
+    ),
+    (
+        "webhook-deliveries-failed-and-pending",
+        ("webhooks", "deliveries", "--failed", "--state", "pending"),
+        "only failed deliveries, or those pending: not both",
+    ),
+    (
+        "webhook-delivery-replay-unknown",
+        ("webhooks", "replay", "whd_nope"),
+        "webhook_delivery 'whd_nope' not found",
+    ),
+    (
+        "webhook-replay-endpoint-unknown",
+        ("webhooks", "replay", "--endpoint", "we_nope", "--failed"),
+        "webhook_endpoint 'we_nope' not found",
+    ),
 ]
 
 
@@ -235,6 +272,24 @@ def test_a_wrong_command_line_is_one_line_and_exit_2(operator: Operator) -> None
 
     assert_refused_in_one_line(done, status=USAGE, says="No such option '--mail'")
     assert "billing-worker users create --help" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("webhooks", "replay"), "give DELIVERY_IDs, or --endpoint ID --failed"),
+        (("webhooks", "replay", "--endpoint", "we_x"), "give DELIVERY_IDs, or --endpoint ID"),
+        (("webhooks", "replay", "whd_x", "--failed"), "not both"),
+        (("webhooks", "deliveries", "--limit", "0"), "Invalid value for '--limit'"),
+        (("webhooks", "deliveries", "--state", "lost"), "Invalid value for '--state'"),
+    ],
+)
+def test_a_webhook_command_line_that_says_too_little_or_too_much_is_exit_2(
+    operator: Operator, args: tuple[str, ...], says: str
+) -> None:
+    done = billing_worker(*args, env=operator.env)
+
+    assert_refused_in_one_line(done, status=USAGE, says=says)
 
 
 def test_an_unreachable_database_is_one_line_and_exit_3(tmp_path: Path) -> None:
@@ -332,7 +387,7 @@ def test_a_client_is_created_with_scopes_then_updated_disabled_and_given_a_new_s
 
     assert (limited["scopes"], limited["org_ids"]) == (["billing:create"], [operator.acme_id])
     assert widened["org_ids"] is None
-    assert len(widened["scopes"]) == 5  # type: ignore[arg-type]
+    assert len(widened["scopes"]) == len(Scope)  # type: ignore[arg-type]
     assert disabled["enabled"] is False
     assert rotated["client_secret"] != created["client_secret"]
     assert "secret" not in json.dumps(listed).replace("client_secret", "")

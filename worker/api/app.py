@@ -19,7 +19,16 @@ from worker.api.errors import install_error_handlers
 from worker.api.gateway import CommandGateway
 from worker.api.middleware import BodySizeLimit, HttpMetrics, ThrottledSources
 from worker.api.openapi import install_openapi
-from worker.api.routes import asyncapi, billing, commands, health, metrics, subscriptions, users
+from worker.api.routes import (
+    asyncapi,
+    billing,
+    commands,
+    health,
+    metrics,
+    subscriptions,
+    users,
+    webhooks,
+)
 from worker.api.state import ApiState, RefusalHold
 from worker.bootstrap import Services, bootstrap
 from worker.celery_app import create_celery_app
@@ -32,6 +41,7 @@ ROUTERS = (
     billing.router,
     subscriptions.router,
     commands.router,
+    webhooks.router,
     health.router,
     metrics.router,
     asyncapi.router,

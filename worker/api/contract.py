@@ -15,9 +15,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from domain.billing import Address, BillingAccountState, BillingDetails, TaxEntry
+from domain.events import EVENT_TYPES
 from domain.messages import ID_PATTERN, CommandStatus
 from domain.organizations import OrganizationState
 from domain.subscriptions import Phase
+from domain.webhooks import ALL_EVENTS, DeliveryState, EndpointState
 
 
 class _Closed(BaseModel):
@@ -180,3 +182,105 @@ class CommandView(BaseModel):
     result: dict[str, Any] | None = None
     error: ErrorBody | None = None
     retries: list[RetryView] | None = None
+
+
+# --- webhooks (configuration: answered at once, never a command) -----------------------------
+
+EventTypeName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=100,
+        description="An event type of the catalog, or `*` for every event.",
+        json_schema_extra={"enum": [*EVENT_TYPES, ALL_EVENTS]},
+    ),
+]
+
+
+class AddWebhookRequest(_Closed):
+    """A new endpoint: where to send, and which events."""
+
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        description="An http or https URL; it receives each event as a signed POST.",
+        json_schema_extra={"format": "uri"},
+    )
+    events: list[EventTypeName] | None = Field(
+        default=None,
+        min_length=1,
+        description="The event types to send; absent or `null`: every event.",
+    )
+    description: str = Field(default="", max_length=255, description="A note for operators.")
+
+
+class DisableWebhookRequest(_Closed):
+    reason: str | None = Field(
+        default=None,
+        max_length=500,
+        description="Why; kept with the endpoint and its abandoned deliveries. Default: "
+        "`disabled by an operator`.",
+    )
+
+
+class WebhookEndpointView(BaseModel):
+    """An endpoint as operators see it: never its secret."""
+
+    id: str
+    url: str
+    events: list[str] = Field(description='Event types, or `["*"]` for every event.')
+    description: str
+    state: EndpointState
+    disabled_reason: str | None = Field(
+        description="Why it is disabled: an operator's reason, or the delivery that failed "
+        "for the whole retry budget."
+    )
+    disabled_at: Timestamp | None
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class NewWebhookEndpoint(WebhookEndpointView):
+    secret: str = Field(
+        description="The signing secret (`whsec_…`, Standard Webhooks): shown this once."
+    )
+
+
+class RotatedWebhookSecret(WebhookEndpointView):
+    secret: str = Field(description="The new signing secret: shown this once.")
+    previous_secret_expires_at: Timestamp = Field(
+        description="Until then the previous secret signs too (each delivery carries both "
+        "signatures)."
+    )
+
+
+class DisabledWebhook(WebhookEndpointView):
+    abandoned_deliveries: int = Field(
+        description="Unfinished deliveries marked failed by this request (replay them once "
+        "the endpoint is enabled again)."
+    )
+
+
+class WebhookEndpointList(BaseModel):
+    webhooks: list[WebhookEndpointView]
+
+
+class WebhookDeliveryView(BaseModel):
+    """One event's delivery to one endpoint."""
+
+    id: str
+    event_id: str = Field(description="The event (its `webhook-id`).")
+    event_type: str
+    endpoint_id: str
+    subject: str = Field(description="`type:id` of the resource the event is about.")
+    state: DeliveryState
+    attempts: int
+    next_attempt_at: Timestamp
+    last_status: int | None = Field(description="The receiver's last HTTP status, if any.")
+    last_error: str | None
+    delivered_at: Timestamp | None
+    created_at: Timestamp
+
+
+class WebhookDeliveryList(BaseModel):
+    deliveries: list[WebhookDeliveryView] = Field(description="Newest first.")

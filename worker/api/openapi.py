@@ -18,9 +18,11 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from worker.api.contract import (
+    AddWebhookRequest,
     ChangeSubscriptionPlanRequest,
     CommandAccepted,
     CreateBillingAccountRequest,
+    DisableWebhookRequest,
     EmptyRequest,
     ErrorBody,
 )
@@ -32,6 +34,8 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     EmptyRequest,
     CreateBillingAccountRequest,
     ChangeSubscriptionPlanRequest,
+    AddWebhookRequest,
+    DisableWebhookRequest,
 )
 
 _STRING = {"schema": {"type": "string"}}
@@ -159,6 +163,40 @@ def command_operation(
             "parameters": [IDEMPOTENCY_KEY_PARAMETER, PREFER_PARAMETER],
         },
     }
+
+
+def direct_operation(
+    *,
+    answer: type[BaseModel],
+    answer_description: str,
+    request: type[BaseModel] | None = None,
+    status: int = 200,
+    errors: Iterable[int] = (),
+    answer_headers: Mapping[str, Any] | None = None,
+    examples: Mapping[str, Any] | None = None,
+    links: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``responses`` (and ``openapi_extra``) of a route answered at once, without a
+    command: its body if it takes one, its answer on ``status``, and ``errors`` besides
+    :data:`COMMON_ERRORS`."""
+    answer_doc: dict[str, Any] = {
+        "model": answer,
+        "description": answer_description,
+        "headers": dict(answer_headers or {}),
+    }
+    if links:
+        answer_doc["links"] = dict(links)
+    operation: dict[str, Any] = {
+        "responses": {status: answer_doc, **error_responses([*COMMON_ERRORS, *errors])}
+    }
+    if request is not None:
+        content = _json(request)
+        if examples:
+            content["application/json"]["examples"] = {
+                name: {"value": value} for name, value in examples.items()
+            }
+        operation["openapi_extra"] = {"requestBody": {"required": True, "content": content}}
+    return operation
 
 
 def install_openapi(app: FastAPI) -> None:

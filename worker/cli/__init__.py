@@ -21,6 +21,7 @@ from worker.cli.plans import plans
 from worker.cli.stripe_account import stripe
 from worker.cli.subscriptions import subscriptions
 from worker.cli.users import users
+from worker.cli.webhooks import webhooks
 
 __all__ = ["main"]
 
@@ -37,5 +38,16 @@ def main() -> None:
 
 
 processes.register(main)
-for group in (clients, orgs, users, plans, subscriptions, stripe, commands, dead_letters, clock):
+for group in (
+    clients,
+    orgs,
+    users,
+    plans,
+    subscriptions,
+    stripe,
+    commands,
+    dead_letters,
+    webhooks,
+    clock,
+):
     main.add_command(group)

@@ -7,16 +7,14 @@ from typing import TYPE_CHECKING
 
 import click
 
+from domain.permissions import Scope
 from worker.cli.base import DATABASE_ENV, BillingGroup, as_json_option, emit, fail, services
 
 if TYPE_CHECKING:
     from domain.permissions import Grant
     from worker.clients import ClientView, NewClient
 
-SCOPES_HELP = (
-    "A scope the client holds (repeat for several): users:enable, billing:create, "
-    "billing:register, subscriptions:change, commands:read, or * for all."
-)
+SCOPES_HELP = f"A scope the client holds (repeat for several): {', '.join(Scope)}, or * for all."
 ORGS_HELP = "An organization the client may act in (repeat for several); default: every one."
 
 

@@ -1,0 +1,240 @@
+"""``billing-worker webhooks``: webhook endpoints, their secrets, and their deliveries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import click
+
+from worker.cli.base import DATABASE_ENV, BillingGroup, as_json_option, emit, services
+
+if TYPE_CHECKING:
+    from domain.webhooks import WebhookDelivery, WebhookEndpoint
+
+GRACE_ENV = (*DATABASE_ENV, "BILLING_WEBHOOK_SECRET_GRACE_SECONDS")
+STATES = ("pending", "delivering", "succeeded", "failed")
+
+
+@click.group(cls=BillingGroup)
+def webhooks() -> None:
+    """Webhook endpoints (URLs that receive the events, signed with their own secret) and
+    their deliveries."""
+
+
+def _event_types(values: Sequence[str]) -> list[str]:
+    # `--events a --events b` and `--events a,b` alike.
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
+    return "\n".join(
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in (headers, *rows)
+    )
+
+
+def _endpoint_row(endpoint: WebhookEndpoint) -> list[str]:
+    return [
+        endpoint.id,
+        endpoint.state.value,
+        endpoint.url,
+        ",".join(endpoint.event_types),
+        endpoint.disabled_reason or "",
+    ]
+
+
+ENDPOINT_HEADERS = ("ID", "STATE", "URL", "EVENTS", "DISABLED BECAUSE")
+
+
+def _delivery_row(delivery: WebhookDelivery) -> list[str]:
+    status = "" if delivery.last_status is None else f"HTTP {delivery.last_status}"
+    return [
+        delivery.id,
+        delivery.state.value,
+        delivery.endpoint_id,
+        delivery.event_id,
+        delivery.event_type,
+        str(delivery.attempts),
+        f"{delivery.created_at:%Y-%m-%d %H:%M:%S}",
+        delivery.last_error or status,
+    ]
+
+
+DELIVERY_HEADERS = ("ID", "STATE", "ENDPOINT", "EVENT", "TYPE", "ATTEMPTS", "CREATED", "LAST ERROR")
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = seconds / size
+            return f"{count:g} {unit}" + ("" if count == 1 else "s")
+    return f"{seconds:g} second" + ("" if seconds == 1 else "s")
+
+
+@webhooks.command("add", settings_env=DATABASE_ENV)
+@click.argument("url")
+@click.option(
+    "--events",
+    "events",
+    multiple=True,
+    metavar="TYPE",
+    help="An event type to send (repeat, or separate with commas); default: every event.",
+)
+@click.option("--description", default="", help="A note for operators (at most 255 characters).")
+@as_json_option
+def webhooks_add(url: str, events: tuple[str, ...], description: str, as_json: bool) -> None:
+    """Add an endpoint; its signing secret is printed once and never again."""
+    from tasks.handlers.webhook_endpoints import add_endpoint
+
+    added = add_endpoint(services(), url, _event_types(events), description)
+    view = added.endpoint.to_view()
+    emit(
+        as_json,
+        {**view, "secret": added.secret},
+        f"id:     {view['id']}\nsecret: {added.secret}\nevents: {','.join(view['events'])}\n"
+        "(the secret is shown once; store it now)",
+    )
+
+
+@webhooks.command("list", settings_env=DATABASE_ENV)
+@as_json_option
+def webhooks_list(as_json: bool) -> None:
+    """Every endpoint: id, state, URL, events and why it is disabled (never a secret)."""
+    from tasks.handlers.webhook_endpoints import list_endpoints
+
+    found = list_endpoints(services())
+    if as_json:
+        emit(True, [endpoint.to_view() for endpoint in found], "")
+        return
+    if found:
+        click.echo(_table(ENDPOINT_HEADERS, [_endpoint_row(endpoint) for endpoint in found]))
+
+
+@webhooks.command("show", settings_env=DATABASE_ENV)
+@click.argument("endpoint_id")
+@as_json_option
+def webhooks_show(endpoint_id: str, as_json: bool) -> None:
+    """One endpoint (never its secret)."""
+    from tasks.handlers.webhook_endpoints import get_endpoint
+
+    endpoint = get_endpoint(services(), endpoint_id)
+    emit(as_json, endpoint.to_view(), _table(ENDPOINT_HEADERS, [_endpoint_row(endpoint)]))
+
+
+@webhooks.command("disable", settings_env=DATABASE_ENV)
+@click.argument("endpoint_id")
+@click.option("--reason", default="", help="Why (kept with the endpoint and its deliveries).")
+@as_json_option
+def webhooks_disable(endpoint_id: str, reason: str, as_json: bool) -> None:
+    """Stop sending to an endpoint. Its unfinished deliveries are marked failed; replay them
+    once it is enabled again."""
+    from tasks.handlers.webhook_endpoints import disable_endpoint
+
+    disabled = disable_endpoint(services(), endpoint_id, reason)
+    emit(
+        as_json,
+        {**disabled.endpoint.to_view(), "abandoned_deliveries": disabled.abandoned},
+        f"{endpoint_id} disabled: {disabled.endpoint.disabled_reason}; "
+        f"{disabled.abandoned} unfinished deliveries marked failed",
+    )
+
+
+@webhooks.command("enable", settings_env=DATABASE_ENV)
+@click.argument("endpoint_id")
+@as_json_option
+def webhooks_enable(endpoint_id: str, as_json: bool) -> None:
+    """Send to an endpoint again (its failed deliveries stay failed until replayed)."""
+    from tasks.handlers.webhook_endpoints import enable_endpoint
+
+    endpoint = enable_endpoint(services(), endpoint_id)
+    emit(as_json, endpoint.to_view(), f"{endpoint_id} enabled")
+
+
+@webhooks.command("rotate-secret", settings_env=GRACE_ENV)
+@click.argument("endpoint_id")
+@as_json_option
+def webhooks_rotate_secret(endpoint_id: str, as_json: bool) -> None:
+    """Give an endpoint a new secret, printed once. The old one keeps signing beside it for
+    BILLING_WEBHOOK_SECRET_GRACE_SECONDS, so that the receiver can switch."""
+    from datetime import timedelta
+
+    from tasks.handlers.webhook_endpoints import rotate_secret
+
+    svc = services()
+    grace = svc.settings.webhook_secret_grace_seconds
+    rotated = rotate_secret(svc, endpoint_id, timedelta(seconds=grace))
+    until = f"{rotated.previous_valid_until:%Y-%m-%d %H:%M:%S} UTC"
+    emit(
+        as_json,
+        {
+            **rotated.endpoint.to_view(),
+            "secret": rotated.secret,
+            "previous_secret_expires_at": rotated.previous_valid_until.isoformat(),
+        },
+        f"secret: {rotated.secret}\n(the secret is shown once; store it now)\n"
+        + (
+            f"the old secret keeps signing for {_duration(grace)}, until {until}"
+            if grace > 0
+            else "the old secret no longer signs"
+        ),
+    )
+
+
+@webhooks.command("deliveries", settings_env=DATABASE_ENV)
+@click.option("--failed", "failed_only", is_flag=True, help="Only failed deliveries.")
+@click.option("--state", type=click.Choice(STATES), default=None, help="Only in this state.")
+@click.option("--endpoint", "endpoint_id", default=None, help="Only to this endpoint.")
+@click.option("--event", "event_id", default=None, help="Only of this event (evt_…).")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@as_json_option
+def webhooks_deliveries(
+    failed_only: bool,
+    state: str | None,
+    endpoint_id: str | None,
+    event_id: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Deliveries, newest first: state, endpoint, event, attempts and the last error."""
+    from domain.webhooks import DeliveryState
+    from tasks.handlers.webhook_endpoints import list_deliveries
+
+    found = list_deliveries(
+        services(),
+        failed_only=failed_only,
+        state=None if state is None else DeliveryState(state),
+        endpoint_id=endpoint_id,
+        event_id=event_id,
+        limit=limit,
+    )
+    if as_json:
+        emit(True, [delivery.to_view() for delivery in found], "")
+        return
+    if found:
+        click.echo(_table(DELIVERY_HEADERS, [_delivery_row(delivery) for delivery in found]))
+
+
+@webhooks.command("replay", settings_env=DATABASE_ENV)
+@click.argument("delivery_ids", nargs=-1)
+@click.option("--endpoint", "endpoint_id", default=None, help="With --failed: its deliveries.")
+@click.option("--failed", "all_failed", is_flag=True, help="With --endpoint: every failed one.")
+def webhooks_replay(
+    delivery_ids: tuple[str, ...], endpoint_id: str | None, all_failed: bool
+) -> None:
+    """Send failed deliveries again, with a new retry budget: DELIVERY_ID…, or every failed
+    delivery of an endpoint (--endpoint ID --failed). Its endpoint must be enabled. The
+    sweep sends them within seconds."""
+    from tasks.handlers.webhook_endpoints import replay_deliveries, replay_failed
+
+    if delivery_ids and (endpoint_id or all_failed):
+        raise click.UsageError("give DELIVERY_IDs, or --endpoint ID --failed, not both")
+    if not delivery_ids:
+        if not (endpoint_id and all_failed):
+            raise click.UsageError("give DELIVERY_IDs, or --endpoint ID --failed")
+        count = replay_failed(services(), endpoint_id)
+        click.echo(f"replayed {count} failed deliveries of {endpoint_id}")
+        return
+    for delivery in replay_deliveries(services(), delivery_ids):
+        click.echo(f"replayed {delivery.id}")
