@@ -25,6 +25,8 @@ from worker.embedded import free_port
 
 pytestmark = pytest.mark.e2e
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
 
 @pytest.fixture(scope="module")
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
@@ -375,6 +377,59 @@ def test_flower_the_result_backend_and_the_logs_show_no_personal_data(
         text = log.read_text(errors="replace")
         for personal in (http_email, queue_email, "+442079460958", "Baker Street"):
             assert personal not in text, (personal, log.name)
+
+
+def test_up_delivers_signed_events_to_the_readme_receiver(
+    local_stack: dict[str, Any], tmp_path: Path
+) -> None:
+    """The issue's own try: a receiver, `webhooks add`, an account, `clock advance 31d`."""
+    port = free_port()
+    endpoint = _cli(local_stack, "webhooks", "add", f"http://127.0.0.1:{port}/hook", "--json")
+    output = tmp_path / "receiver.out"
+    with output.open("wb") as sink:
+        receiver = subprocess.Popen(
+            [sys.executable, str(EXAMPLES / "webhook_receiver.py"), str(port)],
+            env={**os.environ, "WEBHOOK_SECRET": endpoint["secret"]},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    auth = (local_stack["client_id"], local_stack["client_secret"])
+    api = partial(httpx.post, auth=auth, timeout=30)
+
+    def printed(line: str) -> bool:
+        return line in output.read_text().splitlines()
+
+    try:
+        org = _cli(
+            local_stack, "orgs", "create", "--name", f"hooked-{uuid.uuid4().hex[:6]}", "--json"
+        )
+        created = api(
+            f"{local_stack['api_url']}/v1beta1/organizations/{org['id']}/billing",
+            json={"body": {"name": "Hooked Ltd", "email": "billing@hooked.example"}},
+        )
+        assert created.status_code == 200, created.text
+        account_id = created.json()["billing_account"]["id"]
+        eventually(
+            lambda: printed(f"billing_account.registered {account_id}"),
+            30,
+            f"the receiver to print the registration ({output.read_text()[-300:]!r})",
+        )
+
+        change = api(
+            f"{local_stack['api_url']}/v1beta1/organizations/org_demo/billing/ba_demo"
+            "/subscriptions/sub_demo/change",
+            json={"plan_change": {"plan": "team"}},
+        )
+        assert change.status_code == 200, change.text
+        _cli(local_stack, "clock", "advance", "31d")
+        eventually(
+            lambda: printed("subscription.plan_change.applied sub_demo"),
+            30,
+            f"the receiver to print the applied change ({output.read_text()[-300:]!r})",
+        )
+    finally:
+        receiver.kill()
+        receiver.wait()
 
 
 def test_sigterm_stops_every_process_up_started(local_stack: dict[str, Any]) -> None:
