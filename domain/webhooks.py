@@ -13,6 +13,7 @@ events happened: a delivery waits while an earlier one of its subject is unfinis
 from __future__ import annotations
 
 import base64
+import ipaddress
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -34,14 +35,35 @@ def new_secret() -> str:
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
-def checked_url(url: str) -> str:
-    """An ``http``/``https`` URL with a host, at most 2,048 characters."""
+def checked_url(url: str, *, allow_private_networks: bool = False) -> str:
+    """An ``http``/``https`` URL with a host, at most 2,048 characters; unless
+    ``allow_private_networks``, not ``localhost`` nor an address that is not public (the
+    sender checks names once resolved, at each attempt)."""
     parts = urlsplit(url.strip())
     if len(url) > 2048 or parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidArgument.for_fields(
             f"{url[:100]!r} is not an http(s) URL", [("url", "must be an http or https URL")]
         )
+    if not allow_private_networks and is_private_host(parts.hostname):
+        raise InvalidArgument.for_fields(
+            f"{parts.hostname!r} is not a public address; receivers on private networks "
+            "need BILLING_WEBHOOK_ALLOW_PRIVATE_NETWORKS=true",
+            [("url", "must name a public host")],
+        )
     return url.strip()
+
+
+def is_private_host(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or an IP address that is not globally routable
+    (loopback, private, link-local such as the cloud metadata address, reserved…). Other
+    names are not resolved here."""
+    name = host.strip("[]").lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return not ipaddress.ip_address(name).is_global
+    except ValueError:
+        return False
 
 
 def checked_event_types(names: list[str]) -> list[str]:
@@ -78,11 +100,19 @@ class WebhookEndpoint:
 
     @classmethod
     def new(
-        cls, url: str, event_types: list[str], now: datetime, *, description: str = ""
+        cls,
+        url: str,
+        event_types: list[str],
+        now: datetime,
+        *,
+        description: str = "",
+        allow_private_networks: bool = True,
     ) -> WebhookEndpoint:
+        """A new enabled endpoint. Callers that take URLs from operators pass their
+        ``allow_private_networks`` setting."""
         return cls(
             id=new_id("we"),
-            url=checked_url(url),
+            url=checked_url(url, allow_private_networks=allow_private_networks),
             event_types=checked_event_types(event_types),
             secret=new_secret(),
             state=EndpointState.ENABLED,

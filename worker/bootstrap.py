@@ -124,7 +124,9 @@ class Services:
     def webhook_sender(self) -> WebhookSender:
         from worker.webhooks import HttpWebhookSender
 
-        return HttpWebhookSender()
+        return HttpWebhookSender(
+            allow_private_networks=self.settings.resolved_webhook_allow_private_networks()
+        )
 
     def _redis(self) -> redis.Redis:
         if self._redis_client is None:

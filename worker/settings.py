@@ -218,6 +218,12 @@ class Settings(BaseSettings):
     webhook_sweep_interval_seconds: float = Field(
         default=2.0, gt=0, description="How often beat sends deliveries that are due."
     )
+    webhook_allow_private_networks: bool | None = Field(
+        default=None,
+        description="Let webhook endpoints name localhost or private, link-local and other "
+        "addresses that are not public. Unset: only beside a running `up` (a machine's own "
+        "stack); set it true for receivers inside your network.",
+    )
     webhook_secret_grace_seconds: float = Field(
         default=86_400.0,
         ge=0,
@@ -305,6 +311,12 @@ class Settings(BaseSettings):
             return self.redis_url
         recorded = self.stack().get("redis_url")
         return str(recorded) if recorded else "redis://127.0.0.1:6379/0"
+
+    def resolved_webhook_allow_private_networks(self) -> bool:
+        if self.webhook_allow_private_networks is not None:
+            return self.webhook_allow_private_networks
+        stack = self.stack()
+        return bool(stack) and not stack.get("stopped")
 
     def resolved_stripe_api_key(self) -> str | None:
         """The configured key, else the key of the emulator a running ``up`` started."""

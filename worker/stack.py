@@ -156,6 +156,12 @@ class LocalStack:
             env["BILLING_STRIPE_API_KEY"] = emulator_key
             env["BILLING_STRIPE_API_BASE"] = emulator_url
             env["BILLING_SHIFTABLE_CLOCK"] = "true"
+        # The local stack's receivers are on this machine (examples/webhook_receiver.py),
+        # unless the setting says otherwise.
+        allow_private = settings.webhook_allow_private_networks
+        env["BILLING_WEBHOOK_ALLOW_PRIVATE_NETWORKS"] = (
+            "true" if allow_private is None else str(allow_private).lower()
+        )
         database_url = settings.resolved_database_url()
         env["BILLING_DATABASE_URL"] = database_url
 

@@ -9,13 +9,16 @@ space separated: during a rotation both the new and the old secret sign).
 from __future__ import annotations
 
 import email.utils
+import socket
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 import httpx
 from standardwebhooks import Webhook
 
 from domain.ports import WebhookResponse
+from domain.webhooks import is_private_host
 
 USER_AGENT = "billing-worker-webhooks/1"
 
@@ -48,7 +51,17 @@ def retry_after_seconds(value: str | None, now: datetime) -> float | None:
 
 class HttpWebhookSender:
     """Posts events with httpx: one short-lived request each, redirects not followed (a
-    receiver answers where it was registered)."""
+    receiver answers where it was registered).
+
+    Unless ``allow_private_networks``, a URL whose host resolves to an address that is not
+    public (loopback, private, link-local such as a cloud's metadata service…) is not
+    requested: whoever may add endpoints must not reach inside the network through us. The
+    check is made at each attempt, on what the name resolves to then; a name that resolves
+    differently between the check and the connection (DNS rebinding within a second) is not
+    covered, nor are proxies (``trust_env`` is off)."""
+
+    def __init__(self, *, allow_private_networks: bool = False) -> None:
+        self._allow_private_networks = allow_private_networks
 
     def send(
         self,
@@ -59,6 +72,9 @@ class HttpWebhookSender:
         secrets: Sequence[str],
         timeout_seconds: float,
     ) -> WebhookResponse:
+        refusal = None if self._allow_private_networks else _private_target(url)
+        if refusal is not None:
+            return WebhookResponse(status=None, error=refusal)
         now = datetime.now(UTC)
         text = body.decode()
         headers = {
@@ -70,7 +86,12 @@ class HttpWebhookSender:
         }
         try:
             response = httpx.post(
-                url, content=body, headers=headers, timeout=timeout_seconds, follow_redirects=False
+                url,
+                content=body,
+                headers=headers,
+                timeout=timeout_seconds,
+                follow_redirects=False,
+                trust_env=False,
             )
         except httpx.TimeoutException:
             return WebhookResponse(status=None, error=f"no answer within {timeout_seconds:g}s")
@@ -84,3 +105,23 @@ class HttpWebhookSender:
             retry_after=retry_after_seconds(response.headers.get("retry-after"), now),
             error=f"HTTP {response.status_code}" + (f": {text}" if text else ""),
         )
+
+
+def _private_target(url: str) -> str | None:
+    """Why ``url`` may not be requested (its host is not public), or ``None``."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if is_private_host(host):
+        return f"refused: {host} is not a public address (BILLING_WEBHOOK_ALLOW_PRIVATE_NETWORKS)"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        resolved = {info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)}
+    except OSError as error:
+        return f"cannot resolve {host}: {error}"
+    private = sorted(address for address in resolved if is_private_host(str(address)))
+    if private:
+        return (
+            f"refused: {host} resolves to {private[0]}, not a public address "
+            "(BILLING_WEBHOOK_ALLOW_PRIVATE_NETWORKS)"
+        )
+    return None

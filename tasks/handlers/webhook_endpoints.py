@@ -56,11 +56,17 @@ class RotatedSecret:
 
 
 def add_endpoint(
-    svc: HandlerContext, url: str, events: Sequence[str] = (), description: str = ""
+    svc: HandlerContext,
+    url: str,
+    events: Sequence[str] = (),
+    description: str = "",
+    *,
+    allow_private_networks: bool = False,
 ) -> NewEndpoint:
     """Add an enabled endpoint for ``events`` (catalog types; none, or ``*``: every event).
     A bad URL, an unknown event type or a description over 255 characters is an
-    ``InvalidArgument`` naming the field."""
+    ``InvalidArgument`` naming the field; so is a URL naming a host that is not public,
+    unless ``allow_private_networks`` (the setting of that name)."""
     _storable(url=url, description=description, events=list(events))
     if any(char.isspace() or not char.isprintable() for char in url.strip()):
         raise InvalidArgument.for_fields(
@@ -73,7 +79,13 @@ def add_endpoint(
             [("description", f"at most {MAX_DESCRIPTION} characters")],
         )
     try:
-        endpoint = WebhookEndpoint.new(url, list(events), svc.clock.now(), description=description)
+        endpoint = WebhookEndpoint.new(
+            url,
+            list(events),
+            svc.clock.now(),
+            description=description,
+            allow_private_networks=allow_private_networks,
+        )
     except ValueError:
         # urlsplit's own refusals (a broken IPv6 host, say): a bad URL like any other.
         raise InvalidArgument.for_fields(

@@ -208,6 +208,11 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ("webhook-url-not-http", ("webhooks", "add", "ftp://x"), "'ftp://x' is not an http(s) URL"),
     ("webhook-url-no-host", ("webhooks", "add", "https://"), "is not an http(s) URL"),
     (
+        "webhook-url-cloud-metadata",
+        ("webhooks", "add", "http://169.254.169.254/latest/meta-data"),
+        "'169.254.169.254' is not a public address",
+    ),
+    (
         "webhook-event-unknown",
         ("webhooks", "add", "https://hooks.example", "--events", "user.enabled,user.deleted"),
         "unknown event type 'user.deleted'; known: billing_account.created",

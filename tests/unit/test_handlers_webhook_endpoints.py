@@ -357,3 +357,25 @@ def test_replaying_the_failures_of_a_disabled_endpoint_is_refused(app: FakeAppli
         handlers.replay_failed(app, endpoint.id)
 
     assert stored_delivery(app, failed.id).state is DeliveryState.FAILED
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9999/hook",
+        "http://localhost/hook",
+        "http://10.0.0.7/hook",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[::1]/hook",
+        "https://192.168.1.1/hook",
+    ],
+)
+def test_an_endpoint_on_a_host_that_is_not_public_is_refused_unless_private_networks_are_allowed(
+    app: FakeApplication, url: str
+) -> None:
+    with pytest.raises(InvalidArgument, match="not a public address") as refused:
+        handlers.add_endpoint(app, url)
+    assert refused.value.to_body()["details"][0]["fieldViolations"][0]["field"] == "url"
+
+    added = handlers.add_endpoint(app, url, allow_private_networks=True)
+    assert added.endpoint.url == url

@@ -88,7 +88,14 @@ def webhooks_add(url: str, events: tuple[str, ...], description: str, as_json: b
     """Add an endpoint; its signing secret is printed once and never again."""
     from tasks.handlers.webhook_endpoints import add_endpoint
 
-    added = add_endpoint(services(), url, _event_types(events), description)
+    svc = services()
+    added = add_endpoint(
+        svc,
+        url,
+        _event_types(events),
+        description,
+        allow_private_networks=svc.settings.resolved_webhook_allow_private_networks(),
+    )
     view = added.endpoint.to_view()
     emit(
         as_json,

@@ -127,7 +127,11 @@ async def create_webhook(client: Manager, body: Body, state: State) -> JSONRespo
     request = _parsed(AddWebhookRequest, body)
     added = await _run(
         lambda: handlers.add_endpoint(
-            state.svc, request.url, request.events or [], request.description
+            state.svc,
+            request.url,
+            request.events or [],
+            request.description,
+            allow_private_networks=state.svc.settings.resolved_webhook_allow_private_networks(),
         )
     )
     return JSONResponse(
