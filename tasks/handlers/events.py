@@ -21,37 +21,51 @@ logger = logging.getLogger(__name__)
 RELAY_BATCH_SIZE = 200
 MAX_BATCHES_PER_RUN = 50
 """A run's work is bounded; what is left goes with the next command or sweep."""
+MAX_RUNS = 3
+"""Runs one relay makes while events keep arriving behind it."""
 
 
 def relay_events(app: Application) -> int:
     """Publish what the outbox holds unpublished; returns how many events went. Does nothing
-    when another relay runs (it publishes until nothing is left)."""
-    lock = app.relay_lock()
-    if not lock.acquire():
-        return 0
+    when another relay runs: that one looks at the outbox again once it let go of the lock,
+    so an event committed while it ran (whose own relay found the lock taken) is not left
+    for beat."""
     published = 0
-    try:
-        for _ in range(MAX_BATCHES_PER_RUN):
-            with app.unit_of_work() as uow:
-                batch = uow.events.unpublished(RELAY_BATCH_SIZE)
-                endpoints = uow.webhook_endpoints.enabled() if batch else []
-            if not batch:
+    for _ in range(MAX_RUNS):
+        lock = app.relay_lock()
+        if not lock.acquire():
+            break
+        try:
+            published += _publish_unpublished(app)
+        finally:
+            lock.release()
+        with app.unit_of_work() as uow:
+            if uow.events.count_unpublished() == 0:
                 break
-            # Outside any transaction: the stream first, then the record that it was done.
-            app.event_stream().append(batch)
-            now = app.clock.now()
-            with app.unit_of_work() as uow:
-                claims = fan_out(uow, batch, endpoints, now, app.deliveries)
-                uow.events.mark_published([event.sequence for event in batch], now)
-                uow.commit()
-            publish_deliveries(app, claims)
-            published += len(batch)
-            if len(batch) < RELAY_BATCH_SIZE:
-                break
-    finally:
-        lock.release()
     if published:
         logger.info("relayed %d events", published)
+    return published
+
+
+def _publish_unpublished(app: Application) -> int:
+    published = 0
+    for _ in range(MAX_BATCHES_PER_RUN):
+        with app.unit_of_work() as uow:
+            batch = uow.events.unpublished(RELAY_BATCH_SIZE)
+            endpoints = uow.webhook_endpoints.enabled() if batch else []
+        if not batch:
+            break
+        # Outside any transaction: the stream first, then the record that it was done.
+        app.event_stream().append(batch)
+        now = app.clock.now()
+        with app.unit_of_work() as uow:
+            claims = fan_out(uow, batch, endpoints, now, app.deliveries)
+            uow.events.mark_published([event.sequence for event in batch], now)
+            uow.commit()
+        publish_deliveries(app, claims)
+        published += len(batch)
+        if len(batch) < RELAY_BATCH_SIZE:
+            break
     return published
 
 

@@ -401,3 +401,25 @@ def test_the_outbox_keeps_deliveries_and_events_as_long_as_the_command_log_keeps
     app.clock.advance(timedelta(days=60))
     assert prune_outbox(app) == 1  # the event, after 90 days
     assert outbox(app) == []
+
+
+def test_an_event_committed_while_the_relay_ran_is_published_by_it_not_left_for_beat(
+    app: FakeApplication,
+) -> None:
+    """Its own command's relay found the lock taken: the running relay looks again once it
+    lets go."""
+    enable_user(EnableUser(command_id="e1", user_id="usr_1"), app)
+    app.db.seed(a_user("usr_2"))
+    release = app.lock.release
+
+    def release_after_another_command() -> None:
+        if not app.stream.entries or len(app.stream.entries) > 1:
+            return release()
+        enable_user(EnableUser(command_id="e2", user_id="usr_2"), app)
+        assert relay_events(app) == 0  # its relay finds the lock taken
+        return release()
+
+    app.lock.release = release_after_another_command  # type: ignore[method-assign]
+
+    assert relay_events(app) == 2
+    assert [entry.subject_key for entry in app.stream.entries] == ["user:usr_1", "user:usr_2"]
