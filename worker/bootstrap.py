@@ -16,16 +16,14 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from domain.event_ports import EventStream, RelayLock, WebhookSender
 from domain.ports import (
     BillingProvider,
     Clock,
     CommandPublisher,
     DeadLetterStore,
-    EventStream,
-    RelayLock,
     RunnerPolicy,
     UnitOfWork,
-    WebhookSender,
 )
 from domain.rate_budget import RateBudget
 from domain.retention import CommandRetention

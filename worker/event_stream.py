@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import redis
 from redis.exceptions import LockError
 
-from domain.ports import RecordedEvent
+from domain.event_ports import RecordedEvent
 
 RELAY_LOCK_SECONDS = 30.0
 """A relay that died holding the lock frees it after this long."""

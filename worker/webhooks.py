@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 from standardwebhooks import Webhook
 
-from domain.ports import WebhookResponse
+from domain.event_ports import WebhookResponse
 from domain.webhooks import is_private_host
 
 USER_AGENT = "billing-worker-webhooks/1"

@@ -27,7 +27,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from domain.ports import Application, RecordedEvent, UnitOfWork, WebhookResponse
+from domain.event_ports import RecordedEvent, WebhookResponse
+from domain.ports import Application, UnitOfWork
 from domain.webhooks import (
     DeliveryClaim,
     DeliveryPolicy,

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from domain.event_ports import RecordedEvent, WebhookResponse
 from domain.events import Event
-from domain.ports import RecordedEvent, WebhookResponse
 from domain.webhooks import DeliveryClaim, DeliveryState, WebhookDelivery, WebhookEndpoint
 
 if TYPE_CHECKING:

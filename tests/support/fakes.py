@@ -46,6 +46,7 @@ from domain.errors import (
     error_info,
     field_violations,
 )
+from domain.event_ports import EventStream, RelayLock, WebhookSender
 from domain.events import Event
 from domain.messages import CommandStatus, command_fingerprint
 from domain.organizations import Organization, OrganizationState
@@ -56,11 +57,8 @@ from domain.ports import (
     Claim,
     Clock,
     CommandJournal,
-    EventStream,
-    RelayLock,
     RunnerPolicy,
     UnitOfWork,
-    WebhookSender,
 )
 from domain.rate_budget import BudgetUsage, CallKind, Priority, RateBudget
 from domain.retention import PRUNABLE_STATUSES, CommandRetention

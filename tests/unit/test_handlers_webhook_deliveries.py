@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from domain.event_ports import WebhookResponse
 from domain.events import Event, UserEnabledEvent
-from domain.ports import WebhookResponse
 from domain.webhooks import DeliveryPolicy, DeliveryState, WebhookDelivery, WebhookEndpoint
 from tasks.handlers.events import relay_events
 from tasks.handlers.webhook_deliveries import (

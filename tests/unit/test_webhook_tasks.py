@@ -12,8 +12,8 @@ from celery import Task
 from celery.exceptions import Retry
 
 import tasks.webhooks
+from domain.event_ports import WebhookResponse
 from domain.events import UserEnabledEvent
-from domain.ports import WebhookResponse
 from domain.webhooks import DeliveryState, WebhookEndpoint
 from tasks.handlers.events import relay_events
 from tasks.runtime import CommandApp

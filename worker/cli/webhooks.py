@@ -62,7 +62,16 @@ def _delivery_row(delivery: WebhookDelivery) -> list[str]:
     ]
 
 
-DELIVERY_HEADERS = ("ID", "STATE", "ENDPOINT", "EVENT", "TYPE", "ATTEMPTS", "CREATED", "LAST ANSWER")
+DELIVERY_HEADERS = (
+    "ID",
+    "STATE",
+    "ENDPOINT",
+    "EVENT",
+    "TYPE",
+    "ATTEMPTS",
+    "CREATED",
+    "LAST ANSWER",
+)
 
 
 def _duration(seconds: float) -> str:
