@@ -80,7 +80,7 @@ def test_events_are_checked_once_their_table_exists(
     document = good.model_dump(mode="json")
     rows = [
         (good.id, 1, document),
-        ("evt_bad", 1, {**document, "id": "evt_bad", "data": {"user_id": "usr_1"}}),
+        ("evt_bad", 1, {**document, "id": "evt_" + "b" * 32, "data": {"user_id": "usr_1"}}),
         ("evt_v2", 2, {**document, "id": "evt_v2", "version": 2}),
     ]
     with engine.begin() as connection:
