@@ -414,6 +414,11 @@ def test_up_delivers_signed_events_to_the_readme_receiver(
             30,
             f"the receiver to print the registration ({output.read_text()[-300:]!r})",
         )
+        lines = output.read_text().splitlines()
+        # One subject's events arrive in the order they happened.
+        assert lines.index(f"billing_account.created {account_id}") < lines.index(
+            f"billing_account.registered {account_id}"
+        )
 
         change = api(
             f"{local_stack['api_url']}/v1beta1/organizations/org_demo/billing/ba_demo"
