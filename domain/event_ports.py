@@ -92,8 +92,9 @@ class WebhookDeliveryRepository(Protocol):
         endpoint_id: str | None = None,
         event_id: str | None = None,
         limit: int = 100,
+        oldest_first: bool = False,
     ) -> list[WebhookDelivery]:
-        """Deliveries, newest first."""
+        """Deliveries, newest first (or in the order of their events: ``oldest_first``)."""
         ...
 
     def prune_finished(self, state: DeliveryState, before: datetime, limit: int) -> int:

@@ -219,7 +219,8 @@ def replay_deliveries(svc: HandlerContext, delivery_ids: Sequence[str]) -> list[
 
 def replay_failed(svc: HandlerContext, endpoint_id: str, *, batch_size: int = REPLAY_BATCH) -> int:
     """Replay every failed delivery of the endpoint (which must be enabled), in batches of
-    short transactions; returns how many."""
+    short transactions, oldest first: a subject's older deliveries are pending before its
+    newer ones are, so that they go out in order; returns how many."""
     total = 0
     while True:
         now = svc.clock.now()
@@ -227,7 +228,10 @@ def replay_failed(svc: HandlerContext, endpoint_id: str, *, batch_size: int = RE
             endpoint = _locked_endpoint(uow, endpoint_id)
             _require_enabled(endpoint)
             batch = uow.webhook_deliveries.find(
-                state=DeliveryState.FAILED, endpoint_id=endpoint_id, limit=batch_size
+                state=DeliveryState.FAILED,
+                endpoint_id=endpoint_id,
+                limit=batch_size,
+                oldest_first=True,
             )
             for listed in batch:
                 delivery = uow.webhook_deliveries.get(listed.id, for_update=True)

@@ -201,6 +201,7 @@ class FakeWebhookDeliveryRepository:
         endpoint_id: str | None = None,
         event_id: str | None = None,
         limit: int = 100,
+        oldest_first: bool = False,
     ) -> list[WebhookDelivery]:
         found = [
             delivery
@@ -209,7 +210,10 @@ class FakeWebhookDeliveryRepository:
             and (endpoint_id is None or delivery.endpoint_id == endpoint_id)
             and (event_id is None or delivery.event_id == event_id)
         ]
-        found.sort(key=lambda delivery: (delivery.created_at, delivery.id), reverse=True)
+        if oldest_first:
+            found.sort(key=lambda delivery: (delivery.event_sequence, delivery.id))
+        else:
+            found.sort(key=lambda delivery: (delivery.created_at, delivery.id), reverse=True)
         return found[:limit]
 
     def prune_finished(self, state: DeliveryState, before: datetime, limit: int) -> int:

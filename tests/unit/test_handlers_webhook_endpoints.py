@@ -379,3 +379,24 @@ def test_an_endpoint_on_a_host_that_is_not_public_is_refused_unless_private_netw
 
     added = handlers.add_endpoint(app, url, allow_private_networks=True)
     assert added.endpoint.url == url
+
+
+def test_an_endpoints_failures_are_replayed_oldest_first_so_a_subject_goes_out_in_order(
+    app: FakeApplication,
+) -> None:
+    endpoint = an_endpoint(app)
+    failures = [a_delivery(app, endpoint, DeliveryState.FAILED, sequence=n) for n in range(4)]
+    pending_after_each_batch: list[set[str]] = []
+
+    def pending() -> set[str]:
+        return {
+            d.id for d in failures if stored_delivery(app, d.id).state is DeliveryState.PENDING
+        }
+
+    app.db.before_next_commit(lambda: None)  # the first batch's commit
+    app.db.before_next_commit(lambda: pending_after_each_batch.append(pending()))
+
+    handlers.replay_failed(app, endpoint.id, batch_size=2)
+
+    # What a sweep could send between two batches: the subject's two oldest, never newer ones.
+    assert pending_after_each_batch == [{failures[0].id, failures[1].id}]

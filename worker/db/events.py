@@ -200,6 +200,7 @@ class SqlWebhookDeliveryRepository(_RowRepository[WebhookDelivery, WebhookDelive
         endpoint_id: str | None = None,
         event_id: str | None = None,
         limit: int = 100,
+        oldest_first: bool = False,
     ) -> list[WebhookDelivery]:
         row = WebhookDeliveryRow
         query = select(row)
@@ -209,7 +210,12 @@ class SqlWebhookDeliveryRepository(_RowRepository[WebhookDelivery, WebhookDelive
             query = query.where(row.endpoint_id == endpoint_id)
         if event_id is not None:
             query = query.where(row.event_id == event_id)
-        return self._all(query.order_by(row.created_at.desc(), row.id.desc()).limit(limit))
+        order = (
+            (row.event_sequence, row.id)
+            if oldest_first
+            else (row.created_at.desc(), row.id.desc())
+        )
+        return self._all(query.order_by(*order).limit(limit))
 
     def prune_finished(self, state: DeliveryState, before: datetime, limit: int) -> int:
         if not state.is_finished:
