@@ -272,14 +272,16 @@ class WebhookDelivery:
         self.updated_at = now
         return self.claims
 
-    def is_claimed_by(self, claim: int, now: datetime) -> bool:
-        """Whether a message of claim ``claim`` may attempt it now."""
-        return (
-            self.state is DeliveryState.DELIVERING
-            and self.claims == claim
-            and self.lease_until is not None
-            and now < self.lease_until
-        )
+    def holds(self, claim: int) -> bool:
+        """Whether a message of claim ``claim`` is the delivery's current one. Its lease may
+        have run out while the message waited in a busy queue: as long as no sweep took the
+        delivery since (which raises the claim), the message may still attempt it."""
+        return self.state is DeliveryState.DELIVERING and self.claims == claim
+
+    def renew(self, now: datetime, lease: timedelta) -> None:
+        """The attempt starts: the lease runs from now."""
+        self.lease_until = now + lease
+        self.updated_at = now
 
     def succeeded(self, status: int, now: datetime) -> None:
         self._attempted(now, status, None)

@@ -211,9 +211,11 @@ class Settings(BaseSettings):
         default=10.0, gt=0, description="How long a receiver has to answer."
     )
     webhook_lease_seconds: float = Field(
-        default=60.0,
+        default=900.0,
         gt=0,
-        description="How long a delivery is left to its worker before the sweep takes it again.",
+        description="How long a claimed delivery is left to its message (queued, then "
+        "attempted) before the sweep takes it again; above the broker's visibility timeout, "
+        "which hands a dead worker's message back first.",
     )
     webhook_sweep_interval_seconds: float = Field(
         default=2.0, gt=0, description="How often beat sends deliveries that are due."

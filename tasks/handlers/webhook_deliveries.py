@@ -183,7 +183,7 @@ def _prepare(app: Application, delivery_id: str, claim: int) -> Outcome | _Attem
     with app.unit_of_work() as uow:
         deliveries = uow.webhook_deliveries
         delivery = deliveries.get(delivery_id, for_update=True)
-        if delivery is None or not delivery.is_claimed_by(claim, now):
+        if delivery is None or not delivery.holds(claim):
             logger.info("delivery %s claim %d is stale; nothing to do", delivery_id, claim)
             return Outcome.STALE
         endpoint = uow.webhook_endpoints.get(delivery.endpoint_id)
@@ -208,8 +208,13 @@ def _prepare(app: Application, delivery_id: str, claim: int) -> Outcome | _Attem
             deliveries.save(delivery)
             uow.commit()
             return Outcome.ABANDONED
-        # Nothing written: leaving rolls back, and the lease holds the delivery. The
-        # webhook-id is the event's: the same on every retry and replay (receivers dedupe).
+        # The lease runs from the attempt, not from the claim: a message that waited in a
+        # busy queue is not overtaken by a sweep while it talks to the receiver.
+        delivery.renew(now, app.deliveries.lease)
+        deliveries.save(delivery)
+        uow.commit()
+        # The webhook-id is the event's: the same on every retry and replay (receivers
+        # deduplicate by it).
         return _Attempt(
             url=endpoint.url,
             message_id=event.id,

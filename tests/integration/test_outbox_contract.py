@@ -163,7 +163,7 @@ def test_a_sweep_claims_due_deliveries_and_expired_leases_once(store: Store) -> 
     )
     assert again == []
     assert taken is not None
-    assert taken.is_claimed_by(1, T0)
+    assert taken.holds(1)
 
 
 def test_deliveries_of_a_subject_to_an_endpoint_know_which_comes_before_and_after(

@@ -244,14 +244,38 @@ def test_a_message_of_an_older_claim_does_nothing(app: FakeApplication) -> None:
     assert len(app.webhooks.sent) == 1
 
 
-def test_a_claim_whose_lease_ran_out_attempts_nothing(app: FakeApplication) -> None:
+def test_a_message_that_waited_past_its_lease_still_attempts_if_no_sweep_took_it(
+    app: FakeApplication,
+) -> None:
     an_endpoint(app)
     an_event(app)
     message = only(app)
-    app.clock.advance(POLICY.lease)
+    app.clock.advance(POLICY.lease * 2)  # a busy queue
 
-    assert run(app, message) is Outcome.STALE
-    assert app.webhooks.sent == []
+    assert run(app, message) is Outcome.SUCCEEDED
+    assert len(app.webhooks.sent) == 1
+
+
+def test_an_attempt_renews_the_lease_so_that_no_sweep_takes_the_delivery_meanwhile(
+    app: FakeApplication,
+) -> None:
+    an_endpoint(app)
+    an_event(app)
+    (stored,) = app.db.rows("webhook_deliveries")
+    app.clock.advance(POLICY.lease * 2)
+    app.webhooks.answer(URL, WebhookResponse(status=None, error="slow receiver"))
+    taken_during_the_attempt: list[int] = []
+    send = app.webhooks.send
+
+    def slow_receiver(url: str, **request: Any) -> WebhookResponse:
+        taken_during_the_attempt.append(send_due_deliveries(app))
+        return send(url, **request)
+
+    app.webhooks.send = slow_receiver  # type: ignore[method-assign]
+
+    run(app, {"delivery_id": stored.id, "claim": 1})
+
+    assert taken_during_the_attempt == [0]
 
 
 def test_a_later_event_of_a_subject_waits_until_the_earlier_one_succeeded_then_follows_at_once(
@@ -337,7 +361,8 @@ def test_a_database_error_after_the_attempt_raises_and_the_same_message_delivers
     an_endpoint(app)
     an_event(app)
     message = only(app)
-    app.db.fail_next_commits(1)
+    app.db.before_next_commit(lambda: None)  # the attempt's start (its lease) commits
+    app.db.before_next_commit(lambda: app.db.fail_next_commits(1))  # its outcome does not
 
     with pytest.raises(DatabaseUnavailable):
         run(app, message)
@@ -345,3 +370,19 @@ def test_a_database_error_after_the_attempt_raises_and_the_same_message_delivers
 
     assert run(app, message) is Outcome.SUCCEEDED
     assert len(app.webhooks.sent) == 2, "at least once: the receiver dedupes by webhook-id"
+
+
+def test_a_database_error_before_the_attempt_raises_and_sends_nothing_until_the_retry(
+    app: FakeApplication,
+) -> None:
+    an_endpoint(app)
+    an_event(app)
+    message = only(app)
+    app.db.fail_next_commits(1)
+
+    with pytest.raises(DatabaseUnavailable):
+        run(app, message)
+    assert app.webhooks.sent == []
+
+    assert run(app, message) is Outcome.SUCCEEDED
+    assert len(app.webhooks.sent) == 1

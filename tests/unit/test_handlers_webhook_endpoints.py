@@ -389,9 +389,7 @@ def test_an_endpoints_failures_are_replayed_oldest_first_so_a_subject_goes_out_i
     pending_after_each_batch: list[set[str]] = []
 
     def pending() -> set[str]:
-        return {
-            d.id for d in failures if stored_delivery(app, d.id).state is DeliveryState.PENDING
-        }
+        return {d.id for d in failures if stored_delivery(app, d.id).state is DeliveryState.PENDING}
 
     app.db.before_next_commit(lambda: None)  # the first batch's commit
     app.db.before_next_commit(lambda: pending_after_each_batch.append(pending()))
