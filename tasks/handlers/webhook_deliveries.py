@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from domain.errors import NotFound
 from domain.event_ports import RecordedEvent, WebhookResponse
 from domain.ports import Application, UnitOfWork
 from domain.webhooks import (
@@ -36,6 +37,7 @@ from domain.webhooks import (
     WebhookDelivery,
     WebhookEndpoint,
 )
+from tasks.handlers.webhook_endpoints import MAX_REASON, disable_endpoint
 from tasks.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -266,10 +268,9 @@ def _record(app: Application, delivery_id: str, claim: int, response: WebhookRes
         error = response.error or f"HTTP {response.status}"
         given_up = delivery.attempt_failed(response.status, error, now, retry_at, policy.budget)
         deliveries.save(delivery)
-        if given_up:
-            _disable_endpoint(uow, delivery, policy.budget, now)
         uow.commit()
     if given_up:
+        _disable_endpoint(app, delivery, policy.budget)
         logger.warning(
             "delivery %s of %s failed for its whole budget; endpoint %s disabled",
             delivery.id,
@@ -304,25 +305,18 @@ def _claim_next(
     return DeliveryClaim(follower.id, number)
 
 
-def _disable_endpoint(
-    uow: UnitOfWork, delivery: WebhookDelivery, budget: timedelta, now: datetime
-) -> None:
+def _disable_endpoint(app: Application, delivery: WebhookDelivery, budget: timedelta) -> None:
     """The budget is spent: the endpoint is disabled with the reason, and its other
-    unfinished deliveries fail (each can be replayed once the receiver is back)."""
+    unfinished deliveries fail (each can be replayed once the receiver is back), as an
+    operator disables it (the endpoint locked first, then each delivery)."""
     reason = (
         f"delivery {delivery.id} of {delivery.event_id} failed for {duration(budget)}: "
         f"{delivery.last_error}"
     )
-    endpoint = uow.webhook_endpoints.get(delivery.endpoint_id, for_update=True)
-    if endpoint is None:
-        return
-    if endpoint.disable(reason, now):
-        uow.webhook_endpoints.save(endpoint)
-    for other in uow.webhook_deliveries.unfinished_for_endpoint(endpoint.id):
-        if other.id == delivery.id:
-            continue
-        other.abandon(f"endpoint disabled: {endpoint.disabled_reason}", now)
-        uow.webhook_deliveries.save(other)
+    try:
+        disable_endpoint(app, delivery.endpoint_id, reason[:MAX_REASON])
+    except NotFound:
+        logger.warning("endpoint %s of delivery %s is gone", delivery.endpoint_id, delivery.id)
 
 
 def duration(span: timedelta) -> str:
