@@ -21,8 +21,11 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
+from pydantic import Field, StrictInt
+
 from domain.errors import FailedPrecondition, InvalidArgument, error_info
 from domain.events import EVENT_TYPES
+from domain.messages import Message, ResourceId
 from domain.rules import new_id
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 (the format's prefix, not a secret)
@@ -179,6 +182,14 @@ class WebhookEndpoint:
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
         }
+
+
+class DeliveryMessage(Message):
+    """The ``webhooks.deliver`` task's keyword arguments (published by the relay and the
+    sweep; anything else on the queue under that name is refused)."""
+
+    delivery_id: ResourceId
+    claim: StrictInt = Field(ge=1)
 
 
 @dataclass(frozen=True)

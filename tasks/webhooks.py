@@ -7,11 +7,19 @@ countdowns, which Redis cannot hold for a day). Neither raises for what a receiv
 
 from __future__ import annotations
 
-from celery import shared_task
+import json
+import logging
+from typing import Any
 
+from celery import shared_task
+from pydantic import ValidationError
+
+from domain.ports import Application
+from domain.webhooks import DeliveryMessage
 from tasks.handlers.webhook_deliveries import (
     DELIVER_WEBHOOK,
     SEND_DUE_DELIVERIES,
+    WEBHOOKS_QUEUE,
     deliver,
     send_due_deliveries,
 )
@@ -20,14 +28,26 @@ from tasks.runtime import ApplicationTask
 
 __all__ = ["DELIVER_WEBHOOK", "SEND_DUE_DELIVERIES", "deliver_webhook", "send_due"]
 
+logger = logging.getLogger(__name__)
+
+REFUSED = "refused"
+"""What a message that is not a delivery does (kept as a dead letter)."""
+
 
 @shared_task(name=DELIVER_WEBHOOK, base=ApplicationTask, bind=True, ignore_result=True)
-def deliver_webhook(self: ApplicationTask, delivery_id: str, claim: int) -> str:
+def deliver_webhook(self: ApplicationTask, *args: Any, **kwargs: Any) -> str:
     """One attempt of the delivery under claim ``claim``; returns what it did (counted by
-    the worker's metrics)."""
+    the worker's metrics). A message that is not a delivery (other arguments) is kept as a
+    dead letter and does nothing: the queue is Redis's, and anyone there may publish."""
     app = self.application
     try:
-        return deliver(app, delivery_id, claim).value
+        if args:
+            raise ValueError("positional arguments")
+        message = DeliveryMessage.model_validate(kwargs)
+    except (ValidationError, ValueError) as error:
+        return _refused(self, app, args, kwargs, error)
+    try:
+        return deliver(app, message.delivery_id, message.claim).value
     except Exception as error:
         if not app.is_transient(error):
             raise
@@ -40,6 +60,28 @@ def deliver_webhook(self: ApplicationTask, delivery_id: str, claim: int) -> str:
             policy.retry_max_delay_seconds,
         ).delay(self.request.retries)
         raise self.retry(countdown=delay) from error
+
+
+def _refused(
+    task: ApplicationTask,
+    app: Application,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    error: Exception,
+) -> str:
+    reason = f"not a webhook delivery: {error}".replace("\n", " ")[:500]
+    logger.error("message %s refused: %s", task.request.id, reason)
+    try:
+        app.dead_letters().add(
+            json.dumps({"args": list(args), "kwargs": kwargs}, default=str).encode(),
+            queue=WEBHOOKS_QUEUE,
+            reason=reason,
+            task=task.name,
+            task_id=str(task.request.id),
+        )
+    except Exception:
+        logger.warning("could not keep the dead letter of %s", task.request.id)
+    return REFUSED
 
 
 @shared_task(name=SEND_DUE_DELIVERIES, base=ApplicationTask, bind=True, ignore_result=True)

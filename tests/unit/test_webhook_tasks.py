@@ -117,3 +117,28 @@ def test_deliveries_go_to_the_webhooks_queue_and_beats_sweep_to_maintenance_at_i
     router = app.amqp.router
     assert router.route({}, tasks.webhooks.DELIVER_WEBHOOK)["queue"].name == "webhooks"
     assert router.route({}, tasks.webhooks.SEND_DUE_DELIVERIES)["queue"].name == "maintenance"
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"delivery_id": "whd_1"},
+        {"delivery_id": "whd_1", "claim": 1, "extra": True},
+        {"delivery_id": ["whd_1"], "claim": 1},
+        {"delivery_id": "whd_1", "claim": True},
+        {"delivery_id": "whd_1", "claim": "1"},
+        {"delivery_id": "whd 1\nforged log line", "claim": 1},
+    ],
+    ids=["no-claim", "extra", "list-id", "bool-claim", "text-claim", "forged-id"],
+)
+def test_a_message_that_is_not_a_delivery_is_kept_as_a_dead_letter_and_raises_nothing(
+    worker: CommandApp, app: FakeApplication, kwargs: dict[str, Any]
+) -> None:
+    a_relayed_event(app)
+
+    assert run(worker, tasks.webhooks.DELIVER_WEBHOOK, **kwargs) == "refused"
+
+    (dead,) = app.dead.letters
+    assert dead.queue == "webhooks"
+    assert dead.reason.startswith("not a webhook delivery")
+    assert app.webhooks.sent == []
