@@ -210,7 +210,11 @@ class PlanChangeData(Message):
     state: ChangeState
     effective_at: AwareDatetime
     reason: str | None = Field(
-        default=None, description="Why it was canceled, replaced or skipped."
+        default=None,
+        description="Why it was canceled, replaced or skipped, as a code (replaced, "
+        "superseded, canceled_on_request, subscription_canceled, subscription_ended, "
+        "subscription_past_due, provider_rejected); the provider's own words stay in the "
+        "change's record, as they may quote what was sent.",
     )
     applied_at: AwareDatetime | None = None
     subscription_state: str | None = Field(
@@ -243,7 +247,7 @@ class _PlanChangeEvent(Event):
                 kind=change.kind,
                 state=change.state,
                 effective_at=change.effective_at,
-                reason=change.reason,
+                reason=None if change.reason is None else change.reason.split(":", 1)[0],
                 applied_at=change.applied_at,
                 subscription_state=None if subscription is None else subscription.state.value,
             ),

@@ -423,3 +423,25 @@ def test_an_event_committed_while_the_relay_ran_is_published_by_it_not_left_for_
 
     assert relay_events(app) == 2
     assert [entry.subject_key for entry in app.stream.entries] == ["user:usr_1", "user:usr_2"]
+
+
+def test_a_change_the_provider_refuses_is_skipped_with_its_reason_code_not_the_providers_words() -> (  # noqa: E501
+    None
+):
+    app = FakeApplication()
+    sub = subscribed(app)
+    app.provider.fail_next(
+        "change_subscription_price",
+        InvalidArgument.for_fields(
+            "No such price for billing@acme.example", [("price", "no such price")]
+        ),
+    )
+
+    with pytest.raises(InvalidArgument):
+        change_subscription_plan(
+            change(sub.subscription_id, "c1", plan="team", immediate=True), app
+        )
+
+    skipped = outbox(app)[-1]
+    assert skipped["type"] == "subscription.plan_change.skipped"
+    assert skipped["data"]["reason"] == "provider_rejected"
