@@ -47,6 +47,17 @@ def checked_url(url: str, *, allow_private_networks: bool = False) -> str:
         raise InvalidArgument.for_fields(
             f"{url[:100]!r} is not an http(s) URL", [("url", "must be an http or https URL")]
         )
+    try:
+        parts.port  # noqa: B018 (reading it checks it: 0-65535, digits)
+    except ValueError:
+        raise InvalidArgument.for_fields(
+            f"{url[:100]!r} has no valid port", [("url", "the port must be 0 to 65535")]
+        ) from None
+    if parts.username is not None or parts.password is not None:
+        raise InvalidArgument.for_fields(
+            "the URL holds credentials (user:password@), which would be shown and logged",
+            [("url", "must not hold credentials; authenticate with the signature")],
+        )
     if not allow_private_networks and is_private_host(parts.hostname):
         raise InvalidArgument.for_fields(
             f"{parts.hostname!r} is not a public address; receivers on private networks "
@@ -64,9 +75,11 @@ def is_private_host(host: str) -> bool:
     if name == "localhost" or name.endswith(".localhost"):
         return True
     try:
-        return not ipaddress.ip_address(name).is_global
+        # A bare number is an IPv4 address to resolvers (http://2130706433/ is 127.0.0.1).
+        address = ipaddress.ip_address(int(name) if name.isascii() and name.isdigit() else name)
     except ValueError:
         return False
+    return not address.is_global
 
 
 def checked_event_types(names: list[str]) -> list[str]:

@@ -203,6 +203,9 @@ def configure(
     # The Stripe SDK logs request bodies (names, emails, addresses) at DEBUG.
     stripe_logger = logging.getLogger("stripe")
     stripe_logger.setLevel(max(logging.INFO, root.getEffectiveLevel()))
+    # httpx logs each request's whole URL at INFO: a webhook endpoint's may hold a token.
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.getEffectiveLevel()))
     # An exception nothing caught is a line in the same format, not a bare traceback.
     sys.excepthook = _log_uncaught
     threading.excepthook = _log_uncaught_in_thread

@@ -8,8 +8,10 @@ space separated: during a rotation both the new and the old secret sign).
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import socket
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -18,6 +20,7 @@ import httpx
 from standardwebhooks import Webhook
 
 from domain.event_ports import WebhookResponse
+from domain.redaction import mask_text
 from domain.webhooks import is_private_host
 
 USER_AGENT = "billing-worker-webhooks/1"
@@ -38,7 +41,7 @@ def retry_after_seconds(value: str | None, now: datetime) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
@@ -85,26 +88,56 @@ class HttpWebhookSender:
             "webhook-signature": signature_header(message_id, now, text, secrets),
         }
         try:
-            response = httpx.post(
-                url,
-                content=body,
-                headers=headers,
-                timeout=timeout_seconds,
-                follow_redirects=False,
-                trust_env=False,
-            )
+            return _post(url, body, headers, timeout_seconds)
         except httpx.TimeoutException:
             return WebhookResponse(status=None, error=f"no answer within {timeout_seconds:g}s")
         except httpx.HTTPError as error:
-            return WebhookResponse(status=None, error=f"{type(error).__name__}: {error}"[:500])
-        if 200 <= response.status_code < 300:
-            return WebhookResponse(status=response.status_code)
-        text = response.text[:200].strip()
+            return WebhookResponse(status=None, error=_shown(f"{type(error).__name__}: {error}"))
+
+
+ANSWER_BYTES_READ = 1024
+"""Of a receiver's answer, only this much is read (for the error shown to operators)."""
+
+
+def _post(
+    url: str, body: bytes, headers: dict[str, str], timeout_seconds: float
+) -> WebhookResponse:
+    """POST and read at most :data:`ANSWER_BYTES_READ` of the answer, within twice the
+    timeout once the answer began (each read has the timeout of its own): a receiver that
+    trickles its answer, or sends a huge one, costs a worker neither time nor memory."""
+    deadline = time.monotonic() + 2 * timeout_seconds
+    with httpx.stream(
+        "POST",
+        url,
+        content=body,
+        headers=headers,
+        timeout=timeout_seconds,
+        follow_redirects=False,
+        trust_env=False,
+    ) as response:
+        status = response.status_code
+        if 200 <= status < 300:
+            return WebhookResponse(status=status)
+        start = b""
+        # The status is the answer; its body only says more, so a broken one changes nothing.
+        with contextlib.suppress(httpx.HTTPError):
+            for chunk in response.iter_raw():  # as it arrives (a size would wait to fill it)
+                start += chunk
+                if len(start) >= ANSWER_BYTES_READ or time.monotonic() > deadline:
+                    break
+        text = start[:200].decode("utf-8", "replace")
         return WebhookResponse(
-            status=response.status_code,
-            retry_after=retry_after_seconds(response.headers.get("retry-after"), now),
-            error=f"HTTP {response.status_code}" + (f": {text}" if text else ""),
+            status=status,
+            retry_after=retry_after_seconds(response.headers.get("retry-after"), datetime.now(UTC)),
+            error=_shown(f"HTTP {status}: {text}" if text.strip() else f"HTTP {status}"),
         )
+
+
+def _shown(text: str) -> str:
+    """What a receiver said, as operators see it (``webhooks list``, ``deliveries``): one line
+    of printable text (no terminal escapes, no forged lines), personal data masked."""
+    line = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return mask_text(line)[:300]
 
 
 def _private_target(url: str) -> str | None:
@@ -113,7 +146,10 @@ def _private_target(url: str) -> str | None:
     host = parts.hostname or ""
     if is_private_host(host):
         return f"refused: {host} is not a public address (BILLING_WEBHOOK_ALLOW_PRIVATE_NETWORKS)"
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return f"refused: {url[:100]!r} has no valid port"
     try:
         resolved = {info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)}
     except OSError as error:

@@ -398,3 +398,19 @@ def test_an_endpoints_failures_are_replayed_oldest_first_so_a_subject_goes_out_i
 
     # What a sweep could send between two batches: the subject's two oldest, never newer ones.
     assert pending_after_each_batch == [{failures[0].id, failures[1].id}]
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("https://hooks.example:99999/x", "has no valid port"),
+        ("https://hooks.example:abc/x", "has no valid port"),
+        ("https://user:pass@hooks.example/x", "holds credentials"),
+        ("http://2130706433/hook", "not a public address"),
+    ],
+)
+def test_an_endpoint_with_a_bad_port_credentials_or_a_numeric_private_host_is_refused(
+    app: FakeApplication, url: str, says: str
+) -> None:
+    with pytest.raises(InvalidArgument, match=says):
+        handlers.add_endpoint(app, url)

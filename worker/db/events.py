@@ -211,9 +211,7 @@ class SqlWebhookDeliveryRepository(_RowRepository[WebhookDelivery, WebhookDelive
         if event_id is not None:
             query = query.where(row.event_id == event_id)
         order = (
-            (row.event_sequence, row.id)
-            if oldest_first
-            else (row.created_at.desc(), row.id.desc())
+            (row.event_sequence, row.id) if oldest_first else (row.created_at.desc(), row.id.desc())
         )
         return self._all(query.order_by(*order).limit(limit))
 
