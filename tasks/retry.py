@@ -18,7 +18,9 @@ class RetryPolicy:
     max_delay: float
 
     def ceiling(self, retries_done: int) -> float:
-        return float(min(self.max_delay, self.base_delay * (2**retries_done)))
+        # The exponent is capped: 2**1100 is no float (a day of webhook retries can count
+        # that high with a small maximum delay), and 2**64 already passes any maximum.
+        return float(min(self.max_delay, self.base_delay * (2 ** min(retries_done, 64))))
 
     def delay(
         self, retries_done: int, retry_after: float | None = None, rng: random.Random | None = None

@@ -12,6 +12,7 @@ by event id.
 from __future__ import annotations
 
 import logging
+import time
 
 from domain.ports import Application
 from tasks.handlers.webhook_deliveries import fan_out, publish_deliveries
@@ -21,11 +22,15 @@ logger = logging.getLogger(__name__)
 RELAY_BATCH_SIZE = 200
 MAX_BATCHES_PER_RUN = 50
 """A run's work is bounded; what is left goes with the next command or sweep."""
+MAX_RUN_SECONDS = 10.0
+"""A run stops taking batches after this long (the relay's lock lasts 30 s)."""
+AFTER_COMMAND_BATCHES = 2
+"""What a command relays at most before it returns; a backlog is beat's."""
 MAX_RUNS = 3
 """Runs one relay makes while events keep arriving behind it."""
 
 
-def relay_events(app: Application) -> int:
+def relay_events(app: Application, *, max_batches: int = MAX_BATCHES_PER_RUN) -> int:
     """Publish what the outbox holds unpublished; returns how many events went. Does nothing
     when another relay runs: that one looks at the outbox again once it let go of the lock,
     so an event committed while it ran (whose own relay found the lock taken) is not left
@@ -36,7 +41,7 @@ def relay_events(app: Application) -> int:
         if not lock.acquire():
             break
         try:
-            published += _publish_unpublished(app)
+            published += _publish_unpublished(app, max_batches)
         finally:
             lock.release()
         with app.unit_of_work() as uow:
@@ -47,9 +52,14 @@ def relay_events(app: Application) -> int:
     return published
 
 
-def _publish_unpublished(app: Application) -> int:
+def _publish_unpublished(app: Application, max_batches: int) -> int:
+    """Batches in outbox order, for at most :data:`MAX_RUN_SECONDS`: well within the lock's
+    life, so that no other relay can start meanwhile and overtake a subject's events."""
     published = 0
-    for _ in range(MAX_BATCHES_PER_RUN):
+    started = time.monotonic()
+    for _ in range(max_batches):
+        if time.monotonic() - started > MAX_RUN_SECONDS:
+            break
         with app.unit_of_work() as uow:
             batch = uow.events.unpublished(RELAY_BATCH_SIZE)
             endpoints = uow.webhook_endpoints.enabled() if batch else []
@@ -73,6 +83,6 @@ def relay_after_command(app: Application) -> None:
     """The relay run by a command once its outcome is recorded: a failure here loses
     nothing (beat's sweep publishes what is left), so it is logged, never raised."""
     try:
-        relay_events(app)
+        relay_events(app, max_batches=AFTER_COMMAND_BATCHES)
     except Exception:
         logger.warning("could not relay events now; beat's sweep will", exc_info=True)

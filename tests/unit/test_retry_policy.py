@@ -34,3 +34,10 @@ def test_retry_after_never_exceeds_the_maximum_delay() -> None:
 @pytest.mark.parametrize(("attempts", "exhausted"), [(1, False), (4, False), (5, True), (6, True)])
 def test_the_budget_counts_attempts(attempts: int, exhausted: bool) -> None:
     assert POLICY.exhausted(attempts) is exhausted
+
+
+def test_the_backoff_holds_at_its_maximum_however_many_retries_were_done() -> None:
+    policy = RetryPolicy(max_attempts=2**31, base_delay=5.0, max_delay=3600.0)
+
+    assert policy.ceiling(5_000) == 3600.0
+    assert 0.0 <= policy.delay(5_000) <= 3600.0
