@@ -98,10 +98,15 @@ def stored_result(stack: Stack, task_id: str) -> bytes:
     backend = redis.Redis.from_url(stack.redis_url)
 
     def stored() -> bytes | None:
+        # The task's STARTED state is stored first (task_track_started), and replaced by its
+        # outcome once the task returned, after its command was recorded and its events
+        # relayed.
         raw = backend.get(f"celery-task-meta-{task_id}")
-        return raw if isinstance(raw, bytes) else None
+        if not isinstance(raw, bytes) or json.loads(raw).get("status") != "SUCCESS":
+            return None
+        return raw
 
-    return eventually(stored, 15, "the stored result")
+    return eventually(stored, 15, "the stored outcome")
 
 
 def test_the_result_backend_keeps_the_result_masked_and_no_arguments(
