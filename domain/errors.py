@@ -161,6 +161,10 @@ class FailedPrecondition(CommandError):
     code = ErrorCode.FAILED_PRECONDITION
 
 
+class PaymentFailed(FailedPrecondition):
+    """The provider could not collect the invoice a change makes, and made nothing."""
+
+
 class PermissionDenied(CommandError):
     code = ErrorCode.PERMISSION_DENIED
 

@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Any, Protocol, Self
 
 from domain.billing import BillingAccount, ProviderCustomer
+from domain.change_previews import ChangePreview
 from domain.event_ports import (
     EventOutbox,
     EventStream,
@@ -27,7 +28,7 @@ from domain.organizations import Organization
 from domain.plans import Plan, ProviderPlan, ProviderPrice
 from domain.rate_budget import RateBudget
 from domain.retention import CommandRetention
-from domain.scheduled_changes import ProrationBehavior, ScheduledChange
+from domain.scheduled_changes import PaymentBehavior, ProrationBehavior, ScheduledChange
 from domain.subscriptions import ProviderSubscription, Subscription, SubscriptionTerms
 from domain.users import User
 from domain.webhooks import DeliveryPolicy
@@ -120,10 +121,18 @@ class ScheduledChangeRepository(Protocol):
 
     def save(self, change: ScheduledChange) -> None: ...
 
-    def claim_due(self, now: datetime, lease_until: datetime, limit: int) -> list[Claim]:
-        """Atomically take up to ``limit`` changes that are ``scheduled`` and due, or
-        ``applying`` with an expired lease: each becomes ``applying`` until ``lease_until``
-        with its claim count raised. Two sweeps never take the same change."""
+    def claim_due(
+        self, now: datetime, lease_until: datetime, limit: int, *, lead: timedelta
+    ) -> list[Claim]:
+        """Atomically take up to ``limit`` changes that are ``scheduled`` and due (a change
+        at the period's end ``lead`` before its boundary), or ``applying`` with an expired
+        lease: each becomes ``applying`` until ``lease_until`` with its claim count raised.
+        Two sweeps never take the same change."""
+        ...
+
+    def staged_due(self, now: datetime, limit: int) -> list[str]:
+        """The ids of up to ``limit`` ``staged`` changes whose boundary passed, oldest
+        first."""
         ...
 
     def release(self, claim: Claim, now: datetime) -> None:
@@ -228,8 +237,26 @@ class BillingProvider(Protocol):
         *,
         proration_behavior: ProrationBehavior,
         idempotency_key: str,
+        proration_date: datetime | None = None,
+        payment_behavior: PaymentBehavior | None = None,
     ) -> ProviderSubscription:
-        """Replace the price of the subscription's item (the item and its id stay)."""
+        """Replace the price of the subscription's item (the item and its id stay),
+        prorated as of ``proration_date`` (default: when the provider receives it).
+        ``payment_behavior`` ``error_if_incomplete`` makes nothing if the invoice the change
+        creates cannot be paid: :class:`domain.errors.PaymentFailed` is raised."""
+        ...
+
+    def preview_change(
+        self,
+        provider_id: str,
+        item_id: str,
+        price_id: str,
+        *,
+        proration_behavior: ProrationBehavior,
+        proration_date: datetime,
+    ) -> ChangePreview:
+        """What replacing the item's price at ``proration_date`` would invoice (changes
+        nothing)."""
         ...
 
 
@@ -246,6 +273,12 @@ class BillingPolicy(Protocol):
     @property
     def proration_behavior(self) -> ProrationBehavior:
         """How an immediate plan change is prorated (changes at a period end never are)."""
+        ...
+
+    @property
+    def period_end_lead(self) -> timedelta:
+        """How long before its boundary a change at the period's end is made at the provider
+        (so that the renewal bills the new price); longer than a period-end burst takes."""
         ...
 
     @property

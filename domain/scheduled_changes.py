@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, Self
 
-from pydantic import ConfigDict, Field, StrictBool, model_validator
+from pydantic import AwareDatetime, ConfigDict, Field, StrictBool, model_validator
 from pydantic_core import PydanticCustomError
 
 from domain.errors import FailedPrecondition, error_info
@@ -36,18 +36,21 @@ from domain.subscriptions import Phase, Subscription, SubscriptionState
 ProrationBehavior = Literal["create_prorations", "always_invoice", "none"]
 AT_PERIOD_BOUNDARY: ProrationBehavior = "none"
 """A change at the period's end bills nothing for the period that ended."""
+PaymentBehavior = Literal["allow_incomplete", "error_if_incomplete", "pending_if_incomplete"]
 
 
 class ChangeState(StrEnum):
     SCHEDULED = "scheduled"
     APPLYING = "applying"
+    STAGED = "staged"
+    """Made at the provider ahead of its boundary; it takes effect here at ``effective_at``."""
     APPLIED = "applied"
     CANCELED = "canceled"
     SKIPPED = "skipped"
 
     @property
     def is_pending(self) -> bool:
-        return self in (ChangeState.SCHEDULED, ChangeState.APPLYING)
+        return self in (ChangeState.SCHEDULED, ChangeState.APPLYING, ChangeState.STAGED)
 
 
 class ChangeKind(StrEnum):
@@ -68,6 +71,11 @@ class ChangeReason(StrEnum):
     SUBSCRIPTION_ENDED = "subscription_ended"
     SUBSCRIPTION_PAST_DUE = "subscription_past_due"
     """An immediate change found the subscription not in good standing at the provider."""
+    SUBSCRIPTION_ENDS = "subscription_ends"
+    """The subscription is set to end at or before the change's boundary: nothing is billed
+    from there on, so there is nothing to change."""
+    PAYMENT_FAILED = "payment_failed"
+    """The provider could not collect the invoice of an immediate change, and made nothing."""
     PROVIDER_REJECTED = "provider_rejected"
     """The provider refused the change for good (the message follows the reason)."""
 
@@ -106,6 +114,8 @@ class ScheduledChange:
     apply_lag_seconds: float | None = None
     first_sent_at: datetime | None = None
     """When the change was first about to be sent to the provider (recorded before the call)."""
+    staged_period_end: datetime | None = None
+    """For a ``staged`` change: the end of the period that starts at ``effective_at``."""
 
     @classmethod
     def immediate(
@@ -118,15 +128,18 @@ class ScheduledChange:
         lease: timedelta,
         now: datetime,
         command_id: str | None = None,
+        proration_date: datetime | None = None,
     ) -> ScheduledChange:
-        """A change to apply now: claimed at once by the request that makes it."""
+        """A change to apply now: claimed at once by the request that makes it. It takes
+        effect (and is prorated) at ``proration_date`` when given (the time a preview was
+        made for), else now."""
         return cls(
             id=change_id,
             subscription_id=subscription.id,
             from_plan_id=subscription.plan_id,
             target_plan_id=plan.id,
             kind=ChangeKind.IMMEDIATE,
-            effective_at=now,
+            effective_at=proration_date or now,
             state=ChangeState.APPLYING,
             proration_behavior=proration_behavior,
             created_at=now,
@@ -167,6 +180,19 @@ class ScheduledChange:
         return f"{self.id}:apply"
 
     @property
+    def late_correction_key(self) -> str:
+        """The key of the correction sent when the provider renewed before the change was
+        made: another request than the on-time one, so under a key of its own."""
+        return f"{self.id}:apply-late"
+
+    def claimable_from(self, lead: timedelta) -> datetime:
+        """When beat may take the change: a change at the period's end is made at the
+        provider ``lead`` before its boundary, so that the renewal bills the new price."""
+        if self.kind is ChangeKind.END_OF_PERIOD:
+            return self.effective_at - lead
+        return self.effective_at
+
+    @property
     def phase(self) -> Phase:
         return Phase(effective_at=self.effective_at, plan_id=self.target_plan_id)
 
@@ -191,8 +217,8 @@ class ScheduledChange:
         sent within ``key_window``, is sent blind (a repetition is a replay)."""
         return self.first_sent_at is not None and now - self.first_sent_at >= key_window
 
-    def is_due(self, now: datetime) -> bool:
-        return self.effective_at <= now
+    def is_due(self, now: datetime, lead: timedelta = timedelta(0)) -> bool:
+        return self.claimable_from(lead) <= now
 
     def claim(self, now: datetime, lease: timedelta) -> None:
         """Take the change to apply it, until ``now + lease`` (then another may take it)."""
@@ -201,13 +227,48 @@ class ScheduledChange:
         self.lease_until = now + lease
         self.updated_at = now
 
-    def ensure_due(self, now: datetime) -> None:
-        if not self.is_due(now):
+    def ensure_due(self, now: datetime, lead: timedelta = timedelta(0)) -> None:
+        if not self.is_due(now, lead):
+            due = self.claimable_from(lead).isoformat()
             raise FailedPrecondition(
-                f"change {self.id!r} is not due before {self.effective_at.isoformat()}",
+                f"change {self.id!r} is not due before {due}",
                 details=[
                     error_info(
                         "CHANGE_NOT_DUE",
+                        change_id=self.id,
+                        effective_at=self.effective_at.isoformat(),
+                        due_at=due,
+                    )
+                ],
+            )
+
+    def stage(self, period_end: datetime, now: datetime) -> None:
+        """The provider holds the new price ahead of the boundary; here the change takes
+        effect at ``effective_at``, with the period that ends at ``period_end``."""
+        self.state = ChangeState.STAGED
+        self.staged_period_end = period_end
+        self.lease_until = None
+        self.updated_at = now
+
+    def reschedule(self, effective_at: datetime, now: datetime) -> None:
+        """The provider's period now ends elsewhere (a trial extended, the cycle reset): the
+        change moves with it."""
+        self.state = ChangeState.SCHEDULED
+        self.effective_at = effective_at
+        self.lease_until = None
+        self.updated_at = now
+
+    def ensure_not_staged(self) -> None:
+        """A staged change is made at the provider already: it can no longer be replaced or
+        canceled before its boundary (the new period is about to be billed at its price)."""
+        if self.state is ChangeState.STAGED:
+            raise FailedPrecondition(
+                f"the change {self.id!r} to plan {self.target_plan_id!r} is already made at "
+                f"the billing provider for the period starting {self.effective_at.isoformat()}; "
+                "request another change once that period has started",
+                details=[
+                    error_info(
+                        "CHANGE_ALREADY_STAGED",
                         change_id=self.id,
                         effective_at=self.effective_at.isoformat(),
                     )
@@ -256,6 +317,9 @@ class ScheduledChange:
             "claims": self.claims,
             "applied_at": self.applied_at.isoformat() if self.applied_at else None,
             "apply_lag_seconds": self.apply_lag_seconds,
+            "staged_period_end": (
+                self.staged_period_end.isoformat() if self.staged_period_end else None
+            ),
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
         }
@@ -291,6 +355,12 @@ class ChangeSubscriptionPlan(Command):
     plan: PlanRef | None = None
     immediate: StrictBool = False
     cancel_upcoming_changes: StrictBool = False
+    proration_date: AwareDatetime | None = Field(
+        default=None,
+        description="For an immediate change: prorate as of this time (within the current "
+        "period, not in the future), such as the `proration_date` a preview answered, so "
+        "that the change invoices what the preview showed to the cent. Default: now.",
+    )
 
     @model_validator(mode="after")
     def _one_thing_to_do(self) -> Self:
@@ -304,6 +374,11 @@ class ChangeSubscriptionPlan(Command):
             )
         if self.immediate and self.plan is None:
             raise PydanticCustomError("immediate_without_plan", "immediate needs a plan")
+        if self.proration_date is not None and not self.immediate:
+            raise PydanticCustomError(
+                "proration_date_without_immediate",
+                "proration_date goes with an immediate change only",
+            )
         return self
 
 

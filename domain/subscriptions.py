@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import WithJsonSchema, field_serializer
 
+from domain.billing_periods import period_end_after
 from domain.errors import FailedPrecondition, InvalidArgument, error_info
 from domain.messages import Message
 from domain.plans import Plan
@@ -71,10 +72,27 @@ class ProviderSubscription:
     price_id: str
     current_period_start: datetime
     current_period_end: datetime
+    billing_cycle_anchor: datetime | None = None
+    """What Stripe counts every period boundary from (see ``domain/billing_periods.py``)."""
+    interval: str = "month"
+    interval_count: int = 1
+    cancel_at: datetime | None = None
+    """When the subscription is set to end (``cancel_at_period_end`` sets it to the period's
+    end); ``None`` if it renews."""
 
     @property
     def state(self) -> SubscriptionState:
         return SubscriptionState.from_provider(self.status)
+
+    def ends_by(self, boundary: datetime) -> bool:
+        """Whether the subscription is over, or set to end, at or before ``boundary``: then
+        nothing is billed from it on, and a change falling due there has nothing to change."""
+        return self.state.is_over or (self.cancel_at is not None and self.cancel_at <= boundary)
+
+    def next_period_end(self, boundary: datetime) -> datetime:
+        """The end of the period that starts at ``boundary`` on the current price."""
+        anchor = self.billing_cycle_anchor or self.current_period_start
+        return period_end_after(anchor, self.interval, self.interval_count, boundary)
 
 
 @dataclass(frozen=True)
@@ -185,6 +203,28 @@ class Subscription:
         ) = values
         self.updated_at = now
         return True
+
+    def ensure_proration_date(self, when: datetime, now: datetime) -> None:
+        """A change may be prorated as of a time within the current period, not ahead."""
+        if not self.current_period_start <= when <= now:
+            raise InvalidArgument.for_fields(
+                f"cannot prorate the change of subscription {self.id!r} as of {when.isoformat()}",
+                [
+                    (
+                        "proration_date",
+                        "must lie within the current period (from "
+                        f"{self.current_period_start.isoformat()}) and not in the future",
+                    )
+                ],
+            )
+
+    def entered_period(
+        self, plan_id: str, period_start: datetime, period_end: datetime, now: datetime
+    ) -> None:
+        """A staged change took effect: the new period, on the new plan."""
+        self.plan_id = plan_id
+        self.current_period_start, self.current_period_end = period_start, period_end
+        self.updated_at = now
 
     def switched(self, plan_id: str, remote: ProviderSubscription, now: datetime) -> None:
         self.plan_id = plan_id

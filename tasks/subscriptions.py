@@ -9,12 +9,13 @@ from typing import Any
 
 from celery import shared_task
 
+from domain.change_previews import PreviewPlanChange
 from domain.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan
 from tasks.base import CommandTask
 from tasks.handlers.scheduled_changes import (
     apply_scheduled_change as handle_apply_scheduled_change,
 )
-from tasks.handlers.subscriptions import change_subscription_plan
+from tasks.handlers.subscriptions import change_subscription_plan, preview_plan_change
 from tasks.handlers.sweeps import publish_due_changes
 from tasks.runtime import ApplicationTask
 
@@ -26,6 +27,11 @@ never stuck behind the apply commands it publishes)."""
 @shared_task(name=ChangeSubscriptionPlan.TASK_NAME, base=CommandTask, bind=True)
 def change_plan(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, Any]:
     return self.run_command(ChangeSubscriptionPlan, change_subscription_plan, args, kwargs)
+
+
+@shared_task(name=PreviewPlanChange.TASK_NAME, base=CommandTask, bind=True)
+def preview_change(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    return self.run_command(PreviewPlanChange, preview_plan_change, args, kwargs)
 
 
 @shared_task(name=ApplyScheduledChange.TASK_NAME, base=CommandTask, bind=True)

@@ -45,6 +45,7 @@ class BillingSettings:
     provider_idempotency_window: timedelta
     proration_behavior: ProrationBehavior = "create_prorations"
     change_lease: timedelta = timedelta(minutes=15)
+    period_end_lead: timedelta = timedelta(hours=1)
 
     @classmethod
     def of(cls, settings: Settings) -> BillingSettings:
@@ -55,6 +56,7 @@ class BillingSettings:
             ),
             proration_behavior=settings.proration_behavior,
             change_lease=timedelta(seconds=settings.scheduled_change_lease_seconds),
+            period_end_lead=timedelta(seconds=settings.period_end_lead_seconds),
         )
 
 

@@ -31,6 +31,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import core_schema
 
 from domain.billing import CreateBillingAccount, RegisterBillingAccount
+from domain.change_previews import PreviewPlanChange
 from domain.events import EVENT_TYPES, Event
 from domain.messages import Command
 from domain.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan
@@ -42,6 +43,7 @@ COMMAND_TYPES: tuple[type[Command], ...] = (
     CreateBillingAccount,
     RegisterBillingAccount,
     ChangeSubscriptionPlan,
+    PreviewPlanChange,
     ApplyScheduledChange,
 )
 """Every command a worker receives (a test holds this to the Celery app's command tasks)."""

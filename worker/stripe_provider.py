@@ -33,10 +33,12 @@ from typing import Any, TypeVar
 import stripe
 
 from domain.billing import ProviderCustomer
+from domain.change_previews import ChangePreview, PreviewLine
 from domain.errors import (
     FailedPrecondition,
     Internal,
     InvalidArgument,
+    PaymentFailed,
     TransientError,
     Unavailable,
     error_info,
@@ -44,7 +46,7 @@ from domain.errors import (
 )
 from domain.plans import ProviderPlan, ProviderPrice
 from domain.rate_budget import CallKind, RateBudget, current_priority
-from domain.scheduled_changes import ProrationBehavior
+from domain.scheduled_changes import PaymentBehavior, ProrationBehavior
 from domain.subscriptions import ProviderSubscription, SubscriptionTerms
 from worker import metrics
 
@@ -144,6 +146,12 @@ def translate(
         return Internal(
             "the billing provider refused our credentials",
             details=[error_info("PROVIDER_CREDENTIALS", status=str(status), **context)],
+        )
+    if isinstance(error, stripe.CardError):
+        decline = (stripe_error.decline_code if stripe_error else None) or code
+        return PaymentFailed(
+            f"the billing provider could not collect the change's invoice: {message}",
+            details=[error_info("PAYMENT_FAILED", decline_code=decline or "", **context)],
         )
     if isinstance(error, stripe.IdempotencyError):
         return Internal(
@@ -315,21 +323,55 @@ class StripeBillingProvider:
         *,
         proration_behavior: ProrationBehavior,
         idempotency_key: str,
+        proration_date: datetime | None = None,
+        payment_behavior: PaymentBehavior | None = None,
     ) -> ProviderSubscription:
+        params: dict[str, Any] = {
+            "items": [{"id": item_id, "price": price_id}],
+            "proration_behavior": proration_behavior,
+        }
+        if proration_date is not None:
+            params["proration_date"] = int(proration_date.timestamp())
+        if payment_behavior is not None:
+            params["payment_behavior"] = payment_behavior
         updated = self._call(
             CallKind.WRITE,
             "update subscription",
             lambda: self._client.v1.subscriptions.update(
                 provider_id,
-                params={
-                    "items": [{"id": item_id, "price": price_id}],
-                    "proration_behavior": proration_behavior,
-                },
+                params=params,  # type: ignore[arg-type]
                 options={"idempotency_key": idempotency_key},
             ),
             plan_field,
         )
         return _subscription_of(updated)
+
+    def preview_change(
+        self,
+        provider_id: str,
+        item_id: str,
+        price_id: str,
+        *,
+        proration_behavior: ProrationBehavior,
+        proration_date: datetime,
+    ) -> ChangePreview:
+        params: dict[str, Any] = {
+            "subscription": provider_id,
+            "subscription_details": {
+                "items": [{"id": item_id, "price": price_id}],
+                "proration_behavior": proration_behavior,
+                "proration_date": int(proration_date.timestamp()),
+            },
+        }
+        invoice = self._call(
+            CallKind.READ,
+            "preview invoice",
+            lambda: self._client.v1.invoices.create_preview(
+                params=params,  # type: ignore[arg-type]
+            ),
+            plan_field,
+        )
+        return _preview_of(invoice)
 
 
 def _measured(operation: str, send: Callable[[], T]) -> T:
@@ -359,13 +401,50 @@ def _subscription_of(subscription: stripe.Subscription) -> ProviderSubscription:
             details=[error_info("PROVIDER_SUBSCRIPTION_WITHOUT_ITEMS", id=subscription.id)],
         )
     item = items[0]
+    recurring = item.price.recurring
     return ProviderSubscription(
         id=str(subscription.id),
         status=str(subscription.status),
         item_id=str(item.id),
         price_id=str(item.price.id),
-        current_period_start=datetime.fromtimestamp(item.current_period_start, UTC),
-        current_period_end=datetime.fromtimestamp(item.current_period_end, UTC),
+        current_period_start=_time(item.current_period_start),
+        current_period_end=_time(item.current_period_end),
+        billing_cycle_anchor=_time(subscription.billing_cycle_anchor),
+        interval=str(recurring.interval) if recurring else "month",
+        interval_count=int(recurring.interval_count) if recurring else 1,
+        cancel_at=_time(subscription.cancel_at) if subscription.cancel_at else None,
+    )
+
+
+def _time(timestamp: int) -> datetime:
+    return datetime.fromtimestamp(timestamp, UTC)
+
+
+def _preview_of(invoice: stripe.Invoice) -> ChangePreview:
+    """Our view of a previewed invoice: its totals and lines (a line's price is read from its
+    ``pricing`` in API 2026-10-28.endive)."""
+    lines = []
+    for line in invoice.lines.data:
+        parent = line.parent
+        item_details = parent.subscription_item_details if parent else None
+        pricing = line.pricing
+        price_details = pricing.price_details if pricing else None
+        lines.append(
+            PreviewLine(
+                description=str(line.description or ""),
+                amount=int(line.amount),
+                proration=bool(item_details.proration) if item_details else False,
+                period_start=_time(line.period.start),
+                period_end=_time(line.period.end),
+                price_id=str(price_details.price) if price_details else None,
+            )
+        )
+    return ChangePreview(
+        currency=str(invoice.currency),
+        amount_due=int(invoice.amount_due),
+        subtotal=int(invoice.subtotal),
+        total=int(invoice.total),
+        lines=tuple(lines),
     )
 
 

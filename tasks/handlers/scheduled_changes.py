@@ -1,11 +1,17 @@
-"""Applying plan changes: the one place the provider is told of a change, and beat's claims
-of changes that fell due.
+"""Applying plan changes: the one place the provider is told of a change, beat's claims of
+changes that fell due, and staged changes taking effect at their boundary.
 
-The provider is only ever called by :func:`apply_change`, with the key ``{change_id}:apply``:
-one update call, whose repetitions the provider replays. It reads the subscription first only
-when an earlier attempt may be older than the provider's memory of the key (then the read tells
-whether it went through), and after a refusal (to tell an ended subscription from a rejected
-change).
+The provider is only ever called by :func:`apply_change`, with the key ``{change_id}:apply``
+(``{change_id}:apply-late`` for the correction of a change made after the provider renewed):
+one update call, whose repetitions the provider replays.
+
+* An immediate change is sent blind; the subscription is read first only when an earlier
+  attempt may be older than the provider's memory of the key (then the read tells whether it
+  went through), and after a refusal (to tell an ended subscription from a rejected change).
+* A change at the period's end is claimed ``period_end_lead`` before its boundary; the
+  subscription is always read first, and ``domain/period_end.py`` decides on what it shows.
+  Made ahead of the boundary, the change is ``staged``; beat's sweep makes it take effect here
+  (plan and period) once the boundary passes, without calling the provider again.
 """
 
 from __future__ import annotations
@@ -13,13 +19,22 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from domain.errors import Internal, InvalidArgument, error_info, found
+from domain.errors import (
+    CommandError,
+    Internal,
+    InvalidArgument,
+    PaymentFailed,
+    error_info,
+    found,
+)
 from domain.events import (
     Event,
     PlanChangeApplied,
+    PlanChangeScheduled,
     PlanChangeSkipped,
     SubscriptionPlanChanged,
 )
+from domain.period_end import Step, period_end_step
 from domain.ports import BillingProvider, Claim, HandlerContext, UnitOfWork
 from domain.rate_budget import sweep_quota
 from domain.scheduled_changes import (
@@ -44,18 +59,20 @@ def apply_scheduled_change(
 
 
 def apply_change(change_id: str, svc: HandlerContext, command_id: str) -> ScheduledChange:
-    """Apply the change at the provider, then locally; returns the change as it ended.
+    """Make the change at the provider, then record it here; returns the change as it ended
+    (or as it waits: ``staged`` until its boundary, ``scheduled`` again if the boundary
+    moved).
 
     Safe to run any number of times, also concurrently: the provider sees one update per
     change (one idempotency key, and a read first), and only one run records the outcome.
     """
     with svc.unit_of_work() as uow:
         change, subscription = _locked(uow, change_id)
-        if not change.state.is_pending:
+        if change.state not in (ChangeState.SCHEDULED, ChangeState.APPLYING):
             return change
         now = svc.clock.now()
         if change.state is ChangeState.SCHEDULED:  # published without a sweep's claim
-            change.ensure_due(now)
+            change.ensure_due(now, svc.billing.period_end_lead)
             change.claim(now, svc.billing.change_lease)
         if not change.applies_to(subscription.state):
             change.skip(ChangeReason.subscription_in(subscription.state), now)
@@ -65,37 +82,144 @@ def apply_change(change_id: str, svc: HandlerContext, command_id: str) -> Schedu
             _log_outcome(change)
             return change
         price_id = _price_of(uow, change.target_plan_id)
+        interval_changes = _interval_changes(uow, change)
         read_first = change.outcome_may_be_forgotten(now, svc.billing.provider_idempotency_window)
         change.about_to_send(now)
         uow.scheduled_changes.save(change)
         uow.commit()
 
+    if change.kind is ChangeKind.END_OF_PERIOD:
+        return _reach_the_boundary(
+            change, subscription, price_id, svc, command_id, interval_changes=interval_changes
+        )
     provider = svc.billing_provider()
     try:
         remote = _send_change(provider, change, subscription, price_id, read_first=read_first)
+    except PaymentFailed as declined:
+        _refused(change_id, declined, svc, command_id, ChangeReason.PAYMENT_FAILED)
+        raise
     except InvalidArgument as refusal:
-        # Refused: because the subscription ended at the provider (then the change is
-        # skipped for that reason), or for good (recorded with the provider's words).
+        remote = _after_refusal(provider, subscription, change, refusal, svc, command_id)
+    return _record_sent(change_id, remote, price_id, svc, command_id)
+
+
+def _reach_the_boundary(
+    change: ScheduledChange,
+    subscription: Subscription,
+    price_id: str,
+    svc: HandlerContext,
+    command_id: str,
+    *,
+    interval_changes: bool,
+) -> ScheduledChange:
+    """A change at the period's end: read the subscription, decide on what the provider
+    holds (``domain/period_end.py``), send if needed, record."""
+    provider = svc.billing_provider()
+    try:
+        remote = provider.get_subscription(subscription.provider_id)
+    except InvalidArgument as refusal:  # gone at the provider
+        _refused(change.id, refusal, svc, command_id)
+        raise
+    step = period_end_step(change, remote, price_id, interval_changes=interval_changes)
+    if step.send:
         try:
-            remote = provider.get_subscription(subscription.provider_id)
-        except InvalidArgument:  # gone at the provider: the refusal stands as it is
-            _refused(change_id, refusal, svc, command_id)
-            raise refusal from None
-        if change.applies_to(remote.state):
-            _refused(change_id, refusal, svc, command_id)
-            raise
+            remote = provider.change_subscription_price(
+                subscription.provider_id,
+                remote.item_id,
+                price_id,
+                proration_behavior=step.proration_behavior,
+                proration_date=step.proration_date,
+                idempotency_key=step.idempotency_key,
+            )
+        except InvalidArgument as refusal:
+            remote = _after_refusal(provider, subscription, change, refusal, svc, command_id)
+            step = period_end_step(change, remote, price_id, interval_changes=interval_changes)
+    if step.step is Step.APPLY:
+        return _record_sent(change.id, remote, price_id, svc, command_id)
 
     with svc.unit_of_work() as uow:
-        change, subscription = _locked(uow, change_id)
-        if not change.state.is_pending:
+        change, subscription = _locked(uow, change.id)
+        if change.state is not ChangeState.APPLYING:
             return change  # a concurrent run recorded it first
         now = svc.clock.now()
-        if not change.applies_to(remote.state):
+        subscription.synced(remote, now)
+        event: Event | None = None
+        if step.step is Step.SKIP:
+            assert step.reason is not None
+            change.skip(step.reason, now)
+        elif step.step is Step.RESCHEDULE:
+            assert step.effective_at is not None
+            change.reschedule(step.effective_at, now)
+            event = PlanChangeScheduled.of(
+                change, command_id=command_id, now=now, subscription=subscription
+            )
+        else:
+            change.stage(remote.next_period_end(change.effective_at), now)
+        uow.subscriptions.save(subscription)
+        uow.scheduled_changes.save(change)
+        if step.step is Step.SKIP:
+            _record_outcome(uow, change, subscription, command_id, now)
+        elif event is not None:
+            uow.events.add(event)
+        uow.commit()
+    _log_outcome(change)
+    return change
+
+
+def _after_refusal(
+    provider: BillingProvider,
+    subscription: Subscription,
+    change: ScheduledChange,
+    refusal: InvalidArgument,
+    svc: HandlerContext,
+    command_id: str,
+) -> ProviderSubscription:
+    """The provider refused the change: because the subscription ended there (then the
+    subscription as it is, for the change to be skipped for that reason), or for good (the
+    change is skipped with the provider's words, and the refusal raised)."""
+    try:
+        remote = provider.get_subscription(subscription.provider_id)
+    except InvalidArgument:  # gone at the provider: the refusal stands as it is
+        _refused(change.id, refusal, svc, command_id)
+        raise refusal from None
+    if change.applies_to(remote.state):
+        _refused(change.id, refusal, svc, command_id)
+        raise refusal
+    return remote
+
+
+def _record_sent(
+    change_id: str,
+    remote: ProviderSubscription,
+    price_id: str,
+    svc: HandlerContext,
+    command_id: str,
+) -> ScheduledChange:
+    """Record what the provider holds: the change is applied when its item has the target
+    price, whatever the subscription's status (which is synced as it is); otherwise it is
+    skipped, for the subscription's state or as refused."""
+    with svc.unit_of_work() as uow:
+        change, subscription = _locked(uow, change_id)
+        if change.state is not ChangeState.APPLYING:
+            return change  # a concurrent run recorded it first
+        now = svc.clock.now()
+        if remote.price_id == price_id:
+            if remote.current_period_start < change.effective_at:
+                # The provider restarted the cycle (another interval) when it made the
+                # change: the new phase began then.
+                change.effective_at = remote.current_period_start
+            subscription.switched(change.target_plan_id, remote, now)
+            change.applied(now)
+        elif not change.applies_to(remote.state):
             subscription.synced(remote, now)
             change.skip(ChangeReason.subscription_in(remote.state), now)
         else:
-            subscription.switched(change.target_plan_id, remote, now)
-            change.applied(now)
+            subscription.synced(remote, now)
+            change.skip(
+                ChangeReason.PROVIDER_REJECTED,
+                now,
+                f"the provider kept price {remote.price_id} (status {remote.status})",
+            )
         uow.subscriptions.save(subscription)
         uow.scheduled_changes.save(change)
         _record_outcome(uow, change, subscription, command_id, now)
@@ -112,23 +236,30 @@ def _send_change(
     *,
     read_first: bool,
 ) -> ProviderSubscription:
-    """Replace the subscription item's price at the provider: one call, under the change's
-    idempotency key, which makes any repetition (a retry, a redelivery, a worker killed
-    mid-call) a replay of the first. The subscription is read first only when the update
-    cannot be sent blind: its item is not known yet, or an earlier attempt may be older than
-    the provider's memory of the key (then the read tells whether it went through)."""
+    """Replace the subscription item's price at the provider now: one call, under the
+    change's idempotency key, which makes any repetition (a retry, a redelivery, a worker
+    killed mid-call) a replay of the first. Prorated as of the change's ``effective_at``; when
+    the proration is invoiced at once, nothing is made unless the invoice is paid. The
+    subscription is read first only when the update cannot be sent blind: its item is not
+    known yet, or an earlier attempt may be older than the provider's memory of the key
+    (then the read tells whether it went through)."""
     item_id = subscription.provider_item_id
     if read_first or item_id is None:
         remote = provider.get_subscription(subscription.provider_id)
         if not change.applies_to(remote.state) or remote.price_id == price_id:
             return remote
         item_id = remote.item_id
+    prorated = change.proration_behavior != "none"
     return provider.change_subscription_price(
         subscription.provider_id,
         item_id,
         price_id,
         proration_behavior=change.proration_behavior,
         idempotency_key=change.provider_idempotency_key,
+        proration_date=change.effective_at if prorated else None,
+        payment_behavior=(
+            "error_if_incomplete" if change.proration_behavior == "always_invoice" else None
+        ),
     )
 
 
@@ -140,6 +271,31 @@ def _locked(uow: UnitOfWork, change_id: str) -> tuple[ScheduledChange, Subscript
     change = uow.scheduled_changes.get(change_id, for_update=True)
     assert change is not None  # changes are never deleted
     return change, subscription
+
+
+def take_effect_of_staged_changes(svc: HandlerContext, batch_size: int) -> int:
+    """Staged changes whose boundary passed take effect here: the subscription moves to the
+    new plan and period, and the change is ``applied`` (its lag counted from the boundary).
+    No provider call: the provider holds the new price since the change was staged. One
+    transaction per batch, each subscription locked before its change (the order every
+    request locks them in)."""
+    now = svc.clock.now()
+    with svc.unit_of_work() as uow:
+        due = uow.scheduled_changes.staged_due(now, batch_size)
+        for change_id in due:
+            change, subscription = _locked(uow, change_id)
+            if change.state is not ChangeState.STAGED:
+                continue
+            period_end = change.staged_period_end or subscription.current_period_end
+            subscription.entered_period(change.target_plan_id, change.effective_at, period_end, now)
+            change.applied(now)
+            uow.subscriptions.save(subscription)
+            uow.scheduled_changes.save(change)
+            _record_outcome(uow, change, subscription, change.command_id, now)
+        uow.commit()
+    if due:
+        logger.info("%d staged plan changes took effect", len(due))
+    return len(due)
 
 
 def claim_due_changes(
@@ -169,7 +325,9 @@ def claim_due_changes(
             )
         if limit == 0:
             return []
-        claims = uow.scheduled_changes.claim_due(now, now + svc.billing.change_lease, limit)
+        claims = uow.scheduled_changes.claim_due(
+            now, now + svc.billing.change_lease, limit, lead=svc.billing.period_end_lead
+        )
         uow.commit()
     return claims
 
@@ -193,7 +351,7 @@ def _record_outcome(
     uow: UnitOfWork,
     change: ScheduledChange,
     subscription: Subscription | None,
-    command_id: str,
+    command_id: str | None,
     now: datetime,
 ) -> None:
     """The event of how the change ended: made now (an immediate change), applied at the
@@ -211,7 +369,11 @@ def _record_outcome(
 
 
 def _refused(
-    change_id: str, refusal: InvalidArgument, svc: HandlerContext, command_id: str
+    change_id: str,
+    refusal: CommandError,
+    svc: HandlerContext,
+    command_id: str,
+    reason: ChangeReason = ChangeReason.PROVIDER_REJECTED,
 ) -> None:
     """The provider refused the change for good: it is skipped, with the provider's words."""
     with svc.unit_of_work() as uow:
@@ -219,7 +381,7 @@ def _refused(
         if change is None or not change.state.is_pending:
             return
         now = svc.clock.now()
-        change.skip(ChangeReason.PROVIDER_REJECTED, now, refusal.message)
+        change.skip(reason, now, refusal.message)
         uow.scheduled_changes.save(change)
         _record_outcome(uow, change, None, command_id, now)
         uow.commit()
@@ -231,6 +393,12 @@ def _existing_subscription(uow: UnitOfWork, subscription_id: str) -> Subscriptio
         uow.subscriptions.get(subscription_id, for_update=True), "subscription", subscription_id
     )
     return subscription
+
+
+def _interval_changes(uow: UnitOfWork, change: ScheduledChange) -> bool:
+    """Whether the change moves to a plan billed at another interval (month → year)."""
+    current, target = uow.plans.get(change.from_plan_id), uow.plans.get(change.target_plan_id)
+    return current is not None and target is not None and current.interval != target.interval
 
 
 def _price_of(uow: UnitOfWork, plan_id: str) -> str:
@@ -252,6 +420,21 @@ def _log_outcome(change: ScheduledChange) -> None:
             change.target_plan_id,
             change.effective_at.isoformat(),
             change.apply_lag_seconds or 0.0,
+        )
+    elif change.state is ChangeState.STAGED:
+        logger.info(
+            "change %s of %s staged at the provider: plan %s from %s",
+            change.id,
+            change.subscription_id,
+            change.target_plan_id,
+            change.effective_at.isoformat(),
+        )
+    elif change.state is ChangeState.SCHEDULED:
+        logger.info(
+            "change %s of %s moved with the provider's period: now due %s",
+            change.id,
+            change.subscription_id,
+            change.effective_at.isoformat(),
         )
     else:
         logger.warning(

@@ -23,6 +23,7 @@ from domain.errors import (
     found,
 )
 from domain.events import PlanChangeCanceled, PlanChangeReplaced, PlanChangeScheduled
+from domain.change_previews import PlanChangePreviewed, PreviewPlanChange
 from domain.plans import Plan
 from domain.ports import HandlerContext, UnitOfWork
 from domain.scheduled_changes import (
@@ -55,10 +56,17 @@ def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanCha
     superseded: list[str] = []
     with svc.unit_of_work() as uow:
         change = uow.scheduled_changes.get(change_id)
+        stored = None if change is not None else _subscription_under(uow, command, lock=False)
+    if stored is not None and not stored.state.accepts_plan_changes:
+        _follow_the_provider(command, svc)  # refuse on what the provider holds, not on us
+    with svc.unit_of_work() as uow:
+        change = uow.scheduled_changes.get(change_id)
         if change is None:  # not a redelivery
             subscription = _subscription_under(uow, command)
             plan = _target_plan(uow, subscription, command)
             now = svc.clock.now()
+            if command.proration_date is not None:
+                subscription.ensure_proration_date(command.proration_date, now)
             superseded = _make_room(
                 uow, subscription, ChangeReason.SUPERSEDED, now, command.command_id
             )
@@ -70,6 +78,7 @@ def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanCha
                 lease=svc.billing.change_lease,
                 now=now,
                 command_id=command.command_id,
+                proration_date=command.proration_date,
             )
             uow.scheduled_changes.add(change)
             _commit_or_retry(uow, subscription)
@@ -115,7 +124,9 @@ def _change_at_period_end(command: ChangeSubscriptionPlan, svc: HandlerContext) 
         if existing is not None:  # a redelivery: the change was made
             return _planned(existing, [])
         subscription = _subscription_under(uow, command, lock=False)
-        _target_plan(uow, subscription, command)
+        # The state is judged once the provider is read: a subscription stored past due may
+        # have been paid since.
+        _target_plan(uow, subscription, command, check_state=False)
 
     # The period's end as the provider sees it now (outside any transaction).
     remote = svc.billing_provider().get_subscription(subscription.provider_id)
@@ -150,6 +161,63 @@ def _change_at_period_end(command: ChangeSubscriptionPlan, svc: HandlerContext) 
     return _planned(change, replaced)
 
 
+def preview_plan_change(command: PreviewPlanChange, svc: HandlerContext) -> PlanChangePreviewed:
+    """What an immediate change to the plan would invoice if made now: the provider's own
+    preview, at a proration time the answer names (changes nothing)."""
+    with svc.unit_of_work() as uow:
+        subscription = _subscription_under(uow, command, lock=False)
+        plan = _target_plan(uow, subscription, command, check_state=False)
+        price_id = plan.provider_price_id
+        if price_id is None:
+            raise Internal(
+                f"plan {plan.id!r} has no price at the provider",
+                details=[error_info("PLAN_WITHOUT_PRICE", plan_id=plan.id)],
+            )
+    provider = svc.billing_provider()
+    remote = provider.get_subscription(subscription.provider_id)
+    if remote.state is not subscription.state:
+        with svc.unit_of_work() as uow:
+            stored = _subscription_under(uow, command)
+            if stored.synced(remote, svc.clock.now()):
+                uow.subscriptions.save(stored)
+                uow.commit()
+            subscription = stored
+    subscription.ensure_accepts_plan_changes()
+    # Whole seconds: the provider prorates per second, and a change naming this time must
+    # prorate exactly as the preview did.
+    proration_date = svc.clock.now().replace(microsecond=0)
+    behavior = svc.billing.proration_behavior
+    preview = provider.preview_change(
+        remote.id,
+        remote.item_id,
+        price_id,
+        proration_behavior=behavior,
+        proration_date=proration_date,
+    )
+    return PlanChangePreviewed(
+        subscription_id=subscription.id,
+        plan_id=plan.id,
+        proration_date=proration_date,
+        proration_behavior=behavior,
+        billed="now" if behavior == "always_invoice" else "next_invoice",
+        currency=preview.currency,
+        amount_due=preview.amount_due,
+        subtotal=preview.subtotal,
+        total=preview.total,
+        lines=[
+            {
+                "description": line.description,
+                "amount": line.amount,
+                "proration": line.proration,
+                "period_start": line.period_start.isoformat(),
+                "period_end": line.period_end.isoformat(),
+                "price_id": line.price_id,
+            }
+            for line in preview.lines
+        ],
+    )
+
+
 def _cancel_upcoming_changes(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanChanged:
     """Cancel the pending change; the answer is the phase the subscription is in. Allowed in
     every state: it never reaches the provider."""
@@ -174,7 +242,7 @@ def _cancel_upcoming_changes(command: ChangeSubscriptionPlan, svc: HandlerContex
 
 
 def _subscription_under(
-    uow: UnitOfWork, command: ChangeSubscriptionPlan, *, lock: bool = True
+    uow: UnitOfWork, command: ChangeSubscriptionPlan | PreviewPlanChange, *, lock: bool = True
 ) -> Subscription:
     """The subscription, if it belongs to the billing account of the organization."""
     subscription = uow.subscriptions.get(command.subscription_id, for_update=lock)
@@ -189,13 +257,30 @@ def _subscription_under(
     return subscription
 
 
+def _follow_the_provider(command: ChangeSubscriptionPlan, svc: HandlerContext) -> None:
+    """Read the subscription at the provider and keep what it shows (its state above all)."""
+    with svc.unit_of_work() as uow:
+        provider_id = _subscription_under(uow, command, lock=False).provider_id
+    remote = svc.billing_provider().get_subscription(provider_id)
+    with svc.unit_of_work() as uow:
+        subscription = _subscription_under(uow, command)
+        if subscription.synced(remote, svc.clock.now()):
+            uow.subscriptions.save(subscription)
+            uow.commit()
+
+
 def _target_plan(
-    uow: UnitOfWork, subscription: Subscription, command: ChangeSubscriptionPlan
+    uow: UnitOfWork,
+    subscription: Subscription,
+    command: ChangeSubscriptionPlan | PreviewPlanChange,
+    *,
+    check_state: bool = True,
 ) -> Plan:
     """The plan asked for, checked against the subscription (404, then 400s)."""
     assert command.plan is not None  # the command's validation guarantees it
     plan = found(uow.plans.find(command.plan), "plan", command.plan)
-    subscription.ensure_accepts_plan_changes()
+    if check_state:
+        subscription.ensure_accepts_plan_changes()
     subscription.ensure_not_on(plan)
     plan.ensure_available()
     current = uow.plans.get(subscription.plan_id)
@@ -219,6 +304,7 @@ def _make_room(
     pending = uow.scheduled_changes.pending_for(subscription.id, for_update=True)
     if pending is None:
         return []
+    pending.ensure_not_staged()
     if pending.state is ChangeState.APPLYING:
         raise TransientError(
             f"change {pending.id} of subscription {subscription.id} is being applied; "

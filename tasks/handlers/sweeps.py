@@ -7,7 +7,12 @@ import logging
 from domain.ports import Application
 from domain.rate_budget import CallKind
 from tasks.handlers.outbox import publish_recorded
-from tasks.handlers.scheduled_changes import apply_command_for, claim_due_changes, release_claim
+from tasks.handlers.scheduled_changes import (
+    apply_command_for,
+    claim_due_changes,
+    release_claim,
+    take_effect_of_staged_changes,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +30,12 @@ def publish_due_changes(app: Application) -> int:
     each; returns how many were published. Any number of sweeps may run at once: a change is
     claimed by one sweep, and claimed again only once its lease ran out."""
     policy = app.policy
+    # Staged changes whose boundary passed take effect first: no provider call, a few
+    # statements per batch.
+    while take_effect_of_staged_changes(app, policy.due_changes_batch_size) == (
+        policy.due_changes_batch_size
+    ):
+        pass
     budget = app.rate_budget()
     claims = claim_due_changes(
         app,

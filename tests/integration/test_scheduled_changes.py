@@ -93,7 +93,7 @@ class Catalog:
 
     def claim(self, now: datetime, limit: int = 1000) -> list[Claim]:
         with self.uow() as uow:
-            claims = uow.scheduled_changes.claim_due(now, now + LEASE, limit)
+            claims = uow.scheduled_changes.claim_due(now, now + LEASE, limit, lead=timedelta(0))
             uow.commit()
         return claims
 

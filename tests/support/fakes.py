@@ -36,12 +36,14 @@ from types import TracebackType
 from typing import Any, Generic, Protocol, Self, TypeVar
 
 from domain.billing import BillingAccount, BillingAccountState, BillingDetails, ProviderCustomer
+from domain.change_previews import ChangePreview, PreviewLine
 from domain.errors import (
     CommandIdReused,
     CommandInProgress,
     FailedPrecondition,
     Internal,
     InvalidArgument,
+    PaymentFailed,
     UniquenessViolation,
     error_info,
     field_violations,
@@ -62,7 +64,12 @@ from domain.ports import (
 )
 from domain.rate_budget import BudgetUsage, CallKind, Priority, RateBudget
 from domain.retention import PRUNABLE_STATUSES, CommandRetention
-from domain.scheduled_changes import ChangeState, ProrationBehavior, ScheduledChange
+from domain.scheduled_changes import (
+    ChangeState,
+    PaymentBehavior,
+    ProrationBehavior,
+    ScheduledChange,
+)
 from domain.subscriptions import ProviderSubscription, Subscription, SubscriptionTerms
 from domain.users import User, UserState
 from domain.webhooks import DeliveryPolicy, WebhookDelivery, WebhookEndpoint
@@ -376,10 +383,11 @@ class FakeSubscriptionRepository(_Repository[Subscription]):
         return self._get(subscription_id)
 
 
-def _claimable(change: ScheduledChange, now: datetime) -> bool:
-    """Due and scheduled, or being applied by a worker whose lease ran out."""
+def _claimable(change: ScheduledChange, now: datetime, lead: timedelta) -> bool:
+    """Due and scheduled (a change at the period's end ``lead`` ahead of its boundary), or
+    being applied by a worker whose lease ran out."""
     if change.state is ChangeState.SCHEDULED:
-        return change.effective_at <= now
+        return change.is_due(now, lead)
     return (
         change.state is ChangeState.APPLYING
         and change.lease_until is not None
@@ -411,9 +419,11 @@ class FakeScheduledChangeRepository(_Repository[ScheduledChange]):
         mine.sort(key=lambda change: change.created_at, reverse=True)
         return mine
 
-    def claim_due(self, now: datetime, lease_until: datetime, limit: int) -> list[Claim]:
+    def claim_due(
+        self, now: datetime, lease_until: datetime, limit: int, *, lead: timedelta
+    ) -> list[Claim]:
         candidates = sorted(
-            (change for change in self._all() if _claimable(change, now)),
+            (change for change in self._all() if _claimable(change, now, lead)),
             key=lambda change: (change.effective_at, change.id),
         )[:limit]
         claims = []
@@ -425,6 +435,17 @@ class FakeScheduledChangeRepository(_Repository[ScheduledChange]):
             self._tx.write(self.table, change)
             claims.append(Claim(change.id, change.claims))
         return claims
+
+    def staged_due(self, now: datetime, limit: int) -> list[str]:
+        due = sorted(
+            (
+                change
+                for change in self._all()
+                if change.state is ChangeState.STAGED and change.effective_at <= now
+            ),
+            key=lambda change: (change.effective_at, change.id),
+        )
+        return [change.id for change in due[:limit]]
 
     def release(self, claim: Claim, now: datetime) -> None:
         change = self._get(claim.change_id)
@@ -523,6 +544,7 @@ class FakeBillingProvider:
         self._keys: dict[str, _Remembered] = {}
         self._failures: dict[str, list[_ScriptedFailure]] = defaultdict(list)
         self._ids = itertools.count(1)
+        self.declining: set[str] = set()
 
     @property
     def name(self) -> str:
@@ -557,6 +579,20 @@ class FakeBillingProvider:
 
     def cancel_subscription(self, provider_id: str) -> None:
         self._replace(provider_id, status="canceled")
+
+    def renew(self, provider_id: str) -> ProviderSubscription:
+        """The provider's period ends: the next one starts, on the item's price."""
+        current = self._existing(provider_id)
+        length = current.current_period_end - current.current_period_start
+        return self._replace(
+            provider_id,
+            current_period_start=current.current_period_end,
+            current_period_end=current.current_period_end + length,
+        )
+
+    def decline_payments(self, provider_id: str) -> None:
+        """Invoices of this subscription's changes are never paid from now on."""
+        self.declining.add(provider_id)
 
     def delete_subscription(self, provider_id: str) -> None:
         del self.subscriptions[provider_id]
@@ -643,6 +679,8 @@ class FakeBillingProvider:
         *,
         proration_behavior: ProrationBehavior,
         idempotency_key: str,
+        proration_date: datetime | None = None,
+        payment_behavior: PaymentBehavior | None = None,
     ) -> ProviderSubscription:
         def change() -> ProviderSubscription:
             current = self._existing(provider_id)
@@ -653,13 +691,61 @@ class FakeBillingProvider:
             if current.item_id != item_id:
                 raise _rejected("plan", f"No such subscription item: '{item_id}'")
             self._ensure_price(price_id)
+            invoiced_now = proration_behavior == "always_invoice"
+            if invoiced_now and provider_id in self.declining:
+                if payment_behavior == "error_if_incomplete":
+                    raise PaymentFailed(
+                        "the billing provider could not collect the change's invoice: "
+                        "Your card was declined.",
+                        details=[error_info("PAYMENT_FAILED", decline_code="generic_decline")],
+                    )
+                return self._replace(provider_id, price_id=price_id, status="past_due")
             return self._replace(provider_id, price_id=price_id)
 
-        arguments = (provider_id, item_id, price_id, proration_behavior)
+        arguments = (
+            provider_id,
+            item_id,
+            price_id,
+            proration_behavior,
+            proration_date,
+            payment_behavior,
+        )
         changed: ProviderSubscription = self._call(
             "change_subscription_price", idempotency_key, arguments, change
         )
         return changed
+
+    def preview_change(
+        self,
+        provider_id: str,
+        item_id: str,
+        price_id: str,
+        *,
+        proration_behavior: ProrationBehavior,
+        proration_date: datetime,
+    ) -> ChangePreview:
+        def preview() -> ChangePreview:
+            current = self._existing(provider_id)
+            self._ensure_price(price_id)
+            start, end = current.current_period_start, current.current_period_end
+            share = (end - proration_date) / (end - start)
+            old, new = self.prices[current.price_id], self.prices[price_id]
+            lines = (
+                PreviewLine(
+                    f"Unused time on {old.title}", -round(old.amount * share), True,
+                    proration_date, end, old.plan_id,
+                ),
+                PreviewLine(
+                    f"Remaining time on {new.title}", round(new.amount * share), True,
+                    proration_date, end, new.plan_id,
+                ),
+            )  # fmt: skip
+            total = sum(line.amount for line in lines)
+            return ChangePreview(new.currency, max(total, 0), total, total, lines)
+
+        arguments = (provider_id, item_id, price_id, proration_behavior, proration_date)
+        previewed: ChangePreview = self._call("preview_change", None, arguments, preview)
+        return previewed
 
     # -- inside -----------------------------------------------------------------------------
 
@@ -709,7 +795,26 @@ class FakeBillingProvider:
         found = self.subscriptions.get(provider_id)
         if found is None:
             raise _rejected("plan", f"No such subscription: '{provider_id}'")
-        return found
+        return self._renewed(found)
+
+    def _renewed(self, found: ProviderSubscription) -> ProviderSubscription:
+        """The subscription as the provider has it now: its periods roll over with the clock
+        (periods of one length), and it ends at ``cancel_at``."""
+        now = self._clock.now()
+        if found.state.is_over or found.current_period_end > now:
+            return found
+        start, end = found.current_period_start, found.current_period_end
+        while end <= now and (found.cancel_at is None or end < found.cancel_at):
+            start, end = end, end + (end - start)
+        ended = found.cancel_at is not None and found.cancel_at <= now
+        return self._replace(
+            found.id,
+            current_period_start=start,
+            current_period_end=end,
+            status="canceled"
+            if ended
+            else ("active" if found.status == "trialing" else found.status),
+        )
 
     def _ensure_price(self, price_id: str) -> None:
         if price_id not in self.prices:
@@ -718,7 +823,9 @@ class FakeBillingProvider:
             raise _rejected("plan", f"The price specified is inactive: '{price_id}'")
 
     def _replace(self, provider_id: str, **changes: Any) -> ProviderSubscription:
-        current = self._existing(provider_id)
+        current = self.subscriptions.get(provider_id)
+        if current is None:
+            raise _rejected("plan", f"No such subscription: '{provider_id}'")
         values = {**current.__dict__, **changes}
         updated = ProviderSubscription(**values)
         self.subscriptions[provider_id] = updated
@@ -1032,6 +1139,7 @@ class FakeBillingPolicy:
     provider_idempotency_window: timedelta = timedelta(hours=23)
     proration_behavior: ProrationBehavior = "create_prorations"
     change_lease: timedelta = timedelta(minutes=15)
+    period_end_lead: timedelta = timedelta(hours=1)
 
 
 DEFAULT_RUNNER_POLICY = RunnerPolicy(
@@ -1223,6 +1331,8 @@ def subscribed(app: FakeApplication, *, period_days: int = 30) -> Subscribed:
         price_id="price_starter",
         current_period_start=now,
         current_period_end=now + timedelta(days=period_days),
+        interval="day",
+        interval_count=period_days,
     )
     app.provider.add_subscription(remote)
     subscription = Subscription.started("sub_1", account.id, starter, "fake", remote, now)

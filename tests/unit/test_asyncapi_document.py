@@ -91,7 +91,11 @@ def test_each_command_queue_is_a_channel_the_worker_receives_its_commands_on(
     assert received == {
         "users": ["users.enable"],
         "billing": ["billing.create_account", "billing.register_account"],
-        "subscriptions": ["subscriptions.change_plan", "subscriptions.apply_scheduled_change"],
+        "subscriptions": [
+            "subscriptions.change_plan",
+            "subscriptions.preview_plan_change",
+            "subscriptions.apply_scheduled_change",
+        ],
     }
     assert {document["channels"][queue]["address"] for queue in received} == set(received)
 

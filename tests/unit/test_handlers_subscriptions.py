@@ -18,6 +18,7 @@ from domain.scheduled_changes import (
     ScheduledChange,
     change_id_for,
 )
+from domain.plans import PlanInterval
 from domain.subscriptions import Subscription, SubscriptionState
 from tasks.handlers.scheduled_changes import apply_scheduled_change, claim_due_changes
 from tasks.handlers.subscriptions import change_subscription_plan
@@ -83,7 +84,8 @@ def test_an_immediate_change_reaches_the_provider_at_once_and_answers_the_new_ph
     [update] = updates(app, "executed")
     [made] = changes(app, sub)
     assert update.idempotency_key == f"{made.id}:apply"
-    assert update.arguments[2:] == ("price_team", "create_prorations")
+    # Prorated as of the change's own time; nothing invoiced now, so no payment to wait for.
+    assert update.arguments[2:] == ("price_team", "create_prorations", app.clock.now(), None)
     assert (made.kind, made.state, made.id) == (
         ChangeKind.IMMEDIATE,
         ChangeState.APPLIED,
@@ -324,25 +326,119 @@ def test_a_subscription_not_under_the_org_and_billing_account_is_not_found(
 # --- applying a due change --------------------------------------------------------------------
 
 
-def test_a_due_change_is_claimed_and_applied_once_without_proration(
+def test_a_change_at_period_end_is_made_at_the_provider_an_hour_ahead_and_takes_effect_at_the_boundary(
     app: FakeApplication, sub: Subscribed
 ) -> None:
     change_subscription_plan(request(sub, plan="team"), app)
     [scheduled] = changes(app, sub)
-    assert claim_due_changes(app, 10) == []  # not before it is due
+    boundary = scheduled.effective_at
+    app.clock.advance(boundary - app.clock.now() - timedelta(hours=1) - SECOND)
+    assert claim_due_changes(app, 10) == []  # not before the lead time
 
-    app.clock.advance(31 * DAY)
+    app.clock.advance(2 * SECOND)
     [claim] = claim_due_changes(app, 10)
-    applied = apply(app, claim.change_id)
+    staged = apply(app, claim.change_id)
     again = apply(app, claim.change_id, "apply:2")
 
     assert (claim.change_id, claim.number) == (scheduled.id, 1)
-    assert applied["state"] == again["state"] == "applied"
+    assert staged["state"] == again["state"] == "staged"
     [update] = updates(app)
     assert update.idempotency_key == f"{scheduled.id}:apply"
-    assert update.arguments[3] == "none"
+    assert update.arguments[3:] == ("none", None, None)  # the renewal bills the new price
+    assert app.provider.subscriptions[sub.provider_id].price_id == "price_team"
+    assert subscription(app, sub).plan_id == sub.starter.id  # here, until the boundary
+
+    assert publish_due_changes(app) == 0  # staged: nothing more to claim before the boundary
+    assert subscription(app, sub).plan_id == sub.starter.id
+    app.clock.advance(timedelta(hours=1))
+    publish_due_changes(app)
+
+    [applied] = changes(app, sub)
+    assert applied.state is ChangeState.APPLIED
+    assert applied.apply_lag_seconds == 1.0
+    now = subscription(app, sub)
+    assert now.plan_id == sub.team.id
+    assert (now.current_period_start, now.current_period_end) == (
+        boundary,
+        boundary + 30 * DAY,
+    )
+    assert len(updates(app)) == 1  # taking effect calls nobody
+
+
+def test_a_change_claimed_after_the_provider_renewed_is_corrected_from_the_new_period_at_once(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    app.clock.advance(31 * DAY)  # workers down across the boundary
+
+    [claim] = claim_due_changes(app, 10)
+    applied = apply(app, claim.change_id)
+
+    [update] = updates(app)
+    assert update.idempotency_key == f"{scheduled.id}:apply-late"
+    assert update.arguments[3:5] == ("always_invoice", scheduled.effective_at)
+    assert applied["state"] == "applied"
+    assert applied["apply_lag_seconds"] == (1 * DAY).total_seconds()  # the lag is visible
     assert subscription(app, sub).plan_id == sub.team.id
-    assert applied["apply_lag_seconds"] == (1 * DAY).total_seconds()
+
+
+def test_a_change_follows_a_boundary_the_provider_moved_and_announces_the_new_time(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    extended = scheduled.effective_at + 14 * DAY
+    app.provider.subscriptions[sub.provider_id] = replace(
+        app.provider.subscriptions[sub.provider_id], current_period_end=extended
+    )  # a trial extended at the provider
+    app.clock.advance(scheduled.effective_at - app.clock.now() - timedelta(minutes=30))
+
+    [claim] = claim_due_changes(app, 10)
+    moved = apply(app, claim.change_id)
+
+    assert (moved["state"], moved["effective_at"]) == ("scheduled", extended.isoformat())
+    assert updates(app) == []  # the provider is not touched before the new boundary
+    last = max(app.db.rows("events"), key=lambda row: row.sequence).document
+    assert last["type"] == "subscription.plan_change.scheduled"
+    assert last["data"]["effective_at"] == extended.isoformat().replace("+00:00", "Z")
+
+
+def test_a_change_falling_due_where_the_subscription_ends_is_skipped_before_the_boundary(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    app.provider.subscriptions[sub.provider_id] = replace(
+        app.provider.subscriptions[sub.provider_id], cancel_at=scheduled.effective_at
+    )
+    app.clock.advance(scheduled.effective_at - app.clock.now() - timedelta(minutes=30))
+
+    [claim] = claim_due_changes(app, 10)
+    skipped = apply(app, claim.change_id)
+
+    assert (skipped["state"], skipped["reason"]) == ("skipped", "subscription_ends")
+    assert updates(app) == []
+
+
+def test_a_change_to_another_interval_is_applied_when_made_and_credits_the_unused_lead(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    annual = a_plan("team-annual", "price_team_annual", now=app.clock.now())
+    annual.interval = PlanInterval.YEAR
+    app.db.seed(annual)
+    app.provider.add_price("price_team_annual")
+    change_subscription_plan(request(sub, plan="team-annual"), app)
+    [scheduled] = changes(app, sub)
+    app.clock.advance(scheduled.effective_at - app.clock.now() - timedelta(minutes=30))
+
+    [claim] = claim_due_changes(app, 10)
+    applied = apply(app, claim.change_id)
+
+    [update] = updates(app)
+    assert update.arguments[3] == "create_prorations"
+    assert applied["state"] == "applied"
+    assert subscription(app, sub).plan_id == annual.id
 
 
 def test_an_apply_command_for_a_change_not_yet_due_is_refused_and_sends_nothing(
@@ -382,9 +478,8 @@ def test_a_due_change_of_a_subscription_canceled_at_the_provider_is_skipped(
 
     assert (skipped["state"], skipped["reason"]) == ("skipped", "subscription_canceled")
     assert subscription(app, sub).state is SubscriptionState.CANCELED
-    # Sent blind (one call is the rule), refused, then read to learn why.
-    assert [call.outcome for call in updates(app)] == ["failed"]
-    assert len(app.provider.calls_of("get_subscription", "executed")) == 2
+    # The boundary is read before anything is sent: nothing is sent.
+    assert updates(app) == []
 
 
 def test_a_due_change_of_a_subscription_known_to_be_over_is_skipped_without_a_call(

@@ -171,7 +171,7 @@ class SubscriptionRow(Base):
     provider_item_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
-PENDING_CHANGE_STATES = "state IN ('scheduled', 'applying')"
+PENDING_CHANGE_STATES = "state IN ('scheduled', 'applying', 'staged')"
 
 
 class ScheduledChangeRow(Base):
@@ -206,6 +206,7 @@ class ScheduledChangeRow(Base):
     applied_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     apply_lag_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     first_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    staged_period_end: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 

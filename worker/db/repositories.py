@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Generic, Protocol, TypeVar
 
 from sqlalchemy import ColumnElement, Select, and_, delete, func, or_, select, update
@@ -12,7 +12,7 @@ from domain.billing import BillingAccount, BillingAccountState
 from domain.organizations import Organization
 from domain.plans import Plan
 from domain.ports import Claim
-from domain.scheduled_changes import ChangeState, ScheduledChange
+from domain.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
 from domain.subscriptions import Subscription
 from domain.users import User
 from worker.db.mapping import RowMapping
@@ -131,14 +131,24 @@ class SqlSubscriptionRepository(_RowRepository[Subscription, SubscriptionRow]):
         return self._by_id(subscription_id, for_update=for_update)
 
 
-_PENDING = (ChangeState.SCHEDULED.value, ChangeState.APPLYING.value)
+_PENDING = tuple(state.value for state in ChangeState if state.is_pending)
 
 
-def _claimable(now: datetime) -> ColumnElement[bool]:
-    """Due and scheduled, or being applied by a worker whose lease ran out."""
+def _claimable(now: datetime, lead: timedelta) -> ColumnElement[bool]:
+    """Due and scheduled (a change at the period's end ``lead`` ahead of its boundary), or
+    being applied by a worker whose lease ran out."""
     row = ScheduledChangeRow
     return or_(
-        and_(row.state == ChangeState.SCHEDULED.value, row.effective_at <= now),
+        and_(
+            row.state == ChangeState.SCHEDULED.value,
+            or_(
+                row.effective_at <= now,
+                and_(
+                    row.kind == ChangeKind.END_OF_PERIOD.value,
+                    row.effective_at <= now + lead,
+                ),
+            ),
+        ),
         and_(row.state == ChangeState.APPLYING.value, row.lease_until < now),
     )
 
@@ -165,9 +175,11 @@ class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChan
             .order_by(ScheduledChangeRow.created_at.desc(), ScheduledChangeRow.id)
         )
 
-    def claim_due(self, now: datetime, lease_until: datetime, limit: int) -> list[Claim]:
+    def claim_due(
+        self, now: datetime, lease_until: datetime, limit: int, *, lead: timedelta
+    ) -> list[Claim]:
         row = ScheduledChangeRow
-        claimable = _claimable(now)
+        claimable = _claimable(now, lead)
         # PostgreSQL: lock the candidates, skipping rows a concurrent sweep holds. SQLite has
         # no row locks: this is a plain read, and two sweeps may pick the same candidates.
         candidates = self._session.scalars(
@@ -195,6 +207,17 @@ class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChan
             .execution_options(synchronize_session=False)
         ).all()
         return [Claim(change_id, number) for change_id, number in claimed]
+
+    def staged_due(self, now: datetime, limit: int) -> list[str]:
+        row = ScheduledChangeRow
+        return list(
+            self._session.scalars(
+                select(row.id)
+                .where(row.state == ChangeState.STAGED.value, row.effective_at <= now)
+                .order_by(row.effective_at, row.id)
+                .limit(limit)
+            ).all()
+        )
 
     def release(self, claim: Claim, now: datetime) -> None:
         row = ScheduledChangeRow
