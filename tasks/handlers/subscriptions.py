@@ -13,6 +13,7 @@ import logging
 from datetime import datetime
 from typing import NoReturn
 
+from domain.change_previews import PlanChangePreviewed, PreviewPlanChange
 from domain.errors import (
     Internal,
     InvalidArgument,
@@ -23,7 +24,6 @@ from domain.errors import (
     found,
 )
 from domain.events import PlanChangeCanceled, PlanChangeReplaced, PlanChangeScheduled
-from domain.change_previews import PlanChangePreviewed, PreviewPlanChange
 from domain.plans import Plan
 from domain.ports import HandlerContext, UnitOfWork
 from domain.scheduled_changes import (

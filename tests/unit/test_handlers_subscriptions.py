@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from domain.errors import FailedPrecondition, InvalidArgument, NotFound, TransientError
+from domain.plans import PlanInterval
 from domain.scheduled_changes import (
     ApplyScheduledChange,
     ChangeKind,
@@ -18,7 +19,6 @@ from domain.scheduled_changes import (
     ScheduledChange,
     change_id_for,
 )
-from domain.plans import PlanInterval
 from domain.subscriptions import Subscription, SubscriptionState
 from tasks.handlers.scheduled_changes import apply_scheduled_change, claim_due_changes
 from tasks.handlers.subscriptions import change_subscription_plan
@@ -326,7 +326,7 @@ def test_a_subscription_not_under_the_org_and_billing_account_is_not_found(
 # --- applying a due change --------------------------------------------------------------------
 
 
-def test_a_change_at_period_end_is_made_at_the_provider_an_hour_ahead_and_takes_effect_at_the_boundary(
+def test_a_period_end_change_is_made_at_the_provider_an_hour_ahead_and_takes_effect_at_the_end(
     app: FakeApplication, sub: Subscribed
 ) -> None:
     change_subscription_plan(request(sub, plan="team"), app)
