@@ -38,6 +38,7 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 from domain.billing import BillingAccount, BillingAccountState, BillingDetails, ProviderCustomer
 from domain.change_previews import ChangePreview, PreviewLine
 from domain.errors import (
+    CommandError,
     CommandIdReused,
     CommandInProgress,
     FailedPrecondition,
@@ -776,7 +777,7 @@ class FakeBillingProvider:
         else:
             try:
                 result = execute()
-            except InvalidArgument as refusal:
+            except CommandError as refusal:
                 # Stripe remembers a 4xx under its key too, and answers it again.
                 if key is not None:
                     self._keys[key] = _Remembered((operation, *arguments), refusal, now)

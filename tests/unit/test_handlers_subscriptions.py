@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from domain.errors import FailedPrecondition, InvalidArgument, NotFound, TransientError
+from domain.change_previews import PreviewPlanChange
+from domain.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PaymentFailed,
+    TransientError,
+)
 from domain.plans import PlanInterval
 from domain.scheduled_changes import (
     ApplyScheduledChange,
@@ -21,9 +28,15 @@ from domain.scheduled_changes import (
 )
 from domain.subscriptions import Subscription, SubscriptionState
 from tasks.handlers.scheduled_changes import apply_scheduled_change, claim_due_changes
-from tasks.handlers.subscriptions import change_subscription_plan
+from tasks.handlers.subscriptions import change_subscription_plan, preview_plan_change
 from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY, publish_due_changes
-from tests.support.fakes import FakeApplication, Subscribed, a_plan, subscribed
+from tests.support.fakes import (
+    FakeApplication,
+    FakeBillingPolicy,
+    Subscribed,
+    a_plan,
+    subscribed,
+)
 
 DAY = timedelta(days=1)
 SECOND = timedelta(seconds=1)
@@ -585,3 +598,125 @@ def test_a_claim_that_could_not_be_published_is_taken_by_the_next_sweep(
 
     [message] = app.published.published
     assert message.command_id.endswith(":2")  # claimed again, a command of its own
+
+
+# --- the provider's truth, payments and previews -----------------------------------------------
+
+
+@pytest.fixture
+def invoicing_app() -> FakeApplication:
+    """Immediate changes invoiced at once, as a payment is then collected."""
+    return FakeApplication(billing=FakeBillingPolicy(proration_behavior="always_invoice"))
+
+
+def test_an_immediate_change_whose_invoice_is_declined_makes_nothing_and_says_so(
+    invoicing_app: FakeApplication,
+) -> None:
+    sub = subscribed(invoicing_app)
+    invoicing_app.provider.decline_payments(sub.provider_id)
+
+    with pytest.raises(PaymentFailed) as raised:
+        change_subscription_plan(request(sub, plan="team", immediate=True), invoicing_app)
+
+    assert raised.value.details[0]["reason"] == "PAYMENT_FAILED"
+    [update] = updates(invoicing_app)
+    assert update.arguments[3:] == (
+        "always_invoice",
+        invoicing_app.clock.now(),
+        "error_if_incomplete",
+    )
+    [skipped] = changes(invoicing_app, sub)
+    assert skipped.state is ChangeState.SKIPPED
+    assert (skipped.reason or "").startswith("payment_failed: ")
+    # Stripe's price and ours agree: both still the old plan.
+    assert invoicing_app.provider.subscriptions[sub.provider_id].price_id == "price_starter"
+    assert subscription(invoicing_app, sub).plan_id == sub.starter.id
+
+
+def test_a_change_the_provider_made_is_applied_whatever_the_subscriptions_status(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    app.provider.decline_payments(sub.provider_id)
+    app.clock.advance(31 * DAY)  # late: the correction is invoiced now, and declined
+
+    applied = apply(app, scheduled.id)
+
+    assert applied["state"] == "applied"
+    now = subscription(app, sub)
+    assert (now.plan_id, now.state) == (sub.team.id, SubscriptionState.PAST_DUE)
+    assert app.provider.subscriptions[sub.provider_id].price_id == "price_team"
+
+
+@pytest.mark.parametrize("immediate", [False, True], ids=["at period end", "now"])
+def test_a_subscription_stored_past_due_that_the_provider_shows_active_accepts_a_change(
+    app: FakeApplication, sub: Subscribed, immediate: bool
+) -> None:
+    stale = subscription(app, sub)
+    stale.state = SubscriptionState.PAST_DUE  # the customer paid since
+    app.db.seed(stale)
+
+    changed = change_subscription_plan(request(sub, plan="team", immediate=immediate), app)
+
+    assert changed.phase.plan_id == sub.team.id
+    assert subscription(app, sub).state is SubscriptionState.ACTIVE
+
+
+def test_a_staged_change_can_neither_be_replaced_nor_canceled_before_its_boundary(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, "c1", plan="team"), app)
+    [scheduled] = changes(app, sub)
+    app.clock.advance(scheduled.effective_at - app.clock.now() - timedelta(minutes=30))
+    [claim] = claim_due_changes(app, 10)
+    apply(app, claim.change_id)
+
+    for attempt in (
+        request(sub, "c2", plan="scale"),
+        request(sub, "c3", cancel_upcoming_changes=True),
+        request(sub, "c4", plan="scale", immediate=True),
+    ):
+        with pytest.raises(FailedPrecondition) as raised:
+            change_subscription_plan(attempt, app)
+        assert raised.value.details[0]["reason"] == "CHANGE_ALREADY_STAGED"
+    [still] = changes(app, sub)
+    assert still.state is ChangeState.STAGED
+
+
+def test_a_preview_answers_the_provider_s_proration_at_a_whole_second_and_changes_nothing(
+    invoicing_app: FakeApplication,
+) -> None:
+    sub = subscribed(invoicing_app)
+    invoicing_app.clock.advance(10 * DAY + timedelta(microseconds=500))
+
+    preview = preview_plan_change(
+        PreviewPlanChange(
+            command_id="p1",
+            org_id=sub.org_id,
+            billing_account_id=sub.account_id,
+            subscription_id=sub.subscription_id,
+            plan="team",
+        ),
+        invoicing_app,
+    )
+
+    assert preview.proration_date == invoicing_app.clock.now().replace(microsecond=0)
+    assert (preview.billed, preview.currency) == ("now", "usd")
+    assert [line["amount"] for line in preview.lines] == [-667, 667]  # 20 of 30 days of 1000
+    assert changes(invoicing_app, sub) == []
+    assert updates(invoicing_app) == []
+
+
+def test_an_immediate_change_prorated_as_of_a_time_outside_the_period_names_the_field(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    future = app.clock.now() + DAY
+
+    with pytest.raises(InvalidArgument) as raised:
+        change_subscription_plan(
+            request(sub, plan="team", immediate=True, proration_date=future), app
+        )
+
+    assert raised.value.details[0]["fieldViolations"][0]["field"] == "proration_date"
+    assert updates(app) == []

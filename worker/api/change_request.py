@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from domain.errors import InvalidArgument
 from domain.messages import is_id
 
 REQUEST_FIELDS = frozenset({"plan", "immediate", "plan_change", "phase_change"})
-PLAN_CHANGE_FIELDS = frozenset({"plan", "immediate"})
+PLAN_CHANGE_FIELDS = frozenset({"plan", "immediate", "proration_date"})
 PHASE_CHANGE_FIELDS = frozenset({"cancel_upcoming_changes"})
 
 
@@ -34,13 +35,17 @@ class ChangeRequest:
     cancel_upcoming_changes: bool
     used_deprecated_fields: bool
     plan_field: str = "plan_change.plan"
+    proration_date: str | None = None
 
     def command_fields(self) -> dict[str, Any]:
-        return {
+        fields: dict[str, Any] = {
             "plan": self.plan,
             "immediate": self.immediate,
             "cancel_upcoming_changes": self.cancel_upcoming_changes,
         }
+        if self.proration_date is not None:
+            fields["proration_date"] = self.proration_date
+        return fields
 
     def field_names(self) -> dict[str, str]:
         """The request's name for each field of the command it became."""
@@ -48,6 +53,7 @@ class ChangeRequest:
             "plan": self.plan_field,
             "immediate": "plan_change.immediate",
             "cancel_upcoming_changes": "phase_change.cancel_upcoming_changes",
+            "proration_date": "plan_change.proration_date",
         }
 
 
@@ -73,6 +79,9 @@ def resolve_change_request(body: Mapping[str, Any]) -> ChangeRequest:
     legacy_immediate = _bool(body.get("immediate"), "immediate", violations)
     new_plan = _plan(plan_change.get("plan"), "plan_change.plan", violations)
     new_immediate = _bool(plan_change.get("immediate"), "plan_change.immediate", violations)
+    proration_date = _timestamp(
+        plan_change.get("proration_date"), "plan_change.proration_date", violations
+    )
     cancel = _bool(
         phase_change.get("cancel_upcoming_changes"),
         "phase_change.cancel_upcoming_changes",
@@ -104,6 +113,10 @@ def resolve_change_request(body: Mapping[str, Any]) -> ChangeRequest:
         plan_field = "plan"
         if legacy_immediate is not None and plan is None:
             violations.append(("immediate", "needs a plan: send plan_change.plan"))
+    if proration_date is not None and not immediate:
+        violations.append(
+            ("plan_change.proration_date", "goes with plan_change.immediate: true only")
+        )
     if cancel and plan is not None:
         violations.append(
             (
@@ -127,6 +140,7 @@ def resolve_change_request(body: Mapping[str, Any]) -> ChangeRequest:
         cancel_upcoming_changes=bool(cancel),
         used_deprecated_fields=used_deprecated,
         plan_field=plan_field,
+        proration_date=proration_date,
     )
 
 
@@ -156,6 +170,19 @@ def _plan(value: Any, field: str, violations: list[tuple[str, str]]) -> str | No
         )
         return None
     return value
+
+
+def _timestamp(value: Any, field: str, violations: list[tuple[str, str]]) -> str | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        violations.append((field, "must be an RFC 3339 timestamp with its offset"))
+        return None
+    return str(value)
 
 
 def _bool(value: Any, field: str, violations: list[tuple[str, str]]) -> bool | None:

@@ -61,6 +61,12 @@ class PlanChange(_Closed):
         default=None,
         description="`true`: now, with proration; `false` or absent: at the period's end.",
     )
+    proration_date: datetime | None = Field(
+        default=None,
+        description="With `immediate: true`: prorate as of this time (within the current "
+        "period, not in the future), such as the `proration_date` a preview answered; the "
+        "change then invoices what the preview showed, to the cent. Default: now.",
+    )
 
 
 class PhaseChange(_Closed):
@@ -80,6 +86,12 @@ class ChangeSubscriptionPlanRequest(_Closed):
     immediate: bool | None = Field(
         default=None, deprecated=True, description="Use plan_change.immediate."
     )
+
+
+class PreviewPlanChangeRequest(_Closed):
+    """What an immediate change to `plan` would invoice (nothing is changed)."""
+
+    plan: PlanRef = Field(description="The plan to move to: its id or its name.")
 
 
 # --- answers ----------------------------------------------------------------------------------
@@ -133,6 +145,38 @@ class PhaseAnswer(BaseModel):
     """The subscription's phase after the request: spec 2.3."""
 
     phase: Phase
+
+
+class PreviewLineView(BaseModel):
+    description: str
+    amount: int = Field(
+        description="Minor units of the currency (cents; whole yen for zero-decimal "
+        "currencies); a credit is negative."
+    )
+    proration: bool
+    period_start: Timestamp
+    period_end: Timestamp
+    price_id: str | None = Field(description="The Stripe price the line bills.")
+
+
+class ChangePreviewAnswer(BaseModel):
+    """What an immediate change would invoice, as Stripe's `invoices.create_preview` answers.
+    Send the same `proration_date` with the change (`plan_change.proration_date`) to be
+    invoiced exactly these amounts."""
+
+    subscription_id: str
+    plan_id: str
+    proration_date: Timestamp
+    proration_behavior: Literal["create_prorations", "always_invoice", "none"]
+    billed: Literal["now", "next_invoice"] = Field(
+        description="`now`: the change invoices these lines at once (`always_invoice`); "
+        "`next_invoice`: they wait for the next renewal (`create_prorations`)."
+    )
+    currency: str
+    amount_due: int = Field(description="Minor units of the currency.")
+    subtotal: int
+    total: int
+    lines: list[PreviewLineView]
 
 
 class CommandAccepted(BaseModel):

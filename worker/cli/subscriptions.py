@@ -96,6 +96,45 @@ def subscriptions_show(subscription_id: str, as_json: bool) -> None:
         )
 
 
+@subscriptions.command("preview-change", settings_env=(*DATABASE_ENV, *STRIPE_ENV))
+@click.argument("subscription_id")
+@click.option("--org", "org_id", required=True, help="The organization's id.")
+@click.option("--billing-account", "billing_account_id", required=True)
+@click.option("--plan", "plan_ref", required=True, help="The plan's name or id.")
+@as_json_option
+def subscriptions_preview_change(
+    subscription_id: str, org_id: str, billing_account_id: str, plan_ref: str, as_json: bool
+) -> None:
+    """What changing SUBSCRIPTION_ID to --plan now would invoice, from Stripe's preview
+    (amounts in minor units); changes nothing. Send the printed proration date with the
+    change (`plan_change.proration_date`) to be invoiced exactly this."""
+    import uuid
+
+    from domain.change_previews import PreviewPlanChange
+    from tasks.handlers.subscriptions import preview_plan_change
+
+    preview = preview_plan_change(
+        PreviewPlanChange(
+            command_id=f"cli-preview-{uuid.uuid4().hex}",
+            org_id=org_id,
+            billing_account_id=billing_account_id,
+            subscription_id=subscription_id,
+            plan=plan_ref,
+        ),
+        services(),
+    ).model_dump(mode="json")
+    if as_json:
+        click.echo(json.dumps(preview, indent=2, sort_keys=True))
+        return
+    click.echo(
+        f"{preview['subscription_id']} → {preview['plan_id']}: {preview['amount_due']} "
+        f"{preview['currency']} due ({preview['billed']}, {preview['proration_behavior']}), "
+        f"prorated at {preview['proration_date']}"
+    )
+    for line in preview["lines"]:
+        click.echo(f"  {line['amount']:>10}  {line['description']}")
+
+
 @subscriptions.command("seed-period-end", settings_env=(*DATABASE_ENV, *STRIPE_ENV))
 @click.argument("count", type=click.IntRange(1, 100_000))
 @click.option("--org", "org_id", default="org_demo", show_default=True)

@@ -7,13 +7,20 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from domain.errors import CommandError
+from domain.change_previews import PreviewPlanChange
+from domain.errors import CommandError, InvalidArgument
+from domain.messages import is_id
 from domain.permissions import Scope
 from domain.scheduled_changes import ChangeSubscriptionPlan
 from worker.api.auth import Caller, permitted
 from worker.api.body import Body, PathId
 from worker.api.change_request import resolve_change_request
-from worker.api.contract import ChangeSubscriptionPlanRequest, PhaseAnswer
+from worker.api.contract import (
+    ChangePreviewAnswer,
+    ChangeSubscriptionPlanRequest,
+    PhaseAnswer,
+    PreviewPlanChangeRequest,
+)
 from worker.api.errors import ApiError
 from worker.api.openapi import command_operation
 from worker.api.state import State
@@ -85,4 +92,50 @@ async def change_subscription_plan(
             **resolved.field_names(),
         },
         headers=DEPRECATED_FIELDS_USED if resolved.used_deprecated_fields else None,
+    )
+
+
+def _preview(result: dict[str, Any]) -> dict[str, Any]:
+    return result
+
+
+@router.post(
+    "/v1beta1/organizations/{org_id}/billing/{billing_id}/subscriptions/{id}/change/preview",
+    operation_id="preview_subscription_plan_change",
+    summary="What an immediate plan change would invoice (changes nothing)",
+    description="Asks Stripe (`invoices.create_preview`) what changing the plan now would "
+    "invoice: the amount due, the currency, the lines (prorations as credits and debits, in "
+    "minor units) and the `proration_date` they are computed at. An immediate change sent "
+    "with that `plan_change.proration_date` invoices the same amounts to the cent. Needs the "
+    "`subscriptions:change` scope.",
+    **command_operation(
+        request=PreviewPlanChangeRequest,
+        answer=ChangePreviewAnswer,
+        answer_description="The invoice the change would make.",
+        errors=[503],
+        examples={"to team": {"plan": "team"}},
+    ),
+)
+async def preview_subscription_plan_change(
+    org_id: PathId,
+    billing_id: PathId,
+    id: PathId,
+    client: Annotated[Caller, permitted(Scope.SUBSCRIPTIONS_CHANGE)],
+    body: Body,
+    request: Request,
+    state: State,
+) -> Response:
+    violations = [(name, "unknown field") for name in sorted(set(body) - {"plan"})]
+    plan = body.get("plan")
+    if not is_id(plan):
+        violations.append(("plan", "required: a plan id or name, 1 to 128 of [A-Za-z0-9_.:-]"))
+    if violations:
+        raise ApiError.of(InvalidArgument.for_fields("the request is invalid", violations))
+    return await state.gateway.submit(
+        request,
+        client.client_id,
+        PreviewPlanChange,
+        {"org_id": org_id, "billing_account_id": billing_id, "subscription_id": id, "plan": plan},
+        _preview,
+        field_names={"billing_account_id": "billing_id", "subscription_id": "id"},
     )
