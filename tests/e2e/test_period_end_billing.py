@@ -1,0 +1,464 @@
+"""The invoice is the product: plan changes end to end, judged on the invoices the Stripe
+emulator makes (HTTP → Redis → worker and beat processes → the database → the emulator, read
+back through the real ``stripe`` SDK), on SQLite and PostgreSQL.
+
+Stripe bills a licensed price in advance, at the instant it renews; these tests move the
+application's clock and the emulator's together around that instant and read what was invoiced
+for the new period.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+import stripe  # noqa: TID251 - the tests read the emulator's invoices through the SDK
+
+from domain.plans import Plan
+from domain.scheduled_changes import ChangeState, ScheduledChange
+from domain.subscriptions import SubscriptionState, SubscriptionTerms
+from stripe_emulator import EmulatorAdmin
+from tasks.handlers.subscribe import create_subscription
+from tests.emulator.support import sdk_client
+from tests.support.emulator import start_emulator
+from tests.support.events import outbox_rows
+from tests.support.stack import Stack, eventually, stack_env
+from tests.support.subscriptions import (
+    Subscribed,
+    changes_of,
+    new_account,
+    new_plan,
+    operator,
+    provider_updates,
+    stored_change,
+    stored_subscription,
+)
+from worker.bootstrap import Services
+from worker.db.uow import SqlUnitOfWork
+
+pytestmark = pytest.mark.e2e
+
+BILLING_REDIS_DB = 13
+"""Redis databases 13 (SQLite) and 14 (PostgreSQL); see ``tests/e2e/test_webhooks.py``."""
+LEAD = timedelta(hours=1)
+"""``BILLING_PERIOD_END_LEAD_SECONDS``'s default, which these stacks keep."""
+BEFORE_THE_LEAD = LEAD + timedelta(minutes=30)
+WITHIN_THE_LEAD = LEAD - timedelta(minutes=30)
+
+
+@pytest.fixture(scope="module")
+def stack(
+    backend: str, workdir: Path, redis_server: str, make_database: Callable[[str], str]
+) -> Iterator[Stack]:
+    """A stack of its own (its clock is moved by whole periods): an emulator, a worker,
+    beat and the API, with immediate changes invoiced at once (``always_invoice``)."""
+    name = f"billing_{backend}"
+    base = workdir / name
+    base.mkdir(parents=True, exist_ok=True)
+    database_url = make_database(name)
+    redis_url = f"{redis_server}/{BILLING_REDIS_DB + (backend == 'postgresql')}"
+    redis.Redis.from_url(redis_url).flushdb()
+    emulator = start_emulator(base / "stripe-emulator.log", "--rate-limit", "0")
+    env = stack_env(
+        database_url=database_url,
+        redis_url=redis_url,
+        data_dir=base,
+        stripe_url=emulator.url,
+        BILLING_SHIFTABLE_CLOCK="true",
+        BILLING_PRORATION_BEHAVIOR="always_invoice",
+    )
+    system = Stack(
+        name=name,
+        database_url=database_url,
+        redis_url=redis_url,
+        workdir=base,
+        env=env,
+        stripe_url=emulator.url,
+    )
+    try:
+        WORKERS[name] = system.start_worker()
+        system.start_beat()
+        system.start_api()
+        system.client = system.new_client()
+        yield system
+    finally:
+        system.stop()
+        emulator.stop()
+
+
+WORKERS: dict[str, subprocess.Popen[bytes]] = {}
+"""Each stack's worker process, which a test stops and starts again."""
+
+
+@dataclass(frozen=True)
+class Catalog:
+    starter: Plan
+    team: Plan
+    team_annual: Plan
+
+
+@pytest.fixture(scope="module")
+def ctx(stack: Stack) -> Services:
+    return operator(stack)
+
+
+@pytest.fixture(scope="module")
+def catalog(ctx: Services) -> Catalog:
+    return Catalog(
+        starter=new_plan(ctx, "starter", 900),
+        team=new_plan(ctx, "team", 2900),
+        team_annual=new_plan(ctx, "team-annual", 29000, "year"),
+    )
+
+
+@pytest.fixture
+def sdk(stack: Stack) -> stripe.StripeClient:
+    return sdk_client(stack.stripe_url)
+
+
+@pytest.fixture
+def emulator(stack: Stack) -> Iterator[EmulatorAdmin]:
+    admin = stack.stripe
+    yield admin
+    admin.close()
+
+
+@pytest.fixture
+def api(stack: Stack) -> Iterator[httpx.Client]:
+    with stack.http() as client:
+        yield client
+
+
+def subscribe(ctx: Services, plan: Plan, terms: SubscriptionTerms | None = None) -> Subscribed:
+    account = new_account(ctx)
+    subscription = create_subscription(
+        ctx,
+        org_id=account.org_id,
+        billing_account_id=account.id,
+        plan_ref=plan.name,
+        terms=terms or SubscriptionTerms(),
+    )
+    return Subscribed(account.org_id, account.id, subscription.id, subscription.provider_id)
+
+
+@pytest.fixture
+def sub(ctx: Services, catalog: Catalog) -> Subscribed:
+    return subscribe(ctx, catalog.starter)
+
+
+def at_period_end(stack: Stack, api: httpx.Client, sub: Subscribed, plan: Plan) -> ScheduledChange:
+    response = api.post(sub.change_url, json={"plan_change": {"plan": plan.name}})
+    assert response.status_code == 200, response.text
+    [change] = [c for c in changes_of(stack, sub.id) if c.state.is_pending]
+    return change
+
+
+def move_to(stack: Stack, moment: datetime) -> None:
+    """Move both clocks forward to ``moment`` (in one step)."""
+    seconds = (moment - stack_now(stack)).total_seconds()
+    assert seconds > 0, "the clocks only move forward"
+    stack.advance_time(seconds)
+
+
+def stack_now(stack: Stack) -> datetime:
+    with stack.stripe as admin:
+        return datetime.fromtimestamp(admin.now(), UTC)
+
+
+def wait_for(stack: Stack, change: ScheduledChange, state: ChangeState) -> ScheduledChange:
+    def reached() -> ScheduledChange | None:
+        found = stored_change(stack, change.id)
+        return found if found.state is state else None
+
+    return eventually(reached, timeout=20, what=f"change {change.id} to be {state.value}")
+
+
+@dataclass(frozen=True)
+class Line:
+    amount: int
+    proration: bool
+    price: str | None
+    start: datetime
+    end: datetime
+
+
+@dataclass(frozen=True)
+class Invoice:
+    id: str
+    billing_reason: str
+    status: str
+    total: int
+    lines: list[Line]
+
+
+def invoices(sdk: stripe.StripeClient, sub: Subscribed) -> list[Invoice]:
+    """The subscription's invoices, oldest first."""
+    listed = sdk.v1.invoices.list(params={"subscription": sub.provider_id, "limit": 100})
+    found = []
+    for invoice in reversed(listed.data):
+        lines = []
+        for line in invoice.lines.data:
+            details = line.parent.subscription_item_details if line.parent else None
+            pricing = line.pricing.price_details if line.pricing else None
+            lines.append(
+                Line(
+                    amount=int(line.amount),
+                    proration=bool(details.proration) if details else False,
+                    price=str(pricing.price) if pricing else None,
+                    start=datetime.fromtimestamp(line.period.start, UTC),
+                    end=datetime.fromtimestamp(line.period.end, UTC),
+                )
+            )
+        found.append(
+            Invoice(
+                str(invoice.id),
+                str(invoice.billing_reason),
+                str(invoice.status),
+                int(invoice.total),
+                lines,
+            )
+        )
+    return found
+
+
+def billed_from(sdk: stripe.StripeClient, sub: Subscribed, start: datetime) -> list[Invoice]:
+    """The invoices with a line for time from ``start`` on (the new period's)."""
+    return [
+        invoice for invoice in invoices(sdk, sub) if any(line.end > start for line in invoice.lines)
+    ]
+
+
+# --- at the boundary --------------------------------------------------------------------------
+
+
+def test_a_change_made_ahead_of_the_boundary_is_on_the_renewal_invoice_at_the_new_price(
+    stack: Stack, api: httpx.Client, sub: Subscribed, catalog: Catalog, sdk: stripe.StripeClient
+) -> None:
+    change = at_period_end(stack, api, sub, catalog.team)
+    boundary = change.effective_at
+
+    move_to(stack, boundary - BEFORE_THE_LEAD)
+    assert stored_change(stack, change.id).state is ChangeState.SCHEDULED
+    move_to(stack, boundary - WITHIN_THE_LEAD)
+    staged = wait_for(stack, change, ChangeState.STAGED)
+    assert stored_subscription(stack, sub.id).plan_id == catalog.starter.id  # until the end
+
+    move_to(stack, boundary + timedelta(minutes=1))
+    applied = wait_for(stack, change, ChangeState.APPLIED)
+
+    [renewal] = billed_from(sdk, sub, boundary)
+    assert renewal.billing_reason == "subscription_cycle"
+    assert [(line.amount, line.proration, line.price) for line in renewal.lines] == [
+        (2900, False, catalog.team.provider_price_id)
+    ]
+    assert renewal.lines[0].start == boundary
+    now = stored_subscription(stack, sub.id)
+    assert now.plan_id == catalog.team.id
+    item = sdk.v1.subscriptions.retrieve(sub.provider_id)["items"].data[0]
+    assert (now.current_period_start, now.current_period_end) == (
+        datetime.fromtimestamp(item.current_period_start, UTC),
+        datetime.fromtimestamp(item.current_period_end, UTC),
+    )
+    assert staged.staged_period_end == now.current_period_end
+    assert applied.apply_lag_seconds is not None and applied.apply_lag_seconds < 60
+
+
+def test_a_clock_jumping_over_the_boundary_bills_the_new_price_net_with_the_correction_at_once(
+    stack: Stack, api: httpx.Client, sub: Subscribed, catalog: Catalog, sdk: stripe.StripeClient
+) -> None:
+    change = at_period_end(stack, api, sub, catalog.team)
+    boundary = change.effective_at
+
+    move_to(stack, boundary + timedelta(hours=2))  # beat never saw the lead time
+    applied = wait_for(stack, change, ChangeState.APPLIED)
+
+    renewal, correction = billed_from(sdk, sub, boundary)
+    assert renewal.billing_reason == "subscription_cycle"
+    assert renewal.total == 900  # Stripe renewed at the old price…
+    assert correction.billing_reason == "subscription_update"
+    assert correction.status != "draft"  # …and the correction is invoiced now, not deferred
+    assert all(line.proration for line in correction.lines)
+    assert sorted(line.amount for line in correction.lines) == [-900, 2900]
+    assert all(line.start == boundary for line in correction.lines)
+    assert renewal.total + correction.total == 2900  # the new period costs team's price net
+    assert applied.apply_lag_seconds is not None and applied.apply_lag_seconds >= 7200
+
+
+def test_workers_stopped_across_the_boundary_correct_it_once_started_and_show_the_lag(
+    stack: Stack, api: httpx.Client, sub: Subscribed, catalog: Catalog, sdk: stripe.StripeClient
+) -> None:
+    change = at_period_end(stack, api, sub, catalog.team)
+    boundary = change.effective_at
+    worker = WORKERS[stack.name]
+    os.killpg(worker.pid, signal.SIGTERM)
+    worker.wait(30)
+    try:
+        move_to(stack, boundary - WITHIN_THE_LEAD)
+        move_to(stack, boundary + timedelta(minutes=10))
+        assert stored_change(stack, change.id).state is not ChangeState.APPLIED
+    finally:
+        WORKERS[stack.name] = stack.start_worker(f"w{len(WORKERS)}-again")
+
+    applied = wait_for(stack, change, ChangeState.APPLIED)
+
+    invoiced = billed_from(sdk, sub, boundary)
+    assert sum(invoice.total for invoice in invoiced) == 2900
+    assert stored_subscription(stack, sub.id).plan_id == catalog.team.id
+    assert applied.apply_lag_seconds is not None and applied.apply_lag_seconds >= 600
+
+
+def test_a_month_to_year_change_bills_one_year_and_no_month(
+    stack: Stack, api: httpx.Client, sub: Subscribed, catalog: Catalog, sdk: stripe.StripeClient
+) -> None:
+    change = at_period_end(stack, api, sub, catalog.team_annual)
+    boundary = change.effective_at
+    before = len(invoices(sdk, sub))
+
+    move_to(stack, boundary - WITHIN_THE_LEAD)
+    applied = wait_for(stack, change, ChangeState.APPLIED)
+    move_to(stack, boundary + timedelta(days=2))
+
+    new = invoices(sdk, sub)[before:]
+    [year] = new
+    [full] = [line for line in year.lines if not line.proration]
+    assert (full.amount, full.price) == (29000, catalog.team_annual.provider_price_id)
+    assert full.end - full.start >= timedelta(days=365)
+    credits = [line.amount for line in year.lines if line.proration]
+    assert all(amount <= 0 for amount in credits)  # the unused rest of the month
+    assert stored_subscription(stack, sub.id).plan_id == catalog.team_annual.id
+    assert applied.effective_at <= boundary
+
+
+def test_a_trial_extended_at_stripe_moves_the_change_and_stripe_gets_no_update_before_it(
+    stack: Stack,
+    api: httpx.Client,
+    ctx: Services,
+    catalog: Catalog,
+    sdk: stripe.StripeClient,
+    emulator: EmulatorAdmin,
+) -> None:
+    sub = subscribe(ctx, catalog.starter, SubscriptionTerms(trial_days=14))
+    change = at_period_end(stack, api, sub, catalog.team)
+    old_end = change.effective_at
+    new_end = old_end + timedelta(days=7)
+    sdk.v1.subscriptions.update(
+        sub.provider_id,
+        params={"trial_end": int(new_end.timestamp()), "proration_behavior": "none"},
+    )
+
+    move_to(stack, old_end - WITHIN_THE_LEAD)
+    eventually(
+        lambda: stored_change(stack, change.id).effective_at == new_end or None,
+        timeout=20,
+        what="the change to follow the new trial end",
+    )
+    move_to(stack, old_end + timedelta(minutes=1))
+
+    moved = stored_change(stack, change.id)
+    assert (moved.state, moved.effective_at) == (ChangeState.SCHEDULED, new_end)
+    assert provider_updates(emulator, sub.provider_id) == [] or all(
+        "items" not in update.form for update in provider_updates(emulator, sub.provider_id)
+    )
+    assert scheduled_events(stack, sub.id)[-1]["data"][
+        "effective_at"
+    ] == new_end.isoformat().replace("+00:00", "Z")
+
+    move_to(stack, new_end - WITHIN_THE_LEAD)
+    wait_for(stack, change, ChangeState.STAGED)
+    move_to(stack, new_end + timedelta(minutes=1))
+    wait_for(stack, change, ChangeState.APPLIED)
+    [first_paid] = billed_from(sdk, sub, new_end)
+    assert [line.amount for line in first_paid.lines] == [2900]
+
+
+def scheduled_events(stack: Stack, subscription_id: str) -> list[dict[str, Any]]:
+    rows = outbox_rows(stack.sessions, f"subscription:{subscription_id}")
+    return [row.document for row in rows if row.type == "subscription.plan_change.scheduled"]
+
+
+# --- what Stripe holds decides ----------------------------------------------------------------
+
+
+def test_a_declined_immediate_upgrade_makes_nothing_and_the_answer_says_so(
+    stack: Stack,
+    api: httpx.Client,
+    ctx: Services,
+    catalog: Catalog,
+    sdk: stripe.StripeClient,
+    emulator: EmulatorAdmin,
+) -> None:
+    sub = subscribe(
+        ctx, catalog.starter, SubscriptionTerms(collection_method="charge_automatically")
+    )
+    customer = str(sdk.v1.subscriptions.retrieve(sub.provider_id).customer)
+    emulator.fail_payments(customer)
+
+    response = api.post(
+        sub.change_url, json={"plan_change": {"plan": catalog.team.name, "immediate": True}}
+    )
+
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert "declined" in body["message"]
+    assert any(detail.get("reason") == "PAYMENT_FAILED" for detail in body["details"])
+    item = sdk.v1.subscriptions.retrieve(sub.provider_id)["items"].data[0]
+    stored = stored_subscription(stack, sub.id)
+    assert item.price.id == catalog.starter.provider_price_id  # Stripe and we agree
+    assert stored.plan_id == catalog.starter.id
+
+
+def test_a_subscription_stored_past_due_and_active_at_stripe_accepts_a_change(
+    stack: Stack, api: httpx.Client, sub: Subscribed, catalog: Catalog
+) -> None:
+    with SqlUnitOfWork(stack.sessions) as uow:
+        stale = uow.subscriptions.get(sub.id, for_update=True)
+        assert stale is not None
+        stale.state = SubscriptionState.PAST_DUE
+        uow.subscriptions.save(stale)
+        uow.commit()
+
+    response = api.post(sub.change_url, json={"plan_change": {"plan": catalog.team.name}})
+
+    assert response.status_code == 200, response.text
+    assert stored_subscription(stack, sub.id).state is SubscriptionState.ACTIVE
+
+
+def test_a_preview_and_the_change_made_right_after_invoice_the_same_amounts_to_the_cent(
+    stack: Stack, api: httpx.Client, sub: Subscribed, catalog: Catalog, sdk: stripe.StripeClient
+) -> None:
+    stack.advance_time(timedelta(days=9, hours=7, seconds=13).total_seconds())
+    before = len(invoices(sdk, sub))
+
+    preview = api.post(f"{sub.change_url}/preview", json={"plan": catalog.team.name})
+    assert preview.status_code == 200, preview.text
+    previewed = preview.json()
+    response = api.post(
+        sub.change_url,
+        json={
+            "plan_change": {
+                "plan": catalog.team.name,
+                "immediate": True,
+                "proration_date": previewed["proration_date"],
+            }
+        },
+    )
+
+    assert response.status_code == 200, response.text
+    [invoice] = invoices(sdk, sub)[before:]
+    assert invoice.billing_reason == "subscription_update"
+    assert sorted(line.amount for line in invoice.lines) == sorted(
+        line["amount"] for line in previewed["lines"]
+    )
+    assert invoice.total == previewed["total"]
+    assert previewed["billed"] == "now"
+    assert previewed["currency"] == "usd"
+    assert {line["amount"] for line in previewed["lines"]} & {-900, 2900} == set()  # prorated
