@@ -49,6 +49,10 @@ from domain.subscriptions import ProviderSubscription, SubscriptionTerms
 from worker import metrics
 
 PROVIDER_NAME = "stripe"
+STRIPE_API_VERSION = "2026-10-28.endive"
+"""The Stripe API version every request carries (``Stripe-Version``): the one our code and the
+SDK's types are written for. An SDK upgrade that moves the SDK's own version fails a test, so
+that a new version is adopted on purpose, after reading Stripe's changelog."""
 RATE_LIMIT_RETRIES = 3
 """429s answered to one call that are tried again through the budget before the call fails
 transiently (and the command's own backoff takes over)."""
@@ -220,6 +224,7 @@ class StripeBillingProvider:
         self._client = stripe.StripeClient(
             api_key,
             base_addresses={"api": api_base} if api_base else {},
+            stripe_version=STRIPE_API_VERSION,
             max_network_retries=0,
             http_client=stripe.RequestsClient(timeout=timeout),
         )

@@ -9,6 +9,7 @@ import stripe  # noqa: TID251 - the adapter's inputs are the SDK's own exception
 
 from domain.errors import ErrorCode, Internal, InvalidArgument, TransientError, Unavailable
 from worker.stripe_provider import (
+    STRIPE_API_VERSION,
     field_for_param,
     plan_field,
     price_field,
@@ -171,3 +172,9 @@ def test_a_customer_missing_at_stripe_is_blamed_on_the_billing_account_not_the_p
         {"field": "billing_account_id", "description": "No such customer: 'cus_gone'"}
     ]
     assert body["details"][1]["metadata"]["param"] == "customer"
+
+
+def test_the_pinned_stripe_api_version_is_the_one_the_sdk_is_written_for() -> None:
+    # An SDK upgrade that moves its version fails here: read Stripe's changelog for what
+    # changed between the two, then move STRIPE_API_VERSION on purpose.
+    assert stripe.api_version == STRIPE_API_VERSION
