@@ -27,9 +27,10 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from domain.currencies import currency_code
 from domain.messages import Command, Message, ResourceId, Result, json_value
 from domain.organizations import Organization
-from domain.rules import iso_currency, normalized_email
+from domain.rules import normalized_email
 from domain.tax_ids import resolve_tax_type
 
 PROVIDER_METADATA_KEYS = ("org_id", "billing_account_id")
@@ -94,7 +95,11 @@ class BillingDetails(Message):
     email: Annotated[str, StringConstraints(strip_whitespace=True, max_length=320)]
     address: Address = Field(default_factory=Address)
     phone: Annotated[str, StringConstraints(strip_whitespace=True, max_length=32)] = ""
-    currency: str | None = Field(default=None, description="ISO 4217; default: configured")
+    currency: str | None = Field(
+        default=None,
+        description="ISO 4217, one Stripe accepts (usd, EUR); stored lower case; default: "
+        "configured",
+    )
     tax_data: list[TaxEntry] = Field(default_factory=list, max_length=MAX_TAX_ENTRIES)
     metadata: dict[str, Any] = Field(
         default_factory=dict,
@@ -129,7 +134,7 @@ class BillingDetails(Message):
     @field_validator("currency")
     @classmethod
     def _currency(cls, value: str | None) -> str | None:
-        return None if value is None else iso_currency(value)
+        return None if value is None else currency_code(value)
 
     @field_validator("metadata")
     @classmethod

@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import Field, StringConstraints, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from domain.currencies import amount_refusal, currency_code
 from domain.errors import FailedPrecondition, error_info
 from domain.messages import ID_PATTERN, Message
-from domain.rules import iso_currency
 
 PlanName = Annotated[
     str,
@@ -43,8 +44,13 @@ class PlanSpec(Message):
 
     name: PlanName
     title: Annotated[str, StringConstraints(strip_whitespace=True, max_length=255)] = ""
-    amount: int = Field(ge=0, le=99_999_999, description="Minor units per interval (cents).")
-    currency: str
+    amount: int = Field(
+        ge=0,
+        le=99_999_999,
+        description="Price per interval, in minor units of the currency (cents; whole yen for "
+        "zero-decimal currencies).",
+    )
+    currency: str = Field(description="ISO 4217, one Stripe accepts (usd, EUR); stored lower case.")
     interval: PlanInterval = PlanInterval.MONTH
 
     @model_validator(mode="before")
@@ -57,8 +63,25 @@ class PlanSpec(Message):
 
     @field_validator("currency")
     @classmethod
-    def _iso_currency(cls, value: str) -> str:
-        return iso_currency(value)
+    def _currency(cls, value: str) -> str:
+        return currency_code(value)
+
+    @model_validator(mode="after")
+    def _amount_in_the_currency(self) -> Self:
+        """An amount Stripe takes in this currency (a three-decimal one ends in 0)."""
+        refusal = amount_refusal(self.amount, self.currency)
+        if refusal is not None:
+            raise ValidationError.from_exception_data(
+                type(self).__name__,
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError("amount", refusal),
+                        loc=("amount",),
+                        input=self.amount,
+                    )
+                ],
+            )
+        return self
 
 
 @dataclass(frozen=True)

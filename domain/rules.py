@@ -1,5 +1,6 @@
 """Input rules shared by every way in (the HTTP API, the queue and the command line), so an
-email, a currency, a name or an id is valid or not whichever way it arrives."""
+email, a name or an id is valid or not whichever way it arrives (a currency's rules are in
+``domain/currencies.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import re
 import secrets
 from typing import Annotated
 
-import pycountry
 from email_validator import EmailNotValidError, validate_email
 from pydantic import AfterValidator, StringConstraints, TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError
@@ -22,7 +22,6 @@ __all__ = [
     "Slug",
     "checked_id",
     "checked_name",
-    "iso_currency",
     "new_id",
     "normalized_email",
 ]
@@ -64,16 +63,6 @@ def normalized_email(value: str) -> str:
         return validate_email(value, check_deliverability=False).normalized
     except EmailNotValidError as error:
         raise PydanticCustomError("email", f"not a valid email address: {error}") from None
-
-
-def iso_currency(value: str) -> str:
-    """An ISO 4217 code, in lower case as the provider takes it, or a validation error."""
-    code = value.strip().upper()
-    if len(code) != 3 or pycountry.currencies.get(alpha_3=code) is None:
-        raise PydanticCustomError(
-            "currency", "must be an ISO 4217 currency code, such as usd or EUR"
-        )
-    return code.lower()
 
 
 EmailAddress = Annotated[

@@ -13,9 +13,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from domain.currencies import currency_code
 from domain.scheduled_changes import ProrationBehavior
 
 STACK_FILE = "stack.json"
@@ -72,8 +73,8 @@ class Settings(BaseSettings):
     )
     default_currency: str = Field(
         default="usd",
-        pattern=r"^[a-z]{3}$",
-        description="Currency of a billing account created without one (ISO 4217, lower case).",
+        description="Currency of a billing account created without one (ISO 4217, one Stripe "
+        "accepts; any case, used in lower case).",
     )
     provider_idempotency_window_seconds: float = Field(
         default=23 * 3600.0,
@@ -301,6 +302,11 @@ class Settings(BaseSettings):
         "commands are shown: Flower, Celery's events, the result backend and log lines. "
         "Off: shown whole, for local debugging only.",
     )
+
+    @field_validator("default_currency")
+    @classmethod
+    def _default_currency(cls, value: str) -> str:
+        return currency_code(value)
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -51,6 +51,10 @@ from domain.subscriptions import ProviderSubscription, SubscriptionTerms
 from worker import metrics
 
 PROVIDER_NAME = "stripe"
+STRIPE_API_VERSION = "2026-10-28.endive"
+"""The Stripe API version every request carries (``Stripe-Version``): the one our code and the
+SDK's types are written for. An SDK upgrade that moves the SDK's own version fails a test, so
+that a new version is adopted on purpose, after reading Stripe's changelog."""
 RATE_LIMIT_RETRIES = 3
 """429s answered to one call that are tried again through the budget before the call fails
 transiently (and the command's own backoff takes over)."""
@@ -110,9 +114,53 @@ def is_rate_limit(error: stripe.StripeError) -> bool:
 
 
 def plan_field(param: str | None) -> str:
-    """Every parameter of a subscription or price call comes from the plan asked for (the
+    """Every parameter of a subscription's update (or read) comes from the plan asked for (the
     ``plan`` of :class:`domain.scheduled_changes.ChangeSubscriptionPlan`)."""
     return "plan"
+
+
+# Stripe's parameters of a subscription creation → the inputs of ``subscriptions create``
+# (``tasks/handlers/subscribe.py::create_subscription``, its terms named as the CLI shows
+# them); ``subscription`` when Stripe named none or one we do not take from an input.
+_SUBSCRIPTION_FIELD_OF_PARAM = {
+    "customer": "billing_account_id",
+    "items": "plan",
+    "currency": "plan",
+    "collection_method": "collection",
+    "days_until_due": "days_until_due",
+    "trial_period_days": "trial_days",
+}
+# Stripe's parameters of a price creation → the fields of :class:`domain.plans.PlanSpec`;
+# ``plan`` when Stripe named none or one we do not take from a field.
+_PRICE_FIELD_OF_PARAM = {
+    "currency": "currency",
+    "unit_amount": "amount",
+    "recurring": "interval",
+    "nickname": "title",
+    "product_data": "title",
+}
+
+
+def _param_root(param: str) -> str:
+    nested = _NESTED_PARAM.match(param)
+    return nested.group(1) if nested else param
+
+
+def subscription_field(param: str | None) -> str:
+    """The input of a subscription creation a Stripe ``param`` comes from (``customer`` →
+    ``billing_account_id``, ``items[0][price]`` → ``plan``, ``trial_period_days`` →
+    ``trial_days``)."""
+    if not param:
+        return "subscription"
+    return _SUBSCRIPTION_FIELD_OF_PARAM.get(_param_root(param), "subscription")
+
+
+def price_field(param: str | None) -> str:
+    """The field of a plan a Stripe ``param`` of its price comes from (``unit_amount`` →
+    ``amount``, ``recurring[interval]`` → ``interval``)."""
+    if not param:
+        return "plan"
+    return _PRICE_FIELD_OF_PARAM.get(_param_root(param), "plan")
 
 
 def translate(
@@ -184,6 +232,7 @@ class StripeBillingProvider:
         self._client = stripe.StripeClient(
             api_key,
             base_addresses={"api": api_base} if api_base else {},
+            stripe_version=STRIPE_API_VERSION,
             max_network_retries=0,
             http_client=stripe.RequestsClient(timeout=timeout),
         )
@@ -270,7 +319,7 @@ class StripeBillingProvider:
                 params=params,  # type: ignore[arg-type]
                 options={"idempotency_key": idempotency_key},
             ),
-            plan_field,
+            price_field,
         )
         product = price.product
         product_id = product if isinstance(product, str) else product.id
@@ -302,7 +351,7 @@ class StripeBillingProvider:
                 params=params,  # type: ignore[arg-type]
                 options={"idempotency_key": idempotency_key},
             ),
-            plan_field,
+            subscription_field,
         )
         return _subscription_of(created)
 

@@ -158,6 +158,16 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "currency: must be an ISO 4217 currency code",
     ),
     (
+        "plan-currency-not-at-stripe",
+        ("plans", "create", "--name", "p", "--amount", "1", "--currency", "XTS"),
+        "currency: must be an ISO 4217 currency code that Stripe accepts",
+    ),
+    (
+        "plan-amount-three-decimal-unrounded",
+        ("plans", "create", "--name", "p", "--amount", "1234", "--currency", "kwd"),
+        "amount: must be a multiple of 10 in KWD",
+    ),
+    (
         "plan-name-invalid",
         ("plans", "create", "--name", "no way", "--amount", "1", "--currency", "usd"),
         "name: String should match pattern",
@@ -377,6 +387,29 @@ def test_every_commands_help_names_the_environment_variables_it_reads(
     assert "--data-dir" in shown.output
     assert "BILLING_DATA_DIR" in shown.output
     assert "Environment" in shown.output
+
+
+def test_a_plans_amount_is_asked_for_in_minor_units_of_its_currency() -> None:
+    shown = CliRunner().invoke(main, ["plans", "create", "--help"])
+
+    words = " ".join(shown.output.split())
+    assert "minor units of the currency (cents; whole yen for zero-decimal currencies)" in words
+
+
+def test_plans_are_listed_with_their_prices_in_their_currencys_own_units(
+    sqlite_operator: Operator,
+) -> None:
+    sessions = session_factory(sqlite_operator.env["BILLING_DATABASE_URL"])
+    with services_on(sessions).unit_of_work() as uow:
+        yen = PlanSpec(name="yen", amount=500, currency="JPY")
+        uow.plans.add(Plan.new(f"plan_yen_{uuid.uuid4().hex[:8]}", yen, SystemClock().now()))
+        uow.commit()
+
+    done = billing_worker("plans", "list", env=sqlite_operator.env)
+
+    assert done.status == 0, done.stderr
+    assert "29.00 USD / month" in done.stdout
+    assert "500 JPY / month" in done.stdout
 
 
 def test_the_billing_worker_entry_point_runs_the_cli() -> None:

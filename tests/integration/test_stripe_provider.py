@@ -8,9 +8,11 @@ import pytest
 
 from domain.billing import Address, ProviderCustomer, TaxEntry
 from domain.errors import FailedPrecondition, Internal, InvalidArgument, TransientError, Unavailable
+from domain.plans import ProviderPlan
+from domain.subscriptions import SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tests.support.emulator import EmulatorProcess
-from worker.stripe_provider import StripeBillingProvider, build_provider
+from worker.stripe_provider import STRIPE_API_VERSION, StripeBillingProvider, build_provider
 
 
 def customer(account_id: str | None = None, tax_id: str = "GB123456789") -> ProviderCustomer:
@@ -36,6 +38,28 @@ def test_one_idempotency_key_makes_one_customer(
     assert first == again
     executed = [r for r in admin.requests("/v1/customers", "POST") if not r.replayed]
     assert len(executed) == 1
+
+
+def test_every_request_carries_the_pinned_api_version(
+    provider: StripeBillingProvider, admin: EmulatorAdmin
+) -> None:
+    customer_id = provider.create_customer(customer("ba_v"), idempotency_key="ba_v:create")
+    provider.find_customer("ba_v")
+    price = provider.create_plan_price(
+        ProviderPlan("plan_v", "v", "V", 900, "usd", "month"), idempotency_key="plan_v:k"
+    )
+    created = provider.create_subscription(
+        customer_id,
+        price.price_id,
+        SubscriptionTerms(),
+        metadata={"subscription_id": "sub_v"},
+        idempotency_key="sub_v:create",
+    )
+    provider.get_subscription(created.id)
+
+    sent = admin.requests()
+    assert len(sent) == 5
+    assert {request.stripe_version for request in sent} == {STRIPE_API_VERSION}
 
 
 def test_a_customer_is_found_by_its_billing_account(provider: StripeBillingProvider) -> None:

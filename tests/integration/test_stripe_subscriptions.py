@@ -192,6 +192,44 @@ def test_a_price_stripe_refuses_is_an_invalid_argument_about_the_plan(
     assert "inactive" in violation["description"]
 
 
+def test_a_subscription_for_a_customer_stripe_does_not_have_names_the_billing_account(
+    provider: StripeBillingProvider,
+) -> None:
+    starter, _ = prices(provider)
+
+    with pytest.raises(InvalidArgument) as raised:
+        provider.create_subscription(
+            "cus_gone",
+            starter.price_id,
+            SubscriptionTerms(),
+            metadata=METADATA,
+            idempotency_key="sub_local_5:create",
+        )
+
+    violation = raised.value.details[0]["fieldViolations"][0]
+    assert violation["field"] == "billing_account_id"
+    assert "cus_gone" in violation["description"]
+    assert raised.value.details[1]["metadata"]["stripe_code"] == "resource_missing"
+
+
+def test_a_price_in_a_currency_stripe_refuses_names_the_plans_currency(
+    provider: StripeBillingProvider,
+) -> None:
+    refused = ProviderPlan(
+        plan_id="plan_odd",
+        name="odd",
+        title="Odd",
+        amount=900,
+        currency="not-a-currency",
+        interval="month",
+    )
+
+    with pytest.raises(InvalidArgument) as raised:
+        provider.create_plan_price(refused, idempotency_key="plan_odd:k")
+
+    assert raised.value.details[0]["fieldViolations"][0]["field"] == "currency"
+
+
 def test_an_unavailable_stripe_is_a_transient_error(
     provider: StripeBillingProvider, admin: EmulatorAdmin
 ) -> None:

@@ -8,7 +8,14 @@ import pytest
 import stripe  # noqa: TID251 - the adapter's inputs are the SDK's own exceptions
 
 from domain.errors import ErrorCode, Internal, InvalidArgument, TransientError, Unavailable
-from worker.stripe_provider import field_for_param, translate
+from worker.stripe_provider import (
+    STRIPE_API_VERSION,
+    field_for_param,
+    plan_field,
+    price_field,
+    subscription_field,
+    translate,
+)
 
 
 def stripe_error(
@@ -103,3 +110,71 @@ def test_stripe_params_are_named_as_the_create_commands_fields(
     param: str | None, field: str
 ) -> None:
     assert field_for_param(param) == field
+
+
+@pytest.mark.parametrize(
+    ("param", "field"),
+    [
+        ("customer", "billing_account_id"),
+        ("items[0][price]", "plan"),
+        ("items", "plan"),
+        ("currency", "plan"),
+        ("collection_method", "collection"),
+        ("days_until_due", "days_until_due"),
+        ("trial_period_days", "trial_days"),
+        ("metadata[subscription_id]", "subscription"),
+        (None, "subscription"),
+    ],
+)
+def test_stripe_params_of_a_subscription_creation_are_named_as_its_inputs(
+    param: str | None, field: str
+) -> None:
+    assert subscription_field(param) == field
+
+
+@pytest.mark.parametrize(
+    ("param", "field"),
+    [
+        ("currency", "currency"),
+        ("unit_amount", "amount"),
+        ("recurring[interval]", "interval"),
+        ("nickname", "title"),
+        ("product_data[name]", "title"),
+        ("metadata[plan_id]", "plan"),
+        (None, "plan"),
+    ],
+)
+def test_stripe_params_of_a_price_creation_are_named_as_the_plans_fields(
+    param: str | None, field: str
+) -> None:
+    assert price_field(param) == field
+
+
+@pytest.mark.parametrize("param", ["items[0][price]", "proration_behavior", None])
+def test_every_stripe_param_of_a_subscription_update_is_about_the_plan(param: str | None) -> None:
+    assert plan_field(param) == "plan"
+
+
+def test_a_customer_missing_at_stripe_is_blamed_on_the_billing_account_not_the_plan() -> None:
+    error = stripe_error(
+        stripe.InvalidRequestError,
+        404,
+        code="resource_missing",
+        param="customer",
+        message="No such customer: 'cus_gone'",
+    )
+
+    translated = translate(error, "create subscription", subscription_field)
+
+    assert isinstance(translated, InvalidArgument)
+    body = translated.to_body()
+    assert body["details"][0]["fieldViolations"] == [
+        {"field": "billing_account_id", "description": "No such customer: 'cus_gone'"}
+    ]
+    assert body["details"][1]["metadata"]["param"] == "customer"
+
+
+def test_the_pinned_stripe_api_version_is_the_one_the_sdk_is_written_for() -> None:
+    # An SDK upgrade that moves its version fails here: read Stripe's changelog for what
+    # changed between the two, then move STRIPE_API_VERSION on purpose.
+    assert stripe.api_version == STRIPE_API_VERSION

@@ -24,8 +24,14 @@ def plans() -> None:
 @plans.command("create", settings_env=(*DATABASE_ENV, *STRIPE_ENV))
 @click.option("--name", required=True, help="Unique name, e.g. starter (a-z, 0-9, - and _).")
 @click.option("--title", default="", help="Shown on invoices; default: from the name.")
-@click.option("--amount", type=int, required=True, help="Price per interval in minor units.")
-@click.option("--currency", required=True, help="ISO 4217, e.g. usd.")
+@click.option(
+    "--amount",
+    type=int,
+    required=True,
+    help="Price per interval, in minor units of the currency (cents; whole yen for "
+    "zero-decimal currencies): 4900 is 49.00 USD, 500 is 500 JPY.",
+)
+@click.option("--currency", required=True, help="ISO 4217, one Stripe accepts, e.g. usd.")
 @click.option(
     "--interval", type=click.Choice(["month", "year"]), default="month", show_default=True
 )
@@ -53,7 +59,8 @@ def plans_create(
 @plans.command("list", settings_env=DATABASE_ENV)
 @as_json_option
 def plans_list(as_json: bool) -> None:
-    """List the plans."""
+    """List the plans, each with its price in the currency's units (49.00 USD, 500 JPY)."""
+    from domain.currencies import format_amount
     from tasks.handlers.plans import list_plans
 
     found = list_plans(services())
@@ -61,7 +68,8 @@ def plans_list(as_json: bool) -> None:
         click.echo(json.dumps([plan.to_view() for plan in found], indent=2, sort_keys=True))
         return
     for plan in found:
+        price = format_amount(plan.amount, plan.currency)
         click.echo(
-            f"{plan.id}  {plan.name:<16} {plan.amount:>9} {plan.currency} / {plan.interval.value}"
+            f"{plan.id}  {plan.name:<16} {price:>14} / {plan.interval.value}"
             f"  {plan.provider_price_id or '(not at the provider)'}"
         )

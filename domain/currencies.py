@@ -1,0 +1,100 @@
+"""The currencies Stripe accepts, and their amounts in minor units.
+
+From Stripe's "Supported currencies" page (https://docs.stripe.com/currencies), as published in
+September 2026:
+
+* the *presentment* currencies, those a price or a charge can be in: the union of the lists
+  the page gives per account country (a currency missing there, such as an ISO 4217 test,
+  fund or precious-metal code like ``xts``, ``xau`` or ``xxx``, is refused by Stripe);
+* every API amount is an integer in the currency's *minor unit*: cents for a two-decimal
+  currency (``1000`` is 10.00 USD);
+* the zero-decimal currencies take whole units (``500`` is 500 JPY);
+* the three-decimal currencies take thousandths, whose last digit must be 0 ("round amounts
+  to the nearest ten": ``5120`` is 5.120 KWD, ``5124`` is refused).
+
+Stripe writes codes in lower case, and so do we; any case is accepted on the way in.
+"""
+
+from __future__ import annotations
+
+from pydantic_core import PydanticCustomError
+
+__all__ = [
+    "STRIPE_CURRENCIES",
+    "THREE_DECIMAL_CURRENCIES",
+    "ZERO_DECIMAL_CURRENCIES",
+    "amount_refusal",
+    "currency_code",
+    "decimals",
+    "format_amount",
+]
+
+
+def _codes(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+STRIPE_CURRENCIES = _codes(
+    """
+    aed afn all amd ang aoa ars aud awg azn bam bbd bdt bhd bif bmd bnd bob brl bsd bwp byn
+    bzd cad cdf chf clp cny cop crc cve czk djf dkk dop dzd egp etb eur fjd fkp gbp gel gip
+    gmd gnf gtq gyd hkd hnl htg huf idr ils inr isk jmd jod jpy kes kgs khr kmf krw kwd kyd
+    kzt lak lbp lkr lrd lsl mad mdl mga mkd mmk mnt mop mur mvr mwk mxn myr mzn nad ngn nio
+    nok npr nzd omr pab pen pgk php pkr pln pyg qar ron rsd rub rwf sar sbd scr sek sgd shp
+    sle sos srd std szl thb tjs tnd top try ttd twd tzs uah ugx usd uyu uzs vnd vuv wst xaf
+    xcd xcg xof xpf yer zar zmw
+    """
+)
+"""Stripe's presentment currencies, in lower case."""
+
+ZERO_DECIMAL_CURRENCIES = _codes("bif clp djf gnf jpy kmf krw mga pyg rwf ugx vnd vuv xaf xof xpf")
+"""Amounts in whole units: ``500`` is 500 JPY."""
+
+THREE_DECIMAL_CURRENCIES = _codes("bhd jod kwd omr tnd")
+"""Amounts in thousandths, a multiple of 10: ``1230`` is 1.230 KWD."""
+
+THREE_DECIMAL_STEP = 10
+"""Stripe takes a three-decimal amount only when it is a multiple of this."""
+
+
+def currency_code(value: str) -> str:
+    """``value`` as Stripe writes it (``EUR`` → ``eur``) if Stripe accepts it, else a
+    validation error (the field it was given for is named by pydantic)."""
+    code = value.strip().lower()
+    if code not in STRIPE_CURRENCIES:
+        raise PydanticCustomError(
+            "currency",
+            "must be an ISO 4217 currency code that Stripe accepts, such as usd or EUR",
+        )
+    return code
+
+
+def decimals(currency: str) -> int:
+    """How many digits of an amount in ``currency`` come after the decimal point: 0 for a
+    zero-decimal currency, 3 for a three-decimal one, else 2."""
+    code = currency.lower()
+    if code in ZERO_DECIMAL_CURRENCIES:
+        return 0
+    if code in THREE_DECIMAL_CURRENCIES:
+        return 3
+    return 2
+
+
+def amount_refusal(amount: int, currency: str) -> str | None:
+    """Why Stripe would refuse ``amount`` minor units of ``currency``, or ``None``."""
+    if currency.lower() in THREE_DECIMAL_CURRENCIES and amount % THREE_DECIMAL_STEP:
+        return (
+            f"must be a multiple of {THREE_DECIMAL_STEP} in {currency.upper()}: Stripe takes "
+            "thousandths whose last digit is 0"
+        )
+    return None
+
+
+def format_amount(amount: int, currency: str) -> str:
+    """``amount`` minor units as people read them: ``4900, "usd"`` → ``49.00 USD``,
+    ``500, "jpy"`` → ``500 JPY``, ``1230, "kwd"`` → ``1.230 KWD``."""
+    places = decimals(currency)
+    sign = "-" if amount < 0 else ""
+    whole, fraction = divmod(abs(amount), 10**places)
+    shown = f"{whole}.{fraction:0{places}d}" if places else str(whole)
+    return f"{sign}{shown} {currency.upper()}"
