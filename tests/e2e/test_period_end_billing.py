@@ -269,7 +269,8 @@ def test_a_change_made_ahead_of_the_boundary_is_on_the_renewal_invoice_at_the_ne
         datetime.fromtimestamp(item.current_period_end, UTC),
     )
     assert staged.staged_period_end == now.current_period_end
-    assert applied.apply_lag_seconds is not None and applied.apply_lag_seconds < 60
+    assert applied.apply_lag_seconds is not None
+    assert applied.apply_lag_seconds < 60
 
 
 def test_a_clock_jumping_over_the_boundary_bills_the_new_price_net_with_the_correction_at_once(
@@ -290,7 +291,8 @@ def test_a_clock_jumping_over_the_boundary_bills_the_new_price_net_with_the_corr
     assert sorted(line.amount for line in correction.lines) == [-900, 2900]
     assert all(line.start == boundary for line in correction.lines)
     assert renewal.total + correction.total == 2900  # the new period costs team's price net
-    assert applied.apply_lag_seconds is not None and applied.apply_lag_seconds >= 7200
+    assert applied.apply_lag_seconds is not None
+    assert applied.apply_lag_seconds >= 7200
 
 
 def test_workers_stopped_across_the_boundary_correct_it_once_started_and_show_the_lag(
@@ -313,7 +315,8 @@ def test_workers_stopped_across_the_boundary_correct_it_once_started_and_show_th
     invoiced = billed_from(sdk, sub, boundary)
     assert sum(invoice.total for invoice in invoiced) == 2900
     assert stored_subscription(stack, sub.id).plan_id == catalog.team.id
-    assert applied.apply_lag_seconds is not None and applied.apply_lag_seconds >= 600
+    assert applied.apply_lag_seconds is not None
+    assert applied.apply_lag_seconds >= 600
 
 
 def test_a_month_to_year_change_bills_one_year_and_no_month(
