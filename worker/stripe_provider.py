@@ -123,7 +123,7 @@ def plan_field(param: str | None) -> str:
 # (``tasks/handlers/subscribe.py::create_subscription``, its terms named as the CLI shows
 # them); ``subscription`` when Stripe named none or one we do not take from an input.
 _SUBSCRIPTION_FIELD_OF_PARAM = {
-    "customer": "billing_account_id",
+    "customer": "billing_account",
     "items": "plan",
     "currency": "plan",
     "collection_method": "collection",
@@ -148,7 +148,7 @@ def _param_root(param: str) -> str:
 
 def subscription_field(param: str | None) -> str:
     """The input of a subscription creation a Stripe ``param`` comes from (``customer`` →
-    ``billing_account_id``, ``items[0][price]`` → ``plan``, ``trial_period_days`` →
+    ``billing_account``, ``items[0][price]`` → ``plan``, ``trial_period_days`` →
     ``trial_days``)."""
     if not param:
         return "subscription"

@@ -207,7 +207,7 @@ def test_a_subscription_for_a_customer_stripe_does_not_have_names_the_billing_ac
         )
 
     violation = raised.value.details[0]["fieldViolations"][0]
-    assert violation["field"] == "billing_account_id"
+    assert violation["field"] == "billing_account"
     assert "cus_gone" in violation["description"]
     assert raised.value.details[1]["metadata"]["stripe_code"] == "resource_missing"
 

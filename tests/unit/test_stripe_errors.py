@@ -115,7 +115,7 @@ def test_stripe_params_are_named_as_the_create_commands_fields(
 @pytest.mark.parametrize(
     ("param", "field"),
     [
-        ("customer", "billing_account_id"),
+        ("customer", "billing_account"),
         ("items[0][price]", "plan"),
         ("items", "plan"),
         ("currency", "plan"),
@@ -169,7 +169,7 @@ def test_a_customer_missing_at_stripe_is_blamed_on_the_billing_account_not_the_p
     assert isinstance(translated, InvalidArgument)
     body = translated.to_body()
     assert body["details"][0]["fieldViolations"] == [
-        {"field": "billing_account_id", "description": "No such customer: 'cus_gone'"}
+        {"field": "billing_account", "description": "No such customer: 'cus_gone'"}
     ]
     assert body["details"][1]["metadata"]["param"] == "customer"
 
