@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from domain.messages import CommandStatus
 from domain.ports import Clock
 from domain.rate_budget import RateBudget
-from domain.scheduled_changes import ChangeState
+from domain.scheduled_changes import ChangeKind, ChangeState
 from domain.webhooks import DeliveryState, EndpointState
 from worker.settings import Settings
 
@@ -125,6 +125,7 @@ class SystemCollector(Collector):
 
         now = self._clock.now()
         pending = [state.value for state in ChangeState if state.is_pending]
+        unstaged = [ChangeState.SCHEDULED.value, ChangeState.APPLYING.value]
         with self._sessions() as session:
             by_state: dict[str, int] = {
                 str(state): int(count)
@@ -134,12 +135,39 @@ class SystemCollector(Collector):
                     )
                 ).all()
             }
-            oldest_due: datetime | None = session.scalar(
-                select(func.min(ScheduledChangeRow.effective_at)).where(
-                    ScheduledChangeRow.state.in_(pending),
-                    ScheduledChangeRow.effective_at <= now,
+            row = ScheduledChangeRow
+            lead = timedelta(seconds=self._settings.period_end_lead_seconds)
+            # Due: a change at the period's end once it should be made at Stripe (the lead
+            # before its boundary) and until it is staged; any other once it is in effect.
+            due_at_stripe: datetime | None = session.scalar(
+                select(func.min(row.effective_at)).where(
+                    row.state.in_(unstaged),
+                    row.kind == ChangeKind.END_OF_PERIOD.value,
+                    row.effective_at <= now + lead,
                 )
             )
+            due_here: datetime | None = session.scalar(
+                select(func.min(row.effective_at)).where(
+                    row.state.in_(pending),
+                    row.kind == ChangeKind.IMMEDIATE.value,
+                    row.effective_at <= now,
+                )
+            )
+            staged_past: datetime | None = session.scalar(
+                select(func.min(row.effective_at)).where(
+                    row.state == ChangeState.STAGED.value, row.effective_at <= now
+                )
+            )
+            candidates = [
+                moment
+                for moment in (
+                    None if due_at_stripe is None else due_at_stripe - lead,
+                    due_here,
+                    staged_past,
+                )
+                if moment is not None
+            ]
+            oldest_due = min(candidates) if candidates else None
             failed = int(
                 session.scalar(
                     select(func.count())
@@ -165,7 +193,10 @@ class SystemCollector(Collector):
             changes.add_metric([state.value], by_state.get(state.value, 0))
         age = GaugeMetricFamily(
             "billing_oldest_due_change_age_seconds",
-            "Age of the oldest plan change that is due and not applied (0 when none).",
+            "Age of the oldest plan change that is due and not made: a change at the period's "
+            "end counts from when it should be made at Stripe (its boundary less "
+            "BILLING_PERIOD_END_LEAD_SECONDS) until it is staged, then from its boundary until "
+            "it takes effect; an immediate one from its request (0 when none).",
             value=_age(now, oldest_due),
         )
         failed_commands = GaugeMetricFamily(
