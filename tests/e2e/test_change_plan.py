@@ -236,7 +236,7 @@ def test_canceling_upcoming_changes_answers_the_current_phase(
     assert again.json() == response.json()
 
 
-def test_beat_applies_a_due_change_once_and_not_before(
+def test_beat_makes_a_change_at_stripe_an_hour_ahead_and_it_takes_effect_at_the_boundary(
     stack: Stack,
     api: httpx.Client,
     sub: Subscribed,
@@ -254,18 +254,30 @@ def test_beat_applies_a_due_change_once_and_not_before(
     assert stored_change(stack, scheduled.id).state is ChangeState.SCHEDULED
     assert provider_updates(emulator, sub.provider_id) == []
 
-    stack.advance_time(32 * DAY)
+    half_an_hour_ahead = effective_at - timedelta(minutes=30)
+    stack.advance_time(
+        (half_an_hour_ahead - datetime.fromtimestamp(emulator.now(), UTC)).total_seconds()
+    )
 
-    applied = eventually(
-        lambda: change_in(stack, scheduled.id, ChangeState.APPLIED),
+    eventually(
+        lambda: change_in(stack, scheduled.id, ChangeState.STAGED),
         timeout=15,
-        what="beat to apply the change",
+        what="beat to make the change at Stripe",
     )
     [update] = executed_updates(emulator, sub.provider_id)
     assert update.idempotency_key == f"{scheduled.id}:apply"
     assert update.form["proration_behavior"] == "none"
-    assert len(provider_updates(emulator, sub.provider_id)) == 1
     assert item_price(sdk, sub) == catalog.team.provider_price_id
+    assert stored_subscription(stack, sub.id).plan_id == catalog.starter.id  # until the end
+
+    stack.advance_time(timedelta(hours=1).total_seconds())
+
+    applied = eventually(
+        lambda: change_in(stack, scheduled.id, ChangeState.APPLIED),
+        timeout=15,
+        what="the change to take effect at the boundary",
+    )
+    assert len(provider_updates(emulator, sub.provider_id)) == 1
     subscription = stored_subscription(stack, sub.id)
     assert subscription.plan_id == catalog.team.id
     assert subscription.current_period_start == effective_at  # the new period, from Stripe
@@ -298,10 +310,8 @@ def test_a_due_change_of_a_subscription_canceled_meanwhile_is_skipped(
     )
     assert skipped.reason == "subscription_canceled"
     assert stored_subscription(stack, sub.id).state.value == "canceled"
-    # Sent blind (one call is the rule), refused by Stripe, then read to learn why.
-    [refused] = provider_updates(emulator, sub.provider_id)
-    assert refused.status == 400
-    assert executed_updates(emulator, sub.provider_id) == []
+    # The boundary is read before anything is sent: nothing is sent.
+    assert provider_updates(emulator, sub.provider_id) == []
 
 
 # --- how a request is read --------------------------------------------------------------------
