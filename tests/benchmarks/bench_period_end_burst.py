@@ -1,21 +1,26 @@
 """The period-end burst: N plan changes fall due at once, Stripe allows R writes a second.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_period_end_burst.py [--sizes 1000,10000]
-[--rates 25,100]``
+[--rates 25,100] [--late]``
 
 For each size and rate, in the same run, with the shared rate budget on and then off (calls
 go out as fast as workers make them, as before the budget existed): a fresh system on
 embedded parts (Redis, SQLite, the Stripe emulator limited to R read and R write operations
 a second, two worker nodes of four processes, beat, the API), N subscriptions each with a
-change at its period's end, then the clock moves past the period and the changes drain. An
-HTTP client creates a billing account every half second during the burst (synchronous
-mode), and 20 before it as the idle baseline. The README's settings are used (sweep every
-second, 15-minute leases, 8 attempts).
+change at its period's end. Then the clock moves to where every change is due at Stripe
+(the latest boundary less ``BILLING_PERIOD_END_LEAD_SECONDS``) and the changes drain: each is
+one read (its boundary) and one write (made ahead, ``staged``). Once drained, the clock moves
+past the boundaries and the staged changes take effect (no Stripe call). With ``--late`` the
+clock jumps over the boundaries at once instead (workers down across them): each change is
+then a correction invoiced at once. An HTTP client creates a billing account every half
+second during the burst (synchronous mode), and 20 before it as the idle baseline. The
+README's settings are used (sweep every second, 15-minute leases, 8 attempts, 1 h lead).
 
-Prints per run: drain time ÷ floor (floor = Stripe calls needed ÷ R), apply lag p50/p99
-from the moment the changes fell due, 429s, failed commands, changes claimed more than
-once, and the interactive creation's p50/p95 idle and during the burst. A run that has not
-drained after ``--cap`` times its floor is stopped and reported as such.
+Prints per run: drain time ÷ floor (floor = Stripe writes needed ÷ R; reads have a budget of
+their own), lag p50/p99 from the moment the changes fell due, 429s, failed commands, changes
+claimed more than once, the time the staged changes took to take effect, and the interactive
+creation's p50/p95 idle and during the burst. A run that has not drained after ``--cap`` times
+its floor is stopped and reported as such.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import redis
@@ -48,6 +53,8 @@ from worker.db.models import CommandRow, ScheduledChangeRow  # noqa: E402
 from worker.embedded import ProcessGroup, start_redis  # noqa: E402
 from worker.stripe_provider import StripeBillingProvider  # noqa: E402
 
+LEAD = timedelta(hours=1)
+"""``BILLING_PERIOD_END_LEAD_SECONDS`` of README_SETTINGS."""
 README_SETTINGS = {
     "BILLING_RETRY_MAX_ATTEMPTS": "8",
     "BILLING_RETRY_BASE_DELAY_SECONDS": "1",
@@ -61,6 +68,7 @@ README_SETTINGS = {
     "BILLING_DATABASE_LOCK_TIMEOUT_SECONDS": "10",
     "BILLING_LOG_LEVEL": "WARNING",
     "BILLING_SHIFTABLE_CLOCK": "true",
+    "BILLING_PERIOD_END_LEAD_SECONDS": "3600",
 }
 
 
@@ -79,6 +87,7 @@ class Outcome:
     stripe_calls: int
     failed: int
     reclaimed: int
+    take_effect_seconds: float
     idle_p50: float
     idle_p95: float
     burst_p50: float
@@ -103,20 +112,36 @@ def create_account(stack: Stack, org_id: str) -> tuple[float, int]:
         return time.perf_counter() - began, response.status_code
 
 
-def applied_count(stack: Stack) -> int:
+def count_in(stack: Stack, *states: str) -> int:
     with stack.sessions() as session:
         return int(
             session.scalar(
                 select(func.count())
                 .select_from(ScheduledChangeRow)
-                .where(ScheduledChangeRow.state == "applied")
+                .where(ScheduledChangeRow.state.in_(states))
             )
             or 0
         )
 
 
+def latest_boundary(stack: Stack) -> datetime:
+    with stack.sessions() as session:
+        latest: datetime | None = session.scalar(
+            select(func.max(ScheduledChangeRow.effective_at))
+        )
+    assert latest is not None
+    return latest
+
+
 def run(
-    workdir: Path, redis_base: str, db_index: int, size: int, rate: int, budget: bool, cap: float
+    workdir: Path,
+    redis_base: str,
+    db_index: int,
+    size: int,
+    rate: int,
+    budget: bool,
+    cap: float,
+    late: bool,
 ) -> Outcome:
     name = f"burst_{size}_{rate}_{'on' if budget else 'off'}"
     base = workdir / name
@@ -166,7 +191,12 @@ def run(
             admin.set_rate_limit(rate)
             admin.clear_requests()
 
-        stack.advance_time(32 * DAY)
+        boundary = latest_boundary(stack)
+        if late:
+            stack.advance_time(32 * DAY)
+        else:
+            ahead = boundary - LEAD + timedelta(seconds=30) - ShiftableClock(redis_url).now()
+            stack.advance_time(ahead.total_seconds())
         due_at: datetime = ShiftableClock(redis_url).now()
         began = time.monotonic()
         stack.start_beat()
@@ -187,7 +217,7 @@ def run(
         deadline = began + max(cap * floor, 60.0)
         applied = 0
         while time.monotonic() < deadline:
-            applied = applied_count(stack)
+            applied = count_in(stack, "staged", "applied")
             if applied >= size:
                 break
             time.sleep(0.5)
@@ -195,11 +225,17 @@ def run(
         stop.set()
         client.join()
         floor = (size + len(burst)) / rate
+        lags_rows = _made_at(stack)
+        take_effect = 0.0
+        if not late and applied >= size:
+            stack.advance_time((boundary - ShiftableClock(redis_url).now()).total_seconds() + 5)
+            started = time.monotonic()
+            while count_in(stack, "applied") < size and time.monotonic() - started < 600:
+                time.sleep(0.2)
+            take_effect = time.monotonic() - started
 
         with stack.sessions() as session:
-            rows = session.execute(
-                select(ScheduledChangeRow.applied_at, ScheduledChangeRow.claims)
-            ).all()
+            rows = lags_rows
             failed = int(
                 session.scalar(
                     select(func.count())
@@ -225,6 +261,7 @@ def run(
             stripe_calls=len(requests),
             failed=failed,
             reclaimed=sum(claims > 1 for _, claims in rows),
+            take_effect_seconds=take_effect,
             idle_p50=statistics.median(idle),
             idle_p95=percentile(idle, 0.95),
             burst_p50=percentile(burst, 0.5),
@@ -236,11 +273,32 @@ def run(
         emulator.stop()
 
 
+def _made_at(stack: Stack) -> list[tuple[datetime | None, int]]:
+    """When each change was made at Stripe (staged, or applied when late), with its claims."""
+    with stack.sessions() as session:
+        rows = session.execute(
+            select(
+                ScheduledChangeRow.updated_at,
+                ScheduledChangeRow.claims,
+                ScheduledChangeRow.state,
+                ScheduledChangeRow.applied_at,
+            )
+        ).all()
+    return [
+        (applied_at if state == "applied" else updated_at, claims)
+        for updated_at, claims, state, applied_at in rows
+        if state in ("staged", "applied")
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--rates", default="25,100")
     parser.add_argument("--cap", type=float, default=3.0, help="stop a run after this many floors")
+    parser.add_argument(
+        "--late", action="store_true", help="jump over the boundaries (corrections)"
+    )
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     rates = [int(rate) for rate in args.rates.split(",")]
@@ -253,7 +311,9 @@ def main() -> None:
             for size in sizes:
                 for rate in rates:
                     for budget in (True, False):
-                        outcome = run(workdir, redis_base, 3, size, rate, budget, args.cap)
+                        outcome = run(
+                            workdir, redis_base, 3, size, rate, budget, args.cap, args.late
+                        )
                         outcomes.append(outcome)
                         print(f"  {outcome}", flush=True)
         finally:
@@ -261,9 +321,9 @@ def main() -> None:
     print()
     print(
         "| N | Stripe rate | budget | drain ÷ floor | lag p50 / p99 | 429s (of calls) | failed "
-        "| reclaimed | interactive p50 / p95 (idle p50 / p95) |"
+        "| reclaimed | take effect | interactive p50 / p95 (idle p50 / p95) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for o in outcomes:
         drain = f"{o.drain_seconds / o.floor_seconds:.2f}" + (
             "" if o.drained else f" (stopped: {o.applied}/{o.size} applied)"
@@ -272,7 +332,7 @@ def main() -> None:
             f"| {o.size:,} | {o.rate}/s | {'on' if o.budget else 'off'} | {drain} "
             f"({o.drain_seconds:.0f} s ÷ {o.floor_seconds:.0f} s) "
             f"| {o.lag_p50:.0f} s / {o.lag_p99:.0f} s | {o.rate_limited:,} ({o.stripe_calls:,}) "
-            f"| {o.failed} | {o.reclaimed} "
+            f"| {o.failed} | {o.reclaimed} | {o.take_effect_seconds:.1f} s "
             f"| {o.burst_p50 * 1000:.0f} / {o.burst_p95 * 1000:.0f} ms"
             + (f", {o.burst_errors} not 200" if o.burst_errors else "")
             + f" ({o.idle_p50 * 1000:.0f} / {o.idle_p95 * 1000:.0f} ms) |"
