@@ -16,6 +16,7 @@ that imports nothing from the rest of the project; billing-worker's wheel and im
 
 from stripe_emulator.app import EmulatorApp, create_app
 from stripe_emulator.client import (
+    Dunning,
     EmulatorAdmin,
     EmulatorAdminError,
     Fault,
@@ -28,6 +29,7 @@ from stripe_emulator.server import serve
 __all__ = [
     "API_VERSION",
     "DEFAULT_API_KEY",
+    "Dunning",
     "EmulatorAdmin",
     "EmulatorAdminError",
     "EmulatorApp",
