@@ -118,18 +118,19 @@ def list_(ctx: Ctx, params: dict[str, Any]) -> Record:
         candidates = [store.invoices[invoice_id] for invoice_id in reversed(ids)]
     else:
         candidates = newest_first(store.invoices)
-    customer_id = params.get("customer")
-    status = params.get("status")
-    collection = params.get("collection_method")
+    wanted = {
+        name: params[name] for name in ("customer", "status", "collection_method") if name in params
+    }
     created = params.get("created")
-    records = [
-        invoice
-        for invoice in candidates
-        if (customer_id is None or invoice["customer"] == customer_id)
-        and (status is None or invoice["status"] == status)
-        and (collection is None or invoice["collection_method"] == collection)
-        and created_matches(invoice["created"], created)
-    ]
+    if not wanted and created is None:
+        records = candidates
+    else:
+        records = [
+            invoice
+            for invoice in candidates
+            if all(invoice[field] == value for field, value in wanted.items())
+            and created_matches(invoice["created"], created)
+        ]
     return paginate(records, params, "/v1/invoices", "invoice", render)
 
 
