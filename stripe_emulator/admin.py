@@ -7,12 +7,16 @@ log. Errors are ``400 {"error": "<message>"}`` (``404`` for an unknown fault id)
 Method      Path                              Effect
 ==========  ================================  ================================================
 GET         /_emulator/health                 ``{"status": "ok", "now", "api_version"}``
-POST        /_emulator/reset                  forget all data, idempotency keys, faults, the
-                                              request log and the clock offset; rate limit back
-                                              to the configured value; release hung requests
+POST        /_emulator/reset                  forget all data (invoices, failing customers and
+                                              dunning rules included), idempotency keys, faults,
+                                              the request log and the clock offset; rate limit
+                                              back to the configured value; release hung
+                                              requests
 GET         /_emulator/clock                  ``{"now": <emulator unix time>, "offset": s}``
 POST        /_emulator/clock/advance          body ``{"seconds": n}`` (n >= 0): move time
-                                              forward; due subscription periods roll over;
+                                              forward; what fell due meanwhile happens in time
+                                              order (renewals and their invoices, payment
+                                              retries, trial ends, cancels, expiries);
                                               answers the clock plus ``rolled`` (events applied)
 POST        /_emulator/clock/set              body ``{"time": unix_ts}``: jump forward to ts
 GET         /_emulator/faults                 ``{"faults": [rule, ...]}``

@@ -72,7 +72,8 @@ class Emulator:
         self.log = RequestLog(config.request_log_size)
 
     def tick(self) -> int:
-        """Bring time-driven state up to now (subscription periods, key expiry)."""
+        """Bring time-driven state up to now (renewals and their invoices, payment retries,
+        expiries; idempotency keys)."""
         now = self.clock.now()
         billing.roll_subscriptions(self.store, now)
         self.idempotency.prune(now)

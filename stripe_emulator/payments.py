@@ -159,8 +159,12 @@ def mark_paid(store: Store, invoice: Record, now: int) -> None:
 
 
 def void(store: Store, invoice: Record, now: int) -> None:
+    """Void an open invoice; the customer balance it had used is given back."""
     invoice.update(status="void", next_payment_attempt=None, auto_advance=False)
     invoice["status_transitions"]["voided_at"] = now
+    customer = store.customers.get(invoice["customer"])
+    if customer is not None:
+        customer["balance"] += invoice["starting_balance"] - invoice["ending_balance"]
 
 
 def end_subscription(store: Store, subscription: Record, now: int, reason: str) -> None:

@@ -422,3 +422,29 @@ def test_an_invoice_expands_its_lines_prices_and_its_subscription(
     assert invoice.parent.subscription_details is not None
     assert isinstance(invoice.parent.subscription_details.subscription, stripe.Subscription)
     assert isinstance(invoice.customer, stripe.Customer)
+
+
+def test_a_voided_invoice_gives_back_the_balance_it_used(
+    emulator_client: stripe.StripeClient, admin: EmulatorAdmin
+) -> None:
+    customer = emulator_client.v1.customers.create(params={"balance": -2000})
+    subscription = emulator_client.v1.subscriptions.create(
+        params={"customer": customer.id, "items": [{"price": _price(emulator_client, 1000).id}]}
+    )
+    admin.fail_payments(customer.id)
+    held = _change(
+        emulator_client,
+        subscription,
+        items=[{"id": item_of(subscription).id, "quantity": 5}],
+        proration_behavior="always_invoice",
+        payment_behavior="pending_if_incomplete",
+    )
+    assert isinstance(held.latest_invoice, str)
+    left = emulator_client.v1.customers.retrieve(customer.id).balance
+
+    admin.advance_clock("1d")
+
+    assert subscription.status == "active"  # the first invoice took 1000 of the credit
+    assert left == 0  # the upgrade's invoice took the rest
+    assert emulator_client.v1.invoices.retrieve(held.latest_invoice).status == "void"
+    assert emulator_client.v1.customers.retrieve(customer.id).balance == -1000
