@@ -63,12 +63,6 @@ class Plan:
     trial_end: int | None = None
     metadata: dict[str, str] | None = None
 
-    @property
-    def items_changed(self) -> bool:
-        return bool(self.deleted) or any(
-            item["old"] != [item["price"], item["quantity"]] for item in self.items
-        )
-
     def to_json(self) -> Record:
         return asdict(self)
 
@@ -164,6 +158,7 @@ def _plan_items(
         if item is None:
             raise resource_missing("subscription item", item_id, f"{name}[id]")
         if update.get("deleted"):
+            del by_id[item_id]
             result.items.remove(item)
             result.deleted.append([item_id, *item["old"]])
             continue
@@ -334,21 +329,26 @@ def apply(store: Store, subscription: Record, result: Plan) -> None:
         if item["id"] in result.item_metadata:
             record["metadata"] = result.item_metadata[item["id"]]
     store.items_of[sid] = kept
-    if result.cadence is not None and state["periods"] < 0 and not result.end_trial:
-        periods.set_interval(store, sid, result.cadence[0], result.cadence[1])
-    if result.end_trial:
-        subscription.update(status="active", trial_end=now)
+    at_period_end = subscription["cancel_at_period_end"]
+    if at_period_end:  # it follows the period end wherever that moves
+        subscription["cancel_at"] = None
     if result.trial_end is not None and not result.end_trial:
         if state["periods"] >= 0:
             subscription.update(status="trialing", trial_start=now)
         subscription["trial_end"] = result.trial_end
         periods.set_trial_end(store, subscription, now=now, trial_end=result.trial_end)
+        if result.cadence is not None:  # for the paid periods after the trial
+            periods.set_interval(store, sid, result.cadence[0], result.cadence[1])
     elif result.restart or result.end_trial:
+        if result.end_trial:
+            subscription.update(status="active", trial_end=now)
         interval, count = result.cadence or (state["interval"], state["interval_count"])
         periods.restart(store, subscription, now=now, interval=interval, interval_count=count)
-        if subscription["cancel_at_period_end"]:
-            subscription["cancel_at"] = state["period_end"]
     else:
+        if result.cadence is not None:  # trialing: the trial runs on, paid periods change
+            periods.set_interval(store, sid, result.cadence[0], result.cadence[1])
         periods.sync_items(store, sid, state)
+    if at_period_end:
+        subscription["cancel_at"] = state["period_end"]
     if result.metadata is not None:
         subscription["metadata"] = result.metadata

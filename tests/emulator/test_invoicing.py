@@ -448,3 +448,45 @@ def test_a_voided_invoice_gives_back_the_balance_it_used(
     assert left == 0  # the upgrade's invoice took the rest
     assert emulator_client.v1.invoices.retrieve(held.latest_invoice).status == "void"
     assert emulator_client.v1.customers.retrieve(customer.id).balance == -1000
+
+
+def test_a_cancel_at_period_end_follows_the_period_when_the_cycle_restarts(
+    emulator_client: stripe.StripeClient, admin: EmulatorAdmin
+) -> None:
+    subscription = _subscribe(emulator_client, _price(emulator_client, 1000))
+    _change(emulator_client, subscription, cancel_at_period_end=True)
+    admin.advance_clock("5d")
+    yearly = _price(emulator_client, 9000, recurring={"interval": "year"})
+
+    moved = _change(
+        emulator_client,
+        subscription,
+        items=[{"id": item_of(subscription).id, "price": yearly.id}],
+        proration_behavior="none",
+    )
+
+    end = item_of(moved).current_period_end
+    assert end - item_of(moved).current_period_start >= 365 * DAY
+    assert (moved.cancel_at, moved.cancel_at_period_end) == (end, True)
+
+
+def test_a_new_interval_during_a_trial_applies_to_the_paid_periods_after_it(
+    emulator_client: stripe.StripeClient, admin: EmulatorAdmin
+) -> None:
+    subscription = _subscribe(emulator_client, _price(emulator_client, 1000), trial_period_days=7)
+    yearly = _price(emulator_client, 9000, recurring={"interval": "year"})
+
+    trialing = _change(
+        emulator_client,
+        subscription,
+        items=[{"id": item_of(subscription).id, "price": yearly.id}],
+    )
+    admin.advance_clock("7d1m")
+    paid = emulator_client.v1.subscriptions.retrieve(subscription.id)
+
+    assert item_of(trialing).current_period_end == subscription.trial_end
+    assert paid.status == "active"
+    assert item_of(paid).current_period_end - item_of(paid).current_period_start >= 365 * DAY
+    assert amounts(latest_invoice(StripeTarget("emulator", emulator_client, None), paid.id)) == [
+        (9000, False)
+    ]
