@@ -17,7 +17,9 @@ When emulator time reaches a subscription's ``period_end``:
   at the price the item has at that instant times its quantity, for the new period, plus the
   subscription's pending invoice items (prorations); the invoice is then collected
   (:mod:`stripe_emulator.payments`). If the clock jumped over several periods, each one is
-  renewed and invoiced in turn, at its own time.
+  renewed and invoiced in turn, at its own time. As on Stripe, the invoice's
+  ``period_start``/``period_end`` are the period that just ended, its lines' ``period`` the new
+  one.
 
 Other subscription events: a pending update expires (``pending_update.expires_at``: dropped,
 its invoice voided) and an ``incomplete`` subscription whose first invoice was not paid within

@@ -154,8 +154,10 @@ def mark_paid(store: Store, invoice: Record, now: int) -> None:
             subscription["status"] = "trialing" if state["periods"] < 0 else "active"
             state.pop("incomplete_expires_at", None)
     customer = store.customers.get(invoice["customer"])
-    if customer is not None and customer["delinquent"] and not open_invoices(store, customer["id"]):
-        customer["delinquent"] = False
+    if customer is not None and customer["delinquent"]:
+        # Delinquent while a charge it owes has failed: an unattempted open invoice is not.
+        unpaid = open_invoices(store, customer["id"])
+        customer["delinquent"] = any(other["attempted"] for other in unpaid)
 
 
 def void(store: Store, invoice: Record, now: int) -> None:
