@@ -203,10 +203,17 @@ def test_the_payments_admin_refuses_unknown_customers_and_bad_dunning(
     assert admin.dunning().retries == 3
 
 
-def test_reset_forgets_failing_customers_and_dunning(admin: EmulatorAdmin) -> None:
+def test_reset_forgets_invoices_failing_customers_and_dunning(
+    emulator_client: stripe.StripeClient, admin: EmulatorAdmin
+) -> None:
+    subscription, _, _ = _renewal_fails(emulator_client, admin)
     admin.set_dunning(retries=9)
 
     admin.reset()
 
     assert admin.dunning().retries == 3
     assert admin.failing_customers() == []
+    assert emulator_client.v1.invoices.list().data == []
+    assert emulator_client.v1.invoice_items.list().data == []
+    with pytest.raises(stripe.InvalidRequestError):
+        emulator_client.v1.subscriptions.retrieve(subscription.id)
