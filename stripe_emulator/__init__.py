@@ -1,9 +1,19 @@
 """A Stripe API emulator: a real HTTP server the ``stripe`` SDK talks to as it talks to Stripe.
 
-Serves customers (with tax IDs and search), products, prices, subscriptions and subscription
-items with Stripe's wire protocol (form encoding, bracket notation, ``expand[]``, list and
-search objects), errors, idempotency rules and rate limit, plus an admin API under
-``/_emulator`` to drive a clock, inject faults and read a request log.
+Serves customers (with tax IDs and search), products, prices (in Stripe's currencies),
+subscriptions and subscription items, and the invoices and invoice items subscriptions make,
+with Stripe's wire protocol (form encoding, bracket notation, ``expand[]``, list and search
+objects), errors, idempotency rules and rate limit, plus an admin API under ``/_emulator`` to
+drive a clock, make a customer's payments fail or succeed, set dunning rules, inject faults
+and read a request log.
+
+Billing follows Stripe's: a subscription is invoiced on creation and at every renewal (at the
+item's price at that instant), changes are prorated to the second (``proration_behavior``,
+``proration_date``, previews through ``POST /v1/invoices/create_preview``), a new interval
+restarts the cycle and invoices at once, invoices are finalized and charged at once, and a
+declined payment follows ``payment_behavior`` and the dunning rules as emulator time moves
+(see ``billing.py``, ``changes.py``, ``invoicing.py``, ``payments.py``). There are no payment
+methods: charges succeed unless the admin API says a customer's fail.
 
 Run it: ``python -m stripe_emulator --host 127.0.0.1 --port 12111`` (or ``stripe-emulator``;
 ``--api-key``, ``--rate-limit``, ``--state-file``), or :func:`serve` / :func:`create_app` from
@@ -16,6 +26,7 @@ that imports nothing from the rest of the project; billing-worker's wheel and im
 
 from stripe_emulator.app import EmulatorApp, create_app
 from stripe_emulator.client import (
+    Dunning,
     EmulatorAdmin,
     EmulatorAdminError,
     Fault,
@@ -28,6 +39,7 @@ from stripe_emulator.server import serve
 __all__ = [
     "API_VERSION",
     "DEFAULT_API_KEY",
+    "Dunning",
     "EmulatorAdmin",
     "EmulatorAdminError",
     "EmulatorApp",

@@ -7,12 +7,16 @@ log. Errors are ``400 {"error": "<message>"}`` (``404`` for an unknown fault id)
 Method      Path                              Effect
 ==========  ================================  ================================================
 GET         /_emulator/health                 ``{"status": "ok", "now", "api_version"}``
-POST        /_emulator/reset                  forget all data, idempotency keys, faults, the
-                                              request log and the clock offset; rate limit back
-                                              to the configured value; release hung requests
+POST        /_emulator/reset                  forget all data (invoices, failing customers and
+                                              dunning rules included), idempotency keys, faults,
+                                              the request log and the clock offset; rate limit
+                                              back to the configured value; release hung
+                                              requests
 GET         /_emulator/clock                  ``{"now": <emulator unix time>, "offset": s}``
 POST        /_emulator/clock/advance          body ``{"seconds": n}`` (n >= 0): move time
-                                              forward; due subscription periods roll over;
+                                              forward; what fell due meanwhile happens in time
+                                              order (renewals and their invoices, payment
+                                              retries, trial ends, cancels, expiries);
                                               answers the clock plus ``rolled`` (events applied)
 POST        /_emulator/clock/set              body ``{"time": unix_ts}``: jump forward to ts
 GET         /_emulator/faults                 ``{"faults": [rule, ...]}``
@@ -30,7 +34,31 @@ GET         /_emulator/requests               ``{"requests": [entry, ...]}``, ol
                                               query ``path_prefix`` and ``method`` filter
 DELETE      /_emulator/requests               clear the request log
 POST        /_emulator/state/save             write the state file now (400 if none is set)
+GET         /_emulator/payments               ``{"failing": [customer ids]}``: customers whose
+                                              payments fail
+POST        /_emulator/payments/fail          body ``{"customer": "cus_..."}``: every later
+                                              payment attempt of the customer fails
+                                              (``card_declined``), retries of its open invoices
+                                              included; answers ``{"customer", "failing": true}``
+POST        /_emulator/payments/succeed       body ``{"customer": "cus_..."}``: payments succeed
+                                              again and the customer's open
+                                              ``charge_automatically`` invoices are paid now
+                                              (their subscriptions back to ``active``, pending
+                                              updates applied); answers ``{"customer",
+                                              "failing": false, "paid": [invoice ids]}``
+GET         /_emulator/dunning                the retry rules of failed invoices:
+                                              ``{"retries", "retry_interval_seconds",
+                                              "final_status"}``
+POST        /_emulator/dunning                body: any of those three (``retries`` >= 0,
+                                              ``retry_interval_seconds`` > 0, ``final_status``
+                                              one of ``past_due``, ``unpaid``, ``canceled``):
+                                              answers the rules now in force
 ==========  ================================  ================================================
+
+Dunning (see payments.py): a failed invoice is retried every ``retry_interval_seconds`` of
+emulator time, at most ``retries`` times; after the last failure its subscription becomes
+``final_status`` (Stripe's "subscription status after all retries fail" setting). Defaults: 3
+retries, 3 days apart, then ``past_due``. Unknown customers are a 404.
 """
 
 from __future__ import annotations
@@ -43,7 +71,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from stripe_emulator import billing
+from stripe_emulator import billing, payments
 from stripe_emulator.config import API_VERSION
 from stripe_emulator.emulator import Emulator
 from stripe_emulator.faults import FaultRule
@@ -200,6 +228,57 @@ def routes(emulator: Emulator) -> list[Route]:
             raise AdminError(str(error)) from error
         return {"saved": str(path)}
 
+    async def customer_in(request: Request) -> str:
+        customer_id = (await _json_body(request)).get("customer")
+        if not isinstance(customer_id, str) or not customer_id:
+            raise AdminError("`customer` must be a customer id")
+        if customer_id not in emulator.store.customers:
+            raise AdminError(f"no customer {customer_id}", 404)
+        return customer_id
+
+    async def list_payments(request: Request) -> dict[str, Any]:
+        return {"failing": sorted(emulator.store.failing_customers)}
+
+    async def fail_payments(request: Request) -> dict[str, Any]:
+        customer_id = await customer_in(request)
+        emulator.tick()
+        payments.fail_payments(emulator.store, customer_id)
+        return {"customer": customer_id, "failing": True}
+
+    async def succeed_payments(request: Request) -> dict[str, Any]:
+        customer_id = await customer_in(request)
+        now = emulator.tick()
+        paid = payments.succeed_payments(emulator.store, customer_id, now)
+        return {"customer": customer_id, "failing": False, "paid": paid}
+
+    async def get_dunning(request: Request) -> dict[str, Any]:
+        return dict(emulator.store.dunning)
+
+    async def set_dunning(request: Request) -> dict[str, Any]:
+        body = await _json_body(request)
+        unknown = set(body) - set(emulator.store.dunning)
+        if unknown:
+            raise AdminError(f"unknown dunning fields: {', '.join(sorted(unknown))}")
+        rules = dict(emulator.store.dunning)
+        if "retries" in body:
+            retries = body["retries"]
+            if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+                raise AdminError("`retries` must be an integer >= 0")
+            rules["retries"] = retries
+        if "retry_interval_seconds" in body:
+            interval = _number(body, "retry_interval_seconds")
+            if interval <= 0:
+                raise AdminError("`retry_interval_seconds` must be > 0")
+            rules["retry_interval_seconds"] = int(interval)
+        if "final_status" in body:
+            if body["final_status"] not in payments.FINAL_STATUSES:
+                raise AdminError(
+                    f"`final_status` must be one of {', '.join(payments.FINAL_STATUSES)}"
+                )
+            rules["final_status"] = body["final_status"]
+        emulator.store.dunning = rules
+        return dict(rules)
+
     table: list[tuple[str, str, Callable[[Request], Awaitable[Any]]]] = [
         ("GET", "/health", health),
         ("POST", "/reset", reset),
@@ -216,6 +295,11 @@ def routes(emulator: Emulator) -> list[Route]:
         ("GET", "/requests", list_requests),
         ("DELETE", "/requests", clear_requests),
         ("POST", "/state/save", save_state),
+        ("GET", "/payments", list_payments),
+        ("POST", "/payments/fail", fail_payments),
+        ("POST", "/payments/succeed", succeed_payments),
+        ("GET", "/dunning", get_dunning),
+        ("POST", "/dunning", set_dunning),
     ]
     return [
         Route("/_emulator" + path, endpoint(handler), methods=[method])

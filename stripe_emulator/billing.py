@@ -1,134 +1,137 @@
-"""Subscription lifecycle over emulator time: periods, trials, renewals, scheduled cancels.
+"""Subscriptions over emulator time: renewals and their invoices, trials ending, cancels,
+payment retries and expiries.
 
-No invoices or payments are emulated, so a period ending simply starts the next one. Each
-subscription's billing state is ``anchor`` (the billing cycle anchor), ``periods`` (full periods
-elapsed since it) and the current ``period_start``/``period_end``; boundaries are always
-computed from the anchor (see :func:`clock.add_interval`) so month-end anchors do not drift.
+Everything time-driven sits on one timeline (``Store.timeline``, a heap of ``(time, id)``), which
+:func:`roll_subscriptions` works through in time order whenever emulator time moves (each
+request, each clock advance). An entry names a subscription or an invoice and may be stale:
+each is checked against its object before anything happens. Periods themselves are computed in
+:mod:`stripe_emulator.periods`.
 
-What happens when emulator time reaches ``period_end``:
+When emulator time reaches a subscription's ``period_end``:
 
-* ``cancel_at`` is due (set by ``cancel_at_period_end=true``) -> ``status: canceled``,
-  ``ended_at`` = the period end, ``cancellation_details.reason: cancellation_requested``;
-* ``trialing`` -> ``active``, first paid period starts at ``trial_end`` (the anchor);
-* otherwise -> the next period, repeatedly if the clock jumped over several.
+* ``cancel_at`` is due (``cancel_at_period_end=true``, or a ``cancel_at`` inside the period,
+  which ended the period there) -> ``status: canceled``, ``ended_at`` = ``cancel_at``,
+  ``cancellation_details.reason: cancellation_requested``;
+* otherwise the next period starts (a trial's end starts the first paid one: ``trialing`` ->
+  ``active``) and is invoiced at once: ``billing_reason: subscription_cycle``, one line per item
+  at the price the item has at that instant times its quantity, for the new period, plus the
+  subscription's pending invoice items (prorations); the invoice is then collected
+  (:mod:`stripe_emulator.payments`). If the clock jumped over several periods, each one is
+  renewed and invoiced in turn, at its own time. As on Stripe, the invoice's
+  ``period_start``/``period_end`` are the period that just ended, its lines' ``period`` the new
+  one.
+
+Other subscription events: a pending update expires (``pending_update.expires_at``: dropped,
+its invoice voided) and an ``incomplete`` subscription whose first invoice was not paid within
+23 h becomes ``incomplete_expired`` (invoice voided). Invoice events are payment retries and
+``send_invoice`` due dates (see payments.py).
+
+The invoice of a renewal is finalized at once; Stripe leaves it a draft for about an hour
+when webhook endpoints exist (see payments.py).
 """
 
 from __future__ import annotations
 
+import gc
 import heapq
-from typing import Any
 
-from stripe_emulator.clock import add_interval
+from stripe_emulator import invoicing, payments, periods
 from stripe_emulator.state import Record, Store
 
-
-def start(
-    store: Store,
-    subscription_id: str,
-    *,
-    now: int,
-    interval: str,
-    interval_count: int,
-    trial_end: int | None,
-) -> tuple[int, int]:
-    """Set up billing for a new subscription and return its first period."""
-    if trial_end is not None:
-        state: Record = {
-            "anchor": trial_end,
-            "periods": -1,  # the trial is the period before the first paid one
-            "period_start": now,
-            "period_end": trial_end,
-            "interval": interval,
-            "interval_count": interval_count,
-        }
-    else:
-        state = {
-            "anchor": now,
-            "periods": 0,
-            "period_start": now,
-            "period_end": add_interval(now, interval, interval_count),
-            "interval": interval,
-            "interval_count": interval_count,
-        }
-    store.billing[subscription_id] = state
-    store.schedule(state["period_end"], subscription_id)
-    return state["period_start"], state["period_end"]
-
-
-def restart(
-    store: Store, subscription_id: str, *, now: int, interval: str, interval_count: int
-) -> None:
-    """Reset the billing cycle to ``now`` (what Stripe does when the price interval changes)."""
-    state = store.billing[subscription_id]
-    if state["periods"] < 0:
-        # Still trialing: the trial keeps running; paid periods will use the new interval.
-        state["interval"], state["interval_count"] = interval, interval_count
-        return
-    state.update(
-        anchor=now,
-        periods=0,
-        period_start=now,
-        period_end=add_interval(now, interval, interval_count),
-        interval=interval,
-        interval_count=interval_count,
-    )
-    store.subscriptions[subscription_id]["billing_cycle_anchor"] = now
-    _sync_items(store, subscription_id, state)
-    store.schedule(state["period_end"], subscription_id)
-
-
-def current_period(store: Store, subscription_id: str) -> tuple[int, int]:
-    state = store.billing[subscription_id]
-    return state["period_start"], state["period_end"]
+INCOMPLETE_TTL = 23 * 3600
 
 
 def roll_subscriptions(store: Store, now: int) -> int:
-    """Apply every lifecycle event due at or before ``now``; return how many were applied."""
+    """Apply every timeline event due at or before ``now``; return how many were applied."""
     timeline = store.timeline
+    if not timeline or timeline[0][0] > now:
+        return 0
+    # A clock jump can renew thousands of subscriptions at once, each making an invoice of some
+    # thirty containers: the cyclic garbage collector would run over the whole heap again and
+    # again (a third of the time). Nothing made here is cyclic, so it waits until the end.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _roll(store, timeline, now)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _roll(store: Store, timeline: list[tuple[int, str]], now: int) -> int:
     applied = 0
     while timeline and timeline[0][0] <= now:
-        when, subscription_id = heapq.heappop(timeline)
-        subscription = store.subscriptions.get(subscription_id)
-        state = store.billing.get(subscription_id)
-        if (
-            subscription is None
-            or state is None
-            or subscription["status"] == "canceled"
-            or state["period_end"] != when
-        ):
-            continue  # stale entry: the subscription changed since it was scheduled
-        _period_ended(store, subscription, state)
-        applied += 1
+        when, object_id = heapq.heappop(timeline)
+        if object_id.startswith("in_"):
+            applied += payments.invoice_due(store, object_id, when)
+            continue
+        subscription = store.subscriptions.get(object_id)
+        state = store.billing.get(object_id)
+        if subscription is None or state is None or subscription["status"] == "canceled":
+            continue
+        applied += _subscription_due(store, subscription, state, when)
     return applied
 
 
-def _period_ended(store: Store, subscription: Record, state: dict[str, Any]) -> None:
+def _subscription_due(store: Store, subscription: Record, state: Record, when: int) -> bool:
+    if state.get("incomplete_expires_at") == when:
+        if subscription["status"] != "incomplete":
+            return False
+        _incomplete_expired(store, subscription, when)
+        return True
+    if state.get("pending_expires_at") == when:
+        payments.drop_pending_update(store, subscription, when)
+        acted = True
+    else:
+        acted = False
+    if state["period_end"] == when:
+        if subscription["status"] == "incomplete_expired":
+            return acted
+        _period_ended(store, subscription, state)
+        return True
+    return acted
+
+
+def _incomplete_expired(store: Store, subscription: Record, when: int) -> None:
+    """Stripe's rule: a first invoice not paid within 23 h ends the subscription."""
+    state = store.billing[subscription["id"]]
+    state.pop("incomplete_expires_at", None)
+    subscription.update(status="incomplete_expired", ended_at=when)
+    latest = store.invoices.get(subscription["latest_invoice"] or "")
+    if latest is not None and latest["status"] == "open":
+        payments.void(store, latest, when)
+
+
+def _period_ended(store: Store, subscription: Record, state: Record) -> None:
     boundary: int = state["period_end"]
     cancel_at = subscription["cancel_at"]
     if cancel_at is not None and cancel_at <= boundary:
-        subscription["status"] = "canceled"
-        subscription["ended_at"] = cancel_at
-        subscription["cancellation_details"] = {
-            **subscription["cancellation_details"],
-            "reason": "cancellation_requested",
-        }
+        requested = subscription["canceled_at"]  # when the cancel was asked for
+        payments.end_subscription(store, subscription, cancel_at, "cancellation_requested")
+        subscription.update(canceled_at=requested or cancel_at, cancel_at=cancel_at)
         return
+    if state.get("pending_change") is not None:
+        payments.drop_pending_update(store, subscription, boundary)
+    previous = (state["period_start"], boundary)
     if subscription["status"] == "trialing":
         subscription["status"] = "active"
-    state["periods"] += 1
-    periods = state["periods"]
-    state["period_start"] = add_interval(
-        state["anchor"], state["interval"], state["interval_count"] * periods
+    periods.advance(store, subscription)
+    period = (state["period_start"], state["period_end"])
+    cycle = invoicing.cycle_lines(
+        store,
+        subscription["id"],
+        invoicing.current_items(store, subscription["id"]),
+        period,
+        full_end=periods.natural_end(state),
     )
-    state["period_end"] = add_interval(
-        state["anchor"], state["interval"], state["interval_count"] * (periods + 1)
+    draft = invoicing.compose(
+        store,
+        subscription,
+        now=boundary,
+        billing_reason="subscription_cycle",
+        period=previous,
+        cycle=cycle,
     )
-    _sync_items(store, subscription["id"], state)
-    store.schedule(state["period_end"], subscription["id"])
-
-
-def _sync_items(store: Store, subscription_id: str, state: dict[str, Any]) -> None:
-    for item_id in store.items_of[subscription_id]:
-        item = store.subscription_items[item_id]
-        item["current_period_start"] = state["period_start"]
-        item["current_period_end"] = state["period_end"]
+    invoice = payments.commit(store, draft, boundary)
+    # An unpaid subscription keeps invoicing, but Stripe stops attempting payments.
+    payments.collect(store, invoice, boundary, attempt=subscription["status"] != "unpaid")

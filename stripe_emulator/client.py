@@ -4,6 +4,8 @@
 >>> admin.reset()
 >>> admin.advance_clock("31d")  # or seconds
 >>> [r.status for r in admin.requests(path_prefix="/v1/customers", method="POST")]
+>>> admin.fail_payments("cus_...")  # later charges of that customer are declined
+>>> admin.set_dunning(retries=2, retry_interval_seconds=86_400, final_status="canceled")
 """
 
 from __future__ import annotations
@@ -97,6 +99,17 @@ class Fault:
     should_retry: bool | None
     retry_after: int | None
     fired: int = field(default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Dunning:
+    """How failed invoices are retried: every ``retry_interval_seconds`` of emulator time, at
+    most ``retries`` times; then the subscription becomes ``final_status`` (``past_due``,
+    ``unpaid`` or ``canceled``)."""
+
+    retries: int
+    retry_interval_seconds: int
+    final_status: str
 
 
 class EmulatorAdmin:
@@ -234,6 +247,43 @@ class EmulatorAdmin:
 
     def rate_limit(self) -> float:
         return float(self._call("GET", "/rate_limit")["per_second"])
+
+    # Payments ------------------------------------------------------------------------------------
+
+    def fail_payments(self, customer_id: str) -> None:
+        """Every later payment attempt of the customer fails (``card_declined``), including
+        retries of its open invoices."""
+        self._call("POST", "/payments/fail", {"customer": customer_id})
+
+    def succeed_payments(self, customer_id: str) -> list[str]:
+        """Payments of the customer succeed again; its open ``charge_automatically`` invoices
+        are paid now. Returns the ids of the invoices paid."""
+        answer = self._call("POST", "/payments/succeed", {"customer": customer_id})
+        return [str(invoice_id) for invoice_id in answer["paid"]]
+
+    def failing_customers(self) -> list[str]:
+        return [str(customer) for customer in self._call("GET", "/payments")["failing"]]
+
+    def set_dunning(
+        self,
+        *,
+        retries: int | None = None,
+        retry_interval_seconds: float | str | None = None,
+        final_status: str | None = None,
+    ) -> Dunning:
+        """Change the retry rules (``retry_interval_seconds`` also takes ``"3d"``); the others
+        keep their value. Returns the rules now in force."""
+        body: dict[str, Any] = {}
+        if retries is not None:
+            body["retries"] = retries
+        if retry_interval_seconds is not None:
+            body["retry_interval_seconds"] = parse_duration(retry_interval_seconds)
+        if final_status is not None:
+            body["final_status"] = final_status
+        return Dunning(**self._call("POST", "/dunning", body))
+
+    def dunning(self) -> Dunning:
+        return Dunning(**self._call("GET", "/dunning"))
 
     # Request log --------------------------------------------------------------------------------
 

@@ -13,7 +13,13 @@ from stripe_emulator.config import EmulatorConfig
 from stripe_emulator.faults import FaultEngine, RateLimiter
 from stripe_emulator.idempotency import IdempotencyStore
 from stripe_emulator.reqlog import RequestLog
-from stripe_emulator.resources import catalog, customers, subscriptions
+from stripe_emulator.resources import (
+    catalog,
+    customers,
+    invoices,
+    subscription_updates,
+    subscriptions,
+)
 from stripe_emulator.resources.common import Endpoint
 from stripe_emulator.state import STATE_VERSION, Store, load_json, save_json
 
@@ -21,6 +27,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *customers.ROUTES,
     *catalog.ROUTES,
     *subscriptions.ROUTES,
+    *subscription_updates.ROUTES,
+    *invoices.ROUTES,
 )
 
 
@@ -64,7 +72,8 @@ class Emulator:
         self.log = RequestLog(config.request_log_size)
 
     def tick(self) -> int:
-        """Bring time-driven state up to now (subscription periods, key expiry)."""
+        """Bring time-driven state up to now (renewals and their invoices, payment retries,
+        expiries; idempotency keys)."""
         now = self.clock.now()
         billing.roll_subscriptions(self.store, now)
         self.idempotency.prune(now)

@@ -10,7 +10,7 @@ The graph below says, per object type, which fields can be walked through or exp
 * ``null`` - an expandable reference the emulator never sets (always ``null``, expands to
   ``null`` as on Stripe);
 * ``unsupported`` - expandable on Stripe but backed by objects the emulator does not serve
-  (``latest_invoice``): rejected with a 400 rather than silently left as an id.
+  (``discounts``): rejected with a 400 rather than silently left as an id.
 
 Paths are checked before the request executes (so an invalid one fails like a validation error
 and is not stored under an idempotency key) and applied to the response afterwards, copying
@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from stripe_emulator.errors import StripeError, invalid
-from stripe_emulator.objects import list_object, render_subscription
+from stripe_emulator.objects import list_object, render_invoice, render_subscription
 from stripe_emulator.state import Record, Store
 
 Edge = tuple[str, str]
@@ -48,7 +48,7 @@ GRAPH: Final[dict[str, dict[str, Edge]]] = {
     "subscription": {
         "customer": ("ref", "customer"),
         "items": ("embedded", "list<subscription_item>"),
-        "latest_invoice": ("unsupported", "invoices"),
+        "latest_invoice": ("ref", "invoice"),
         "default_payment_method": ("null", ""),
         "default_source": ("null", ""),
         "pending_setup_intent": ("null", ""),
@@ -64,6 +64,36 @@ GRAPH: Final[dict[str, dict[str, Edge]]] = {
         "plan": ("embedded", "plan"),
         "discounts": ("unsupported", "discounts"),
         "tax_rates": ("unsupported", "tax rates"),
+    },
+    "invoice": {
+        "customer": ("ref", "customer"),
+        "lines": ("embedded", "list<line_item>"),
+        "parent": ("embedded", "invoice_parent"),
+        "account_tax_ids": ("unsupported", "account tax IDs"),
+        "application": ("null", ""),
+        "default_payment_method": ("null", ""),
+        "default_source": ("null", ""),
+        "discounts": ("unsupported", "discounts"),
+        "latest_revision": ("null", ""),
+        "on_behalf_of": ("null", ""),
+        "payments": ("unsupported", "invoice payments"),
+        "test_clock": ("null", ""),
+    },
+    "invoice_parent": {"subscription_details": ("embedded", "invoice_subscription_details")},
+    "invoice_subscription_details": {"subscription": ("ref", "subscription")},
+    "line_item": {
+        "pricing": ("embedded", "line_item_pricing"),
+        "discounts": ("unsupported", "discounts"),
+    },
+    "line_item_pricing": {"price_details": ("embedded", "price_details")},
+    "price_details": {"price": ("ref", "price")},
+    "invoiceitem": {
+        "customer": ("ref", "customer"),
+        "invoice": ("ref", "invoice"),
+        "pricing": ("embedded", "line_item_pricing"),
+        "discounts": ("unsupported", "discounts"),
+        "tax_rates": ("unsupported", "tax rates"),
+        "test_clock": ("null", ""),
     },
     "deleted": {},
 }
@@ -185,6 +215,12 @@ def _resolve(store: Store, type_name: str, object_id: str) -> Record | str:
         return store.prices.get(object_id, object_id)
     if type_name == "product":
         return store.products.get(object_id, object_id)
+    if type_name == "invoice":
+        invoice = store.invoices.get(object_id)
+        return object_id if invoice is None else render_invoice(invoice)
+    if type_name == "subscription":
+        subscription = store.subscriptions.get(object_id)
+        return object_id if subscription is None else render_subscription(store, subscription)
     raise AssertionError(f"no resolver for {type_name}")
 
 

@@ -18,6 +18,11 @@ LENGTHS: Final[dict[str, int]] = {
     "price": 24,
     "sub": 24,
     "si": 14,
+    "in": 24,
+    "il": 24,
+    "ii": 24,
+    "il_tmp": 24,
+    "upcoming_in": 24,
     "req": 14,
 }
 

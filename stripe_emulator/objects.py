@@ -286,3 +286,13 @@ def render_subscription(store: Store, record: Record) -> Record:
         f"/v1/subscription_items?subscription={subscription_id}", items, False
     )
     return rendered
+
+
+def render_invoice(invoice: Record, embedded_lines: int = 10) -> Record:
+    """An invoice as Stripe answers it: at most its first 10 lines embedded."""
+    lines = invoice["lines"]
+    if len(lines["data"]) <= embedded_lines:
+        return invoice
+    rendered = dict(invoice)
+    rendered["lines"] = {**lines, "data": lines["data"][:embedded_lines], "has_more": True}
+    return rendered

@@ -131,6 +131,24 @@ class Num(Field):
         return float(raw)
 
 
+class IntOr(Field):
+    """An integer (a timestamp) or one of a few words: ``trial_end=now``, ``cancel_at=...``."""
+
+    def __init__(self, *words: str, required: bool = False, emptyable: bool = False) -> None:
+        super().__init__(required=required, emptyable=emptyable)
+        self.words = frozenset(words)
+        self.ordered = words
+
+    def convert(self, raw: Any, param: str) -> Any:
+        if isinstance(raw, str) and raw in self.words:
+            return raw
+        if isinstance(raw, str) and _INTEGER.match(raw):
+            return int(raw)
+        raise invalid(
+            f"Invalid {param}: must be an integer or one of {_one_of(self.ordered)}", param
+        )
+
+
 class Bool(Field):
     def convert(self, raw: Any, param: str) -> Any:
         if raw == "true":

@@ -3,7 +3,8 @@
 Records are kept in Stripe's JSON shape so that most responses serialise a stored dict as is.
 Two exceptions keep related objects live instead of copied: a subscription's items and an
 item's price are stored as ids and rendered at response time (see
-:mod:`stripe_emulator.objects`), so updating a price shows up on every subscription.
+:mod:`stripe_emulator.objects`), so updating a price shows up on every subscription. Invoices
+are stored whole, their lines inline, as Stripe fixes them once finalized.
 
 The emulator serves requests on one asyncio thread and handlers never await, so each request's
 reads and writes are atomic without locks.
@@ -20,6 +21,14 @@ from typing import Any
 Record = dict[str, Any]
 
 STATE_VERSION = 1
+
+# What a failed invoice does next (see payments.py): retried every ``retry_interval_seconds`` of
+# emulator time up to ``retries`` times, then its subscription takes ``final_status``.
+DEFAULT_DUNNING: Record = {
+    "retries": 3,
+    "retry_interval_seconds": 3 * 86_400,
+    "final_status": "past_due",
+}
 
 
 class Store:
@@ -39,12 +48,28 @@ class Store:
         # Per subscription: billing anchor and how many periods have elapsed since it, which is
         # what period boundaries are computed from (see clock.add_interval).
         self.billing: dict[str, Record] = {}
-        # Min-heap of (time of the next lifecycle event, subscription id). Entries can be stale;
-        # billing.roll_subscriptions checks each against the subscription before acting.
+        # Invoices (lines inline) in creation order, and each subscription's invoice ids.
+        self.invoices: dict[str, Record] = {}
+        self.invoices_of: dict[str, list[str]] = {}
+        # Invoice items (prorations); a subscription's pending ones wait for its next invoice.
+        self.invoice_items: dict[str, Record] = {}
+        self.pending_items: dict[str, list[str]] = {}
+        # Credit prorations' credited lines: invoice item id -> [invoice id, [line ids]].
+        self.item_credits: dict[str, list[Any]] = {}
+        # Payments: customers whose payment attempts fail, and the retry rules (dunning).
+        self.failing_customers: set[str] = set()
+        self.dunning: Record = dict(DEFAULT_DUNNING)
+        # Min-heap of (time of the next lifecycle event, subscription or invoice id). Entries can
+        # be stale; billing.roll_subscriptions checks each against its object before acting.
         self.timeline: list[tuple[int, str]] = []
 
-    def schedule(self, when: int, subscription_id: str) -> None:
-        heapq.heappush(self.timeline, (when, subscription_id))
+    def schedule(self, when: int, object_id: str) -> None:
+        heapq.heappush(self.timeline, (when, object_id))
+
+    def add_invoice(self, invoice: Record) -> None:
+        self.invoices[invoice["id"]] = invoice
+        subscription_id = invoice["parent"]["subscription_details"]["subscription"]
+        self.invoices_of.setdefault(subscription_id, []).append(invoice["id"])
 
     # Persistence ------------------------------------------------------------------------
 
@@ -61,6 +86,11 @@ class Store:
             "subscription_items": self.subscription_items,
             "items_of": self.items_of,
             "billing": self.billing,
+            "invoices": self.invoices,
+            "invoice_items": self.invoice_items,
+            "item_credits": self.item_credits,
+            "failing_customers": sorted(self.failing_customers),
+            "dunning": self.dunning,
             "timeline": self.timeline,
         }
 
@@ -78,6 +108,17 @@ class Store:
         store.subscription_items = data["subscription_items"]
         store.items_of = data["items_of"]
         store.billing = data["billing"]
+        # Absent from state files written before invoices were emulated.
+        for invoice in data.get("invoices", {}).values():
+            store.add_invoice(invoice)
+        store.invoice_items = data.get("invoice_items", {})
+        for item in store.invoice_items.values():
+            if item["invoice"] is None:
+                subscription_id = item["parent"]["subscription_details"]["subscription"]
+                store.pending_items.setdefault(subscription_id, []).append(item["id"])
+        store.item_credits = data.get("item_credits", {})
+        store.failing_customers = set(data.get("failing_customers", []))
+        store.dunning = data.get("dunning", dict(DEFAULT_DUNNING))
         store.timeline = [(int(when), str(sub)) for when, sub in data["timeline"]]
         heapq.heapify(store.timeline)
         return store

@@ -4,16 +4,17 @@ Routes: ``POST/GET /v1/products``, ``GET/POST/DELETE /v1/products/{id}``,
 ``POST/GET /v1/prices``, ``GET/POST /v1/prices/{price}``.
 
 Prices are per-unit with a fixed ``unit_amount`` (no tiers, no custom amounts, no metered
-usage). Lookup keys are unique across prices; ``transfer_lookup_key=true`` moves one, as on
-Stripe. A product with prices cannot be deleted.
+usage), in one of Stripe's currencies (see :mod:`stripe_emulator.currencies`: an unknown code is
+a 400 naming ``currency``, a three-decimal amount must end in 0). Lookup keys are unique
+across prices; ``transfer_lookup_key=true`` moves one, as on Stripe. A product with prices
+cannot be deleted.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from stripe_emulator import objects
+from stripe_emulator import currencies, objects
 from stripe_emulator.errors import invalid
 from stripe_emulator.ids import new_id
 from stripe_emulator.params import (
@@ -47,7 +48,6 @@ from stripe_emulator.state import Record, Store
 INTERVALS = ("day", "month", "week", "year")
 # Stripe's longest billing period is three years.
 MAX_INTERVAL_COUNT = {"day": 1095, "week": 156, "month": 36, "year": 3}
-_CURRENCY = re.compile(r"[a-z]{3}\Z")
 _TAX_BEHAVIOR = Enum("exclusive", "inclusive", "unspecified")
 
 
@@ -258,9 +258,8 @@ def create_price(ctx: Ctx, params: dict[str, Any]) -> Record:
         )
     if "unit_amount" not in params:
         raise invalid("Missing required param: unit_amount.", "unit_amount", "parameter_missing")
-    currency = params["currency"].lower()
-    if not _CURRENCY.match(currency):
-        raise invalid(f"Invalid currency: {params['currency']}.", "currency")
+    currency = currencies.check(params["currency"])
+    currencies.check_amount(currency, params["unit_amount"], "unit_amount")
     recurring = params.get("recurring")
     if recurring is not None:
         count = recurring.get("interval_count", 1)
@@ -299,6 +298,8 @@ def update_price(ctx: Ctx, params: dict[str, Any]) -> Record:
 def list_prices(ctx: Ctx, params: dict[str, Any]) -> Record:
     lookup_keys = set(params["lookup_keys"]) if "lookup_keys" in params else None
     currency: str | None = params.get("currency")
+    if currency is not None:
+        currency = currencies.check(currency)
     recurring_filter = params.get("recurring", {})
     records = [
         record
@@ -306,7 +307,7 @@ def list_prices(ctx: Ctx, params: dict[str, Any]) -> Record:
         if (lookup_keys is None or record["lookup_key"] in lookup_keys)
         and params.get("active", record["active"]) == record["active"]
         and params.get("product", record["product"]) == record["product"]
-        and (currency is None or currency.lower() == record["currency"])
+        and (currency is None or currency == record["currency"])
         and params.get("type", record["type"]) == record["type"]
         and _recurring_matches(record, recurring_filter)
         and created_matches(record["created"], params.get("created"))

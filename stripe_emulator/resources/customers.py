@@ -5,8 +5,8 @@ Routes: ``POST/GET /v1/customers``, ``GET /v1/customers/search``,
 ``GET/DELETE /v1/customers/{customer}/tax_ids/{id}``.
 
 As on Stripe: retrieving a deleted customer answers the ``{"deleted": true}`` stub (200), any
-other operation on it is a 404; deleting a customer cancels its subscriptions and deletes its
-tax IDs.
+other operation on it is a 404; deleting a customer cancels its subscriptions (dropping their
+pending updates) and deletes its tax IDs; its invoices stay.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stripe_emulator import objects, search, taxids
+from stripe_emulator import objects, payments, search, taxids
 from stripe_emulator.errors import invalid
 from stripe_emulator.ids import invoice_prefix, new_id
 from stripe_emulator.objects import ADDRESS_FIELDS
@@ -176,13 +176,8 @@ def delete(ctx: Ctx, params: dict[str, Any]) -> Record:
     live_customer(store, customer_id)
     for subscription in store.subscriptions.values():
         if subscription["customer"] == customer_id and subscription["status"] != "canceled":
-            subscription.update(
-                status="canceled", canceled_at=ctx.now, ended_at=ctx.now, cancel_at=None
-            )
-            subscription["cancellation_details"] = {
-                **subscription["cancellation_details"],
-                "reason": "cancellation_requested",
-            }
+            payments.end_subscription(store, subscription, ctx.now, "cancellation_requested")
+            subscription["cancel_at"] = None
     for tax_id_id in store.customer_tax_ids.pop(customer_id, []):
         store.tax_ids.pop(tax_id_id, None)
     del store.customers[customer_id]

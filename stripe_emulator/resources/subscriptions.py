@@ -1,22 +1,32 @@
 """Subscriptions and subscription items.
 
-Routes: ``POST/GET /v1/subscriptions``, ``GET/POST/DELETE /v1/subscriptions/{id}``,
-``GET /v1/subscription_items`` (``subscription`` required), ``GET /v1/subscription_items/{item}``.
+Routes: ``POST/GET /v1/subscriptions``, ``GET/DELETE /v1/subscriptions/{id}``,
+``GET /v1/subscription_items`` (``subscription`` required), ``GET /v1/subscription_items/{item}``;
+updates (``POST /v1/subscriptions/{id}``) are in :mod:`.subscription_updates`.
 
-No payment is collected: a new subscription is ``active`` at once, or ``trialing`` with
-``trial_period_days``. Real Stripe leaves a ``charge_automatically`` subscription without a
-payment method ``incomplete``; with ``collection_method=send_invoice`` it is ``active`` there
-too (the emulator then requires ``days_until_due``, and refuses it otherwise).
-``proration_behavior`` is validated but no proration invoice is produced; the request log
-records it for tests. Items must share currency and billing interval. Changing an item to a
-price with another interval restarts the billing cycle now, as Stripe does.
+Creating a subscription creates its first invoice (``billing_reason: subscription_create``),
+finalized and collected at once (:mod:`stripe_emulator.payments`): the first period's lines,
+or with ``trial_period_days`` a 0-amount invoice with the trial's lines at 0, paid at once
+(``status: trialing``). The emulator has no payment methods: a ``charge_automatically``
+subscription is ``active`` once its invoice is paid, which it is unless the customer's payments
+were set to fail (``POST /_emulator/payments/fail``); then it is ``incomplete`` with an open
+invoice, and ``incomplete_expired`` if that is not paid within 23 h, as on Stripe. (Real
+Stripe needs a payment method on the customer for the first charge; without one the
+subscription stays ``incomplete``.) With ``collection_method=send_invoice`` the subscription is
+``active`` with an open invoice due in ``days_until_due`` days (required with send_invoice,
+refused otherwise). Items must share currency and billing interval.
+
+Canceling (``DELETE``) ends the subscription now and discards a pending update; ``invoice_now``
+and ``prorate`` are accepted but make no final invoice.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from stripe_emulator import billing, objects
+from stripe_emulator import invoicing, objects, payments, periods
+from stripe_emulator.billing import INCOMPLETE_TTL
+from stripe_emulator.cadence import cadence, check_compatible, recurring_price
 from stripe_emulator.errors import invalid, resource_missing
 from stripe_emulator.ids import new_id
 from stripe_emulator.objects import render_item, render_subscription
@@ -39,7 +49,6 @@ from stripe_emulator.resources.common import (
     created_matches,
     lookup,
     metadata_for_create,
-    metadata_for_update,
     newest_first,
     paginate,
 )
@@ -91,27 +100,6 @@ CREATE = schema(
         "trial_period_days": Int(minimum=0, maximum=730),
     }
 )
-UPDATE = schema(
-    {
-        "cancel_at_period_end": Bool(),
-        "cancellation_details": Obj({"comment": Str(emptyable=True), "feedback": FEEDBACK}),
-        "description": Str(emptyable=True),
-        "items": Arr(
-            Obj(
-                {
-                    "deleted": Bool(),
-                    "id": Str(),
-                    "metadata": Metadata(),
-                    "price": Str(),
-                    "quantity": Int(minimum=0),
-                }
-            ),
-            max_items=MAX_ITEMS,
-        ),
-        "metadata": Metadata(),
-        "proration_behavior": PRORATION,
-    }
-)
 CANCEL = schema(
     {
         "cancellation_details": Obj({"comment": Str(emptyable=True), "feedback": FEEDBACK}),
@@ -132,44 +120,6 @@ LIST = schema(
 ITEM_LIST = schema({"subscription": Str(required=True), **PAGINATION})
 
 
-def _recurring_price(store: Store, price_id: str, param: str) -> Record:
-    price = lookup(store.prices, price_id, "price", param)
-    if price["recurring"] is None:
-        raise invalid(
-            "The price specified is set to `type=one_time` but this field only accepts prices "
-            "with `type=recurring`.",
-            param,
-        )
-    if not price["active"]:
-        raise invalid(
-            "The price specified is inactive. This field only accepts active prices.", param
-        )
-    return price
-
-
-def _cadence(price: Record) -> tuple[str, str, int]:
-    recurring = price["recurring"]
-    return price["currency"], recurring["interval"], recurring["interval_count"]
-
-
-def _check_compatible(prices: list[tuple[str, Record]]) -> None:
-    cadences = {_cadence(price) for _, price in prices}
-    if len(cadences) > 1:
-        raise invalid(
-            "Currency and interval fields must match across all plans on this subscription. "
-            "(The emulator does not model mixed-interval subscriptions.)",
-            "items",
-        )
-    seen: set[str] = set()
-    for param, price in prices:
-        if price["id"] in seen:
-            raise invalid(
-                f"Cannot add multiple subscription items with the same price: {price['id']}",
-                param,
-            )
-        seen.add(price["id"])
-
-
 def create(ctx: Ctx, params: dict[str, Any]) -> Record:
     store, now = ctx.store, ctx.now
     customer = live_customer(store, params["customer"], "customer")
@@ -181,9 +131,9 @@ def create(ctx: Ctx, params: dict[str, Any]) -> Record:
         param = f"items[{index}][price]"
         if "price" not in item:
             raise invalid(f"Missing required param: {param}.", param, "parameter_missing")
-        prices.append((param, _recurring_price(store, item["price"], param)))
-    _check_compatible(prices)
-    currency, interval, interval_count = _cadence(prices[0][1])
+        prices.append((param, recurring_price(store, item["price"], param)))
+    check_compatible(prices)
+    currency, interval, interval_count = cadence(prices[0][1])
     _check_customer_currency(store, customer, currency)
     collection = params.get("collection_method", "charge_automatically")
     days_until_due = params.get("days_until_due")
@@ -200,7 +150,7 @@ def create(ctx: Ctx, params: dict[str, Any]) -> Record:
     trial_days = params.get("trial_period_days")
     trial_end = now + trial_days * 86_400 if trial_days else None
     subscription_id = new_id("sub")
-    period = billing.start(
+    period = periods.start(
         store,
         subscription_id,
         now=now,
@@ -229,10 +179,29 @@ def create(ctx: Ctx, params: dict[str, Any]) -> Record:
     for item, (_, price) in zip(items, prices, strict=True):
         _add_item(store, now, subscription_id, price["id"], item, period)
     if params.get("cancel_at_period_end"):
-        _schedule_cancel(record, period[1], now)
+        schedule_cancel(record, period[1], now)
     if customer["currency"] is None:
         customer["currency"] = currency  # Stripe fixes the customer's currency on first use
+    _first_invoice(store, record, period, trial=trial_end is not None, now=now)
     return render_subscription(store, record)
+
+
+def _first_invoice(
+    store: Store, record: Record, period: tuple[int, int], *, trial: bool, now: int
+) -> None:
+    items = invoicing.current_items(store, record["id"])
+    cycle = invoicing.cycle_lines(store, record["id"], items, period, trial=trial)
+    draft = invoicing.compose(
+        store, record, now=now, billing_reason="subscription_create", period=(now, now), cycle=cycle
+    )
+    invoice = payments.commit(store, draft, now)
+    if payments.collect(store, invoice, now) or record["collection_method"] == "send_invoice":
+        return
+    # Stripe's rule: a first payment that fails leaves the subscription incomplete for 23 h.
+    record["status"] = "incomplete"
+    expires_at = now + INCOMPLETE_TTL
+    store.billing[record["id"]]["incomplete_expires_at"] = expires_at
+    store.schedule(expires_at, record["id"])
 
 
 def _check_customer_currency(store: Store, customer: Record, currency: str) -> None:
@@ -269,119 +238,19 @@ def _add_item(
     store.items_of[subscription_id].append(record["id"])
 
 
-def _schedule_cancel(record: Record, period_end: int, now: int) -> None:
+def schedule_cancel(record: Record, period_end: int, now: int) -> None:
     record.update(cancel_at_period_end=True, cancel_at=period_end, canceled_at=now)
 
 
-def _subscription(ctx: Ctx) -> Record:
+def subscription_of(ctx: Ctx) -> Record:
     return lookup(ctx.store.subscriptions, ctx.path["id"], "subscription")
 
 
 def retrieve(ctx: Ctx, params: dict[str, Any]) -> Record:
-    return render_subscription(ctx.store, _subscription(ctx))
+    return render_subscription(ctx.store, subscription_of(ctx))
 
 
-def update(ctx: Ctx, params: dict[str, Any]) -> Record:
-    store, now = ctx.store, ctx.now
-    record = _subscription(ctx)
-    changes = {key for key in params if key != "expand"}
-    if record["status"] == "canceled" and not changes <= {"metadata", "cancellation_details"}:
-        raise invalid(
-            "A canceled subscription can only update its cancellation_details and metadata."
-        )
-    if "items" in params:
-        _update_items(store, now, record, params["items"])
-    if "cancel_at_period_end" in params:
-        if params["cancel_at_period_end"]:
-            _schedule_cancel(record, billing.current_period(store, record["id"])[1], now)
-        else:
-            record.update(cancel_at_period_end=False, cancel_at=None, canceled_at=None)
-    if "metadata" in params:
-        record["metadata"] = metadata_for_update(record["metadata"], params["metadata"])
-    if "description" in params:
-        record["description"] = None if params["description"] is UNSET else params["description"]
-    if "cancellation_details" in params:
-        _set_cancellation_details(record, params["cancellation_details"])
-    return render_subscription(store, record)
-
-
-def _update_items(store: Store, now: int, record: Record, updates: list[dict[str, Any]]) -> None:
-    """Apply ``items[]`` changes: replace a price, change quantity, add or delete items."""
-    subscription_id = record["id"]
-    item_ids = list(store.items_of[subscription_id])
-    planned: dict[str, dict[str, Any]] = {
-        item_id: {"price": store.subscription_items[item_id]["price"]} for item_id in item_ids
-    }
-    additions: list[tuple[int, dict[str, Any]]] = []
-    for index, update in enumerate(updates):
-        item_id = update.get("id")
-        if item_id is None:
-            if "price" not in update:
-                param = f"items[{index}][price]"
-                raise invalid(f"Missing required param: {param}.", param, "parameter_missing")
-            additions.append((index, update))
-            continue
-        if item_id not in planned:
-            raise resource_missing("subscription item", item_id, f"items[{index}][id]")
-        if update.get("deleted"):
-            del planned[item_id]
-        elif "price" in update:
-            planned[item_id]["price"] = update["price"]
-            planned[item_id]["index"] = index
-    prices: list[tuple[str, Record]] = []
-    for item_id, plan in planned.items():
-        param = f"items[{plan['index']}][price]" if "index" in plan else "items"
-        if "index" in plan:
-            prices.append((param, _recurring_price(store, plan["price"], param)))
-        else:
-            prices.append((param, store.prices[plan["price"]]))
-        plan["id"] = item_id
-    for index, update in additions:
-        param = f"items[{index}][price]"
-        prices.append((param, _recurring_price(store, update["price"], param)))
-    if not prices:
-        raise invalid("A subscription must have at least one active price.", "items")
-    _check_compatible(prices)
-
-    old_cadence = _cadence(store.prices[store.subscription_items[item_ids[0]]["price"]])
-    new_cadence = _cadence(prices[0][1])
-    if new_cadence[0] != old_cadence[0]:
-        raise invalid(
-            "Currency and interval fields must match across all plans on this subscription.",
-            "items",
-        )
-    # Apply: all validation is done, so the update cannot half-succeed.
-    by_id = {update["id"]: update for update in updates if "id" in update}
-    for item_id in item_ids:
-        item = store.subscription_items[item_id]
-        change = by_id.get(item_id)
-        if change is None:
-            continue
-        if change.get("deleted"):
-            store.items_of[subscription_id].remove(item_id)
-            continue
-        if "price" in change:
-            item["price"] = change["price"]
-        if "quantity" in change:
-            item["quantity"] = change["quantity"]
-        if "metadata" in change:
-            item["metadata"] = metadata_for_update(item["metadata"], change["metadata"])
-    period = billing.current_period(store, subscription_id)
-    for _, update in additions:
-        _add_item(store, now, subscription_id, update["price"], update, period)
-    if new_cadence[1:] != old_cadence[1:]:
-        billing.restart(
-            store,
-            subscription_id,
-            now=now,
-            interval=new_cadence[1],
-            interval_count=new_cadence[2],
-        )
-        if record["cancel_at_period_end"]:
-            record["cancel_at"] = billing.current_period(store, subscription_id)[1]
-
-
-def _set_cancellation_details(record: Record, details: dict[str, Any]) -> None:
+def set_cancellation_details(record: Record, details: dict[str, Any]) -> None:
     current = dict(record["cancellation_details"])
     for key in ("comment", "feedback"):
         if key in details:
@@ -390,17 +259,14 @@ def _set_cancellation_details(record: Record, details: dict[str, Any]) -> None:
 
 
 def cancel(ctx: Ctx, params: dict[str, Any]) -> Record:
-    record = _subscription(ctx)
+    record = subscription_of(ctx)
     if record["status"] == "canceled":
         # Stripe treats a canceled subscription as gone for this endpoint.
         raise resource_missing("subscription", record["id"])
-    record.update(status="canceled", canceled_at=ctx.now, ended_at=ctx.now, cancel_at=None)
-    record["cancellation_details"] = {
-        **record["cancellation_details"],
-        "reason": "cancellation_requested",
-    }
+    payments.end_subscription(ctx.store, record, ctx.now, "cancellation_requested")
+    record["cancel_at"] = None
     if "cancellation_details" in params:
-        _set_cancellation_details(record, params["cancellation_details"])
+        set_cancellation_details(record, params["cancellation_details"])
     return render_subscription(ctx.store, record)
 
 
@@ -469,7 +335,6 @@ ROUTES = (
     Endpoint("POST", "/v1/subscriptions", CREATE, create, "subscription"),
     Endpoint("GET", "/v1/subscriptions", LIST, list_, "list<subscription>"),
     Endpoint("GET", "/v1/subscriptions/{id}", RETRIEVE, retrieve, "subscription"),
-    Endpoint("POST", "/v1/subscriptions/{id}", UPDATE, update, "subscription"),
     Endpoint("DELETE", "/v1/subscriptions/{id}", CANCEL, cancel, "subscription"),
     Endpoint("GET", "/v1/subscription_items", ITEM_LIST, list_items, "list<subscription_item>"),
     Endpoint("GET", "/v1/subscription_items/{item}", RETRIEVE, retrieve_item, "subscription_item"),

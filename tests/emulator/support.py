@@ -57,6 +57,7 @@ class StripeTarget:
     customers: list[str] = field(default_factory=list)
     products: list[str] = field(default_factory=list)
     prices: list[str] = field(default_factory=list)
+    clocks: list[str] = field(default_factory=list)
 
     @property
     def is_emulator(self) -> bool:
@@ -75,6 +76,9 @@ class StripeTarget:
         """Remove what a test created on real Stripe (the emulator is simply reset)."""
         if self.is_emulator:
             return
+        for clock in self.clocks:  # deleting a test clock deletes its customers too
+            with contextlib.suppress(stripe.StripeError):
+                self.client.v1.test_helpers.test_clocks.delete(clock)
         for customer in self.customers:
             with contextlib.suppress(stripe.StripeError):
                 self.client.v1.customers.delete(customer)  # also cancels its subscriptions
@@ -107,6 +111,78 @@ class StripeTarget:
         self.prices.append(price.id)
         self.products.append(price.product if isinstance(price.product, str) else price.product.id)
         return price
+
+    # Time and payments: the emulator's admin API, or a test clock and test cards on Stripe.
+
+    def billing_customer(self, **params: object) -> stripe.Customer:
+        """A customer who pays and whose time can be moved (:meth:`advance`).
+
+        On real Stripe it lives on a test clock of its own (frozen at creation) with
+        ``pm_card_visa`` as its default payment method, so that ``charge_automatically``
+        subscriptions are paid; the emulator needs neither.
+        """
+        if self.is_emulator:
+            return self.customer(**params)
+        clock = self.client.v1.test_helpers.test_clocks.create(
+            params={"frozen_time": int(time.time()), "name": unique("clock")}
+        )
+        self.clocks.append(clock.id)
+        customer = self.customer(test_clock=clock.id, **params)
+        self._default_card(customer.id, "pm_card_visa")
+        return customer
+
+    def _default_card(self, customer_id: str, test_card: str) -> None:
+        card = self.client.v1.payment_methods.attach(test_card, params={"customer": customer_id})
+        self.client.v1.customers.update(
+            customer_id, params={"invoice_settings": {"default_payment_method": card.id}}
+        )
+
+    def _clock(self, customer_id: str) -> str:
+        clock = self.client.v1.customers.retrieve(customer_id).test_clock
+        if clock is None:
+            raise AssertionError(f"{customer_id} is not on a test clock: use billing_customer()")
+        return clock if isinstance(clock, str) else clock.id
+
+    def now(self, customer_id: str) -> int:
+        """The customer's time: the emulator clock, or its test clock's frozen time."""
+        if self.admin is not None:
+            return self.admin.now()
+        return self.client.v1.test_helpers.test_clocks.retrieve(
+            self._clock(customer_id)
+        ).frozen_time
+
+    def advance(self, customer_id: str, seconds: int) -> int:
+        """Move the customer's time forward and wait until Stripe has caught up with it."""
+        if self.admin is not None:
+            return self.admin.advance_clock(seconds)
+        clocks = self.client.v1.test_helpers.test_clocks
+        clock_id = self._clock(customer_id)
+        target = clocks.retrieve(clock_id).frozen_time + seconds
+        clocks.advance(clock_id, params={"frozen_time": target})
+        deadline = time.monotonic() + 180
+        while clocks.retrieve(clock_id).status != "ready":
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"test clock {clock_id} still advancing after 3 min")
+            time.sleep(2)
+        return target
+
+    def make_payments_fail(self, customer_id: str) -> None:
+        """Later charges of the customer are declined (retries included)."""
+        if self.admin is not None:
+            self.admin.fail_payments(customer_id)
+        else:  # attaching succeeds, charging fails
+            self._default_card(customer_id, "pm_card_chargeCustomerFail")
+
+    def make_payments_succeed(self, customer_id: str) -> None:
+        """Charges succeed again and the customer's open automatic invoices are paid now."""
+        if self.admin is not None:
+            self.admin.succeed_payments(customer_id)
+            return
+        self._default_card(customer_id, "pm_card_visa")
+        invoices = self.client.v1.invoices.list(params={"customer": customer_id, "status": "open"})
+        for invoice in reversed(invoices.data):
+            if invoice.collection_method == "charge_automatically" and invoice.id is not None:
+                self.client.v1.invoices.pay(invoice.id)
 
 
 def real_stripe_key() -> str | None:

@@ -198,7 +198,8 @@ def test_changing_to_a_price_with_another_interval_restarts_the_cycle_now(
 def test_a_subscription_without_a_trial_is_active_at_once(
     emulator_client: stripe.StripeClient,
 ) -> None:
-    # Real Stripe would leave it incomplete without a payment method: no payments here.
+    # Real Stripe would leave it incomplete without a payment method; the emulator has none and
+    # its charges succeed unless told otherwise.
     subscription = _subscribe(emulator_client)
 
     assert subscription.status == "active"

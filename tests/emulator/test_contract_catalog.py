@@ -169,3 +169,40 @@ def test_a_price_expands_its_product(stripe_target: StripeTarget) -> None:
 
     assert isinstance(fetched.product, stripe.Product)
     assert fetched.product.id == price.product
+
+
+@pytest.mark.parametrize("currency", ["xts", "xau", "xxx", "abc"])
+def test_a_price_in_a_currency_stripe_does_not_accept_is_refused_naming_currency(
+    stripe_target: StripeTarget, currency: str
+) -> None:
+    with pytest.raises(stripe.InvalidRequestError) as raised:
+        stripe_target.price(currency=currency, unit_amount=100)
+
+    assert raised.value.http_status == 400
+    assert raised.value.param == "currency"
+    assert f"Invalid currency: {currency}" in str(raised.value.user_message)
+
+
+def test_a_zero_decimal_price_counts_whole_units(stripe_target: StripeTarget) -> None:
+    price = stripe_target.price(currency="JPY", unit_amount=500)
+
+    assert (price.currency, price.unit_amount) == ("jpy", 500)
+
+
+def test_a_three_decimal_price_must_be_rounded_to_ten(stripe_target: StripeTarget) -> None:
+    rounded = stripe_target.price(currency="kwd", unit_amount=1250)
+    with pytest.raises(stripe.InvalidRequestError) as raised:
+        stripe_target.price(currency="kwd", unit_amount=1255)
+
+    assert rounded.unit_amount == 1250
+    assert raised.value.param == "unit_amount"
+
+
+def test_prices_are_listed_by_currency(stripe_target: StripeTarget) -> None:
+    product = stripe_target.product()
+    euro = stripe_target.price(product=product.id, currency="eur")
+    stripe_target.price(product=product.id, currency="usd")
+
+    listed = stripe_target.client.v1.prices.list(params={"product": product.id, "currency": "eur"})
+
+    assert [p.id for p in listed.data] == [euro.id]

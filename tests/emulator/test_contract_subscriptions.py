@@ -1,8 +1,10 @@
 """Subscriptions and items: behaviour shared by the emulator and real Stripe test mode.
 
 These subscriptions use a trial, so that real Stripe creates them without a payment method
-(it would otherwise leave them ``incomplete``, while the emulator, which collects no
-payments, makes them ``active``; that difference is covered in the emulator-only tests).
+(it would otherwise leave them ``incomplete``, while the emulator, which has no payment
+methods and charges successfully unless told otherwise, makes them ``active``; invoices and
+payments are covered by ``test_contract_invoices.py`` and ``test_contract_payments.py``, with
+customers who can pay).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - these tests exercise the emulator through the real SDK
 
+from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import EMULATOR_KEY, EmulatorProcess, real_stripe_key, sdk_client
 
 pytestmark = pytest.mark.emulator_only
@@ -53,6 +54,28 @@ def _objects(client: stripe.StripeClient) -> dict[str, Any]:
         params={"customer": customer.id, "items": [{"price": price.id}]}
     )
     item = client.v1.subscription_items.retrieve(subscription["items"].data[0].id)
+    # Sent invoices: active on Stripe without a payment method, so it can be changed.
+    invoiced = client.v1.subscriptions.create(
+        params={
+            "customer": customer.id,
+            "items": [{"price": price.id}],
+            "collection_method": "send_invoice",
+            "days_until_due": 30,
+        }
+    )
+    client.v1.subscriptions.update(
+        invoiced.id,
+        params={
+            "items": [{"id": invoiced["items"].data[0].id, "quantity": 2}],
+            "proration_behavior": "create_prorations",
+        },
+    )
+    assert isinstance(invoiced.latest_invoice, str)
+    invoice = client.v1.invoices.retrieve(invoiced.latest_invoice)
+    pending = client.v1.invoice_items.list(params={"customer": customer.id, "pending": True})
+    preview = client.v1.invoices.create_preview(
+        params={"customer": customer.id, "subscription": invoiced.id}
+    )
     other = client.v1.customers.create(params={"name": "To delete"})
     spare_product = client.v1.products.create(params={"name": "To delete"})
     return {
@@ -63,6 +86,12 @@ def _objects(client: stripe.StripeClient) -> dict[str, Any]:
         "subscription": subscription,
         "subscription_item": item,
         "plan": item.plan,
+        "invoice": invoice,
+        "line_item": invoice.lines.data[0],
+        "listed_line_item": client.v1.invoices.line_items.list(invoice.id or "").data[0],
+        "invoiceitem": client.v1.invoice_items.retrieve(pending.data[0].id or ""),
+        "preview_invoice": preview,
+        "preview_line_item": preview.lines.data[0],
         "deleted_tax_id": client.v1.customers.tax_ids.delete(customer.id, tax_id.id),
         "deleted_customer": client.v1.customers.delete(other.id),
         "deleted_product": client.v1.products.delete(spare_product.id),
@@ -84,6 +113,9 @@ def served(emulator_client: stripe.StripeClient) -> dict[str, Any]:
         "subscription",
         "subscription_item",
         "plan",
+        "invoice",
+        "line_item",
+        "invoiceitem",
         "deleted_customer",
         "deleted_tax_id",
         "deleted_product",
@@ -93,6 +125,52 @@ def test_each_served_object_has_exactly_the_fixture_key_set(
     fixtures: dict[str, Any], served: dict[str, Any], object_type: str
 ) -> None:
     assert _keys(served[object_type]) == sorted(fixtures[object_type])
+
+
+@pytest.mark.parametrize(
+    ("object_type", "fixture"),
+    [
+        ("listed_line_item", "line_item"),
+        ("preview_invoice", "invoice"),
+        ("preview_line_item", "line_item"),
+    ],
+)
+def test_listed_lines_and_previews_have_the_fixture_key_sets(
+    fixtures: dict[str, Any], served: dict[str, Any], object_type: str, fixture: str
+) -> None:
+    assert _keys(served[object_type]) == sorted(fixtures[fixture])
+
+
+def test_the_lines_list_embedded_in_an_invoice_has_the_list_keys(served: dict[str, Any]) -> None:
+    assert _keys(served["invoice"].lines) == ["data", "has_more", "object", "url"]
+
+
+def test_a_pending_update_has_the_fixture_key_set(
+    fixtures: dict[str, Any], emulator_client: stripe.StripeClient, admin: EmulatorAdmin
+) -> None:
+    customer = emulator_client.v1.customers.create()
+    price = emulator_client.v1.prices.create(
+        params={"currency": "usd", "unit_amount": 100, "product_data": {"name": "P"},
+                "recurring": {"interval": "month"}}
+    )  # fmt: skip
+    subscription = emulator_client.v1.subscriptions.create(
+        params={"customer": customer.id, "items": [{"price": price.id}]}
+    )
+    admin.fail_payments(customer.id)
+
+    held = emulator_client.v1.subscriptions.update(
+        subscription.id,
+        params={
+            "items": [{"id": subscription["items"].data[0].id, "quantity": 3}],
+            "proration_behavior": "always_invoice",
+            "payment_behavior": "pending_if_incomplete",
+        },
+    )
+
+    assert held.pending_update is not None
+    assert _keys(held.pending_update) == sorted(fixtures["subscription"]["pending_update"])
+    assert held.pending_update.subscription_items is not None
+    assert _keys(held.pending_update.subscription_items[0]) == sorted(fixtures["subscription_item"])
 
 
 def test_the_items_list_embedded_in_a_subscription_has_the_fixture_key_set(

@@ -278,7 +278,7 @@ def test_expand_total_count_adds_the_count_to_a_list(http: httpx.Client) -> None
     assert "total_count" not in plain
 
 
-def test_expanding_latest_invoice_is_refused_rather_than_ignored(
+def test_expanding_what_the_emulator_does_not_serve_is_refused_rather_than_ignored(
     emulator_client: stripe.StripeClient,
 ) -> None:
     customer = emulator_client.v1.customers.create()
@@ -291,12 +291,10 @@ def test_expanding_latest_invoice_is_refused_rather_than_ignored(
     )
 
     with pytest.raises(stripe.InvalidRequestError) as raised:
-        emulator_client.v1.subscriptions.retrieve(
-            subscription.id, params={"expand": ["latest_invoice"]}
-        )
+        emulator_client.v1.subscriptions.retrieve(subscription.id, params={"expand": ["discounts"]})
 
     assert raised.value.param == "expand"
-    assert "cannot be expanded (latest_invoice)" in str(raised.value.user_message)
+    assert "cannot be expanded (discounts)" in str(raised.value.user_message)
 
 
 def test_expanding_a_field_on_a_list_needs_the_data_prefix(http: httpx.Client) -> None:

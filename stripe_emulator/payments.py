@@ -1,0 +1,244 @@
+"""Collecting invoices: finalization, payment attempts, retries (dunning) and what they do to
+subscriptions and customers.
+
+The emulator has no payment methods: a payment attempt succeeds unless the customer's payments
+were set to fail through the admin API (``POST /_emulator/payments/fail``, see admin.py); then
+every attempt fails with ``card_declined``, retries included, until
+``POST /_emulator/payments/succeed`` pays the customer's open ``charge_automatically`` invoices.
+
+* Invoices are finalized at once (``open``, numbered ``<invoice_prefix>-<0001>`` from the
+  customer's ``next_invoice_sequence``). Stripe leaves a renewal invoice ``draft`` for about an
+  hour when webhook endpoints exist; the emulator has none, so there is no such hour.
+* The customer's balance is applied on finalization; a total at or below 0 is paid at once
+  (a negative total becomes credit on the customer's ``balance``).
+* ``charge_automatically``: one attempt at once. ``send_invoice``: no attempt, ``due_date`` =
+  finalization + ``days_until_due`` days; an invoice still open then makes its subscription
+  ``past_due``.
+* A failed attempt marks the customer ``delinquent`` and, for a renewal or an update's invoice,
+  makes the subscription ``past_due``; the invoice is retried every
+  ``retry_interval_seconds`` of emulator time up to ``retries`` times (``attempt_count``,
+  ``next_payment_attempt``), after which the subscription takes the dunning ``final_status``
+  (``past_due``, ``unpaid`` or ``canceled``: Stripe's "subscription status after all retries
+  fail" setting). Defaults: 3 retries, 3 days apart, then ``past_due``. Retries run on the same
+  timeline as renewals, so advancing the clock runs them. A first invoice
+  (``subscription_create``) is not retried: its subscription is ``incomplete`` and expires
+  after 23 h (:mod:`stripe_emulator.billing`); nor is a pending update's invoice.
+* A paid invoice clears ``delinquent`` (once the customer owes nothing else), brings its
+  subscription back to ``active`` once none of its invoices is open, and applies the pending
+  update it was paying for.
+"""
+
+from __future__ import annotations
+
+from stripe_emulator import pending_updates
+from stripe_emulator.invoicing import Draft, apply_balance
+from stripe_emulator.state import Record, Store
+
+DAY = 86_400
+FINAL_STATUSES = ("past_due", "unpaid", "canceled")
+# Subscription states a paid invoice brings back to active.
+_OWING = ("past_due", "unpaid", "incomplete")
+
+
+def charge_would_succeed(store: Store, invoice: Record) -> bool:
+    return invoice["amount_due"] <= 0 or invoice["customer"] not in store.failing_customers
+
+
+def subscription_of(store: Store, invoice: Record) -> Record | None:
+    return store.subscriptions.get(invoice["parent"]["subscription_details"]["subscription"])
+
+
+def commit(store: Store, draft: Draft, now: int) -> Record:
+    """Finalize and store ``draft``: number, balance, invoice items; it is the subscription's
+    latest invoice."""
+    invoice = draft.invoice
+    invoice_id = invoice["id"]
+    customer = store.customers[invoice["customer"]]
+    subscription = store.subscriptions[invoice["parent"]["subscription_details"]["subscription"]]
+    sequence = customer["next_invoice_sequence"]
+    customer["next_invoice_sequence"] = sequence + 1
+    customer["balance"] = apply_balance(invoice, customer["balance"])
+    invoice.update(
+        number=f"{customer['invoice_prefix']}-{sequence:04d}",
+        status="open",
+        effective_at=now,
+        webhooks_delivered_at=now,
+    )
+    invoice["status_transitions"]["finalized_at"] = now
+    if invoice["collection_method"] == "send_invoice":
+        invoice["due_date"] = now + (subscription["days_until_due"] or 0) * DAY
+        store.schedule(invoice["due_date"], invoice_id)
+    store.add_invoice(invoice)
+    for item in draft.new_items:
+        item["invoice"] = invoice_id
+        store.invoice_items[item["id"]] = item
+    store.item_credits.update(draft.credits)
+    if draft.swept:
+        pending = store.pending_items[subscription["id"]]
+        for item_id in draft.swept:
+            store.invoice_items[item_id]["invoice"] = invoice_id
+            pending.remove(item_id)
+    subscription["latest_invoice"] = invoice_id
+    billed = store.billing[subscription["id"]].setdefault("billed", {})
+    for line in invoice["lines"]["data"]:
+        details = line["parent"]["subscription_item_details"]
+        if not details["proration"]:
+            billed[details["subscription_item"]] = [invoice_id, line["id"]]
+    return invoice
+
+
+def collect(store: Store, invoice: Record, now: int, *, attempt: bool = True) -> bool:
+    """Collect a just-finalized invoice; ``True`` if it is paid."""
+    if invoice["amount_due"] <= 0:
+        mark_paid(store, invoice, now)
+        return True
+    if invoice["collection_method"] == "send_invoice" or not attempt:
+        return False
+    return attempt_payment(store, invoice, now)
+
+
+def attempt_payment(store: Store, invoice: Record, now: int) -> bool:
+    """Charge the customer for ``invoice``; ``True`` if it is now paid."""
+    invoice["attempted"] = True
+    invoice["attempt_count"] += 1
+    if invoice["customer"] in store.failing_customers:
+        _failed(store, invoice, now)
+        return False
+    mark_paid(store, invoice, now)
+    return True
+
+
+def _failed(store: Store, invoice: Record, now: int) -> None:
+    customer = store.customers.get(invoice["customer"])
+    if customer is not None:
+        customer["delinquent"] = True
+    invoice["next_payment_attempt"] = None
+    subscription = subscription_of(store, invoice)
+    if subscription is None or subscription["status"] == "canceled":
+        return
+    state = store.billing[subscription["id"]]
+    if invoice["billing_reason"] == "subscription_create" or (
+        state.get("pending_invoice") == invoice["id"]
+    ):
+        return  # an incomplete subscription's or a pending update's invoice: not retried
+    dunning = store.dunning
+    if invoice["attempt_count"] <= dunning["retries"]:
+        retry_at = now + int(dunning["retry_interval_seconds"])
+        invoice["next_payment_attempt"] = retry_at
+        store.schedule(retry_at, invoice["id"])
+        if subscription["status"] in ("active", "trialing"):
+            subscription["status"] = "past_due"
+        return
+    final = dunning["final_status"]
+    if final == "canceled":
+        end_subscription(store, subscription, now, "payment_failed")
+    else:
+        subscription["status"] = final
+
+
+def mark_paid(store: Store, invoice: Record, now: int) -> None:
+    invoice.update(
+        status="paid",
+        amount_paid=invoice["amount_due"],
+        amount_remaining=0,
+        next_payment_attempt=None,
+        auto_advance=False,
+    )
+    invoice["status_transitions"]["paid_at"] = now
+    subscription = subscription_of(store, invoice)
+    if subscription is not None:
+        state = store.billing[subscription["id"]]
+        if state.get("pending_invoice") == invoice["id"]:
+            pending_updates.apply_pending(store, subscription)
+        if subscription["status"] in _OWING and not _has_open(store, subscription["id"]):
+            subscription["status"] = "trialing" if state["periods"] < 0 else "active"
+            state.pop("incomplete_expires_at", None)
+    customer = store.customers.get(invoice["customer"])
+    if customer is not None and customer["delinquent"]:
+        # Delinquent while a charge it owes has failed: an unattempted open invoice is not.
+        unpaid = open_invoices(store, customer["id"])
+        customer["delinquent"] = any(other["attempted"] for other in unpaid)
+
+
+def void(store: Store, invoice: Record, now: int) -> None:
+    """Void an open invoice; the customer balance it had used is given back."""
+    invoice.update(status="void", next_payment_attempt=None, auto_advance=False)
+    invoice["status_transitions"]["voided_at"] = now
+    customer = store.customers.get(invoice["customer"])
+    if customer is not None:
+        customer["balance"] += invoice["starting_balance"] - invoice["ending_balance"]
+
+
+def end_subscription(store: Store, subscription: Record, now: int, reason: str) -> None:
+    """Cancel ``subscription`` now (dunning's final status, or a due ``cancel_at``)."""
+    subscription.update(status="canceled", canceled_at=now, ended_at=now)
+    subscription["cancellation_details"] = {
+        **subscription["cancellation_details"],
+        "reason": reason,
+    }
+    drop_pending_update(store, subscription, now)
+
+
+def drop_pending_update(store: Store, subscription: Record, now: int) -> None:
+    """Discard a pending update and void the invoice it waited for (its expiry, or a cancel)."""
+    state = store.billing[subscription["id"]]
+    invoice_id = state.pop("pending_invoice", None)
+    state.pop("pending_change", None)
+    state.pop("pending_expires_at", None)
+    subscription["pending_update"] = None
+    invoice = store.invoices.get(invoice_id) if invoice_id else None
+    if invoice is not None and invoice["status"] == "open":
+        void(store, invoice, now)
+
+
+def _has_open(store: Store, subscription_id: str) -> bool:
+    invoices = store.invoices
+    return any(invoices[i]["status"] == "open" for i in store.invoices_of.get(subscription_id, ()))
+
+
+def open_invoices(store: Store, customer_id: str) -> list[Record]:
+    """The customer's open invoices, oldest first."""
+    return [
+        invoice
+        for invoice in store.invoices.values()
+        if invoice["customer"] == customer_id and invoice["status"] == "open"
+    ]
+
+
+def invoice_due(store: Store, invoice_id: str, when: int) -> bool:
+    """A timeline event of an invoice: a retry, or a ``send_invoice`` due date passing."""
+    invoice = store.invoices.get(invoice_id)
+    if invoice is None or invoice["status"] != "open":
+        return False
+    if invoice["next_payment_attempt"] == when:
+        subscription = subscription_of(store, invoice)
+        if subscription is None or subscription["status"] == "canceled":
+            invoice["next_payment_attempt"] = None  # Stripe stops retrying for an ended one
+            return False
+        attempt_payment(store, invoice, when)
+        return True
+    if invoice["collection_method"] == "send_invoice" and invoice["due_date"] == when:
+        subscription = subscription_of(store, invoice)
+        if subscription is not None and subscription["status"] in ("active", "trialing"):
+            subscription["status"] = "past_due"
+        return True
+    return False
+
+
+# The payments admin API -------------------------------------------------------------------------
+
+
+def fail_payments(store: Store, customer_id: str) -> None:
+    store.failing_customers.add(customer_id)
+
+
+def succeed_payments(store: Store, customer_id: str, now: int) -> list[str]:
+    """Payments succeed again; the customer's open ``charge_automatically`` invoices are paid
+    now (oldest first). Returns their ids."""
+    store.failing_customers.discard(customer_id)
+    paid = []
+    for invoice in open_invoices(store, customer_id):
+        if invoice["collection_method"] == "charge_automatically":
+            attempt_payment(store, invoice, now)
+            paid.append(invoice["id"])
+    return paid

@@ -1,0 +1,92 @@
+"""Helpers for the invoice, proration and payment tests (emulator and real Stripe alike)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import stripe  # noqa: TID251 - these tests exercise the emulator through the real SDK
+
+from tests.emulator.support import StripeTarget
+
+HOUR = 3600
+DAY = 86_400
+# Past a period's end far enough for Stripe to have finalized and charged the renewal invoice
+# (it stays a draft for about an hour when webhook endpoints exist).
+AFTER_RENEWAL = 2 * HOUR
+
+
+def monthly(target: StripeTarget, amount: int, **params: Any) -> stripe.Price:
+    return target.price(unit_amount=amount, recurring={"interval": "month"}, **params)
+
+
+def subscribe(
+    target: StripeTarget,
+    price: stripe.Price,
+    *,
+    quantity: int = 1,
+    customer: stripe.Customer | None = None,
+    **params: Any,
+) -> tuple[stripe.Customer, stripe.Subscription]:
+    """A subscription of a paying customer (on a test clock on real Stripe)."""
+    customer = customer or target.billing_customer(name="Billed")
+    subscription = target.client.v1.subscriptions.create(
+        params={  # type: ignore[arg-type]
+            "customer": customer.id,
+            "items": [{"price": price.id, "quantity": quantity}],
+            **params,
+        }
+    )
+    return customer, subscription
+
+
+def item_of(subscription: stripe.Subscription) -> stripe.SubscriptionItem:
+    item: stripe.SubscriptionItem = subscription["items"].data[0]
+    return item
+
+
+def period(target: StripeTarget, subscription_id: str) -> tuple[int, int]:
+    item = item_of(target.client.v1.subscriptions.retrieve(subscription_id))
+    return item.current_period_start, item.current_period_end
+
+
+def latest_invoice(target: StripeTarget, subscription_id: str) -> stripe.Invoice:
+    invoice_id = target.client.v1.subscriptions.retrieve(subscription_id).latest_invoice
+    assert isinstance(invoice_id, str)
+    return target.client.v1.invoices.retrieve(invoice_id)
+
+
+def invoices(target: StripeTarget, subscription_id: str) -> list[stripe.Invoice]:
+    """The subscription's invoices, newest first."""
+    listed = target.client.v1.invoices.list(params={"subscription": subscription_id, "limit": 100})
+    return listed.data
+
+
+def details(line: stripe.InvoiceLineItem) -> Any:
+    """What generated a line (a subscription item, or an invoice item such as a proration)."""
+    parent = line.parent
+    assert parent is not None
+    return parent.subscription_item_details or parent.invoice_item_details
+
+
+def is_proration(line: stripe.InvoiceLineItem) -> bool:
+    return bool(details(line).proration)
+
+
+def price_of(line: stripe.InvoiceLineItem) -> str:
+    pricing = line.pricing
+    assert pricing is not None
+    assert pricing.price_details is not None
+    price = pricing.price_details.price
+    return price if isinstance(price, str) else price.id
+
+
+def amounts(invoice: stripe.Invoice) -> list[tuple[int, bool]]:
+    """Each line's amount and whether it is a proration, sorted."""
+    return sorted((line.amount, is_proration(line)) for line in invoice.lines.data)
+
+
+def move_to(target: StripeTarget, customer_id: str, when: int) -> None:
+    """Advance the customer's time to ``when`` (never backwards)."""
+    now = target.now(customer_id)
+    if when > now:
+        target.advance(customer_id, when - now)
