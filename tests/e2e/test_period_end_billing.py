@@ -252,7 +252,7 @@ def test_a_change_made_ahead_of_the_boundary_is_on_the_renewal_invoice_at_the_ne
     staged = wait_for(stack, change, ChangeState.STAGED)
     assert stored_subscription(stack, sub.id).plan_id == catalog.starter.id  # until the end
 
-    move_to(stack, boundary + timedelta(minutes=1))
+    move_to(stack, boundary + timedelta(seconds=1))
     applied = wait_for(stack, change, ChangeState.APPLIED)
 
     [renewal] = billed_from(sdk, sub, boundary)
@@ -270,7 +270,7 @@ def test_a_change_made_ahead_of_the_boundary_is_on_the_renewal_invoice_at_the_ne
     )
     assert staged.staged_period_end == now.current_period_end
     assert applied.apply_lag_seconds is not None
-    assert applied.apply_lag_seconds < 60
+    assert applied.apply_lag_seconds < 30  # a sweep or two after the boundary
 
 
 def test_a_clock_jumping_over_the_boundary_bills_the_new_price_net_with_the_correction_at_once(
