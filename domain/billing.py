@@ -263,7 +263,7 @@ class ProviderCustomer:
     metadata: dict[str, str]
 
 
-_NOT_SHOWN = frozenset({"registration_key", "registration_started_at"})
+_NOT_SHOWN = frozenset({"registration_key", "registration_started_at", "synced_at"})
 
 
 @dataclass
@@ -284,6 +284,10 @@ class BillingAccount:
     provider_id: str | None = None
     registration_key: str | None = None
     registration_started_at: datetime | None = None
+    customer_deleted_at: datetime | None = None
+    """When the provider's customer was found deleted (by a webhook or the sweep)."""
+    synced_at: datetime | None = None
+    """When the provider's customer was last read (the reconciliation sweep's order)."""
 
     @classmethod
     def open(
@@ -349,6 +353,14 @@ class BillingAccount:
         if self.state is BillingAccountState.PENDING:
             self.state = BillingAccountState.ACTIVE
         self.updated_at = now
+
+    def customer_deleted(self, now: datetime) -> bool:
+        """The provider's customer is gone; returns whether that is news."""
+        if self.customer_deleted_at is not None:
+            return False
+        self.customer_deleted_at = now
+        self.updated_at = now
+        return True
 
     def provider_customer(self) -> ProviderCustomer:
         metadata = {key: _metadata_text(value) for key, value in self.metadata.items()}

@@ -11,7 +11,7 @@ from pydantic import WithJsonSchema, field_serializer
 
 from domain.billing_periods import period_end_after
 from domain.errors import FailedPrecondition, InvalidArgument, error_info
-from domain.messages import Message
+from domain.messages import Message, json_value
 from domain.plans import Plan
 
 RFC3339 = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
@@ -124,6 +124,10 @@ class Subscription:
     provider_item_id: str | None = None
     """The provider's id of the subscription's one item, whose price a plan change replaces
     (unknown for subscriptions recorded before it was kept: read from the provider then)."""
+    cancel_at: datetime | None = None
+    """When the subscription is set to end at the provider, if it is."""
+    synced_at: datetime | None = None
+    """When the provider's subscription was last read in full (the sweep's order)."""
 
     @classmethod
     def started(
@@ -181,28 +185,9 @@ class Subscription:
             )
 
     def synced(self, remote: ProviderSubscription, now: datetime) -> bool:
-        """Take the provider's state and period; returns whether anything changed."""
-        values = (
-            remote.state,
-            remote.current_period_start,
-            remote.current_period_end,
-            remote.item_id,
-        )
-        if values == (
-            self.state,
-            self.current_period_start,
-            self.current_period_end,
-            self.provider_item_id,
-        ):
-            return False
-        (
-            self.state,
-            self.current_period_start,
-            self.current_period_end,
-            self.provider_item_id,
-        ) = values
-        self.updated_at = now
-        return True
+        """Take the provider's state, period, item and ``cancel_at`` (not its plan); returns
+        whether anything changed."""
+        return bool(self.follow(remote, None, expected_price=None, now=now))
 
     def ensure_proration_date(self, when: datetime, now: datetime) -> None:
         """A change may be prorated as of a time within the current period, not ahead."""
@@ -230,6 +215,38 @@ class Subscription:
         self.plan_id = plan_id
         self.synced(remote, now)
         self.updated_at = now
+
+    def follow(
+        self,
+        remote: ProviderSubscription,
+        plan_of_price: str | None,
+        *,
+        expected_price: str | None,
+        now: datetime,
+    ) -> dict[str, list[Any]]:
+        """Take what the provider holds: state, period, item, ``cancel_at``, and the plan of
+        its price (``plan_of_price``, ``None`` for a price that is none of our plans), unless
+        that price is ``expected_price`` (a change staged ahead of its boundary, whose plan
+        takes effect here only then). Returns what changed, ``field`` → ``[before, after]``."""
+        wanted: dict[str, Any] = {
+            "state": remote.state,
+            "current_period_start": remote.current_period_start,
+            "current_period_end": remote.current_period_end,
+            "provider_item_id": remote.item_id,
+            "cancel_at": remote.cancel_at,
+        }
+        if plan_of_price is not None and remote.price_id != expected_price:
+            wanted["plan_id"] = plan_of_price
+        changes: dict[str, list[Any]] = {}
+        for name, value in wanted.items():
+            before = getattr(self, name)
+            if before != value:
+                changes[name] = [json_value(before), json_value(value)]
+                setattr(self, name, value)
+        self.synced_at = now
+        if changes:
+            self.updated_at = now
+        return changes
 
     def current_phase(self) -> Phase:
         return Phase(effective_at=self.current_period_start, plan_id=self.plan_id)

@@ -136,6 +136,8 @@ class BillingAccountRow(Base):
     registration_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    customer_deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    synced_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class PlanRow(Base):
@@ -169,6 +171,8 @@ class SubscriptionRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     provider_item_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    cancel_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    synced_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
 
 
 PENDING_CHANGE_STATES = "state IN ('scheduled', 'applying', 'staged')"
