@@ -136,6 +136,13 @@ class BillingAccountRegistered(_BillingAccountEvent):
     type: Literal["billing_account.registered"] = "billing_account.registered"
 
 
+class BillingAccountCustomerDeleted(_BillingAccountEvent):
+    """The account's customer was deleted at the provider (its subscriptions end with it)."""
+
+    TYPE = "billing_account.customer_deleted"
+    type: Literal["billing_account.customer_deleted"] = "billing_account.customer_deleted"
+
+
 class BillingAccountRegistrationFailed(Event):
     """The provider refused the account for good. A ``pending`` account is removed (its
     ``state`` here is ``removed``); an offline one stays as it was."""
@@ -291,6 +298,54 @@ class SubscriptionPlanChanged(_PlanChangeEvent):
     type: Literal["subscription.plan_changed"] = "subscription.plan_changed"
 
 
+class SubscriptionSyncedData(Message):
+    subscription_id: str
+    changes: dict[str, list[Any]] = Field(
+        description="What changed to follow the provider: field → [before, after] "
+        "(state, current_period_start, current_period_end, plan_id, cancel_at, "
+        "provider_item_id)."
+    )
+    source: Literal["webhook", "sweep", "operator"] = Field(
+        description="What found it: a Stripe webhook event, the reconciliation sweep, or an "
+        "operator."
+    )
+    provider_event_id: str | None = Field(
+        default=None, description="The Stripe event that told us, if one did."
+    )
+
+
+class SubscriptionSynced(Event):
+    """The subscription changed at the provider (a renewal, a dashboard edit, a failed or
+    recovered payment, a cancelation), and our record now says what the provider holds."""
+
+    TYPE = "subscription.synced"
+    type: Literal["subscription.synced"] = "subscription.synced"
+    data: SubscriptionSyncedData
+
+    @classmethod
+    def of(
+        cls,
+        subscription: Subscription,
+        changes: dict[str, list[Any]],
+        *,
+        source: Literal["webhook", "sweep", "operator"],
+        provider_event_id: str | None,
+        command_id: str | None,
+        now: datetime,
+    ) -> Self:
+        return cls(
+            occurred_at=now,
+            command_id=command_id,
+            subject=Subject(type="subscription", id=subscription.id),
+            data=SubscriptionSyncedData(
+                subscription_id=subscription.id,
+                changes=changes,
+                source=source,
+                provider_event_id=provider_event_id,
+            ),
+        )
+
+
 # --- commands ----------------------------------------------------------------------------------
 
 
@@ -327,6 +382,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         BillingAccountCreated,
         BillingAccountRegistered,
         BillingAccountRegistrationFailed,
+        BillingAccountCustomerDeleted,
         UserEnabledEvent,
         PlanChangeScheduled,
         PlanChangeReplaced,
@@ -334,6 +390,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         PlanChangeApplied,
         PlanChangeSkipped,
         SubscriptionPlanChanged,
+        SubscriptionSynced,
         CommandFailedEvent,
     )
 }

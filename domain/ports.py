@@ -26,6 +26,7 @@ from domain.events import Event
 from domain.messages import CommandStatus
 from domain.organizations import Organization
 from domain.plans import Plan, ProviderPlan, ProviderPrice
+from domain.provider_sync import ProviderCustomerState
 from domain.rate_budget import RateBudget
 from domain.retention import CommandRetention
 from domain.scheduled_changes import PaymentBehavior, ProrationBehavior, ScheduledChange
@@ -71,6 +72,15 @@ class BillingAccountRepository(Protocol):
 
     def remove(self, account_id: str) -> None: ...
 
+    def by_provider_id(
+        self, provider_id: str, *, for_update: bool = False
+    ) -> BillingAccount | None: ...
+
+    def least_recently_synced(self, limit: int) -> list[str]:
+        """Ids of up to ``limit`` registered accounts whose customer is not known deleted,
+        read from the provider longest ago (never read first)."""
+        ...
+
 
 class PlanRepository(Protocol):
     def get(self, plan_id: str) -> Plan | None: ...
@@ -83,6 +93,8 @@ class PlanRepository(Protocol):
 
     def list(self) -> list[Plan]: ...
 
+    def by_provider_price(self, price_id: str) -> Plan | None: ...
+
     def add(self, plan: Plan) -> None: ...
 
     def save(self, plan: Plan) -> None: ...
@@ -90,6 +102,17 @@ class PlanRepository(Protocol):
 
 class SubscriptionRepository(Protocol):
     def get(self, subscription_id: str, *, for_update: bool = False) -> Subscription | None: ...
+
+    def by_provider_id(
+        self, provider_id: str, *, for_update: bool = False
+    ) -> Subscription | None: ...
+
+    def of_account(self, billing_account_id: str) -> list[Subscription]: ...
+
+    def least_recently_synced(self, limit: int) -> list[str]:
+        """Ids of up to ``limit`` subscriptions that are not over, read from the provider
+        longest ago (never read first)."""
+        ...
 
     def add(self, subscription: Subscription) -> None: ...
 
@@ -209,6 +232,10 @@ class BillingProvider(Protocol):
 
     def find_customer(self, billing_account_id: str) -> str | None:
         """The id of a customer created earlier for this billing account, if any."""
+        ...
+
+    def get_customer(self, customer_id: str) -> ProviderCustomerState:
+        """The customer as the provider holds it (deleted ones too)."""
         ...
 
     def create_plan_price(self, plan: ProviderPlan, *, idempotency_key: str) -> ProviderPrice:
@@ -428,6 +455,8 @@ class RunnerPolicy:
     due_changes_batch_size: int
     due_changes_interval_seconds: float
     command_retention: CommandRetention
+    reconcile_reads_per_sweep: int = 0
+    """Rows the reconciliation sweep re-reads from the provider each time it runs."""
     mask_personal_data: bool = True
     """Whether what Celery shows of a command (its result, its error) has personal data
     masked (``domain.redaction``)."""

@@ -74,6 +74,8 @@ class ChangeReason(StrEnum):
     SUBSCRIPTION_ENDS = "subscription_ends"
     """The subscription is set to end at or before the change's boundary: nothing is billed
     from there on, so there is nothing to change."""
+    CUSTOMER_DELETED = "customer_deleted"
+    """The subscription's customer was deleted at the provider, which ended it."""
     PAYMENT_FAILED = "payment_failed"
     """The provider could not collect the invoice of an immediate change, and made nothing."""
     PROVIDER_REJECTED = "provider_rejected"

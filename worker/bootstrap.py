@@ -96,6 +96,9 @@ class Services:
                 max_batches_per_sweep=settings.command_retention_max_batches,
             ),
             mask_personal_data=settings.mask_personal_data,
+            reconcile_reads_per_sweep=max(
+                1, round(settings.reconcile_reads_per_second * settings.reconcile_interval_seconds)
+            ),
         )
 
     @cached_property

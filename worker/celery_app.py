@@ -11,10 +11,12 @@ from typing import Any
 from celery.signals import celeryd_init, setup_logging, worker_process_init
 from kombu import Queue
 
+from domain.provider_sync import SyncStripeObject
 from tasks.events import RELAY_EVENTS
 from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY
 from tasks.maintenance import PRUNE_COMMAND_LOG, REPUBLISH_STALLED_COMMANDS
 from tasks.runtime import CommandApp
+from tasks.stripe_sync import RECONCILE_WITH_STRIPE
 from tasks.subscriptions import ENQUEUE_DUE_CHANGES
 from tasks.webhooks import SEND_DUE_DELIVERIES
 from worker.exporters import connect as connect_metrics
@@ -33,6 +35,7 @@ TASK_MODULES = [
     "tasks.maintenance",
     "tasks.events",
     "tasks.webhooks",
+    "tasks.stripe_sync",
 ]
 
 __all__ = ["BULK_MESSAGE_PRIORITY", "ENQUEUE_DUE_CHANGES", "app", "create_celery_app"]
@@ -74,6 +77,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             RELAY_EVENTS: {"queue": "maintenance"},
             # A sweep, not a delivery: never behind the deliveries it publishes.
             SEND_DUE_DELIVERIES: {"queue": "maintenance"},
+            RECONCILE_WITH_STRIPE: {"queue": "maintenance"},
+            SyncStripeObject.TASK_NAME: {"queue": SyncStripeObject.QUEUE},
             **{f"{name}.*": {"queue": name} for name in QUEUES},
         },
         "task_track_started": True,
@@ -106,6 +111,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                 "task": SEND_DUE_DELIVERIES,
                 "schedule": settings.webhook_sweep_interval_seconds,
                 "options": {"expires": max(settings.webhook_sweep_interval_seconds * 4, 2.0)},
+            },
+            "reconcile-with-stripe": {
+                "task": RECONCILE_WITH_STRIPE,
+                "schedule": settings.reconcile_interval_seconds,
+                "options": {"expires": settings.reconcile_interval_seconds},
             },
             "prune-command-log": {
                 "task": PRUNE_COMMAND_LOG,

@@ -32,6 +32,7 @@ from pydantic_core import core_schema
 
 from domain.billing import CreateBillingAccount, RegisterBillingAccount
 from domain.change_previews import PreviewPlanChange
+from domain.provider_sync import SyncStripeObject
 from domain.events import EVENT_TYPES, Event
 from domain.messages import Command
 from domain.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan
@@ -45,6 +46,7 @@ COMMAND_TYPES: tuple[type[Command], ...] = (
     ChangeSubscriptionPlan,
     PreviewPlanChange,
     ApplyScheduledChange,
+    SyncStripeObject,
 )
 """Every command a worker receives (a test holds this to the Celery app's command tasks)."""
 

@@ -95,6 +95,25 @@ class Settings(BaseSettings):
         "at the new price; longer than a period-end burst takes to drain at the Stripe budget "
         "(10,000 changes at 25 writes/s: 400 s).",
     )
+    reconcile_interval_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="How often beat's reconciliation sweep re-reads, from Stripe, the "
+        "subscriptions and customers read longest ago (the backstop for webhooks).",
+    )
+    reconcile_reads_per_second: float = Field(
+        default=5.0,
+        gt=0,
+        description="Stripe reads per second the reconciliation sweep may spend (at bulk "
+        "priority, within the shared budget): 10,000 subscriptions are each re-read within "
+        "10,000 / this seconds (about 35 minutes at 5/s).",
+    )
+    stripe_webhook_secrets: str = Field(
+        default="",
+        description="Signing secrets (whsec_…, comma-separated) of Stripe webhook endpoints "
+        "whose events this deployment accepts, besides those `billing-worker stripe webhooks "
+        "register` stored; several during a rotation.",
+    )
     scheduled_changes_interval_seconds: float = Field(
         default=1.0,
         gt=0,

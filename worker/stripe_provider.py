@@ -24,11 +24,12 @@ counts as a transient failure.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import stripe
 
@@ -45,6 +46,7 @@ from domain.errors import (
     field_violations,
 )
 from domain.plans import ProviderPlan, ProviderPrice
+from domain.provider_sync import ProviderCustomerState, ProviderEvent
 from domain.rate_budget import CallKind, RateBudget, current_priority
 from domain.scheduled_changes import PaymentBehavior, ProrationBehavior
 from domain.subscriptions import ProviderSubscription, SubscriptionTerms
@@ -302,6 +304,19 @@ class StripeBillingProvider:
         )
         return str(found.data[0].id) if found.data else None
 
+    def get_customer(self, customer_id: str) -> ProviderCustomerState:
+        found = self._call(
+            CallKind.READ,
+            "retrieve customer",
+            lambda: self._client.v1.customers.retrieve(customer_id),
+        )
+        metadata = getattr(found, "metadata", None) or {}
+        return ProviderCustomerState(
+            id=str(found.id),
+            deleted=bool(getattr(found, "deleted", False)),
+            billing_account_id=metadata.get("billing_account_id"),
+        )
+
     def create_plan_price(self, plan: ProviderPlan, *, idempotency_key: str) -> ProviderPrice:
         metadata = {"plan_id": plan.plan_id, "plan_name": plan.name}
         params: dict[str, Any] = {
@@ -511,3 +526,145 @@ def build_provider(
             details=[error_info("PROVIDER_NOT_CONFIGURED")],
         )
     return StripeBillingProvider(api_key, api_base=api_base, timeout=timeout, budget=budget)
+
+
+# --- Stripe's webhooks -------------------------------------------------------------------------
+
+WEBHOOK_TOLERANCE_SECONDS = 300
+"""Stripe's own default: a signature older (or newer) than this is refused (replays)."""
+
+
+class BadSignature(Exception):
+    """A Stripe webhook request whose signature no secret verifies (or too old, or no
+    signature at all). The message says which, without echoing the header."""
+
+
+def verify_stripe_event(
+    payload: bytes,
+    signature: str | None,
+    secrets: list[str],
+    *,
+    tolerance: int = WEBHOOK_TOLERANCE_SECONDS,
+) -> ProviderEvent:
+    """The event in ``payload`` if one of ``secrets`` signed it within ``tolerance`` seconds
+    (several secrets: a rotation without downtime). Verified by the SDK itself over the raw
+    body, before anything is parsed."""
+    if not signature:
+        raise BadSignature("no Stripe-Signature header")
+    if not secrets:
+        raise BadSignature("no Stripe webhook secret is configured")
+    for secret in secrets:
+        try:
+            stripe.WebhookSignature.verify_header(
+                payload.decode("utf-8"), signature, secret, tolerance
+            )
+        except stripe.SignatureVerificationError:
+            continue
+        except UnicodeDecodeError:
+            raise BadSignature("the body is not UTF-8") from None
+        break
+    else:
+        raise BadSignature("no configured secret verifies the Stripe-Signature (or it is too old)")
+    try:
+        document = json.loads(payload)
+    except ValueError:
+        raise BadSignature("the signed body is not JSON") from None
+    return event_of(document)
+
+
+def event_of(document: Any) -> ProviderEvent:
+    """Route a Stripe event: the object it names, re-read by the sync."""
+    if not isinstance(document, dict) or not isinstance(document.get("id"), str):
+        raise BadSignature("the signed body is not a Stripe event")
+    event_type = str(document.get("type", ""))
+    data = _mapping(document.get("data"))
+    obj = _mapping(data.get("object"))
+    kind = obj.get("object")
+    object_type: Literal["subscription", "customer"] | None = None
+    object_id: str | None = None
+    if kind == "subscription":
+        object_type, object_id = "subscription", _text(obj.get("id"))
+    elif kind == "customer":
+        object_type, object_id = "customer", _text(obj.get("id"))
+    elif kind == "invoice":
+        details = _mapping(_mapping(obj.get("parent")).get("subscription_details"))
+        subscription = details.get("subscription")
+        if subscription is None:
+            subscription = obj.get("subscription")  # API versions before 2025-03-31
+        if isinstance(subscription, dict):
+            subscription = subscription.get("id")
+        if subscription:
+            object_type, object_id = "subscription", _text(subscription)
+    created = document.get("created")
+    return ProviderEvent(
+        id=str(document["id"]),
+        type=event_type,
+        created=_time(int(created)) if isinstance(created, int) else datetime.now(UTC),
+        object_type=object_type,
+        object_id=object_id,
+    )
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+class StripeWebhookEndpoints:
+    """Our endpoint at Stripe: created (or updated) with the pinned API version and the event
+    types we handle. Stripe shows an endpoint's secret only when it is created."""
+
+    def __init__(self, provider: StripeBillingProvider) -> None:
+        self._provider = provider
+
+    def register(
+        self, url: str, event_types: list[str], known_secret_of: Callable[[str], str | None]
+    ) -> tuple[str, str | None]:
+        """Create the endpoint for ``url``, or update the one there is; returns its id and
+        its secret when it was created (``None``: an update, whose secret is the one
+        ``known_secret_of(endpoint_id)`` already has). An endpoint whose secret we do not
+        know is replaced by a new one (the old one is deleted after)."""
+        client = self._provider._client
+        listed = self._provider._call(
+            CallKind.READ, "list webhook endpoints",
+            lambda: client.v1.webhook_endpoints.list(params={"limit": 100}),
+        )  # fmt: skip
+        existing = [endpoint for endpoint in listed.data if endpoint.url == url]
+        known = [str(e.id) for e in existing if known_secret_of(str(e.id)) is not None]
+        if known:
+            endpoint_id = known[0]
+            update: dict[str, Any] = {"enabled_events": event_types, "disabled": False}
+            self._provider._call(
+                CallKind.WRITE,
+                "update webhook endpoint",
+                lambda: client.v1.webhook_endpoints.update(
+                    endpoint_id,
+                    params=update,  # type: ignore[arg-type]
+                ),
+            )
+            return endpoint_id, None
+        new: dict[str, Any] = {
+            "url": url,
+            "enabled_events": event_types,
+            "api_version": STRIPE_API_VERSION,
+            "description": "billing-worker",
+        }
+        created = self._provider._call(
+            CallKind.WRITE,
+            "create webhook endpoint",
+            lambda: client.v1.webhook_endpoints.create(params=new),  # type: ignore[arg-type]
+        )
+        for endpoint in existing:
+            self._delete_endpoint(str(endpoint.id))
+        return str(created.id), str(created.secret)
+
+    def _delete_endpoint(self, endpoint_id: str) -> None:
+        client = self._provider._client
+        self._provider._call(
+            CallKind.WRITE,
+            "delete webhook endpoint",
+            lambda: client.v1.webhook_endpoints.delete(endpoint_id),
+        )

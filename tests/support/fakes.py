@@ -37,6 +37,7 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 from domain.billing import BillingAccount, BillingAccountState, BillingDetails, ProviderCustomer
 from domain.change_previews import ChangePreview, PreviewLine
+from domain.provider_sync import ProviderCustomerState
 from domain.errors import (
     CommandError,
     CommandIdReused,
@@ -360,6 +361,19 @@ class FakeBillingAccountRepository(_Repository[BillingAccount]):
     def remove(self, account_id: str) -> None:
         self._tx.delete(self.table, account_id)
 
+    def by_provider_id(
+        self, provider_id: str, *, for_update: bool = False
+    ) -> BillingAccount | None:
+        return next((a for a in self._all() if a.provider_id == provider_id), None)
+
+    def least_recently_synced(self, limit: int) -> list[str]:
+        candidates = [
+            account
+            for account in self._all()
+            if account.provider_id is not None and account.customer_deleted_at is None
+        ]
+        return [account.id for account in _oldest_synced_first(candidates)[:limit]]
+
 
 class FakePlanRepository(_Repository[Plan]):
     table = "plans"
@@ -376,12 +390,44 @@ class FakePlanRepository(_Repository[Plan]):
     def list(self) -> list[Plan]:
         return sorted(self._all(), key=lambda plan: plan.name)
 
+    def by_provider_price(self, price_id: str) -> Plan | None:
+        return next((plan for plan in self._all() if plan.provider_price_id == price_id), None)
+
 
 class FakeSubscriptionRepository(_Repository[Subscription]):
     table = "subscriptions"
 
     def get(self, subscription_id: str, *, for_update: bool = False) -> Subscription | None:
         return self._get(subscription_id)
+
+    def by_provider_id(
+        self, provider_id: str, *, for_update: bool = False
+    ) -> Subscription | None:
+        return next((s for s in self._all() if s.provider_id == provider_id), None)
+
+    def of_account(self, billing_account_id: str) -> list[Subscription]:
+        mine = [s for s in self._all() if s.billing_account_id == billing_account_id]
+        return sorted(mine, key=lambda subscription: subscription.id)
+
+    def least_recently_synced(self, limit: int) -> list[str]:
+        live = [s for s in self._all() if not s.state.is_over]
+        return [subscription.id for subscription in _oldest_synced_first(live)[:limit]]
+
+
+class _Synced(Protocol):
+    id: str
+    synced_at: datetime | None
+
+
+S = TypeVar("S", bound=_Synced)
+
+
+def _oldest_synced_first(rows: list[S]) -> list[S]:
+    """Never synced first, then the oldest sync, then by id (as the SQL repositories order)."""
+    return sorted(
+        rows,
+        key=lambda row: (row.synced_at is not None, row.synced_at or datetime.min, row.id),
+    )
 
 
 def _claimable(change: ScheduledChange, now: datetime, lead: timedelta) -> bool:
@@ -546,6 +592,9 @@ class FakeBillingProvider:
         self._failures: dict[str, list[_ScriptedFailure]] = defaultdict(list)
         self._ids = itertools.count(1)
         self.declining: set[str] = set()
+        self.deleted_customers: set[str] = set()
+        self.customer_of: dict[str, str] = {}
+        """Subscription id → its customer."""
 
     @property
     def name(self) -> str:
@@ -623,6 +672,28 @@ class FakeBillingProvider:
         found: str | None = self._call("find_customer", None, (billing_account_id,), search)
         return found
 
+    def get_customer(self, customer_id: str) -> ProviderCustomerState:
+        def read() -> ProviderCustomerState:
+            if customer_id in self.deleted_customers:
+                return ProviderCustomerState(customer_id, deleted=True, billing_account_id=None)
+            customer = self.customers.get(customer_id)
+            if customer is None:
+                raise _rejected("account", f"No such customer: '{customer_id}'")
+            return ProviderCustomerState(
+                customer_id, deleted=False, billing_account_id=customer.billing_account_id
+            )
+
+        found: ProviderCustomerState = self._call("get_customer", None, (customer_id,), read)
+        return found
+
+    def delete_customer(self, customer_id: str) -> None:
+        """Deleted at the provider (its subscriptions are canceled, as Stripe does)."""
+        self.customers.pop(customer_id, None)
+        self.deleted_customers.add(customer_id)
+        for subscription_id, owner in self.customer_of.items():
+            if owner == customer_id and subscription_id in self.subscriptions:
+                self._replace(subscription_id, status="canceled")
+
     def create_plan_price(self, plan: ProviderPlan, *, idempotency_key: str) -> ProviderPrice:
         def create() -> ProviderPrice:
             number = next(self._ids)
@@ -657,6 +728,7 @@ class FakeBillingProvider:
                 current_period_end=start + timedelta(days=30),
             )
             self.subscriptions[subscription.id] = subscription
+            self.customer_of[subscription.id] = customer_id
             return subscription
 
         arguments = (customer_id, price_id, terms, dict(metadata))
@@ -1336,6 +1408,8 @@ def subscribed(app: FakeApplication, *, period_days: int = 30) -> Subscribed:
         interval_count=period_days,
     )
     app.provider.add_subscription(remote)
+    app.provider.customers["cus_seeded"] = account.provider_customer()
+    app.provider.customer_of[remote.id] = "cus_seeded"
     subscription = Subscription.started("sub_1", account.id, starter, "fake", remote, now)
     app.db.seed(org, account, starter, team, scale, subscription)
     return Subscribed(org.id, account.id, subscription.id, remote.id, starter, team, scale)

@@ -90,7 +90,7 @@ def test_each_command_queue_is_a_channel_the_worker_receives_its_commands_on(
 
     assert received == {
         "users": ["users.enable"],
-        "billing": ["billing.create_account", "billing.register_account"],
+        "billing": ["billing.create_account", "billing.register_account", "stripe.sync_object"],
         "subscriptions": [
             "subscriptions.change_plan",
             "subscriptions.preview_plan_change",

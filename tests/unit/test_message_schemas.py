@@ -236,6 +236,13 @@ def sample_events() -> list[Event]:
         "billing_account.created": account,
         "billing_account.registered": account,
         "billing_account.registration_failed": {**account, "error": {"code": 3}},
+        "billing_account.customer_deleted": account,
+        "subscription.synced": {
+            "subscription_id": "sub_1",
+            "changes": {"state": ["active", "past_due"]},
+            "source": "webhook",
+            "provider_event_id": "evt_1",
+        },
         "user.enabled": {"user_id": "usr_1", "state": "enabled"},
         "command.failed": {"command_id": "c1", "command_type": "users.enable", "error": {}},
     }

@@ -13,7 +13,7 @@ from domain.organizations import Organization
 from domain.plans import Plan
 from domain.ports import Claim
 from domain.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
-from domain.subscriptions import Subscription
+from domain.subscriptions import Subscription, SubscriptionState
 from domain.users import User
 from worker.db.mapping import RowMapping
 from worker.db.models import (
@@ -107,6 +107,25 @@ class SqlBillingAccountRepository(_RowRepository[BillingAccount, BillingAccountR
     def remove(self, account_id: str) -> None:
         self._session.execute(delete(BillingAccountRow).where(BillingAccountRow.id == account_id))
 
+    def by_provider_id(
+        self, provider_id: str, *, for_update: bool = False
+    ) -> BillingAccount | None:
+        return self._one(
+            select(BillingAccountRow).where(BillingAccountRow.provider_id == provider_id),
+            for_update=for_update,
+        )
+
+    def least_recently_synced(self, limit: int) -> list[str]:
+        row = BillingAccountRow
+        return list(
+            self._session.scalars(
+                select(row.id)
+                .where(row.provider_id.is_not(None), row.customer_deleted_at.is_(None))
+                .order_by(row.synced_at.is_not(None), row.synced_at, row.id)
+                .limit(limit)
+            ).all()
+        )
+
 
 class SqlPlanRepository(_RowRepository[Plan, PlanRow]):
     mapping = RowMapping(Plan, PlanRow)
@@ -123,6 +142,9 @@ class SqlPlanRepository(_RowRepository[Plan, PlanRow]):
     def list(self) -> list[Plan]:
         return self._all(select(PlanRow).order_by(PlanRow.name))
 
+    def by_provider_price(self, price_id: str) -> Plan | None:
+        return self._one(select(PlanRow).where(PlanRow.provider_price_id == price_id).limit(1))
+
 
 class SqlSubscriptionRepository(_RowRepository[Subscription, SubscriptionRow]):
     mapping = RowMapping(Subscription, SubscriptionRow)
@@ -130,8 +152,33 @@ class SqlSubscriptionRepository(_RowRepository[Subscription, SubscriptionRow]):
     def get(self, subscription_id: str, *, for_update: bool = False) -> Subscription | None:
         return self._by_id(subscription_id, for_update=for_update)
 
+    def by_provider_id(self, provider_id: str, *, for_update: bool = False) -> Subscription | None:
+        return self._one(
+            select(SubscriptionRow).where(SubscriptionRow.provider_id == provider_id),
+            for_update=for_update,
+        )
+
+    def of_account(self, billing_account_id: str) -> list[Subscription]:
+        return self._all(
+            select(SubscriptionRow)
+            .where(SubscriptionRow.billing_account_id == billing_account_id)
+            .order_by(SubscriptionRow.id)
+        )
+
+    def least_recently_synced(self, limit: int) -> list[str]:
+        row = SubscriptionRow
+        return list(
+            self._session.scalars(
+                select(row.id)
+                .where(row.state.not_in(_OVER))
+                .order_by(row.synced_at.is_not(None), row.synced_at, row.id)
+                .limit(limit)
+            ).all()
+        )
+
 
 _PENDING = tuple(state.value for state in ChangeState if state.is_pending)
+_OVER = tuple(state.value for state in SubscriptionState if state.is_over)
 
 
 def _claimable(now: datetime, lead: timedelta) -> ColumnElement[bool]:
