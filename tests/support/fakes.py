@@ -400,9 +400,7 @@ class FakeSubscriptionRepository(_Repository[Subscription]):
     def get(self, subscription_id: str, *, for_update: bool = False) -> Subscription | None:
         return self._get(subscription_id)
 
-    def by_provider_id(
-        self, provider_id: str, *, for_update: bool = False
-    ) -> Subscription | None:
+    def by_provider_id(self, provider_id: str, *, for_update: bool = False) -> Subscription | None:
         return next((s for s in self._all() if s.provider_id == provider_id), None)
 
     def of_account(self, billing_account_id: str) -> list[Subscription]:

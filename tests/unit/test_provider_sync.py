@@ -1,0 +1,178 @@
+"""Stripe's truth flowing in, on in-memory ports: what a re-read subscription or customer
+changes here, and what the reconciliation sweep picks."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from domain.provider_sync import SyncStripeObject
+from domain.scheduled_changes import ChangeState, ChangeSubscriptionPlan
+from domain.subscriptions import Subscription, SubscriptionState
+from tasks.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
+from tasks.handlers.scheduled_changes import apply_change, claim_due_changes
+from tasks.handlers.subscriptions import change_subscription_plan
+from tests.support.fakes import FakeApplication, Subscribed, subscribed
+
+DAY = timedelta(days=1)
+
+
+@pytest.fixture
+def app() -> FakeApplication:
+    return FakeApplication()
+
+
+@pytest.fixture
+def sub(app: FakeApplication) -> Subscribed:
+    return subscribed(app)
+
+
+def sync(app: FakeApplication, object_id: str, kind: Any = "subscription") -> dict[str, Any]:
+    command = SyncStripeObject(
+        command_id="stripe:evt_1", object_type=kind, object_id=object_id, event_id="evt_1"
+    )
+    return sync_stripe_object(command, app).model_dump(mode="json")
+
+
+def stored(app: FakeApplication, sub: Subscribed) -> Subscription:
+    found: Subscription = app.db.row("subscriptions", sub.subscription_id)
+    return found
+
+
+def event_types(app: FakeApplication) -> list[str]:
+    return [row.type for row in sorted(app.db.rows("events"), key=lambda row: row.sequence)]
+
+
+def test_a_renewal_at_stripe_moves_our_period_and_is_told_as_an_event(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    before = stored(app, sub).current_period_end
+    app.clock.advance(31 * DAY)
+
+    synced = sync(app, sub.provider_id)
+
+    assert synced["ours"] is True
+    assert synced["drift"] == ["period"]
+    assert stored(app, sub).current_period_start == before
+    assert event_types(app) == ["subscription.synced"]
+
+
+def test_a_price_changed_in_stripe_s_dashboard_moves_our_plan(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    remote = app.provider.subscriptions[sub.provider_id]
+    app.provider.subscriptions[sub.provider_id] = replace(remote, price_id="price_scale")
+
+    synced = sync(app, sub.provider_id)
+
+    assert synced["changes"]["plan_id"] == [sub.starter.id, sub.scale.id]
+    assert stored(app, sub).plan_id == sub.scale.id
+
+
+def test_a_price_that_is_none_of_our_plans_is_drift_and_keeps_the_plan(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.provider.add_price("price_custom")
+    remote = app.provider.subscriptions[sub.provider_id]
+    app.provider.subscriptions[sub.provider_id] = replace(remote, price_id="price_custom")
+
+    synced = sync(app, sub.provider_id)
+
+    assert "unknown_price" in synced["drift"]
+    assert stored(app, sub).plan_id == sub.starter.id
+
+
+def test_a_staged_change_keeps_the_current_plan_here_until_its_boundary(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(
+        ChangeSubscriptionPlan(
+            command_id="c1",
+            org_id=sub.org_id,
+            billing_account_id=sub.account_id,
+            subscription_id=sub.subscription_id,
+            plan="team",
+        ),
+        app,
+    )
+    app.clock.advance(stored(app, sub).current_period_end - app.clock.now() - timedelta(minutes=5))
+    [claim] = claim_due_changes(app, 10)
+    assert apply_change(claim.change_id, app, "apply:1").state is ChangeState.STAGED
+
+    synced = sync(app, sub.provider_id)
+
+    assert "plan_id" not in synced["changes"]
+    assert stored(app, sub).plan_id == sub.starter.id
+
+
+def test_a_subscription_canceled_at_stripe_reads_canceled_and_skips_its_pending_change(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(
+        ChangeSubscriptionPlan(
+            command_id="c1",
+            org_id=sub.org_id,
+            billing_account_id=sub.account_id,
+            subscription_id=sub.subscription_id,
+            plan="team",
+        ),
+        app,
+    )
+    app.provider.cancel_subscription(sub.provider_id)
+
+    sync(app, sub.provider_id)
+
+    assert stored(app, sub).state is SubscriptionState.CANCELED
+    [change] = app.db.rows("scheduled_changes")
+    assert (change.state, change.reason) == (ChangeState.SKIPPED, "subscription_canceled")
+    assert event_types(app)[-2:] == ["subscription.synced", "subscription.plan_change.skipped"]
+
+
+def test_syncing_twice_changes_nothing_the_second_time(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.clock.advance(31 * DAY)
+    sync(app, sub.provider_id)
+
+    again = sync(app, sub.provider_id)
+
+    assert (again["changes"], again["drift"]) == ({}, [])
+    assert event_types(app) == ["subscription.synced"]
+
+
+def test_a_deleted_customer_marks_the_account_and_ends_its_subscriptions(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.provider.delete_customer("cus_seeded")
+
+    synced = sync(app, "cus_seeded", "customer")
+
+    assert synced["drift"] == ["customer_deleted"]
+    account = app.db.row("billing_accounts", sub.account_id)
+    assert account.customer_deleted_at == app.clock.now()
+    assert stored(app, sub).state is SubscriptionState.CANCELED
+    assert "billing_account.customer_deleted" in event_types(app)
+
+
+def test_an_object_that_is_not_ours_is_answered_as_such_without_a_read(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    synced = sync(app, "sub_someone_else")
+
+    assert synced["ours"] is False
+    assert app.provider.calls_of("get_subscription") == []
+
+
+def test_the_sweep_reads_the_rows_read_longest_ago_and_counts_what_it_corrected(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.provider.cancel_subscription(sub.provider_id)
+
+    found = reconcile_with_stripe(app, reads=10)
+
+    assert found == {"status": 1}
+    assert stored(app, sub).synced_at == app.clock.now()
+    assert reconcile_with_stripe(app, reads=10) == {}  # canceled: no longer swept
