@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from domain.events import Event
+from domain.provider_sync import StripeEndpoint
 from domain.webhooks import DeliveryClaim, DeliveryState, WebhookDelivery, WebhookEndpoint
 
 
@@ -58,6 +59,20 @@ class WebhookEndpointRepository(Protocol):
     def add(self, endpoint: WebhookEndpoint) -> None: ...
 
     def save(self, endpoint: WebhookEndpoint) -> None: ...
+
+
+class StripeEndpointRepository(Protocol):
+    """Our endpoints at Stripe, with their signing secrets."""
+
+    def get(self, endpoint_id: str) -> StripeEndpoint | None: ...
+
+    def all(self) -> list[StripeEndpoint]: ...
+
+    def add(self, endpoint: StripeEndpoint) -> None: ...
+
+    def save(self, endpoint: StripeEndpoint) -> None: ...
+
+    def remove(self, endpoint_id: str) -> None: ...
 
 
 class WebhookDeliveryRepository(Protocol):

@@ -16,6 +16,7 @@ from domain.billing import BillingAccount, ProviderCustomer
 from domain.change_previews import ChangePreview
 from domain.event_ports import (
     EventOutbox,
+    StripeEndpointRepository,
     EventStream,
     RelayLock,
     WebhookDeliveryRepository,
@@ -26,7 +27,7 @@ from domain.events import Event
 from domain.messages import CommandStatus
 from domain.organizations import Organization
 from domain.plans import Plan, ProviderPlan, ProviderPrice
-from domain.provider_sync import ProviderCustomerState
+from domain.provider_sync import ProviderCustomerState, RegisteredEndpoint
 from domain.rate_budget import RateBudget
 from domain.retention import CommandRetention
 from domain.scheduled_changes import PaymentBehavior, ProrationBehavior, ScheduledChange
@@ -201,6 +202,9 @@ class UnitOfWork(Protocol):
     @property
     def webhook_deliveries(self) -> WebhookDeliveryRepository: ...
 
+    @property
+    def stripe_endpoints(self) -> StripeEndpointRepository: ...
+
     def __enter__(self) -> Self: ...
 
     def __exit__(
@@ -236,6 +240,14 @@ class BillingProvider(Protocol):
 
     def get_customer(self, customer_id: str) -> ProviderCustomerState:
         """The customer as the provider holds it (deleted ones too)."""
+        ...
+
+    def register_webhook_endpoint(
+        self, url: str, event_types: Sequence[str], known_ids: set[str]
+    ) -> RegisteredEndpoint:
+        """Create our webhook endpoint for ``url`` (at the pinned API version, for
+        ``event_types``), or update the one there is among ``known_ids`` (whose secrets we
+        keep); an endpoint of that URL whose secret we do not know is replaced."""
         ...
 
     def create_plan_price(self, plan: ProviderPlan, *, idempotency_key: str) -> ProviderPrice:

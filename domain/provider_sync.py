@@ -75,6 +75,29 @@ class ProviderCustomerState:
     billing_account_id: str | None
 
 
+@dataclass
+class StripeEndpoint:
+    """Our webhook endpoint at Stripe and its signing secret (Stripe shows a secret only when
+    the endpoint is created, so it is kept here; the API verifies deliveries with it)."""
+
+    id: str
+    url: str
+    secret: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class RegisteredEndpoint:
+    """What registering our endpoint at the provider did: its id, its secret when it was
+    created (``None``: an update of one whose secret we keep), and the endpoints of the same
+    URL it replaced (deleted at the provider: their secrets are unknown here)."""
+
+    id: str
+    secret: str | None
+    replaced: tuple[str, ...] = ()
+
+
 class SyncStripeObject(Command):
     """Re-read a Stripe object and bring our rows in line with it (a subscription: state,
     period, price → plan, ``cancel_at``; a customer: deleted or not). Recorded by the Stripe

@@ -26,7 +26,9 @@ from celery.signals import (
     worker_ready,
 )
 
+from domain.provider_sync import SyncStripeObject
 from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK
+from tasks.stripe_sync import RECONCILE_WITH_STRIPE
 from worker.metrics import (
     MULTIPROC_DIR_ENV,
     RunTimer,
@@ -36,6 +38,7 @@ from worker.metrics import (
     prepare_multiproc_dir,
     registry_of,
     serve,
+    stripe_drift_found,
     webhook_attempted,
 )
 from worker.settings import get_settings
@@ -84,6 +87,8 @@ def _on_task_postrun(
         if task.name == DELIVER_WEBHOOK:
             # The handler returns its outcome (tasks never import the worker's metrics).
             webhook_attempted(retval)
+        elif task.name in (SyncStripeObject.TASK_NAME, RECONCILE_WITH_STRIPE):
+            stripe_drift_found(retval)
 
 
 def _on_task_retry(sender: Any = None, reason: Any = None, **_: Any) -> None:

@@ -32,9 +32,9 @@ from pydantic_core import core_schema
 
 from domain.billing import CreateBillingAccount, RegisterBillingAccount
 from domain.change_previews import PreviewPlanChange
-from domain.provider_sync import SyncStripeObject
 from domain.events import EVENT_TYPES, Event
 from domain.messages import Command
+from domain.provider_sync import SyncStripeObject
 from domain.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan
 from domain.users import EnableUser
 from worker.asyncapi import asyncapi_document

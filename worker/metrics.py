@@ -127,6 +127,20 @@ WEBHOOK_DELIVERIES = Counter(
     ["outcome"],
 )
 WEBHOOK_OUTCOMES = ("succeeded", "retrying", "failed")
+STRIPE_EVENTS = Counter(
+    "billing_stripe_events",
+    "Stripe webhook deliveries received, by event type and outcome: accepted (a command "
+    "recorded), duplicate (the event's command exists), ignored (a type we do not handle), "
+    "rejected (bad, missing or stale signature: type unknown), too_large.",
+    ["type", "outcome"],
+)
+STRIPE_DRIFT = Counter(
+    "billing_stripe_drift",
+    "Differences from Stripe corrected by a sync (a webhook's or the reconciliation "
+    "sweep's), by kind: status, period, plan, cancel_at, item, unknown_price, missing, "
+    "customer_deleted.",
+    ["kind"],
+)
 """The outcomes of ``webhooks.deliver`` that are attempts (a stale message, a delivery that
 waits for its subject's earlier one or is abandoned with its endpoint, made none)."""
 
@@ -238,6 +252,24 @@ def retry_reason(retry: BaseException | None) -> str:
     if is_transient_db_error(cause):
         return "database"
     return "other"
+
+
+def stripe_event_received(event_type: str, outcome: str) -> None:
+    STRIPE_EVENTS.labels(event_type[:64], outcome).inc()
+
+
+def stripe_drift_found(result: object) -> None:
+    """Count the drift a sync (``{"drift": [kind, …]}``) or a sweep (``{kind: n}``) found."""
+    if not isinstance(result, dict):
+        return
+    drift = result.get("drift")
+    if isinstance(drift, list):
+        for kind in drift:
+            STRIPE_DRIFT.labels(str(kind)[:32]).inc()
+        return
+    for kind, count in result.items():
+        if isinstance(count, int) and count > 0:
+            STRIPE_DRIFT.labels(str(kind)[:32]).inc(count)
 
 
 def webhook_attempted(outcome: object) -> None:

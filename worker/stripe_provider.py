@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
@@ -46,7 +46,7 @@ from domain.errors import (
     field_violations,
 )
 from domain.plans import ProviderPlan, ProviderPrice
-from domain.provider_sync import ProviderCustomerState, ProviderEvent
+from domain.provider_sync import ProviderCustomerState, ProviderEvent, RegisteredEndpoint
 from domain.rate_budget import CallKind, RateBudget, current_priority
 from domain.scheduled_changes import PaymentBehavior, ProrationBehavior
 from domain.subscriptions import ProviderSubscription, SubscriptionTerms
@@ -437,6 +437,48 @@ class StripeBillingProvider:
         )
         return _preview_of(invoice)
 
+    def register_webhook_endpoint(
+        self, url: str, event_types: Sequence[str], known_ids: set[str]
+    ) -> RegisteredEndpoint:
+        client = self._client
+        listed = self._call(
+            CallKind.READ,
+            "list webhook endpoints",
+            lambda: client.v1.webhook_endpoints.list(params={"limit": 100}),
+        )
+        existing = [str(endpoint.id) for endpoint in listed.data if endpoint.url == url]
+        known = [endpoint_id for endpoint_id in existing if endpoint_id in known_ids]
+        if known:
+            endpoint_id = known[0]
+            update: dict[str, Any] = {"enabled_events": list(event_types), "disabled": False}
+            self._call(
+                CallKind.WRITE,
+                "update webhook endpoint",
+                lambda: client.v1.webhook_endpoints.update(
+                    endpoint_id,
+                    params=update,  # type: ignore[arg-type]
+                ),
+            )
+            return RegisteredEndpoint(endpoint_id, None)
+        new: dict[str, Any] = {
+            "url": url,
+            "enabled_events": list(event_types),
+            "api_version": STRIPE_API_VERSION,
+            "description": "billing-worker",
+        }
+        created = self._call(
+            CallKind.WRITE,
+            "create webhook endpoint",
+            lambda: client.v1.webhook_endpoints.create(params=new),  # type: ignore[arg-type]
+        )
+        for old in existing:  # their secrets are unknown here: replaced by the new one
+            self._call(
+                CallKind.WRITE,
+                "delete webhook endpoint",
+                lambda old_id=old: client.v1.webhook_endpoints.delete(old_id),  # type: ignore[misc]
+            )
+        return RegisteredEndpoint(str(created.id), str(created.secret), tuple(existing))
+
 
 def _measured(operation: str, send: Callable[[], T]) -> T:
     """``send`` one request, counted by operation and HTTP status (``error``: no answer)."""
@@ -611,60 +653,3 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-class StripeWebhookEndpoints:
-    """Our endpoint at Stripe: created (or updated) with the pinned API version and the event
-    types we handle. Stripe shows an endpoint's secret only when it is created."""
-
-    def __init__(self, provider: StripeBillingProvider) -> None:
-        self._provider = provider
-
-    def register(
-        self, url: str, event_types: list[str], known_secret_of: Callable[[str], str | None]
-    ) -> tuple[str, str | None]:
-        """Create the endpoint for ``url``, or update the one there is; returns its id and
-        its secret when it was created (``None``: an update, whose secret is the one
-        ``known_secret_of(endpoint_id)`` already has). An endpoint whose secret we do not
-        know is replaced by a new one (the old one is deleted after)."""
-        client = self._provider._client
-        listed = self._provider._call(
-            CallKind.READ, "list webhook endpoints",
-            lambda: client.v1.webhook_endpoints.list(params={"limit": 100}),
-        )  # fmt: skip
-        existing = [endpoint for endpoint in listed.data if endpoint.url == url]
-        known = [str(e.id) for e in existing if known_secret_of(str(e.id)) is not None]
-        if known:
-            endpoint_id = known[0]
-            update: dict[str, Any] = {"enabled_events": event_types, "disabled": False}
-            self._provider._call(
-                CallKind.WRITE,
-                "update webhook endpoint",
-                lambda: client.v1.webhook_endpoints.update(
-                    endpoint_id,
-                    params=update,  # type: ignore[arg-type]
-                ),
-            )
-            return endpoint_id, None
-        new: dict[str, Any] = {
-            "url": url,
-            "enabled_events": event_types,
-            "api_version": STRIPE_API_VERSION,
-            "description": "billing-worker",
-        }
-        created = self._provider._call(
-            CallKind.WRITE,
-            "create webhook endpoint",
-            lambda: client.v1.webhook_endpoints.create(params=new),  # type: ignore[arg-type]
-        )
-        for endpoint in existing:
-            self._delete_endpoint(str(endpoint.id))
-        return str(created.id), str(created.secret)
-
-    def _delete_endpoint(self, endpoint_id: str) -> None:
-        client = self._provider._client
-        self._provider._call(
-            CallKind.WRITE,
-            "delete webhook endpoint",
-            lambda: client.v1.webhook_endpoints.delete(endpoint_id),
-        )

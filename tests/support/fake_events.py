@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from domain.event_ports import RecordedEvent, WebhookResponse
 from domain.events import Event
+from domain.provider_sync import StripeEndpoint
 from domain.webhooks import DeliveryClaim, DeliveryState, WebhookDelivery, WebhookEndpoint
 
 if TYPE_CHECKING:
@@ -108,6 +109,29 @@ class FakeWebhookEndpointRepository:
 
     def save(self, endpoint: WebhookEndpoint) -> None:
         self._tx.write(self.table, endpoint, insert=self.get(endpoint.id) is None)
+
+
+class FakeStripeEndpointRepository:
+    table = "stripe_endpoints"
+
+    def __init__(self, tx: _Transaction) -> None:
+        self._tx = tx
+
+    def get(self, endpoint_id: str) -> StripeEndpoint | None:
+        found: StripeEndpoint | None = self._tx.read(self.table, endpoint_id)
+        return found
+
+    def all(self) -> list[StripeEndpoint]:
+        return sorted(self._tx.scan(self.table), key=lambda row: row.created_at)
+
+    def add(self, endpoint: StripeEndpoint) -> None:
+        self._tx.write(self.table, endpoint, insert=True)
+
+    def save(self, endpoint: StripeEndpoint) -> None:
+        self._tx.write(self.table, endpoint, insert=self.get(endpoint.id) is None)
+
+    def remove(self, endpoint_id: str) -> None:
+        self._tx.delete(self.table, endpoint_id)
 
 
 class FakeWebhookDeliveryRepository:

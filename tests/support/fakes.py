@@ -37,7 +37,7 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 from domain.billing import BillingAccount, BillingAccountState, BillingDetails, ProviderCustomer
 from domain.change_previews import ChangePreview, PreviewLine
-from domain.provider_sync import ProviderCustomerState
+from domain.provider_sync import ProviderCustomerState, RegisteredEndpoint
 from domain.errors import (
     CommandError,
     CommandIdReused,
@@ -79,6 +79,7 @@ from tests.support.fake_events import (
     FakeEventOutbox,
     FakeEventStream,
     FakeRelayLock,
+    FakeStripeEndpointRepository,
     FakeWebhookDeliveryRepository,
     FakeWebhookEndpointRepository,
     FakeWebhookSender,
@@ -528,6 +529,7 @@ class FakeUnitOfWork:
         self.events = FakeEventOutbox(self._tx)
         self.webhook_endpoints = FakeWebhookEndpointRepository(self._tx)
         self.webhook_deliveries = FakeWebhookDeliveryRepository(self._tx)
+        self.stripe_endpoints = FakeStripeEndpointRepository(self._tx)
 
     def __enter__(self) -> Self:
         self._tx.rollback()
@@ -591,6 +593,8 @@ class FakeBillingProvider:
         self._ids = itertools.count(1)
         self.declining: set[str] = set()
         self.deleted_customers: set[str] = set()
+        self.webhook_endpoints: dict[str, tuple[str, tuple[str, ...]]] = {}
+        """Endpoint id → its URL and event types."""
         self.customer_of: dict[str, str] = {}
         """Subscription id → its customer."""
 
@@ -691,6 +695,27 @@ class FakeBillingProvider:
         for subscription_id, owner in self.customer_of.items():
             if owner == customer_id and subscription_id in self.subscriptions:
                 self._replace(subscription_id, status="canceled")
+
+    def register_webhook_endpoint(
+        self, url: str, event_types: Sequence[str], known_ids: set[str]
+    ) -> RegisteredEndpoint:
+        def register() -> RegisteredEndpoint:
+            existing = [id_ for id_, (at, _) in self.webhook_endpoints.items() if at == url]
+            known = [id_ for id_ in existing if id_ in known_ids]
+            if known:
+                self.webhook_endpoints[known[0]] = (url, tuple(event_types))
+                return RegisteredEndpoint(known[0], None)
+            endpoint_id = f"we_{next(self._ids)}"
+            self.webhook_endpoints[endpoint_id] = (url, tuple(event_types))
+            for old in existing:
+                del self.webhook_endpoints[old]
+            return RegisteredEndpoint(endpoint_id, f"whsec_{endpoint_id}", tuple(existing))
+
+        arguments = (url, tuple(event_types), frozenset(known_ids))
+        registered: RegisteredEndpoint = self._call(
+            "register_webhook_endpoint", None, arguments, register
+        )
+        return registered
 
     def create_plan_price(self, plan: ProviderPlan, *, idempotency_key: str) -> ProviderPrice:
         def create() -> ProviderPrice:

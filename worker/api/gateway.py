@@ -121,6 +121,11 @@ class CommandGateway:
             )
         return record
 
+    def publish(self, record: CommandRecord) -> None:
+        """Publish a recorded command (a failure is logged: the stalled-command sweep
+        publishes it again)."""
+        self._publish(record)
+
     def _publish(self, record: CommandRecord) -> None:
         try:
             publish_recorded(record, CeleryPublisher(self.celery), self.commands)

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from domain.event_ports import RecordedEvent
 from domain.events import Event
+from domain.provider_sync import StripeEndpoint
 from domain.webhooks import (
     DeliveryClaim,
     DeliveryState,
@@ -19,7 +20,12 @@ from domain.webhooks import (
     WebhookEndpoint,
 )
 from worker.db.mapping import RowMapping
-from worker.db.models import EventRow, WebhookDeliveryRow, WebhookEndpointRow
+from worker.db.models import (
+    EventRow,
+    StripeEndpointRow,
+    WebhookDeliveryRow,
+    WebhookEndpointRow,
+)
 from worker.db.repositories import _RowRepository
 
 _UNFINISHED = (DeliveryState.PENDING.value, DeliveryState.DELIVERING.value)
@@ -229,3 +235,16 @@ class SqlWebhookDeliveryRepository(_RowRepository[WebhookDelivery, WebhookDelive
             delete(row).where(row.id.in_(oldest)).execution_options(synchronize_session=False)
         )
         return cast(CursorResult[Any], deleted).rowcount
+
+
+class SqlStripeEndpointRepository(_RowRepository[StripeEndpoint, StripeEndpointRow]):
+    mapping = RowMapping(StripeEndpoint, StripeEndpointRow)
+
+    def get(self, endpoint_id: str) -> StripeEndpoint | None:
+        return self._by_id(endpoint_id)
+
+    def all(self) -> list[StripeEndpoint]:
+        return self._all(select(StripeEndpointRow).order_by(StripeEndpointRow.created_at))
+
+    def remove(self, endpoint_id: str) -> None:
+        self._session.execute(delete(StripeEndpointRow).where(StripeEndpointRow.id == endpoint_id))

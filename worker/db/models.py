@@ -245,6 +245,18 @@ class EventRow(Base):
     published_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
 
 
+class StripeEndpointRow(Base):
+    """Our webhook endpoints at Stripe and their signing secrets."""
+
+    __tablename__ = "stripe_endpoints"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    url: Mapped[str] = mapped_column(String(2048))
+    secret: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class WebhookEndpointRow(Base):
     __tablename__ = "webhook_endpoints"
 

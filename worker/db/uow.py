@@ -12,6 +12,7 @@ from domain.errors import UniquenessViolation
 from worker.db.engine import session_factory
 from worker.db.events import (
     SqlEventOutbox,
+    SqlStripeEndpointRepository,
     SqlWebhookDeliveryRepository,
     SqlWebhookEndpointRepository,
 )
@@ -40,6 +41,7 @@ class SqlUnitOfWork:
         self.events = SqlEventOutbox(self.session)
         self.webhook_endpoints = SqlWebhookEndpointRepository(self.session)
         self.webhook_deliveries = SqlWebhookDeliveryRepository(self.session)
+        self.stripe_endpoints = SqlStripeEndpointRepository(self.session)
         return self
 
     def __exit__(

@@ -1,0 +1,141 @@
+"""``POST /webhooks/stripe``: Stripe's events in, verified, one command each.
+
+No Basic auth: Stripe signs every delivery (``Stripe-Signature``) with the endpoint's secret,
+verified here over the raw body against every secret we accept (those `billing-worker stripe
+webhooks register` stored, and ``BILLING_STRIPE_WEBHOOK_SECRETS``), within Stripe's 300 s
+tolerance. A verified event we handle is recorded as one command, ``stripe:{event_id}`` (a
+second delivery of it is the same command), and published; the answer is 200 once it is
+recorded, before it runs. An event of a type we do not handle is answered 200 and counted.
+A bad, missing or stale signature is a 400 with the error body, and records nothing; a body
+over 256 KiB is a 413. Bad signatures cost an HMAC each and are never held back, so a flood
+of them does not slow Stripe's valid deliveries.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from anyio import to_thread
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import IntegrityError
+
+from domain.errors import ErrorCode, error_info
+from domain.provider_sync import SyncStripeObject
+from tasks.handlers.stripe_endpoints import stripe_endpoint_secrets
+from worker import metrics
+from worker.api.state import ApiState, State
+from worker.stripe_provider import BadSignature, verify_stripe_event
+
+router = APIRouter()
+
+MAX_EVENT_BYTES = 256 * 1024
+"""Stripe's events are a few KiB; anything this large is not one."""
+SECRETS_CACHE_SECONDS = 5.0
+
+
+def _error(status: int, code: ErrorCode, message: str, reason: str) -> JSONResponse:
+    body = {"code": int(code), "message": message, "details": [error_info(reason)]}
+    return JSONResponse(body, status_code=status)
+
+
+@router.post(
+    "/webhooks/stripe",
+    operation_id="receive_stripe_event",
+    summary="Stripe's webhook events (signed by Stripe; no Basic auth)",
+    description="Verifies `Stripe-Signature` over the raw body, records one command per "
+    "event (`stripe:{event_id}`: a redelivery is the same command) and answers 200 before "
+    "the event is processed. Unhandled event types are answered 200 and counted. A bad, "
+    "missing or stale signature is a 400 and records nothing; a body over 256 KiB is a 413.",
+    responses={
+        200: {"description": "Received (recorded, a duplicate, or a type not handled)."},
+        400: {"description": "The signature does not verify: nothing recorded."},
+        413: {"description": "The body is larger than an event can be."},
+    },
+)
+async def receive_stripe_event(request: Request, state: State) -> JSONResponse:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_EVENT_BYTES:
+        return _too_large()
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > MAX_EVENT_BYTES:
+            return _too_large()
+    secrets = await _secrets(state)
+    try:
+        event = verify_stripe_event(bytes(body), request.headers.get("stripe-signature"), secrets)
+    except BadSignature as refusal:
+        metrics.stripe_event_received("unknown", "rejected")
+        return _error(
+            400, ErrorCode.INVALID_ARGUMENT, f"invalid Stripe webhook: {refusal}",
+            "STRIPE_SIGNATURE_INVALID",
+        )  # fmt: skip
+    if not event.is_handled:
+        metrics.stripe_event_received(event.type, "ignored")
+        return JSONResponse({"received": True, "handled": False})
+    assert event.object_type is not None
+    assert event.object_id is not None
+    command = SyncStripeObject(
+        command_id=SyncStripeObject.command_id_for(event.id),
+        object_type=event.object_type,
+        object_id=event.object_id,
+        event_id=event.id,
+        event_type=event.type,
+    )
+    duplicate = not await to_thread.run_sync(_record, state, command)
+    metrics.stripe_event_received(event.type, "duplicate" if duplicate else "accepted")
+    return JSONResponse(
+        {
+            "received": True,
+            "handled": True,
+            "command_id": command.command_id,
+            "duplicate": duplicate,
+        }
+    )
+
+
+def _too_large() -> JSONResponse:
+    metrics.stripe_event_received("unknown", "too_large")
+    return _error(
+        413, ErrorCode.INVALID_ARGUMENT, f"a Stripe event is at most {MAX_EVENT_BYTES} bytes",
+        "STRIPE_EVENT_TOO_LARGE",
+    )  # fmt: skip
+
+
+def _record(state: ApiState, command: SyncStripeObject) -> bool:
+    """Record and publish the event's command; ``False`` when it was recorded before."""
+    gateway = state.gateway
+    try:
+        record = gateway.commands.accept(
+            command_id=command.command_id,
+            command_type=command.TASK_NAME,
+            payload=command.model_dump(mode="json"),
+            client_id=None,
+            idempotency_key=None,
+            request_fingerprint=None,
+        )
+    except IntegrityError:
+        return False
+    gateway.publish(record)
+    return True
+
+
+_cached: dict[str, Any] = {"at": -1e9, "secrets": []}
+
+
+async def _secrets(state: ApiState) -> list[str]:
+    """Every secret we accept: the settings' and the stored endpoints' (read every few
+    seconds, so that `stripe webhooks register` takes effect without a restart)."""
+    now = time.monotonic()
+    if now - _cached["at"] > SECRETS_CACHE_SECONDS:
+        stored = await to_thread.run_sync(stripe_endpoint_secrets, state.svc)
+        configured = [
+            secret.strip()
+            for secret in state.svc.settings.stripe_webhook_secrets.split(",")
+            if secret.strip()
+        ]
+        _cached.update(at=now, secrets=configured + stored)
+    secrets: list[str] = _cached["secrets"]
+    return secrets
