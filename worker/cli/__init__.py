@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from worker.cli import processes
+from worker.cli import processes, stripe_sync  # noqa: F401 - stripe_sync adds to `stripe`
 from worker.cli.base import RootGroup
 from worker.cli.clients import clients
 from worker.cli.clock import clock
