@@ -361,6 +361,7 @@ class LocalStack:
         (registered with the emulator) and a subscription to the first plan."""
         from domain.billing import BillingDetails, CreateBillingAccount
         from domain.plans import PlanSpec
+        from domain.subscriptions import SubscriptionTerms
         from tasks.handlers.billing import create_billing_account
         from tasks.handlers.plans import create_plan, list_plans
         from tasks.handlers.subscribe import create_subscription
@@ -397,6 +398,10 @@ class LocalStack:
             billing_account_id=DEMO_BILLING_ACCOUNT_ID,
             plan_ref=DEMO_PLANS[0][1],
             subscription_id=DEMO_SUBSCRIPTION_ID,
+            # The emulator collects the demo's invoices (a card that always pays), so that
+            # moving the clock by months leaves it active rather than past due on unpaid
+            # invoices (`emulator payments fail` shows dunning).
+            terms=SubscriptionTerms(collection_method="charge_automatically"),
         )
 
     def watch(self) -> bool:

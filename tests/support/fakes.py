@@ -37,7 +37,6 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 from domain.billing import BillingAccount, BillingAccountState, BillingDetails, ProviderCustomer
 from domain.change_previews import ChangePreview, PreviewLine
-from domain.provider_sync import ProviderCustomerState, RegisteredEndpoint
 from domain.errors import (
     CommandError,
     CommandIdReused,
@@ -64,6 +63,7 @@ from domain.ports import (
     RunnerPolicy,
     UnitOfWork,
 )
+from domain.provider_sync import ProviderCustomerState, RegisteredEndpoint
 from domain.rate_budget import BudgetUsage, CallKind, Priority, RateBudget
 from domain.retention import PRUNABLE_STATUSES, CommandRetention
 from domain.scheduled_changes import (

@@ -49,6 +49,10 @@ TEST_SETTINGS = {
     "BILLING_AUTH_MAX_FAILURES_PER_SOURCE": "100000",
     # The tests' webhook receivers listen on 127.0.0.1.
     "BILLING_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
+    # Stripe events the tests sign themselves (tests/support/stripe_events.py).
+    "BILLING_STRIPE_WEBHOOK_SECRETS": "whsec_tests_first,whsec_tests_second",
+    # The sweep stays out of the way of tests that count Stripe's reads.
+    "BILLING_RECONCILE_INTERVAL_SECONDS": "3600",
 }
 
 
