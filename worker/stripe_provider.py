@@ -310,10 +310,11 @@ class StripeBillingProvider:
             "retrieve customer",
             lambda: self._client.v1.customers.retrieve(customer_id),
         )
-        metadata = getattr(found, "metadata", None) or {}
+        document = found.to_dict()
+        metadata = document.get("metadata") or {}
         return ProviderCustomerState(
-            id=str(found.id),
-            deleted=bool(getattr(found, "deleted", False)),
+            id=str(document["id"]),
+            deleted=bool(document.get("deleted", False)),
             billing_account_id=metadata.get("billing_account_id"),
         )
 

@@ -20,10 +20,12 @@ What changed is emitted as events (``subscription.synced``,
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Any
 
-from domain.errors import InvalidArgument
+from domain.errors import CommandError, InvalidArgument
 from domain.events import BillingAccountCustomerDeleted, PlanChangeSkipped, SubscriptionSynced
 from domain.ports import HandlerContext, UnitOfWork
 from domain.provider_sync import StripeObjectSynced, SyncSource, SyncStripeObject
@@ -228,14 +230,21 @@ def reconcile_with_stripe(svc: HandlerContext, reads: int) -> dict[str, int]:
             if (subscription := uow.subscriptions.get(subscription_id)) is not None
         }
     found: dict[str, int] = {}
-    outcomes = [
-        sync_customer(customer_id, svc, source="sweep")
+    jobs: list[tuple[str, Callable[[], StripeObjectSynced]]] = [
+        (customer_id, partial(sync_customer, customer_id, svc, source="sweep"))
         for customer_id in customer_of.values()
         if customer_id is not None
-    ] + [
-        sync_subscription(provider_id, svc, source="sweep") for provider_id in provider_of.values()
     ]
-    for outcome in outcomes:
+    jobs += [
+        (provider_id, partial(sync_subscription, provider_id, svc, source="sweep"))
+        for provider_id in provider_of.values()
+    ]
+    for object_id, job in jobs:
+        try:
+            outcome = job()
+        except CommandError as refusal:  # this one object; the others are still read
+            logger.warning("reconciliation could not read %s: %s", object_id, refusal)
+            continue
         for kind in outcome.drift:
             found[kind] = found.get(kind, 0) + 1
     if found:

@@ -237,3 +237,52 @@ def test_an_unavailable_stripe_is_a_transient_error(
 
     with pytest.raises(TransientError):
         provider.get_subscription("sub_whatever")
+
+
+# --- Stripe's truth flowing in ------------------------------------------------------------------
+
+
+def test_a_customer_reads_live_with_its_account_then_deleted(
+    provider: StripeBillingProvider, sdk: stripe.StripeClient
+) -> None:
+    customer = provider.create_customer(
+        ProviderCustomer(
+            billing_account_id="ba_7",
+            org_id="org_7",
+            name="Acme",
+            email="billing@acme.example",
+            phone="",
+            address=Address(),
+            tax_ids=(),
+            metadata={"billing_account_id": "ba_7"},
+        ),
+        idempotency_key="ba_7:create",
+    )
+
+    live = provider.get_customer(customer)
+    sdk.v1.customers.delete(customer)
+    gone = provider.get_customer(customer)
+
+    assert (live.deleted, live.billing_account_id) == (False, "ba_7")
+    assert gone.deleted is True
+
+
+def test_a_subscription_reads_its_cancel_at_anchor_and_interval(
+    provider: StripeBillingProvider, sdk: stripe.StripeClient
+) -> None:
+    starter, _ = prices(provider)
+    created = provider.create_subscription(
+        customer_id(provider),
+        starter.price_id,
+        SubscriptionTerms(),
+        metadata=METADATA,
+        idempotency_key="sub_local_1:create",
+    )
+    sdk.v1.subscriptions.update(created.id, params={"cancel_at_period_end": True})
+
+    read = provider.get_subscription(created.id)
+
+    assert read.cancel_at == read.current_period_end
+    assert read.billing_cycle_anchor == created.current_period_start
+    assert (read.interval, read.interval_count) == ("month", 1)
+    assert read.next_period_end(read.current_period_end) > read.current_period_end
