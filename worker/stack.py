@@ -181,6 +181,12 @@ class LocalStack:
                 demo_subscription = True
             except Exception as error:  # the stack is still useful without the demo
                 echo(f"warning: could not make the demo subscription: {error}")
+            reachable = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host
+            stripe_events_url = f"http://{reachable}:{settings.api_port}/webhooks/stripe"
+            try:
+                self._wire_stripe_events(emulator_url, emulator_key, stripe_events_url)
+            except Exception as error:  # the sweep still brings Stripe's changes in
+                echo(f"warning: could not register the emulator's webhooks: {error}")
 
         flower_password = (
             settings.flower_password.get_secret_value()
@@ -403,6 +409,21 @@ class LocalStack:
             # invoices (`emulator payments fail` shows dunning).
             terms=SubscriptionTerms(collection_method="charge_automatically"),
         )
+
+    def _wire_stripe_events(self, emulator_url: str, emulator_key: str, url: str) -> None:
+        """The emulator's events go to this stack's API, as Stripe's would go to a
+        deployment's (`billing-worker stripe webhooks register`)."""
+        from tasks.handlers.stripe_endpoints import register_stripe_endpoint
+        from worker.bootstrap import build_services
+        from worker.clock import SystemClock
+        from worker.stripe_provider import StripeBillingProvider
+
+        svc = build_services(
+            self.settings,
+            clock=SystemClock(),
+            provider=StripeBillingProvider(emulator_key, api_base=emulator_url, timeout=10),
+        )
+        register_stripe_endpoint(svc, url)
 
     def watch(self) -> bool:
         """Block until interrupted; returns False when a child died (and says which)."""
