@@ -23,8 +23,8 @@ When emulator time reaches a subscription's ``period_end``:
 
 Other subscription events: a pending update expires (``pending_update.expires_at``: dropped,
 its invoice voided) and an ``incomplete`` subscription whose first invoice was not paid within
-23 h becomes ``incomplete_expired`` (invoice voided). Invoice events are payment retries and
-``send_invoice`` due dates (see payments.py).
+23 h becomes ``incomplete_expired`` (invoice voided). Invoice events are payment retries (see
+payments.py).
 
 The invoice of a renewal is finalized at once; Stripe leaves it a draft for about an hour
 when webhook endpoints exist (see payments.py).

@@ -12,8 +12,10 @@ every attempt fails with ``card_declined``, retries included, until
 * The customer's balance is applied on finalization; a total at or below 0 is paid at once
   (a negative total becomes credit on the customer's ``balance``).
 * ``charge_automatically``: one attempt at once. ``send_invoice``: no attempt, ``due_date`` =
-  finalization + ``days_until_due`` days; an invoice still open then makes its subscription
-  ``past_due``.
+  finalization + ``days_until_due`` days, and the invoice stays ``open`` until paid
+  (``POST /v1/invoices/{id}/pay``). Stripe also turns the subscription ``past_due`` once such
+  an invoice is past its due date; the emulator leaves it as it is (``active``), which is what
+  billing-worker's local stack relies on (its subscriptions send invoices nobody pays).
 * A failed attempt marks the customer ``delinquent`` and, for a renewal or an update's invoice,
   makes the subscription ``past_due``; the invoice is retried every
   ``retry_interval_seconds`` of emulator time up to ``retries`` times (``attempt_count``,
@@ -67,7 +69,6 @@ def commit(store: Store, draft: Draft, now: int) -> Record:
     invoice["status_transitions"]["finalized_at"] = now
     if invoice["collection_method"] == "send_invoice":
         invoice["due_date"] = now + (subscription["days_until_due"] or 0) * DAY
-        store.schedule(invoice["due_date"], invoice_id)
     store.add_invoice(invoice)
     for item in draft.new_items:
         item["invoice"] = invoice_id
@@ -206,23 +207,16 @@ def open_invoices(store: Store, customer_id: str) -> list[Record]:
 
 
 def invoice_due(store: Store, invoice_id: str, when: int) -> bool:
-    """A timeline event of an invoice: a retry, or a ``send_invoice`` due date passing."""
+    """A timeline event of an invoice: a payment retry."""
     invoice = store.invoices.get(invoice_id)
-    if invoice is None or invoice["status"] != "open":
+    if invoice is None or invoice["status"] != "open" or invoice["next_payment_attempt"] != when:
         return False
-    if invoice["next_payment_attempt"] == when:
-        subscription = subscription_of(store, invoice)
-        if subscription is None or subscription["status"] == "canceled":
-            invoice["next_payment_attempt"] = None  # Stripe stops retrying for an ended one
-            return False
-        attempt_payment(store, invoice, when)
-        return True
-    if invoice["collection_method"] == "send_invoice" and invoice["due_date"] == when:
-        subscription = subscription_of(store, invoice)
-        if subscription is not None and subscription["status"] in ("active", "trialing"):
-            subscription["status"] = "past_due"
-        return True
-    return False
+    subscription = subscription_of(store, invoice)
+    if subscription is None or subscription["status"] == "canceled":
+        invoice["next_payment_attempt"] = None  # Stripe stops retrying for an ended one
+        return False
+    attempt_payment(store, invoice, when)
+    return True
 
 
 # The payments admin API -------------------------------------------------------------------------
