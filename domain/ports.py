@@ -16,9 +16,9 @@ from domain.billing import BillingAccount, ProviderCustomer
 from domain.change_previews import ChangePreview
 from domain.event_ports import (
     EventOutbox,
-    StripeEndpointRepository,
     EventStream,
     RelayLock,
+    StripeEndpointRepository,
     WebhookDeliveryRepository,
     WebhookEndpointRepository,
     WebhookSender,
