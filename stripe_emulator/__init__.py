@@ -1,11 +1,11 @@
 """A Stripe API emulator: a real HTTP server the ``stripe`` SDK talks to as it talks to Stripe.
 
 Serves customers (with tax IDs and search), products, prices (in Stripe's currencies),
-subscriptions and subscription items, and the invoices and invoice items subscriptions make,
-with Stripe's wire protocol (form encoding, bracket notation, ``expand[]``, list and search
-objects), errors, idempotency rules and rate limit, plus an admin API under ``/_emulator`` to
-drive a clock, make a customer's payments fail or succeed, set dunning rules, inject faults
-and read a request log.
+subscriptions (with search) and subscription items, and the invoices and invoice items
+subscriptions make, with Stripe's wire protocol (form encoding, bracket notation,
+``expand[]``, list and search objects), errors, idempotency rules and rate limit, plus an admin
+API under ``/_emulator`` to drive a clock, make a customer's payments fail or succeed, set
+dunning rules, inject faults and read a request log.
 
 Billing follows Stripe's: a subscription is invoiced on creation and at every renewal (at the
 item's price at that instant), changes are prorated to the second (``proration_behavior``,

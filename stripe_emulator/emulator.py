@@ -17,6 +17,7 @@ from stripe_emulator.resources import (
     catalog,
     customers,
     invoices,
+    subscription_search,
     subscription_updates,
     subscriptions,
 )
@@ -26,6 +27,7 @@ from stripe_emulator.state import STATE_VERSION, Store, load_json, save_json
 ENDPOINTS: tuple[Endpoint, ...] = (
     *customers.ROUTES,
     *catalog.ROUTES,
+    *subscription_search.ROUTES,
     *subscriptions.ROUTES,
     *subscription_updates.ROUTES,
     *invoices.ROUTES,

@@ -201,19 +201,7 @@ def search_(ctx: Ctx, params: dict[str, Any]) -> Record:
     query = search.parse(params["query"], search.CUSTOMER_FIELDS, "customers")
     matches = search.matcher(query)
     records = [record for record in newest_first(ctx.store.customers) if matches(record)]
-    offset = search.page_offset(params["page"]) if "page" in params else 0
-    limit: int = params.get("limit", 10)
-    page = records[offset : offset + limit]
-    has_more = offset + limit < len(records)
-    return {
-        "object": "search_result",
-        "data": page,
-        "has_more": has_more,
-        "next_page": search.page_token(offset + limit) if has_more else None,
-        "url": "/v1/customers/search",
-        # Sent only when the client expands total_count (see expand.py), removed otherwise.
-        "total_count": len(records),
-    }
+    return search.result(records, params, "/v1/customers/search")
 
 
 def create_tax_id(ctx: Ctx, params: dict[str, Any]) -> Record:

@@ -2,7 +2,8 @@
 
 Routes: ``POST/GET /v1/subscriptions``, ``GET/DELETE /v1/subscriptions/{id}``,
 ``GET /v1/subscription_items`` (``subscription`` required), ``GET /v1/subscription_items/{item}``;
-updates (``POST /v1/subscriptions/{id}``) are in :mod:`.subscription_updates`.
+updates (``POST /v1/subscriptions/{id}``) are in :mod:`.subscription_updates`, search
+(``GET /v1/subscriptions/search``) in :mod:`.subscription_search`.
 
 Creating a subscription creates its first invoice (``billing_reason: subscription_create``),
 finalized and collected at once (:mod:`stripe_emulator.payments`): the first period's lines,
