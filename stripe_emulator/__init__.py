@@ -1,11 +1,11 @@
 """A Stripe API emulator: a real HTTP server the ``stripe`` SDK talks to as it talks to Stripe.
 
 Serves customers (with tax IDs and search), products, prices (in Stripe's currencies),
-subscriptions (with search) and subscription items, and the invoices and invoice items
-subscriptions make, with Stripe's wire protocol (form encoding, bracket notation,
-``expand[]``, list and search objects), errors, idempotency rules and rate limit, plus an admin
-API under ``/_emulator`` to drive a clock, make a customer's payments fail or succeed, set
-dunning rules, inject faults and read a request log.
+subscriptions (with search) and subscription items, the invoices and invoice items
+subscriptions make, and the events all of it records, with Stripe's wire protocol (form
+encoding, bracket notation, ``expand[]``, list and search objects), errors, idempotency rules
+and rate limit, plus an admin API under ``/_emulator`` to drive a clock, make a customer's
+payments fail or succeed, set dunning rules, inject faults and read a request log.
 
 Billing follows Stripe's: a subscription is invoiced on creation and at every renewal (at the
 item's price at that instant), changes are prorated to the second (``proration_behavior``,
@@ -15,9 +15,14 @@ declined payment follows ``payment_behavior`` and the dunning rules as emulator 
 (see ``billing.py``, ``changes.py``, ``invoicing.py``, ``payments.py``). There are no payment
 methods: charges succeed unless the admin API says a customer's fail.
 
+Events follow Stripe's too: every write and every time-driven change (a renewal, a trial
+ending, a retry, a cancel taking effect) records ``evt_`` objects with a snapshot of the object
+and, on updates, ``previous_attributes`` (``events.py``; what is recorded when:
+``recorder.py``), readable at ``GET /v1/events``.
+
 Run it: ``python -m stripe_emulator --host 127.0.0.1 --port 12111`` (or ``stripe-emulator``;
-``--api-key``, ``--rate-limit``, ``--state-file``), or :func:`serve` / :func:`create_app` from
-code, and point the SDK at it:
+``--api-key``, ``--rate-limit``, ``--state-file``, ``--event-log-size``), or :func:`serve` /
+:func:`create_app` from code, and point the SDK at it:
 ``stripe.StripeClient(key, base_addresses={"api": "http://127.0.0.1:12111"})``.
 
 A distribution of its own (``billing-stripe-emulator``: ``pip install -e ./stripe_emulator``)

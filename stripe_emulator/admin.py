@@ -7,8 +7,9 @@ log. Errors are ``400 {"error": "<message>"}`` (``404`` for an unknown fault id)
 Method      Path                              Effect
 ==========  ================================  ================================================
 GET         /_emulator/health                 ``{"status": "ok", "now", "api_version"}``
-POST        /_emulator/reset                  forget all data (invoices, failing customers and
-                                              dunning rules included), idempotency keys, faults,
+POST        /_emulator/reset                  forget all data (invoices, failing customers,
+                                              dunning rules and events included), idempotency
+                                              keys, faults,
                                               the request log and the clock offset; rate limit
                                               back to the configured value; release hung
                                               requests
@@ -16,8 +17,9 @@ GET         /_emulator/clock                  ``{"now": <emulator unix time>, "o
 POST        /_emulator/clock/advance          body ``{"seconds": n}`` (n >= 0): move time
                                               forward; what fell due meanwhile happens in time
                                               order (renewals and their invoices, payment
-                                              retries, trial ends, cancels, expiries);
-                                              answers the clock plus ``rolled`` (events applied)
+                                              retries, trial ends, cancels, expiries), their
+                                              events recorded; answers the clock plus
+                                              ``rolled`` (timeline entries applied)
 POST        /_emulator/clock/set              body ``{"time": unix_ts}``: jump forward to ts
 GET         /_emulator/faults                 ``{"faults": [rule, ...]}``
 POST        /_emulator/faults                 body: a rule (``kind`` required; ``match``,
@@ -248,7 +250,12 @@ def routes(emulator: Emulator) -> list[Route]:
     async def succeed_payments(request: Request) -> dict[str, Any]:
         customer_id = await customer_in(request)
         now = emulator.tick()
-        paid = payments.succeed_payments(emulator.store, customer_id, now)
+        events = emulator.store.events
+        events.begin(now)  # what paying changes is recorded (with no request)
+        try:
+            paid = payments.succeed_payments(emulator.store, customer_id, now)
+        finally:
+            events.end()
         return {"customer": customer_id, "failing": False, "paid": paid}
 
     async def get_dunning(request: Request) -> dict[str, Any]:

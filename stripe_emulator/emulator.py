@@ -16,6 +16,7 @@ from stripe_emulator.reqlog import RequestLog
 from stripe_emulator.resources import (
     catalog,
     customers,
+    events,
     invoices,
     subscription_search,
     subscription_updates,
@@ -31,6 +32,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *subscriptions.ROUTES,
     *subscription_updates.ROUTES,
     *invoices.ROUTES,
+    *events.ROUTES,
 )
 
 
@@ -66,8 +68,8 @@ class Emulator:
         self.config = config
         self.api_keys = frozenset({config.api_key, *config.extra_api_keys})
         self.router = Router(ENDPOINTS)
-        self.store = Store()
         self.clock = Clock()
+        self.store = self._adopt(Store(config.event_log_size))
         self.idempotency = IdempotencyStore()
         self.faults = FaultEngine()
         self.limiter = RateLimiter(config.rate_limit_per_second)
@@ -81,9 +83,15 @@ class Emulator:
         self.idempotency.prune(now)
         return now
 
+    def _adopt(self, store: Store) -> Store:
+        """Wire a (new) store's event log to the clock."""
+        store.events.clock = self.clock.now
+        return store
+
     def reset(self) -> None:
-        """Forget data, idempotency keys, faults, the log and clock offset; release hangs."""
-        self.store = Store()
+        """Forget data (events included), idempotency keys, faults, the log and clock offset;
+        release hangs."""
+        self.store = self._adopt(Store(self.config.event_log_size))
         self.clock.reset()
         self.idempotency.clear()
         self.faults.clear()
@@ -110,7 +118,7 @@ class Emulator:
 
     def load(self, path: Path) -> None:
         document = load_json(path)
-        self.store = Store.from_json(document["store"])
+        self.store = self._adopt(Store.from_json(document["store"], self.config.event_log_size))
         self.clock.offset = float(document["clock_offset"])
         self.idempotency.clear()
         self.idempotency.load_json(document["idempotency"])

@@ -26,6 +26,7 @@ LENGTHS: Final[dict[str, int]] = {
     "il_tmp": 24,
     "upcoming_in": 24,
     "req": 14,
+    "evt": 24,
 }
 
 

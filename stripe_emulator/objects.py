@@ -270,7 +270,7 @@ def list_object(url: str, data: list[Record], has_more: bool) -> Record:
 def render_item(store: Store, item: Record) -> Record:
     price_record = store.prices[item["price"]]
     rendered = dict(item)
-    rendered["price"] = price_record
+    rendered["price"] = dict(price_record)  # a copy: events keep renderings as snapshots
     rendered["plan"] = plan_from_price(price_record)
     return rendered
 

@@ -6,6 +6,9 @@ item's price are stored as ids and rendered at response time (see
 :mod:`stripe_emulator.objects`), so updating a price shows up on every subscription. Invoices
 are stored whole, their lines inline, as Stripe fixes them once finalized.
 
+The store also holds the events recorded (:class:`stripe_emulator.events.EventLog`); they are
+in the state file, and a state file from before events existed still loads.
+
 The emulator serves requests on one asyncio thread and handlers never await, so each request's
 reads and writes are atomic without locks.
 """
@@ -17,6 +20,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+from stripe_emulator.events import DEFAULT_CAP, EventLog
 
 Record = dict[str, Any]
 
@@ -32,9 +37,9 @@ DEFAULT_DUNNING: Record = {
 
 
 class Store:
-    """All emulated Stripe objects and their indexes."""
+    """All emulated Stripe objects and their indexes, and the events recorded."""
 
-    def __init__(self) -> None:
+    def __init__(self, event_cap: int = DEFAULT_CAP) -> None:
         self.customers: dict[str, Record] = {}
         self.deleted_customers: set[str] = set()
         self.tax_ids: dict[str, Record] = {}
@@ -62,6 +67,7 @@ class Store:
         # Min-heap of (time of the next lifecycle event, subscription or invoice id). Entries can
         # be stale; billing.roll_subscriptions checks each against its object before acting.
         self.timeline: list[tuple[int, str]] = []
+        self.events = EventLog({}, event_cap)
 
     def schedule(self, when: int, object_id: str) -> None:
         heapq.heappush(self.timeline, (when, object_id))
@@ -92,11 +98,12 @@ class Store:
             "failing_customers": sorted(self.failing_customers),
             "dunning": self.dunning,
             "timeline": self.timeline,
+            "events": self.events.to_json(),
         }
 
     @classmethod
-    def from_json(cls, data: Record) -> Store:
-        store = cls()
+    def from_json(cls, data: Record, event_cap: int = DEFAULT_CAP) -> Store:
+        store = cls(event_cap)
         store.customers = data["customers"]
         store.deleted_customers = set(data["deleted_customers"])
         store.tax_ids = data["tax_ids"]
@@ -121,6 +128,7 @@ class Store:
         store.dunning = data.get("dunning", dict(DEFAULT_DUNNING))
         store.timeline = [(int(when), str(sub)) for when, sub in data["timeline"]]
         heapq.heapify(store.timeline)
+        store.events.load_json(data.get("events", []))  # absent from older state files
         return store
 
 

@@ -112,6 +112,17 @@ class StripeTarget:
         self.products.append(price.product if isinstance(price.product, str) else price.product.id)
         return price
 
+    def events_about(self, object_id: str, *types: str) -> list[stripe.Event]:
+        """The recent events (newest first) whose ``data.object`` is ``object_id``, of ``types``
+        if given."""
+        params: dict[str, object] = {"limit": 100}
+        if types:
+            params["types"] = list(types)
+        listed = self.client.v1.events.list(params=params)  # type: ignore[arg-type]
+        return [
+            event for event in listed.data if event.data.object.to_dict().get("id") == object_id
+        ]
+
     # Time and payments: the emulator's admin API, or a test clock and test cards on Stripe.
 
     def billing_customer(self, **params: object) -> stripe.Customer:

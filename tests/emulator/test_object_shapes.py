@@ -141,6 +141,16 @@ def test_listed_lines_and_previews_have_the_fixture_key_sets(
     assert _keys(served[object_type]) == sorted(fixtures[fixture])
 
 
+def test_events_have_exactly_the_fixture_key_set(
+    fixtures: dict[str, Any], emulator_client: stripe.StripeClient
+) -> None:
+    emulator_client.v1.customers.create(params={"name": "Shapes"})
+    event = emulator_client.v1.events.list().data[0]
+
+    assert _keys(event) == sorted(fixtures["event"])
+    assert _keys(event.request) == sorted(fixtures["event"]["request"])
+
+
 def test_the_lines_list_embedded_in_an_invoice_has_the_list_keys(served: dict[str, Any]) -> None:
     assert _keys(served["invoice"].lines) == ["data", "has_more", "object", "url"]
 
