@@ -8,8 +8,8 @@ Method      Path                              Effect
 ==========  ================================  ================================================
 GET         /_emulator/health                 ``{"status": "ok", "now", "api_version"}``
 POST        /_emulator/reset                  forget all data (invoices, failing customers,
-                                              dunning rules and events included), idempotency
-                                              keys, faults,
+                                              dunning rules, events and webhook endpoints
+                                              included), idempotency keys, faults,
                                               the request log and the clock offset; rate limit
                                               back to the configured value; release hung
                                               requests

@@ -21,6 +21,7 @@ from stripe_emulator.resources import (
     subscription_search,
     subscription_updates,
     subscriptions,
+    webhook_endpoints,
 )
 from stripe_emulator.resources.common import Endpoint
 from stripe_emulator.state import STATE_VERSION, Store, load_json, save_json
@@ -33,6 +34,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *subscription_updates.ROUTES,
     *invoices.ROUTES,
     *events.ROUTES,
+    *webhook_endpoints.ROUTES,
 )
 
 
@@ -89,8 +91,8 @@ class Emulator:
         return store
 
     def reset(self) -> None:
-        """Forget data (events included), idempotency keys, faults, the log and clock offset;
-        release hangs."""
+        """Forget data (events and webhook endpoints included), idempotency keys, faults, the
+        log and clock offset; release hangs."""
         self.store = self._adopt(Store(self.config.event_log_size))
         self.clock.reset()
         self.idempotency.clear()

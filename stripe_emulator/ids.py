@@ -27,6 +27,8 @@ LENGTHS: Final[dict[str, int]] = {
     "upcoming_in": 24,
     "req": 14,
     "evt": 24,
+    "we": 24,
+    "whsec": 32,
 }
 
 

@@ -256,6 +256,24 @@ def subscription_item(
     }
 
 
+def webhook_endpoint(endpoint_id: str, created: int, fields: dict[str, Any]) -> Record:
+    """A webhook endpoint as stored and served (its ``secret`` is kept apart, see
+    :mod:`stripe_emulator.resources.webhook_endpoints`)."""
+    return {
+        "id": endpoint_id,
+        "object": "webhook_endpoint",
+        "api_version": fields.get("api_version"),
+        "application": None,
+        "created": created,
+        "description": fields.get("description"),
+        "enabled_events": fields["enabled_events"],
+        "livemode": False,
+        "metadata": fields.get("metadata", {}),
+        "status": "enabled",
+        "url": fields["url"],
+    }
+
+
 def deleted(object_id: str, object_type: str) -> Record:
     return {"id": object_id, "object": object_type, "deleted": True}
 

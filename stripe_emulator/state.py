@@ -6,8 +6,9 @@ item's price are stored as ids and rendered at response time (see
 :mod:`stripe_emulator.objects`), so updating a price shows up on every subscription. Invoices
 are stored whole, their lines inline, as Stripe fixes them once finalized.
 
-The store also holds the events recorded (:class:`stripe_emulator.events.EventLog`); they are
-in the state file, and a state file from before events existed still loads.
+The store also holds the events recorded (:class:`stripe_emulator.events.EventLog`) and the
+webhook endpoints they are delivered to, with their secrets; all of it is in the state file,
+and a state file from before any of these existed still loads.
 
 The emulator serves requests on one asyncio thread and handlers never await, so each request's
 reads and writes are atomic without locks.
@@ -37,7 +38,8 @@ DEFAULT_DUNNING: Record = {
 
 
 class Store:
-    """All emulated Stripe objects and their indexes, and the events recorded."""
+    """All emulated Stripe objects and their indexes, the events recorded and the webhook
+    endpoints they are sent to."""
 
     def __init__(self, event_cap: int = DEFAULT_CAP) -> None:
         self.customers: dict[str, Record] = {}
@@ -67,7 +69,11 @@ class Store:
         # Min-heap of (time of the next lifecycle event, subscription or invoice id). Entries can
         # be stale; billing.roll_subscriptions checks each against its object before acting.
         self.timeline: list[tuple[int, str]] = []
-        self.events = EventLog({}, event_cap)
+        # Webhook endpoints (Stripe's shape) and their signing secrets, kept apart because
+        # Stripe shows a secret only in the answer that creates it.
+        self.webhook_endpoints: dict[str, Record] = {}
+        self.webhook_secrets: dict[str, str] = {}
+        self.events = EventLog(self.webhook_endpoints, event_cap)
 
     def schedule(self, when: int, object_id: str) -> None:
         heapq.heappush(self.timeline, (when, object_id))
@@ -98,6 +104,8 @@ class Store:
             "failing_customers": sorted(self.failing_customers),
             "dunning": self.dunning,
             "timeline": self.timeline,
+            "webhook_endpoints": self.webhook_endpoints,
+            "webhook_secrets": self.webhook_secrets,
             "events": self.events.to_json(),
         }
 
@@ -128,7 +136,10 @@ class Store:
         store.dunning = data.get("dunning", dict(DEFAULT_DUNNING))
         store.timeline = [(int(when), str(sub)) for when, sub in data["timeline"]]
         heapq.heapify(store.timeline)
-        store.events.load_json(data.get("events", []))  # absent from older state files
+        # Absent from state files written before events were emulated.
+        store.webhook_endpoints.update(data.get("webhook_endpoints", {}))
+        store.webhook_secrets.update(data.get("webhook_secrets", {}))
+        store.events.load_json(data.get("events", []))
         return store
 
 

@@ -1,5 +1,5 @@
-"""Events: behaviour shared by the emulator and real Stripe test mode (real Stripe lists events
-a moment after a write, hence ``eventually``)."""
+"""Events and webhook endpoints: behaviour shared by the emulator and real Stripe test mode (real
+Stripe lists events a moment after a write, hence ``eventually``)."""
 
 from __future__ import annotations
 
@@ -86,3 +86,64 @@ def test_a_missing_event_is_a_404(stripe_target: StripeTarget) -> None:
         stripe_target.client.v1.events.retrieve("evt_doesnotexist000000000000")
 
     assert raised.value.http_status == 404
+
+
+def test_a_webhook_endpoint_shows_its_secret_only_in_the_answer_that_creates_it(
+    stripe_target: StripeTarget,
+) -> None:
+    client = stripe_target.client
+    created = stripe_target.webhook_endpoint(
+        url=f"https://example.com/hooks/{unique('wh')}",
+        enabled_events=["customer.created", "invoice.paid"],
+        description="billing hooks",
+        metadata={"team": "billing"},
+    )
+
+    retrieved = client.v1.webhook_endpoints.retrieve(created.id)
+    listed = client.v1.webhook_endpoints.list(params={"limit": 100})
+    updated = client.v1.webhook_endpoints.update(
+        created.id, params={"disabled": True, "enabled_events": ["*"]}
+    )
+    deleted = client.v1.webhook_endpoints.delete(created.id)
+
+    assert created.id.startswith("we_")
+    assert created.secret is not None
+    assert created.secret.startswith("whsec_")
+    assert created.status == "enabled"
+    assert created.enabled_events == ["customer.created", "invoice.paid"]
+    assert (created.description, created.to_dict()["metadata"]) == (
+        "billing hooks",
+        {"team": "billing"},
+    )
+    assert "secret" not in retrieved.to_dict()
+    assert retrieved.url == created.url
+    mine = [endpoint for endpoint in listed.data if endpoint.id == created.id]
+    assert len(mine) == 1
+    assert "secret" not in mine[0].to_dict()
+    assert (updated.status, updated.enabled_events) == ("disabled", ["*"])
+    assert "secret" not in updated.to_dict()
+    assert deleted.deleted is True
+    with pytest.raises(stripe.InvalidRequestError) as raised:
+        client.v1.webhook_endpoints.retrieve(created.id)
+    assert raised.value.http_status == 404
+
+
+@pytest.mark.parametrize(
+    ("params", "param"),
+    [
+        ({"url": "not a url", "enabled_events": ["customer.created"]}, "url"),
+        ({"url": "ftp://example.com/hooks", "enabled_events": ["customer.created"]}, "url"),
+        ({"url": "https://example.com/hooks", "enabled_events": ["customer.nonsense"]},
+         "enabled_events"),
+        ({"url": "https://example.com/hooks"}, "enabled_events"),
+    ],
+)  # fmt: skip
+def test_a_webhook_endpoint_needs_a_valid_url_and_known_event_types(
+    stripe_target: StripeTarget, params: dict[str, object], param: str
+) -> None:
+    with pytest.raises(stripe.InvalidRequestError) as raised:
+        stripe_target.webhook_endpoint(**params)
+
+    assert raised.value.http_status == 400
+    assert raised.value.param is not None
+    assert raised.value.param.startswith(param)

@@ -1,4 +1,4 @@
-"""Events in the state file, on reset, and the bound on events kept."""
+"""Events and webhook endpoints in the state file, on reset, and the bound on events kept."""
 
 from __future__ import annotations
 
@@ -15,12 +15,17 @@ from tests.emulator.support import running_emulator, sdk_client
 pytestmark = pytest.mark.emulator_only
 
 
-def test_events_survive_a_restart(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_events_and_webhook_endpoints_survive_a_restart(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     directory = tmp_path_factory.mktemp("events-state")
     args = ("--rate-limit", "0", "--state-file", str(directory / "stripe.json"))
 
     with running_emulator(directory / "first.log", *args) as first:
         client = sdk_client(first.url)
+        endpoint = client.v1.webhook_endpoints.create(
+            params={"url": "http://127.0.0.1:9/hooks", "enabled_events": ["invoice.paid"]}
+        )
         customer = client.v1.customers.create(params={"name": "Kept"})
         client.v1.customers.update(customer.id, params={"name": "Kept too"})
         before = client.v1.events.list().to_dict()
@@ -29,11 +34,14 @@ def test_events_survive_a_restart(tmp_path_factory: pytest.TempPathFactory) -> N
     with running_emulator(directory / "second.log", *args) as second:
         client = sdk_client(second.url)
         after = client.v1.events.list().to_dict()
+        endpoints = client.v1.webhook_endpoints.list()
         client.v1.customers.update(customer.id, params={"name": "Changed after"})
         newest = client.v1.events.list(params={"limit": 1}).data[0]
 
     assert after == before
     assert [event["type"] for event in after["data"]] == ["customer.updated", "customer.created"]
+    assert [e.id for e in endpoints.data] == [endpoint.id]
+    assert "secret" not in endpoints.data[0].to_dict()
     assert newest.data.to_dict()["previous_attributes"]["name"] == "Kept too"
 
 
@@ -42,7 +50,8 @@ def test_a_state_file_from_before_events_still_loads(
 ) -> None:
     directory = tmp_path_factory.mktemp("pre-events-state")
     state_file = directory / "stripe.json"
-    old_store = {k: v for k, v in Store().to_json().items() if k != "events"}
+    new_keys = {"events", "webhook_endpoints", "webhook_secrets"}
+    old_store = {k: v for k, v in Store().to_json().items() if k not in new_keys}
     state_file.write_text(
         json.dumps(
             {"version": STATE_VERSION, "clock_offset": 0, "store": old_store, "idempotency": []}
@@ -59,12 +68,18 @@ def test_a_state_file_from_before_events_still_loads(
     assert [event.type for event in recorded.data] == ["customer.created"]
 
 
-def test_reset_forgets_events(emulator_client: stripe.StripeClient, admin: EmulatorAdmin) -> None:
+def test_reset_forgets_events_and_webhook_endpoints(
+    emulator_client: stripe.StripeClient, admin: EmulatorAdmin
+) -> None:
+    emulator_client.v1.webhook_endpoints.create(
+        params={"url": "http://127.0.0.1:9/hooks", "enabled_events": ["*"]}
+    )
     emulator_client.v1.customers.create(params={"name": "Forgotten"})
 
     admin.reset()
 
     assert emulator_client.v1.events.list().data == []
+    assert emulator_client.v1.webhook_endpoints.list().data == []
 
 
 def test_only_the_newest_events_are_kept(tmp_path_factory: pytest.TempPathFactory) -> None:
