@@ -1,4 +1,9 @@
-"""The emulator's state as one object, and the route table of the Stripe API it serves."""
+"""The emulator's state as one object, and the route table of the Stripe API it serves.
+
+The state: the data (:class:`Store`, events and webhook endpoints included), the clock,
+idempotency keys, faults, the rate limiter, the request log and the webhook dispatcher
+(:mod:`stripe_emulator.webhooks`), which delivers the events of whichever store is current.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from stripe_emulator.resources import (
 )
 from stripe_emulator.resources.common import Endpoint
 from stripe_emulator.state import STATE_VERSION, Store, load_json, save_json
+from stripe_emulator.webhooks import Dispatcher
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     *customers.ROUTES,
@@ -71,6 +77,7 @@ class Emulator:
         self.api_keys = frozenset({config.api_key, *config.extra_api_keys})
         self.router = Router(ENDPOINTS)
         self.clock = Clock()
+        self.webhooks = Dispatcher(lambda: self.store)
         self.store = self._adopt(Store(config.event_log_size))
         self.idempotency = IdempotencyStore()
         self.faults = FaultEngine()
@@ -86,13 +93,15 @@ class Emulator:
         return now
 
     def _adopt(self, store: Store) -> Store:
-        """Wire a (new) store's event log to the clock."""
+        """Wire a (new) store's event log to the clock and the webhook dispatcher."""
         store.events.clock = self.clock.now
+        store.events.listener = self.webhooks.wake
         return store
 
     def reset(self) -> None:
-        """Forget data (events and webhook endpoints included), idempotency keys, faults, the
-        log and clock offset; release hangs."""
+        """Forget data (events and webhook endpoints included), idempotency keys, faults,
+        deliveries, the logs and clock offset; release hangs."""
+        self.webhooks.reset()
         self.store = self._adopt(Store(self.config.event_log_size))
         self.clock.reset()
         self.idempotency.clear()
@@ -120,6 +129,7 @@ class Emulator:
 
     def load(self, path: Path) -> None:
         document = load_json(path)
+        self.webhooks.reset()
         self.store = self._adopt(Store.from_json(document["store"], self.config.event_log_size))
         self.clock.offset = float(document["clock_offset"])
         self.idempotency.clear()

@@ -68,18 +68,24 @@ def test_a_state_file_from_before_events_still_loads(
     assert [event.type for event in recorded.data] == ["customer.created"]
 
 
-def test_reset_forgets_events_and_webhook_endpoints(
+def test_reset_forgets_events_webhook_endpoints_and_deliveries(
     emulator_client: stripe.StripeClient, admin: EmulatorAdmin
 ) -> None:
     emulator_client.v1.webhook_endpoints.create(
         params={"url": "http://127.0.0.1:9/hooks", "enabled_events": ["*"]}
     )
     emulator_client.v1.customers.create(params={"name": "Forgotten"})
+    admin.set_retry_schedule([5.0])
+    admin.drop_deliveries(match="invoice.*")
 
     admin.reset()
 
     assert emulator_client.v1.events.list().data == []
     assert emulator_client.v1.webhook_endpoints.list().data == []
+    assert admin.deliveries() == []
+    assert admin.webhook_faults() == []
+    assert admin.retry_schedule().delays == (0.5, 1.0, 2.0, 4.0, 8.0)
+    assert admin.webhook_status().idle is True
 
 
 def test_only_the_newest_events_are_kept(tmp_path_factory: pytest.TempPathFactory) -> None:
