@@ -24,8 +24,10 @@ request's execution, one timeline entry (a renewal, a retry), one admin payment 
 operation it is compared with its new state and its ``.created``, ``.updated`` or ``.deleted``
 event takes the place reserved for it when it was first watched, so a renewal's
 ``customer.subscription.updated`` comes before the ``invoice.created`` it causes. Nothing
-changed, nothing recorded: an idempotent replay or a request refused by validation records no
-event.
+changed, nothing recorded: an idempotent replay, or a request refused (validation, a missing
+object, a 402 with ``error_if_incomplete``) records no event. The one failed request that does
+record is a declined ``POST /v1/invoices/{id}/pay``: as on Stripe, the attempt happened
+(``invoice.payment_failed``).
 
 The log keeps the newest ``cap`` events (100,000 by default, oldest dropped first) and forgets
 them on reset; they are kept in the state file. Unlike Stripe (which lists 30 days of events)

@@ -375,3 +375,35 @@ def test_events_have_exactly_the_keys_of_stripes_event_fixture(
     ] * 2  # fmt: skip
     assert list(listed["data"][0]["data"]) == ["object", "previous_attributes"]
     assert list(listed["data"][1]["data"]) == ["object"]
+
+
+def test_canceling_a_subscription_records_customer_subscription_deleted_naming_the_request(
+    emulator_client: stripe.StripeClient,
+) -> None:
+    subscription = _subscription(emulator_client)
+
+    canceled = emulator_client.v1.subscriptions.cancel(subscription.id)
+    event = _last(emulator_client, "customer.subscription.deleted")
+
+    assert event["data"]["object"]["status"] == "canceled"
+    assert event["data"]["object"]["canceled_at"] == canceled.canceled_at
+    assert canceled.last_response is not None
+    assert event["request"]["id"] == canceled.last_response.request_id
+
+
+def test_a_declined_payment_through_the_api_still_records_payment_failed(
+    emulator_client: stripe.StripeClient, admin: EmulatorAdmin
+) -> None:
+    subscription = _subscription(
+        emulator_client, collection_method="send_invoice", days_until_due=7
+    )
+    admin.fail_payments(str(subscription.customer))
+    assert isinstance(subscription.latest_invoice, str)
+
+    with pytest.raises(stripe.CardError):
+        emulator_client.v1.invoices.pay(subscription.latest_invoice)
+    event = _last(emulator_client, "invoice.payment_failed")
+
+    # As on Stripe: the request fails, but the attempt happened and is recorded.
+    assert event["data"]["object"]["id"] == subscription.latest_invoice
+    assert event["data"]["object"]["attempt_count"] == 1
