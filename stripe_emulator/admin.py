@@ -99,6 +99,14 @@ POST        /_emulator/webhooks/faults            body: a delivery fault rule (`
                                                   webhook_faults.py)
 DELETE      /_emulator/webhooks/faults            remove every delivery fault rule
 DELETE      /_emulator/webhooks/faults/{id}       remove one
+POST        /_emulator/webhooks/endpoints/{id}/roll_secret
+                                                  body ``{"expires_in": s}`` (0 to 86,400,
+                                                  default 0): a new secret for the endpoint, the
+                                                  old one signing too (a second ``v1``) for
+                                                  ``expires_in`` wall-clock seconds; answers
+                                                  ``{"endpoint", "secret",
+                                                  "previous_secret_expires_at"}`` (404 for an
+                                                  unknown endpoint)
 ==========  ====================================  ============================================
 
 Dunning (see payments.py): a failed invoice is retried every ``retry_interval_seconds`` of

@@ -13,11 +13,12 @@ from typing import Any
 from starlette.requests import Request
 
 from stripe_emulator.emulator import Emulator
-from stripe_emulator.webhooks import RetrySchedule
+from stripe_emulator.webhooks import RetrySchedule, roll_secret
 
 Handler = Callable[[Request], Awaitable[Any]]
 MAX_WAIT_SECONDS = 300.0
 MAX_RETRY_WAIT = 3 * 86_400.0
+MAX_ROLL_EXPIRY = 86_400.0  # the Dashboard keeps an old secret for at most 24 hours
 
 _FAULT_FIELDS = frozenset(
     {"kind", "match", "endpoint", "probability", "count", "seconds", "window", "order",
@@ -116,6 +117,15 @@ def table(
             raise error(f"no delivery fault {rule_id}", status=404)
         return {"removed": rule_id}
 
+    async def roll(request: Request) -> dict[str, Any]:
+        endpoint_id = request.path_params["endpoint_id"]
+        expires_in = (await body(request)).get("expires_in", 0)
+        if not _finite(expires_in) or not 0 <= expires_in <= MAX_ROLL_EXPIRY:
+            raise error(f"`expires_in` must be a number of seconds in [0, {MAX_ROLL_EXPIRY:g}]")
+        if endpoint_id not in emulator.store.webhook_endpoints:
+            raise error(f"no webhook endpoint {endpoint_id}", status=404)
+        return roll_secret(emulator.store, endpoint_id, float(expires_in))
+
     return [
         ("GET", "/webhooks", status),
         ("POST", "/webhooks/pause", pause),
@@ -129,4 +139,5 @@ def table(
         ("POST", "/webhooks/faults", add_fault),
         ("DELETE", "/webhooks/faults", clear_faults),
         ("DELETE", "/webhooks/faults/{rule_id}", remove_fault),
+        ("POST", "/webhooks/endpoints/{endpoint_id}/roll_secret", roll),
     ]

@@ -232,3 +232,11 @@ class WebhookAdmin:
 
     def clear_webhook_faults(self) -> None:
         self._call("DELETE", "/webhooks/faults")
+
+    def roll_webhook_secret(self, endpoint_id: str, expires_in: float = 0) -> str:
+        """Give the endpoint a new signing secret (returned); the old one also signs for
+        ``expires_in`` more seconds (wall clock)."""
+        answer = self._call(
+            "POST", f"/webhooks/endpoints/{endpoint_id}/roll_secret", {"expires_in": expires_in}
+        )
+        return str(answer["secret"])

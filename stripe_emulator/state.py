@@ -73,6 +73,8 @@ class Store:
         # Stripe shows a secret only in the answer that creates it.
         self.webhook_endpoints: dict[str, Record] = {}
         self.webhook_secrets: dict[str, str] = {}
+        # A rolled secret still signing until then: endpoint id -> [old secret, wall-clock end].
+        self.webhook_rolled: dict[str, list[Any]] = {}
         self.events = EventLog(self.webhook_endpoints, event_cap)
 
     def schedule(self, when: int, object_id: str) -> None:
@@ -106,6 +108,7 @@ class Store:
             "timeline": self.timeline,
             "webhook_endpoints": self.webhook_endpoints,
             "webhook_secrets": self.webhook_secrets,
+            "webhook_rolled": self.webhook_rolled,
             "events": self.events.to_json(),
         }
 
@@ -139,6 +142,7 @@ class Store:
         # Absent from state files written before events were emulated.
         store.webhook_endpoints.update(data.get("webhook_endpoints", {}))
         store.webhook_secrets.update(data.get("webhook_secrets", {}))
+        store.webhook_rolled.update(data.get("webhook_rolled", {}))
         store.events.load_json(data.get("events", []))
         return store
 

@@ -9,7 +9,10 @@ An event is delivered to every webhook endpoint whose ``status`` is ``enabled`` 
 * ``Content-Type: application/json; charset=utf-8``,
   ``User-Agent: Stripe/1.0 (+https://stripe.com/docs/webhooks)``;
 * ``Stripe-Signature: t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>" keyed with the
-  endpoint's secret>``, as Stripe signs (``stripe.Webhook.construct_event`` accepts it).
+  endpoint's secret>``, as Stripe signs (``stripe.Webhook.construct_event`` accepts it); after
+  the secret is rolled (``POST /_emulator/webhooks/endpoints/{id}/roll_secret``) a second
+  ``v1`` signs with the old secret until it expires, so receivers can switch secrets without
+  losing a delivery.
   **``t`` is wall-clock time** (``time.time()``), never emulator time: receivers check it
   against their own clock with a 300 s tolerance, while the emulator clock may be days ahead.
 
@@ -45,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Final
 import httpx
 
 from stripe_emulator.events import Event, render
+from stripe_emulator.ids import new_id
 from stripe_emulator.webhook_faults import DeliveryFaults, Plan
 
 if TYPE_CHECKING:
@@ -66,6 +70,35 @@ def sign(payload: bytes, secrets: Iterable[str], timestamp: int) -> str:
         "v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest() for secret in secrets
     ]
     return ",".join([f"t={timestamp}", *signatures])
+
+
+def signing_secrets(store: Store, endpoint_id: str) -> list[str]:
+    """The endpoint's secret, and a rolled one while it still signs (wall clock)."""
+    secrets = [store.webhook_secrets.get(endpoint_id, "")]
+    rolled = store.webhook_rolled.get(endpoint_id)
+    if rolled is not None:
+        if time.time() < rolled[1]:
+            secrets.append(rolled[0])
+        else:
+            del store.webhook_rolled[endpoint_id]
+    return secrets
+
+
+def roll_secret(store: Store, endpoint_id: str, expires_in: float) -> Record:
+    """Give the endpoint a new secret; the old one keeps signing for ``expires_in`` seconds
+    (wall clock; 0: it stops now), as the Dashboard's "roll secret" does."""
+    old = store.webhook_secrets[endpoint_id]
+    store.webhook_secrets[endpoint_id] = new_id("whsec")
+    expires_at = time.time() + expires_in
+    if expires_in > 0:
+        store.webhook_rolled[endpoint_id] = [old, expires_at]
+    else:
+        store.webhook_rolled.pop(endpoint_id, None)
+    return {
+        "endpoint": endpoint_id,
+        "secret": store.webhook_secrets[endpoint_id],
+        "previous_secret_expires_at": expires_at if expires_in > 0 else None,
+    }
 
 
 @dataclass(slots=True)
@@ -228,10 +261,10 @@ class Dispatcher:
         if delivery.reordered:
             fault = "reorder" if fault is None else f"reorder+{fault}"
             delivery.reordered = False
-        secret = store.webhook_secrets.get(delivery.endpoint, "")
-        ok = await self._post(delivery, endpoint["url"], secret, fault)
+        secrets = signing_secrets(store, delivery.endpoint)
+        ok = await self._post(delivery, endpoint["url"], secrets, fault)
         if plan.duplicate:
-            ok = await self._post(delivery, endpoint["url"], secret, fault, duplicate=True) or ok
+            ok = await self._post(delivery, endpoint["url"], secrets, fault, duplicate=True) or ok
         if ok:
             if not delivery.succeeded:
                 delivery.succeeded = True
@@ -245,7 +278,7 @@ class Dispatcher:
         self,
         delivery: Delivery,
         url: str,
-        secret: str,
+        secrets: list[str],
         fault: str | None,
         *,
         duplicate: bool = False,
@@ -259,7 +292,7 @@ class Dispatcher:
             "User-Agent": USER_AGENT,
             "Accept": "*/*; q=0.5, application/xml",
             "Cache-Control": "no-cache",
-            "Stripe-Signature": sign(delivery.body, [secret], timestamp),
+            "Stripe-Signature": sign(delivery.body, secrets, timestamp),
         }
         started = time.time()
         status: int | None = None

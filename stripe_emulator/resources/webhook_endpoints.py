@@ -156,6 +156,7 @@ def delete(ctx: Ctx, params: dict[str, Any]) -> Record:
     record = _endpoint(ctx)
     del ctx.store.webhook_endpoints[record["id"]]
     ctx.store.webhook_secrets.pop(record["id"], None)
+    ctx.store.webhook_rolled.pop(record["id"], None)
     ctx.store.events.endpoints_changed()
     return objects.deleted(record["id"], "webhook_endpoint")
 

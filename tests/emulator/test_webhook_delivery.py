@@ -10,7 +10,7 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - these tests exercise the emulator through the real SDK
 
-from stripe_emulator import EmulatorAdmin
+from stripe_emulator import EmulatorAdmin, EmulatorAdminError
 from tests.emulator.support import EMULATOR_KEY, EmulatorProcess, free_port
 from tests.emulator.webhook_support import Hook, Receiver, register
 
@@ -276,3 +276,26 @@ def test_deliveries_do_not_hold_up_the_api(
     assert answered < 1.0
     assert time.monotonic() - started >= 2.0
     assert len(hook.receiver.received) == 1
+
+
+def test_during_a_secret_rotation_deliveries_verify_with_the_old_and_the_new_secret(
+    hook: Hook, emulator_client: stripe.StripeClient
+) -> None:
+    old = hook.secret
+
+    new = hook.admin.roll_webhook_secret(hook.endpoint_id, expires_in=60)
+    emulator_client.v1.customers.create(params={"name": "Rotating"})
+    (during,) = hook.settle()
+    hook.admin.roll_webhook_secret(hook.endpoint_id)  # the previous one stops at once
+    emulator_client.v1.customers.create(params={"name": "Rotated"})
+    after = hook.settle()[-1]
+
+    assert new != old
+    assert during.headers["stripe-signature"].count("v1=") == 2
+    assert during.verified(old).id == during.verified(new).id
+    assert after.headers["stripe-signature"].count("v1=") == 1
+    with pytest.raises(stripe.SignatureVerificationError):
+        after.verified(new)
+    with pytest.raises(EmulatorAdminError) as raised:
+        hook.admin.roll_webhook_secret("we_missing")
+    assert raised.value.status == 404
