@@ -13,7 +13,8 @@ from typing import Any
 from starlette.requests import Request
 
 from stripe_emulator.emulator import Emulator
-from stripe_emulator.webhooks import RetrySchedule, roll_secret
+from stripe_emulator.signatures import roll_secret
+from stripe_emulator.webhooks import RetrySchedule
 
 Handler = Callable[[Request], Awaitable[Any]]
 MAX_WAIT_SECONDS = 300.0

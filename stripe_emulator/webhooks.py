@@ -35,20 +35,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import json
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 
 from stripe_emulator.events import Event, render
-from stripe_emulator.ids import new_id
+from stripe_emulator.signatures import sign, signing_secrets
 from stripe_emulator.webhook_faults import DeliveryFaults, Plan
 
 if TYPE_CHECKING:
@@ -61,44 +59,6 @@ DEFAULT_DELAYS: Final = (0.5, 1.0, 2.0, 4.0, 8.0)
 DEFAULT_TIMEOUT: Final = 5.0
 ATTEMPT_LOG_SIZE: Final = 50_000
 Record = dict[str, Any]
-
-
-def sign(payload: bytes, secrets: Iterable[str], timestamp: int) -> str:
-    """A ``Stripe-Signature`` header value (one ``v1`` per secret)."""
-    signed = str(timestamp).encode() + b"." + payload
-    signatures = [
-        "v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest() for secret in secrets
-    ]
-    return ",".join([f"t={timestamp}", *signatures])
-
-
-def signing_secrets(store: Store, endpoint_id: str) -> list[str]:
-    """The endpoint's secret, and a rolled one while it still signs (wall clock)."""
-    secrets = [store.webhook_secrets.get(endpoint_id, "")]
-    rolled = store.webhook_rolled.get(endpoint_id)
-    if rolled is not None:
-        if time.time() < rolled[1]:
-            secrets.append(rolled[0])
-        else:
-            del store.webhook_rolled[endpoint_id]
-    return secrets
-
-
-def roll_secret(store: Store, endpoint_id: str, expires_in: float) -> Record:
-    """Give the endpoint a new secret; the old one keeps signing for ``expires_in`` seconds
-    (wall clock; 0: it stops now), as the Dashboard's "roll secret" does."""
-    old = store.webhook_secrets[endpoint_id]
-    store.webhook_secrets[endpoint_id] = new_id("whsec")
-    expires_at = time.time() + expires_in
-    if expires_in > 0:
-        store.webhook_rolled[endpoint_id] = [old, expires_at]
-    else:
-        store.webhook_rolled.pop(endpoint_id, None)
-    return {
-        "endpoint": endpoint_id,
-        "secret": store.webhook_secrets[endpoint_id],
-        "previous_secret_expires_at": expires_at if expires_in > 0 else None,
-    }
 
 
 @dataclass(slots=True)
