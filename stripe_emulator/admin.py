@@ -1,7 +1,8 @@
 """The emulator's admin API, under ``/_emulator`` (JSON in, JSON out, no Stripe auth).
 
 It is never reachable through ``/v1/...`` and is not counted by the rate limiter or the request
-log. Errors are ``400 {"error": "<message>"}`` (``404`` for an unknown fault id).
+log. Errors are ``400 {"error": "<message>"}`` (``404`` for an unknown fault, delivery fault,
+customer or webhook endpoint id).
 
 ==========  ====================================  ============================================
 Method      Path                                  Effect
