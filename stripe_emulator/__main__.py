@@ -38,14 +38,23 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="load state from this JSON file at start (if present), save it on shutdown",
     )
+    parser.add_argument(
+        "--event-log-size",
+        type=int,
+        default=100_000,
+        help="events kept (oldest dropped first)",
+    )
     args = parser.parse_args(argv)
     if args.rate_limit < 0:
         parser.error("--rate-limit must be >= 0")
+    if args.event_log_size < 1:
+        parser.error("--event-log-size must be >= 1")
     config = EmulatorConfig(
         api_key=args.api_key,
         rate_limit_per_second=args.rate_limit,
         state_file=args.state_file,
         extra_api_keys=frozenset(args.extra_api_key),
+        event_log_size=args.event_log_size,
     )
     serve(config, args.host, args.port)
 

@@ -1,64 +1,123 @@
 """The emulator's admin API, under ``/_emulator`` (JSON in, JSON out, no Stripe auth).
 
 It is never reachable through ``/v1/...`` and is not counted by the rate limiter or the request
-log. Errors are ``400 {"error": "<message>"}`` (``404`` for an unknown fault id).
+log. Errors are ``400 {"error": "<message>"}`` (``404`` for an unknown fault, delivery fault,
+customer or webhook endpoint id).
 
-==========  ================================  ================================================
-Method      Path                              Effect
-==========  ================================  ================================================
-GET         /_emulator/health                 ``{"status": "ok", "now", "api_version"}``
-POST        /_emulator/reset                  forget all data (invoices, failing customers and
-                                              dunning rules included), idempotency keys, faults,
-                                              the request log and the clock offset; rate limit
-                                              back to the configured value; release hung
-                                              requests
-GET         /_emulator/clock                  ``{"now": <emulator unix time>, "offset": s}``
-POST        /_emulator/clock/advance          body ``{"seconds": n}`` (n >= 0): move time
-                                              forward; what fell due meanwhile happens in time
-                                              order (renewals and their invoices, payment
-                                              retries, trial ends, cancels, expiries);
-                                              answers the clock plus ``rolled`` (events applied)
-POST        /_emulator/clock/set              body ``{"time": unix_ts}``: jump forward to ts
-GET         /_emulator/faults                 ``{"faults": [rule, ...]}``
-POST        /_emulator/faults                 body: a rule (``kind`` required; ``match``,
-                                              ``probability``, ``count``, ``after_execution``,
-                                              ``latency_ms``, ``hang_seconds``, ``status``,
-                                              ``should_retry``, ``retry_after``): answers the
-                                              rule with its ``id`` (see faults.py)
-DELETE      /_emulator/faults                 remove every rule (and release hung requests)
-DELETE      /_emulator/faults/{id}            remove one rule
-POST        /_emulator/faults/seed            body ``{"seed": int}``: reseed the fault RNG
-GET         /_emulator/rate_limit             ``{"per_second": x}`` (0 = off)
-POST        /_emulator/rate_limit             body ``{"per_second": x}``
-GET         /_emulator/requests               ``{"requests": [entry, ...]}``, oldest first;
-                                              query ``path_prefix`` and ``method`` filter
-DELETE      /_emulator/requests               clear the request log
-POST        /_emulator/state/save             write the state file now (400 if none is set)
-GET         /_emulator/payments               ``{"failing": [customer ids]}``: customers whose
-                                              payments fail
-POST        /_emulator/payments/fail          body ``{"customer": "cus_..."}``: every later
-                                              payment attempt of the customer fails
-                                              (``card_declined``), retries of its open invoices
-                                              included; answers ``{"customer", "failing": true}``
-POST        /_emulator/payments/succeed       body ``{"customer": "cus_..."}``: payments succeed
-                                              again and the customer's open
-                                              ``charge_automatically`` invoices are paid now
-                                              (their subscriptions back to ``active``, pending
-                                              updates applied); answers ``{"customer",
-                                              "failing": false, "paid": [invoice ids]}``
-GET         /_emulator/dunning                the retry rules of failed invoices:
-                                              ``{"retries", "retry_interval_seconds",
-                                              "final_status"}``
-POST        /_emulator/dunning                body: any of those three (``retries`` >= 0,
-                                              ``retry_interval_seconds`` > 0, ``final_status``
-                                              one of ``past_due``, ``unpaid``, ``canceled``):
-                                              answers the rules now in force
-==========  ================================  ================================================
+==========  ====================================  ============================================
+Method      Path                                  Effect
+==========  ====================================  ============================================
+GET         /_emulator/health                     ``{"status": "ok", "now", "api_version"}``
+POST        /_emulator/reset                      forget all data (invoices, failing customers,
+                                                  dunning rules, events and webhook endpoints
+                                                  included), idempotency keys, faults, deliveries
+                                                  (and delivery faults, pause, retry schedule), the
+                                                  logs and the clock offset; rate limit back to the
+                                                  configured value; release hung requests
+GET         /_emulator/clock                      ``{"now": <emulator unix time>, "offset": s}``
+POST        /_emulator/clock/advance              body ``{"seconds": n}`` (n >= 0): move time
+                                                  forward; what fell due meanwhile happens in time
+                                                  order (renewals and their invoices, payment
+                                                  retries, trial ends, cancels, expiries), their
+                                                  events recorded and delivered in the background;
+                                                  answers the clock plus ``rolled`` (timeline
+                                                  entries applied)
+POST        /_emulator/clock/set                  body ``{"time": unix_ts}``: jump forward to ts
+GET         /_emulator/faults                     ``{"faults": [rule, ...]}``
+POST        /_emulator/faults                     body: a rule (``kind`` required; ``match``,
+                                                  ``probability``, ``count``, ``after_execution``,
+                                                  ``latency_ms``, ``hang_seconds``, ``status``,
+                                                  ``should_retry``, ``retry_after``): answers the
+                                                  rule with its ``id`` (see faults.py)
+DELETE      /_emulator/faults                     remove every rule (and release hung requests)
+DELETE      /_emulator/faults/{id}                remove one rule
+POST        /_emulator/faults/seed                body ``{"seed": int}``: reseed the RNGs of the
+                                                  request faults and of the delivery faults
+GET         /_emulator/rate_limit                 ``{"per_second": x}`` (0 = off)
+POST        /_emulator/rate_limit                 body ``{"per_second": x}``
+GET         /_emulator/requests                   ``{"requests": [entry, ...]}``, oldest first;
+                                                  query ``path_prefix`` and ``method`` filter
+DELETE      /_emulator/requests                   clear the request log
+POST        /_emulator/state/save                 write the state file now (400 if none is set)
+GET         /_emulator/payments                   ``{"failing": [customer ids]}``: customers whose
+                                                  payments fail
+POST        /_emulator/payments/fail              body ``{"customer": "cus_..."}``: every later
+                                                  payment attempt of the customer fails
+                                                  (``card_declined``), retries of its open
+                                                  invoices included; answers ``{"customer",
+                                                  "failing": true}``
+POST        /_emulator/payments/succeed           body ``{"customer": "cus_..."}``: payments succeed
+                                                  again and the customer's open
+                                                  ``charge_automatically`` invoices are paid now
+                                                  (their subscriptions back to ``active``, pending
+                                                  updates applied); answers ``{"customer",
+                                                  "failing": false, "paid": [invoice ids]}``
+GET         /_emulator/dunning                    the retry rules of failed invoices:
+                                                  ``{"retries", "retry_interval_seconds",
+                                                  "final_status"}``
+POST        /_emulator/dunning                    body: any of those three (``retries`` >= 0,
+                                                  ``retry_interval_seconds`` > 0, ``final_status``
+                                                  one of ``past_due``, ``unpaid``, ``canceled``):
+                                                  answers the rules now in force
+GET         /_emulator/webhooks                   delivery state: ``{"paused", "idle", "queued",
+                                                  "in_flight", "scheduled" (retries and delays
+                                                  waiting), "holding" (reorder windows),
+                                                  "recorded" (events not yet queued),
+                                                  "retry_schedule"}``
+POST        /_emulator/webhooks/pause             hold every delivery (new ones queue up)
+POST        /_emulator/webhooks/resume            send what was held, in order, and carry on
+POST        /_emulator/webhooks/wait              body ``{"timeout": s}`` (default 10, at most
+                                                  300): answer once nothing is queued, in flight,
+                                                  scheduled or held, or at the timeout; answers the
+                                                  state (``idle`` says which). While paused, held
+                                                  deliveries keep it from being idle
+GET         /_emulator/webhooks/deliveries        ``{"deliveries": [attempt, ...]}``, oldest
+                                                  first (the last 50,000); query ``event`` and
+                                                  ``endpoint`` filter. An attempt: ``event``,
+                                                  ``type``, ``endpoint``, ``attempt`` (1, 2...),
+                                                  ``duplicate``, ``outcome`` (``succeeded``,
+                                                  ``failed``, ``dropped``: never sent, ``skipped``:
+                                                  endpoint deleted or disabled), ``status`` (HTTP
+                                                  status or null), ``error``, ``fault``,
+                                                  ``signature_timestamp``, ``started_at``,
+                                                  ``finished_at``, ``next_retry_at`` (wall clock)
+DELETE      /_emulator/webhooks/deliveries        clear the delivery log
+GET         /_emulator/webhooks/retry_schedule    ``{"delays", "max_attempts",
+                                                  "timeout_seconds"}``
+POST        /_emulator/webhooks/retry_schedule    body ``{"delays": [s, ...],
+                                                  "timeout_seconds": s}`` (either): the waits, in
+                                                  wall-clock seconds, before each retry (so
+                                                  ``len(delays) + 1`` attempts; ``[]``: no retry)
+                                                  and each attempt's timeout (at most 60 s).
+                                                  Default: 0.5, 1, 2, 4, 8 and 5 s
+GET         /_emulator/webhooks/faults            ``{"faults": [rule, ...]}``
+POST        /_emulator/webhooks/faults            body: a delivery fault rule (``kind``:
+                                                  ``duplicate``, ``reorder``, ``delay``, ``drop``;
+                                                  ``match`` (event type glob), ``endpoint``,
+                                                  ``probability``, ``count``, ``seconds`` (delay),
+                                                  ``window``, ``order``, ``hold_seconds``
+                                                  (reorder)): answers it with its ``id`` (see
+                                                  webhook_faults.py)
+DELETE      /_emulator/webhooks/faults            remove every delivery fault rule
+DELETE      /_emulator/webhooks/faults/{id}       remove one
+POST        /_emulator/webhooks/endpoints/{id}/roll_secret
+                                                  body ``{"expires_in": s}`` (0 to 86,400,
+                                                  default 0): a new secret for the endpoint, the
+                                                  old one signing too (a second ``v1``) for
+                                                  ``expires_in`` wall-clock seconds; answers
+                                                  ``{"endpoint", "secret",
+                                                  "previous_secret_expires_at"}`` (404 for an
+                                                  unknown endpoint)
+==========  ====================================  ============================================
 
 Dunning (see payments.py): a failed invoice is retried every ``retry_interval_seconds`` of
 emulator time, at most ``retries`` times; after the last failure its subscription becomes
 ``final_status`` (Stripe's "subscription status after all retries fail" setting). Defaults: 3
 retries, 3 days apart, then ``past_due``. Unknown customers are a 404.
+
+Webhooks (see webhooks.py): deliveries run on the wall clock, not the emulator clock, and so
+do the retry schedule and the delivery faults; a webhook's signature timestamp is wall-clock
+time even when the emulator clock is days ahead.
 """
 
 from __future__ import annotations
@@ -71,7 +130,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from stripe_emulator import billing, payments
+from stripe_emulator import admin_webhooks, billing, payments
 from stripe_emulator.config import API_VERSION
 from stripe_emulator.emulator import Emulator
 from stripe_emulator.faults import FaultRule
@@ -197,6 +256,7 @@ def routes(emulator: Emulator) -> list[Route]:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise AdminError("`seed` must be an integer")
         emulator.faults.seed(seed)
+        emulator.webhooks.faults.seed(seed)
         return {"seed": seed}
 
     async def get_rate_limit(request: Request) -> dict[str, Any]:
@@ -248,7 +308,12 @@ def routes(emulator: Emulator) -> list[Route]:
     async def succeed_payments(request: Request) -> dict[str, Any]:
         customer_id = await customer_in(request)
         now = emulator.tick()
-        paid = payments.succeed_payments(emulator.store, customer_id, now)
+        events = emulator.store.events
+        events.begin(now)  # what paying changes is recorded (with no request)
+        try:
+            paid = payments.succeed_payments(emulator.store, customer_id, now)
+        finally:
+            events.end()
         return {"customer": customer_id, "failing": False, "paid": paid}
 
     async def get_dunning(request: Request) -> dict[str, Any]:
@@ -300,6 +365,7 @@ def routes(emulator: Emulator) -> list[Route]:
         ("POST", "/payments/succeed", succeed_payments),
         ("GET", "/dunning", get_dunning),
         ("POST", "/dunning", set_dunning),
+        *admin_webhooks.table(emulator, _json_body, AdminError),
     ]
     return [
         Route("/_emulator" + path, endpoint(handler), methods=[method])

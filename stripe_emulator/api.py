@@ -10,7 +10,8 @@ idempotency key, see :mod:`stripe_emulator.idempotency`):
 3. faults planned for the request (:mod:`stripe_emulator.faults`) that act before
    execution: latency, error responses, dropped or hung connections;
 4. parameter validation against the endpoint schema and ``expand[]`` check (400);
-5. execution, then ``expand[]``; the response is stored under the idempotency key;
+5. execution, then ``expand[]``; the response is stored under the idempotency key; what a
+   write changed is recorded as events naming the request (:mod:`stripe_emulator.events`);
 6. faults that act after execution.
 
 Every request is appended to the request log, including dropped and hung ones.
@@ -232,6 +233,10 @@ class StripeAPI:
 
         # Latency may have let time pass: the write happens at the current emulator time.
         ctx = Ctx(emulator.store, emulator.tick() if plan else request.now, path_params)
+        events = emulator.store.events
+        writing = request.method != "GET"
+        if writing:  # what the handler changes is recorded as caused by this request
+            events.begin(ctx.now, request.request_id, scope_key[1] if scope_key else None)
         try:
             payload = endpoint.handler(ctx, typed)
             if expand_paths or "total_count" in payload:
@@ -239,6 +244,9 @@ class StripeAPI:
             outcome = self._json(request, 200, payload)
         except StripeError as error:
             outcome = self._error(request, error)
+        finally:
+            if writing:
+                events.end()
 
         if rule is not None and rule.kind in ERROR_KINDS:  # after execution (see above)
             injected = rule.error()

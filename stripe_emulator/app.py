@@ -36,6 +36,7 @@ class EmulatorApp(Starlette):
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
         yield
         self.emulator.faults.release_hangs()
+        await self.emulator.webhooks.close()
         if self.emulator.config.state_file is not None:
             path = self.emulator.save()
             logger.info("stripe emulator state saved to %s", path)

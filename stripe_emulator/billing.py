@@ -28,6 +28,10 @@ payments.py).
 
 The invoice of a renewal is finalized at once; Stripe leaves it a draft for about an hour
 when webhook endpoints exist (see payments.py).
+
+Each timeline entry is an event-recording operation of its own at its own time, with no
+request (:mod:`stripe_emulator.events`): a renewal records ``customer.subscription.updated``
+(the old period in ``previous_attributes``), then its invoice's events.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from __future__ import annotations
 import gc
 import heapq
 
-from stripe_emulator import invoicing, payments, periods
+from stripe_emulator import invoicing, payments, periods, recorder
 from stripe_emulator.state import Record, Store
 
 INCOMPLETE_TTL = 23 * 3600
@@ -60,17 +64,26 @@ def roll_subscriptions(store: Store, now: int) -> int:
 
 def _roll(store: Store, timeline: list[tuple[int, str]], now: int) -> int:
     applied = 0
+    events = store.events
     while timeline and timeline[0][0] <= now:
         when, object_id = heapq.heappop(timeline)
-        if object_id.startswith("in_"):
-            applied += payments.invoice_due(store, object_id, when)
-            continue
-        subscription = store.subscriptions.get(object_id)
-        state = store.billing.get(object_id)
-        if subscription is None or state is None or subscription["status"] == "canceled":
-            continue
-        applied += _subscription_due(store, subscription, state, when)
+        events.begin(when)  # each entry is an operation of its own, at its own time
+        try:
+            applied += _due(store, object_id, when)
+        finally:
+            events.end()
     return applied
+
+
+def _due(store: Store, object_id: str, when: int) -> bool:
+    if object_id.startswith("in_"):
+        return payments.invoice_due(store, object_id, when)
+    subscription = store.subscriptions.get(object_id)
+    state = store.billing.get(object_id)
+    if subscription is None or state is None or subscription["status"] == "canceled":
+        return False
+    recorder.subscription(store, subscription)
+    return _subscription_due(store, subscription, state, when)
 
 
 def _subscription_due(store: Store, subscription: Record, state: Record, when: int) -> bool:

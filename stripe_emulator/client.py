@@ -6,6 +6,7 @@
 >>> [r.status for r in admin.requests(path_prefix="/v1/customers", method="POST")]
 >>> admin.fail_payments("cus_...")  # later charges of that customer are declined
 >>> admin.set_dunning(retries=2, retry_interval_seconds=86_400, final_status="canceled")
+>>> admin.wait_for_deliveries()  # webhooks: see client_webhooks.py
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from types import TracebackType
 from typing import Any, Self
 
 import httpx
+
+from stripe_emulator.client_webhooks import WebhookAdmin
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
@@ -112,8 +115,12 @@ class Dunning:
     final_status: str
 
 
-class EmulatorAdmin:
-    """Admin API client. Pass ``client`` to reuse an ``httpx.Client`` (not closed here)."""
+class EmulatorAdmin(WebhookAdmin):
+    """Admin API client. Pass ``client`` to reuse an ``httpx.Client`` (not closed here).
+
+    Webhook deliveries (pause, faults, retry schedule, attempts, waiting): the methods of
+    :class:`stripe_emulator.client_webhooks.WebhookAdmin`.
+    """
 
     def __init__(
         self, base_url: str, *, timeout: float = 10.0, client: httpx.Client | None = None
@@ -143,9 +150,14 @@ class EmulatorAdmin:
         path: str,
         body: dict[str, Any] | None = None,
         params: dict[str, str] | None = None,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         response = self._client.request(
-            method, self.base_url + "/_emulator" + path, json=body, params=params
+            method,
+            self.base_url + "/_emulator" + path,
+            json=body,
+            params=params,
+            timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
         )
         try:
             payload: dict[str, Any] = response.json()

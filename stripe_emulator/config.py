@@ -21,7 +21,7 @@ class EmulatorConfig:
     ``extra_api_keys`` are further accepted keys of the same account (they share its data but,
     as on Stripe, not its idempotency keys). ``rate_limit_per_second`` of 0 turns the limiter
     off. With ``state_file`` set, data and clock are loaded from it at start (if it exists) and
-    saved to it on shutdown.
+    saved to it on shutdown. ``event_log_size`` bounds the events kept (oldest dropped).
     """
 
     api_key: str = DEFAULT_API_KEY
@@ -29,3 +29,4 @@ class EmulatorConfig:
     state_file: Path | None = None
     extra_api_keys: frozenset[str] = field(default_factory=frozenset)
     request_log_size: int = 50_000
+    event_log_size: int = 100_000

@@ -1,4 +1,9 @@
-"""The emulator's state as one object, and the route table of the Stripe API it serves."""
+"""The emulator's state as one object, and the route table of the Stripe API it serves.
+
+The state: the data (:class:`Store`, events and webhook endpoints included), the clock,
+idempotency keys, faults, the rate limiter, the request log and the webhook dispatcher
+(:mod:`stripe_emulator.webhooks`), which delivers the events of whichever store is current.
+"""
 
 from __future__ import annotations
 
@@ -16,19 +21,26 @@ from stripe_emulator.reqlog import RequestLog
 from stripe_emulator.resources import (
     catalog,
     customers,
+    events,
     invoices,
+    subscription_search,
     subscription_updates,
     subscriptions,
+    webhook_endpoints,
 )
 from stripe_emulator.resources.common import Endpoint
 from stripe_emulator.state import STATE_VERSION, Store, load_json, save_json
+from stripe_emulator.webhooks import Dispatcher
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     *customers.ROUTES,
     *catalog.ROUTES,
+    *subscription_search.ROUTES,
     *subscriptions.ROUTES,
     *subscription_updates.ROUTES,
     *invoices.ROUTES,
+    *events.ROUTES,
+    *webhook_endpoints.ROUTES,
 )
 
 
@@ -64,8 +76,9 @@ class Emulator:
         self.config = config
         self.api_keys = frozenset({config.api_key, *config.extra_api_keys})
         self.router = Router(ENDPOINTS)
-        self.store = Store()
         self.clock = Clock()
+        self.webhooks = Dispatcher(lambda: self.store)
+        self.store = self._adopt(Store(config.event_log_size))
         self.idempotency = IdempotencyStore()
         self.faults = FaultEngine()
         self.limiter = RateLimiter(config.rate_limit_per_second)
@@ -79,9 +92,17 @@ class Emulator:
         self.idempotency.prune(now)
         return now
 
+    def _adopt(self, store: Store) -> Store:
+        """Wire a (new) store's event log to the clock and the webhook dispatcher."""
+        store.events.clock = self.clock.now
+        store.events.listener = self.webhooks.wake
+        return store
+
     def reset(self) -> None:
-        """Forget data, idempotency keys, faults, the log and clock offset; release hangs."""
-        self.store = Store()
+        """Forget data (events and webhook endpoints included), idempotency keys, faults,
+        deliveries, the logs and clock offset; release hangs."""
+        self.webhooks.reset()
+        self.store = self._adopt(Store(self.config.event_log_size))
         self.clock.reset()
         self.idempotency.clear()
         self.faults.clear()
@@ -108,7 +129,8 @@ class Emulator:
 
     def load(self, path: Path) -> None:
         document = load_json(path)
-        self.store = Store.from_json(document["store"])
+        self.webhooks.reset()
+        self.store = self._adopt(Store.from_json(document["store"], self.config.event_log_size))
         self.clock.offset = float(document["clock_offset"])
         self.idempotency.clear()
         self.idempotency.load_json(document["idempotency"])

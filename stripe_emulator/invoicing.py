@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from stripe_emulator import currencies, invoice_objects
+from stripe_emulator import currencies, invoice_objects, recorder
 from stripe_emulator.ids import new_id
 from stripe_emulator.invoice_objects import LineSpec
 from stripe_emulator.state import Record, Store
@@ -196,6 +196,7 @@ def add_pending(store: Store, subscription: Record, specs: Sequence[LineSpec], n
     for item in items:
         store.invoice_items[item["id"]] = item
         pending.append(item["id"])
+        recorder.invoice_item(store, item)
 
 
 def spec_of_item(store: Store, item: Record) -> LineSpec:

@@ -256,6 +256,24 @@ def subscription_item(
     }
 
 
+def webhook_endpoint(endpoint_id: str, created: int, fields: dict[str, Any]) -> Record:
+    """A webhook endpoint as stored and served (its ``secret`` is kept apart, see
+    :mod:`stripe_emulator.resources.webhook_endpoints`)."""
+    return {
+        "id": endpoint_id,
+        "object": "webhook_endpoint",
+        "api_version": fields.get("api_version"),
+        "application": None,
+        "created": created,
+        "description": fields.get("description"),
+        "enabled_events": fields["enabled_events"],
+        "livemode": False,
+        "metadata": fields.get("metadata", {}),
+        "status": "enabled",
+        "url": fields["url"],
+    }
+
+
 def deleted(object_id: str, object_type: str) -> Record:
     return {"id": object_id, "object": object_type, "deleted": True}
 
@@ -270,7 +288,7 @@ def list_object(url: str, data: list[Record], has_more: bool) -> Record:
 def render_item(store: Store, item: Record) -> Record:
     price_record = store.prices[item["price"]]
     rendered = dict(item)
-    rendered["price"] = price_record
+    rendered["price"] = dict(price_record)  # a copy: events keep renderings as snapshots
     rendered["plan"] = plan_from_price(price_record)
     return rendered
 

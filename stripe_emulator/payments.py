@@ -7,8 +7,10 @@ every attempt fails with ``card_declined``, retries included, until
 ``POST /_emulator/payments/succeed`` pays the customer's open ``charge_automatically`` invoices.
 
 * Invoices are finalized at once (``open``, numbered ``<invoice_prefix>-<0001>`` from the
-  customer's ``next_invoice_sequence``). Stripe leaves a renewal invoice ``draft`` for about an
-  hour when webhook endpoints exist; the emulator has none, so there is no such hour.
+  customer's ``next_invoice_sequence``): ``invoice.created`` (the draft) and
+  ``invoice.finalized`` are recorded one after the other. Stripe leaves a renewal invoice
+  ``draft`` for about an hour when webhook endpoints exist; the emulator does not wait, with
+  or without webhook endpoints.
 * The customer's balance is applied on finalization; a total at or below 0 is paid at once
   (a negative total becomes credit on the customer's ``balance``).
 * ``charge_automatically``: one attempt at once. ``send_invoice``: no attempt, ``due_date`` =
@@ -28,11 +30,14 @@ every attempt fails with ``card_declined``, retries included, until
 * A paid invoice clears ``delinquent`` (once the customer owes nothing else), brings its
   subscription back to ``active`` once none of its invoices is open, and applies the pending
   update it was paying for.
+
+Each step records its event (``invoice.paid`` and ``invoice.payment_succeeded``,
+``invoice.payment_failed``, ``invoice.voided``...; see :mod:`stripe_emulator.recorder`).
 """
 
 from __future__ import annotations
 
-from stripe_emulator import pending_updates
+from stripe_emulator import pending_updates, recorder
 from stripe_emulator.invoicing import Draft, apply_balance
 from stripe_emulator.state import Record, Store
 
@@ -55,7 +60,10 @@ def commit(store: Store, draft: Draft, now: int) -> Record:
     latest invoice."""
     invoice = draft.invoice
     invoice_id = invoice["id"]
+    recorder.invoice(store, "invoice.created", invoice=invoice)
     customer = store.customers[invoice["customer"]]
+    if customer["balance"] or invoice["total"] < 0:
+        recorder.customer(store, customer)  # the balance may change
     subscription = store.subscriptions[invoice["parent"]["subscription_details"]["subscription"]]
     sequence = customer["next_invoice_sequence"]
     customer["next_invoice_sequence"] = sequence + 1
@@ -73,6 +81,7 @@ def commit(store: Store, draft: Draft, now: int) -> Record:
     for item in draft.new_items:
         item["invoice"] = invoice_id
         store.invoice_items[item["id"]] = item
+        recorder.invoice_item(store, item)
     store.item_credits.update(draft.credits)
     if draft.swept:
         pending = store.pending_items[subscription["id"]]
@@ -85,6 +94,7 @@ def commit(store: Store, draft: Draft, now: int) -> Record:
         details = line["parent"]["subscription_item_details"]
         if not details["proration"]:
             billed[details["subscription_item"]] = [invoice_id, line["id"]]
+    recorder.invoice(store, "invoice.finalized", invoice=invoice)
     return invoice
 
 
@@ -112,8 +122,16 @@ def attempt_payment(store: Store, invoice: Record, now: int) -> bool:
 def _failed(store: Store, invoice: Record, now: int) -> None:
     customer = store.customers.get(invoice["customer"])
     if customer is not None:
+        if not customer["delinquent"]:
+            recorder.customer(store, customer)
         customer["delinquent"] = True
     invoice["next_payment_attempt"] = None
+    _dun(store, invoice, now)
+    recorder.invoice(store, "invoice.payment_failed", invoice=invoice)
+
+
+def _dun(store: Store, invoice: Record, now: int) -> None:
+    """After a failed attempt: the next retry, or the subscription's final status."""
     subscription = subscription_of(store, invoice)
     if subscription is None or subscription["status"] == "canceled":
         return
@@ -137,7 +155,7 @@ def _failed(store: Store, invoice: Record, now: int) -> None:
         subscription["status"] = final
 
 
-def mark_paid(store: Store, invoice: Record, now: int) -> None:
+def mark_paid(store: Store, invoice: Record, now: int, *, out_of_band: bool = False) -> None:
     invoice.update(
         status="paid",
         amount_paid=invoice["amount_due"],
@@ -146,6 +164,10 @@ def mark_paid(store: Store, invoice: Record, now: int) -> None:
         auto_advance=False,
     )
     invoice["status_transitions"]["paid_at"] = now
+    if out_of_band:
+        recorder.invoice(store, "invoice.paid", invoice=invoice)
+    else:
+        recorder.invoice(store, "invoice.paid", "invoice.payment_succeeded", invoice=invoice)
     subscription = subscription_of(store, invoice)
     if subscription is not None:
         state = store.billing[subscription["id"]]
@@ -156,6 +178,7 @@ def mark_paid(store: Store, invoice: Record, now: int) -> None:
             state.pop("incomplete_expires_at", None)
     customer = store.customers.get(invoice["customer"])
     if customer is not None and customer["delinquent"]:
+        recorder.customer(store, customer)
         # Delinquent while a charge it owes has failed: an unattempted open invoice is not.
         unpaid = open_invoices(store, customer["id"])
         customer["delinquent"] = any(other["attempted"] for other in unpaid)
@@ -165,8 +188,10 @@ def void(store: Store, invoice: Record, now: int) -> None:
     """Void an open invoice; the customer balance it had used is given back."""
     invoice.update(status="void", next_payment_attempt=None, auto_advance=False)
     invoice["status_transitions"]["voided_at"] = now
+    recorder.invoice(store, "invoice.voided", invoice=invoice)
     customer = store.customers.get(invoice["customer"])
-    if customer is not None:
+    if customer is not None and invoice["starting_balance"] != invoice["ending_balance"]:
+        recorder.customer(store, customer)
         customer["balance"] += invoice["starting_balance"] - invoice["ending_balance"]
 
 
@@ -212,6 +237,7 @@ def invoice_due(store: Store, invoice_id: str, when: int) -> bool:
     if invoice is None or invoice["status"] != "open" or invoice["next_payment_attempt"] != when:
         return False
     subscription = subscription_of(store, invoice)
+    recorder.subscription(store, subscription)
     if subscription is None or subscription["status"] == "canceled":
         invoice["next_payment_attempt"] = None  # Stripe stops retrying for an ended one
         return False
@@ -233,6 +259,7 @@ def succeed_payments(store: Store, customer_id: str, now: int) -> list[str]:
     paid = []
     for invoice in open_invoices(store, customer_id):
         if invoice["collection_method"] == "charge_automatically":
+            recorder.subscription(store, subscription_of(store, invoice))
             attempt_payment(store, invoice, now)
             paid.append(invoice["id"])
     return paid

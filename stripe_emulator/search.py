@@ -16,7 +16,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,12 @@ CUSTOMER_FIELDS: Mapping[str, str] = {
     "email": "string",
     "name": "string",
     "phone": "string",
+    "created": "number",
+    "metadata": "metadata",
+}
+SUBSCRIPTION_FIELDS: Mapping[str, str] = {
+    "status": "string",
+    "customer": "string",
     "created": "number",
     "metadata": "metadata",
 }
@@ -175,6 +181,28 @@ def _compare(actual: Any, op: str, expected: str | float | None) -> bool:
         ">=": number >= expected,
         "<=": number <= expected,
     }[op]
+
+
+def result(
+    records: Sequence[Record],
+    params: Mapping[str, Any],
+    url: str,
+    render: Callable[[Record], Record] | None = None,
+) -> Record:
+    """A ``search_result`` page over ``records`` (the matches, newest first)."""
+    offset = page_offset(params["page"]) if "page" in params else 0
+    limit: int = params.get("limit", 10)
+    page = records[offset : offset + limit]
+    has_more = offset + limit < len(records)
+    return {
+        "object": "search_result",
+        "data": [render(record) for record in page] if render else list(page),
+        "has_more": has_more,
+        "next_page": page_token(offset + limit) if has_more else None,
+        "url": url,
+        # Sent only when the client expands total_count (see expand.py), removed otherwise.
+        "total_count": len(records),
+    }
 
 
 def page_token(offset: int) -> str:

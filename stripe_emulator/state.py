@@ -6,6 +6,10 @@ item's price are stored as ids and rendered at response time (see
 :mod:`stripe_emulator.objects`), so updating a price shows up on every subscription. Invoices
 are stored whole, their lines inline, as Stripe fixes them once finalized.
 
+The store also holds the events recorded (:class:`stripe_emulator.events.EventLog`) and the
+webhook endpoints they are delivered to, with their secrets; all of it is in the state file,
+and a state file from before any of these existed still loads.
+
 The emulator serves requests on one asyncio thread and handlers never await, so each request's
 reads and writes are atomic without locks.
 """
@@ -17,6 +21,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+from stripe_emulator.events import DEFAULT_CAP, EventLog
 
 Record = dict[str, Any]
 
@@ -32,9 +38,10 @@ DEFAULT_DUNNING: Record = {
 
 
 class Store:
-    """All emulated Stripe objects and their indexes."""
+    """All emulated Stripe objects and their indexes, the events recorded and the webhook
+    endpoints they are sent to."""
 
-    def __init__(self) -> None:
+    def __init__(self, event_cap: int = DEFAULT_CAP) -> None:
         self.customers: dict[str, Record] = {}
         self.deleted_customers: set[str] = set()
         self.tax_ids: dict[str, Record] = {}
@@ -62,6 +69,13 @@ class Store:
         # Min-heap of (time of the next lifecycle event, subscription or invoice id). Entries can
         # be stale; billing.roll_subscriptions checks each against its object before acting.
         self.timeline: list[tuple[int, str]] = []
+        # Webhook endpoints (Stripe's shape) and their signing secrets, kept apart because
+        # Stripe shows a secret only in the answer that creates it.
+        self.webhook_endpoints: dict[str, Record] = {}
+        self.webhook_secrets: dict[str, str] = {}
+        # A rolled secret still signing until then: endpoint id -> [old secret, wall-clock end].
+        self.webhook_rolled: dict[str, list[Any]] = {}
+        self.events = EventLog(self.webhook_endpoints, event_cap)
 
     def schedule(self, when: int, object_id: str) -> None:
         heapq.heappush(self.timeline, (when, object_id))
@@ -92,11 +106,15 @@ class Store:
             "failing_customers": sorted(self.failing_customers),
             "dunning": self.dunning,
             "timeline": self.timeline,
+            "webhook_endpoints": self.webhook_endpoints,
+            "webhook_secrets": self.webhook_secrets,
+            "webhook_rolled": self.webhook_rolled,
+            "events": self.events.to_json(),
         }
 
     @classmethod
-    def from_json(cls, data: Record) -> Store:
-        store = cls()
+    def from_json(cls, data: Record, event_cap: int = DEFAULT_CAP) -> Store:
+        store = cls(event_cap)
         store.customers = data["customers"]
         store.deleted_customers = set(data["deleted_customers"])
         store.tax_ids = data["tax_ids"]
@@ -121,6 +139,11 @@ class Store:
         store.dunning = data.get("dunning", dict(DEFAULT_DUNNING))
         store.timeline = [(int(when), str(sub)) for when, sub in data["timeline"]]
         heapq.heapify(store.timeline)
+        # Absent from state files written before events were emulated.
+        store.webhook_endpoints.update(data.get("webhook_endpoints", {}))
+        store.webhook_secrets.update(data.get("webhook_secrets", {}))
+        store.webhook_rolled.update(data.get("webhook_rolled", {}))
+        store.events.load_json(data.get("events", []))
         return store
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stripe_emulator import currencies, objects
+from stripe_emulator import currencies, objects, recorder
 from stripe_emulator.errors import invalid
 from stripe_emulator.ids import new_id
 from stripe_emulator.params import (
@@ -178,6 +178,7 @@ def _new_product(store: Store, now: int, params: dict[str, Any]) -> Record:
         raise invalid(f"Product already exists: {product_id}", "id", "resource_already_exists")
     record = objects.product(product_id, now, _product_values(params, None))
     store.products[product_id] = record
+    recorder.product(store, record, created=True)
     return record
 
 
@@ -200,6 +201,7 @@ def update_product(ctx: Ctx, params: dict[str, Any]) -> Record:
                 "default_price",
             )
         values["default_price"] = price["id"]
+    recorder.product(ctx.store, record)
     record.update(values)
     record["updated"] = ctx.now
     return record
@@ -212,6 +214,7 @@ def delete_product(ctx: Ctx, params: dict[str, Any]) -> Record:
             "This product cannot be deleted because it has one or more user-created prices."
         )
     del ctx.store.products[record["id"]]
+    recorder.deleted(ctx.store, "product.deleted", record)
     return objects.deleted(record["id"], "product")
 
 
@@ -240,6 +243,7 @@ def _claim_lookup_key(store: Store, params: dict[str, Any], price_id: str) -> No
     if holder is not None and holder != price_id:
         if not params.get("transfer_lookup_key", False):
             raise invalid(f"A price (`{holder}`) already uses that lookup key.", "lookup_key")
+        recorder.price(store, store.prices[holder])
         store.prices[holder]["lookup_key"] = None
     current = store.prices.get(price_id)
     if current is not None and current["lookup_key"] not in (None, key):
@@ -277,6 +281,7 @@ def create_price(ctx: Ctx, params: dict[str, Any]) -> Record:
     fields = dict(params, currency=currency, metadata=metadata_for_create(params.get("metadata")))
     record = objects.price(price_id, ctx.now, product_id, fields)
     store.prices[price_id] = record
+    recorder.price(store, record, created=True)
     return record
 
 
@@ -286,6 +291,7 @@ def retrieve_price(ctx: Ctx, params: dict[str, Any]) -> Record:
 
 def update_price(ctx: Ctx, params: dict[str, Any]) -> Record:
     record = lookup(ctx.store.prices, ctx.path["price"], "price")
+    recorder.price(ctx.store, record)
     _claim_lookup_key(ctx.store, params, record["id"])
     for key in ("active", "lookup_key", "nickname", "tax_behavior"):
         if key in params:

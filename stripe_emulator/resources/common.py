@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from stripe_emulator.errors import invalid, resource_missing
 from stripe_emulator.objects import list_object
@@ -22,6 +22,7 @@ class Ctx:
 
 
 Handler = Callable[[Ctx, dict[str, Any]], Record]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,17 +41,23 @@ class Endpoint:
     returns: str
 
 
+def _record_id(record: Any) -> str:
+    return str(record["id"])
+
+
 def paginate(
-    records: Sequence[Record],
+    records: Sequence[T],
     params: dict[str, Any],
     url: str,
     kind: str,
-    render: Callable[[Record], Record] | None = None,
+    render: Callable[[T], Record] | None = None,
+    ident: Callable[[T], str] = _record_id,
 ) -> Record:
     """A Stripe list object over ``records`` (already filtered, newest first).
 
     Implements ``limit`` (default 10), ``starting_after`` and ``ending_before``; a cursor that
-    is not in the list is a 404 naming the cursor parameter, as Stripe answers.
+    is not in the list is a 404 naming the cursor parameter, as Stripe answers. ``records`` are
+    dicts with an ``id``, or anything ``ident`` gives an id for and ``render`` renders.
     """
     limit: int = params.get("limit", 10)
     after: str | None = params.get("starting_after")
@@ -61,26 +68,28 @@ def paginate(
             "starting_after",
         )
     if after is not None:
-        index = _index_of(records, after, kind, "starting_after")
+        index = _index_of(records, after, kind, "starting_after", ident)
         window = records[index + 1 :]
         page = window[:limit]
     elif before is not None:
-        index = _index_of(records, before, kind, "ending_before")
+        index = _index_of(records, before, kind, "ending_before", ident)
         window = records[:index]
         page = window[-limit:]
     else:
         window = records
         page = window[:limit]
-    data = [render(record) for record in page] if render else list(page)
+    data: list[Any] = [render(record) for record in page] if render else list(page)
     result = list_object(url, data, len(window) > limit)
     # Sent only when the client expands total_count (see expand.py), removed otherwise.
     result["total_count"] = len(records)
     return result
 
 
-def _index_of(records: Sequence[Record], object_id: str, kind: str, param: str) -> int:
+def _index_of(
+    records: Sequence[T], object_id: str, kind: str, param: str, ident: Callable[[T], str]
+) -> int:
     for index, record in enumerate(records):
-        if record["id"] == object_id:
+        if ident(record) == object_id:
             return index
     raise resource_missing(kind, object_id, param)
 

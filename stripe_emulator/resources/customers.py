@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stripe_emulator import objects, payments, search, taxids
+from stripe_emulator import objects, payments, recorder, search, taxids
 from stripe_emulator.errors import invalid
 from stripe_emulator.ids import invoice_prefix, new_id
 from stripe_emulator.objects import ADDRESS_FIELDS
@@ -130,6 +130,7 @@ def _add_tax_id(store: Store, now: int, customer_id: str, tax_type: str, value: 
     )
     store.tax_ids[record["id"]] = record
     store.customer_tax_ids.setdefault(customer_id, []).append(record["id"])
+    recorder.tax_id(store, "customer.tax_id.created", record)
     return record
 
 
@@ -148,6 +149,7 @@ def create(ctx: Ctx, params: dict[str, Any]) -> Record:
     customer_id = new_id("cus")
     record = objects.customer(customer_id, ctx.now, fields, invoice_prefix())
     ctx.store.customers[customer_id] = record
+    recorder.customer(ctx.store, record, created=True)
     for datum in tax_id_data:
         _add_tax_id(ctx.store, ctx.now, customer_id, datum["type"], datum["value"])
     return record
@@ -166,6 +168,7 @@ def update(ctx: Ctx, params: dict[str, Any]) -> Record:
     if "metadata" in fields:
         fields["metadata"] = metadata_for_update(record["metadata"], fields["metadata"])
     fields.pop("expand", None)
+    recorder.customer(ctx.store, record)
     record.update(fields)
     return record
 
@@ -173,13 +176,15 @@ def update(ctx: Ctx, params: dict[str, Any]) -> Record:
 def delete(ctx: Ctx, params: dict[str, Any]) -> Record:
     store = ctx.store
     customer_id = ctx.path["customer"]
-    live_customer(store, customer_id)
+    record = live_customer(store, customer_id)
     for subscription in store.subscriptions.values():
         if subscription["customer"] == customer_id and subscription["status"] != "canceled":
+            recorder.subscription(store, subscription)
             payments.end_subscription(store, subscription, ctx.now, "cancellation_requested")
             subscription["cancel_at"] = None
     for tax_id_id in store.customer_tax_ids.pop(customer_id, []):
         store.tax_ids.pop(tax_id_id, None)
+    recorder.deleted(store, "customer.deleted", record)
     del store.customers[customer_id]
     store.deleted_customers.add(customer_id)
     return objects.deleted(customer_id, "customer")
@@ -201,19 +206,7 @@ def search_(ctx: Ctx, params: dict[str, Any]) -> Record:
     query = search.parse(params["query"], search.CUSTOMER_FIELDS, "customers")
     matches = search.matcher(query)
     records = [record for record in newest_first(ctx.store.customers) if matches(record)]
-    offset = search.page_offset(params["page"]) if "page" in params else 0
-    limit: int = params.get("limit", 10)
-    page = records[offset : offset + limit]
-    has_more = offset + limit < len(records)
-    return {
-        "object": "search_result",
-        "data": page,
-        "has_more": has_more,
-        "next_page": search.page_token(offset + limit) if has_more else None,
-        "url": "/v1/customers/search",
-        # Sent only when the client expands total_count (see expand.py), removed otherwise.
-        "total_count": len(records),
-    }
+    return search.result(records, params, "/v1/customers/search")
 
 
 def create_tax_id(ctx: Ctx, params: dict[str, Any]) -> Record:
@@ -241,6 +234,7 @@ def delete_tax_id(ctx: Ctx, params: dict[str, Any]) -> Record:
     record = _customer_tax_id(ctx)
     del ctx.store.tax_ids[record["id"]]
     ctx.store.customer_tax_ids[record["customer"]].remove(record["id"])
+    recorder.tax_id(ctx.store, "customer.tax_id.deleted", record)
     return objects.deleted(record["id"], "tax_id")
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stripe_emulator import changes, payments
+from stripe_emulator import changes, payments, recorder
 from stripe_emulator.errors import card_declined, invalid
 from stripe_emulator.objects import render_invoice as render
 from stripe_emulator.params import (
@@ -147,8 +147,9 @@ def pay(ctx: Ctx, params: dict[str, Any]) -> Record:
         raise invalid("Invoice is already paid", code="invoice_already_paid")
     if invoice["status"] != "open":
         raise invalid(f"You can only pay an open invoice; this one is {invoice['status']}.")
+    recorder.subscription(ctx.store, payments.subscription_of(ctx.store, invoice))
     if params.get("paid_out_of_band"):
-        payments.mark_paid(ctx.store, invoice, ctx.now)
+        payments.mark_paid(ctx.store, invoice, ctx.now, out_of_band=True)
     elif not payments.attempt_payment(ctx.store, invoice, ctx.now):
         raise card_declined()  # the failed attempt is recorded on the invoice, as on Stripe
     return render(invoice)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stripe_emulator import changes, invoicing, payments, pending_updates, periods
+from stripe_emulator import changes, invoicing, payments, pending_updates, periods, recorder
 from stripe_emulator.errors import card_declined, invalid
 from stripe_emulator.objects import render_subscription
 from stripe_emulator.params import (
@@ -147,6 +147,7 @@ def _cancel_at(params: dict[str, Any], now: int) -> Any:
 def update(ctx: Ctx, params: dict[str, Any]) -> Record:
     store, now = ctx.store, ctx.now
     record = subscription_of(ctx)
+    recorder.subscription(store, record)
     changes_asked = {key for key in params if key != "expand"}
     if record["status"] == "canceled" and not changes_asked <= {"metadata", "cancellation_details"}:
         raise invalid(

@@ -2,7 +2,8 @@
 
 Routes: ``POST/GET /v1/subscriptions``, ``GET/DELETE /v1/subscriptions/{id}``,
 ``GET /v1/subscription_items`` (``subscription`` required), ``GET /v1/subscription_items/{item}``;
-updates (``POST /v1/subscriptions/{id}``) are in :mod:`.subscription_updates`.
+updates (``POST /v1/subscriptions/{id}``) are in :mod:`.subscription_updates`, search
+(``GET /v1/subscriptions/search``) in :mod:`.subscription_search`.
 
 Creating a subscription creates its first invoice (``billing_reason: subscription_create``),
 finalized and collected at once (:mod:`stripe_emulator.payments`): the first period's lines,
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stripe_emulator import invoicing, objects, payments, periods
+from stripe_emulator import invoicing, objects, payments, periods, recorder
 from stripe_emulator.billing import INCOMPLETE_TTL
 from stripe_emulator.cadence import cadence, check_compatible, recurring_price
 from stripe_emulator.errors import invalid, resource_missing
@@ -176,6 +177,9 @@ def create(ctx: Ctx, params: dict[str, Any]) -> Record:
     )
     store.subscriptions[subscription_id] = record
     store.items_of[subscription_id] = []
+    recorder.subscription(store, record, created=True)
+    if customer["currency"] is None:
+        recorder.customer(store, customer)  # its currency is set
     for item, (_, price) in zip(items, prices, strict=True):
         _add_item(store, now, subscription_id, price["id"], item, period)
     if params.get("cancel_at_period_end"):
@@ -263,6 +267,7 @@ def cancel(ctx: Ctx, params: dict[str, Any]) -> Record:
     if record["status"] == "canceled":
         # Stripe treats a canceled subscription as gone for this endpoint.
         raise resource_missing("subscription", record["id"])
+    recorder.subscription(ctx.store, record)
     payments.end_subscription(ctx.store, record, ctx.now, "cancellation_requested")
     record["cancel_at"] = None
     if "cancellation_details" in params:

@@ -25,6 +25,7 @@ from tests.emulator.support import (
     sdk_client,
     start_emulator,
 )
+from tests.emulator.webhook_support import Hook, Receiver, register
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -77,3 +78,18 @@ def stripe_target(
 @pytest.fixture
 def stripe_client(stripe_target: StripeTarget) -> stripe.StripeClient:
     return stripe_target.client
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver: an HTTP server in the test process."""
+    server = Receiver()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def hook(receiver: Receiver, emulator_client: stripe.StripeClient, admin: EmulatorAdmin) -> Hook:
+    """``receiver`` registered with the emulator for every event type (``*``); short retries."""
+    admin.set_retry_schedule([0.2, 0.2])
+    return register(receiver, emulator_client, admin)

@@ -58,6 +58,7 @@ class StripeTarget:
     products: list[str] = field(default_factory=list)
     prices: list[str] = field(default_factory=list)
     clocks: list[str] = field(default_factory=list)
+    webhook_endpoints: list[str] = field(default_factory=list)
 
     @property
     def is_emulator(self) -> bool:
@@ -76,6 +77,9 @@ class StripeTarget:
         """Remove what a test created on real Stripe (the emulator is simply reset)."""
         if self.is_emulator:
             return
+        for endpoint in self.webhook_endpoints:
+            with contextlib.suppress(stripe.StripeError):
+                self.client.v1.webhook_endpoints.delete(endpoint)
         for clock in self.clocks:  # deleting a test clock deletes its customers too
             with contextlib.suppress(stripe.StripeError):
                 self.client.v1.test_helpers.test_clocks.delete(clock)
@@ -111,6 +115,22 @@ class StripeTarget:
         self.prices.append(price.id)
         self.products.append(price.product if isinstance(price.product, str) else price.product.id)
         return price
+
+    def webhook_endpoint(self, **params: object) -> stripe.WebhookEndpoint:
+        endpoint = self.client.v1.webhook_endpoints.create(params=params)  # type: ignore[arg-type]
+        self.webhook_endpoints.append(endpoint.id)
+        return endpoint
+
+    def events_about(self, object_id: str, *types: str) -> list[stripe.Event]:
+        """The recent events (newest first) whose ``data.object`` is ``object_id``, of ``types``
+        if given."""
+        params: dict[str, object] = {"limit": 100}
+        if types:
+            params["types"] = list(types)
+        listed = self.client.v1.events.list(params=params)  # type: ignore[arg-type]
+        return [
+            event for event in listed.data if event.data.object.to_dict().get("id") == object_id
+        ]
 
     # Time and payments: the emulator's admin API, or a test clock and test cards on Stripe.
 

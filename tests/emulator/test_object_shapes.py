@@ -141,6 +141,24 @@ def test_listed_lines_and_previews_have_the_fixture_key_sets(
     assert _keys(served[object_type]) == sorted(fixtures[fixture])
 
 
+def test_events_and_webhook_endpoints_have_exactly_the_fixture_key_sets(
+    fixtures: dict[str, Any], emulator_client: stripe.StripeClient
+) -> None:
+    created = emulator_client.v1.webhook_endpoints.create(
+        params={"url": "https://example.com/hooks", "enabled_events": ["customer.created"]}
+    )
+    emulator_client.v1.customers.create(params={"name": "Shapes"})
+    event = emulator_client.v1.events.list().data[0]
+    retrieved = emulator_client.v1.webhook_endpoints.retrieve(created.id)
+    deleted = emulator_client.v1.webhook_endpoints.delete(created.id)
+
+    assert _keys(event) == sorted(fixtures["event"])
+    assert _keys(event.request) == sorted(fixtures["event"]["request"])
+    assert _keys(retrieved) == sorted(fixtures["webhook_endpoint"])
+    assert _keys(created) == sorted([*fixtures["webhook_endpoint"], "secret"])
+    assert _keys(deleted) == sorted(fixtures["deleted_webhook_endpoint"])
+
+
 def test_the_lines_list_embedded_in_an_invoice_has_the_list_keys(served: dict[str, Any]) -> None:
     assert _keys(served["invoice"].lines) == ["data", "has_more", "object", "url"]
 
