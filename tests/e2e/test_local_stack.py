@@ -20,6 +20,7 @@ import redis
 import stripe  # noqa: TID251 - the test talks to the emulator as any Stripe client would
 from celery import Celery
 
+from stripe_emulator import EmulatorAdmin
 from tests.support.stack import eventually
 from worker.embedded import free_port
 
@@ -252,6 +253,27 @@ def test_up_seeds_a_subscription_whose_plan_changes_at_period_end_or_now(
     assert now.status_code == 200, now.text
     at_stripe = sdk.v1.subscriptions.retrieve(applied["provider_id"])
     assert at_stripe["items"].data[0].price.id == prices["starter"]
+
+
+def test_up_wires_the_emulator_s_webhooks_to_its_own_api(local_stack: dict[str, Any]) -> None:
+    [endpoint] = _cli(local_stack, "stripe", "webhooks", "list", "--json")
+    assert endpoint["url"] == f"{local_stack['api_url']}/webhooks/stripe"
+    sdk = stripe.StripeClient(
+        local_stack["stripe_emulator_api_key"],
+        base_addresses={"api": local_stack["stripe_emulator_url"]},
+    )
+    customer = sdk.v1.customers.create(params={"name": "Webhook probe"})
+    sdk.v1.customers.update(customer.id, params={"name": "Webhook probe, renamed"})
+
+    [event] = sdk.v1.events.list(params={"type": "customer.updated", "limit": 1}).data
+    assert event.data.object.id == customer.id
+    with EmulatorAdmin(local_stack["stripe_emulator_url"]) as admin:
+        admin.wait_for_deliveries(timeout=15)
+        [attempt] = admin.deliveries(event=event.id)
+    # Verified by our API and recorded (a customer none of ours: the sync says so).
+    assert attempt.status == 200
+    shown = _cli(local_stack, "commands", "show", f"stripe:{event.id}")
+    assert "stripe.sync_object" in shown
 
 
 def test_plans_and_subscriptions_are_created_from_the_command_line(
