@@ -126,9 +126,7 @@ def count_in(stack: Stack, *states: str) -> int:
 
 def latest_boundary(stack: Stack) -> datetime:
     with stack.sessions() as session:
-        latest: datetime | None = session.scalar(
-            select(func.max(ScheduledChangeRow.effective_at))
-        )
+        latest: datetime | None = session.scalar(select(func.max(ScheduledChangeRow.effective_at)))
     assert latest is not None
     return latest
 
