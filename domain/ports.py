@@ -14,6 +14,7 @@ from typing import Any, Protocol, Self
 
 from domain.billing import BillingAccount, ProviderCustomer
 from domain.change_previews import ChangePreview
+from domain.drift import RemoteCustomer, RemoteSubscription
 from domain.event_ports import (
     EventOutbox,
     EventStream,
@@ -71,6 +72,10 @@ class BillingAccountRepository(Protocol):
 
     def remove(self, account_id: str) -> None: ...
 
+    def list_all(self) -> list[BillingAccount]:
+        """Every account, whatever its state (the drift report), by id."""
+        ...
+
 
 class PlanRepository(Protocol):
     def get(self, plan_id: str) -> Plan | None: ...
@@ -94,6 +99,10 @@ class SubscriptionRepository(Protocol):
     def add(self, subscription: Subscription) -> None: ...
 
     def save(self, subscription: Subscription) -> None: ...
+
+    def list_all(self) -> list[Subscription]:
+        """Every subscription, whatever its state (the drift report), by id."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -141,6 +150,10 @@ class ScheduledChangeRepository(Protocol):
 
     def count_in_flight(self, now: datetime) -> int:
         """Changes being applied under a lease that still runs (claimed, not yet done)."""
+        ...
+
+    def all_pending(self) -> list[ScheduledChange]:
+        """Every ``scheduled``, ``applying`` or ``staged`` change (the drift report)."""
         ...
 
 
@@ -257,6 +270,25 @@ class BillingProvider(Protocol):
     ) -> ChangePreview:
         """What replacing the item's price at ``proration_date`` would invoice (changes
         nothing)."""
+        ...
+
+    # What the provider has, read in lists (they see every write at once; search lags).
+
+    def list_customers(self) -> list[RemoteCustomer]:
+        """Every customer the provider has (deleted ones are gone), page after page."""
+        ...
+
+    def list_subscriptions(self, customer_id: str | None = None) -> list[RemoteSubscription]:
+        """Every subscription whatever its status (canceled ones included), of one customer
+        if ``customer_id`` is given, page after page."""
+        ...
+
+    def find_subscription(
+        self, customer_id: str, subscription_id: str
+    ) -> ProviderSubscription | None:
+        """The customer's subscription an earlier attempt to create our ``subscription_id``
+        made (its metadata names it), whatever its status; a live one before one that is
+        over, then the oldest (:func:`domain.drift.existing_subscription`)."""
         ...
 
 

@@ -37,6 +37,12 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 from domain.billing import BillingAccount, BillingAccountState, BillingDetails, ProviderCustomer
 from domain.change_previews import ChangePreview, PreviewLine
+from domain.drift import (
+    RemoteCustomer,
+    RemoteSubscription,
+    existing_subscription,
+    oldest_customer,
+)
 from domain.errors import (
     CommandError,
     CommandIdReused,
@@ -360,6 +366,9 @@ class FakeBillingAccountRepository(_Repository[BillingAccount]):
     def remove(self, account_id: str) -> None:
         self._tx.delete(self.table, account_id)
 
+    def list_all(self) -> list[BillingAccount]:
+        return sorted(self._all(), key=lambda account: account.id)
+
 
 class FakePlanRepository(_Repository[Plan]):
     table = "plans"
@@ -382,6 +391,9 @@ class FakeSubscriptionRepository(_Repository[Subscription]):
 
     def get(self, subscription_id: str, *, for_update: bool = False) -> Subscription | None:
         return self._get(subscription_id)
+
+    def list_all(self) -> list[Subscription]:
+        return sorted(self._all(), key=lambda subscription: subscription.id)
 
 
 def _claimable(change: ScheduledChange, now: datetime, lead: timedelta) -> bool:
@@ -468,6 +480,12 @@ class FakeScheduledChangeRepository(_Repository[ScheduledChange]):
             and change.lease_until >= now
         )
 
+    def all_pending(self) -> list[ScheduledChange]:
+        return sorted(
+            (change for change in self._all() if change.state.is_pending),
+            key=lambda change: change.id,
+        )
+
 
 class FakeUnitOfWork:
     """One transaction of the :class:`FakeDatabase` (``domain.ports.UnitOfWork``)."""
@@ -546,6 +564,8 @@ class FakeBillingProvider:
         self._failures: dict[str, list[_ScriptedFailure]] = defaultdict(list)
         self._ids = itertools.count(1)
         self.declining: set[str] = set()
+        self.customers_created: dict[str, datetime] = {}
+        self.subscription_owners: dict[str, _Owner] = {}
 
     @property
     def name(self) -> str:
@@ -575,8 +595,17 @@ class FakeBillingProvider:
     def deactivate_price(self, price_id: str) -> None:
         self.inactive_prices.add(price_id)
 
-    def add_subscription(self, subscription: ProviderSubscription) -> None:
+    def add_subscription(
+        self,
+        subscription: ProviderSubscription,
+        *,
+        customer_id: str = "",
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
         self.subscriptions[subscription.id] = subscription
+        self.subscription_owners[subscription.id] = _Owner(
+            customer_id, dict(metadata or {}), self._clock.now()
+        )
 
     def cancel_subscription(self, provider_id: str) -> None:
         self._replace(provider_id, status="canceled")
@@ -604,6 +633,7 @@ class FakeBillingProvider:
         def create() -> str:
             customer_id = f"cus_{next(self._ids)}"
             self.customers[customer_id] = customer
+            self.customers_created[customer_id] = self._clock.now()
             return customer_id
 
         result: str = self._call("create_customer", idempotency_key, (customer,), create)
@@ -611,14 +641,14 @@ class FakeBillingProvider:
 
     def find_customer(self, billing_account_id: str) -> str | None:
         def search() -> str | None:
-            return next(
-                (
-                    customer_id
-                    for customer_id, customer in self.customers.items()
-                    if customer.metadata.get("billing_account_id") == billing_account_id
-                ),
-                None,
-            )
+            # Every customer naming the account is seen; the oldest is taken (as Stripe's).
+            naming = [
+                customer
+                for customer in self._listed_customers()
+                if customer.billing_account_id == billing_account_id
+            ]
+            chosen = oldest_customer(naming)
+            return chosen.id if chosen is not None else None
 
         found: str | None = self._call("find_customer", None, (billing_account_id,), search)
         return found
@@ -657,6 +687,7 @@ class FakeBillingProvider:
                 current_period_end=start + timedelta(days=30),
             )
             self.subscriptions[subscription.id] = subscription
+            self.subscription_owners[subscription.id] = _Owner(customer_id, dict(metadata), start)
             return subscription
 
         arguments = (customer_id, price_id, terms, dict(metadata))
@@ -831,6 +862,80 @@ class FakeBillingProvider:
         updated = ProviderSubscription(**values)
         self.subscriptions[provider_id] = updated
         return updated
+
+    # -- drift (issue 21): the provider's lists ---------------------------------------------
+
+    def list_customers(self) -> list[RemoteCustomer]:
+        listed: list[RemoteCustomer] = self._call(
+            "list_customers", None, (), self._listed_customers
+        )
+        return listed
+
+    def list_subscriptions(self, customer_id: str | None = None) -> list[RemoteSubscription]:
+        def listed() -> list[RemoteSubscription]:
+            return self._listed_subscriptions(customer_id)
+
+        found: list[RemoteSubscription] = self._call(
+            "list_subscriptions", None, (customer_id,), listed
+        )
+        return found
+
+    def find_subscription(
+        self, customer_id: str, subscription_id: str
+    ) -> ProviderSubscription | None:
+        def find() -> ProviderSubscription | None:
+            found = existing_subscription(self._listed_subscriptions(customer_id), subscription_id)
+            return found.subscription if found is not None else None
+
+        arguments = (customer_id, subscription_id)
+        result: ProviderSubscription | None = self._call("find_subscription", None, arguments, find)
+        return result
+
+    def add_customer(self, customer: ProviderCustomer, *, created: datetime | None = None) -> str:
+        """A customer made at the provider directly (by another attempt, or by hand)."""
+        customer_id = f"cus_{next(self._ids)}"
+        self.customers[customer_id] = customer
+        self.customers_created[customer_id] = created or self._clock.now()
+        return customer_id
+
+    def delete_customer(self, customer_id: str) -> None:
+        del self.customers[customer_id]
+
+    def _listed_customers(self) -> list[RemoteCustomer]:
+        """Newest first, as Stripe lists them."""
+        listed = [
+            RemoteCustomer(
+                customer_id,
+                self.customers_created.get(customer_id, T0),
+                dict(customer.metadata),
+            )
+            for customer_id, customer in self.customers.items()
+        ]
+        return sorted(listed, key=lambda customer: customer.created, reverse=True)
+
+    def _listed_subscriptions(self, customer_id: str | None) -> list[RemoteSubscription]:
+        listed = []
+        for provider_id in self.subscriptions:
+            owner = self.subscription_owners.get(provider_id, _Owner("", {}, T0))
+            if customer_id is None or owner.customer_id == customer_id:
+                listed.append(
+                    RemoteSubscription(
+                        self._existing(provider_id),
+                        owner.customer_id,
+                        owner.created,
+                        dict(owner.metadata),
+                    )
+                )
+        return sorted(listed, key=lambda remote: remote.created, reverse=True)
+
+
+@dataclass(frozen=True)
+class _Owner:
+    """What the fake keeps of a subscription beside our view of it."""
+
+    customer_id: str
+    metadata: dict[str, str]
+    created: datetime
 
 
 def _rejected(field_name: str, message: str) -> InvalidArgument:

@@ -107,6 +107,9 @@ class SqlBillingAccountRepository(_RowRepository[BillingAccount, BillingAccountR
     def remove(self, account_id: str) -> None:
         self._session.execute(delete(BillingAccountRow).where(BillingAccountRow.id == account_id))
 
+    def list_all(self) -> list[BillingAccount]:
+        return self._all(select(BillingAccountRow).order_by(BillingAccountRow.id))
+
 
 class SqlPlanRepository(_RowRepository[Plan, PlanRow]):
     mapping = RowMapping(Plan, PlanRow)
@@ -129,6 +132,9 @@ class SqlSubscriptionRepository(_RowRepository[Subscription, SubscriptionRow]):
 
     def get(self, subscription_id: str, *, for_update: bool = False) -> Subscription | None:
         return self._by_id(subscription_id, for_update=for_update)
+
+    def list_all(self) -> list[Subscription]:
+        return self._all(select(SubscriptionRow).order_by(SubscriptionRow.id))
 
 
 _PENDING = tuple(state.value for state in ChangeState if state.is_pending)
@@ -242,3 +248,7 @@ class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChan
             )
             or 0
         )
+
+    def all_pending(self) -> list[ScheduledChange]:
+        row = ScheduledChangeRow
+        return self._all(select(row).where(row.state.in_(_PENDING)).order_by(row.id))
