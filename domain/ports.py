@@ -76,6 +76,11 @@ class BillingAccountRepository(Protocol):
         """Every account, whatever its state (the drift report), by id."""
         ...
 
+    def pending_created_before(self, before: datetime, limit: int) -> list[BillingAccount]:
+        """Up to ``limit`` accounts still ``pending`` that were opened at or before
+        ``before``, oldest first (beat's re-drive of stuck registrations)."""
+        ...
+
 
 class PlanRepository(Protocol):
     def get(self, plan_id: str) -> Plan | None: ...
@@ -463,6 +468,8 @@ class RunnerPolicy:
     mask_personal_data: bool = True
     """Whether what Celery shows of a command (its result, its error) has personal data
     masked (``domain.redaction``)."""
+    pending_account_redrive_after: timedelta = timedelta(seconds=900)
+    """How long an account stays ``pending`` before beat sends its registration again."""
 
 
 class Application(HandlerContext, Protocol):

@@ -96,6 +96,9 @@ class Services:
                 max_batches_per_sweep=settings.command_retention_max_batches,
             ),
             mask_personal_data=settings.mask_personal_data,
+            pending_account_redrive_after=timedelta(
+                seconds=settings.pending_account_redrive_after_seconds
+            ),
         )
 
     @cached_property

@@ -369,6 +369,14 @@ class FakeBillingAccountRepository(_Repository[BillingAccount]):
     def list_all(self) -> list[BillingAccount]:
         return sorted(self._all(), key=lambda account: account.id)
 
+    def pending_created_before(self, before: datetime, limit: int) -> list[BillingAccount]:
+        pending = [
+            account
+            for account in self._all()
+            if account.state is BillingAccountState.PENDING and account.created_at <= before
+        ]
+        return sorted(pending, key=lambda account: (account.created_at, account.id))[:limit]
+
 
 class FakePlanRepository(_Repository[Plan]):
     table = "plans"

@@ -110,6 +110,15 @@ class SqlBillingAccountRepository(_RowRepository[BillingAccount, BillingAccountR
     def list_all(self) -> list[BillingAccount]:
         return self._all(select(BillingAccountRow).order_by(BillingAccountRow.id))
 
+    def pending_created_before(self, before: datetime, limit: int) -> list[BillingAccount]:
+        row = BillingAccountRow
+        return self._all(
+            select(row)
+            .where(row.state == BillingAccountState.PENDING.value, row.created_at <= before)
+            .order_by(row.created_at, row.id)
+            .limit(limit)
+        )
+
 
 class SqlPlanRepository(_RowRepository[Plan, PlanRow]):
     mapping = RowMapping(Plan, PlanRow)
