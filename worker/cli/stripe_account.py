@@ -92,7 +92,8 @@ def stripe_drift(adopt: bool, as_json: bool) -> None:
 
     \b
     Exit status: 0 no drift (with --adopt: none left, everything found was adopted);
-    1 drift found (with --adopt: some still needs a person); 3 the database or Stripe is
+    1 drift found (with --adopt: some still needs a person), printed on stdout, or the
+    request refused (one line on stderr: no Stripe key); 3 the database or Stripe is
     unreachable.
     """
     from tasks.handlers.drift import adopt_findings, drift_report
