@@ -14,6 +14,7 @@ from typing import Any, Protocol, Self
 
 from domain.billing import BillingAccount, ProviderCustomer
 from domain.change_previews import ChangePreview
+from domain.drift import RemoteCustomer, RemoteSubscription
 from domain.event_ports import (
     EventOutbox,
     EventStream,
@@ -82,6 +83,15 @@ class BillingAccountRepository(Protocol):
         read from the provider longest ago (never read first)."""
         ...
 
+    def list_all(self) -> list[BillingAccount]:
+        """Every account, whatever its state (the drift report), by id."""
+        ...
+
+    def pending_created_before(self, before: datetime, limit: int) -> list[BillingAccount]:
+        """Up to ``limit`` accounts still ``pending`` that were opened at or before
+        ``before``, oldest first (beat's re-drive of stuck registrations)."""
+        ...
+
 
 class PlanRepository(Protocol):
     def get(self, plan_id: str) -> Plan | None: ...
@@ -118,6 +128,10 @@ class SubscriptionRepository(Protocol):
     def add(self, subscription: Subscription) -> None: ...
 
     def save(self, subscription: Subscription) -> None: ...
+
+    def list_all(self) -> list[Subscription]:
+        """Every subscription, whatever its state (the drift report), by id."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -165,6 +179,10 @@ class ScheduledChangeRepository(Protocol):
 
     def count_in_flight(self, now: datetime) -> int:
         """Changes being applied under a lease that still runs (claimed, not yet done)."""
+        ...
+
+    def all_pending(self) -> list[ScheduledChange]:
+        """Every ``scheduled``, ``applying`` or ``staged`` change (the drift report)."""
         ...
 
 
@@ -296,6 +314,25 @@ class BillingProvider(Protocol):
     ) -> ChangePreview:
         """What replacing the item's price at ``proration_date`` would invoice (changes
         nothing)."""
+        ...
+
+    # What the provider has, read in lists (they see every write at once; search lags).
+
+    def list_customers(self) -> list[RemoteCustomer]:
+        """Every customer the provider has (deleted ones are gone), page after page."""
+        ...
+
+    def list_subscriptions(self, customer_id: str | None = None) -> list[RemoteSubscription]:
+        """Every subscription whatever its status (canceled ones included), of one customer
+        if ``customer_id`` is given, page after page."""
+        ...
+
+    def find_subscription(
+        self, customer_id: str, subscription_id: str
+    ) -> ProviderSubscription | None:
+        """The customer's subscription an earlier attempt to create our ``subscription_id``
+        made (its metadata names it), whatever its status; a live one before one that is
+        over, then the oldest (:func:`domain.drift.existing_subscription`)."""
         ...
 
 
@@ -472,6 +509,8 @@ class RunnerPolicy:
     mask_personal_data: bool = True
     """Whether what Celery shows of a command (its result, its error) has personal data
     masked (``domain.redaction``)."""
+    pending_account_redrive_after: timedelta = timedelta(seconds=900)
+    """How long an account stays ``pending`` before beat sends its registration again."""
 
 
 class Application(HandlerContext, Protocol):

@@ -1,4 +1,5 @@
-"""Celery tasks for billing account commands. Task names are a public contract: never rename."""
+"""Celery tasks for billing account commands, and beat's re-drive of accounts stuck pending.
+Task names are a public contract: never rename."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ from celery import shared_task
 from domain.billing import CreateBillingAccount, RegisterBillingAccount
 from tasks.base import CommandTask
 from tasks.handlers.billing import create_billing_account, register_billing_account
+from tasks.handlers.sweeps import redrive_pending_accounts as redrive
+from tasks.runtime import ApplicationTask
+
+REDRIVE_PENDING_ACCOUNTS = "billing.redrive_pending_accounts"
+"""Beat's sweep of accounts left ``pending`` (runs on the maintenance queue, never behind the
+registrations it publishes)."""
 
 
 @shared_task(name=CreateBillingAccount.TASK_NAME, base=CommandTask, bind=True)
@@ -19,3 +26,9 @@ def create_account(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, An
 @shared_task(name=RegisterBillingAccount.TASK_NAME, base=CommandTask, bind=True)
 def register_account(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, Any]:
     return self.run_command(RegisterBillingAccount, register_billing_account, args, kwargs)
+
+
+@shared_task(name=REDRIVE_PENDING_ACCOUNTS, base=ApplicationTask, bind=True, ignore_result=True)
+def redrive_pending_accounts(self: ApplicationTask) -> int:
+    """Beat's sweep: send the registration of each account pending too long again."""
+    return redrive(self.application)

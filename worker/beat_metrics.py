@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from domain.billing import BillingAccountState
 from domain.messages import CommandStatus
 from domain.ports import Clock
 from domain.rate_budget import RateBudget
@@ -116,6 +117,7 @@ class SystemCollector(Collector):
 
     def _database(self) -> list[Metric]:
         from worker.db.models import (
+            BillingAccountRow,
             CommandRow,
             EventRow,
             ScheduledChangeRow,
@@ -186,6 +188,11 @@ class SystemCollector(Collector):
                 )
                 or 0
             )
+            pending_count, oldest_pending = session.execute(
+                select(func.count(), func.min(BillingAccountRow.created_at)).where(
+                    BillingAccountRow.state == BillingAccountState.PENDING.value
+                )
+            ).one()
         changes = GaugeMetricFamily(
             "billing_scheduled_changes", "Plan changes by state.", labels=["state"]
         )
@@ -229,7 +236,28 @@ class SystemCollector(Collector):
             "Events in the outbox not yet published to the stream and to webhooks.",
             value=unpublished,
         )
-        return [changes, age, failed_commands, deliveries, endpoints, events]
+        pending_accounts = GaugeMetricFamily(
+            "billing_pending_accounts",
+            "Billing accounts `pending`: opened online and not yet registered with Stripe.",
+            value=int(pending_count or 0),
+        )
+        pending_age = GaugeMetricFamily(
+            "billing_oldest_pending_account_age_seconds",
+            "How long the oldest `pending` billing account has been waiting for its "
+            "registration since it was opened (0 when none); beat sends its registration "
+            "again every BILLING_PENDING_ACCOUNT_REDRIVE_AFTER_SECONDS.",
+            value=_age(now, oldest_pending),
+        )
+        return [
+            changes,
+            age,
+            failed_commands,
+            deliveries,
+            endpoints,
+            events,
+            pending_accounts,
+            pending_age,
+        ]
 
     def _stripe_budget(self) -> list[Metric]:
         budget = self._budget

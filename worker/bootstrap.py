@@ -99,6 +99,9 @@ class Services:
             reconcile_reads_per_sweep=max(
                 1, round(settings.reconcile_reads_per_second * settings.reconcile_interval_seconds)
             ),
+            pending_account_redrive_after=timedelta(
+                seconds=settings.pending_account_redrive_after_seconds
+            ),
         )
 
     @cached_property

@@ -12,6 +12,7 @@ from celery.signals import celeryd_init, setup_logging, worker_process_init
 from kombu import Queue
 
 from domain.provider_sync import SyncStripeObject
+from tasks.billing import REDRIVE_PENDING_ACCOUNTS
 from tasks.events import RELAY_EVENTS
 from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY
 from tasks.maintenance import PRUNE_COMMAND_LOG, REPUBLISH_STALLED_COMMANDS
@@ -38,7 +39,13 @@ TASK_MODULES = [
     "tasks.stripe_sync",
 ]
 
-__all__ = ["BULK_MESSAGE_PRIORITY", "ENQUEUE_DUE_CHANGES", "app", "create_celery_app"]
+__all__ = [
+    "BULK_MESSAGE_PRIORITY",
+    "ENQUEUE_DUE_CHANGES",
+    "REDRIVE_PENDING_ACCOUNTS",
+    "app",
+    "create_celery_app",
+]
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -79,6 +86,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             SEND_DUE_DELIVERIES: {"queue": "maintenance"},
             RECONCILE_WITH_STRIPE: {"queue": "maintenance"},
             SyncStripeObject.TASK_NAME: {"queue": SyncStripeObject.QUEUE},
+            REDRIVE_PENDING_ACCOUNTS: {"queue": "maintenance"},
             **{f"{name}.*": {"queue": name} for name in QUEUES},
         },
         "task_track_started": True,
@@ -124,6 +132,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                 # PostgreSQL; SQLite runs one writer at a time). One that waited a whole
                 # period is superseded by the next.
                 "options": {"expires": settings.command_retention_interval_seconds},
+            },
+            "redrive-pending-accounts": {
+                "task": REDRIVE_PENDING_ACCOUNTS,
+                "schedule": settings.pending_account_redrive_interval_seconds,
+                # Each sweep sends what is due then; one that waited a period is superseded.
+                "options": {"expires": settings.pending_account_redrive_interval_seconds},
             },
         },
         "worker_hijack_root_logger": False,

@@ -155,6 +155,20 @@ class Settings(BaseSettings):
     command_retention_interval_seconds: float = Field(
         default=3600.0, gt=0, description="How often beat prunes the command log."
     )
+    pending_account_redrive_after_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        description="A billing account still `pending` (not registered with Stripe) this long "
+        "after it was opened has its registration sent again by beat, and again after each "
+        "further period of this length (one command per account and period); longer than a "
+        "registration's retries take.",
+    )
+    pending_account_redrive_interval_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="How often beat looks for billing accounts stuck `pending` (a sweep "
+        "within the same re-drive period sends the same command again, which runs once).",
+    )
     api_host: str = "127.0.0.1"
     api_port: int = 8080
     flower_port: int = 5555

@@ -25,16 +25,24 @@ counts as a transient failure.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 import stripe
 
 from domain.billing import ProviderCustomer
 from domain.change_previews import ChangePreview, PreviewLine
+from domain.drift import (
+    RemoteCustomer,
+    RemoteSubscription,
+    existing_subscription,
+    oldest_customer,
+)
 from domain.errors import (
     FailedPrecondition,
     Internal,
@@ -52,12 +60,16 @@ from domain.scheduled_changes import PaymentBehavior, ProrationBehavior
 from domain.subscriptions import ProviderSubscription, SubscriptionTerms
 from worker import metrics
 
+logger = logging.getLogger(__name__)
+
 PROVIDER_NAME = "stripe"
 STRIPE_API_VERSION = "2026-10-28.endive"
 """The Stripe API version every request carries (``Stripe-Version``): the one our code and the
 SDK's types are written for. An SDK upgrade that moves the SDK's own version fails a test, so
 that a new version is adopted on purpose, after reading Stripe's changelog."""
 RATE_LIMIT_RETRIES = 3
+LIST_PAGE_SIZE = 100
+"""Objects per page of a list or a search (Stripe's most)."""
 """429s answered to one call that are tried again through the budget before the call fails
 transiently (and the command's own backoff takes over)."""
 T = TypeVar("T")
@@ -296,13 +308,36 @@ class StripeBillingProvider:
         return str(created.id)
 
     def find_customer(self, billing_account_id: str) -> str | None:
+        """The oldest of every customer naming the account (each search page is read): a
+        duplicate is never taken silently. A registration searches only once Stripe may have
+        forgotten its idempotency key (a day later), long after the search index caught up."""
         query = f"metadata['billing_account_id']:'{billing_account_id}'"
-        found = self._call(
-            CallKind.READ,
-            "search customers",
-            lambda: self._client.v1.customers.search(params={"query": query, "limit": 1}),
-        )
-        return str(found.data[0].id) if found.data else None
+        found: list[RemoteCustomer] = []
+        page: str | None = None
+        while True:
+            params: dict[str, Any] = {"query": query, "limit": LIST_PAGE_SIZE}
+            if page is not None:
+                params["page"] = page
+            result = self._call(
+                CallKind.READ,
+                "search customers",
+                partial(self._client.v1.customers.search, params=params),  # type: ignore[arg-type]
+            )
+            found.extend(_customer_of(customer) for customer in result.data)
+            page = result.next_page
+            if not result.has_more or not page:
+                break
+        chosen = oldest_customer(found)
+        if len(found) > 1 and chosen is not None:
+            logger.warning(
+                "%d Stripe customers name billing account %s; registration takes the oldest, "
+                "%s (`billing-worker stripe drift` lists the others)",
+                len(found),
+                billing_account_id,
+                chosen.id,
+                extra={"billing_account_id": billing_account_id, "customer_id": chosen.id},
+            )
+        return chosen.id if chosen is not None else None
 
     def get_customer(self, customer_id: str) -> ProviderCustomerState:
         found = self._call(
@@ -479,6 +514,76 @@ class StripeBillingProvider:
                 lambda old_id=old: client.v1.webhook_endpoints.delete(old_id),  # type: ignore[misc]
             )
         return RegisteredEndpoint(str(created.id), str(created.secret), tuple(existing))
+
+    def list_customers(self) -> list[RemoteCustomer]:
+        customers = self._client.v1.customers
+        return [
+            _customer_of(customer)
+            for customer in self._pages(
+                "list customers", lambda params: customers.list(params=params), {}
+            )
+        ]
+
+    def list_subscriptions(self, customer_id: str | None = None) -> list[RemoteSubscription]:
+        params: dict[str, Any] = {"status": "all"}
+        if customer_id is not None:
+            params["customer"] = customer_id
+        subscriptions = self._client.v1.subscriptions
+        return [
+            _listed_subscription_of(subscription)
+            for subscription in self._pages(
+                "list subscriptions", lambda page: subscriptions.list(params=page), params
+            )
+        ]
+
+    def find_subscription(
+        self, customer_id: str, subscription_id: str
+    ) -> ProviderSubscription | None:
+        found = existing_subscription(self.list_subscriptions(customer_id), subscription_id)
+        return found.subscription if found is not None else None
+
+    def _pages(
+        self,
+        operation: str,
+        fetch: Callable[[Any], stripe.ListObject[Any]],
+        params: dict[str, Any],
+    ) -> list[Any]:
+        """Every object of a list, one READ per page, following ``starting_after``."""
+        objects: list[Any] = []
+        after: str | None = None
+        while True:
+            page_params = {**params, "limit": LIST_PAGE_SIZE}
+            if after is not None:
+                page_params["starting_after"] = after
+            page = self._call(
+                CallKind.READ,
+                operation,
+                partial(fetch, page_params),
+            )
+            objects.extend(page.data)
+            if not page.has_more or not page.data:
+                return objects
+            after = str(page.data[-1].id)
+
+
+def _customer_of(customer: stripe.Customer) -> RemoteCustomer:
+    metadata = customer.metadata
+    return RemoteCustomer(
+        id=str(customer.id),
+        created=_time(customer.created),
+        metadata={str(k): str(v) for k, v in (metadata.to_dict() if metadata else {}).items()},
+    )
+
+
+def _listed_subscription_of(subscription: stripe.Subscription) -> RemoteSubscription:
+    customer = subscription.customer
+    metadata = subscription.metadata
+    return RemoteSubscription(
+        subscription=_subscription_of(subscription),
+        customer_id=str(customer if isinstance(customer, str) else customer.id),
+        created=_time(subscription.created),
+        metadata={str(k): str(v) for k, v in (metadata.to_dict() if metadata else {}).items()},
+    )
 
 
 def _measured(operation: str, send: Callable[[], T]) -> T:

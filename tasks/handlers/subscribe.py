@@ -3,6 +3,7 @@ subscribe an account to a plan, seed the period-end burst, report a subscription
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from domain.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    UniquenessViolation,
     error_info,
     found,
     resource_info,
@@ -22,7 +24,9 @@ from domain.plans import Plan
 from domain.ports import HandlerContext
 from domain.rules import checked_id, new_id
 from domain.scheduled_changes import ScheduledChange
-from domain.subscriptions import Subscription, SubscriptionTerms
+from domain.subscriptions import ProviderSubscription, Subscription, SubscriptionTerms
+
+logger = logging.getLogger(__name__)
 
 
 def create_subscription(
@@ -37,11 +41,15 @@ def create_subscription(
     """Subscribe a registered billing account to a plan at the provider, then record it.
 
     The provider call's idempotency key is derived from the subscription id: to retry a
-    creation that failed midway, run it again with the same ``subscription_id``.
+    creation that failed midway, run it again with the same ``subscription_id``. Such a retry
+    first looks for the subscription an earlier attempt made at the provider (its metadata
+    names our id) and records that one: after the provider forgot the key (a day later) it
+    would otherwise make a second one. A new id needs no look: no attempt can have used it.
     """
     checked_id(org_id, "org")
     checked_id(billing_account_id, "billing_account")
     checked_id(plan_ref, "plan")
+    retried = subscription_id is not None
     subscription_id = checked_id(subscription_id, "id") if subscription_id else new_id("sub")
     with svc.unit_of_work() as uow:
         if uow.subscriptions.get(subscription_id) is not None:
@@ -71,24 +79,61 @@ def create_subscription(
         assert plan.provider_price_id is not None  # ensure_available
         customer_id = account.provider_id
     provider = svc.billing_provider()
-    remote = provider.create_subscription(
-        customer_id,
-        plan.provider_price_id,
-        terms or SubscriptionTerms(),
-        metadata={
-            "org_id": org_id,
-            "billing_account_id": billing_account_id,
-            "subscription_id": subscription_id,
-        },
-        idempotency_key=Subscription.creation_key(subscription_id),
-    )
-    with svc.unit_of_work() as uow:
-        subscription = Subscription.started(
-            subscription_id, billing_account_id, plan, provider.name, remote, svc.clock.now()
+    remote = provider.find_subscription(customer_id, subscription_id) if retried else None
+    if remote is not None:
+        _ensure_made_for(remote, subscription_id, plan)
+        logger.info(
+            "subscription %s takes Stripe subscription %s, made by an earlier attempt",
+            subscription_id,
+            remote.id,
+            extra={"subscription_id": subscription_id, "provider_subscription_id": remote.id},
         )
-        uow.subscriptions.add(subscription)
-        uow.commit()
+    else:
+        remote = provider.create_subscription(
+            customer_id,
+            plan.provider_price_id,
+            terms or SubscriptionTerms(),
+            metadata={
+                "org_id": org_id,
+                "billing_account_id": billing_account_id,
+                "subscription_id": subscription_id,
+            },
+            idempotency_key=Subscription.creation_key(subscription_id),
+        )
+    subscription = Subscription.started(
+        subscription_id, billing_account_id, plan, provider.name, remote, svc.clock.now()
+    )
+    try:
+        with svc.unit_of_work() as uow:
+            uow.subscriptions.add(subscription)
+            uow.commit()
+    except UniquenessViolation:
+        # Recorded meanwhile (`stripe drift --adopt` took the same Stripe subscription): the
+        # same subscription is done; anything else is a conflict.
+        with svc.unit_of_work() as uow:
+            recorded = uow.subscriptions.get(subscription_id)
+        if recorded is None or recorded.provider_id != remote.id:
+            raise
+        return recorded
     return subscription
+
+
+def _ensure_made_for(remote: ProviderSubscription, subscription_id: str, plan: Plan) -> None:
+    """The provider's subscription found for ``subscription_id`` bills ``plan``: else it was
+    changed at the provider since, and a person decides (``stripe drift`` lists it)."""
+    if remote.price_id != plan.provider_price_id:
+        raise FailedPrecondition(
+            f"Stripe subscription {remote.id} was made for subscription {subscription_id!r} "
+            f"and bills price {remote.price_id}, not plan {plan.name!r}'s: see "
+            "`billing-worker stripe drift`",
+            details=[
+                error_info(
+                    "PROVIDER_SUBSCRIPTION_EXISTS",
+                    subscription_id=subscription_id,
+                    provider_subscription_id=remote.id,
+                )
+            ],
+        )
 
 
 def seed_period_end_changes(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from domain.billing import redrive_registration
 from domain.ports import Application
 from domain.rate_budget import CallKind
 from tasks.handlers.outbox import publish_recorded
@@ -85,3 +86,50 @@ def republish_stalled_commands(app: Application) -> int:
     if stalled:
         logger.warning("republished %d stalled commands", len(stalled))
     return len(stalled)
+
+
+REDRIVE_BATCH_SIZE = 1000
+"""The most stuck accounts one re-drive sweep publishes (the oldest first)."""
+
+
+def redrive_pending_accounts(app: Application) -> int:
+    """Send the registration of every account ``pending`` for longer than the policy's
+    ``pending_account_redrive_after`` again (a registration that exhausted its retries, or
+    whose message was lost, stays pending until then); returns how many were published.
+    Each attempt's command id is derived from the account and the attempt
+    (:func:`domain.billing.redrive_registration`), so sweeps that send one attempt twice run
+    it once, and a registration is idempotent in any case (its key is stored)."""
+    now = app.clock.now()
+    after = app.policy.pending_account_redrive_after
+    with app.unit_of_work() as uow:
+        stuck = uow.billing_accounts.pending_created_before(now - after, REDRIVE_BATCH_SIZE)
+    publisher = app.publisher()
+    published = 0
+    for account in stuck:
+        command = redrive_registration(account, now, after)
+        if command is None:
+            continue
+        try:
+            publisher.publish(
+                command.TASK_NAME,
+                command.model_dump(mode="json"),
+                command_id=command.command_id,
+                queue=command.QUEUE,
+                priority=BULK_MESSAGE_PRIORITY,
+            )
+        except Exception:
+            logger.warning(
+                "could not publish %s; the next sweep sends it",
+                command.command_id,
+                exc_info=True,
+                extra={"command_id": command.command_id, "billing_account_id": account.id},
+            )
+            continue
+        published += 1
+    if stuck:
+        logger.warning(
+            "sent the registration of %d billing accounts pending for over %ds again",
+            published,
+            after.total_seconds(),
+        )
+    return published

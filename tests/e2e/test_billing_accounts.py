@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -476,6 +477,35 @@ def test_a_registration_that_exhausts_its_budget_stays_pending_until_an_operator
 
     assert stack.finished(command_id).status.value == "succeeded"
     assert account_state(stack, account_id) == "active"
+    assert len(customers_of(sdk, account_id)) == 1
+
+
+def test_a_registration_that_exhausts_its_budget_is_sent_again_by_beat_once_pending_too_long(
+    stack: Stack, api: httpx.Client, emulator: EmulatorAdmin, sdk: stripe.StripeClient
+) -> None:
+    emulator.add_fault("service_unavailable", f"POST {CUSTOMERS}")
+    org_id = new_org(stack)
+    assert create(api, org_id, {"body": details()}).status_code == 503
+    with stack.sessions() as session:
+        account_id = session.scalars(
+            select(BillingAccountRow.id).where(BillingAccountRow.org_id == org_id)
+        ).one()
+    assert account_state(stack, account_id) == "pending"
+    emulator.clear_faults()  # Stripe is back; nobody replays the command
+
+    beat = stack.start_beat(
+        f"beat-redrive-{uuid.uuid4().hex[:6]}",
+        extra_env={"BILLING_PENDING_ACCOUNT_REDRIVE_INTERVAL_SECONDS": "0.5"},
+    )
+    try:
+        stack.advance_time(16 * 60)  # past BILLING_PENDING_ACCOUNT_REDRIVE_AFTER_SECONDS
+        eventually(lambda: account_state(stack, account_id) == "active", 30, "account active")
+    finally:
+        if beat.poll() is None:
+            os.killpg(beat.pid, signal.SIGTERM)
+            beat.wait(15)
+
+    assert stack.finished(f"redrive:{account_id}:1").status.value == "succeeded"
     assert len(customers_of(sdk, account_id)) == 1
 
 

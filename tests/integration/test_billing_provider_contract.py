@@ -1,12 +1,14 @@
 """The billing provider's contract (``domain.ports.BillingProvider``) as the handlers rely on
 it, checked on the Stripe adapter (against the Stripe emulator) and on the fake the unit
-tests use: one object per idempotency key, customers found by their billing account, and
-refusals as ``InvalidArgument`` about the plan."""
+tests use: one object per idempotency key, customers found by their billing account (the
+oldest of several), every customer and subscription listed, a subscription found by our id,
+and refusals as ``InvalidArgument`` about the plan."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 
@@ -15,6 +17,7 @@ from domain.errors import Internal, InvalidArgument
 from domain.plans import ProviderPlan
 from domain.ports import BillingProvider
 from domain.subscriptions import ProviderSubscription, SubscriptionState, SubscriptionTerms
+from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess
 from tests.support.fakes import FakeBillingProvider, FakeClock
@@ -25,13 +28,20 @@ class Provider:
     port: BillingProvider
     deactivate_price: Callable[[str], None]
     cancel_subscription: Callable[[str], None]
+    advance: Callable[[int], None]
+    """Let ``seconds`` pass at the provider (objects made after are younger)."""
 
 
 @pytest.fixture(params=["stripe", "fake"])
 def provider(request: pytest.FixtureRequest) -> Provider:
     if request.param == "fake":
-        fake = FakeBillingProvider(FakeClock())
-        return Provider(fake, fake.deactivate_price, fake.cancel_subscription)
+        clock = FakeClock()
+        fake = FakeBillingProvider(clock)
+
+        def later(seconds: int) -> None:
+            clock.advance(timedelta(seconds=seconds))
+
+        return Provider(fake, fake.deactivate_price, fake.cancel_subscription, later)
     real: BillingProvider = request.getfixturevalue("provider")  # reset for this test
     emulator: EmulatorProcess = request.getfixturevalue("emulator")
     sdk = sdk_client(emulator.url)
@@ -42,7 +52,12 @@ def provider(request: pytest.FixtureRequest) -> Provider:
     def cancel(provider_id: str) -> None:
         sdk.v1.subscriptions.cancel(provider_id)
 
-    return Provider(real, deactivate, cancel)
+    admin: EmulatorAdmin = request.getfixturevalue("admin")
+
+    def advance(seconds: int) -> None:
+        admin.advance_clock(seconds)
+
+    return Provider(real, deactivate, cancel, advance)
 
 
 def customer(name: str = "Acme", account_id: str = "ba_1") -> ProviderCustomer:
@@ -165,3 +180,51 @@ def test_a_canceled_subscription_reads_as_canceled_and_refuses_a_change(
 def test_an_unknown_subscription_is_an_invalid_argument(provider: Provider) -> None:
     with pytest.raises(InvalidArgument):
         provider.port.get_subscription("sub_unknown")
+
+
+def test_of_several_customers_naming_an_account_the_oldest_is_found(provider: Provider) -> None:
+    port = provider.port
+    oldest = port.create_customer(customer(), idempotency_key="ba_1:first")
+    provider.advance(60)
+    port.create_customer(customer(), idempotency_key="ba_1:second")
+
+    assert port.find_customer("ba_1") == oldest
+
+
+def test_every_customer_is_listed_with_its_metadata(provider: Provider) -> None:
+    port = provider.port
+    first = port.create_customer(customer(account_id="ba_1"), idempotency_key="ba_1:k")
+    second = port.create_customer(customer(account_id="ba_2"), idempotency_key="ba_2:k")
+
+    listed = {found.id: found for found in port.list_customers()}
+
+    assert set(listed) == {first, second}
+    assert (listed[first].billing_account_id, listed[second].billing_account_id) == (
+        "ba_1",
+        "ba_2",
+    )
+
+
+def test_every_subscription_is_listed_canceled_too_and_found_by_our_id(
+    provider: Provider,
+) -> None:
+    port = provider.port
+    created, _ = subscribed(port)
+    provider.cancel_subscription(created.id)
+    customer_id = port.find_customer("ba_1")
+    assert customer_id is not None
+
+    [listed] = port.list_subscriptions()
+
+    assert (listed.id, listed.customer_id, listed.subscription_id) == (
+        created.id,
+        customer_id,
+        "sub_1",
+    )
+    assert listed.subscription.state is SubscriptionState.CANCELED
+    assert port.list_subscriptions(customer_id) == [listed]
+    assert port.list_subscriptions("cus_other") == []
+    found = port.find_subscription(customer_id, "sub_1")
+    assert found is not None
+    assert found.id == created.id
+    assert port.find_subscription(customer_id, "sub_2") is None

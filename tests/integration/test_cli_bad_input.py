@@ -232,6 +232,11 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ("dead-letter-unknown", ("dead-letters", "show", "nope"), "no dead letter nope"),
     ("dead-letter-drop-unknown", ("dead-letters", "drop", "nope"), "no dead letter nope"),
     ("stripe-budget-without-stripe", ("stripe", "budget"), "no rate budget"),
+    (
+        "stripe-drift-without-stripe",
+        ("stripe", "drift"),
+        "no billing provider is configured (BILLING_STRIPE_API_KEY is unset)",
+    ),
     ("webhook-url-not-http", ("webhooks", "add", "ftp://x"), "'ftp://x' is not an http(s) URL"),
     ("webhook-url-no-host", ("webhooks", "add", "https://"), "is not an http(s) URL"),
     (

@@ -127,7 +127,15 @@ def test_a_subscription_creation_is_retried_with_its_id(
     created = [
         r for r in admin.requests("/v1/subscriptions", "POST") if r.path == "/v1/subscriptions"
     ]
-    assert [r.replayed for r in created] == [False, True]
+    # The retry looks first (a list of the customer's subscriptions) and takes the one the
+    # first attempt made: no second creation, not even a replay.
+    looked = [
+        r for r in admin.requests("/v1/subscriptions", "GET") if r.path == "/v1/subscriptions"
+    ]
+    assert [r.replayed for r in created] == [False]
+    assert [(r.query["customer"], r.query["status"]) for r in looked] == [
+        (payer.provider_id, "all")
+    ] * 2
 
 
 @pytest.mark.parametrize(

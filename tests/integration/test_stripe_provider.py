@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 import pytest
@@ -11,7 +12,9 @@ from domain.errors import FailedPrecondition, Internal, InvalidArgument, Transie
 from domain.plans import ProviderPlan
 from domain.subscriptions import SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
+from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess
+from worker import stripe_provider
 from worker.stripe_provider import STRIPE_API_VERSION, StripeBillingProvider, build_provider
 
 
@@ -130,3 +133,77 @@ def test_a_wrong_api_key_is_an_internal_error(emulator: EmulatorProcess) -> None
 def test_without_a_key_online_registration_is_a_failed_precondition() -> None:
     with pytest.raises(FailedPrecondition, match="offline"):
         build_provider(None, None, 5)
+
+
+def test_every_page_of_customers_is_listed(
+    provider: StripeBillingProvider, admin: EmulatorAdmin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stripe_provider, "LIST_PAGE_SIZE", 2)
+    created = [
+        provider.create_customer(customer(f"ba_page_{n}"), idempotency_key=f"k-page-{n}")
+        for n in range(5)
+    ]
+
+    listed = provider.list_customers()
+
+    assert sorted(found.id for found in listed) == sorted(created)
+    assert {found.billing_account_id for found in listed} == {f"ba_page_{n}" for n in range(5)}
+    pages = [r for r in admin.requests("/v1/customers", "GET") if r.path == "/v1/customers"]
+    assert len(pages) == 3
+
+
+def test_every_page_of_a_search_is_read_and_the_oldest_customer_taken_with_a_warning(
+    provider: StripeBillingProvider,
+    admin: EmulatorAdmin,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(stripe_provider, "LIST_PAGE_SIZE", 1)
+    made = []
+    for n in range(3):
+        made.append(provider.create_customer(customer("ba_dup"), idempotency_key=f"k-dup-{n}"))
+        admin.advance_clock(60)
+
+    with caplog.at_level(logging.WARNING, logger="worker.stripe_provider"):
+        found = provider.find_customer("ba_dup")
+
+    assert found == made[0]
+    assert len(admin.requests("/v1/customers/search", "GET")) == 3
+    [warning] = caplog.records
+    assert warning.getMessage() == (
+        f"3 Stripe customers name billing account ba_dup; registration takes the oldest, "
+        f"{made[0]} (`billing-worker stripe drift` lists the others)"
+    )
+
+
+def test_every_page_of_subscriptions_is_listed_whatever_their_status(
+    provider: StripeBillingProvider, admin: EmulatorAdmin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stripe_provider, "LIST_PAGE_SIZE", 2)
+    customer_id = provider.create_customer(customer("ba_subs"), idempotency_key="k-subs")
+    price = provider.create_plan_price(
+        ProviderPlan("plan_l", "l", "L", 900, "usd", "month"), idempotency_key="plan_l:k"
+    )
+    made = [
+        provider.create_subscription(
+            customer_id,
+            price.price_id,
+            SubscriptionTerms(),
+            metadata={"subscription_id": f"sub_l{n}", "billing_account_id": "ba_subs"},
+            idempotency_key=f"sub_l{n}:create",
+        )
+        for n in range(3)
+    ]
+    sdk_client(admin.base_url).v1.subscriptions.cancel(made[0].id)
+
+    listed = provider.list_subscriptions()
+
+    assert sorted(remote.id for remote in listed) == sorted(sub.id for sub in made)
+    by_id = {remote.id: remote for remote in listed}
+    assert by_id[made[0].id].subscription.status == "canceled"
+    assert by_id[made[1].id].customer_id == customer_id
+    assert by_id[made[1].id].subscription_id == "sub_l1"
+    assert by_id[made[1].id].subscription == made[1]
+    assert provider.list_subscriptions("cus_someone_else") == []
+    assert provider.find_subscription(customer_id, "sub_l2") == made[2]
+    assert provider.find_subscription(customer_id, "sub_l9") is None

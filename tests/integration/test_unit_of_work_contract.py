@@ -258,3 +258,79 @@ def test_one_subscription_has_at_most_one_pending_change_and_changes_list_newest
         (second.id, ChangeState.SCHEDULED),
         (first.id, ChangeState.CANCELED),
     ]
+
+
+def subscription_of(opened: BillingAccount, on: Plan, subscription_id: str) -> Subscription:
+    return Subscription(
+        id=subscription_id,
+        billing_account_id=opened.id,
+        plan_id=on.id,
+        state=SubscriptionState.ACTIVE,
+        provider="fake",
+        provider_id=f"sub_remote_{uuid.uuid4().hex[:8]}",
+        current_period_start=T0,
+        current_period_end=T0 + timedelta(days=30),
+        created_at=T0,
+        updated_at=T0,
+    )
+
+
+def test_every_account_and_subscription_is_listed_by_id_and_only_pending_changes_as_pending(
+    store: Store,
+) -> None:
+    org, other = store.organization(), store.organization()
+    second, first = account(org, "ba_b"), account(other, "ba_a")
+    first.state = BillingAccountState.DISABLED
+    starter, team = plan(), plan()
+    later, earlier = (
+        subscription_of(second, starter, "sub_b"),
+        subscription_of(first, starter, "sub_a"),
+    )
+    pending = ScheduledChange.at_period_end("chg_pending", later, team, now=T0)
+    done = ScheduledChange.at_period_end("chg_done", earlier, team, now=T0)
+    done.cancel(ChangeReason.CANCELED_ON_REQUEST, T0)
+    with store.uow() as uow:
+        uow.billing_accounts.add(second)
+        uow.billing_accounts.add(first)
+        uow.plans.add(starter)
+        uow.plans.add(team)
+        uow.commit()
+        uow.subscriptions.add(later)
+        uow.subscriptions.add(earlier)
+        uow.commit()
+        uow.scheduled_changes.add(pending)
+        uow.scheduled_changes.add(done)
+        uow.commit()
+
+    with store.uow() as uow:
+        assert [found.id for found in uow.billing_accounts.list_all()] == ["ba_a", "ba_b"]
+        assert [found.id for found in uow.subscriptions.list_all()] == ["sub_a", "sub_b"]
+        assert [found.id for found in uow.scheduled_changes.all_pending()] == ["chg_pending"]
+
+
+def test_pending_accounts_opened_by_a_moment_are_found_oldest_first_up_to_a_limit(
+    store: Store,
+) -> None:
+    opened = []
+    for minutes in (30, 10, 20, 40):
+        pending = BillingAccount.open(
+            f"ba_{uuid.uuid4().hex[:8]}",
+            store.organization(),
+            BillingDetails(name="Acme", email="billing@acme.example"),
+            offline=False,
+            default_currency="usd",
+            now=T0 + timedelta(minutes=minutes),
+        )
+        opened.append(pending)
+    offline = account(store.organization())
+    with store.uow() as uow:
+        for made in (*opened, offline):
+            uow.billing_accounts.add(made)
+        uow.commit()
+
+    with store.uow() as uow:
+        found = uow.billing_accounts.pending_created_before(T0 + timedelta(minutes=30), 10)
+        limited = uow.billing_accounts.pending_created_before(T0 + timedelta(minutes=30), 2)
+
+    assert [made.id for made in found] == [opened[1].id, opened[2].id, opened[0].id]
+    assert [made.id for made in limited] == [opened[1].id, opened[2].id]

@@ -37,6 +37,12 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 from domain.billing import BillingAccount, BillingAccountState, BillingDetails, ProviderCustomer
 from domain.change_previews import ChangePreview, PreviewLine
+from domain.drift import (
+    RemoteCustomer,
+    RemoteSubscription,
+    existing_subscription,
+    oldest_customer,
+)
 from domain.errors import (
     CommandError,
     CommandIdReused,
@@ -375,6 +381,17 @@ class FakeBillingAccountRepository(_Repository[BillingAccount]):
         ]
         return [account.id for account in _oldest_synced_first(candidates)[:limit]]
 
+    def list_all(self) -> list[BillingAccount]:
+        return sorted(self._all(), key=lambda account: account.id)
+
+    def pending_created_before(self, before: datetime, limit: int) -> list[BillingAccount]:
+        pending = [
+            account
+            for account in self._all()
+            if account.state is BillingAccountState.PENDING and account.created_at <= before
+        ]
+        return sorted(pending, key=lambda account: (account.created_at, account.id))[:limit]
+
 
 class FakePlanRepository(_Repository[Plan]):
     table = "plans"
@@ -411,6 +428,10 @@ class FakeSubscriptionRepository(_Repository[Subscription]):
     def least_recently_synced(self, limit: int) -> list[str]:
         live = [s for s in self._all() if not s.state.is_over]
         return [subscription.id for subscription in _oldest_synced_first(live)[:limit]]
+
+
+    def list_all(self) -> list[Subscription]:
+        return sorted(self._all(), key=lambda subscription: subscription.id)
 
 
 class _Synced(Protocol):
@@ -513,6 +534,12 @@ class FakeScheduledChangeRepository(_Repository[ScheduledChange]):
             and change.lease_until >= now
         )
 
+    def all_pending(self) -> list[ScheduledChange]:
+        return sorted(
+            (change for change in self._all() if change.state.is_pending),
+            key=lambda change: change.id,
+        )
+
 
 class FakeUnitOfWork:
     """One transaction of the :class:`FakeDatabase` (``domain.ports.UnitOfWork``)."""
@@ -595,8 +622,8 @@ class FakeBillingProvider:
         self.deleted_customers: set[str] = set()
         self.webhook_endpoints: dict[str, tuple[str, tuple[str, ...]]] = {}
         """Endpoint id → its URL and event types."""
-        self.customer_of: dict[str, str] = {}
-        """Subscription id → its customer."""
+        self.customers_created: dict[str, datetime] = {}
+        self.subscription_owners: dict[str, _Owner] = {}
 
     @property
     def name(self) -> str:
@@ -626,8 +653,17 @@ class FakeBillingProvider:
     def deactivate_price(self, price_id: str) -> None:
         self.inactive_prices.add(price_id)
 
-    def add_subscription(self, subscription: ProviderSubscription) -> None:
+    def add_subscription(
+        self,
+        subscription: ProviderSubscription,
+        *,
+        customer_id: str = "",
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
         self.subscriptions[subscription.id] = subscription
+        self.subscription_owners[subscription.id] = _Owner(
+            customer_id, dict(metadata or {}), self._clock.now()
+        )
 
     def cancel_subscription(self, provider_id: str) -> None:
         self._replace(provider_id, status="canceled")
@@ -655,6 +691,7 @@ class FakeBillingProvider:
         def create() -> str:
             customer_id = f"cus_{next(self._ids)}"
             self.customers[customer_id] = customer
+            self.customers_created[customer_id] = self._clock.now()
             return customer_id
 
         result: str = self._call("create_customer", idempotency_key, (customer,), create)
@@ -662,14 +699,14 @@ class FakeBillingProvider:
 
     def find_customer(self, billing_account_id: str) -> str | None:
         def search() -> str | None:
-            return next(
-                (
-                    customer_id
-                    for customer_id, customer in self.customers.items()
-                    if customer.metadata.get("billing_account_id") == billing_account_id
-                ),
-                None,
-            )
+            # Every customer naming the account is seen; the oldest is taken (as Stripe's).
+            naming = [
+                customer
+                for customer in self._listed_customers()
+                if customer.billing_account_id == billing_account_id
+            ]
+            chosen = oldest_customer(naming)
+            return chosen.id if chosen is not None else None
 
         found: str | None = self._call("find_customer", None, (billing_account_id,), search)
         return found
@@ -692,8 +729,8 @@ class FakeBillingProvider:
         """Deleted at the provider (its subscriptions are canceled, as Stripe does)."""
         self.customers.pop(customer_id, None)
         self.deleted_customers.add(customer_id)
-        for subscription_id, owner in self.customer_of.items():
-            if owner == customer_id and subscription_id in self.subscriptions:
+        for subscription_id, owner in self.subscription_owners.items():
+            if owner.customer_id == customer_id and subscription_id in self.subscriptions:
                 self._replace(subscription_id, status="canceled")
 
     def register_webhook_endpoint(
@@ -751,7 +788,7 @@ class FakeBillingProvider:
                 current_period_end=start + timedelta(days=30),
             )
             self.subscriptions[subscription.id] = subscription
-            self.customer_of[subscription.id] = customer_id
+            self.subscription_owners[subscription.id] = _Owner(customer_id, dict(metadata), start)
             return subscription
 
         arguments = (customer_id, price_id, terms, dict(metadata))
@@ -926,6 +963,77 @@ class FakeBillingProvider:
         updated = ProviderSubscription(**values)
         self.subscriptions[provider_id] = updated
         return updated
+
+    # -- drift (issue 21): the provider's lists ---------------------------------------------
+
+    def list_customers(self) -> list[RemoteCustomer]:
+        listed: list[RemoteCustomer] = self._call(
+            "list_customers", None, (), self._listed_customers
+        )
+        return listed
+
+    def list_subscriptions(self, customer_id: str | None = None) -> list[RemoteSubscription]:
+        def listed() -> list[RemoteSubscription]:
+            return self._listed_subscriptions(customer_id)
+
+        found: list[RemoteSubscription] = self._call(
+            "list_subscriptions", None, (customer_id,), listed
+        )
+        return found
+
+    def find_subscription(
+        self, customer_id: str, subscription_id: str
+    ) -> ProviderSubscription | None:
+        def find() -> ProviderSubscription | None:
+            found = existing_subscription(self._listed_subscriptions(customer_id), subscription_id)
+            return found.subscription if found is not None else None
+
+        arguments = (customer_id, subscription_id)
+        result: ProviderSubscription | None = self._call("find_subscription", None, arguments, find)
+        return result
+
+    def add_customer(self, customer: ProviderCustomer, *, created: datetime | None = None) -> str:
+        """A customer made at the provider directly (by another attempt, or by hand)."""
+        customer_id = f"cus_{next(self._ids)}"
+        self.customers[customer_id] = customer
+        self.customers_created[customer_id] = created or self._clock.now()
+        return customer_id
+
+    def _listed_customers(self) -> list[RemoteCustomer]:
+        """Newest first, as Stripe lists them."""
+        listed = [
+            RemoteCustomer(
+                customer_id,
+                self.customers_created.get(customer_id, T0),
+                dict(customer.metadata),
+            )
+            for customer_id, customer in self.customers.items()
+        ]
+        return sorted(listed, key=lambda customer: customer.created, reverse=True)
+
+    def _listed_subscriptions(self, customer_id: str | None) -> list[RemoteSubscription]:
+        listed = []
+        for provider_id in self.subscriptions:
+            owner = self.subscription_owners.get(provider_id, _Owner("", {}, T0))
+            if customer_id is None or owner.customer_id == customer_id:
+                listed.append(
+                    RemoteSubscription(
+                        self._existing(provider_id),
+                        owner.customer_id,
+                        owner.created,
+                        dict(owner.metadata),
+                    )
+                )
+        return sorted(listed, key=lambda remote: remote.created, reverse=True)
+
+
+@dataclass(frozen=True)
+class _Owner:
+    """What the fake keeps of a subscription beside our view of it."""
+
+    customer_id: str
+    metadata: dict[str, str]
+    created: datetime
 
 
 def _rejected(field_name: str, message: str) -> InvalidArgument:
@@ -1430,9 +1538,8 @@ def subscribed(app: FakeApplication, *, period_days: int = 30) -> Subscribed:
         interval="day",
         interval_count=period_days,
     )
-    app.provider.add_subscription(remote)
     app.provider.customers["cus_seeded"] = account.provider_customer()
-    app.provider.customer_of[remote.id] = "cus_seeded"
+    app.provider.add_subscription(remote, customer_id="cus_seeded")
     subscription = Subscription.started("sub_1", account.id, starter, "fake", remote, now)
     app.db.seed(org, account, starter, team, scale, subscription)
     return Subscribed(org.id, account.id, subscription.id, remote.id, starter, team, scale)

@@ -173,12 +173,16 @@ class Stack:
             app.close()
         return any(name.startswith(prefix) for reply in replies or [] for name in reply)
 
-    def start_beat(self, name: str = "beat") -> Any:
+    def start_beat(self, name: str = "beat", extra_env: dict[str, str] | None = None) -> Any:
         metrics_port = free_port()
         process = self.group.start(
             name,
             celery_beat_argv(self.workdir / f"{name}-schedule"),
-            env={**self.env, "BILLING_BEAT_METRICS_PORT": str(metrics_port)},
+            env={
+                **self.env,
+                **(extra_env or {}),
+                "BILLING_BEAT_METRICS_PORT": str(metrics_port),
+            },
             log_path=self.workdir / f"{name}.log",
         )
         self.beat_metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"

@@ -27,6 +27,7 @@ EXPORTED = {
     "billing_collector_up",
     "billing_webhook_deliveries_total",
     "billing_events_unpublished",
+    "billing_oldest_pending_account_age_seconds",
     "up",
 }
 

@@ -32,6 +32,8 @@ BEAT_GAUGES = {
     "billing_webhook_deliveries",
     "billing_webhook_endpoints",
     "billing_events_unpublished",
+    "billing_pending_accounts",
+    "billing_oldest_pending_account_age_seconds",
 }
 
 

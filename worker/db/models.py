@@ -118,6 +118,8 @@ class BillingAccountRow(Base):
             sqlite_where=text(LIVE_BILLING_ACCOUNT_STATES),
             postgresql_where=text(LIVE_BILLING_ACCOUNT_STATES),
         ),
+        # Beat's re-drive and gauge of accounts stuck pending: the oldest pending ones.
+        Index("ix_billing_accounts_state_created_at", "state", "created_at"),
     )
 
     id: Mapped[str] = mapped_column(String(128), primary_key=True)

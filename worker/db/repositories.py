@@ -126,6 +126,18 @@ class SqlBillingAccountRepository(_RowRepository[BillingAccount, BillingAccountR
             ).all()
         )
 
+    def list_all(self) -> list[BillingAccount]:
+        return self._all(select(BillingAccountRow).order_by(BillingAccountRow.id))
+
+    def pending_created_before(self, before: datetime, limit: int) -> list[BillingAccount]:
+        row = BillingAccountRow
+        return self._all(
+            select(row)
+            .where(row.state == BillingAccountState.PENDING.value, row.created_at <= before)
+            .order_by(row.created_at, row.id)
+            .limit(limit)
+        )
+
 
 class SqlPlanRepository(_RowRepository[Plan, PlanRow]):
     mapping = RowMapping(Plan, PlanRow)
@@ -175,6 +187,9 @@ class SqlSubscriptionRepository(_RowRepository[Subscription, SubscriptionRow]):
                 .limit(limit)
             ).all()
         )
+
+    def list_all(self) -> list[Subscription]:
+        return self._all(select(SubscriptionRow).order_by(SubscriptionRow.id))
 
 
 _PENDING = tuple(state.value for state in ChangeState if state.is_pending)
@@ -289,3 +304,7 @@ class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChan
             )
             or 0
         )
+
+    def all_pending(self) -> list[ScheduledChange]:
+        row = ScheduledChangeRow
+        return self._all(select(row).where(row.state.in_(_PENDING)).order_by(row.id))

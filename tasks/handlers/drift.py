@@ -1,0 +1,195 @@
+"""The drift report (``billing-worker stripe drift``): what Stripe has that we do not, what we
+have that Stripe does not, and where they disagree (the rules: ``domain/drift.py``); and the
+adoption of what can be linked safely.
+
+Our side is read first, then Stripe's: a registration or a subscription that completes in
+between shows as an orphan at Stripe (never as a row whose object is missing), and each
+adoption checks its account or subscription again in its own transaction, so what another
+process linked meanwhile is left as it is. Stripe's lists are read at bulk priority: the
+report never takes the rate budget's burst from interactive commands.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from domain.billing import BillingAccount, BillingAccountState
+from domain.drift import (
+    CustomerLink,
+    Finding,
+    OurSide,
+    ProviderSide,
+    SubscriptionRecord,
+    find_drift,
+)
+from domain.errors import (
+    AlreadyExists,
+    CommandError,
+    FailedPrecondition,
+    UniquenessViolation,
+    error_info,
+    found,
+    resource_info,
+)
+from domain.events import BillingAccountRegistered
+from domain.ports import HandlerContext
+from domain.rate_budget import Priority, calls_at
+from domain.rules import new_id
+from domain.subscriptions import Subscription
+
+logger = logging.getLogger(__name__)
+
+
+def drift_report(svc: HandlerContext) -> list[Finding]:
+    """Every difference between Stripe and the database (changes nothing)."""
+    with svc.unit_of_work() as uow:
+        ours = OurSide(
+            accounts=uow.billing_accounts.list_all(),
+            subscriptions=uow.subscriptions.list_all(),
+            plans=uow.plans.list(),
+            pending_changes=uow.scheduled_changes.all_pending(),
+        )
+    provider = svc.billing_provider()
+    with calls_at(Priority.BULK):
+        theirs = ProviderSide(
+            customers=provider.list_customers(), subscriptions=provider.list_subscriptions()
+        )
+    return find_drift(ours, theirs)
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """What ``--adopt`` did with one finding."""
+
+    finding: Finding
+    adopted: bool
+    outcome: str
+    """``adopted``, ``needs a person``, or ``not adopted: <why>`` (it changed meanwhile)."""
+
+
+ADOPTED = "adopted"
+NEEDS_A_PERSON = "needs a person"
+
+
+def adopt_findings(svc: HandlerContext, findings: Sequence[Finding]) -> list[Adoption]:
+    """Adopt each finding that can be adopted safely, each in its own transaction; the others
+    need a person. A subscription of a customer adopted now is adopted by the next run."""
+    adoptions = []
+    for finding in findings:
+        adoption = finding.adoption
+        if adoption is None:
+            adoptions.append(Adoption(finding, False, NEEDS_A_PERSON))
+            continue
+        try:
+            if isinstance(adoption, CustomerLink):
+                link_customer(svc, adoption)
+            else:
+                record_subscription(svc, adoption)
+        except CommandError as refused:
+            adoptions.append(Adoption(finding, False, f"not adopted: {refused.message}"))
+            continue
+        adoptions.append(Adoption(finding, True, ADOPTED))
+    return adoptions
+
+
+def link_customer(svc: HandlerContext, link: CustomerLink) -> BillingAccount:
+    """Register the account with the customer Stripe made for it, as its registration would
+    have (``BillingAccountRegistered`` goes out through the outbox). Refused if the account
+    got a customer meanwhile, is disabled, or the customer is another account's."""
+    provider_name = svc.billing_provider().name
+    with svc.unit_of_work() as uow:
+        account = found(
+            uow.billing_accounts.get(link.billing_account_id, for_update=True),
+            "billing_account",
+            link.billing_account_id,
+        )
+        if account.provider_id == link.customer_id:
+            return account
+        if account.is_registered:
+            raise FailedPrecondition(
+                f"billing account {account.id!r} is linked to customer {account.provider_id} now",
+                details=[resource_info("billing_account", account.id)],
+            )
+        if account.state is BillingAccountState.DISABLED:
+            raise FailedPrecondition(
+                f"billing account {account.id!r} is disabled",
+                details=[error_info("BILLING_ACCOUNT_DISABLED", billing_account_id=account.id)],
+            )
+        now = svc.clock.now()
+        account.registered(provider_name, link.customer_id, now)
+        uow.billing_accounts.save(account)
+        uow.events.add(BillingAccountRegistered.of(account, command_id=None, now=now))
+        try:
+            uow.commit()
+        except UniquenessViolation:
+            raise FailedPrecondition(
+                f"customer {link.customer_id} is linked to another billing account",
+                details=[resource_info("billing_account", account.id)],
+            ) from None
+    logger.info(
+        "billing account %s adopted customer %s",
+        account.id,
+        link.customer_id,
+        extra={"billing_account_id": account.id, "customer_id": link.customer_id},
+    )
+    return account
+
+
+def record_subscription(svc: HandlerContext, record: SubscriptionRecord) -> Subscription:
+    """Record Stripe's subscription as ours, with the id its metadata names (a new one if it
+    names no valid id). Refused if the id is taken by another subscription, or the account or
+    the plan no longer match it."""
+    remote = record.remote
+    provider_name = svc.billing_provider().name
+    subscription_id = record.subscription_id or new_id("sub")
+    with svc.unit_of_work() as uow:
+        existing = uow.subscriptions.get(subscription_id)
+        if existing is not None:
+            if existing.provider_id == remote.id:
+                return existing
+            raise AlreadyExists(
+                f"subscription {subscription_id!r} exists, linked to {existing.provider_id}",
+                details=[resource_info("subscription", subscription_id)],
+            )
+        account = found(
+            uow.billing_accounts.get(record.billing_account_id),
+            "billing_account",
+            record.billing_account_id,
+        )
+        if account.state is BillingAccountState.DISABLED:
+            raise FailedPrecondition(
+                f"billing account {account.id!r} is disabled",
+                details=[error_info("BILLING_ACCOUNT_DISABLED", billing_account_id=account.id)],
+            )
+        if account.provider_id != remote.customer_id:
+            raise FailedPrecondition(
+                f"billing account {account.id!r} is no longer linked to customer "
+                f"{remote.customer_id}",
+                details=[resource_info("billing_account", account.id)],
+            )
+        plan = found(uow.plans.get(record.plan_id), "plan", record.plan_id)
+        if plan.provider_price_id != remote.subscription.price_id:
+            raise FailedPrecondition(
+                f"plan {plan.name!r} no longer has price {remote.subscription.price_id}",
+                details=[resource_info("plan", plan.id)],
+            )
+        subscription = Subscription.started(
+            subscription_id, account.id, plan, provider_name, remote.subscription, svc.clock.now()
+        )
+        uow.subscriptions.add(subscription)
+        try:
+            uow.commit()
+        except UniquenessViolation:
+            raise FailedPrecondition(
+                f"Stripe subscription {remote.id} was recorded meanwhile",
+                details=[resource_info("subscription", subscription_id)],
+            ) from None
+    logger.info(
+        "subscription %s adopted Stripe subscription %s",
+        subscription.id,
+        remote.id,
+        extra={"subscription_id": subscription.id, "provider_subscription_id": remote.id},
+    )
+    return subscription

@@ -1,0 +1,58 @@
+"""Beat's gauges of accounts stuck pending, read from SQLite and PostgreSQL as beat reads them
+at a scrape (``worker/beat_metrics.py``)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+
+from prometheus_client.core import Metric
+
+from domain.billing import BillingAccount, BillingDetails
+from tests.support.records import create_organization
+from worker.beat_metrics import SystemCollector
+from worker.clock import SystemClock
+from worker.db.engine import session_factory
+from worker.db.uow import SqlUnitOfWork
+from worker.settings import Settings
+
+
+def gauges(collector: SystemCollector) -> dict[str, float]:
+    families: list[Metric] = list(collector.collect())
+    return {
+        sample.name: sample.value
+        for family in families
+        for sample in family.samples
+        if not sample.labels
+    }
+
+
+def test_beat_counts_pending_accounts_and_the_age_of_the_oldest(
+    make_database: Callable[[str], str], redis_server: str
+) -> None:
+    url = make_database(f"gauges_{uuid.uuid4().hex[:8]}")
+    sessions = session_factory(url)
+    collector = SystemCollector(Settings(database_url=url, redis_url=f"{redis_server}/12"))
+    assert gauges(collector)["billing_pending_accounts"] == 0
+    assert gauges(collector)["billing_oldest_pending_account_age_seconds"] == 0
+    now = SystemClock().now()
+    with SqlUnitOfWork(sessions) as uow:
+        for hours, offline in ((2, False), (1, False), (5, True)):
+            org = create_organization(sessions, SystemClock(), name=f"o-{uuid.uuid4().hex[:8]}")
+            uow.billing_accounts.add(
+                BillingAccount.open(
+                    f"ba_{uuid.uuid4().hex[:8]}",
+                    org,
+                    BillingDetails(name="Acme", email="billing@acme.example"),
+                    offline=offline,
+                    default_currency="usd",
+                    now=now - timedelta(hours=hours),
+                )
+            )
+        uow.commit()
+
+    read = gauges(collector)
+
+    assert read["billing_pending_accounts"] == 2
+    assert 7200 <= read["billing_oldest_pending_account_age_seconds"] < 7200 + 60

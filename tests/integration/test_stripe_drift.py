@@ -1,0 +1,478 @@
+"""Drift between Stripe and the database on real parts: the Stripe emulator (a process, through
+the real SDK) and SQLite and PostgreSQL. ``billing-worker stripe drift`` runs as an operator
+runs it (a process of its own); what a crash leaves behind is made at the emulator directly,
+as the crashed process left it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import stripe  # noqa: TID251 - the tests make what a crash leaves at the emulator
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from domain.billing import BillingAccount, BillingDetails, CreateBillingAccount
+from domain.drift import DriftKind
+from domain.errors import TransientError
+from domain.organizations import Organization
+from domain.plans import Plan, PlanSpec
+from domain.rate_budget import BudgetUsage, CallKind, Priority
+from domain.subscriptions import Subscription, SubscriptionState, SubscriptionTerms
+from stripe_emulator import EmulatorAdmin
+from tasks.handlers.billing import create_billing_account
+from tasks.handlers.drift import drift_report
+from tasks.handlers.plans import create_plan
+from tasks.handlers.subscribe import create_subscription
+from tests.emulator.support import sdk_client
+from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
+from tests.support.records import create_organization, services_on
+from worker.bootstrap import Services
+from worker.clock import SystemClock
+from worker.db.engine import session_factory
+from worker.db.models import EventRow
+from worker.stripe_provider import StripeBillingProvider
+
+DRIFT_FOUND = 1
+
+
+@dataclass(frozen=True)
+class Done:
+    status: int
+    stdout: str
+    stderr: str
+
+    def findings(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = json.loads(self.stdout)
+        return found
+
+
+@dataclass
+class World:
+    """A migrated database of one backend, the emulator reset, and an operator's settings."""
+
+    sessions: sessionmaker[Session]
+    services: Services
+    sdk: stripe.StripeClient
+    admin: EmulatorAdmin
+    env: dict[str, str]
+    org: Organization
+
+    def drift(self, *args: str) -> Done:
+        """``billing-worker stripe drift ARGS`` in a process of its own."""
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
+        done = subprocess.run(
+            [sys.executable, "-m", "worker.cli", "stripe", "drift", *args],
+            env={**clean, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert "Traceback" not in done.stderr, done.stderr
+        return Done(done.returncode, done.stdout, done.stderr)
+
+    def pending_account(self) -> BillingAccount:
+        """An account whose registration died after Stripe answered, before our commit: it
+        is ``pending`` with no provider id."""
+        account = BillingAccount.open(
+            f"ba_{uuid.uuid4().hex[:12]}",
+            self.org,
+            BillingDetails(name="Acme", email="billing@acme.example"),
+            offline=False,
+            default_currency="usd",
+            now=SystemClock().now(),
+        )
+        with self.services.unit_of_work() as uow:
+            uow.billing_accounts.add(account)
+            uow.commit()
+        return account
+
+    def registered_account(self) -> BillingAccount:
+        ready = create_billing_account(
+            CreateBillingAccount(
+                command_id=f"test-{uuid.uuid4().hex}",
+                org_id=self.org.id,
+                billing_account_id=f"ba_{uuid.uuid4().hex[:12]}",
+                account=BillingDetails(name="Acme", email="billing@acme.example"),
+            ),
+            self.services,
+        )
+        return self.account(ready.billing_account["id"])
+
+    def account(self, account_id: str) -> BillingAccount:
+        with self.services.unit_of_work() as uow:
+            account = uow.billing_accounts.get(account_id)
+        assert account is not None
+        return account
+
+    def customer_at_stripe(self, account: BillingAccount) -> str:
+        """A customer made at Stripe for ``account`` (as its registration makes it)."""
+        made = self.sdk.v1.customers.create(
+            params={
+                "name": account.name,
+                "email": account.email,
+                "metadata": {"org_id": account.org_id, "billing_account_id": account.id},
+            }
+        )
+        return str(made.id)
+
+    def plan(self, name: str, amount: int = 900) -> Plan:
+        spec = PlanSpec(name=f"{name}-{uuid.uuid4().hex[:6]}", amount=amount, currency="usd")
+        return create_plan(self.services, spec)
+
+    def subscribe(self, account: BillingAccount, plan: Plan, **kwargs: Any) -> Subscription:
+        return create_subscription(
+            self.services,
+            org_id=account.org_id,
+            billing_account_id=account.id,
+            plan_ref=plan.name,
+            **kwargs,
+        )
+
+    def subscription(self, subscription_id: str) -> Subscription | None:
+        with self.services.unit_of_work() as uow:
+            return uow.subscriptions.get(subscription_id)
+
+    def stripe_subscriptions(self, customer_id: str) -> list[stripe.Subscription]:
+        listed = self.sdk.v1.subscriptions.list(params={"customer": customer_id, "status": "all"})
+        return list(listed.data)
+
+    def event_types(self) -> list[str]:
+        with self.sessions() as session:
+            return list(session.scalars(select(EventRow.type).order_by(EventRow.sequence)))
+
+
+@pytest.fixture
+def world(
+    make_database: Callable[[str], str],
+    emulator: EmulatorProcess,
+    admin: EmulatorAdmin,
+    redis_server: str,
+    tmp_path: Path,
+) -> World:
+    url = make_database(f"drift_{uuid.uuid4().hex[:8]}")
+    sessions = session_factory(url)
+    provider = StripeBillingProvider(EMULATOR_KEY, api_base=emulator.url, timeout=5)
+    services = services_on(sessions, provider=provider)
+    org = create_organization(sessions, SystemClock(), name=f"org-{uuid.uuid4().hex[:8]}")
+    env = {
+        "BILLING_DATABASE_URL": url,
+        "BILLING_DATA_DIR": str(tmp_path),
+        "BILLING_REDIS_URL": f"{redis_server}/11",
+        "BILLING_STRIPE_API_KEY": EMULATOR_KEY,
+        "BILLING_STRIPE_API_BASE": emulator.url,
+    }
+    return World(sessions, services, sdk_client(emulator.url), admin, env, org)
+
+
+# --- customers --------------------------------------------------------------------------------
+
+
+def test_a_customer_whose_account_never_heard_of_it_is_listed_adopted_and_then_gone(
+    world: World,
+) -> None:
+    account = world.pending_account()
+    customer_id = world.customer_at_stripe(account)
+
+    listed = world.drift("--json")
+    adopted = world.drift("--adopt", "--json")
+    again = world.drift()
+
+    assert listed.status == DRIFT_FOUND, listed.stderr
+    [finding] = listed.findings()
+    assert (finding["kind"], finding["billing_account_id"], finding["customer_ids"]) == (
+        "orphan_customer",
+        account.id,
+        [customer_id],
+    )
+    assert finding["adoptable"] is True
+    assert adopted.status == 0, adopted.stderr
+    assert [found["outcome"] for found in adopted.findings()] == ["adopted"]
+    linked = world.account(account.id)
+    assert (linked.state.value, linked.provider, linked.provider_id) == (
+        "active",
+        "stripe",
+        customer_id,
+    )
+    assert world.event_types() == ["billing_account.registered"]
+    assert (again.status, again.stdout) == (0, "no drift found\n")
+    assert again.stderr == ""
+
+
+def test_duplicate_customers_are_reported_and_not_adopted(world: World) -> None:
+    account = world.pending_account()
+    first = world.customer_at_stripe(account)
+    world.admin.advance_clock(60)
+    second = world.customer_at_stripe(account)
+
+    adopted = world.drift("--adopt", "--json")
+
+    assert adopted.status == DRIFT_FOUND
+    [finding] = adopted.findings()
+    assert finding["kind"] == "duplicate_customers"
+    assert finding["customer_ids"] == [first, second]
+    assert finding["outcome"] == "needs a person"
+    assert finding["action"].startswith(f"keep {first} (the oldest")
+    assert world.account(account.id).provider_id is None
+    assert world.event_types() == []
+
+
+def test_the_table_has_a_header_row_and_a_line_of_what_to_do_under_each_finding(
+    world: World,
+) -> None:
+    account = world.pending_account()
+    customer_id = world.customer_at_stripe(account)
+
+    shown = world.drift()
+
+    assert shown.status == DRIFT_FOUND
+    header, line, todo, summary = shown.stdout.splitlines()
+    assert header.split() == ["KIND", "ADOPTABLE", "IDS", "DESCRIPTION"]
+    assert line.split()[:4] == ["orphan_customer", "yes", account.id, customer_id]
+    assert (
+        todo.strip()
+        == f"→ adopt: register billing account {account.id} with customer {customer_id}"
+    )
+    assert summary == "1 found: 1 adoptable (run with --adopt), 0 need a person"
+
+
+# --- subscriptions ----------------------------------------------------------------------------
+
+
+def test_an_orphan_stripe_subscription_is_reported_and_adopted_under_the_id_it_names(
+    world: World,
+) -> None:
+    account = world.registered_account()
+    plan = world.plan("starter")
+    assert account.provider_id is not None
+    assert plan.provider_price_id is not None
+    made = world.sdk.v1.subscriptions.create(
+        params={
+            "customer": account.provider_id,
+            "items": [{"price": plan.provider_price_id}],
+            "collection_method": "send_invoice",
+            "days_until_due": 30,
+            "metadata": {
+                "org_id": account.org_id,
+                "billing_account_id": account.id,
+                "subscription_id": "sub_lost_row",
+            },
+        }
+    )
+
+    listed = world.drift("--json")
+    adopted = world.drift("--adopt")
+    again = world.drift()
+
+    assert listed.status == DRIFT_FOUND
+    [finding] = listed.findings()
+    assert finding["kind"] == "orphan_subscription"
+    assert finding["provider_subscription_id"] == made.id
+    assert finding["subscription_id"] == "sub_lost_row"
+    assert finding["adoptable"] is True
+    assert adopted.status == 0, adopted.stdout + adopted.stderr
+    recorded = world.subscription("sub_lost_row")
+    assert recorded is not None
+    assert (recorded.provider_id, recorded.plan_id, recorded.state) == (
+        made.id,
+        plan.id,
+        SubscriptionState.ACTIVE,
+    )
+    assert (again.status, again.stdout) == (0, "no drift found\n")
+
+
+def test_a_stripe_subscription_that_is_not_ours_is_reported_for_a_person(world: World) -> None:
+    account = world.registered_account()
+    plan = world.plan("starter")
+    made = world.sdk.v1.subscriptions.create(
+        params={
+            "customer": str(account.provider_id),
+            "items": [{"price": str(plan.provider_price_id)}],
+            "collection_method": "send_invoice",
+            "days_until_due": 30,
+        }
+    )
+
+    adopted = world.drift("--adopt", "--json")
+
+    assert adopted.status == DRIFT_FOUND
+    [finding] = adopted.findings()
+    assert (finding["kind"], finding["provider_subscription_id"]) == (
+        "orphan_subscription",
+        made.id,
+    )
+    assert finding["outcome"] == "needs a person"
+    assert "names no subscription of ours" in finding["description"]
+
+
+def test_a_row_whose_stripe_subscription_is_gone_is_reported(world: World) -> None:
+    account = world.registered_account()
+    plan = world.plan("starter")
+    subscription = world.subscribe(account, plan)
+    with world.services.unit_of_work() as uow:
+        subscription.provider_id = "sub_deleted_at_stripe"
+        uow.subscriptions.save(subscription)
+        uow.commit()
+    orphan = world.stripe_subscriptions(str(account.provider_id))[0].id
+
+    findings = world.drift("--json").findings()
+
+    assert sorted((found["kind"], found["provider_subscription_id"]) for found in findings) == [
+        ("missing_subscription", "sub_deleted_at_stripe"),
+        ("orphan_subscription", orphan),
+    ]
+
+
+def test_a_price_changed_at_stripe_behind_our_back_is_a_plan_mismatch(world: World) -> None:
+    account = world.registered_account()
+    starter, team = world.plan("starter"), world.plan("team", 2900)
+    subscription = world.subscribe(account, starter)
+    world.sdk.v1.subscriptions.update(
+        subscription.provider_id,
+        params={
+            "items": [
+                {"id": str(subscription.provider_item_id), "price": str(team.provider_price_id)}
+            ],
+            "proration_behavior": "none",
+        },
+    )
+
+    done = world.drift("--adopt", "--json")
+
+    assert done.status == DRIFT_FOUND
+    [finding] = done.findings()
+    assert (finding["kind"], finding["subscription_id"]) == ("plan_mismatch", subscription.id)
+    assert (
+        f"Stripe bills {team.provider_price_id} (plan {team.name}'s price)"
+        in (finding["description"])
+    )
+    assert finding["outcome"] == "needs a person"
+
+
+def test_a_billing_cycle_moved_and_a_cancellation_at_stripe_are_period_and_state_mismatches(
+    world: World,
+) -> None:
+    account = world.registered_account()
+    starter = world.plan("starter")
+    moved, canceled = world.subscribe(account, starter), world.subscribe(account, starter)
+    world.admin.advance_clock(10 * 86_400)
+    world.sdk.v1.subscriptions.update(
+        moved.provider_id,
+        params={"billing_cycle_anchor": {"type": "now"}, "proration_behavior": "none"},
+    )
+    world.sdk.v1.subscriptions.cancel(canceled.provider_id)
+
+    findings = world.drift("--json").findings()
+
+    assert sorted((found["kind"], found["subscription_id"]) for found in findings) == sorted(
+        [("period_mismatch", moved.id), ("state_mismatch", canceled.id)]
+    )
+
+
+def test_a_renewal_at_stripe_the_row_has_not_seen_is_no_drift(world: World) -> None:
+    account = world.registered_account()
+    # Invoices due in a year: the renewals' invoices are not overdue (past_due) yet.
+    world.subscribe(account, world.plan("starter"), terms=SubscriptionTerms(days_until_due=365))
+    world.admin.advance_clock(70 * 86_400)
+
+    done = world.drift()
+
+    assert (done.status, done.stdout) == (0, "no drift found\n"), done.stdout
+
+
+# --- a creation retried under the same id -----------------------------------------------------
+
+
+def test_a_creation_whose_answer_was_lost_and_key_forgotten_makes_one_stripe_subscription(
+    world: World,
+) -> None:
+    account = world.registered_account()
+    plan = world.plan("starter")
+    world.admin.add_fault("drop", "POST /v1/subscriptions", after_execution=True, count=1)
+    with pytest.raises(TransientError):
+        world.subscribe(account, plan, subscription_id="sub_retried")
+    assert world.subscription("sub_retried") is None
+    [made] = world.stripe_subscriptions(str(account.provider_id))
+
+    world.admin.advance_clock(25 * 3600)  # Stripe forgot the idempotency key
+    subscription = world.subscribe(account, plan, subscription_id="sub_retried")
+
+    assert [s.id for s in world.stripe_subscriptions(str(account.provider_id))] == [made.id]
+    assert subscription.provider_id == made.id
+    stored = world.subscription("sub_retried")
+    assert stored is not None
+    assert stored.provider_id == made.id
+    creations = [r for r in world.admin.requests("/v1/subscriptions", "POST") if not r.replayed]
+    assert len(creations) == 1
+
+
+def test_a_creation_retried_within_the_key_window_is_one_stripe_subscription_too(
+    world: World,
+) -> None:
+    account = world.registered_account()
+    plan = world.plan("starter")
+    world.admin.add_fault("drop", "POST /v1/subscriptions", after_execution=True, count=1)
+    with pytest.raises(TransientError):
+        world.subscribe(account, plan, subscription_id="sub_soon")
+
+    world.subscribe(account, plan, subscription_id="sub_soon")
+
+    assert len(world.stripe_subscriptions(str(account.provider_id))) == 1
+    assert world.drift().status == 0
+
+
+def test_a_registration_with_two_customers_takes_the_oldest(world: World) -> None:
+    account = world.pending_account()
+    oldest = world.customer_at_stripe(account)
+    world.admin.advance_clock(60)
+    world.customer_at_stripe(account)
+    provider = world.services.billing_provider()
+
+    assert provider.find_customer(account.id) == oldest
+
+
+# --- what the report costs ---------------------------------------------------------------------
+
+
+class RecordingBudget:
+    """A rate budget that never waits and keeps what each call asked for."""
+
+    enabled = True
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[CallKind, Priority]] = []
+
+    def acquire(self, kind: CallKind, priority: Priority) -> float:
+        self.calls.append((kind, priority))
+        return 0.0
+
+    def rate_limited(self, kind: CallKind, retry_after: float | None) -> None:
+        return None
+
+    def effective_rate(self, kind: CallKind) -> float:
+        return 25.0
+
+    def usage(self) -> BudgetUsage:
+        return BudgetUsage(account="", mode="test", burst=0, max_wait_seconds=0.0, kinds={})
+
+
+def test_the_report_reads_stripe_at_bulk_priority_on_the_shared_budget(
+    world: World, emulator: EmulatorProcess
+) -> None:
+    budget = RecordingBudget()
+    provider = StripeBillingProvider(EMULATOR_KEY, api_base=emulator.url, budget=budget)
+    world.customer_at_stripe(world.pending_account())
+
+    [finding] = drift_report(services_on(world.sessions, provider=provider))
+
+    assert finding.kind is DriftKind.ORPHAN_CUSTOMER
+    assert budget.calls == [(CallKind.READ, Priority.BULK)] * 2
