@@ -429,7 +429,6 @@ class FakeSubscriptionRepository(_Repository[Subscription]):
         live = [s for s in self._all() if not s.state.is_over]
         return [subscription.id for subscription in _oldest_synced_first(live)[:limit]]
 
-
     def list_all(self) -> list[Subscription]:
         return sorted(self._all(), key=lambda subscription: subscription.id)
 
