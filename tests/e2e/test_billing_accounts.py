@@ -139,7 +139,9 @@ def test_an_online_account_is_registered_with_stripe_and_returned_with_its_organ
     assert set(account) == {
         "id", "org_id", "name", "email", "phone", "address", "provider_id", "provider",
         "currency", "state", "tax_data", "metadata", "created_at", "updated_at",
+        "customer_deleted_at",
     }  # fmt: skip
+    assert account["customer_deleted_at"] is None
     assert account["org_id"] == org_id
     assert account["state"] == "active"
     assert account["provider"] == "stripe"

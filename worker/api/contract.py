@@ -117,6 +117,10 @@ class BillingAccountView(BaseModel):
     metadata: dict[str, MetadataValue]
     created_at: Timestamp
     updated_at: Timestamp
+    customer_deleted_at: Timestamp | None = Field(
+        description="When the Stripe customer was found deleted (by Stripe's webhook or the "
+        "reconciliation sweep); null while it exists."
+    )
 
 
 class OrganizationView(BaseModel):
