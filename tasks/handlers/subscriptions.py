@@ -18,6 +18,7 @@ from domain.errors import (
     Internal,
     InvalidArgument,
     NotFound,
+    PaymentFailed,
     TransientError,
     UniquenessViolation,
     error_info,
@@ -84,7 +85,7 @@ def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanCha
             _commit_or_retry(uow, subscription)
     try:
         change = apply_change(change.id, svc, command.command_id)
-    except InvalidArgument:
+    except (InvalidArgument, PaymentFailed):  # nothing was made at the provider
         _restore(superseded, svc, command.command_id)
         raise
     if change.state is not ChangeState.APPLIED:

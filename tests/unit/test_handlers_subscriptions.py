@@ -720,3 +720,17 @@ def test_an_immediate_change_prorated_as_of_a_time_outside_the_period_names_the_
 
     assert raised.value.details[0]["fieldViolations"][0]["field"] == "proration_date"
     assert updates(app) == []
+
+
+def test_a_declined_immediate_change_leaves_the_period_end_change_it_superseded_standing(
+    invoicing_app: FakeApplication,
+) -> None:
+    sub = subscribed(invoicing_app)
+    change_subscription_plan(request(sub, "c1", plan="team"), invoicing_app)
+    invoicing_app.provider.decline_payments(sub.provider_id)
+
+    with pytest.raises(PaymentFailed):
+        change_subscription_plan(request(sub, "c2", plan="scale", immediate=True), invoicing_app)
+
+    states = {change.target_plan_id: change.state for change in changes(invoicing_app, sub)}
+    assert states == {sub.scale.id: ChangeState.SKIPPED, sub.team.id: ChangeState.SCHEDULED}
