@@ -20,7 +20,6 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 import stripe  # noqa: TID251 - the tests read the emulator's invoices through the SDK
 
 from domain.plans import Plan
@@ -29,9 +28,8 @@ from domain.subscriptions import SubscriptionState, SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tasks.handlers.subscribe import create_subscription
 from tests.emulator.support import sdk_client
-from tests.support.emulator import start_emulator
 from tests.support.events import outbox_rows
-from tests.support.stack import Stack, eventually, stack_env
+from tests.support.stack import Stack, eventually, stack_of_its_own
 from tests.support.subscriptions import (
     Subscribed,
     changes_of,
@@ -62,37 +60,19 @@ def stack(
     """A stack of its own (its clock is moved by whole periods): an emulator, a worker,
     beat and the API, with immediate changes invoiced at once (``always_invoice``)."""
     name = f"billing_{backend}"
-    base = workdir / name
-    base.mkdir(parents=True, exist_ok=True)
-    database_url = make_database(name)
     redis_url = f"{redis_server}/{BILLING_REDIS_DB + (backend == 'postgresql')}"
-    redis.Redis.from_url(redis_url).flushdb()
-    emulator = start_emulator(base / "stripe-emulator.log", "--rate-limit", "0")
-    env = stack_env(
-        database_url=database_url,
-        redis_url=redis_url,
-        data_dir=base,
-        stripe_url=emulator.url,
-        BILLING_SHIFTABLE_CLOCK="true",
+    with stack_of_its_own(
+        name,
+        workdir,
+        make_database(name),
+        redis_url,
         BILLING_PRORATION_BEHAVIOR="always_invoice",
-    )
-    system = Stack(
-        name=name,
-        database_url=database_url,
-        redis_url=redis_url,
-        workdir=base,
-        env=env,
-        stripe_url=emulator.url,
-    )
-    try:
+    ) as system:
         WORKERS[name] = system.start_worker()
         system.start_beat()
         system.start_api()
         system.client = system.new_client()
         yield system
-    finally:
-        system.stop()
-        emulator.stop()
 
 
 WORKERS: dict[str, subprocess.Popen[bytes]] = {}

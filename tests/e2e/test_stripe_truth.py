@@ -11,7 +11,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import redis
 import stripe  # noqa: TID251 - the tests act as Stripe's dashboard through the SDK
 
 from domain.plans import Plan
@@ -20,8 +19,7 @@ from domain.subscriptions import SubscriptionState
 from stripe_emulator import EmulatorAdmin
 from tasks.handlers.stripe_endpoints import register_stripe_endpoint
 from tests.emulator.support import sdk_client
-from tests.support.emulator import start_emulator
-from tests.support.stack import Stack, eventually, stack_env
+from tests.support.stack import Stack, eventually, stack_of_its_own
 from tests.support.subscriptions import (
     Subscribed,
     changes_of,
@@ -51,30 +49,15 @@ def stack(
     """A stack of its own whose emulator sends its webhooks to the stack's API, with a
     reconciliation sweep every second."""
     name = f"truth_{backend}"
-    base = workdir / name
-    base.mkdir(parents=True, exist_ok=True)
-    database_url = make_database(name)
     redis_url = f"{redis_server}/{(TRUTH_REDIS_DB + (backend == 'postgresql')) % 16}"
-    redis.Redis.from_url(redis_url).flushdb()
-    emulator = start_emulator(base / "stripe-emulator.log", "--rate-limit", "0")
-    env = stack_env(
-        database_url=database_url,
-        redis_url=redis_url,
-        data_dir=base,
-        stripe_url=emulator.url,
-        BILLING_SHIFTABLE_CLOCK="true",
+    with stack_of_its_own(
+        name,
+        workdir,
+        make_database(name),
+        redis_url,
         BILLING_RECONCILE_INTERVAL_SECONDS="1",
         BILLING_RECONCILE_READS_PER_SECOND="20",
-    )
-    system = Stack(
-        name=name,
-        database_url=database_url,
-        redis_url=redis_url,
-        workdir=base,
-        env=env,
-        stripe_url=emulator.url,
-    )
-    try:
+    ) as system:
         system.start_worker()
         system.start_beat()
         system.start_api()
@@ -84,9 +67,6 @@ def stack(
             admin.duplicate_deliveries(probability=0.5)
             admin.reorder_deliveries(window=2, hold_seconds=0.5)
         yield system
-    finally:
-        system.stop()
-        emulator.stop()
 
 
 @pytest.fixture(scope="module")

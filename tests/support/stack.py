@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import redis
 from sqlalchemy.orm import Session, sessionmaker
 
 from domain.permissions import ALL_SCOPES, Grant
@@ -227,3 +229,39 @@ def _answers(url: str) -> bool:
 
 def basic(client_id: str, secret: str) -> str:
     return "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+
+
+@contextlib.contextmanager
+def stack_of_its_own(
+    name: str, workdir: Path, database_url: str, redis_url: str, **settings: str
+) -> Iterator[Stack]:
+    """A stack with its own database, Redis database and Stripe emulator (no processes
+    started yet), on a shiftable clock, for tests that move time or set their own settings;
+    stopped with its emulator on the way out."""
+    from tests.support.emulator import start_emulator
+
+    base = workdir / name
+    base.mkdir(parents=True, exist_ok=True)
+    redis.Redis.from_url(redis_url).flushdb()  # no messages or clock left by another run
+    emulator = start_emulator(base / "stripe-emulator.log", "--rate-limit", "0")
+    env = stack_env(
+        database_url=database_url,
+        redis_url=redis_url,
+        data_dir=base,
+        stripe_url=emulator.url,
+        BILLING_SHIFTABLE_CLOCK="true",
+        **settings,
+    )
+    system = Stack(
+        name=name,
+        database_url=database_url,
+        redis_url=redis_url,
+        workdir=base,
+        env=env,
+        stripe_url=emulator.url,
+    )
+    try:
+        yield system
+    finally:
+        system.stop()
+        emulator.stop()
