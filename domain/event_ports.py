@@ -1,8 +1,8 @@
 """Ports of the events outbox and of the webhooks: what the relay and the deliveries need
 from the outside world, as Protocols (``domain.ports`` re-exports them).
 
-Adapters in ``worker/`` implement them (``worker/db/events.py``, ``worker/event_stream.py``,
-``worker/webhooks.py``).
+Adapters in ``worker/`` implement them (``worker/db/events.py``, ``worker/outbound/stream.py``,
+``worker/outbound/webhooks.py``).
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 touches.
 
 The runner (:meth:`tasks.base.CommandTask.run_command`) binds the fields when a delivery
-starts; a logging filter (``worker.logs``) adds them to every record logged meanwhile in that
-context, whoever logs it (the runner, a handler, the Stripe adapter, Celery's own lines about
-the task). Only values shaped as ids are taken from a message: a foreign publisher cannot put
-an email into a log line through an id field.
+starts; a logging filter (``worker.observability.logs``) adds them to every record logged
+meanwhile in that context, whoever logs it (the runner, a handler, the Stripe adapter, Celery's
+own lines about the task). Only values shaped as ids are taken from a message: a foreign
+publisher cannot put an email into a log line through an id field.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from tests.support.emulator import start_emulator
 from tests.support.postgres import PostgresCluster, start_cluster
 from tests.support.stack import Stack, stack_env
 from worker.db.migrate import upgrade
-from worker.embedded import ProcessGroup, start_redis
+from worker.local.embedded import ProcessGroup, start_redis
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BACKENDS = ("sqlite", "postgresql")

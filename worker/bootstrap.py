@@ -116,19 +116,19 @@ class Services:
         )
 
     def event_stream(self) -> EventStream:
-        from worker.event_stream import RedisEventStream
+        from worker.outbound.stream import RedisEventStream
 
         return RedisEventStream(
             self._redis(), self.settings.events_stream, self.settings.events_stream_maxlen
         )
 
     def relay_lock(self) -> RelayLock:
-        from worker.event_stream import RedisRelayLock
+        from worker.outbound.stream import RedisRelayLock
 
         return RedisRelayLock(self._redis(), f"{self.settings.events_stream}:relay-lock")
 
     def webhook_sender(self) -> WebhookSender:
-        from worker.webhooks import HttpWebhookSender
+        from worker.outbound.webhooks import HttpWebhookSender
 
         return HttpWebhookSender(
             allow_private_networks=self.settings.resolved_webhook_allow_private_networks()
@@ -143,14 +143,14 @@ class Services:
 
     def publisher(self) -> CommandPublisher:
         from worker.celery_app import app
-        from worker.dispatch import CeleryPublisher
+        from worker.messaging.publisher import CeleryPublisher
 
         return CeleryPublisher(app)
 
     def dead_letters(self) -> DeadLetterStore:
         import redis
 
-        from worker.dead_letters import DeadLetters
+        from worker.messaging.dead_letters import DeadLetters
 
         return DeadLetters(redis.Redis.from_url(self.settings.resolved_redis_url()))
 
@@ -179,7 +179,7 @@ class Services:
 
 def provider_for(settings: Settings, budget: RateBudget | None = None) -> BillingProvider:
     """The billing provider these settings name (a ``CommandError`` if none is set up)."""
-    from worker.stripe_provider import build_provider
+    from worker.provider.stripe_adapter import build_provider
 
     return build_provider(
         settings.resolved_stripe_api_key(),
@@ -194,7 +194,7 @@ def budget_for(settings: Settings, *, max_wait_seconds: float | None = None) -> 
     overrides how long a call may block (a CLI command may simply wait its turn)."""
     import redis
 
-    from worker.stripe_budget import (
+    from worker.provider.rate_budget import (
         BudgetConfig,
         RedisRateBudget,
         UnmeteredBudget,

@@ -20,7 +20,7 @@ from tasks.runtime import CommandApp
 from tasks.stripe_sync import RECONCILE_WITH_STRIPE
 from tasks.subscriptions import ENQUEUE_DUE_CHANGES
 from tasks.webhooks import SEND_DUE_DELIVERIES
-from worker.exporters import connect as connect_metrics
+from worker.observability.signals import connect as connect_metrics
 from worker.settings import Settings, get_settings
 
 QUEUES = ("users", "billing", "subscriptions", "maintenance", "webhooks")
@@ -53,9 +53,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     visibility = settings.broker_visibility_timeout_seconds
     return {
         "broker_url": redis_url,
-        # Any bytes on a queue become a task message or a dead letter (worker/broker.py).
-        "broker_transport": "worker.broker:GuardedRedisTransport",
-        "worker_consumer": "worker.broker:GuardedConsumer",
+        # Any bytes on a queue become a task message or a dead letter (worker/messaging/broker.py).
+        "broker_transport": "worker.messaging.broker:GuardedRedisTransport",
+        "worker_consumer": "worker.messaging.broker:GuardedConsumer",
         "result_backend": redis_url,
         "task_serializer": "json",
         "result_serializer": "json",
@@ -154,8 +154,8 @@ def create_celery_app(settings: Settings | None = None) -> CommandApp:
         "billing_worker",
         application=bootstrap,
         include=TASK_MODULES,
-        # Messages we publish show their arguments masked (worker/masking.py).
-        amqp="worker.masking:MaskingAMQP" if settings.mask_personal_data else None,
+        # Messages we publish show their arguments masked (worker/messaging/masking.py).
+        amqp="worker.messaging.masking:MaskingAMQP" if settings.mask_personal_data else None,
     )
     app.conf.update(celery_config(settings))
     return app
@@ -167,8 +167,9 @@ app = create_celery_app()
 @setup_logging.connect
 def _configure_logging(loglevel: int | str | None = None, **_: Any) -> None:
     # Connected, this replaces Celery's own logging set-up in workers and beat: one handler,
-    # JSON or console lines naming their command, personal data masked (worker/logs.py).
-    from worker.logs import configure_from_settings
+    # JSON or console lines naming their command, personal data masked
+    # (worker/observability/logs.py).
+    from worker.observability.logs import configure_from_settings
 
     configure_from_settings(loglevel)
 
@@ -178,7 +179,7 @@ def _log_from_the_start(options: dict[str, Any] | None = None, **_: Any) -> None
     # A worker warns (running as root…) before Celery sets its logging up: in our format too.
     import logging
 
-    from worker.logs import configure_from_settings
+    from worker.observability.logs import configure_from_settings
 
     configure_from_settings((options or {}).get("loglevel"))
     logging.captureWarnings(True)

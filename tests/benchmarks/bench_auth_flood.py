@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.stack import Stack, stack_env  # noqa: E402
 from worker.db.migrate import upgrade  # noqa: E402
-from worker.embedded import ProcessGroup, start_redis  # noqa: E402
+from worker.local.embedded import ProcessGroup, start_redis  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -29,7 +29,7 @@ from tests.support.records import create_organization  # noqa: E402
 from tests.support.stack import Stack, stack_env  # noqa: E402
 from worker.clock import SystemClock  # noqa: E402
 from worker.db.migrate import upgrade  # noqa: E402
-from worker.embedded import ProcessGroup, start_redis  # noqa: E402
+from worker.local.embedded import ProcessGroup, start_redis  # noqa: E402
 
 
 def run(stack: Stack, org_ids: list[str], clients: int, offline: bool) -> tuple[float, list[float]]:

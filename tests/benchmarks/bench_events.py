@@ -38,7 +38,7 @@ from tests.support.stack import Stack, stack_env  # noqa: E402
 from worker.clock import SystemClock  # noqa: E402
 from worker.db.migrate import upgrade  # noqa: E402
 from worker.db.uow import SqlUnitOfWork  # noqa: E402
-from worker.embedded import ProcessGroup, free_port, start_redis  # noqa: E402
+from worker.local.embedded import ProcessGroup, free_port, start_redis  # noqa: E402
 
 
 class Arrivals:

@@ -50,8 +50,8 @@ from tests.support.subscriptions import DAY, new_account, new_plan  # noqa: E402
 from worker.clock import ShiftableClock, SystemClock  # noqa: E402
 from worker.db.migrate import upgrade  # noqa: E402
 from worker.db.models import CommandRow, ScheduledChangeRow  # noqa: E402
-from worker.embedded import ProcessGroup, start_redis  # noqa: E402
-from worker.stripe_provider import StripeBillingProvider  # noqa: E402
+from worker.local.embedded import ProcessGroup, start_redis  # noqa: E402
+from worker.provider.stripe_adapter import StripeBillingProvider  # noqa: E402
 
 LEAD = timedelta(hours=1)
 """``BILLING_PERIOD_END_LEAD_SECONDS`` of README_SETTINGS."""

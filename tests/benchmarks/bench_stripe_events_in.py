@@ -43,8 +43,8 @@ from tests.support.subscriptions import new_account, new_plan, subscribe  # noqa
 from worker.clock import SystemClock  # noqa: E402
 from worker.db.migrate import upgrade  # noqa: E402
 from worker.db.models import CommandRow  # noqa: E402
-from worker.embedded import ProcessGroup, start_redis  # noqa: E402
-from worker.stripe_provider import StripeBillingProvider  # noqa: E402
+from worker.local.embedded import ProcessGroup, start_redis  # noqa: E402
+from worker.provider.stripe_adapter import StripeBillingProvider  # noqa: E402
 
 
 def hammer(clients: int, jobs: list[Callable[[httpx.Client], int]], stack: Stack) -> float:

@@ -22,7 +22,7 @@ from celery import Celery
 
 from stripe_emulator import EmulatorAdmin
 from tests.support.stack import eventually
-from worker.embedded import free_port
+from worker.local.embedded import free_port
 
 pytestmark = pytest.mark.e2e
 

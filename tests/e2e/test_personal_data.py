@@ -17,7 +17,7 @@ from celery import Celery
 from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually, stack_env
 from worker.clock import SystemClock
-from worker.embedded import ProcessGroup, celery_beat_argv
+from worker.local.embedded import ProcessGroup, celery_beat_argv
 
 pytestmark = pytest.mark.e2e
 

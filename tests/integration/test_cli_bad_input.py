@@ -25,7 +25,7 @@ from worker.cli import main
 from worker.clock import SystemClock
 from worker.db.engine import session_factory
 from worker.db.migrate import upgrade
-from worker.embedded import free_port
+from worker.local.embedded import free_port
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,14 @@ from sqlalchemy import text
 
 from domain.errors import NotFound
 from domain.permissions import ALL_SCOPES, DEFAULT_SCOPES, Grant, Scope
-from worker.clients import (
+from worker.clock import SystemClock
+from worker.db.api_clients import (
     ClientAuthenticator,
     create_client,
     list_clients,
     rotate_secret,
     update_client,
 )
-from worker.clock import SystemClock
 from worker.db.engine import get_engine, session_factory
 from worker.db.migrate import alembic_config, upgrade
 

@@ -13,8 +13,8 @@ from sqlalchemy.exc import IntegrityError
 
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.messages import CommandStatus
-from worker.clients import ClientAuthenticator, create_client
 from worker.clock import SystemClock
+from worker.db.api_clients import ClientAuthenticator, create_client
 from worker.db.commands import SqlCommandLog
 from worker.db.engine import get_engine, session_factory
 from worker.db.migrate import upgrade

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from domain.permissions import ALL_SCOPES, Grant, Scope
-from worker.clients import create_client, get_client
 from worker.clock import SystemClock
+from worker.db.api_clients import create_client, get_client
 from worker.db.engine import session_factory
 from worker.db.migrate import upgrade
+from worker.local.stack import LocalStack, demo_credentials
 from worker.settings import Settings
-from worker.stack import LocalStack, demo_credentials
 
 
 def test_a_demo_client_kept_from_an_earlier_up_gets_the_scopes_added_since(

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from tests.support.redis_server import RedisServer
-from worker.embedded import redis_server_binary
+from worker.local.embedded import redis_server_binary
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Beat's gauges of accounts stuck pending, read from SQLite and PostgreSQL as beat reads them
-at a scrape (``worker/beat_metrics.py``)."""
+at a scrape (``worker/observability/gauges.py``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from prometheus_client.core import Metric
 
 from domain.billing import BillingAccount, BillingDetails
 from tests.support.records import create_organization
-from worker.beat_metrics import SystemCollector
 from worker.clock import SystemClock
 from worker.db.engine import session_factory
 from worker.db.uow import SqlUnitOfWork
+from worker.observability.gauges import SystemCollector
 from worker.settings import Settings
 
 

@@ -26,7 +26,7 @@ from tests.support.records import create_organization, services_on
 from worker.bootstrap import Services
 from worker.clock import SystemClock
 from worker.db.engine import session_factory
-from worker.stripe_provider import StripeBillingProvider
+from worker.provider.stripe_adapter import StripeBillingProvider
 
 
 @pytest.fixture

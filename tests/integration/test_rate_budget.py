@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from domain.rate_budget import CallKind, Priority, RateLimited
-from worker.stripe_budget import BudgetConfig, RedisRateBudget, default_rate, mode_of
+from worker.provider.rate_budget import BudgetConfig, RedisRateBudget, default_rate, mode_of
 
 RATE = 20.0
 INTERVAL = 1 / RATE

@@ -39,7 +39,7 @@ from worker.bootstrap import Services
 from worker.clock import SystemClock
 from worker.db.engine import session_factory
 from worker.db.models import EventRow
-from worker.stripe_provider import StripeBillingProvider
+from worker.provider.stripe_adapter import StripeBillingProvider
 
 DRIFT_FOUND = 1
 

@@ -14,8 +14,8 @@ from domain.subscriptions import SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess
-from worker import stripe_provider
-from worker.stripe_provider import STRIPE_API_VERSION, StripeBillingProvider, build_provider
+from worker.provider import stripe_adapter as stripe_provider
+from worker.provider.stripe_adapter import STRIPE_API_VERSION, StripeBillingProvider, build_provider
 
 
 def customer(account_id: str | None = None, tax_id: str = "GB123456789") -> ProviderCustomer:
@@ -164,7 +164,7 @@ def test_every_page_of_a_search_is_read_and_the_oldest_customer_taken_with_a_war
         made.append(provider.create_customer(customer("ba_dup"), idempotency_key=f"k-dup-{n}"))
         admin.advance_clock(60)
 
-    with caplog.at_level(logging.WARNING, logger="worker.stripe_provider"):
+    with caplog.at_level(logging.WARNING, logger="worker.provider.stripe_adapter"):
         found = provider.find_customer("ba_dup")
 
     assert found == made[0]

@@ -15,7 +15,7 @@ from domain.subscriptions import SubscriptionState, SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess
-from worker.stripe_provider import StripeBillingProvider
+from worker.provider.stripe_adapter import StripeBillingProvider
 
 METADATA = {"subscription_id": "sub_local_1"}
 

@@ -12,7 +12,7 @@ Each fake keeps the contract of its real adapter, as far as the handlers can tel
   :class:`UniquenessViolation` and rolls the transaction back. Row locks (``for_update``) are
   not modelled: a test runs one transaction at a time, and plays a racing transaction with
   :meth:`FakeDatabase.before_next_commit`. Foreign keys are not checked.
-* :class:`FakeBillingProvider` mirrors Stripe as ``worker/stripe_provider.py`` sees it: one
+* :class:`FakeBillingProvider` mirrors Stripe as ``worker/provider/stripe_adapter.py`` sees it: one
   object per idempotency key (a repeated key replays the first answer, a refusal included;
   the same key with other parameters or for another operation is an ``Internal`` error,
   Stripe's ``IdempotencyError``), keys forgotten after 24 hours on the fake clock, customers
@@ -1036,7 +1036,7 @@ class _Owner:
 
 
 def _rejected(field_name: str, message: str) -> InvalidArgument:
-    """A 4xx as ``worker.stripe_provider.translate`` makes it."""
+    """A 4xx as ``worker.provider.stripe_adapter.translate`` makes it."""
     return InvalidArgument(
         f"the billing provider rejected the request: {message}",
         details=[
@@ -1407,7 +1407,7 @@ class FakeApplication:
 
     def billing_provider(self) -> FakeBillingProvider:
         if not self._with_provider:
-            # As worker.stripe_provider.build_provider without an API key.
+            # As worker.provider.stripe_adapter.build_provider without an API key.
             raise FailedPrecondition(
                 "no billing provider is configured",
                 details=[error_info("PROVIDER_NOT_CONFIGURED")],

@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from worker.embedded import free_port
+from worker.local.embedded import free_port
 
 
 def find_pg_binary(name: str) -> str | None:

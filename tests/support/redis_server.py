@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from worker.embedded import ProcessGroup, free_port, redis_password, start_redis
+from worker.local.embedded import ProcessGroup, free_port, redis_password, start_redis
 
 
 class RedisServer:

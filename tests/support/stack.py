@@ -16,11 +16,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from domain.permissions import ALL_SCOPES, Grant
 from stripe_emulator import DEFAULT_API_KEY, EmulatorAdmin
-from worker.clients import NewClient, create_client
 from worker.clock import REFRESH_SECONDS, ShiftableClock, SystemClock
+from worker.db.api_clients import NewClient, create_client
 from worker.db.commands import CommandRecord, SqlCommandLog
 from worker.db.engine import session_factory
-from worker.embedded import (
+from worker.local.embedded import (
     ProcessGroup,
     api_argv,
     celery_beat_argv,

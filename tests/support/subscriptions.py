@@ -19,7 +19,7 @@ from tests.support.records import create_organization, services_on
 from tests.support.stack import Stack
 from worker.bootstrap import Services
 from worker.db.uow import SqlUnitOfWork
-from worker.stripe_provider import StripeBillingProvider
+from worker.provider.stripe_adapter import StripeBillingProvider
 
 DAY = 86_400.0
 

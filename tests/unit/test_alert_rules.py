@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus"
 
 EXPORTED = {
-    # Recorded by the processes (worker/metrics.py) and computed by beat (beat_metrics.py).
+    # Recorded by the processes (worker/observability/metrics.py) and computed by beat
+    # (worker/observability/gauges.py).
     "billing_oldest_due_change_age_seconds",
     "billing_failed_commands",
     "billing_queue_depth",

@@ -17,7 +17,7 @@ import pytest
 from jsonschema.protocols import Validator
 
 from domain.events import EVENT_TYPES
-from worker.message_schemas import (
+from worker.contracts.schemas import (
     ASYNCAPI_FILE,
     COMMAND_TYPES,
     SCHEMAS_DIR,

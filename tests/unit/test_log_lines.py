@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tasks import log_context
-from worker.logs import configure, remember_message
+from worker.observability.logs import configure, remember_message
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""What Celery shows of a task message's arguments (worker/masking.py)."""
+"""What Celery shows of a task message's arguments (worker/messaging/masking.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from celery import Celery
 
-from worker.masking import mask_argument_reprs, message_log_fields
+from worker.messaging.masking import mask_argument_reprs, message_log_fields
 
 KWARGS = {
     "command_id": "c-1",
@@ -16,7 +16,7 @@ KWARGS = {
 
 
 def test_our_publishers_write_masked_argument_reprs_and_sent_events() -> None:
-    app = Celery("unit-tests", set_as_current=False, amqp="worker.masking:MaskingAMQP")
+    app = Celery("unit-tests", set_as_current=False, amqp="worker.messaging.masking:MaskingAMQP")
     try:
         message: Any = app.amqp.create_task_message(
             "task-1", "billing.create_account", (), KWARGS, create_sent_event=True

@@ -1,4 +1,4 @@
-"""The JSON Schemas under ``schemas/`` are the models' (``worker.message_schemas``): up to
+"""The JSON Schemas under ``schemas/`` are the models' (``worker.contracts.schemas``): up to
 date, one per command and per event type, and they accept and refuse what the models do."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from domain.scheduled_changes import ChangeSubscriptionPlan
 from domain.users import EnableUser
 from tasks.base import CommandTask
 from worker.celery_app import app as celery_app
-from worker.message_schemas import (
+from worker.contracts.schemas import (
     COMMAND_TYPES,
     REFRESH,
     SCHEMAS_DIR,

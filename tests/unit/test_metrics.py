@@ -19,9 +19,9 @@ from sqlalchemy.exc import OperationalError
 from domain.errors import CommandInProgress, TransientError
 from domain.rate_budget import CallKind, RateLimited
 from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK, Outcome
-from worker.beat_metrics import queue_lists
-from worker.exporters import _on_task_postrun
-from worker.metrics import command_finished, prepare_multiproc_dir, retry_reason
+from worker.observability.gauges import queue_lists
+from worker.observability.metrics import command_finished, prepare_multiproc_dir, retry_reason
+from worker.observability.signals import _on_task_postrun
 
 
 def retry_while_handling(error: BaseException) -> Retry:
@@ -107,7 +107,7 @@ def test_an_applied_change_in_a_result_observes_its_apply_lag_and_others_do_not(
 def test_a_worker_whose_metrics_directory_does_not_exist_yet_still_starts(tmp_path: Path) -> None:
     missing = tmp_path / "fresh-container" / "metrics"
     started = subprocess.run(
-        [sys.executable, "-c", "import worker.metrics"],
+        [sys.executable, "-c", "import worker.observability.metrics"],
         env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(missing)},
         capture_output=True,
         text=True,

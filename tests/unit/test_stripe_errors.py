@@ -8,7 +8,7 @@ import pytest
 import stripe  # noqa: TID251 - the adapter's inputs are the SDK's own exceptions
 
 from domain.errors import ErrorCode, Internal, InvalidArgument, TransientError, Unavailable
-from worker.stripe_provider import (
+from worker.provider.stripe_adapter import (
     STRIPE_API_VERSION,
     field_for_param,
     plan_field,

@@ -33,9 +33,9 @@ from worker.api.routes import (
 from worker.api.state import ApiState, RefusalHold
 from worker.bootstrap import Services, bootstrap
 from worker.celery_app import create_celery_app
-from worker.clients import ClientAuthenticator, FailureThrottle
+from worker.db.api_clients import ClientAuthenticator, FailureThrottle
 from worker.db.engine import session_factory
-from worker.logs import configure_from_settings
+from worker.observability.logs import configure_from_settings
 
 ROUTERS = (
     users.router,

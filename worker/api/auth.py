@@ -15,7 +15,7 @@ from domain.errors import CommandError, ErrorCode, error_info
 from domain.permissions import Grant, Scope
 from worker.api.errors import ApiError
 from worker.api.state import State
-from worker.clients import FailureThrottle
+from worker.db.api_clients import FailureThrottle
 
 
 def basic_credentials(header: str) -> tuple[str, str] | None:

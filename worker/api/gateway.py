@@ -40,7 +40,7 @@ from domain.messages import Command, CommandStatus
 from tasks.handlers.outbox import publish_recorded
 from worker.api.errors import HTTP_STATUS, ApiError
 from worker.db.commands import CommandRecord, SqlCommandLog
-from worker.dispatch import CeleryPublisher
+from worker.messaging.publisher import CeleryPublisher
 
 logger = logging.getLogger(__name__)
 

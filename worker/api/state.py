@@ -10,7 +10,7 @@ from fastapi import Depends, Request
 
 from worker.api.gateway import CommandGateway
 from worker.bootstrap import Services
-from worker.clients import ClientAuthenticator, FailureThrottle
+from worker.db.api_clients import ClientAuthenticator, FailureThrottle
 
 
 @dataclass

@@ -12,7 +12,7 @@ from worker.cli.base import DATABASE_ENV, BillingGroup, as_json_option, emit, fa
 
 if TYPE_CHECKING:
     from domain.permissions import Grant
-    from worker.clients import ClientView, NewClient
+    from worker.db.api_clients import ClientView, NewClient
 
 SCOPES_HELP = f"A scope the client holds (repeat for several): {', '.join(Scope)}, or * for all."
 ORGS_HELP = "An organization the client may act in (repeat for several); default: every one."
@@ -74,7 +74,7 @@ def clients_create(
     only read back its own commands (commands:read): grant each operation it needs."""
     from domain.permissions import Grant
     from domain.rules import checked_name
-    from worker.clients import create_client
+    from worker.db.api_clients import create_client
 
     svc = services()
     grant = _grant(scopes, org_ids, Grant())
@@ -86,7 +86,7 @@ def clients_create(
 @as_json_option
 def clients_list(as_json: bool) -> None:
     """Every client: id, name, state, scopes and organizations (never a secret)."""
-    from worker.clients import list_clients
+    from worker.db.api_clients import list_clients
 
     found = list_clients(services().database())
     if as_json:
@@ -117,7 +117,7 @@ def clients_update(
     processes apply it once their cached verification ends (BILLING_AUTH_CACHE_SECONDS)."""
     from domain.permissions import Grant
     from domain.rules import checked_name
-    from worker.clients import get_client, update_client
+    from worker.db.api_clients import get_client, update_client
 
     if org_ids and all_orgs:
         fail("give --org or --all-orgs, not both")
@@ -144,7 +144,7 @@ def clients_update(
 def clients_disable(client_id: str, as_json: bool) -> None:
     """Disable a client: its requests get 401 (within BILLING_AUTH_CACHE_SECONDS in API
     processes that verified it recently). `clients update ID --enable` undoes it."""
-    from worker.clients import update_client
+    from worker.db.api_clients import update_client
 
     svc = services()
     _emit_client(as_json, update_client(svc.database(), svc.clock, client_id, enabled=False))
@@ -156,7 +156,7 @@ def clients_disable(client_id: str, as_json: bool) -> None:
 def clients_rotate_secret(client_id: str, as_json: bool) -> None:
     """Give a client a new secret, printed once; the old one stops working (within
     BILLING_AUTH_CACHE_SECONDS in API processes that verified it recently)."""
-    from worker.clients import rotate_secret
+    from worker.db.api_clients import rotate_secret
 
     svc = services()
     _emit_secret(as_json, rotate_secret(svc.database(), svc.clock, client_id))

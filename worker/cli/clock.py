@@ -18,7 +18,7 @@ def clock() -> None:
 def clock_advance(duration: str) -> None:
     """Move the application clock and the Stripe emulator's together, e.g. `31d`, `2h`."""
     from worker.clock import ShiftableClock
-    from worker.stack import require_emulator
+    from worker.local.stack import require_emulator
 
     require_emulator()
     from stripe_emulator import EmulatorAdmin, parse_duration

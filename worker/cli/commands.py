@@ -59,7 +59,7 @@ def commands_replay(command_ids: tuple[str, ...]) -> None:
     from tasks.handlers.outbox import publish_recorded
     from worker.bootstrap import bootstrap
     from worker.celery_app import app
-    from worker.dispatch import CeleryPublisher
+    from worker.messaging.publisher import CeleryPublisher
 
     log = bootstrap().commands
     for command_id in command_ids:

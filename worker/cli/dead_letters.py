@@ -11,13 +11,13 @@ from worker.cli.base import REDIS_ENV, BillingGroup, fail
 from worker.settings import get_settings
 
 if TYPE_CHECKING:
-    from worker.dead_letters import DeadLetter, DeadLetters
+    from worker.messaging.dead_letters import DeadLetter, DeadLetters
 
 
 def dead_letter_store() -> DeadLetters:
     import redis
 
-    from worker.dead_letters import DeadLetters
+    from worker.messaging.dead_letters import DeadLetters
 
     return DeadLetters(redis.Redis.from_url(get_settings().resolved_redis_url()))
 
@@ -67,7 +67,7 @@ def dead_letters_replay(letter_id: str) -> None:
     unknown to the workers of the day); then drop the letter."""
     import redis
 
-    from worker.broker import Rejected, check_envelope
+    from worker.messaging.broker import Rejected, check_envelope
 
     letter = _letter(letter_id)
     if letter.truncated:

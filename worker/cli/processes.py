@@ -93,7 +93,7 @@ def register(main: BillingGroup) -> None:
 def up(api_port: int | None, flower_port: int | None, concurrency: int) -> None:
     """Run everything on embedded defaults: Redis, SQLite, migrations, Stripe emulator,
     worker, beat, API and Flower. Ctrl-C stops it all."""
-    from worker.stack import LocalStack
+    from worker.local.stack import LocalStack
 
     settings = get_settings()
     overrides = {}
@@ -128,8 +128,8 @@ def up(api_port: int | None, flower_port: int | None, concurrency: int) -> None:
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def worker(celery_args: tuple[str, ...]) -> None:
     """Run a Celery worker on every queue (extra arguments go to `celery worker`)."""
-    from worker.embedded import celery_worker_argv, worker_metrics_env
-    from worker.metrics import MULTIPROC_DIR_ENV
+    from worker.local.embedded import celery_worker_argv, worker_metrics_env
+    from worker.observability.metrics import MULTIPROC_DIR_ENV
 
     settings = get_settings()
     if settings.worker_metrics_port:
@@ -145,7 +145,7 @@ def worker(celery_args: tuple[str, ...]) -> None:
 @click.command(cls=BillingGroup.command_class, settings_env=BEAT_ENV)
 def beat() -> None:
     """Run celery beat (the periodic sweeps)."""
-    from worker.embedded import celery_beat_argv
+    from worker.local.embedded import celery_beat_argv
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -162,7 +162,7 @@ def api(host: str | None, port: int | None) -> None:
     """Run the HTTP API (uvicorn)."""
     import uvicorn
 
-    from worker.embedded import API_HTTP_PROTOCOL, MAX_REQUEST_HEAD_BYTES
+    from worker.local.embedded import API_HTTP_PROTOCOL, MAX_REQUEST_HEAD_BYTES
 
     settings = get_settings()
     uvicorn.run(
@@ -180,7 +180,7 @@ def api(host: str | None, port: int | None) -> None:
 @click.option("--port", type=int, default=None, help="[env BILLING_FLOWER_PORT; default 5555]")
 def flower(port: int | None) -> None:
     """Run Flower, with basic auth from BILLING_FLOWER_USER / BILLING_FLOWER_PASSWORD."""
-    from worker.embedded import flower_argv, flower_env
+    from worker.local.embedded import flower_argv, flower_env
 
     settings = get_settings()
     if settings.flower_password is None:
@@ -217,7 +217,7 @@ def migrate() -> None:
 def stripe_emulator(emulator_args: tuple[str, ...]) -> None:
     """Run the Stripe emulator alone (`--help` lists its options: --host, --port, --api-key,
     --rate-limit, --state-file)."""
-    from worker.stack import require_emulator
+    from worker.local.stack import require_emulator
 
     require_emulator()
     argv = [sys.executable, "-m", "stripe_emulator", *emulator_args]

@@ -16,9 +16,9 @@ from domain.events import Event
 from domain.messages import CommandStatus, command_fingerprint
 from domain.ports import Clock
 from domain.retention import PRUNABLE_STATUSES
-from worker import metrics
 from worker.db.events import SqlEventOutbox
 from worker.db.models import CommandRow
+from worker.observability import metrics
 
 
 @dataclass(frozen=True)

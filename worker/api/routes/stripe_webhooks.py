@@ -24,9 +24,9 @@ from sqlalchemy.exc import IntegrityError
 from domain.errors import ErrorCode, error_info
 from domain.provider_sync import SyncStripeObject
 from tasks.handlers.stripe_endpoints import stripe_endpoint_secrets
-from worker import metrics
 from worker.api.state import ApiState, State
-from worker.stripe_provider import BadSignature, verify_stripe_event
+from worker.observability import metrics
+from worker.provider.stripe_adapter import BadSignature, verify_stripe_event
 
 router = APIRouter()
 

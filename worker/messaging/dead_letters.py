@@ -1,7 +1,7 @@
 """The dead-letter store: messages a worker could not take from a queue, kept for operators.
 
 A capped Redis stream on the broker (``billing:dead-letters``), written by the worker as it
-refuses a message (see :mod:`worker.broker`): the raw bytes (truncated), the queue, the
+refuses a message (see :mod:`worker.messaging.broker`): the raw bytes (truncated), the queue, the
 reason and the time, plus the task name and id when the message names them. Redis rather
 than the database, so that a message is recorded even when the database is down, and by the
 process that holds the broker connection anyway. Kept with the broker's persistence (AOF).

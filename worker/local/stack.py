@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from worker.embedded import (
+from worker.local.embedded import (
     ProcessGroup,
     api_argv,
     celery_beat_argv,
@@ -320,8 +320,8 @@ class LocalStack:
         from tasks.handlers.organizations import create_organization
         from tasks.handlers.users import create_user
         from worker.bootstrap import build_services
-        from worker.clients import create_client, update_client
         from worker.clock import SystemClock
+        from worker.db.api_clients import create_client, update_client
         from worker.db.models import ApiClientRow
 
         svc = build_services(self.settings, clock=SystemClock())
@@ -373,7 +373,7 @@ class LocalStack:
         from tasks.handlers.subscribe import create_subscription
         from worker.bootstrap import build_services
         from worker.clock import SystemClock
-        from worker.stripe_provider import StripeBillingProvider
+        from worker.provider.stripe_adapter import StripeBillingProvider
 
         svc = build_services(
             self.settings,
@@ -416,7 +416,7 @@ class LocalStack:
         from tasks.handlers.stripe_endpoints import register_stripe_endpoint
         from worker.bootstrap import build_services
         from worker.clock import SystemClock
-        from worker.stripe_provider import StripeBillingProvider
+        from worker.provider.stripe_adapter import StripeBillingProvider
 
         svc = build_services(
             self.settings,

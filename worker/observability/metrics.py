@@ -10,7 +10,7 @@ Where each process serves:
   concurrency, and no port per child to discover;
 - beat: an exporter on ``BILLING_BEAT_METRICS_PORT`` whose collector reads the gauges of the
   whole system (queue depth, scheduled changes, failed commands, the Stripe budget) from the
-  database and Redis at each scrape (``worker/beat_metrics.py``): they come from one place,
+  database and Redis at each scrape (``worker/observability/gauges.py``): they come from one place,
   however many workers run.
 
 Counters and histograms are recorded where the event happens: the command log (accepted,

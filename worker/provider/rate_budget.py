@@ -39,7 +39,7 @@ from domain.rate_budget import (
     Priority,
     RateLimited,
 )
-from worker import metrics
+from worker.observability import metrics
 
 KEY_PREFIX = "billing:stripe-budget"
 STATS_SECONDS = 60

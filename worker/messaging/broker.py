@@ -14,13 +14,14 @@ leaves Redis, in the transport's channel (:class:`GuardedChannel`): a message th
 * is not a Celery protocol 2 message (headers with ``task`` and ``id``; a body
   ``[args, kwargs, embed]``),
 
-is written to the dead-letter store (:mod:`worker.dead_letters`) with its raw bytes, queue and
-reason, and dropped from the queue (it was popped, so this is its acknowledgement). A message
-that passes has its ``argsrepr``/``kwargsrepr`` headers, which Celery's events and Flower show,
-rewritten from its arguments with personal data masked (:mod:`worker.masking`), and its log
-fields remembered for Celery's lines about it (:mod:`worker.logs`). Messages
-Celery itself refuses later (an unknown task name) are dead-lettered by
-:class:`GuardedConsumer`. Neither ever stops the worker nor the next message.
+is written to the dead-letter store (:mod:`worker.messaging.dead_letters`) with its raw bytes,
+queue and reason, and dropped from the queue (it was popped, so this is its acknowledgement). A
+message that passes has its ``argsrepr``/``kwargsrepr`` headers, which Celery's events and
+Flower show, rewritten from its arguments with personal data masked
+(:mod:`worker.messaging.masking`), and its log fields remembered for Celery's lines about it
+(:mod:`worker.observability.logs`). Messages Celery itself refuses later (an unknown task
+name) are dead-lettered by :class:`GuardedConsumer`. Neither ever stops the worker nor the
+next message.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
 from domain.redaction import redact
-from worker.dead_letters import DeadLetters
+from worker.messaging.dead_letters import DeadLetters
 
 logger = logging.getLogger(__name__)
 
@@ -111,8 +112,8 @@ def check_envelope(raw: bytes, *, task_message: bool = True) -> dict[str, Any]:
 def _show_masked(envelope: dict[str, Any]) -> None:
     """What Celery shows of a checked task message: its arguments masked (unless
     ``BILLING_MASK_PERSONAL_DATA`` is off), and its command's log fields."""
-    from worker.logs import remember_message
-    from worker.masking import mask_argument_reprs, message_log_fields
+    from worker.messaging.masking import mask_argument_reprs, message_log_fields
+    from worker.observability.logs import remember_message
     from worker.settings import get_settings
 
     headers = envelope["headers"]

@@ -29,7 +29,7 @@ from celery.signals import (
 from domain.provider_sync import SyncStripeObject
 from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK
 from tasks.stripe_sync import RECONCILE_WITH_STRIPE
-from worker.metrics import (
+from worker.observability.metrics import (
     MULTIPROC_DIR_ENV,
     RunTimer,
     command_retried,
@@ -108,7 +108,7 @@ def _on_beat_init(**_: Any) -> None:
     settings = get_settings()
     if not settings.beat_metrics_port:
         return
-    from worker.beat_metrics import SystemCollector
+    from worker.observability.gauges import SystemCollector
 
     serve(
         registry_of([SystemCollector(settings)]),

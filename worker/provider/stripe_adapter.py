@@ -16,7 +16,7 @@ Errors leave this module as domain errors:
   Stripe's message.
 
 Every request first takes a token from the account's shared rate budget
-(``worker/stripe_budget.py``), as a read or a write, at the priority of the command being
+(``worker/provider/rate_budget.py``), as a read or a write, at the priority of the command being
 run. A 429 that comes all the same (another system using the account) slows the shared
 budget down and is tried again through it, up to :data:`RATE_LIMIT_RETRIES` times, before it
 counts as a transient failure.
@@ -58,7 +58,7 @@ from domain.provider_sync import ProviderCustomerState, ProviderEvent, Registere
 from domain.rate_budget import CallKind, RateBudget, current_priority
 from domain.scheduled_changes import PaymentBehavior, ProrationBehavior
 from domain.subscriptions import ProviderSubscription, SubscriptionTerms
-from worker import metrics
+from worker.observability import metrics
 
 logger = logging.getLogger(__name__)
 

@@ -270,7 +270,7 @@ def api_argv(host: str, port: int) -> list[str]:
 def flower_argv(host: str, port: int, db_file: Path) -> list[str]:
     """Flower's command line; its basic auth goes in :func:`flower_env`, never in argv."""
     return python_module(
-        "worker.flower_main",
+        "worker.launch.flower",
         f"--address={host}",
         f"--port={port}",
         "--persistent=True",
@@ -282,7 +282,7 @@ def flower_argv(host: str, port: int, db_file: Path) -> list[str]:
 def worker_metrics_env(port: int, directory: Path) -> dict[str, str]:
     """The environment of a worker node serving its metrics on ``port``: its pool processes
     write their values to ``directory`` (emptied now: a node's counters start from zero)."""
-    from worker.metrics import MULTIPROC_DIR_ENV, prepare_multiproc_dir
+    from worker.observability.metrics import MULTIPROC_DIR_ENV, prepare_multiproc_dir
 
     prepare_multiproc_dir(directory)
     return {"BILLING_WORKER_METRICS_PORT": str(port), MULTIPROC_DIR_ENV: str(directory)}

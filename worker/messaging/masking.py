@@ -5,8 +5,8 @@ and ``kwargsrepr`` headers of its message, written by whoever published it:
 
 * a worker rewrites both headers of every message it takes, from the message's own arguments,
   before Celery reads them (:func:`mask_argument_reprs`, called by the guarded transport in
-  ``worker.broker``): a service publishing straight onto the queue may have written anything,
-  or nothing, there;
+  ``worker.messaging.broker``): a service publishing straight onto the queue may have written
+  anything, or nothing, there;
 * our own publishers (the API, beat's sweeps, a task's retry) write them masked
   (:class:`MaskingAMQP`, the ``amqp`` class of our Celery app), so their ``task-sent`` events
   show no personal data either.

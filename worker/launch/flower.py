@@ -1,4 +1,4 @@
-"""Flower as this project runs it: ``python -m worker.flower_main [celery flower options]``.
+"""Flower as this project runs it: ``python -m worker.launch.flower [celery flower options]``.
 
 Two differences from ``celery flower``:
 

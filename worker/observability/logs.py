@@ -90,7 +90,7 @@ _message_fields_lock = Lock()
 
 
 def remember_message(task_id: str, fields: LogFields) -> None:
-    """The log fields of a message the worker just took (``worker.broker``), for the lines
+    """The log fields of a message the worker just took (``worker.messaging.broker``), for the lines
     Celery logs about it by its task id alone, outside the command's run ("received")."""
     with _message_fields_lock:
         _message_fields[task_id] = fields

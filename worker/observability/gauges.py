@@ -65,7 +65,7 @@ class SystemCollector(Collector):
     @cached_property
     def _budget(self) -> RateBudget | None:
         from worker.bootstrap import budget_for
-        from worker.stripe_budget import UnmeteredBudget
+        from worker.provider.rate_budget import UnmeteredBudget
 
         budget = budget_for(self._settings)
         return None if isinstance(budget, UnmeteredBudget) else budget

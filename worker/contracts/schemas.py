@@ -2,15 +2,15 @@
 
 The files under ``schemas/`` are generated from the pydantic models, never edited by hand::
 
-    python -m worker.message_schemas           # rewrite what changed, remove orphans
-    python -m worker.message_schemas --check   # exit 1 naming each stale file
+    python -m worker.contracts.schemas           # rewrite what changed, remove orphans
+    python -m worker.contracts.schemas --check   # exit 1 naming each stale file
 
 - ``schemas/commands/<task name>.v<version>.json``: a command's keyword arguments as a
   publisher sends them (``domain.messages.Command``);
 - ``schemas/events/<type>.v<version>.json``: an event's JSON document as the webhooks, the
   Redis stream and the ``events`` table carry it (``domain.events``);
 - ``schemas/asyncapi.json``: the AsyncAPI 3.0.0 document of the queues, the webhooks and the
-  stream (``worker.asyncapi``), also served at ``GET /asyncapi.json``.
+  stream (``worker.contracts.asyncapi``), also served at ``GET /asyncapi.json``.
 
 Schemas are JSON Schema draft 2020-12. A command's schema refuses unknown fields (as the
 worker does); an event's allows them, as receivers must ignore fields they do not know and a
@@ -37,7 +37,7 @@ from domain.messages import Command
 from domain.provider_sync import SyncStripeObject
 from domain.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan
 from domain.users import EnableUser
-from worker.asyncapi import asyncapi_document
+from worker.contracts.asyncapi import asyncapi_document
 
 COMMAND_TYPES: tuple[type[Command], ...] = (
     EnableUser,
@@ -51,9 +51,9 @@ COMMAND_TYPES: tuple[type[Command], ...] = (
 """Every command a worker receives (a test holds this to the Celery app's command tasks)."""
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-SCHEMAS_DIR = Path(__file__).resolve().parents[1] / "schemas"
+SCHEMAS_DIR = Path(__file__).resolve().parents[2] / "schemas"
 ASYNCAPI_FILE = "asyncapi.json"
-REFRESH = "python -m worker.message_schemas"
+REFRESH = "python -m worker.contracts.schemas"
 SUBDIRECTORIES = ("commands", "events")
 
 
@@ -219,7 +219,7 @@ def write(directory: Path = SCHEMAS_DIR) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m worker.message_schemas",
+        prog="python -m worker.contracts.schemas",
         description="Write the messages' JSON Schemas and the AsyncAPI document.",
     )
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if stale")
