@@ -37,6 +37,8 @@ from worker.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     import redis
+    from celery import Celery
+    from prometheus_client.registry import Collector
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ class Services:
     """The database's sessions; ``None``: the settings' database, built on first use."""
     max_budget_wait_seconds: float | None = None
     """How long a provider call may wait in the rate budget; ``None``: the settings'."""
+    celery: Celery | None = field(default=None, repr=False)
+    """The Celery app this process publishes with: the workers' own app in a worker (it
+    hands itself over), else one built from the settings on first use."""
     _provider: BillingProvider | None = field(default=None, repr=False)
     _budget: RateBudget | None = field(default=None, repr=False)
     _redis_client: redis.Redis | None = field(default=None, repr=False)
@@ -141,11 +146,50 @@ class Services:
             self._redis_client = redis.Redis.from_url(self.settings.resolved_redis_url())
         return self._redis_client
 
-    def publisher(self) -> CommandPublisher:
-        from worker.celery_app import app
+    def celery_app(self) -> Celery:
+        """This process's one Celery app (see :attr:`celery`)."""
+        if self.celery is None:
+            from worker.messaging.publisher import publishing_app
+
+            self.celery = publishing_app(self.settings)
+        return self.celery
+
+    @cached_property
+    def _publisher(self) -> CommandPublisher:
         from worker.messaging.publisher import CeleryPublisher
 
-        return CeleryPublisher(app)
+        return CeleryPublisher(self.celery_app())
+
+    def publisher(self) -> CommandPublisher:
+        """This process's one publisher, over :meth:`celery_app`."""
+        return self._publisher
+
+    def system_collector(self) -> Collector:
+        """Beat's collector of the whole system's gauges, over this process's clock,
+        database, broker and Stripe budget."""
+        import redis
+
+        from worker.db.gauges import SqlSystemFigures
+        from worker.messaging.config import CONSUMED_QUEUES
+        from worker.messaging.queue_depths import QueueDepths
+        from worker.observability.gauges import SystemCollector
+        from worker.provider.rate_budget import UnmeteredBudget
+
+        settings = self.settings
+        steps = self.celery_app().conf.broker_transport_options.get("priority_steps") or [0]
+        budget = self.rate_budget()
+        return SystemCollector(
+            clock=self.clock,
+            read_queue_depths=QueueDepths(
+                redis.Redis.from_url(settings.resolved_redis_url(), socket_timeout=2),
+                CONSUMED_QUEUES,
+                steps,
+            ),
+            read_database=SqlSystemFigures(
+                self.database(), timedelta(seconds=settings.period_end_lead_seconds)
+            ),
+            budget=None if isinstance(budget, UnmeteredBudget) else budget,
+        )
 
     def dead_letters(self) -> DeadLetterStore:
         import redis
@@ -262,6 +306,54 @@ def _services_for(pid: int) -> Services:
     return build_services(get_settings())
 
 
-def bootstrap() -> Services:
-    """This process's services (built on first use, and again after a fork)."""
-    return _services_for(os.getpid())
+def bootstrap(*, celery: Celery | None = None) -> Services:
+    """This process's services (built on first use, and again after a fork). ``celery``: the
+    app of a worker process, which hands itself over so that its tasks' follow-ups go out
+    through it (the first app handed over stays)."""
+    services = _services_for(os.getpid())
+    if celery is not None and services.celery is None:
+        services.celery = celery
+    return services
+
+
+def configure_logging(level: str | int | None = None) -> None:
+    """Set up this process's logging as its settings say (``BILLING_LOG_FORMAT``,
+    ``BILLING_LOG_LEVEL``, ``BILLING_MASK_PERSONAL_DATA``; worker/observability/logs.py)."""
+    from worker.observability.logs import configure
+
+    settings = get_settings()
+    configure(
+        log_format=settings.log_format,
+        level=level or settings.log_level.upper(),
+        mask_personal_data=settings.mask_personal_data,
+    )
+
+
+def connect_metrics() -> None:
+    """Connect Celery's signals to the metrics (worker/observability/signals.py), wired to
+    this process's settings and services."""
+    from domain.provider_sync import SyncStripeObject
+    from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK
+    from tasks.stripe_sync import RECONCILE_WITH_STRIPE
+    from worker.observability import metrics, signals
+
+    def exporters() -> signals.Exporters:
+        settings = get_settings()
+        return signals.Exporters(
+            host=settings.metrics_host,
+            worker_port=settings.worker_metrics_port,
+            beat_port=settings.beat_metrics_port,
+        )
+
+    signals.connect(
+        signals.Wiring(
+            exporters=exporters,
+            system_collector=lambda: bootstrap().system_collector(),
+            result_recorders={
+                DELIVER_WEBHOOK: metrics.webhook_attempted,
+                SyncStripeObject.TASK_NAME: metrics.stripe_drift_found,
+                RECONCILE_WITH_STRIPE: metrics.stripe_drift_found,
+            },
+            is_database_error=is_transient_db_error,
+        )
+    )

@@ -1,7 +1,12 @@
-"""The Celery application: broker, queues, routing, reliability settings and beat schedule.
+"""The Celery application of the workers and beat: the shared configuration
+(``worker.messaging.config``), the tasks, and the process's signals (logging, metrics, fresh
+connections after a fork).
 
-Building the app connects to nothing; connections are made by the worker, beat or publisher
-that uses it.
+Building the app connects to nothing; connections are made by the worker or beat that uses
+it. The app hands itself to the composition root (``worker.bootstrap``): the follow-ups its
+tasks publish go out through the same app, so a worker process holds one app and one
+publisher. Processes that only publish (the API, the CLI) never import this module; they use
+``worker.messaging.publisher.publishing_app``.
 """
 
 from __future__ import annotations
@@ -9,150 +14,27 @@ from __future__ import annotations
 from typing import Any
 
 from celery.signals import celeryd_init, setup_logging, worker_process_init
-from kombu import Queue
 
-from domain.provider_sync import SyncStripeObject
-from tasks.billing import REDRIVE_PENDING_ACCOUNTS
-from tasks.events import RELAY_EVENTS
-from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY
-from tasks.maintenance import PRUNE_COMMAND_LOG, REPUBLISH_STALLED_COMMANDS
+from domain.ports import Application
 from tasks.runtime import CommandApp
-from tasks.stripe_sync import RECONCILE_WITH_STRIPE
-from tasks.subscriptions import ENQUEUE_DUE_CHANGES
-from tasks.webhooks import SEND_DUE_DELIVERIES
-from worker.observability.signals import connect as connect_metrics
+from worker.bootstrap import bootstrap, configure_logging, connect_metrics
+from worker.messaging.config import CONSUMED_QUEUES, TASK_MODULES, celery_config
 from worker.settings import Settings, get_settings
 
-QUEUES = ("users", "billing", "subscriptions", "maintenance", "webhooks")
-DEFAULT_PUBLISH_QUEUE = "celery"
-"""Where a Celery client publishes a task when it names no queue. Workers consume it too, so
-a publisher that forgets ``queue=`` loses nothing (the task runs as on its home queue)."""
-CONSUMED_QUEUES = (*QUEUES, DEFAULT_PUBLISH_QUEUE)
-
-TASK_MODULES = [
-    "tasks.users",
-    "tasks.billing",
-    "tasks.subscriptions",
-    "tasks.maintenance",
-    "tasks.events",
-    "tasks.webhooks",
-    "tasks.stripe_sync",
-]
-
-__all__ = [
-    "BULK_MESSAGE_PRIORITY",
-    "ENQUEUE_DUE_CHANGES",
-    "REDRIVE_PENDING_ACCOUNTS",
-    "app",
-    "create_celery_app",
-]
-
-
-def celery_config(settings: Settings) -> dict[str, Any]:
-    redis_url = settings.resolved_redis_url()
-    visibility = settings.broker_visibility_timeout_seconds
-    return {
-        "broker_url": redis_url,
-        # Any bytes on a queue become a task message or a dead letter (worker/messaging/broker.py).
-        "broker_transport": "worker.messaging.broker:GuardedRedisTransport",
-        "worker_consumer": "worker.messaging.broker:GuardedConsumer",
-        "result_backend": redis_url,
-        "task_serializer": "json",
-        "result_serializer": "json",
-        "accept_content": ["json"],
-        "result_accept_content": ["json"],
-        "enable_utc": True,
-        "timezone": "UTC",
-        # Nothing lost: a message is acknowledged only once its task finished, and returns to
-        # the queue if the worker process running it dies.
-        "task_acks_late": True,
-        "task_reject_on_worker_lost": True,
-        "worker_prefetch_multiplier": 1,
-        "broker_transport_options": {
-            "visibility_timeout": visibility,
-            # Look for messages of dead workers often enough to honour the visibility timeout
-            # (kombu's default scans every ~100 s).
-            "unacked_restore_interval": max(1.0, min(10.0, visibility / 3)),
-            "unacked_restore_throttle": 1,
-            "priority_steps": [0, BULK_MESSAGE_PRIORITY],
-        },
-        "broker_connection_retry_on_startup": True,
-        "task_queues": [Queue(name) for name in CONSUMED_QUEUES],
-        "task_default_queue": "maintenance",
-        "task_routes": {
-            ENQUEUE_DUE_CHANGES: {"queue": "maintenance"},
-            RELAY_EVENTS: {"queue": "maintenance"},
-            # A sweep, not a delivery: never behind the deliveries it publishes.
-            SEND_DUE_DELIVERIES: {"queue": "maintenance"},
-            RECONCILE_WITH_STRIPE: {"queue": "maintenance"},
-            SyncStripeObject.TASK_NAME: {"queue": SyncStripeObject.QUEUE},
-            REDRIVE_PENDING_ACCOUNTS: {"queue": "maintenance"},
-            **{f"{name}.*": {"queue": name} for name in QUEUES},
-        },
-        "task_track_started": True,
-        "task_send_sent_event": True,
-        "worker_send_task_events": True,
-        # The result backend keeps a task's outcome (masked, tasks/base.py), not its
-        # arguments: nothing reads them there, and they hold personal data.
-        "result_extended": False,
-        "result_expires": 86_400,
-        "beat_schedule": {
-            "republish-stalled-commands": {
-                "task": REPUBLISH_STALLED_COMMANDS,
-                "schedule": max(
-                    settings.beat_interval_seconds, settings.stalled_command_seconds / 10
-                ),
-                "options": {"expires": settings.beat_interval_seconds * 10},
-            },
-            "apply-due-plan-changes": {
-                "task": ENQUEUE_DUE_CHANGES,
-                "schedule": settings.scheduled_changes_interval_seconds,
-                # A sweep that waited this long is superseded by the next one.
-                "options": {"expires": max(settings.scheduled_changes_interval_seconds * 4, 2.0)},
-            },
-            "relay-events": {
-                "task": RELAY_EVENTS,
-                "schedule": settings.events_relay_interval_seconds,
-                "options": {"expires": settings.events_relay_interval_seconds * 2},
-            },
-            "send-due-webhook-deliveries": {
-                "task": SEND_DUE_DELIVERIES,
-                "schedule": settings.webhook_sweep_interval_seconds,
-                "options": {"expires": max(settings.webhook_sweep_interval_seconds * 4, 2.0)},
-            },
-            "reconcile-with-stripe": {
-                "task": RECONCILE_WITH_STRIPE,
-                "schedule": settings.reconcile_interval_seconds,
-                "options": {"expires": settings.reconcile_interval_seconds},
-            },
-            "prune-command-log": {
-                "task": PRUNE_COMMAND_LOG,
-                "schedule": settings.command_retention_interval_seconds,
-                # No lease: two sweeps at once delete different rows (SKIP LOCKED on
-                # PostgreSQL; SQLite runs one writer at a time). One that waited a whole
-                # period is superseded by the next.
-                "options": {"expires": settings.command_retention_interval_seconds},
-            },
-            "redrive-pending-accounts": {
-                "task": REDRIVE_PENDING_ACCOUNTS,
-                "schedule": settings.pending_account_redrive_interval_seconds,
-                # Each sweep sends what is due then; one that waited a period is superseded.
-                "options": {"expires": settings.pending_account_redrive_interval_seconds},
-            },
-        },
-        "worker_hijack_root_logger": False,
-    }
+__all__ = ["CONSUMED_QUEUES", "app", "create_celery_app"]
 
 
 def create_celery_app(settings: Settings | None = None) -> CommandApp:
     """The Celery app; its tasks run with this process's application (``worker.bootstrap``),
     built on first use."""
-    from worker.bootstrap import bootstrap
-
     settings = settings or get_settings()
+
+    def application() -> Application:
+        return bootstrap(celery=app)
+
     app = CommandApp(
         "billing_worker",
-        application=bootstrap,
+        application=application,
         include=TASK_MODULES,
         # Messages we publish show their arguments masked (worker/messaging/masking.py).
         amqp="worker.messaging.masking:MaskingAMQP" if settings.mask_personal_data else None,
@@ -169,9 +51,7 @@ def _configure_logging(loglevel: int | str | None = None, **_: Any) -> None:
     # Connected, this replaces Celery's own logging set-up in workers and beat: one handler,
     # JSON or console lines naming their command, personal data masked
     # (worker/observability/logs.py).
-    from worker.observability.logs import configure_from_settings
-
-    configure_from_settings(loglevel)
+    configure_logging(loglevel)
 
 
 @celeryd_init.connect
@@ -179,9 +59,7 @@ def _log_from_the_start(options: dict[str, Any] | None = None, **_: Any) -> None
     # A worker warns (running as root…) before Celery sets its logging up: in our format too.
     import logging
 
-    from worker.observability.logs import configure_from_settings
-
-    configure_from_settings((options or {}).get("loglevel"))
+    configure_logging((options or {}).get("loglevel"))
     logging.captureWarnings(True)
 
 

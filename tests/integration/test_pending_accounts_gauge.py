@@ -8,17 +8,18 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 
 from domain.billing import BillingAccount, BillingDetails
 from tests.support.records import create_organization
+from worker.bootstrap import build_services
 from worker.clock import SystemClock
 from worker.db.engine import session_factory
 from worker.db.uow import SqlUnitOfWork
-from worker.observability.gauges import SystemCollector
 from worker.settings import Settings
 
 
-def gauges(collector: SystemCollector) -> dict[str, float]:
+def gauges(collector: Collector) -> dict[str, float]:
     families: list[Metric] = list(collector.collect())
     return {
         sample.name: sample.value
@@ -33,7 +34,9 @@ def test_beat_counts_pending_accounts_and_the_age_of_the_oldest(
 ) -> None:
     url = make_database(f"gauges_{uuid.uuid4().hex[:8]}")
     sessions = session_factory(url)
-    collector = SystemCollector(Settings(database_url=url, redis_url=f"{redis_server}/12"))
+    collector = build_services(
+        Settings(database_url=url, redis_url=f"{redis_server}/12")
+    ).system_collector()
     assert gauges(collector)["billing_pending_accounts"] == 0
     assert gauges(collector)["billing_oldest_pending_account_age_seconds"] == 0
     now = SystemClock().now()

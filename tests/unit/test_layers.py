@@ -62,3 +62,143 @@ def test_the_worker_imports_the_stripe_emulator_only_inside_the_functions_that_r
     )
 
     assert offending == []
+
+
+PRODUCT = ("domain", "tasks", "worker")
+
+ADAPTER_WINGS = ("db", "provider", "messaging", "outbound", "observability", "contracts")
+"""The wings of ``worker/`` that adapt a technology to the ports (or serve the others)."""
+
+ENTRY_POINTS = (
+    *("worker.api", "worker.cli", "worker.local", "worker.launch"),
+    *("worker.bootstrap", "worker.celery_app", "worker.dev"),
+)
+"""What runs the system: the composition root, the processes and what starts them."""
+
+OBSERVABILITY_MAY_IMPORT = ("domain", "tasks.log_context", "worker.observability")
+"""Observability is told everything it records; from below it knows only the domain's
+vocabulary and the runner's log context."""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def product_modules() -> dict[str, Path]:
+    return {
+        module_name(path): path
+        for package in PRODUCT
+        for path in (ROOT / package).rglob("*.py")
+        if "migrations" not in path.parts
+    }
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each product module and the product modules it imports (lazily or not); ``from a
+    import b`` counts as importing ``a.b`` when that is a module."""
+    modules = product_modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges: set[str] = set()
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [
+                    f"{node.module}.{alias.name}"
+                    if f"{node.module}.{alias.name}" in modules
+                    else node.module
+                    for alias in node.names
+                ]
+            else:
+                continue
+            edges.update(target for target in targets if target in modules and target != name)
+        graph[name] = edges
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == prefix or module.startswith(f"{prefix}.") for prefix in prefixes)
+
+
+def test_no_module_of_the_product_imports_itself_back_through_others() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_sees_a_cycle_through_a_lazy_import() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_the_adapters_never_import_what_runs_the_system() -> None:
+    offending = sorted(
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        if within(module, tuple(f"worker.{wing}" for wing in ADAPTER_WINGS))
+        for target in targets
+        if within(target, ENTRY_POINTS)
+    )
+
+    assert offending == []
+
+
+def test_observability_imports_nothing_of_ours_but_the_domain_and_the_log_context() -> None:
+    offending = sorted(
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        if within(module, ("worker.observability",))
+        for target in targets
+        if not within(target, OBSERVABILITY_MAY_IMPORT)
+    )
+
+    assert offending == []
+
+
+def test_the_composition_root_never_reaches_up_to_the_processes_it_serves() -> None:
+    root_imports = import_graph()["worker.bootstrap"]
+
+    assert sorted(t for t in root_imports if within(t, ENTRY_POINTS)) == []
+
+
+def test_the_worker_keeps_at_most_ten_modules_at_its_top_level() -> None:
+    top_level = sorted(path.name for path in (ROOT / "worker").glob("*.py"))
+
+    assert len(top_level) <= 10, top_level

@@ -19,7 +19,9 @@ from sqlalchemy.exc import OperationalError
 from domain.errors import CommandInProgress, TransientError
 from domain.rate_budget import CallKind, RateLimited
 from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK, Outcome
-from worker.observability.gauges import queue_lists
+from worker.bootstrap import connect_metrics
+from worker.db.uow import is_transient_db_error
+from worker.messaging.queue_depths import queue_lists
 from worker.observability.metrics import command_finished, prepare_multiproc_dir, retry_reason
 from worker.observability.signals import _on_task_postrun
 
@@ -61,12 +63,14 @@ def provider_failure() -> TransientError:
 def test_a_retry_is_labelled_by_the_failure_the_runner_was_handling(
     error: BaseException, reason: str
 ) -> None:
-    assert retry_reason(retry_while_handling(error)) == reason
+    assert (
+        retry_reason(retry_while_handling(error), is_database_error=is_transient_db_error) == reason
+    )
 
 
 def test_a_retry_without_a_cause_is_other() -> None:
-    assert retry_reason(Retry("again")) == "other"
-    assert retry_reason(None) == "other"
+    assert retry_reason(Retry("again"), is_database_error=is_transient_db_error) == "other"
+    assert retry_reason(None, is_database_error=is_transient_db_error) == "other"
 
 
 def test_a_queue_is_its_list_and_one_list_per_other_priority_step() -> None:
@@ -119,6 +123,7 @@ def test_a_worker_whose_metrics_directory_does_not_exist_yet_still_starts(tmp_pa
 
 
 def test_a_webhook_attempt_is_counted_by_outcome_and_a_message_without_one_is_not() -> None:
+    connect_metrics()  # as the workers' Celery app does at import
     task = SimpleNamespace(name=DELIVER_WEBHOOK)
     before = {
         outcome: sample("billing_webhook_deliveries_total", outcome=outcome.value)

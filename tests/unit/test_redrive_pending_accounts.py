@@ -152,7 +152,8 @@ def test_beat_redrives_pending_accounts_on_the_maintenance_queue_at_its_own_inte
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from worker.bootstrap import build_services
-    from worker.celery_app import REDRIVE_PENDING_ACCOUNTS, celery_config, create_celery_app
+    from worker.celery_app import create_celery_app
+    from worker.messaging.config import REDRIVE_PENDING_ACCOUNTS, celery_config
     from worker.settings import Settings
 
     for name in list(os.environ):

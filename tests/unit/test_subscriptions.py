@@ -319,7 +319,8 @@ def test_a_command_always_makes_the_same_change() -> None:
 def test_beat_sweeps_for_due_changes_every_second_on_the_maintenance_queue(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from worker.celery_app import ENQUEUE_DUE_CHANGES, celery_config, create_celery_app
+    from worker.celery_app import create_celery_app
+    from worker.messaging.config import ENQUEUE_DUE_CHANGES, celery_config
     from worker.settings import Settings
 
     for name in list(os.environ):

@@ -31,11 +31,9 @@ from worker.api.routes import (
     webhooks,
 )
 from worker.api.state import ApiState, RefusalHold
-from worker.bootstrap import Services, bootstrap
-from worker.celery_app import create_celery_app
+from worker.bootstrap import Services, bootstrap, configure_logging
 from worker.db.api_clients import ClientAuthenticator, FailureThrottle
 from worker.db.engine import session_factory
-from worker.observability.logs import configure_from_settings
 
 ROUTERS = (
     users.router,
@@ -58,11 +56,14 @@ def create_app(svc: Services | None = None) -> FastAPI:
         resolved = svc or bootstrap()
         settings = resolved.settings
         redis = aioredis.Redis.from_url(settings.resolved_redis_url())
-        celery = create_celery_app(settings)
         app.state.api = ApiState(
             svc=resolved,
             gateway=CommandGateway(
-                resolved.commands, celery, redis, settings.http_wait_timeout_seconds
+                resolved.commands,
+                resolved.celery_app(),
+                resolved.publisher(),
+                redis,
+                settings.http_wait_timeout_seconds,
             ),
             authenticator=ClientAuthenticator(
                 session_factory(),
@@ -104,5 +105,5 @@ def create_app(svc: Services | None = None) -> FastAPI:
 def asgi_app() -> FastAPI:
     """Factory for ``uvicorn --factory worker.api.app:asgi_app``. uvicorn calls it before it
     logs anything of its own, so every line of the process is in the configured format."""
-    configure_from_settings()
+    configure_logging()
     return create_app()

@@ -37,10 +37,10 @@ from domain.errors import (
     violations_of,
 )
 from domain.messages import Command, CommandStatus
+from domain.ports import CommandPublisher
 from tasks.handlers.outbox import publish_recorded
 from worker.api.errors import HTTP_STATUS, ApiError
 from worker.db.commands import CommandRecord, SqlCommandLog
-from worker.messaging.publisher import CeleryPublisher
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +52,7 @@ Render = Callable[[dict[str, Any]], dict[str, Any]]
 class CommandGateway:
     commands: SqlCommandLog
     celery: Celery
+    publisher: CommandPublisher
     redis: aioredis.Redis
     wait_timeout: float
 
@@ -128,7 +129,7 @@ class CommandGateway:
 
     def _publish(self, record: CommandRecord) -> None:
         try:
-            publish_recorded(record, CeleryPublisher(self.celery), self.commands)
+            publish_recorded(record, self.publisher, self.commands)
         except Exception:
             logger.warning(
                 "publishing command %s failed; the sweep will retry",

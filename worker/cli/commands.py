@@ -58,15 +58,14 @@ def commands_replay(command_ids: tuple[str, ...]) -> None:
     """Run finished commands again (same command id, so still idempotent)."""
     from tasks.handlers.outbox import publish_recorded
     from worker.bootstrap import bootstrap
-    from worker.celery_app import app
-    from worker.messaging.publisher import CeleryPublisher
 
-    log = bootstrap().commands
+    services = bootstrap()
+    log = services.commands
     for command_id in command_ids:
         record = log.requeue(command_id)
         if record is None:
             fail(f"no command {command_id}")
-        publish_recorded(record, CeleryPublisher(app), log)
+        publish_recorded(record, services.publisher(), log)
         click.echo(f"replayed {command_id}")
 
 

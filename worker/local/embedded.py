@@ -205,7 +205,7 @@ def celery_worker_argv(
     log_format: str = "json",
 ) -> list[str]:
     """A worker's command line; ``log_format`` is the ``BILLING_LOG_FORMAT`` it runs with."""
-    from worker.celery_app import CONSUMED_QUEUES
+    from worker.messaging.config import CONSUMED_QUEUES
 
     return python_module(
         *_celery(log_format),

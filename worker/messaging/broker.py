@@ -136,7 +136,7 @@ class GuardedChannel(_RedisChannel):  # type: ignore[misc]
     """kombu's Redis channel, with every popped message checked before it is delivered."""
 
     def _guarded(self, raw: bytes, queue: str) -> dict[str, Any] | None:
-        from worker.celery_app import CONSUMED_QUEUES
+        from worker.messaging.config import CONSUMED_QUEUES
 
         task_message = queue in CONSUMED_QUEUES
         try:

@@ -7,6 +7,9 @@ from typing import Any
 
 from celery import Celery
 
+from worker.messaging.config import celery_config
+from worker.settings import Settings
+
 PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2}
 
 
@@ -39,3 +42,15 @@ class CeleryPublisher:
             retry_policy=PUBLISH_RETRY_POLICY,
             **options,
         )
+
+
+def publishing_app(settings: Settings) -> Celery:
+    """A Celery app that only publishes and reads results (the API, the CLI, another of our
+    processes): our configuration, no tasks of its own, messages shown masked."""
+    app = Celery(
+        "billing_worker",
+        set_as_current=False,
+        amqp="worker.messaging.masking:MaskingAMQP" if settings.mask_personal_data else None,
+    )
+    app.conf.update(celery_config(settings))
+    return app

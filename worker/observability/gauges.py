@@ -3,72 +3,61 @@
 They describe shared state (Redis queues, the database, the Stripe budget kept in Redis), so
 one process computes them, whatever the number of workers: beat, of which one runs. A part
 that cannot be read (the database down) is left out of that scrape and logged; the others
-are still served.
+are still served. The collector only shapes figures into metric families: the composition
+root hands it the readers of each part, its clock and the budget.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from datetime import datetime, timedelta
-from functools import cached_property
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-import redis
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session, sessionmaker
 
-from domain.billing import BillingAccountState
-from domain.messages import CommandStatus
 from domain.ports import Clock
 from domain.rate_budget import RateBudget
-from domain.scheduled_changes import ChangeKind, ChangeState
+from domain.scheduled_changes import ChangeState
 from domain.webhooks import DeliveryState, EndpointState
-from worker.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-PRIORITY_SEPARATOR = "\x06\x16"
-"""How kombu's Redis transport names a queue's list for a priority step other than 0."""
 
+@dataclass(frozen=True)
+class DatabaseFigures:
+    """What the database tells at one scrape (read by ``worker.db.gauges``)."""
 
-def queue_lists(queue: str, priority_steps: list[int]) -> list[str]:
-    """The Redis lists holding ``queue``'s messages, one per priority step."""
-    return [queue if step == 0 else f"{queue}{PRIORITY_SEPARATOR}{step}" for step in priority_steps]
+    changes_by_state: Mapping[str, int]
+    oldest_due_change: datetime | None
+    """When the oldest change that is due and not made became due (``None``: none is)."""
+    failed_commands: int
+    deliveries_by_state: Mapping[str, int]
+    endpoints_by_state: Mapping[str, int]
+    unpublished_events: int
+    pending_accounts: int
+    oldest_pending_account: datetime | None
 
 
 class SystemCollector(Collector):
     """Queue depth, scheduled changes by state, the oldest due change's age, failed commands
     and the Stripe budget's shared figures, read at scrape time."""
 
-    def __init__(self, settings: Settings) -> None:
-        self._settings = settings
-
-    @cached_property
-    def _redis(self) -> redis.Redis:
-        return redis.Redis.from_url(self._settings.resolved_redis_url(), socket_timeout=2)
-
-    @cached_property
-    def _sessions(self) -> sessionmaker[Session]:
-        from worker.db.engine import session_factory
-
-        return session_factory(self._settings.resolved_database_url())
-
-    @cached_property
-    def _clock(self) -> Clock:
-        from worker.bootstrap import build_clock
-
-        return build_clock(self._settings)
-
-    @cached_property
-    def _budget(self) -> RateBudget | None:
-        from worker.bootstrap import budget_for
-        from worker.provider.rate_budget import UnmeteredBudget
-
-        budget = budget_for(self._settings)
-        return None if isinstance(budget, UnmeteredBudget) else budget
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        read_queue_depths: Callable[[], Mapping[str, int]],
+        read_database: Callable[[datetime], DatabaseFigures],
+        budget: RateBudget | None,
+    ) -> None:
+        """``budget``: the shared Stripe budget, ``None`` when calls are not metered."""
+        self._clock = clock
+        self._read_queue_depths = read_queue_depths
+        self._read_database = read_database
+        self._budget = budget
 
     def describe(self) -> list[Metric]:
         # Nothing read at registration: the families are computed at each scrape.
@@ -98,118 +87,35 @@ class SystemCollector(Collector):
         yield readable
 
     def _queues(self) -> list[Metric]:
-        from worker.celery_app import CONSUMED_QUEUES, app
-
-        steps = list(app.conf.broker_transport_options.get("priority_steps") or [0])
         depth = GaugeMetricFamily(
             "billing_queue_depth",
             "Messages waiting in each queue (every priority list added up).",
             labels=["queue"],
         )
-        pipe = self._redis.pipeline(transaction=False)
-        for queue in CONSUMED_QUEUES:
-            for name in queue_lists(queue, steps):
-                pipe.llen(name)
-        lengths = iter(pipe.execute())
-        for queue in CONSUMED_QUEUES:
-            depth.add_metric([queue], sum(int(next(lengths)) for _ in steps))
+        for queue, count in self._read_queue_depths().items():
+            depth.add_metric([queue], count)
         return [depth]
 
     def _database(self) -> list[Metric]:
-        from worker.db.models import (
-            BillingAccountRow,
-            CommandRow,
-            EventRow,
-            ScheduledChangeRow,
-            WebhookDeliveryRow,
-            WebhookEndpointRow,
-        )
-
         now = self._clock.now()
-        pending = [state.value for state in ChangeState if state.is_pending]
-        unstaged = [ChangeState.SCHEDULED.value, ChangeState.APPLYING.value]
-        with self._sessions() as session:
-            by_state: dict[str, int] = {
-                str(state): int(count)
-                for state, count in session.execute(
-                    select(ScheduledChangeRow.state, func.count()).group_by(
-                        ScheduledChangeRow.state
-                    )
-                ).all()
-            }
-            row = ScheduledChangeRow
-            lead = timedelta(seconds=self._settings.period_end_lead_seconds)
-            # Due: a change at the period's end once it should be made at Stripe (the lead
-            # before its boundary) and until it is staged; any other once it is in effect.
-            due_at_stripe: datetime | None = session.scalar(
-                select(func.min(row.effective_at)).where(
-                    row.state.in_(unstaged),
-                    row.kind == ChangeKind.END_OF_PERIOD.value,
-                    row.effective_at <= now + lead,
-                )
-            )
-            due_here: datetime | None = session.scalar(
-                select(func.min(row.effective_at)).where(
-                    row.state.in_(pending),
-                    row.kind == ChangeKind.IMMEDIATE.value,
-                    row.effective_at <= now,
-                )
-            )
-            staged_past: datetime | None = session.scalar(
-                select(func.min(row.effective_at)).where(
-                    row.state == ChangeState.STAGED.value, row.effective_at <= now
-                )
-            )
-            candidates = [
-                moment
-                for moment in (
-                    None if due_at_stripe is None else due_at_stripe - lead,
-                    due_here,
-                    staged_past,
-                )
-                if moment is not None
-            ]
-            oldest_due = min(candidates) if candidates else None
-            failed = int(
-                session.scalar(
-                    select(func.count())
-                    .select_from(CommandRow)
-                    .where(CommandRow.status == CommandStatus.FAILED.value)
-                )
-                or 0
-            )
-            deliveries_by_state = _count_by(session, WebhookDeliveryRow.state)
-            endpoints_by_state = _count_by(session, WebhookEndpointRow.state)
-            unpublished = int(
-                session.scalar(
-                    select(func.count())
-                    .select_from(EventRow)
-                    .where(EventRow.published_at.is_(None))
-                )
-                or 0
-            )
-            pending_count, oldest_pending = session.execute(
-                select(func.count(), func.min(BillingAccountRow.created_at)).where(
-                    BillingAccountRow.state == BillingAccountState.PENDING.value
-                )
-            ).one()
+        figures = self._read_database(now)
         changes = GaugeMetricFamily(
             "billing_scheduled_changes", "Plan changes by state.", labels=["state"]
         )
         for state in ChangeState:
-            changes.add_metric([state.value], by_state.get(state.value, 0))
+            changes.add_metric([state.value], figures.changes_by_state.get(state.value, 0))
         age = GaugeMetricFamily(
             "billing_oldest_due_change_age_seconds",
             "Age of the oldest plan change that is due and not made: a change at the period's "
             "end counts from when it should be made at Stripe (its boundary less "
             "BILLING_PERIOD_END_LEAD_SECONDS) until it is staged, then from its boundary until "
             "it takes effect; an immediate one from its request (0 when none).",
-            value=_age(now, oldest_due),
+            value=_age(now, figures.oldest_due_change),
         )
         failed_commands = GaugeMetricFamily(
             "billing_failed_commands",
             "Failed commands waiting for an operator (billing-worker commands failed).",
-            value=failed,
+            value=figures.failed_commands,
         )
         deliveries = GaugeMetricFamily(
             "billing_webhook_deliveries",
@@ -219,7 +125,8 @@ class SystemCollector(Collector):
         )
         for delivery_state in DeliveryState:
             deliveries.add_metric(
-                [delivery_state.value], deliveries_by_state.get(delivery_state.value, 0)
+                [delivery_state.value],
+                figures.deliveries_by_state.get(delivery_state.value, 0),
             )
         endpoints = GaugeMetricFamily(
             "billing_webhook_endpoints",
@@ -229,24 +136,25 @@ class SystemCollector(Collector):
         )
         for endpoint_state in EndpointState:
             endpoints.add_metric(
-                [endpoint_state.value], endpoints_by_state.get(endpoint_state.value, 0)
+                [endpoint_state.value],
+                figures.endpoints_by_state.get(endpoint_state.value, 0),
             )
         events = GaugeMetricFamily(
             "billing_events_unpublished",
             "Events in the outbox not yet published to the stream and to webhooks.",
-            value=unpublished,
+            value=figures.unpublished_events,
         )
         pending_accounts = GaugeMetricFamily(
             "billing_pending_accounts",
             "Billing accounts `pending`: opened online and not yet registered with Stripe.",
-            value=int(pending_count or 0),
+            value=figures.pending_accounts,
         )
         pending_age = GaugeMetricFamily(
             "billing_oldest_pending_account_age_seconds",
             "How long the oldest `pending` billing account has been waiting for its "
             "registration since it was opened (0 when none); beat sends its registration "
             "again every BILLING_PENDING_ACCOUNT_REDRIVE_AFTER_SECONDS.",
-            value=_age(now, oldest_pending),
+            value=_age(now, figures.oldest_pending_account),
         )
         return [
             changes,
@@ -290,13 +198,6 @@ class SystemCollector(Collector):
                 family.add_metric([kind.value], float(figure(figures)))
             metrics.append(family)
         return metrics
-
-
-def _count_by(session: Session, column: Any) -> dict[str, int]:
-    return {
-        str(value): int(count)
-        for value, count in session.execute(select(column, func.count()).group_by(column)).all()
-    }
 
 
 def _age(now: datetime, oldest: datetime | None) -> float:

@@ -229,16 +229,3 @@ def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
         args.thread.name if args.thread else "?",
         exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
     )
-
-
-def configure_from_settings(level: str | int | None = None) -> logging.Handler:
-    """:func:`configure` as the settings say (``BILLING_LOG_FORMAT``, ``BILLING_LOG_LEVEL``,
-    ``BILLING_MASK_PERSONAL_DATA``)."""
-    from worker.settings import get_settings
-
-    settings = get_settings()
-    return configure(
-        log_format=settings.log_format,
-        level=level or settings.log_level.upper(),
-        mask_personal_data=settings.mask_personal_data,
-    )

@@ -24,13 +24,16 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.registry import Collector
+
+from domain.errors import CommandInProgress, TransientError
+from domain.rate_budget import RateLimited
 
 logger = logging.getLogger(__name__)
 
@@ -228,13 +231,12 @@ class RunTimer:
             COMMAND_RUN.labels(task_name).observe(time.perf_counter() - started)
 
 
-def retry_reason(retry: BaseException | None) -> str:
+def retry_reason(
+    retry: BaseException | None, *, is_database_error: Callable[[BaseException], bool]
+) -> str:
     """The bounded reason of a retry, from the exception the runner was handling when it
     asked Celery to retry (``tasks/base.py`` retries inside its ``except`` blocks, so the
     cause is the ``Retry``'s context)."""
-    from domain.errors import CommandInProgress, TransientError
-    from domain.rate_budget import RateLimited
-
     cause = None if retry is None else (getattr(retry, "exc", None) or retry.__context__)
     if cause is None:
         return "other"
@@ -247,9 +249,7 @@ def retry_reason(retry: BaseException | None) -> str:
         if origin is not None and type(origin).__module__.split(".")[0] == "stripe":
             return "provider"
         return "conflict"
-    from worker.db.uow import is_transient_db_error
-
-    if is_transient_db_error(cause):
+    if is_database_error(cause):
         return "database"
     return "other"
 
@@ -278,5 +278,12 @@ def webhook_attempted(outcome: object) -> None:
         WEBHOOK_DELIVERIES.labels(outcome).inc()
 
 
-def command_retried(task_name: str, retry: BaseException | None) -> None:
-    COMMAND_RETRIES.labels(task_name, retry_reason(retry)).inc()
+def command_retried(
+    task_name: str,
+    retry: BaseException | None,
+    *,
+    is_database_error: Callable[[BaseException], bool],
+) -> None:
+    COMMAND_RETRIES.labels(
+        task_name, retry_reason(retry, is_database_error=is_database_error)
+    ).inc()

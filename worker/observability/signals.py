@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from celery.signals import (
@@ -25,10 +27,8 @@ from celery.signals import (
     worker_process_shutdown,
     worker_ready,
 )
+from prometheus_client.registry import Collector
 
-from domain.provider_sync import SyncStripeObject
-from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK
-from tasks.stripe_sync import RECONCILE_WITH_STRIPE
 from worker.observability.metrics import (
     MULTIPROC_DIR_ENV,
     RunTimer,
@@ -38,30 +38,54 @@ from worker.observability.metrics import (
     prepare_multiproc_dir,
     registry_of,
     serve,
-    stripe_drift_found,
-    webhook_attempted,
 )
-from worker.settings import get_settings
 
 logger = logging.getLogger(__name__)
 
+
+@dataclass(frozen=True)
+class Exporters:
+    """Where this process serves its metrics (0: it does not)."""
+
+    host: str
+    worker_port: int
+    beat_port: int
+
+
+@dataclass
+class Wiring:
+    """What the signal handlers are given by the composition root, which alone knows the
+    settings, the adapters and the tasks' names."""
+
+    exporters: Callable[[], Exporters]
+    system_collector: Callable[[], Collector]
+    """Beat's collector of the whole system's gauges, built when beat starts."""
+    result_recorders: Mapping[str, Callable[[object], None]] = field(default_factory=dict)
+    """Per task name, what to record from a run's return value."""
+    is_database_error: Callable[[BaseException], bool] = lambda _: False
+    """Whether a retry's cause is a transient database error (its reason label)."""
+
+
 _timer = RunTimer()
+_wiring: Wiring | None = None
 
 
-def _worker_metrics_port() -> int:
-    return get_settings().worker_metrics_port
+def _wired() -> Wiring:
+    if _wiring is None:
+        raise RuntimeError("observability.signals.connect() was not called in this process")
+    return _wiring
 
 
 def _on_worker_init(**_: Any) -> None:
     directory = multiproc_dir()
-    if _worker_metrics_port() and directory is not None:
+    if _wired().exporters().worker_port and directory is not None:
         # Values left by an earlier run of this node would be added to this one's.
         prepare_multiproc_dir(directory, keep_pid=os.getpid())
 
 
 def _on_worker_ready(**_: Any) -> None:
-    settings = get_settings()
-    port = settings.worker_metrics_port
+    exporters = _wired().exporters()
+    port = exporters.worker_port
     if not port:
         return
     if multiproc_dir() is None:
@@ -71,7 +95,7 @@ def _on_worker_ready(**_: Any) -> None:
             MULTIPROC_DIR_ENV,
         )
         return
-    serve(multiprocess_registry(), settings.metrics_host, port, "worker")
+    serve(multiprocess_registry(), exporters.host, port, "worker")
 
 
 def _on_task_prerun(task_id: str | None = None, **_: Any) -> None:
@@ -84,16 +108,19 @@ def _on_task_postrun(
 ) -> None:
     if task_id and task is not None:
         _timer.stop(task_id, str(task.name))
-        if task.name == DELIVER_WEBHOOK:
-            # The handler returns its outcome (tasks never import the worker's metrics).
-            webhook_attempted(retval)
-        elif task.name in (SyncStripeObject.TASK_NAME, RECONCILE_WITH_STRIPE):
-            stripe_drift_found(retval)
+        # Some handlers return what to count (tasks never import the worker's metrics).
+        record = _wired().result_recorders.get(str(task.name))
+        if record is not None:
+            record(retval)
 
 
 def _on_task_retry(sender: Any = None, reason: Any = None, **_: Any) -> None:
     name = getattr(sender, "name", None) or "unknown"
-    command_retried(str(name), reason if isinstance(reason, BaseException) else None)
+    command_retried(
+        str(name),
+        reason if isinstance(reason, BaseException) else None,
+        is_database_error=_wired().is_database_error,
+    )
 
 
 def _on_process_shutdown(**_: Any) -> None:
@@ -105,21 +132,21 @@ def _on_process_shutdown(**_: Any) -> None:
 
 
 def _on_beat_init(**_: Any) -> None:
-    settings = get_settings()
-    if not settings.beat_metrics_port:
+    wiring = _wired()
+    exporters = wiring.exporters()
+    if not exporters.beat_port:
         return
-    from worker.observability.gauges import SystemCollector
-
-    serve(
-        registry_of([SystemCollector(settings)]),
-        settings.metrics_host,
-        settings.beat_metrics_port,
-        "beat",
-    )
+    serve(registry_of([wiring.system_collector()]), exporters.host, exporters.beat_port, "beat")
 
 
-def connect() -> None:
-    """Connect the handlers (once per process: Celery keeps strong references)."""
+def connect(wiring: Wiring) -> None:
+    """Connect the handlers with their ``wiring`` (once per process: Celery keeps strong
+    references; a second call only replaces the wiring)."""
+    global _wiring
+    already = _wiring is not None
+    _wiring = wiring
+    if already:
+        return
     celeryd_init.connect(_on_worker_init, weak=False)
     worker_ready.connect(_on_worker_ready, weak=False)
     task_prerun.connect(_on_task_prerun, weak=False)
