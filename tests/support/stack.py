@@ -20,15 +20,13 @@ from worker.clock import REFRESH_SECONDS, ShiftableClock, SystemClock
 from worker.db.api_clients import NewClient, create_client
 from worker.db.commands import CommandRecord, SqlCommandLog
 from worker.db.engine import session_factory
-from worker.local.embedded import (
-    ProcessGroup,
+from worker.launch.commands import (
     api_argv,
     celery_beat_argv,
     celery_worker_argv,
-    free_port,
-    wait_until,
     worker_metrics_env,
 )
+from worker.local.embedded import ProcessGroup, free_port, wait_until
 
 T = TypeVar("T")
 

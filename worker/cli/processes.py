@@ -128,7 +128,7 @@ def up(api_port: int | None, flower_port: int | None, concurrency: int) -> None:
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def worker(celery_args: tuple[str, ...]) -> None:
     """Run a Celery worker on every queue (extra arguments go to `celery worker`)."""
-    from worker.local.embedded import celery_worker_argv, worker_metrics_env
+    from worker.launch.commands import celery_worker_argv, worker_metrics_env
     from worker.observability.metrics import MULTIPROC_DIR_ENV
 
     settings = get_settings()
@@ -145,7 +145,7 @@ def worker(celery_args: tuple[str, ...]) -> None:
 @click.command(cls=BillingGroup.command_class, settings_env=BEAT_ENV)
 def beat() -> None:
     """Run celery beat (the periodic sweeps)."""
-    from worker.local.embedded import celery_beat_argv
+    from worker.launch.commands import celery_beat_argv
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -162,7 +162,7 @@ def api(host: str | None, port: int | None) -> None:
     """Run the HTTP API (uvicorn)."""
     import uvicorn
 
-    from worker.local.embedded import API_HTTP_PROTOCOL, MAX_REQUEST_HEAD_BYTES
+    from worker.launch.commands import API_HTTP_PROTOCOL, MAX_REQUEST_HEAD_BYTES
 
     settings = get_settings()
     uvicorn.run(
@@ -180,7 +180,7 @@ def api(host: str | None, port: int | None) -> None:
 @click.option("--port", type=int, default=None, help="[env BILLING_FLOWER_PORT; default 5555]")
 def flower(port: int | None) -> None:
     """Run Flower, with basic auth from BILLING_FLOWER_USER / BILLING_FLOWER_PASSWORD."""
-    from worker.local.embedded import flower_argv, flower_env
+    from worker.launch.commands import flower_argv, flower_env
 
     settings = get_settings()
     if settings.flower_password is None:

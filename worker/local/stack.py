@@ -14,19 +14,15 @@ from typing import Any
 
 import httpx
 
-from worker.local.embedded import (
-    ProcessGroup,
+from worker.launch.commands import (
     api_argv,
     celery_beat_argv,
     celery_worker_argv,
     flower_argv,
     flower_env,
-    free_port,
-    port_open,
-    start_redis,
-    wait_until,
     worker_metrics_env,
 )
+from worker.local.embedded import ProcessGroup, free_port, port_open, start_redis, wait_until
 from worker.settings import STACK_FILE, Settings
 
 DEMO_CLIENT_FILE = "demo-client.json"
