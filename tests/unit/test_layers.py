@@ -202,3 +202,15 @@ def test_the_worker_keeps_at_most_ten_modules_at_its_top_level() -> None:
     top_level = sorted(path.name for path in (ROOT / "worker").glob("*.py"))
 
     assert len(top_level) <= 10, top_level
+
+
+def test_the_skip_locked_claim_is_written_once() -> None:
+    # The most delicate SQL here: a second copy would drift from the first.
+    writers = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "worker").rglob("*.py")
+        if "with_for_update(skip_locked=True)" in path.read_text()
+    )
+
+    # db/commands.py's is the retention sweep's DELETE, not a claim.
+    assert writers == ["worker/db/claims.py", "worker/db/commands.py"]

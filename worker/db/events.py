@@ -19,6 +19,7 @@ from domain.webhooks import (
     WebhookDelivery,
     WebhookEndpoint,
 )
+from worker.db.claims import claim_due_rows
 from worker.db.mapping import RowMapping
 from worker.db.models import (
     EventRow,
@@ -138,29 +139,16 @@ class SqlWebhookDeliveryRepository(_RowRepository[WebhookDelivery, WebhookDelive
             and_(row.state == DeliveryState.PENDING.value, row.next_attempt_at <= now),
             and_(row.state == DeliveryState.DELIVERING.value, row.lease_until < now),
         )
-        # As the plan changes' sweep: candidates locked (skipping those a concurrent sweep
-        # holds) on PostgreSQL, and the update checks the condition again row by row.
-        candidates = self._session.scalars(
-            select(row.id)
-            .where(claimable)
-            .order_by(row.next_attempt_at, row.event_sequence)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        ).all()
-        if not candidates:
-            return []
-        claimed = self._session.execute(
-            update(row)
-            .where(row.id.in_(candidates), claimable)
-            .values(
-                state=DeliveryState.DELIVERING.value,
-                claims=row.claims + 1,
-                lease_until=lease_until,
-                updated_at=now,
-            )
-            .returning(row.id, row.claims)
-            .execution_options(synchronize_session=False)
-        ).all()
+        claimed = claim_due_rows(
+            self._session,
+            row,
+            claimable=claimable,
+            order_by=(row.next_attempt_at, row.event_sequence),
+            limit=limit,
+            state=DeliveryState.DELIVERING.value,
+            lease_until=lease_until,
+            now=now,
+        )
         return [DeliveryClaim(delivery_id, number) for delivery_id, number in claimed]
 
     def earlier_unfinished(self, delivery: WebhookDelivery) -> WebhookDelivery | None:

@@ -15,6 +15,7 @@ from domain.ports import Claim
 from domain.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
 from domain.subscriptions import Subscription, SubscriptionState
 from domain.users import User
+from worker.db.claims import claim_due_rows
 from worker.db.mapping import RowMapping
 from worker.db.models import (
     Base,
@@ -242,32 +243,16 @@ class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChan
     ) -> list[Claim]:
         row = ScheduledChangeRow
         claimable = _claimable(now, lead)
-        # PostgreSQL: lock the candidates, skipping rows a concurrent sweep holds. SQLite has
-        # no row locks: this is a plain read, and two sweeps may pick the same candidates.
-        candidates = self._session.scalars(
-            select(row.id)
-            .where(claimable)
-            .order_by(row.effective_at, row.id)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        ).all()
-        if not candidates:
-            return []
-        # Either way the update checks the claimable condition again, row by row, under the
-        # write lock: a candidate another sweep claimed meanwhile is not updated, and
-        # RETURNING says which rows this sweep got.
-        claimed = self._session.execute(
-            update(row)
-            .where(row.id.in_(candidates), claimable)
-            .values(
-                state=ChangeState.APPLYING.value,
-                claims=row.claims + 1,
-                lease_until=lease_until,
-                updated_at=now,
-            )
-            .returning(row.id, row.claims)
-            .execution_options(synchronize_session=False)
-        ).all()
+        claimed = claim_due_rows(
+            self._session,
+            row,
+            claimable=claimable,
+            order_by=(row.effective_at, row.id),
+            limit=limit,
+            state=ChangeState.APPLYING.value,
+            lease_until=lease_until,
+            now=now,
+        )
         return [Claim(change_id, number) for change_id, number in claimed]
 
     def staged_due(self, now: datetime, limit: int) -> list[str]:
