@@ -8,13 +8,12 @@ import pytest
 import stripe  # noqa: TID251 - the adapter's inputs are the SDK's own exceptions
 
 from domain.errors import ErrorCode, Internal, InvalidArgument, TransientError, Unavailable
-from worker.provider.stripe_adapter import (
-    STRIPE_API_VERSION,
+from worker.provider.stripe_adapter import STRIPE_API_VERSION, translate
+from worker.provider.stripe_fields import (
     field_for_param,
     plan_field,
     price_field,
     subscription_field,
-    translate,
 )
 
 

@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import stripe
 
@@ -59,6 +58,13 @@ from domain.rate_budget import CallKind, RateBudget, current_priority
 from domain.scheduled_changes import PaymentBehavior, ProrationBehavior
 from domain.subscriptions import ProviderSubscription, SubscriptionTerms
 from worker.observability import metrics
+from worker.provider.stripe_events import NotAStripeEvent, event_of
+from worker.provider.stripe_fields import (
+    field_for_param,
+    plan_field,
+    price_field,
+    subscription_field,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -73,37 +79,6 @@ LIST_PAGE_SIZE = 100
 """429s answered to one call that are tried again through the budget before the call fails
 transiently (and the command's own backoff takes over)."""
 T = TypeVar("T")
-
-# Stripe's parameter names → the fields of the create command's billing details
-# (``account`` of :class:`domain.billing.CreateBillingAccount`), where every value of a
-# customer comes from.
-_FIELD_OF_PARAM = {
-    "name": "account.name",
-    "email": "account.email",
-    "phone": "account.phone",
-    "metadata": "account.metadata",
-    "address": "account.address",
-    "tax_id_data": "account.tax_data",
-}
-_TAX_PARAM = re.compile(r"^tax_id_data\[(\d+)\]\[(type|value)\]$")
-_NESTED_PARAM = re.compile(r"^(\w+)\[(\w+)\]")
-
-
-def field_for_param(param: str | None) -> str:
-    """The command field for a Stripe ``param`` of a customer call (``tax_id_data[0][value]`` →
-    ``account.tax_data[0].id``); ``account`` when Stripe named none or one we do not send.
-
-    Names are the command's, never an HTTP request's: the API renames them for its answer."""
-    if not param:
-        return "account"
-    tax = _TAX_PARAM.match(param)
-    if tax:
-        return f"account.tax_data[{tax.group(1)}].{'id' if tax.group(2) == 'value' else 'type'}"
-    nested = _NESTED_PARAM.match(param)
-    if nested and nested.group(1) == "address":
-        return f"account.address.{nested.group(2)}"
-    root = nested.group(1) if nested else param
-    return _FIELD_OF_PARAM.get(root, "account")
 
 
 def _header(error: stripe.StripeError, name: str) -> str | None:
@@ -125,56 +100,6 @@ def is_rate_limit(error: stripe.StripeError) -> bool:
     stripe_error = error.error
     code = (stripe_error.code if stripe_error else None) or error.code or ""
     return error.http_status == 429 and code != "lock_timeout"
-
-
-def plan_field(param: str | None) -> str:
-    """Every parameter of a subscription's update (or read) comes from the plan asked for (the
-    ``plan`` of :class:`domain.scheduled_changes.ChangeSubscriptionPlan`)."""
-    return "plan"
-
-
-# Stripe's parameters of a subscription creation → the inputs of ``subscriptions create``
-# (``tasks/handlers/subscribe.py::create_subscription``, its terms named as the CLI shows
-# them); ``subscription`` when Stripe named none or one we do not take from an input.
-_SUBSCRIPTION_FIELD_OF_PARAM = {
-    "customer": "billing_account",
-    "items": "plan",
-    "currency": "plan",
-    "collection_method": "collection",
-    "days_until_due": "days_until_due",
-    "trial_period_days": "trial_days",
-}
-# Stripe's parameters of a price creation → the fields of :class:`domain.plans.PlanSpec`;
-# ``plan`` when Stripe named none or one we do not take from a field.
-_PRICE_FIELD_OF_PARAM = {
-    "currency": "currency",
-    "unit_amount": "amount",
-    "recurring": "interval",
-    "nickname": "title",
-    "product_data": "title",
-}
-
-
-def _param_root(param: str) -> str:
-    nested = _NESTED_PARAM.match(param)
-    return nested.group(1) if nested else param
-
-
-def subscription_field(param: str | None) -> str:
-    """The input of a subscription creation a Stripe ``param`` comes from (``customer`` →
-    ``billing_account``, ``items[0][price]`` → ``plan``, ``trial_period_days`` →
-    ``trial_days``)."""
-    if not param:
-        return "subscription"
-    return _SUBSCRIPTION_FIELD_OF_PARAM.get(_param_root(param), "subscription")
-
-
-def price_field(param: str | None) -> str:
-    """The field of a plan a Stripe ``param`` of its price comes from (``unit_amount`` →
-    ``amount``, ``recurring[interval]`` → ``interval``)."""
-    if not param:
-        return "plan"
-    return _PRICE_FIELD_OF_PARAM.get(_param_root(param), "plan")
 
 
 def translate(
@@ -714,48 +639,8 @@ def verify_stripe_event(
     else:
         raise BadSignature("no configured secret verifies the Stripe-Signature (or it is too old)")
     try:
-        document = json.loads(payload)
+        return event_of(json.loads(payload))
+    except NotAStripeEvent as error:
+        raise BadSignature(str(error)) from None
     except ValueError:
         raise BadSignature("the signed body is not JSON") from None
-    return event_of(document)
-
-
-def event_of(document: Any) -> ProviderEvent:
-    """Route a Stripe event: the object it names, re-read by the sync."""
-    if not isinstance(document, dict) or not isinstance(document.get("id"), str):
-        raise BadSignature("the signed body is not a Stripe event")
-    event_type = str(document.get("type", ""))
-    data = _mapping(document.get("data"))
-    obj = _mapping(data.get("object"))
-    kind = obj.get("object")
-    object_type: Literal["subscription", "customer"] | None = None
-    object_id: str | None = None
-    if kind == "subscription":
-        object_type, object_id = "subscription", _text(obj.get("id"))
-    elif kind == "customer":
-        object_type, object_id = "customer", _text(obj.get("id"))
-    elif kind == "invoice":
-        details = _mapping(_mapping(obj.get("parent")).get("subscription_details"))
-        subscription = details.get("subscription")
-        if subscription is None:
-            subscription = obj.get("subscription")  # API versions before 2025-03-31
-        if isinstance(subscription, dict):
-            subscription = subscription.get("id")
-        if subscription:
-            object_type, object_id = "subscription", _text(subscription)
-    created = document.get("created")
-    return ProviderEvent(
-        id=str(document["id"]),
-        type=event_type,
-        created=_time(int(created)) if isinstance(created, int) else datetime.now(UTC),
-        object_type=object_type,
-        object_id=object_id,
-    )
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
