@@ -214,3 +214,21 @@ def test_the_skip_locked_claim_is_written_once() -> None:
 
     # db/commands.py's is the retention sweep's DELETE, not a claim.
     assert writers == ["worker/db/claims.py", "worker/db/commands.py"]
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    pending = [start]
+    while pending:
+        module = pending.pop()
+        if module not in seen:
+            seen.add(module)
+            pending.extend(graph.get(module, ()))
+    return seen
+
+
+@pytest.mark.parametrize("process", ["worker.api.app", "worker.cli"])
+def test_a_process_that_only_publishes_never_builds_the_workers_celery_app(process: str) -> None:
+    # One Celery app per process: the API and the CLI publish through the root's
+    # publishing app, never through (a second copy of) the workers' app.
+    assert "worker.celery_app" not in reachable(import_graph(), process)
