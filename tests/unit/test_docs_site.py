@@ -4,6 +4,7 @@ anchors, pages left out of the navigation and unknown markup are all failures)."
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,3 +34,11 @@ def test_the_documentation_site_builds_in_strict_mode(tmp_path: Path) -> None:
 
     assert built.returncode == 0, built.stderr
     assert (tmp_path / "site" / "reference" / "settings" / "index.html").exists()
+
+
+def test_every_link_of_the_readme_into_the_docs_names_a_page_of_the_site() -> None:
+    readme = (ROOT / "README.md").read_text()
+    linked = re.findall(r"\]\((docs/[^)#]+)", readme)
+
+    assert linked, "the README links into the docs"
+    assert [path for path in linked if not (ROOT / path).is_file()] == []
