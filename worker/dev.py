@@ -4,6 +4,9 @@
     python3 -m worker.dev test    # set up .venv, then lint, type-check and run the tests
     python3 -m worker.dev lock    # refresh requirements/*.lock from pyproject.toml
                                   # (extra arguments go to `uv pip compile`, e.g. --upgrade)
+    python3 -m worker.dev docs    # regenerate the reference pages, then serve the docs
+                                  # (`docs --generate`: regenerate only; other arguments go
+                                  # to `mkdocs serve`, e.g. --dev-addr 127.0.0.1:8001)
 
 The virtualenv gets exactly the versions pinned in a lock file (hashes checked), then our own
 packages, editable and without dependencies. Standard library only: this runs before anything
@@ -160,6 +163,13 @@ def main(argv: list[str]) -> None:
         os.execv(BIN / "python", [str(BIN / "python"), "-m", "pytest", *rest])
     elif command == "lock":
         refresh_locks(rest)
+    elif command == "docs":
+        ensure_environment(DEV_LOCK)
+        # The settings and CLI pages are generated from the source (worker/cli/reference_docs.py).
+        _run(BIN / "python", "-m", "worker.cli.reference_docs")
+        if rest[:1] == ["--generate"]:
+            return
+        os.execv(BIN / "mkdocs", [str(BIN / "mkdocs"), "serve", *rest])
     else:
         print(__doc__)
         raise SystemExit(0 if command in ("help", "-h", "--help") else 2)

@@ -30,7 +30,9 @@ class Settings(BaseSettings):
         description="Where the embedded stack keeps SQLite, Redis data, logs and stack.json.",
     )
     database_url: str | None = Field(
-        default=None, description="SQLAlchemy URL; default sqlite:///<data_dir>/billing.db."
+        default=None,
+        description="SQLAlchemy URL; unset: sqlite:///<data_dir>/billing.db. PostgreSQL: "
+        "postgresql+psycopg://user:pass@host/db.",
     )
     redis_url: str | None = Field(
         default=None,
@@ -169,9 +171,12 @@ class Settings(BaseSettings):
         description="How often beat looks for billing accounts stuck `pending` (a sweep "
         "within the same re-drive period sends the same command again, which runs once).",
     )
-    api_host: str = "127.0.0.1"
-    api_port: int = 8080
-    flower_port: int = 5555
+    api_host: str = Field(
+        default="127.0.0.1",
+        description="Address the HTTP API listens on (0.0.0.0 in a container).",
+    )
+    api_port: int = Field(default=8080, description="Port of the HTTP API.")
+    flower_port: int = Field(default=5555, description="Port of Flower.")
     metrics_host: str = Field(
         default="127.0.0.1",
         description="Address the worker's and beat's metrics exporters listen on (0.0.0.0 in "
@@ -211,8 +216,16 @@ class Settings(BaseSettings):
     retry_max_attempts: int = Field(
         default=8, ge=1, description="Attempts per command for transient failures."
     )
-    retry_base_delay_seconds: float = Field(default=1.0, gt=0)
-    retry_max_delay_seconds: float = Field(default=60.0, gt=0)
+    retry_base_delay_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="Backoff of a command's transient failures: the n-th retry waits a delay "
+        "drawn uniformly in [0, min(max, base·2^n)] (full jitter), at least the provider's "
+        "Retry-After.",
+    )
+    retry_max_delay_seconds: float = Field(
+        default=60.0, gt=0, description="The longest backoff between two attempts of a command."
+    )
     stalled_command_seconds: float = Field(
         default=300.0, gt=0, description="A queued command older than this is published again."
     )
@@ -322,7 +335,11 @@ class Settings(BaseSettings):
         description="Local stack and tests only: let `clock advance` shift "
         "the application clock. Production keeps real time.",
     )
-    log_level: str = "INFO"
+    log_level: str = Field(
+        default="INFO",
+        description="Level of the log lines of the API, workers and beat (DEBUG, INFO, "
+        "WARNING, ERROR).",
+    )
     log_format: Literal["json", "console"] = Field(
         default="json",
         description="How the API, workers and beat write log lines: `json`, one JSON object "

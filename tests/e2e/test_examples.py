@@ -1,5 +1,5 @@
-"""The README's examples, run as they are against a running system: the webhook receiver and
-the stream consumer of ``examples/``."""
+"""The examples the README and the docs show, run as they are against a running system: the
+webhook receiver and the stream consumer of ``examples/``."""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ import stripe  # noqa: TID251 - the test talks to the emulator as any Stripe cli
 from celery import Celery
 
 from stripe_emulator import EmulatorAdmin
+from tests.support.local_up import http_status, running_up
 from tests.support.stack import eventually
 from worker.local.embedded import free_port
 
@@ -31,45 +32,11 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 @pytest.fixture(scope="module")
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    data_dir = tmp_path_factory.mktemp("up")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
-    env.update({"BILLING_FLOWER_PASSWORD": "flower-pw"})
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "worker.cli",
-            "up",
-            "--data-dir",  # after the command's name, where users put it
-            str(data_dir),
-            "--api-port",
-            str(free_port()),
-            "--flower-port",
-            str(free_port()),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        stack_file = data_dir / "stack.json"
-        eventually(lambda: stack_file.exists(), 60, "stack.json")
-        stack: dict[str, Any] = json.loads(stack_file.read_text())
-        eventually(lambda: _status(f"{stack['api_url']}/readyz") == 200, 60, "readiness")
-        credentials = json.loads((data_dir / "demo-client.json").read_text())
-        yield {**stack, "process": process, "data_dir": data_dir, **credentials}
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-        process.wait(30)
+    with running_up(tmp_path_factory.mktemp("up"), BILLING_FLOWER_PASSWORD="flower-pw") as stack:
+        yield stack
 
 
-def _status(url: str) -> int:
-    try:
-        return httpx.get(url, timeout=2).status_code
-    except httpx.HTTPError:
-        return 0
+_status = http_status
 
 
 def test_up_enables_the_demo_user_through_the_whole_system(local_stack: dict[str, Any]) -> None:

@@ -12,12 +12,8 @@ one the test skips locally and fails in CI (``CI=true``).
 
 from __future__ import annotations
 
-import os
-import re
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +21,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.lockfile import DEV_LOCK, read_lock, target_environment
+from tests.support.package_index import require_package_index
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PYTHONS = ("3.11", "3.12", "3.13", "3.14")
-DEFAULT_INDEX = "https://pypi.org/simple/"
 # About 500 MB of wheels: a few minutes where pip's HTTP cache is cold (or, as behind some
 # proxies, never filled).
 pytestmark = [pytest.mark.install, pytest.mark.timeout(1200)]
@@ -57,26 +52,6 @@ PLATFORMS = (
     Platform("macos-arm64", "darwin", "arm64", ("macosx_11_0_arm64",)),
 )
 TARGETS = [(python, platform) for python in PYTHONS for platform in PLATFORMS]
-
-
-def _index_url() -> str:
-    """The index pip uses here: ``PIP_INDEX_URL``, else pip's configuration, else PyPI."""
-    if url := os.environ.get("PIP_INDEX_URL"):
-        return url
-    configured = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True
-    ).stdout
-    match = re.search(r"^[^.\s]*\.index-url='([^']+)'$", configured, re.MULTILINE)
-    return match.group(1) if match else DEFAULT_INDEX
-
-
-def _index_reachable(url: str) -> str | None:
-    """None when the index answers, else why not."""
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/pip/", timeout=15):  # noqa: S310
-            return None
-    except (urllib.error.URLError, OSError) as error:
-        return f"package index {url} not reachable: {error}"
 
 
 Outcome = tuple[int, str]
@@ -124,11 +99,7 @@ def _download(python: str, platform: Platform, workdir: Path) -> Outcome:
 
 @pytest.fixture(scope="module")
 def downloads(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
-    unreachable = _index_reachable(_index_url())
-    if unreachable:
-        if IN_CI:
-            pytest.fail(f"the installability check needs the package index in CI: {unreachable}")
-        pytest.skip(unreachable)
+    require_package_index("the installability check")
     workdir = tmp_path_factory.mktemp("installable")
     first_python, first_platform = TARGETS[0]
     outcomes = {_key(first_python, first_platform): _download(*TARGETS[0], workdir)}

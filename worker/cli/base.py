@@ -71,9 +71,8 @@ def data_dir_option() -> click.Option:
 
 def _environment_epilog(variables: Sequence[str]) -> str:
     names = list(dict.fromkeys(variables))
-    return "\b\nEnvironment (every setting is a BILLING_* variable, see README):\n  " + "\n  ".join(
-        names
-    )
+    heading = "Environment (every setting is a BILLING_* variable: docs/reference/settings.md):"
+    return f"\b\n{heading}\n  " + "\n  ".join(names)
 
 
 class BillingCommand(click.Command):
