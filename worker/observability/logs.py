@@ -38,6 +38,7 @@ from pythonjsonlogger.json import JsonFormatter
 from domain.redaction import mask_text
 from tasks import log_context
 from tasks.log_context import ID_FIELDS, LogFields
+from worker.observability.sweeps import QuietSweeps
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
@@ -188,6 +189,8 @@ def configure(
     docstring); returns it."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonLines() if log_format == "json" else ConsoleLines())
+    # First: a sweep's routine lines go to DEBUG (worker/observability/sweeps.py).
+    handler.addFilter(QuietSweeps())
     handler.addFilter(AddCommandContext())
     if mask_personal_data:
         handler.addFilter(MaskPersonalData())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any
 
 from celery.signals import (
@@ -28,6 +29,7 @@ from celery.signals import (
 
 from domain.provider_sync import SyncStripeObject
 from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK
+from tasks.runtime import SweepTask
 from tasks.stripe_sync import RECONCILE_WITH_STRIPE
 from worker.observability.metrics import (
     MULTIPROC_DIR_ENV,
@@ -39,8 +41,10 @@ from worker.observability.metrics import (
     registry_of,
     serve,
     stripe_drift_found,
+    sweep_finished,
     webhook_attempted,
 )
+from worker.observability.sweeps import no_sent_events_from_beat, seed_sweep_metrics
 from worker.settings import get_settings
 
 logger = logging.getLogger(__name__)
@@ -80,10 +84,17 @@ def _on_task_prerun(task_id: str | None = None, **_: Any) -> None:
 
 
 def _on_task_postrun(
-    task_id: str | None = None, task: Any = None, retval: Any = None, **_: Any
+    task_id: str | None = None,
+    task: Any = None,
+    retval: Any = None,
+    state: str | None = None,
+    **_: Any,
 ) -> None:
     if task_id and task is not None:
-        _timer.stop(task_id, str(task.name))
+        took = _timer.stop(task_id, str(task.name))
+        if isinstance(task, SweepTask) and took is not None:
+            # Sweeps are not in Flower (no task events): their runs show here.
+            sweep_finished(str(task.name), state == "SUCCESS", took, time.time())
         if task.name == DELIVER_WEBHOOK:
             # The handler returns its outcome (tasks never import the worker's metrics).
             webhook_attempted(retval)
@@ -122,8 +133,10 @@ def connect() -> None:
     """Connect the handlers (once per process: Celery keeps strong references)."""
     celeryd_init.connect(_on_worker_init, weak=False)
     worker_ready.connect(_on_worker_ready, weak=False)
+    worker_ready.connect(seed_sweep_metrics, weak=False)
     task_prerun.connect(_on_task_prerun, weak=False)
     task_postrun.connect(_on_task_postrun, weak=False)
     task_retry.connect(_on_task_retry, weak=False)
     worker_process_shutdown.connect(_on_process_shutdown, weak=False)
     beat_init.connect(_on_beat_init, weak=False)
+    beat_init.connect(no_sent_events_from_beat, weak=False)
