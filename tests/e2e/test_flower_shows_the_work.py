@@ -1,6 +1,6 @@
 """An idle `billing-worker up`, as an operator finds it: Flower lists the commands that ran,
-not beat's sweeps; the worker's and beat's INFO lines are about commands; the sweeps that
-ran meanwhile show in the worker's metrics."""
+not beat's sweeps; the worker's INFO lines are about commands; the sweeps that ran
+meanwhile show in the worker's metrics."""
 
 from __future__ import annotations
 
@@ -94,8 +94,8 @@ def _sweep_runs(stack: dict[str, Any]) -> dict[str, float]:
 
 
 def _run_commands_then_idle(stack: dict[str, Any]) -> dict[str, Any]:
-    """A few commands over HTTP and on the queue, then quiet: what the worker and beat logged
-    and what the sweeps did while nothing else happened."""
+    """A few commands over HTTP and on the queue, then quiet: what the worker logged and what
+    the sweeps did while nothing else happened."""
     command_ids = []
     for _ in range(3):
         response = httpx.post(
@@ -130,7 +130,7 @@ def _run_commands_then_idle(stack: dict[str, Any]) -> dict[str, Any]:
     )
 
     logs = Path(stack["logs"])
-    marks = {name: (logs / name).stat().st_size for name in ("worker.log", "beat.log")}
+    marks = {name: (logs / name).stat().st_size for name in ("worker.log",)}
     runs_before = _sweep_runs(stack)
     time.sleep(IDLE_SECONDS)
     written = {
@@ -174,10 +174,8 @@ def test_an_idle_workers_info_lines_are_about_commands_never_sweeps(
     idle_stack: dict[str, Any],
 ) -> None:
     worker_lines = _info_lines(idle_stack["written_while_idle"]["worker.log"])
-    beat_lines = _info_lines(idle_stack["written_while_idle"]["beat.log"])
 
     not_a_command = [
         line for line in worker_lines if not line.get("command_id") or line.get("task") in SWEEPS
     ]
     assert not_a_command == []
-    assert [line for line in beat_lines if any(sweep in line["message"] for sweep in SWEEPS)] == []

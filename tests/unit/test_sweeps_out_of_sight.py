@@ -19,6 +19,7 @@ from prometheus_client import REGISTRY
 
 from tasks import log_context
 from tasks.base import CommandTask
+from tasks.events import RELAY_EVENTS as RELAY
 from tasks.runtime import SweepTask
 from tasks.subscriptions import ENQUEUE_DUE_CHANGES
 from worker.celery_app import app, create_celery_app
@@ -109,24 +110,25 @@ def test_celerys_lines_about_a_sweep_are_not_written_at_info_and_a_commands_are(
 
 
 @pytest.mark.usefixtures("restore_root")
-def test_beats_sending_of_a_sweep_is_a_debug_line() -> None:
-    stream = io.StringIO()
-    configure(log_format="console", level="DEBUG", stream=stream)
-
-    logging.getLogger("celery.beat").info(
-        "Scheduler: Sending due task %s (%s)", "relay-events", "events.relay"
+def test_a_sweeps_lines_are_written_as_debug_lines_when_the_level_is_debug() -> None:
+    lines = logged(
+        "DEBUG",
+        [("celery.app.trace", logging.INFO, LOG_SUCCESS, succeeded(ENQUEUE_DUE_CHANGES))],
     )
 
-    assert "DEBUG/" in stream.getvalue()
-    assert "events.relay" in stream.getvalue()
+    assert len(lines) == 1
+    assert "DEBUG/" in lines[0]
 
-    stream.seek(0)
-    stream.truncate()
-    configure(log_format="console", level="INFO", stream=stream)
-    logging.getLogger("celery.beat").info(
-        "Scheduler: Sending due task %s (%s)", "relay-events", "events.relay"
+
+@pytest.mark.usefixtures("restore_root")
+def test_beat_still_says_at_info_which_sweep_it_sends() -> None:
+    lines = logged(
+        "INFO",
+        [("celery.beat", logging.INFO, "Scheduler: Sending due task relay-events (%s)", RELAY)],
     )
-    assert stream.getvalue() == ""
+
+    assert len(lines) == 1
+    assert "Sending due task relay-events (events.relay)" in lines[0]
 
 
 @pytest.mark.usefixtures("restore_root")

@@ -7,11 +7,13 @@ commands they drowned the commands in Flower and in the worker's log. So:
 * **Flower**: a sweep's task class sends no task events (:class:`tasks.runtime.SweepTask`),
   and beat, which publishes nothing but sweeps, sends no ``task-sent`` events
   (:func:`no_sent_events_from_beat`). Flower lists what the events tell it: commands.
-* **Logs**: :class:`QuietSweeps` turns the INFO lines of a sweep's run into DEBUG lines:
-  Celery's "received" / "succeeded" / "discarding revoked" lines about a sweep, beat's
-  "Sending due task", and the lines libraries (the Stripe SDK) write while a sweep runs. A
-  sweep's own handler logs at INFO only when it did something (claimed changes, relayed
-  events, pruned rows…), and those lines stay. Warnings and errors are never touched.
+* **Logs**: :class:`QuietSweeps` turns the INFO lines of a sweep's run in a worker into
+  DEBUG lines: Celery's "received" / "succeeded" / "discarding revoked" lines about a sweep,
+  and the lines libraries (the Stripe SDK) write while a sweep runs. A sweep's own handler
+  logs at INFO only when it did something (claimed changes, relayed events, pruned rows…),
+  and those lines stay. Warnings and errors are never touched. Beat's own log keeps its
+  "Sending due task" line per tick at INFO: sending sweeps is all beat does, and the line
+  shows it is alive.
 * **Metrics**: each run records the sweep's last success, its duration and its outcome
   (``worker.observability.metrics``); alert ``BillingSweepStalled`` fires when a sweep has
   not succeeded for several of its intervals.
@@ -50,7 +52,6 @@ CELERY_LINES_ABOUT_A_TASK = (
     "celery.app.trace",  # Task NAME[ID] succeeded in …
     "celery.worker.strategy",  # Task NAME[ID] received
     "celery.worker.request",  # Discarding revoked task: NAME[ID] (an expired sweep)
-    "celery.beat",  # Scheduler: Sending due task ENTRY (NAME)
 )
 OUR_PACKAGES = frozenset({"tasks", "domain", "worker"})
 """Loggers whose INFO lines during a sweep say it did something: they stay at INFO."""
