@@ -11,7 +11,7 @@ from domain.billing import CreateBillingAccount, RegisterBillingAccount
 from tasks.base import CommandTask
 from tasks.handlers.billing import create_billing_account, register_billing_account
 from tasks.handlers.sweeps import redrive_pending_accounts as redrive
-from tasks.runtime import ApplicationTask
+from tasks.runtime import SweepTask
 
 REDRIVE_PENDING_ACCOUNTS = "billing.redrive_pending_accounts"
 """Beat's sweep of accounts left ``pending`` (runs on the maintenance queue, never behind the
@@ -28,7 +28,7 @@ def register_account(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, 
     return self.run_command(RegisterBillingAccount, register_billing_account, args, kwargs)
 
 
-@shared_task(name=REDRIVE_PENDING_ACCOUNTS, base=ApplicationTask, bind=True, ignore_result=True)
-def redrive_pending_accounts(self: ApplicationTask) -> int:
+@shared_task(name=REDRIVE_PENDING_ACCOUNTS, base=SweepTask, bind=True, ignore_result=True)
+def redrive_pending_accounts(self: SweepTask) -> int:
     """Beat's sweep: send the registration of each account pending too long again."""
     return redrive(self.application)

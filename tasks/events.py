@@ -5,12 +5,12 @@ from __future__ import annotations
 from celery import shared_task
 
 from tasks.handlers.events import relay_events
-from tasks.runtime import ApplicationTask
+from tasks.runtime import SweepTask
 
 RELAY_EVENTS = "events.relay"
 """Publishes the events a worker left behind (each command relays its own right away)."""
 
 
-@shared_task(name=RELAY_EVENTS, base=ApplicationTask, bind=True, ignore_result=True)
-def relay(self: ApplicationTask) -> int:
+@shared_task(name=RELAY_EVENTS, base=SweepTask, bind=True, ignore_result=True)
+def relay(self: SweepTask) -> int:
     return relay_events(self.application)

@@ -7,7 +7,7 @@ from celery import shared_task
 from tasks.handlers.retention import prune_command_log as prune
 from tasks.handlers.retention import prune_outbox
 from tasks.handlers.sweeps import republish_stalled_commands as republish
-from tasks.runtime import ApplicationTask
+from tasks.runtime import SweepTask
 
 REPUBLISH_STALLED_COMMANDS = "maintenance.republish_stalled_commands"
 PRUNE_COMMAND_LOG = "maintenance.prune_command_log"
@@ -15,12 +15,12 @@ PRUNE_COMMAND_LOG = "maintenance.prune_command_log"
 and of the outbox's deliveries and events (the same retention)."""
 
 
-@shared_task(name=REPUBLISH_STALLED_COMMANDS, base=ApplicationTask, bind=True, ignore_result=True)
-def republish_stalled_commands(self: ApplicationTask) -> int:
+@shared_task(name=REPUBLISH_STALLED_COMMANDS, base=SweepTask, bind=True, ignore_result=True)
+def republish_stalled_commands(self: SweepTask) -> int:
     return republish(self.application)
 
 
-@shared_task(name=PRUNE_COMMAND_LOG, base=ApplicationTask, bind=True, ignore_result=True)
-def prune_command_log(self: ApplicationTask) -> int:
+@shared_task(name=PRUNE_COMMAND_LOG, base=SweepTask, bind=True, ignore_result=True)
+def prune_command_log(self: SweepTask) -> int:
     application = self.application
     return prune(application).total + prune_outbox(application)

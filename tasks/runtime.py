@@ -39,3 +39,17 @@ class ApplicationTask(_TaskBase):
                 f"task {self.name} runs in a CommandApp (worker.celery_app), not {app!r}"
             )
         return app.application()
+
+
+class SweepTask(ApplicationTask):
+    """Base of beat's sweeps: periodic housekeeping, not work anyone asked for.
+
+    A sweep sends no task events (``send_events``): Flower, which lists what the events tell
+    it, shows the commands, not a sweep every second. The worker checks this flag for every
+    task event (received, started, succeeded, failed, revoked), whatever ``-E`` or Flower's
+    ``enable_events`` say; beat, their only publisher, sends no ``task-sent`` events either
+    (``worker.observability.signals``). Operators watch sweeps through metrics instead
+    (``billing_sweep_last_success_timestamp_seconds``, alert ``BillingSweepStalled``).
+    Delivery is unchanged: the same queue, late acknowledgement and expiry as before."""
+
+    send_events = False

@@ -10,7 +10,7 @@ from celery import shared_task
 from domain.provider_sync import SyncStripeObject
 from tasks.base import CommandTask
 from tasks.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
-from tasks.runtime import ApplicationTask
+from tasks.runtime import SweepTask
 
 RECONCILE_WITH_STRIPE = "stripe.reconcile"
 """Beat's sweep re-reading the rows read from Stripe longest ago (on the maintenance queue)."""
@@ -21,8 +21,8 @@ def sync_object(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, Any]:
     return self.run_command(SyncStripeObject, sync_stripe_object, args, kwargs)
 
 
-@shared_task(name=RECONCILE_WITH_STRIPE, base=ApplicationTask, bind=True, ignore_result=True)
-def reconcile(self: ApplicationTask) -> dict[str, int]:
+@shared_task(name=RECONCILE_WITH_STRIPE, base=SweepTask, bind=True, ignore_result=True)
+def reconcile(self: SweepTask) -> dict[str, int]:
     """Beat's sweep: re-read what was read longest ago; returns the drift found, by kind."""
     app = self.application
     return reconcile_with_stripe(app, app.policy.reconcile_reads_per_sweep)

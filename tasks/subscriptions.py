@@ -17,7 +17,7 @@ from tasks.handlers.scheduled_changes import (
 )
 from tasks.handlers.subscriptions import change_subscription_plan, preview_plan_change
 from tasks.handlers.sweeps import publish_due_changes
-from tasks.runtime import ApplicationTask
+from tasks.runtime import SweepTask
 
 ENQUEUE_DUE_CHANGES = "subscriptions.enqueue_due_changes"
 """Beat's sweep of plan changes that fell due (runs on the maintenance queue, so that it is
@@ -39,7 +39,7 @@ def apply_scheduled_change(self: CommandTask, *args: Any, **kwargs: Any) -> dict
     return self.run_command(ApplyScheduledChange, handle_apply_scheduled_change, args, kwargs)
 
 
-@shared_task(name=ENQUEUE_DUE_CHANGES, base=ApplicationTask, bind=True, ignore_result=True)
-def enqueue_due_changes(self: ApplicationTask) -> int:
+@shared_task(name=ENQUEUE_DUE_CHANGES, base=SweepTask, bind=True, ignore_result=True)
+def enqueue_due_changes(self: SweepTask) -> int:
     """Beat's sweep: publish an apply command for each plan change that fell due."""
     return publish_due_changes(self.application)

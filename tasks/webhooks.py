@@ -24,7 +24,7 @@ from tasks.handlers.webhook_deliveries import (
     send_due_deliveries,
 )
 from tasks.retry import RetryPolicy
-from tasks.runtime import ApplicationTask
+from tasks.runtime import ApplicationTask, SweepTask
 
 __all__ = ["DELIVER_WEBHOOK", "SEND_DUE_DELIVERIES", "deliver_webhook", "send_due"]
 
@@ -84,7 +84,7 @@ def _refused(
     return REFUSED
 
 
-@shared_task(name=SEND_DUE_DELIVERIES, base=ApplicationTask, bind=True, ignore_result=True)
-def send_due(self: ApplicationTask) -> int:
+@shared_task(name=SEND_DUE_DELIVERIES, base=SweepTask, bind=True, ignore_result=True)
+def send_due(self: SweepTask) -> int:
     """Beat's sweep: claim the deliveries that fell due and publish them."""
     return send_due_deliveries(self.application)

@@ -319,6 +319,7 @@ def bootstrap(*, celery: Celery | None = None) -> Services:
 def configure_logging(level: str | int | None = None) -> None:
     """Set up this process's logging as its settings say (``BILLING_LOG_FORMAT``,
     ``BILLING_LOG_LEVEL``, ``BILLING_MASK_PERSONAL_DATA``; worker/observability/logs.py)."""
+    from worker.messaging.config import SWEEPS
     from worker.observability.logs import configure
 
     settings = get_settings()
@@ -326,6 +327,7 @@ def configure_logging(level: str | int | None = None) -> None:
         log_format=settings.log_format,
         level=level or settings.log_level.upper(),
         mask_personal_data=settings.mask_personal_data,
+        quiet_tasks=SWEEPS,
     )
 
 
@@ -335,6 +337,7 @@ def connect_metrics() -> None:
     from domain.provider_sync import SyncStripeObject
     from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK
     from tasks.stripe_sync import RECONCILE_WITH_STRIPE
+    from worker.messaging.config import SWEEPS
     from worker.observability import metrics, signals
 
     def exporters() -> signals.Exporters:
@@ -355,5 +358,6 @@ def connect_metrics() -> None:
                 RECONCILE_WITH_STRIPE: metrics.stripe_drift_found,
             },
             is_database_error=is_transient_db_error,
+            sweeps=SWEEPS,
         )
     )

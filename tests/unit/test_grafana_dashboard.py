@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from tests.support.promtool import run_promtool
 from worker.observability import metrics
@@ -39,11 +39,13 @@ BEAT_GAUGES = {
 
 def exported() -> set[str]:
     """Every sample name the processes expose: counters with ``_total``, histograms with
-    their buckets, count and sum; beat's gauges; Prometheus's own ``up``."""
+    their buckets, count and sum; the processes' and beat's gauges; Prometheus's own ``up``."""
     names = set(BEAT_GAUGES) | {"up"}
     for metric in vars(metrics).values():
         if isinstance(metric, Counter):
             names.add(f"{metric._name}_total")
+        elif isinstance(metric, Gauge):
+            names.add(metric._name)
         elif isinstance(metric, Histogram):
             names.update(f"{metric._name}{suffix}" for suffix in ("_bucket", "_count", "_sum"))
     return names
@@ -88,6 +90,7 @@ def test_the_dashboard_shows_every_part_operators_watch(dashboard: dict[str, Any
         "billing_webhook_deliveries_total",
         "billing_webhook_deliveries",
         "billing_events_unpublished",
+        "billing_sweep_last_success_timestamp_seconds",
     ):
         assert name in text, name
 

@@ -28,9 +28,24 @@ __all__ = [
     "ENQUEUE_DUE_CHANGES",
     "QUEUES",
     "REDRIVE_PENDING_ACCOUNTS",
+    "SWEEPS",
     "TASK_MODULES",
     "celery_config",
 ]
+
+SWEEPS = frozenset(
+    {
+        ENQUEUE_DUE_CHANGES,
+        SEND_DUE_DELIVERIES,
+        RELAY_EVENTS,
+        RECONCILE_WITH_STRIPE,
+        REDRIVE_PENDING_ACCOUNTS,
+        REPUBLISH_STALLED_COMMANDS,
+        PRUNE_COMMAND_LOG,
+    }
+)
+"""The task names of beat's sweeps (each a ``tasks.runtime.SweepTask``; the beat schedule
+runs exactly these: tests/unit/test_sweeps_out_of_sight.py)."""
 
 QUEUES = ("users", "billing", "subscriptions", "maintenance", "webhooks")
 DEFAULT_PUBLISH_QUEUE = "celery"

@@ -28,7 +28,7 @@ import re
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from threading import Lock
 from types import TracebackType
 from typing import Any, Literal, TextIO
@@ -38,6 +38,7 @@ from pythonjsonlogger.json import JsonFormatter
 from domain.redaction import mask_text
 from tasks import log_context
 from tasks.log_context import ID_FIELDS, LogFields
+from worker.observability.sweeps import QuietSweeps
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
@@ -183,11 +184,16 @@ def configure(
     level: str | int,
     mask_personal_data: bool = True,
     stream: TextIO | None = None,
+    quiet_tasks: Collection[str] = (),
 ) -> logging.Handler:
     """Make this process log through one handler on its root logger (see the module's
-    docstring); returns it."""
+    docstring); returns it. ``quiet_tasks``: tasks whose routine lines are DEBUG lines
+    (beat's sweeps)."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonLines() if log_format == "json" else ConsoleLines())
+    if quiet_tasks:
+        # First: a sweep's routine lines go to DEBUG (worker/observability/sweeps.py).
+        handler.addFilter(QuietSweeps(quiet_tasks))
     handler.addFilter(AddCommandContext())
     if mask_personal_data:
         handler.addFilter(MaskPersonalData())

@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.registry import Collector
 
 from domain.errors import CommandInProgress, TransientError
@@ -147,6 +147,33 @@ STRIPE_DRIFT = Counter(
 """The outcomes of ``webhooks.deliver`` that are attempts (a stale message, a delivery that
 waits for its subject's earlier one or is abandoned with its endpoint, made none)."""
 
+SWEEP_LAST_SUCCESS = Gauge(
+    "billing_sweep_last_success_timestamp_seconds",
+    "Unix time a worker last finished a run of this beat sweep without an error (the worker "
+    "node's start until its first). Sweeps are not in Flower: this is how a stuck one shows "
+    "(alert BillingSweepStalled). Take the max over nodes.",
+    ["sweep"],
+    multiprocess_mode="max",
+)
+SWEEP_LAST_DURATION = Gauge(
+    "billing_sweep_last_duration_seconds",
+    "How long the sweep's last run on this node took, whatever its outcome.",
+    ["sweep"],
+    multiprocess_mode="mostrecent",
+)
+SWEEP_INTERVAL = Gauge(
+    "billing_sweep_interval_seconds",
+    "The sweep's period in beat's schedule, as this worker node's settings give it.",
+    ["sweep"],
+    multiprocess_mode="max",
+)
+SWEEP_RUNS = Counter(
+    "billing_sweep_runs",
+    "Runs of beat's sweeps, by outcome (succeeded, failed).",
+    ["sweep", "outcome"],
+)
+
+
 APPLIED = "applied"
 
 
@@ -225,10 +252,14 @@ class RunTimer:
     def start(self, task_id: str) -> None:
         self._started[task_id] = time.perf_counter()
 
-    def stop(self, task_id: str, task_name: str) -> None:
+    def stop(self, task_id: str, task_name: str) -> float | None:
+        """Record the delivery's run time; returns it (None: its start was not seen)."""
         started = self._started.pop(task_id, None)
-        if started is not None:
-            COMMAND_RUN.labels(task_name).observe(time.perf_counter() - started)
+        if started is None:
+            return None
+        took = time.perf_counter() - started
+        COMMAND_RUN.labels(task_name).observe(took)
+        return took
 
 
 def retry_reason(
@@ -276,6 +307,20 @@ def webhook_attempted(outcome: object) -> None:
     """Count a ``webhooks.deliver`` run whose result is an attempt's outcome."""
     if isinstance(outcome, str) and outcome in WEBHOOK_OUTCOMES:
         WEBHOOK_DELIVERIES.labels(outcome).inc()
+
+
+def sweep_scheduled(sweep: str, interval_seconds: float, now: float) -> None:
+    """A worker node knows the sweep's period; its last success counts from ``now`` (the
+    node's start) until it has one."""
+    SWEEP_INTERVAL.labels(sweep).set(interval_seconds)
+    SWEEP_LAST_SUCCESS.labels(sweep).set(now)
+
+
+def sweep_finished(sweep: str, succeeded: bool, duration_seconds: float, now: float) -> None:
+    SWEEP_RUNS.labels(sweep, "succeeded" if succeeded else "failed").inc()
+    SWEEP_LAST_DURATION.labels(sweep).set(duration_seconds)
+    if succeeded:
+        SWEEP_LAST_SUCCESS.labels(sweep).set(now)
 
 
 def command_retried(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +39,9 @@ from worker.observability.metrics import (
     prepare_multiproc_dir,
     registry_of,
     serve,
+    sweep_finished,
 )
+from worker.observability.sweeps import no_sent_events_from_beat, seed_sweep_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +67,8 @@ class Wiring:
     """Per task name, what to record from a run's return value."""
     is_database_error: Callable[[BaseException], bool] = lambda _: False
     """Whether a retry's cause is a transient database error (its reason label)."""
+    sweeps: frozenset[str] = frozenset()
+    """The task names of beat's sweeps: their runs are recorded as sweeps."""
 
 
 _timer = RunTimer()
@@ -104,12 +109,20 @@ def _on_task_prerun(task_id: str | None = None, **_: Any) -> None:
 
 
 def _on_task_postrun(
-    task_id: str | None = None, task: Any = None, retval: Any = None, **_: Any
+    task_id: str | None = None,
+    task: Any = None,
+    retval: Any = None,
+    state: str | None = None,
+    **_: Any,
 ) -> None:
     if task_id and task is not None:
-        _timer.stop(task_id, str(task.name))
+        took = _timer.stop(task_id, str(task.name))
+        wiring = _wired()
+        if task.name in wiring.sweeps and took is not None:
+            # Sweeps are not in Flower (no task events): their runs show here.
+            sweep_finished(str(task.name), state == "SUCCESS", took, time.time())
         # Some handlers return what to count (tasks never import the worker's metrics).
-        record = _wired().result_recorders.get(str(task.name))
+        record = wiring.result_recorders.get(str(task.name))
         if record is not None:
             record(retval)
 
@@ -139,6 +152,10 @@ def _on_beat_init(**_: Any) -> None:
     serve(registry_of([wiring.system_collector()]), exporters.host, exporters.beat_port, "beat")
 
 
+def _on_worker_ready_seed_sweeps(sender: Any = None, **_: Any) -> None:
+    seed_sweep_metrics(sender, _wired().sweeps)
+
+
 def connect(wiring: Wiring) -> None:
     """Connect the handlers with their ``wiring`` (once per process: Celery keeps strong
     references; a second call only replaces the wiring)."""
@@ -149,8 +166,10 @@ def connect(wiring: Wiring) -> None:
         return
     celeryd_init.connect(_on_worker_init, weak=False)
     worker_ready.connect(_on_worker_ready, weak=False)
+    worker_ready.connect(_on_worker_ready_seed_sweeps, weak=False)
     task_prerun.connect(_on_task_prerun, weak=False)
     task_postrun.connect(_on_task_postrun, weak=False)
     task_retry.connect(_on_task_retry, weak=False)
     worker_process_shutdown.connect(_on_process_shutdown, weak=False)
     beat_init.connect(_on_beat_init, weak=False)
+    beat_init.connect(no_sent_events_from_beat, weak=False)
