@@ -14,6 +14,7 @@ from typing import Any, Protocol, Self
 
 from domain.billing import BillingAccount, ProviderCustomer
 from domain.change_previews import ChangePreview
+from domain.console import InvoiceView
 from domain.drift import RemoteCustomer, RemoteSubscription
 from domain.event_ports import (
     EventOutbox,
@@ -333,6 +334,10 @@ class BillingProvider(Protocol):
         """The customer's subscription an earlier attempt to create our ``subscription_id``
         made (its metadata names it), whatever its status; a live one before one that is
         over, then the oldest (:func:`domain.drift.existing_subscription`)."""
+        ...
+
+    def list_invoices(self, provider_subscription_id: str, limit: int) -> list[InvoiceView]:
+        """Up to ``limit`` of the subscription's invoices, newest first (one read)."""
         ...
 
 
