@@ -411,6 +411,13 @@ class PublishableCommand(Protocol):
     def payload(self) -> dict[str, Any]: ...
 
 
+class JournalRecord(PublishableCommand, Protocol):
+    """A command in the log, with where it is in its life."""
+
+    @property
+    def status(self) -> CommandStatus: ...
+
+
 class CommandJournal(Protocol):
     """The command log as the task runner and the sweeps see it.
 
@@ -428,6 +435,10 @@ class CommandJournal(Protocol):
         :class:`domain.errors.CommandInProgress` while another delivery is running it, and
         :class:`domain.errors.CommandIdReused` when the id names another command.
         """
+        ...
+
+    def get(self, command_id: str) -> JournalRecord | None:
+        """The command's entry, if the log has it."""
         ...
 
     def succeed(self, command_id: str, result: dict[str, Any]) -> None: ...

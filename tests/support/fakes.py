@@ -1123,6 +1123,9 @@ class FakeCommandJournal:
 
     # -- the port ---------------------------------------------------------------------------
 
+    def get(self, command_id: str) -> JournalEntry | None:
+        return self.entries.get(command_id)
+
     def begin(
         self, command_id: str, command_type: str, payload: dict[str, Any], *, source: str
     ) -> JournalEntry | None:
