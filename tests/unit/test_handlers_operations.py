@@ -145,9 +145,7 @@ def test_retrying_a_retrying_command_publishes_it_again_under_its_own_id(
 
 
 @pytest.mark.parametrize("status", [CommandStatus.SUCCEEDED, CommandStatus.FAILED])
-def test_a_finished_command_is_not_retried_now(
-    app: FakeApplication, status: CommandStatus
-) -> None:
+def test_a_finished_command_is_not_retried_now(app: FakeApplication, status: CommandStatus) -> None:
     app.commands.accept("cmd_1", "users.enable", {"command_id": "cmd_1"})
     app.commands["cmd_1"].status = status
 
