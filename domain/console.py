@@ -11,11 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
-from pydantic import Field
+from pydantic import Field, PlainSerializer, WithJsonSchema
 
 from domain.messages import Message
+
+Timestamp = Annotated[
+    datetime,
+    PlainSerializer(lambda value: value.isoformat(), return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+"""A timestamp, written as the rest of the API writes them (``datetime.isoformat``)."""
 
 MAX_PAGE_SIZE = 500
 DEFAULT_PAGE_SIZE = 50
@@ -23,7 +30,7 @@ DEFAULT_PAGE_SIZE = 50
 
 class ProviderCallView(Message):
     id: int
-    at: datetime
+    at: Timestamp
     operation: str
     subject: str | None
     command_id: str | None
@@ -37,10 +44,10 @@ class ProviderCallView(Message):
 class EventView(Message):
     id: str
     type: str
-    occurred_at: datetime
+    occurred_at: Timestamp
     command_id: str | None
     subject: str
-    published_at: datetime | None
+    published_at: Timestamp | None
     data: dict[str, Any]
 
 
@@ -52,11 +59,11 @@ class CommandView(Message):
     status: str
     source: str
     attempts: int = Field(description="Deliveries run, replays included.")
-    created_at: datetime
-    updated_at: datetime
-    finished_at: datetime | None
+    created_at: Timestamp
+    updated_at: Timestamp
+    finished_at: Timestamp | None
     last_error: str | None = Field(description="The last error's message, if any.")
-    next_retry_at: datetime | None = Field(
+    next_retry_at: Timestamp | None = Field(
         description="When a retrying command runs again (its last backoff)."
     )
     retries: int = Field(description="Transient failures recorded (the backoff history).")
@@ -74,30 +81,16 @@ class AccountStory(Message):
     registration_key: str | None = Field(
         description="The idempotency key of a registration under way."
     )
-    registration_started_at: datetime | None
+    registration_started_at: Timestamp | None
     commands: list[CommandView]
     provider_calls: list[ProviderCallView]
     events: list[EventView]
 
 
 class PhaseView(Message):
-    effective_at: datetime
+    effective_at: Timestamp
     plan_id: str
     source: str = Field(description="applied (a past change), current, or the pending state.")
-
-
-class ChangeView(Message):
-    id: str
-    kind: str
-    state: str
-    from_plan_id: str
-    plan_id: str
-    effective_at: datetime
-    reason: str | None
-    applied_at: datetime | None
-    apply_lag_seconds: float | None
-    command_id: str | None
-    claims: int
 
 
 class InvoiceView(Message):
@@ -108,18 +101,22 @@ class InvoiceView(Message):
     amount_due: int
     amount_paid: int
     billing_reason: str | None
-    created: datetime
-    period_start: datetime | None
-    period_end: datetime | None
+    created: Timestamp
+    period_start: Timestamp | None
+    period_end: Timestamp | None
 
 
 class SubscriptionStory(Message):
     """A subscription: its phases (past, current, to come), its plan changes with their
     apply lag, its invoices at the provider, the commands that named it and its events."""
 
-    subscription: dict[str, Any]
+    subscription: dict[str, Any] = Field(
+        description="The subscription as the API shows it, with its plan and current phase."
+    )
     phases: list[PhaseView]
-    changes: list[ChangeView]
+    changes: list[dict[str, Any]] = Field(
+        description="Its plan changes, newest first, each with its apply lag once applied."
+    )
     invoices: list[InvoiceView] | None = Field(
         description="From the provider; null when it could not be read (invoices_error)."
     )
@@ -134,7 +131,7 @@ class OrganizationItem(Message):
     name: str
     title: str
     state: str
-    created_at: datetime
+    created_at: Timestamp
 
 
 class UserItem(Message):
@@ -142,7 +139,7 @@ class UserItem(Message):
     email: str
     name: str
     state: str
-    created_at: datetime
+    created_at: Timestamp
 
 
 class BillingAccountItem(Message):
@@ -152,8 +149,8 @@ class BillingAccountItem(Message):
     registered: bool
     provider_id: str | None
     currency: str
-    created_at: datetime
-    customer_deleted_at: datetime | None
+    created_at: Timestamp
+    customer_deleted_at: Timestamp | None
 
 
 class SubscriptionItem(Message):
@@ -162,7 +159,7 @@ class SubscriptionItem(Message):
     plan_id: str
     state: str
     provider_id: str
-    current_period_end: datetime
+    current_period_end: Timestamp
     pending_change: str | None = Field(description="The pending change's id, if any.")
 
 

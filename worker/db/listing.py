@@ -44,7 +44,7 @@ from worker.db.models import (
 
 
 def _bad(field: str, why: str) -> InvalidArgument:
-    return InvalidArgument.for_fields(f"invalid {field}: {why}", [(field, why)])
+    return InvalidArgument.for_fields(f"{field} {why}", [(field, why)])
 
 
 def checked_limit(limit: int) -> int:
@@ -145,14 +145,15 @@ def subscriptions(
         plan=(SubscriptionRow.plan_id, plan_id),
     )
     rows, cursor = _by_id(session, query, SubscriptionRow.id, limit, after)
-    pending = dict(
-        session.execute(
+    pending: dict[str, str] = {
+        subscription_id: change_id
+        for subscription_id, change_id in session.execute(
             select(ScheduledChangeRow.subscription_id, ScheduledChangeRow.id).where(
                 ScheduledChangeRow.subscription_id.in_([row.id for row in rows]),
                 text(PENDING_CHANGE_STATES),
             )
-        ).tuples()
-    )
+        )
+    }
     items = [
         SubscriptionItem(
             id=row.id,

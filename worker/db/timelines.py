@@ -17,7 +17,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from domain.console import (
     AccountStory,
     BillingAccountPage,
-    ChangeView,
     CommandPage,
     CommandView,
     EventView,
@@ -36,6 +35,7 @@ from worker.db.models import BillingAccountRow, CommandRow, EventRow, ProviderCa
 from worker.db.repositories import (
     SqlBillingAccountRepository,
     SqlOrganizationRepository,
+    SqlPlanRepository,
     SqlScheduledChangeRepository,
     SqlSubscriptionRepository,
 )
@@ -140,10 +140,15 @@ class SqlConsole:
                 {change.command_id for change in changes if change.command_id},
             )
             ids = [command.id for command in commands]
+            plan = SqlPlanRepository(session).get(subscription.plan_id)
             return SubscriptionStory(
-                subscription=subscription.to_view(),
+                subscription={
+                    **subscription.to_view(),
+                    "plan": plan.to_view() if plan else None,
+                    "current_phase": subscription.current_phase().model_dump(mode="json"),
+                },
                 phases=phases_of(subscription, changes),
-                changes=[_change_view(change) for change in reversed(changes)],
+                changes=[change.to_view() for change in changes],
                 invoices=None,
                 commands=commands,
                 provider_calls=_calls(session, subjects, ids),
@@ -253,22 +258,6 @@ def _events(
         .limit(STORY_LIMIT)
     ).all()
     return [_event_view(row) for row in reversed(rows)]
-
-
-def _change_view(change: ScheduledChange) -> ChangeView:
-    return ChangeView(
-        id=change.id,
-        kind=change.kind.value,
-        state=change.state.value,
-        from_plan_id=change.from_plan_id,
-        plan_id=change.target_plan_id,
-        effective_at=change.effective_at,
-        reason=change.reason,
-        applied_at=change.applied_at,
-        apply_lag_seconds=change.apply_lag_seconds,
-        command_id=change.command_id,
-        claims=change.claims,
-    )
 
 
 def phases_of(subscription: Subscription, changes: Sequence[ScheduledChange]) -> list[PhaseView]:
