@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from domain.currencies import currency_code
+from domain.errors import FailedPrecondition, error_info
 from domain.messages import Command, Message, ResourceId, Result, json_value
 from domain.organizations import Organization
 from domain.rules import normalized_email
@@ -345,6 +346,25 @@ class BillingAccount:
         self.registration_key = None
         self.registration_started_at = None
         self.updated_at = now
+
+    def ensure_registration_pending(self) -> None:
+        """Only a ``pending`` account waits for its registration (an operator's retry)."""
+        if self.state is not BillingAccountState.PENDING or self.is_registered:
+            shown = "registered" if self.is_registered else self.state.value
+            raise FailedPrecondition(
+                f"billing account {self.id!r} is {shown}: no registration is pending",
+                details=[error_info("REGISTRATION_NOT_PENDING", billing_account_id=self.id)],
+            )
+
+    def mark_offline(self, now: datetime) -> bool:
+        """A ``pending`` account becomes ``active`` without the provider (an operator gave
+        up on registering it for now); returns whether it changed (an offline one stays)."""
+        if self.state is BillingAccountState.ACTIVE and not self.is_registered:
+            return False
+        self.ensure_registration_pending()
+        self.state = BillingAccountState.ACTIVE
+        self.abandon_registration(now)
+        return True
 
     def registered(self, provider: str, provider_id: str, now: datetime) -> None:
         self.provider = provider

@@ -143,6 +143,22 @@ class BillingAccountCustomerDeleted(_BillingAccountEvent):
     type: Literal["billing_account.customer_deleted"] = "billing_account.customer_deleted"
 
 
+class BillingAccountRegistrationRetried(_BillingAccountEvent):
+    """An operator sent a pending account's registration again now; the registration runs as
+    the command of this event's ``command_id``."""
+
+    TYPE = "billing_account.registration_retried"
+    type: Literal["billing_account.registration_retried"] = "billing_account.registration_retried"
+
+
+class BillingAccountMarkedOffline(_BillingAccountEvent):
+    """An operator made a pending account offline: ``active`` without the provider, its
+    registration abandoned (it can be registered later)."""
+
+    TYPE = "billing_account.marked_offline"
+    type: Literal["billing_account.marked_offline"] = "billing_account.marked_offline"
+
+
 class BillingAccountRegistrationFailed(Event):
     """The provider refused the account for good. A ``pending`` account is removed (its
     ``state`` here is ``removed``); an offline one stays as it was."""
@@ -214,8 +230,9 @@ class PlanChangeData(Message):
         default=None,
         description="Why it was canceled, replaced or skipped, as a code (replaced, "
         "superseded, canceled_on_request, subscription_canceled, subscription_ended, "
-        "subscription_past_due, provider_rejected); the provider's own words stay in the "
-        "change's record, as they may quote what was sent.",
+        "subscription_past_due, provider_rejected, skipped_by_operator); the provider's "
+        "own words and an operator's reason stay in the change's record, as they may quote "
+        "what was sent.",
     )
     applied_at: AwareDatetime | None = None
     subscription_state: str | None = Field(
@@ -376,6 +393,32 @@ class CommandFailedEvent(Event):
         )
 
 
+class CommandRetryRequestedData(Message):
+    command_id: str
+    command_type: str = Field(description="The command's task name.")
+    status: str = Field(description="Its status when the retry was asked for.")
+
+
+class CommandRetryRequested(Event):
+    """An operator sent a command waiting for its retry (or its turn) again now, under its
+    own id: it runs once, whichever delivery comes first."""
+
+    TYPE = "command.retry_requested"
+    type: Literal["command.retry_requested"] = "command.retry_requested"
+    data: CommandRetryRequestedData
+
+    @classmethod
+    def of(cls, command_id: str, command_type: str, status: str, *, by: str, now: datetime) -> Self:
+        return cls(
+            occurred_at=now,
+            command_id=by,
+            subject=Subject(type="command", id=command_id),
+            data=CommandRetryRequestedData(
+                command_id=command_id, command_type=command_type, status=status
+            ),
+        )
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     kind.TYPE: kind
     for kind in (
@@ -383,6 +426,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         BillingAccountRegistered,
         BillingAccountRegistrationFailed,
         BillingAccountCustomerDeleted,
+        BillingAccountRegistrationRetried,
+        BillingAccountMarkedOffline,
         UserEnabledEvent,
         PlanChangeScheduled,
         PlanChangeReplaced,
@@ -392,6 +437,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         SubscriptionPlanChanged,
         SubscriptionSynced,
         CommandFailedEvent,
+        CommandRetryRequested,
     )
 }
 """The catalog: every event type, by name."""

@@ -27,6 +27,16 @@ class Scope(StrEnum):
     """Add, list, disable, enable webhook endpoints, rotate their secrets, list and replay
     their deliveries: configuration of every organization's events, so never limited to
     organizations."""
+    OPERATIONS_READ = "operations:read"
+    """The operator console's reads (``/v1beta1/operations``): every organization's accounts,
+    subscriptions, commands and their stories."""
+    OPERATIONS_WRITE = "operations:write"
+    """The operator console's actions: retry a registration or a command now, mark an
+    account offline, skip a plan change."""
+
+
+OPERATOR_SCOPES = frozenset({Scope.OPERATIONS_READ, Scope.OPERATIONS_WRITE})
+"""Scopes that span every organization: a grant limited to organizations never holds them."""
 
 
 ALL_SCOPES = frozenset(Scope)
@@ -66,6 +76,12 @@ class Grant:
         if scope not in self.scopes:
             raise PermissionDenied(
                 f"the client lacks the permission {scope.value!r}",
+                details=[error_info("PERMISSION_DENIED", permission=scope.value)],
+            )
+        if scope in OPERATOR_SCOPES and self.org_ids is not None:
+            raise PermissionDenied(
+                f"the permission {scope.value!r} spans every organization: a client limited "
+                "to organizations does not hold it",
                 details=[error_info("PERMISSION_DENIED", permission=scope.value)],
             )
         if org_id is not None and self.org_ids is not None and org_id not in self.org_ids:

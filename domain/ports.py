@@ -14,6 +14,7 @@ from typing import Any, Protocol, Self
 
 from domain.billing import BillingAccount, ProviderCustomer
 from domain.change_previews import ChangePreview
+from domain.console import InvoiceView
 from domain.drift import RemoteCustomer, RemoteSubscription
 from domain.event_ports import (
     EventOutbox,
@@ -335,6 +336,10 @@ class BillingProvider(Protocol):
         over, then the oldest (:func:`domain.drift.existing_subscription`)."""
         ...
 
+    def list_invoices(self, provider_subscription_id: str, limit: int) -> list[InvoiceView]:
+        """Up to ``limit`` of the subscription's invoices, newest first (one read)."""
+        ...
+
 
 class BillingPolicy(Protocol):
     @property
@@ -406,6 +411,13 @@ class PublishableCommand(Protocol):
     def payload(self) -> dict[str, Any]: ...
 
 
+class JournalRecord(PublishableCommand, Protocol):
+    """A command in the log, with where it is in its life."""
+
+    @property
+    def status(self) -> CommandStatus: ...
+
+
 class CommandJournal(Protocol):
     """The command log as the task runner and the sweeps see it.
 
@@ -423,6 +435,10 @@ class CommandJournal(Protocol):
         :class:`domain.errors.CommandInProgress` while another delivery is running it, and
         :class:`domain.errors.CommandIdReused` when the id names another command.
         """
+        ...
+
+    def get(self, command_id: str) -> JournalRecord | None:
+        """The command's entry, if the log has it."""
         ...
 
     def succeed(self, command_id: str, result: dict[str, Any]) -> None: ...

@@ -80,6 +80,8 @@ class ChangeReason(StrEnum):
     """The provider could not collect the invoice of an immediate change, and made nothing."""
     PROVIDER_REJECTED = "provider_rejected"
     """The provider refused the change for good (the message follows the reason)."""
+    SKIPPED_BY_OPERATOR = "skipped_by_operator"
+    """An operator skipped it before it was sent (their reason follows)."""
 
     @classmethod
     def subscription_in(cls, state: SubscriptionState) -> ChangeReason:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from domain.console import ConsoleQueries
 from domain.event_ports import EventStream, RelayLock, WebhookSender
 from domain.ports import (
     BillingProvider,
@@ -79,6 +80,7 @@ class Services:
     _provider: BillingProvider | None = field(default=None, repr=False)
     _budget: RateBudget | None = field(default=None, repr=False)
     _redis_client: redis.Redis | None = field(default=None, repr=False)
+    _recorded_provider: BillingProvider | None = field(default=None, repr=False)
 
     @cached_property
     def billing(self) -> BillingSettings:
@@ -206,9 +208,22 @@ class Services:
         return SqlUnitOfWork(self.database())
 
     def billing_provider(self) -> BillingProvider:
+        """The provider, each call of a command recorded (``tasks/provider_calls.py``)."""
         if self._provider is None:
             self._provider = provider_for(self.settings, self.rate_budget())
-        return self._provider
+        if self._recorded_provider is None:
+            from tasks.provider_calls import RecordedProvider
+            from worker.db.provider_calls import SqlProviderCallLog
+
+            log = SqlProviderCallLog(self.database())
+            self._recorded_provider = RecordedProvider(self._provider, log, self.clock)
+        return self._recorded_provider
+
+    def console(self) -> ConsoleQueries:
+        """The operator console's reads (``worker/db/timelines.py``, ``listing.py``)."""
+        from worker.db.timelines import SqlConsole
+
+        return SqlConsole(self.database())
 
     def rate_budget(self) -> RateBudget:
         """The Stripe account's rate budget, shared through Redis with every process."""

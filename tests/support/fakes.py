@@ -37,6 +37,7 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 from domain.billing import BillingAccount, BillingAccountState, BillingDetails, ProviderCustomer
 from domain.change_previews import ChangePreview, PreviewLine
+from domain.console import InvoiceView
 from domain.drift import (
     RemoteCustomer,
     RemoteSubscription,
@@ -623,6 +624,8 @@ class FakeBillingProvider:
         """Endpoint id → its URL and event types."""
         self.customers_created: dict[str, datetime] = {}
         self.subscription_owners: dict[str, _Owner] = {}
+        self.invoices: dict[str, list[InvoiceView]] = {}
+        """Provider subscription id → its invoices, newest first."""
 
     @property
     def name(self) -> str:
@@ -991,6 +994,15 @@ class FakeBillingProvider:
         result: ProviderSubscription | None = self._call("find_subscription", None, arguments, find)
         return result
 
+    def list_invoices(self, provider_subscription_id: str, limit: int) -> list[InvoiceView]:
+        found: list[InvoiceView] = self._call(
+            "list_invoices",
+            None,
+            (provider_subscription_id, limit),
+            lambda: list(self.invoices.get(provider_subscription_id, []))[:limit],
+        )
+        return found
+
     def add_customer(self, customer: ProviderCustomer, *, created: datetime | None = None) -> str:
         """A customer made at the provider directly (by another attempt, or by hand)."""
         customer_id = f"cus_{next(self._ids)}"
@@ -1110,6 +1122,9 @@ class FakeCommandJournal:
         return self.entries[command_id]
 
     # -- the port ---------------------------------------------------------------------------
+
+    def get(self, command_id: str) -> JournalEntry | None:
+        return self.entries.get(command_id)
 
     def begin(
         self, command_id: str, command_type: str, payload: dict[str, Any], *, source: str

@@ -237,6 +237,8 @@ def sample_events() -> list[Event]:
         "billing_account.registered": account,
         "billing_account.registration_failed": {**account, "error": {"code": 3}},
         "billing_account.customer_deleted": account,
+        "billing_account.registration_retried": account,
+        "billing_account.marked_offline": account,
         "subscription.synced": {
             "subscription_id": "sub_1",
             "changes": {"state": ["active", "past_due"]},
@@ -245,6 +247,11 @@ def sample_events() -> list[Event]:
         },
         "user.enabled": {"user_id": "usr_1", "state": "enabled"},
         "command.failed": {"command_id": "c1", "command_type": "users.enable", "error": {}},
+        "command.retry_requested": {
+            "command_id": "c1",
+            "command_type": "users.enable",
+            "status": "retrying",
+        },
     }
     events: list[Event] = []
     for name, kind in EVENT_TYPES.items():

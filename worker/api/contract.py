@@ -262,6 +262,14 @@ class AddWebhookRequest(_Closed):
     description: str = Field(default="", max_length=255, description="A note for operators.")
 
 
+class OperatorActionRequest(_Closed):
+    """An operator's action (``/v1beta1/operations/…``): why, optionally."""
+
+    reason: str = Field(
+        default="", max_length=200, description="Why; kept with the event or the change."
+    )
+
+
 class DisableWebhookRequest(_Closed):
     reason: str | None = Field(
         default=None,

@@ -25,6 +25,7 @@ from worker.api.contract import (
     DisableWebhookRequest,
     EmptyRequest,
     ErrorBody,
+    OperatorActionRequest,
 )
 
 SECURITY_SCHEME = "basicAuth"
@@ -36,6 +37,7 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     ChangeSubscriptionPlanRequest,
     AddWebhookRequest,
     DisableWebhookRequest,
+    OperatorActionRequest,
 )
 
 _STRING = {"schema": {"type": "string"}}

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import click
 
-from worker.cli import processes, stripe_sync  # noqa: F401 - stripe_sync adds to `stripe`
+from worker.cli import listing, processes, stripe_sync  # noqa: F401 - they add to groups
+from worker.cli.accounts import accounts
 from worker.cli.base import RootGroup
 from worker.cli.clients import clients
 from worker.cli.clock import clock
@@ -42,6 +43,7 @@ for group in (
     clients,
     orgs,
     users,
+    accounts,
     plans,
     subscriptions,
     stripe,

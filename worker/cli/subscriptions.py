@@ -70,30 +70,22 @@ def subscriptions_create(
     emit(as_json, subscription.to_view(), subscription.id)
 
 
-@subscriptions.command("show", settings_env=DATABASE_ENV)
+@subscriptions.command("show", settings_env=(*DATABASE_ENV, *STRIPE_ENV))
 @click.argument("subscription_id")
 @as_json_option
 def subscriptions_show(subscription_id: str, as_json: bool) -> None:
-    """A subscription: its plan, its period and its plan changes (newest first)."""
-    from tasks.handlers.subscribe import subscription_report
+    """A subscription: its phases (past, current, to come), its plan changes (scheduled,
+    staged, applied with their lag, skipped…), its newest invoices at Stripe, and a timeline
+    of the commands, Stripe calls and events that concern it."""
+    from domain.rules import checked_id
+    from tasks.handlers.operations import subscription_story
+    from worker.cli.stories import subscription_text
 
-    report = subscription_report(services(), subscription_id).to_view()
-    if as_json:
-        click.echo(json.dumps(report, indent=2, sort_keys=True))
-        return
-    plan = report["plan"] or {}
-    click.echo(
-        f"{report['id']}  {report['state']}  plan {plan.get('name', '?')} ({report['plan_id']})"
-    )
-    click.echo(f"  period   {report['current_period_start']} → {report['current_period_end']}")
-    for change in report["changes"]:
-        lag = change["apply_lag_seconds"]
-        click.echo(
-            f"  {change['id']}  {change['state']:<9} {change['kind']:<13} → {change['plan_id']}"
-            f"  effective {change['effective_at']}"
-            + (f"  lag {lag:.1f}s" if lag is not None else "")
-            + (f"  ({change['reason']})" if change["reason"] else "")
-        )
+    svc = services()
+    story = subscription_story(svc, svc.console(), checked_id(subscription_id, "subscription"))
+    shown = story.model_dump(mode="json")
+    # The subscription's own fields stay at the top, as `show --json` always printed them.
+    emit(as_json, {**shown.pop("subscription"), **shown}, subscription_text(story))
 
 
 @subscriptions.command("preview-change", settings_env=(*DATABASE_ENV, *STRIPE_ENV))

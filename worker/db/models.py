@@ -317,3 +317,22 @@ class WebhookDeliveryRow(Base):
     history: Mapped[list[dict[str, Any]]] = mapped_column(JSONDocument, default=list)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ProviderCallRow(Base):
+    """Every call made to the billing provider for a command (``domain/provider_calls.py``)."""
+
+    __tablename__ = "provider_calls"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    command_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    operation: Mapped[str] = mapped_column(String(64))
+    subject: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), nullable=True, index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    outcome: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    duration_ms: Mapped[int] = mapped_column(Integer)

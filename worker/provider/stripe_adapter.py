@@ -36,6 +36,7 @@ import stripe
 
 from domain.billing import ProviderCustomer
 from domain.change_previews import ChangePreview, PreviewLine
+from domain.console import InvoiceView
 from domain.drift import (
     RemoteCustomer,
     RemoteSubscription,
@@ -467,6 +468,18 @@ class StripeBillingProvider:
         found = existing_subscription(self.list_subscriptions(customer_id), subscription_id)
         return found.subscription if found is not None else None
 
+    def list_invoices(self, provider_subscription_id: str, limit: int) -> list[InvoiceView]:
+        params: dict[str, Any] = {
+            "subscription": provider_subscription_id,
+            "limit": max(1, min(limit, LIST_PAGE_SIZE)),
+        }
+        page = self._call(
+            CallKind.READ,
+            "list invoices",
+            lambda: self._client.v1.invoices.list(params=params),  # type: ignore[arg-type]
+        )
+        return [_invoice_of(invoice.to_dict()) for invoice in page.data]
+
     def _pages(
         self,
         operation: str,
@@ -508,6 +521,25 @@ def _listed_subscription_of(subscription: stripe.Subscription) -> RemoteSubscrip
         customer_id=str(customer if isinstance(customer, str) else customer.id),
         created=_time(subscription.created),
         metadata={str(k): str(v) for k, v in (metadata.to_dict() if metadata else {}).items()},
+    )
+
+
+def _invoice_of(document: dict[str, Any]) -> InvoiceView:
+    def when(name: str) -> datetime | None:
+        value = document.get(name)
+        return _time(value) if isinstance(value, int) else None
+
+    return InvoiceView(
+        id=str(document["id"]),
+        status=str(document.get("status") or ""),
+        number=_text(document.get("number")),
+        currency=str(document.get("currency") or ""),
+        amount_due=int(document.get("amount_due") or 0),
+        amount_paid=int(document.get("amount_paid") or 0),
+        billing_reason=_text(document.get("billing_reason")),
+        created=_time(int(document.get("created") or 0)),
+        period_start=when("period_start"),
+        period_end=when("period_end"),
     )
 
 

@@ -1,0 +1,236 @@
+"""The operator console's read side: what ``accounts show``, ``subscriptions show`` and the
+lists answer, and the port that reads it (``worker/db/timelines.py``, ``worker/db/listing.py``).
+
+Views are frozen models of ids, states, timestamps and error messages, the same on the
+command line (``--json``) and over HTTP (``/v1beta1/operations/…``). Lists are pages in a
+stable order with an opaque cursor: ``next_cursor`` is given back as ``after`` for the next
+page, and is ``None`` on the last one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Annotated, Any, Protocol
+
+from pydantic import Field, PlainSerializer, WithJsonSchema
+
+from domain.messages import Message
+
+Timestamp = Annotated[
+    datetime,
+    PlainSerializer(lambda value: value.isoformat(), return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+"""A timestamp, written as the rest of the API writes them (``datetime.isoformat``)."""
+
+MAX_PAGE_SIZE = 500
+DEFAULT_PAGE_SIZE = 50
+
+
+class ProviderCallView(Message):
+    id: int
+    at: Timestamp
+    operation: str
+    subject: str | None
+    command_id: str | None
+    idempotency_key: str | None
+    attempt: int = Field(description="The attempt of its idempotency key (1 the first).")
+    outcome: str = Field(description="succeeded, retryable, refused or crashed.")
+    error: str | None
+    duration_ms: int
+
+
+class EventView(Message):
+    id: str
+    type: str
+    occurred_at: Timestamp
+    command_id: str | None
+    subject: str
+    published_at: Timestamp | None
+    data: dict[str, Any]
+
+
+class CommandView(Message):
+    """A command of the log as an operator reads it."""
+
+    id: str
+    type: str
+    status: str
+    source: str
+    attempts: int = Field(description="Deliveries run, replays included.")
+    created_at: Timestamp
+    updated_at: Timestamp
+    finished_at: Timestamp | None
+    last_error: str | None = Field(description="The last error's message, if any.")
+    next_retry_at: Timestamp | None = Field(
+        description="When a retrying command runs again (its last backoff)."
+    )
+    retries: int = Field(description="Transient failures recorded (the backoff history).")
+
+
+class AccountStory(Message):
+    """A billing account, its organization and Stripe customer, and everything that
+    happened to it: the commands that named it or its organization, the provider calls
+    made for them or about it, and the events it emitted."""
+
+    billing_account: dict[str, Any]
+    organization: dict[str, Any] | None
+    registered: bool = Field(description="Whether it has a customer at the provider.")
+    provider_customer_id: str | None
+    registration_key: str | None = Field(
+        description="The idempotency key of a registration under way."
+    )
+    registration_started_at: Timestamp | None
+    commands: list[CommandView]
+    provider_calls: list[ProviderCallView]
+    events: list[EventView]
+
+
+class PhaseView(Message):
+    effective_at: Timestamp
+    plan_id: str
+    source: str = Field(description="applied (a past change), current, or the pending state.")
+
+
+class InvoiceView(Message):
+    id: str
+    status: str
+    number: str | None
+    currency: str
+    amount_due: int
+    amount_paid: int
+    billing_reason: str | None
+    created: Timestamp
+    period_start: Timestamp | None
+    period_end: Timestamp | None
+
+
+class SubscriptionStory(Message):
+    """A subscription: its phases (past, current, to come), its plan changes with their
+    apply lag, its invoices at the provider, the commands that named it and its events."""
+
+    subscription: dict[str, Any] = Field(
+        description="The subscription as the API shows it, with its plan and current phase."
+    )
+    phases: list[PhaseView]
+    changes: list[dict[str, Any]] = Field(
+        description="Its plan changes, newest first, each with its apply lag once applied."
+    )
+    invoices: list[InvoiceView] | None = Field(
+        description="From the provider; null when it could not be read (invoices_error)."
+    )
+    invoices_error: str | None = None
+    commands: list[CommandView]
+    provider_calls: list[ProviderCallView]
+    events: list[EventView]
+
+
+class OrganizationItem(Message):
+    id: str
+    name: str
+    title: str
+    state: str
+    created_at: Timestamp
+
+
+class UserItem(Message):
+    id: str
+    email: str
+    name: str
+    state: str
+    created_at: Timestamp
+
+
+class BillingAccountItem(Message):
+    id: str
+    org_id: str
+    state: str
+    registered: bool
+    provider_id: str | None
+    currency: str
+    created_at: Timestamp
+    customer_deleted_at: Timestamp | None
+
+
+class SubscriptionItem(Message):
+    id: str
+    billing_account_id: str
+    plan_id: str
+    state: str
+    provider_id: str
+    current_period_end: Timestamp
+    pending_change: str | None = Field(description="The pending change's id, if any.")
+
+
+class OrganizationPage(Message):
+    items: list[OrganizationItem]
+    next_cursor: str | None
+
+
+class UserPage(Message):
+    items: list[UserItem]
+    next_cursor: str | None
+
+
+class BillingAccountPage(Message):
+    items: list[BillingAccountItem]
+    next_cursor: str | None
+
+
+class SubscriptionPage(Message):
+    items: list[SubscriptionItem]
+    next_cursor: str | None
+
+
+class CommandPage(Message):
+    items: list[CommandView]
+    next_cursor: str | None
+
+
+IN_FLIGHT_STATUSES = ("queued", "running", "retrying", "waiting")
+
+
+class ConsoleQueries(Protocol):
+    """The console's reads. Each is one short read-only transaction; a bad cursor or filter
+    is an ``InvalidArgument`` naming it."""
+
+    def account_story(self, org_or_account: str) -> AccountStory | None:
+        """The account named by its id, or the organization's current account (else its
+        newest) named by the organization's id; ``None`` if neither exists."""
+        ...
+
+    def subscription_story(self, subscription_id: str) -> SubscriptionStory | None:
+        """The subscription's story without its invoices (``invoices`` is ``None``)."""
+        ...
+
+    def organizations(
+        self, *, state: str | None, limit: int, after: str | None
+    ) -> OrganizationPage: ...
+
+    def users(self, *, state: str | None, limit: int, after: str | None) -> UserPage: ...
+
+    def billing_accounts(
+        self, *, state: str | None, org_id: str | None, limit: int, after: str | None
+    ) -> BillingAccountPage: ...
+
+    def subscriptions(
+        self,
+        *,
+        state: str | None,
+        billing_account_id: str | None,
+        plan_id: str | None,
+        limit: int,
+        after: str | None,
+    ) -> SubscriptionPage: ...
+
+    def commands(
+        self,
+        *,
+        statuses: Sequence[str],
+        command_type: str | None,
+        limit: int,
+        after: str | None,
+    ) -> CommandPage:
+        """Commands in ``statuses``, oldest first."""
+        ...

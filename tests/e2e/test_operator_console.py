@@ -1,0 +1,139 @@
+"""The operator console end to end: a registration that Stripe fails (an emulator fault) until
+its retries are spent, then replayed, is one story in `accounts show ORG`: each attempt at
+Stripe under one idempotency key, its error, the replay's success and the events; the same
+story over HTTP behind `operations:read`. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from domain.permissions import Grant, Scope
+from stripe_emulator import EmulatorAdmin
+from tests.support.records import create_organization
+from tests.support.stack import Stack
+from worker.clock import SystemClock
+
+pytestmark = pytest.mark.e2e
+
+ACCOUNT = {"body": {"name": "Acme Ltd", "email": "billing@acme.example"}}
+
+
+@pytest.fixture
+def emulator(stack: Stack) -> Iterator[EmulatorAdmin]:
+    admin = stack.stripe
+    yield admin
+    admin.clear_faults()
+    admin.close()
+
+
+def cli(stack: Stack, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "worker.cli", *args],
+        env={**os.environ, **stack.env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_failed_then_replayed_registration_shows_both_attempts_in_the_accounts_story(
+    stack: Stack, emulator: EmulatorAdmin
+) -> None:
+    org = create_organization(stack.sessions, SystemClock(), name=f"con-{uuid.uuid4().hex[:8]}")
+    emulator.add_fault("service_unavailable", "POST /v1/customers")
+    with stack.http() as api:
+        failed = api.post(f"/v1beta1/organizations/{org.id}/billing", json=ACCOUNT)
+    assert failed.status_code == 503, failed.text
+    command_id = failed.headers["Command-Id"]
+    emulator.clear_faults()  # Stripe is back
+    cli(stack, "commands", "replay", command_id)
+    assert stack.finished(command_id).status.value == "succeeded"
+
+    story = json.loads(cli(stack, "accounts", "show", org.id, "--json"))
+    text = cli(stack, "accounts", "show", org.id)
+
+    assert story["billing_account"]["state"] == "active"
+    assert story["provider_customer_id"].startswith("cus_")
+    creations = [c for c in story["provider_calls"] if c["operation"] == "create_customer"]
+    assert [(c["attempt"], c["outcome"]) for c in creations] == [
+        (1, "retryable"),
+        (2, "retryable"),
+        (3, "retryable"),
+        (4, "retryable"),  # TEST_SETTINGS: 4 attempts, then the command failed
+        (5, "succeeded"),  # the operator's replay
+    ]
+    assert len({c["idempotency_key"] for c in creations}) == 1
+    assert {c["command_id"] for c in creations} == {command_id}
+    assert all(c["error"] for c in creations[:4])
+    [command] = [c for c in story["commands"] if c["id"] == command_id]
+    assert (command["status"], command["attempts"]) == ("succeeded", 5)
+    assert {"billing_account.created", "billing_account.registered"} <= {
+        event["type"] for event in story["events"]
+    }
+    assert "create_customer attempt 4: retryable" in text
+    assert "create_customer attempt 5: succeeded" in text
+
+    with stack.http() as api:
+        served = api.get(f"/v1beta1/operations/billing-accounts/{org.id}")
+    assert served.status_code == 200, served.text
+    assert served.json()["provider_calls"] == story["provider_calls"]
+
+
+def test_the_operations_api_needs_its_scope_and_a_client_of_every_organization(
+    stack: Stack,
+) -> None:
+    org = create_organization(stack.sessions, SystemClock(), name=f"ops-{uuid.uuid4().hex[:8]}")
+    path = f"/v1beta1/operations/billing-accounts/{org.id}"
+    without = stack.new_client("no-ops", grant=Grant(scopes=frozenset({Scope.COMMANDS_READ})))
+    limited = stack.new_client(
+        "limited-ops",
+        grant=Grant(scopes=frozenset({Scope.OPERATIONS_READ}), org_ids=frozenset({org.id})),
+    )
+    reader = stack.new_client("ops", grant=Grant(scopes=frozenset({Scope.OPERATIONS_READ})))
+
+    answers = {}
+    for name, client in (("without", without), ("limited", limited), ("reader", reader)):
+        with stack.http(client) as http:
+            answers[name] = http.get(path)
+            answers[f"{name}-write"] = http.post(
+                f"/v1beta1/operations/billing-accounts/{org.id}/mark-offline", json={}
+            )
+
+    assert answers["without"].status_code == answers["limited"].status_code == 403
+    assert answers["reader"].status_code == 404  # the organization has no account
+    assert answers["reader"].json()["code"] == 5
+    assert answers["reader-write"].status_code == 403
+    assert answers["reader-write"].json()["details"][0]["metadata"] == {
+        "permission": "operations:write"
+    }
+
+
+def test_lists_over_http_page_and_refuse_a_cursor_no_page_gave(stack: Stack) -> None:
+    for _ in range(2):
+        create_organization(stack.sessions, SystemClock(), name=f"lst-{uuid.uuid4().hex[:8]}")
+
+    with stack.http() as api:
+        first = api.get("/v1beta1/operations/organizations", params={"limit": 1})
+        second = api.get(
+            "/v1beta1/operations/organizations",
+            params={"limit": 1, "after": first.json()["next_cursor"]},
+        )
+        in_flight = api.get("/v1beta1/operations/commands", params={"status": ["queued"]})
+        bad: httpx.Response = api.get("/v1beta1/operations/commands", params={"after": "x"})
+
+    assert first.status_code == second.status_code == in_flight.status_code == 200
+    [one], [two] = first.json()["items"], second.json()["items"]
+    assert one["id"] < two["id"]
+    assert bad.status_code == 400
+    assert bad.json()["details"][0]["fieldViolations"][0]["field"] == "after"

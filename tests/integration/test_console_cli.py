@@ -1,0 +1,148 @@
+"""The operator console on the command line, run as an operator runs it (a process of its
+own): every list has a header and says so when empty, pages with --limit/--after and prints
+JSON with --json; `accounts show` tells an account's story by its organization's id; the
+actions change what they say and refuse in one line. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from domain.billing import BillingAccount, BillingDetails
+from tests.integration.test_cli_bad_input import Done, billing_worker
+from tests.support.records import create_organization, create_user
+from worker.clock import SystemClock
+from worker.db.engine import session_factory
+from worker.db.uow import SqlUnitOfWork
+
+
+@pytest.fixture(scope="module")
+def env(
+    make_database: Callable[[str], str], redis_server: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    url = make_database(f"console_cli_{uuid.uuid4().hex[:8]}")
+    return {
+        "BILLING_DATABASE_URL": url,
+        "BILLING_DATA_DIR": str(tmp_path_factory.mktemp("console-cli")),
+        "BILLING_REDIS_URL": f"{redis_server}/10",
+    }
+
+
+def pending_account(env: dict[str, str]) -> BillingAccount:
+    sessions = session_factory(env["BILLING_DATABASE_URL"])
+    organization = create_organization(sessions, SystemClock(), name=f"acme-{uuid.uuid4().hex[:8]}")
+    account = BillingAccount.open(
+        f"ba_{uuid.uuid4().hex[:12]}",
+        organization,
+        BillingDetails(name="Acme", email="billing@acme.example"),
+        offline=False,
+        default_currency="usd",
+        now=SystemClock().now(),
+    )
+    with SqlUnitOfWork(sessions) as uow:
+        uow.billing_accounts.add(account)
+        uow.commit()
+    return account
+
+
+def ok(done: Done) -> str:
+    assert done.status == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    return done.stdout
+
+
+def test_an_empty_list_prints_its_header_and_says_there_is_none(env: dict[str, str]) -> None:
+    shown = ok(billing_worker("subscriptions", "list", env=env)).splitlines()
+
+    assert shown[0].split() == [
+        "ID",
+        "ACCOUNT",
+        "PLAN",
+        "STATE",
+        "STRIPE",
+        "ID",
+        "PERIOD",
+        "END",
+        "PENDING",
+    ]
+    assert shown[1:] == ["no subscriptions"]
+    in_flight = ok(billing_worker("commands", "list", env=env)).splitlines()
+    assert in_flight[0].startswith("ID")
+    assert in_flight[-1] == "no commands in flight"
+
+
+def test_a_list_pages_with_its_cursor_and_prints_json(env: dict[str, str]) -> None:
+    sessions = session_factory(env["BILLING_DATABASE_URL"])
+    for _ in range(3):
+        create_user(sessions, SystemClock(), email=f"u-{uuid.uuid4().hex[:8]}@example.com")
+
+    first = json.loads(ok(billing_worker("users", "list", "--limit", "2", "--json", env=env)))
+    text = ok(billing_worker("users", "list", "--limit", "2", env=env)).splitlines()
+    rest = json.loads(
+        ok(billing_worker("users", "list", "--after", first["next_cursor"], "--json", env=env))
+    )
+
+    assert len(first["items"]) == 2
+    assert text[0].split()[:2] == ["ID", "EMAIL"]
+    assert text[-1] == f"more: --after {first['next_cursor']}"
+    assert rest["next_cursor"] is None
+    ids = [user["id"] for user in first["items"] + rest["items"]]
+    assert ids == sorted(set(ids))
+
+
+def test_an_accounts_story_is_shown_by_its_organizations_id(env: dict[str, str]) -> None:
+    account = pending_account(env)
+
+    text = ok(billing_worker("accounts", "show", account.org_id, env=env))
+    shown = json.loads(ok(billing_worker("accounts", "show", account.id, "--json", env=env)))
+
+    assert f"billing account {account.id}" in text
+    assert "stripe         none (offline)" in text
+    assert f"key {account.registration_key}" in text
+    assert shown["billing_account"]["id"] == account.id
+    assert shown["registration_key"] == account.registration_key
+
+
+def test_marking_a_pending_account_offline_shows_in_its_story(env: dict[str, str]) -> None:
+    account = pending_account(env)
+
+    said = ok(billing_worker("accounts", "mark-offline", account.org_id, env=env))
+    again = ok(billing_worker("accounts", "mark-offline", account.id, env=env))
+    story = json.loads(ok(billing_worker("accounts", "show", account.id, "--json", env=env)))
+
+    assert said.strip() == f"{account.id} marked offline"
+    assert again.strip() == f"{account.id} already offline"
+    assert story["billing_account"]["state"] == "active"
+    assert [event["type"] for event in story["events"]] == ["billing_account.marked_offline"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("accounts", "show", "org_nowhere"), "no billing account org_nowhere"),
+        (("accounts", "show", "a b"), "invalid org_or_account 'a b'"),
+        (("commands", "list", "--after", "nope"), "after must be the next_cursor"),
+        (("commands", "retry", "cmd_nowhere"), "command 'cmd_nowhere' not found"),
+        (("subscriptions", "skip-change", "chg_nowhere"), "scheduled_change 'chg_nowhere'"),
+        (("subscriptions", "show", "sub_nowhere"), "subscription 'sub_nowhere' not found"),
+    ],
+)
+def test_a_console_command_refuses_in_one_line_and_exit_1(
+    env: dict[str, str], args: tuple[str, ...], says: str
+) -> None:
+    done = billing_worker(*args, env=env)
+
+    assert "Traceback" not in done.stderr + done.stdout
+    assert done.status == 1, done.stderr
+    [line] = done.stderr.splitlines()
+    assert says in line
+
+
+def test_a_bad_list_option_is_a_wrong_command_line(env: dict[str, str]) -> None:
+    done = billing_worker("accounts", "list", "--limit", "0", env=env)
+
+    assert done.status == 2
+    assert len(done.stderr.splitlines()) == 1

@@ -1,0 +1,339 @@
+"""``/v1beta1/operations``: the operator console over HTTP, the same reads and actions as
+``billing-worker accounts``, ``subscriptions``, ``commands``, ``orgs`` and ``users``.
+
+Reads need the ``operations:read`` scope, actions ``operations:write``; both span every
+organization, so a client limited to organizations holds neither. Reads answer the console's
+views (``domain/console.py``); an action runs its handler (``tasks/handlers/operations.py``)
+at once, in a thread, and answers what it did. Nothing here is a command of the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+from anyio import to_thread
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from domain.console import (
+    DEFAULT_PAGE_SIZE,
+    IN_FLIGHT_STATUSES,
+    MAX_PAGE_SIZE,
+    AccountStory,
+    BillingAccountPage,
+    CommandPage,
+    OrganizationPage,
+    SubscriptionPage,
+    SubscriptionStory,
+    UserPage,
+)
+from domain.errors import CommandError, ErrorCode, NotFound, TransientError, violations_of
+from domain.messages import ID_PATTERN
+from domain.operator_actions import (
+    ActionTaken,
+    MarkAccountOffline,
+    RetryCommand,
+    RetryRegistration,
+    SkipScheduledChange,
+    new_action_id,
+)
+from domain.permissions import Scope
+from tasks.handlers import operations as handlers
+from worker.api.auth import Caller, permitted
+from worker.api.body import Body
+from worker.api.contract import OperatorActionRequest
+from worker.api.errors import ApiError
+from worker.api.openapi import direct_operation
+from worker.api.state import State
+
+router = APIRouter()
+T = TypeVar("T")
+
+Reader = Annotated[Caller, permitted(Scope.OPERATIONS_READ)]
+Writer = Annotated[Caller, permitted(Scope.OPERATIONS_WRITE)]
+IdPath = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="Rows in a page.")]
+After = Annotated[
+    str | None,
+    Query(min_length=1, max_length=512, description="The `next_cursor` of the page before."),
+]
+IdFilter = Annotated[str | None, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
+PREFIX = "/v1beta1/operations"
+ACTION_ERRORS = (503,)
+
+
+async def _run(call: Callable[[], T]) -> T:
+    """The handler's outcome; a domain error becomes its answer in the spec's body."""
+    try:
+        return await to_thread.run_sync(call)
+    except CommandError as refused:
+        raise ApiError.of(refused) from None
+    except TransientError as unavailable:
+        raise ApiError(ErrorCode.UNAVAILABLE, unavailable.message) from None
+
+
+def _reason(body: dict[str, object]) -> str:
+    try:
+        return OperatorActionRequest.model_validate(body).reason
+    except ValidationError as error:
+        raise ApiError.bad_request(
+            "the request is invalid", violations_of(error.errors(include_url=False))
+        ) from None
+
+
+@router.get(
+    f"{PREFIX}/billing-accounts/{{org_or_account}}",
+    operation_id="get_billing_account_story",
+    summary="A billing account's story",
+    description="The account (by its id, or its organization's id), its Stripe customer and "
+    "state, every command that named it or its organization, each Stripe call made for them "
+    "(operation, idempotency key, attempt, outcome, error), and its events. Needs the "
+    "`operations:read` scope.",
+    **direct_operation(answer=AccountStory, answer_description="The account's story."),
+)
+async def get_billing_account_story(
+    org_or_account: IdPath, client: Reader, state: State
+) -> JSONResponse:
+    story = await _run(lambda: state.svc.console().account_story(org_or_account))
+    if story is None:
+        raise ApiError.of(NotFound.resource("billing_account", org_or_account))
+    return JSONResponse(story.model_dump(mode="json"))
+
+
+@router.get(
+    f"{PREFIX}/subscriptions/{{id}}",
+    operation_id="get_subscription_story",
+    summary="A subscription's story",
+    description="Its phases, its plan changes with their apply lag, its newest invoices at "
+    "Stripe (or why they could not be read), and its commands, Stripe calls and events. "
+    "Needs the `operations:read` scope.",
+    **direct_operation(answer=SubscriptionStory, answer_description="The subscription's story."),
+)
+async def get_subscription_story(id: IdPath, client: Reader, state: State) -> JSONResponse:
+    svc = state.svc
+    story = await _run(lambda: handlers.subscription_story(svc, svc.console(), id))
+    return JSONResponse(story.model_dump(mode="json"))
+
+
+@router.get(
+    f"{PREFIX}/organizations",
+    operation_id="list_organizations",
+    summary="Organizations, by id",
+    description="A page; `next_cursor` asks for the next. Needs the `operations:read` scope.",
+    **direct_operation(answer=OrganizationPage, answer_description="A page of organizations."),
+)
+async def list_organizations(
+    client: Reader,
+    state: State,
+    org_state: Annotated[Literal["enabled", "disabled"] | None, Query(alias="state")] = None,
+    limit: Limit = DEFAULT_PAGE_SIZE,
+    after: After = None,
+) -> JSONResponse:
+    page = await _run(
+        lambda: state.svc.console().organizations(state=org_state, limit=limit, after=after)
+    )
+    return JSONResponse(page.model_dump(mode="json"))
+
+
+@router.get(
+    f"{PREFIX}/users",
+    operation_id="list_users",
+    summary="Users, by id",
+    description="A page; `next_cursor` asks for the next. Needs the `operations:read` scope.",
+    **direct_operation(answer=UserPage, answer_description="A page of users."),
+)
+async def list_users(
+    client: Reader,
+    state: State,
+    user_state: Annotated[Literal["enabled", "disabled"] | None, Query(alias="state")] = None,
+    limit: Limit = DEFAULT_PAGE_SIZE,
+    after: After = None,
+) -> JSONResponse:
+    page = await _run(lambda: state.svc.console().users(state=user_state, limit=limit, after=after))
+    return JSONResponse(page.model_dump(mode="json"))
+
+
+@router.get(
+    f"{PREFIX}/billing-accounts",
+    operation_id="list_billing_accounts",
+    summary="Billing accounts, by id",
+    description="A page; `next_cursor` asks for the next. Needs the `operations:read` scope.",
+    **direct_operation(answer=BillingAccountPage, answer_description="A page of accounts."),
+)
+async def list_billing_accounts(
+    client: Reader,
+    state: State,
+    account_state: Annotated[
+        Literal["pending", "active", "disabled"] | None, Query(alias="state")
+    ] = None,
+    org_id: IdFilter = None,
+    limit: Limit = DEFAULT_PAGE_SIZE,
+    after: After = None,
+) -> JSONResponse:
+    page = await _run(
+        lambda: state.svc.console().billing_accounts(
+            state=account_state, org_id=org_id, limit=limit, after=after
+        )
+    )
+    return JSONResponse(page.model_dump(mode="json"))
+
+
+@router.get(
+    f"{PREFIX}/subscriptions",
+    operation_id="list_subscriptions",
+    summary="Subscriptions, by id",
+    description="A page, each with its pending plan change; `next_cursor` asks for the next. "
+    "Needs the `operations:read` scope.",
+    **direct_operation(answer=SubscriptionPage, answer_description="A page of subscriptions."),
+)
+async def list_subscriptions(
+    client: Reader,
+    state: State,
+    subscription_state: Annotated[
+        Literal["active", "trialing", "past_due", "canceled", "ended"] | None,
+        Query(alias="state"),
+    ] = None,
+    billing_account_id: IdFilter = None,
+    plan_id: IdFilter = None,
+    limit: Limit = DEFAULT_PAGE_SIZE,
+    after: After = None,
+) -> JSONResponse:
+    page = await _run(
+        lambda: state.svc.console().subscriptions(
+            state=subscription_state,
+            billing_account_id=billing_account_id,
+            plan_id=plan_id,
+            limit=limit,
+            after=after,
+        )
+    )
+    return JSONResponse(page.model_dump(mode="json"))
+
+
+CommandStatusName = Literal["queued", "running", "retrying", "waiting", "succeeded", "failed"]
+
+
+@router.get(
+    f"{PREFIX}/commands",
+    operation_id="list_commands",
+    summary="Commands in flight, oldest first",
+    description="Queued, running, retrying and waiting commands (or those of `status`, "
+    "repeated), each with its attempts, last error and next retry. Needs the "
+    "`operations:read` scope.",
+    **direct_operation(answer=CommandPage, answer_description="A page of commands."),
+)
+async def list_commands(
+    client: Reader,
+    state: State,
+    status: Annotated[list[CommandStatusName] | None, Query()] = None,
+    command_type: Annotated[
+        str | None, Query(alias="type", min_length=1, max_length=64, pattern=ID_PATTERN)
+    ] = None,
+    limit: Limit = DEFAULT_PAGE_SIZE,
+    after: After = None,
+) -> JSONResponse:
+    statuses = list(status or IN_FLIGHT_STATUSES)
+    page = await _run(
+        lambda: state.svc.console().commands(
+            statuses=statuses, command_type=command_type, limit=limit, after=after
+        )
+    )
+    return JSONResponse(page.model_dump(mode="json"))
+
+
+def _action(summary: str, description: str) -> dict[str, Any]:
+    return {
+        "summary": summary,
+        "description": f'{description} Body `{{}}` or `{{"reason": …}}`. Needs the '
+        "`operations:write` scope.",
+        **direct_operation(
+            request=OperatorActionRequest,
+            answer=ActionTaken,
+            answer_description="What the action did.",
+            errors=ACTION_ERRORS,
+            examples={"with a reason": {"reason": "Stripe is back"}, "empty": {}},
+        ),
+    }
+
+
+@router.post(
+    f"{PREFIX}/billing-accounts/{{id}}/retry-registration",
+    operation_id="retry_billing_account_registration",
+    **_action(
+        "Send a pending account's registration again now",
+        "Only a `pending` account; the registration runs on the queue under the action's id, "
+        "with the account's idempotency key.",
+    ),
+)
+async def retry_billing_account_registration(
+    id: IdPath, client: Writer, body: Body, state: State
+) -> JSONResponse:
+    action = RetryRegistration(
+        command_id=new_action_id("retry-registration"),
+        billing_account_id=id,
+        reason=_reason(body),
+    )
+    taken = await _run(lambda: handlers.retry_registration(action, state.svc))
+    return JSONResponse(taken.model_dump(mode="json"))
+
+
+@router.post(
+    f"{PREFIX}/billing-accounts/{{id}}/mark-offline",
+    operation_id="mark_billing_account_offline",
+    **_action(
+        "Make a pending account active without Stripe",
+        "Its registration is abandoned (it can be registered later); an offline account is "
+        "answered unchanged.",
+    ),
+)
+async def mark_billing_account_offline(
+    id: IdPath, client: Writer, body: Body, state: State
+) -> JSONResponse:
+    action = MarkAccountOffline(
+        command_id=new_action_id("mark-offline"), billing_account_id=id, reason=_reason(body)
+    )
+    taken = await _run(lambda: handlers.mark_account_offline(action, state.svc))
+    return JSONResponse(taken.model_dump(mode="json"))
+
+
+@router.post(
+    f"{PREFIX}/commands/{{id}}/retry",
+    operation_id="retry_command_now",
+    **_action(
+        "Run a waiting command now",
+        "Only a `queued`, `retrying` or `waiting` command; it is sent again under its own id "
+        "and runs once.",
+    ),
+)
+async def retry_command_now(
+    id: Annotated[str, Path(min_length=1, max_length=64, pattern=ID_PATTERN)],
+    client: Writer,
+    body: Body,
+    state: State,
+) -> JSONResponse:
+    action = RetryCommand(
+        command_id=new_action_id("retry-command"), target_command_id=id, reason=_reason(body)
+    )
+    taken = await _run(lambda: handlers.retry_command(action, state.svc))
+    return JSONResponse(taken.model_dump(mode="json"))
+
+
+@router.post(
+    f"{PREFIX}/scheduled-changes/{{id}}/skip",
+    operation_id="skip_scheduled_change",
+    **_action(
+        "Skip a scheduled plan change",
+        "Only a `scheduled` change (a `staged` one is made at Stripe already); a skipped one "
+        "is answered unchanged.",
+    ),
+)
+async def skip_scheduled_change(
+    id: IdPath, client: Writer, body: Body, state: State
+) -> JSONResponse:
+    action = SkipScheduledChange(
+        command_id=new_action_id("skip-change"), change_id=id, reason=_reason(body)
+    )
+    taken = await _run(lambda: handlers.skip_scheduled_change(action, state.svc))
+    return JSONResponse(taken.model_dump(mode="json"))

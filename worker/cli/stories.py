@@ -1,0 +1,160 @@
+"""How ``accounts show`` and ``subscriptions show`` print a story: a summary, then one
+timeline where commands, provider calls and events are merged by time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from domain.console import (
+    AccountStory,
+    CommandView,
+    EventView,
+    ProviderCallView,
+    SubscriptionStory,
+)
+from worker.cli.listing import COMMAND_HEADERS, command_row, table, when
+
+
+def _short(iso: str | None) -> str:
+    """An RFC 3339 time of a view, as the tables show times."""
+    return "" if iso is None else when(datetime.fromisoformat(iso))
+
+
+def _at(value: datetime) -> str:
+    return f"{value:%Y-%m-%d %H:%M:%S}.{value.microsecond // 1000:03d}"
+
+
+def _command_lines(command: CommandView) -> list[tuple[datetime, str, str]]:
+    lines = [(command.created_at, "command", f"{command.id} {command.type} ({command.source})")]
+    outcome = f"{command.id} {command.status}, {command.attempts} attempt(s)"
+    if command.last_error:
+        outcome += f": {command.last_error}"
+    if command.next_retry_at is not None:
+        outcome += f"; next retry {when(command.next_retry_at)}"
+    if command.status != "queued" or command.updated_at != command.created_at:
+        lines.append((command.updated_at, "command", outcome))
+    return lines
+
+
+def _call_line(call: ProviderCallView) -> tuple[datetime, str, str]:
+    text = f"{call.operation} attempt {call.attempt}: {call.outcome}"
+    if call.error:
+        text += f" ({call.error})"
+    if call.idempotency_key:
+        text += f"  key {call.idempotency_key}"
+    if call.command_id:
+        text += f"  by {call.command_id}"
+    return call.at, "provider", f"{text}  {call.duration_ms}ms"
+
+
+def _event_line(event: EventView) -> tuple[datetime, str, str]:
+    published = "" if event.published_at is None else " (published)"
+    by = f"  by {event.command_id}" if event.command_id else ""
+    return event.occurred_at, "event", f"{event.type} {event.id}{published}{by}"
+
+
+def timeline(
+    commands: Sequence[CommandView],
+    calls: Sequence[ProviderCallView],
+    events: Sequence[EventView],
+) -> list[str]:
+    entries = [line for command in commands for line in _command_lines(command)]
+    entries += [_call_line(call) for call in calls]
+    entries += [_event_line(event) for event in events]
+    if not entries:
+        return ["  nothing happened to it yet"]
+    return [f"  {_at(at)}  {kind:<8}  {text}" for at, kind, text in sorted(entries)]
+
+
+def _commands_table(commands: Sequence[CommandView]) -> list[str]:
+    if not commands:
+        return ["  no commands"]
+    rendered = table(COMMAND_HEADERS, [command_row(command) for command in commands])
+    return ["  " + line for line in rendered.splitlines()]
+
+
+def account_text(story: AccountStory) -> str:
+    account: dict[str, Any] = story.billing_account
+    organization = story.organization or {}
+    stripe = story.provider_customer_id or "none (offline)"
+    if account.get("customer_deleted_at"):
+        stripe += f", deleted at {account['customer_deleted_at']}"
+    lines = [
+        f"billing account {account['id']}",
+        f"  organization   {account['org_id']} {organization.get('name', '')}".rstrip(),
+        f"  state          {account['state']}",
+        f"  stripe         {stripe}",
+        f"  currency       {account['currency']}",
+        f"  created        {account['created_at']}",
+    ]
+    if story.registration_key:
+        started = (
+            "" if story.registration_started_at is None else when(story.registration_started_at)
+        )
+        lines.append(f"  registering    key {story.registration_key}, since {started}")
+    lines += ["", f"commands ({len(story.commands)})", *_commands_table(story.commands)]
+    lines += ["", "timeline", *timeline(story.commands, story.provider_calls, story.events)]
+    return "\n".join(lines)
+
+
+def subscription_text(story: SubscriptionStory) -> str:
+    sub: dict[str, Any] = story.subscription
+    lines = [
+        f"subscription {sub['id']}",
+        f"  account        {sub['billing_account_id']}",
+        f"  plan           {sub['plan_id']} {(sub.get('plan') or {}).get('name', '')}".rstrip(),
+        f"  state          {sub['state']}",
+        f"  stripe         {sub['provider_id']}",
+        f"  period         {_short(sub['current_period_start'])} → "
+        f"{_short(sub['current_period_end'])}",
+        "",
+        "phases",
+    ]
+    lines += [
+        f"  {when(phase.effective_at)}  {phase.plan_id:<20} {phase.source}"
+        for phase in story.phases
+    ]
+    lines += ["", "plan changes"]
+    headers = ("ID", "KIND", "STATE", "FROM", "TO", "EFFECTIVE", "APPLIED", "LAG", "REASON")
+    rows = [
+        [
+            change["id"],
+            change["kind"],
+            change["state"],
+            change["from_plan_id"],
+            change["plan_id"],
+            _short(change["effective_at"]),
+            _short(change["applied_at"]),
+            "" if change["apply_lag_seconds"] is None else f"{change['apply_lag_seconds']:.1f}s",
+            change["reason"] or "",
+        ]
+        for change in story.changes
+    ]
+    lines += ["  " + line for line in table(headers, rows).splitlines()]
+    if not rows:
+        lines.append("  no plan changes")
+    lines += ["", "invoices"]
+    if story.invoices is None:
+        lines.append(f"  not read from the provider: {story.invoices_error or 'unknown'}")
+    else:
+        invoice_rows = [
+            [
+                invoice.id,
+                invoice.number or "",
+                invoice.status,
+                f"{invoice.amount_due} {invoice.currency}",
+                f"{invoice.amount_paid} {invoice.currency}",
+                invoice.billing_reason or "",
+                when(invoice.created),
+            ]
+            for invoice in story.invoices
+        ]
+        invoice_headers = ("ID", "NUMBER", "STATUS", "DUE", "PAID", "REASON", "CREATED")
+        lines += ["  " + line for line in table(invoice_headers, invoice_rows).splitlines()]
+        if not invoice_rows:
+            lines.append("  no invoices")
+    lines += ["", f"commands ({len(story.commands)})", *_commands_table(story.commands)]
+    lines += ["", "timeline", *timeline(story.commands, story.provider_calls, story.events)]
+    return "\n".join(lines)
