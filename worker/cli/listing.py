@@ -10,7 +10,6 @@ subscriptions"); ``--json`` prints the page (``items`` and ``next_cursor``). A p
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any, TypeVar
 
 import click
@@ -20,7 +19,6 @@ from domain.console import (
     IN_FLIGHT_STATUSES,
     MAX_PAGE_SIZE,
     BillingAccountItem,
-    CommandView,
     OrganizationItem,
     SubscriptionItem,
     UserItem,
@@ -29,23 +27,11 @@ from worker.cli.base import DATABASE_ENV, as_json_option, emit, services
 from worker.cli.commands import commands
 from worker.cli.orgs import orgs
 from worker.cli.subscriptions import subscriptions
+from worker.cli.tables import COMMAND_HEADERS, command_row, table, when
 from worker.cli.users import users
 
 F = TypeVar("F", bound=Callable[..., Any])
 STATUSES = ("queued", "running", "retrying", "waiting", "succeeded", "failed")
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Columns as wide as their widest cell, two spaces apart, the header first."""
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
-    return "\n".join(
-        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in (headers, *rows)
-    )
-
-
-def when(value: datetime | None) -> str:
-    return "" if value is None else f"{value:%Y-%m-%d %H:%M:%S}"
 
 
 def print_page(
@@ -169,21 +155,6 @@ def subscriptions_list(
         )
     )
     print_page(as_json, page, SUBSCRIPTION_HEADERS, _subscription_row, "no subscriptions")
-
-
-COMMAND_HEADERS = ("ID", "TYPE", "STATUS", "ATTEMPTS", "CREATED", "NEXT RETRY", "LAST ERROR")
-
-
-def command_row(item: CommandView) -> list[str]:
-    return [
-        item.id,
-        item.type,
-        item.status,
-        str(item.attempts),
-        when(item.created_at),
-        when(item.next_retry_at),
-        (item.last_error or "")[:80],
-    ]
 
 
 @commands.command("list", settings_env=DATABASE_ENV)

@@ -14,7 +14,7 @@ from domain.console import (
     ProviderCallView,
     SubscriptionStory,
 )
-from worker.cli.listing import COMMAND_HEADERS, command_row, table, when
+from worker.cli.tables import COMMAND_HEADERS, command_row, table, when
 
 
 def _short(iso: str | None) -> str:

@@ -524,6 +524,10 @@ def _listed_subscription_of(subscription: stripe.Subscription) -> RemoteSubscrip
     )
 
 
+def _optional_text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def _invoice_of(document: dict[str, Any]) -> InvoiceView:
     def when(name: str) -> datetime | None:
         value = document.get(name)
@@ -532,11 +536,11 @@ def _invoice_of(document: dict[str, Any]) -> InvoiceView:
     return InvoiceView(
         id=str(document["id"]),
         status=str(document.get("status") or ""),
-        number=_text(document.get("number")),
+        number=_optional_text(document.get("number")),
         currency=str(document.get("currency") or ""),
         amount_due=int(document.get("amount_due") or 0),
         amount_paid=int(document.get("amount_paid") or 0),
-        billing_reason=_text(document.get("billing_reason")),
+        billing_reason=_optional_text(document.get("billing_reason")),
         created=_time(int(document.get("created") or 0)),
         period_start=when("period_start"),
         period_end=when("period_end"),
