@@ -245,6 +245,7 @@ def sample_events() -> list[Event]:
         },
         "user.enabled": {"user_id": "usr_1", "state": "enabled"},
         "command.failed": {"command_id": "c1", "command_type": "users.enable", "error": {}},
+        "command.rejected": {"command_id": "c1", "command_type": "users.enable", "error": {}},
     }
     events: list[Event] = []
     for name, kind in EVENT_TYPES.items():
