@@ -170,13 +170,16 @@ class SystemCollector(Collector):
                 if moment is not None
             ]
             oldest_due = min(candidates) if candidates else None
-            failed = int(
-                session.scalar(
-                    select(func.count())
-                    .select_from(CommandRow)
-                    .where(CommandRow.status == CommandStatus.FAILED.value)
+            failed, rejected = (
+                int(
+                    session.scalar(
+                        select(func.count())
+                        .select_from(CommandRow)
+                        .where(CommandRow.status == status.value)
+                    )
+                    or 0
                 )
-                or 0
+                for status in (CommandStatus.FAILED, CommandStatus.REJECTED)
             )
             deliveries_by_state = _count_by(session, WebhookDeliveryRow.state)
             endpoints_by_state = _count_by(session, WebhookEndpointRow.state)
@@ -208,8 +211,16 @@ class SystemCollector(Collector):
         )
         failed_commands = GaugeMetricFamily(
             "billing_failed_commands",
-            "Failed commands waiting for an operator (billing-worker commands failed).",
+            "Failed commands waiting for an operator (billing-worker commands failed); "
+            "rejected ones (the callers' mistakes) are not counted here.",
             value=failed,
+        )
+        rejected_commands = GaugeMetricFamily(
+            "billing_rejected_commands",
+            "Rejected commands in the command log: the callers' mistakes, kept "
+            "BILLING_REJECTED_COMMAND_RETENTION_DAYS, for no operator to act on "
+            "(billing-worker commands rejected; by type and reason: billing_command_errors).",
+            value=rejected,
         )
         deliveries = GaugeMetricFamily(
             "billing_webhook_deliveries",
@@ -252,6 +263,7 @@ class SystemCollector(Collector):
             changes,
             age,
             failed_commands,
+            rejected_commands,
             deliveries,
             endpoints,
             events,
