@@ -372,24 +372,25 @@ class CommandFailedData(Message):
     error: dict[str, Any] = Field(description="The error body (personal data masked).")
 
 
-class CommandFailedEvent(Event):
-    """A command ended in failure (any command, whoever sent it)."""
+class CommandRejectedData(CommandFailedData):
+    """The same fields as a failure's."""
 
-    TYPE = "command.failed"
-    type: Literal["command.failed"] = "command.failed"
-    data: CommandFailedData
+
+class _CommandEndedEvent(Event):
+    """A command ended without doing its work (``domain.outcomes`` says which way)."""
+
+    DATA: ClassVar[type[CommandFailedData]]
 
     @classmethod
     def of(
         cls, command_id: str, command_type: str, error: dict[str, Any], *, now: datetime
     ) -> Self:
         return cls(
+            type=cls.TYPE,
             occurred_at=now,
             command_id=command_id,
             subject=Subject(type="command", id=command_id),
-            data=CommandFailedData(
-                command_id=command_id, command_type=command_type, error=redact(error)
-            ),
+            data=cls.DATA(command_id=command_id, command_type=command_type, error=redact(error)),
         )
 
 
@@ -419,6 +420,28 @@ class CommandRetryRequested(Event):
         )
 
 
+class CommandFailedEvent(_CommandEndedEvent):
+    """A command failed for a reason an operator acts on (its retry budget exhausted on a
+    dependency that stayed down, an internal error); any command, whoever sent it. A
+    caller's mistake is ``command.rejected`` instead."""
+
+    TYPE = "command.failed"
+    DATA = CommandFailedData
+    type: Literal["command.failed"] = "command.failed"
+    data: CommandFailedData
+
+
+class CommandRejectedEvent(_CommandEndedEvent):
+    """A command was rejected: the caller got it wrong (invalid, not found, a conflict, not
+    permitted, refused by the provider for its data); any command, whoever sent it. The
+    caller sends a corrected command; nobody replays this one."""
+
+    TYPE = "command.rejected"
+    DATA = CommandRejectedData
+    type: Literal["command.rejected"] = "command.rejected"
+    data: CommandRejectedData
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     kind.TYPE: kind
     for kind in (
@@ -438,6 +461,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         SubscriptionSynced,
         CommandFailedEvent,
         CommandRetryRequested,
+        CommandRejectedEvent,
     )
 }
 """The catalog: every event type, by name."""

@@ -162,7 +162,13 @@ class CommandStatus(StrEnum):
     """Re-queued until the provider's rate budget has a token for it: not a failure."""
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    """Ended without doing its work for a reason an operator acts on (a dependency down for
+    the whole retry budget, our own fault), then replays (``domain.outcomes``)."""
+    REJECTED = "rejected"
+    """Ended without doing its work because the caller got it wrong (invalid, not found, a
+    conflict, not permitted, refused by the provider for its data): the caller sends a
+    corrected command; nobody replays it (``domain.outcomes``)."""
 
     @property
     def is_terminal(self) -> bool:
-        return self in (CommandStatus.SUCCEEDED, CommandStatus.FAILED)
+        return self in (CommandStatus.SUCCEEDED, CommandStatus.FAILED, CommandStatus.REJECTED)

@@ -444,7 +444,13 @@ class CommandJournal(Protocol):
     def succeed(self, command_id: str, result: dict[str, Any]) -> None: ...
 
     def fail(self, command_id: str, error: dict[str, Any], events: Sequence[Event] = ()) -> None:
-        """Record the failure, and ``events`` in the same transaction."""
+        """Record the failure (``failed``: for an operator), and ``events`` in the same
+        transaction."""
+        ...
+
+    def reject(self, command_id: str, error: dict[str, Any], events: Sequence[Event] = ()) -> None:
+        """Record the rejection (``rejected``: the caller's mistake, ``domain.outcomes``), and
+        ``events`` in the same transaction."""
         ...
 
     def retrying(

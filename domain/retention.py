@@ -3,9 +3,10 @@
 The log is also the store of idempotency keys and of the outcomes a redelivered message
 replays, so only commands that finished long ago go: a succeeded command after
 ``succeeded_for``, a failed one after ``failed_for`` (longer, so that operators can still see
-and replay it). A command that has not finished (queued, running, retrying, waiting) is never
-pruned, however old. Replaying a failed command makes it queued again: it is kept until its
-new run finishes, and its age counts from then.
+and replay it), a rejected one after ``rejected_for`` (shorter: it was the caller's mistake,
+its caller was answered, and nobody replays it). A command that has not finished (queued,
+running, retrying, waiting) is never pruned, however old. Replaying a failed command makes it
+queued again: it is kept until its new run finishes, and its age counts from then.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from datetime import datetime, timedelta
 
 from domain.messages import CommandStatus
 
-PRUNABLE_STATUSES = (CommandStatus.SUCCEEDED, CommandStatus.FAILED)
+PRUNABLE_STATUSES = (CommandStatus.SUCCEEDED, CommandStatus.FAILED, CommandStatus.REJECTED)
 """The only statuses a command is ever pruned in: the finished ones."""
 
 
@@ -29,6 +30,8 @@ class CommandRetention:
     """Commands deleted by one transaction: each batch holds its locks only briefly."""
     max_batches_per_sweep: int
     """A sweep stops after this many batches and leaves the rest to the next one."""
+    rejected_for: timedelta = timedelta(days=7)
+    """How long a rejected command (the caller's mistake) is kept after it finished."""
 
     def cutoffs(self, now: datetime) -> list[tuple[CommandStatus, datetime]]:
         """Each prunable status, with the time before which a command that finished in it
@@ -36,4 +39,5 @@ class CommandRetention:
         return [
             (CommandStatus.SUCCEEDED, now - self.succeeded_for),
             (CommandStatus.FAILED, now - self.failed_for),
+            (CommandStatus.REJECTED, now - self.rejected_for),
         ]

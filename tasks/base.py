@@ -6,6 +6,23 @@ command (recorded, never retried); a :class:`TransientError` or a transient data
 retried with backoff within the budget; anything else is a bug, recorded as ``INTERNAL``.
 A :class:`RateLimited` is no failure at all: the command waits (re-queued until the
 provider's rate budget has its token), and its retry budget stays whole.
+
+A command that ends without doing its work ends ``rejected`` (the caller's mistake) or
+``failed`` (for an operator), as ``domain.outcomes`` decides from its error body; each is
+recorded with its event (``command.rejected``, ``command.failed``).
+
+**What Celery shows of it.** Both end the task in Celery's ``FAILURE`` state, raising
+:class:`CommandRejected` or :class:`CommandFailed`, rather than returning a result that says
+``rejected``: a queue publisher's ``AsyncResult.get()`` raises and ``.failed()`` is true for
+any command that did not do its work, as before, and a rejection is told apart by its
+exception's type (``CommandRejected``, a ``CommandFailed``: code that catches the latter
+catches both). The exception's arguments stay the error body as JSON (personal data masked),
+which the result backend keeps and a publisher reads; its ``repr`` (what Flower, the
+task-failed event and the worker's log line show) is one readable line: code, reason,
+message and the fields it blames. Neither carries a traceback to Flower: the outcome is the
+runner's decision, not a crash (a crash's own traceback is logged where it happened), so
+:meth:`CommandTask.on_failure` drops the runner's frames from what the task-failed event
+carries. The HTTP API answers from the command log, so it answers as before.
 """
 
 from __future__ import annotations
@@ -14,8 +31,9 @@ import json
 import logging
 import random
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, Self, TypeVar
 
+from billiard.einfo import ExceptionInfo
 from celery.exceptions import Retry
 from pydantic import ValidationError
 
@@ -32,8 +50,9 @@ from domain.errors import (
     field_violations,
     violations_of,
 )
-from domain.events import CommandFailedEvent
+from domain.events import CommandFailedEvent, CommandRejectedEvent
 from domain.messages import Command, CommandStatus, Result, is_id, storable, unstorable_values
+from domain.outcomes import ended_as, error_line
 from domain.ports import Application, HandlerContext
 from domain.rate_budget import RateLimited, calls_at
 from domain.redaction import mask_text, redact
@@ -51,13 +70,37 @@ Handler = Callable[[C, HandlerContext], Result]
 class CommandFailed(Exception):
     """Raised so that Celery (and Flower) mark the task failed; carries the error body.
 
-    Its message is what Flower, Celery's events, the result backend and the logs show: the
-    body as JSON, with personal data masked unless ``masked`` is false. ``error`` is whole."""
+    Its one argument is the body as JSON, with personal data masked unless made with
+    ``masked=False``: what the result backend keeps and a queue publisher reads. Its ``repr``
+    (Flower, Celery's events, the worker's log) is one readable line of the same, masked.
+    ``error`` is the whole body (in this process only)."""
 
-    def __init__(self, error: dict[str, Any], *, masked: bool = True) -> None:
+    def __init__(self, shown: str, error: dict[str, Any] | None = None) -> None:
+        # Celery rebuilds the exception from its arguments (pickled between the pool's
+        # processes): ``shown`` alone must make it whole again.
+        super().__init__(shown)
+        self.error: dict[str, Any] = error if error is not None else _body_of(shown)
+
+    @classmethod
+    def of(cls, error: dict[str, Any], *, masked: bool = True) -> Self:
         shown = json.dumps(error, sort_keys=True)
-        super().__init__(mask_text(shown) if masked else shown)
-        self.error = error
+        return cls(mask_text(shown) if masked else shown, error)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({error_line(_body_of(str(self.args[0])))})"
+
+
+class CommandRejected(CommandFailed):
+    """The command was the caller's mistake (``rejected``, ``domain.outcomes``); a
+    :class:`CommandFailed`, so that code catching that catches both."""
+
+
+def _body_of(shown: str) -> dict[str, Any]:
+    try:
+        body = json.loads(shown)
+    except ValueError:
+        body = None
+    return body if isinstance(body, dict) else {"message": shown}
 
 
 def _validation_error(error: ValidationError) -> InvalidArgument:
@@ -176,6 +219,21 @@ class CommandTask(ApplicationTask):
         # Celery has logged the outcome by now (in the command's context).
         log_context.unbind()
 
+    def on_failure(
+        self,
+        exc: Exception,
+        task_id: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        einfo: ExceptionInfo,
+    ) -> None:
+        """A rejection or a failure the runner decided on is an outcome, not a crash: the
+        task-failed event (Flower) carries its one-line ``repr`` and no traceback (the
+        runner's own frames, the same for every command). Called in the worker's child with
+        the ``ExceptionInfo`` it then hands to the worker, which sends the event from it."""
+        if isinstance(exc, CommandFailed):
+            einfo.traceback = None
+
     @staticmethod
     def _shown(svc: Application, result: dict[str, Any]) -> dict[str, Any]:
         """The task's return value: what Flower, Celery's events, the result backend and the
@@ -216,7 +274,7 @@ class CommandTask(ApplicationTask):
         except Exception:
             logger.warning("could not record the dead letter of %s", self.request.id)
         logger.error("message %s refused: %s", self.request.id, error.message)
-        raise CommandFailed(error.to_body(), masked=svc.policy.mask_personal_data)
+        raise CommandRejected.of(error.to_body(), masked=svc.policy.mask_personal_data)
 
     def _replay(
         self,
@@ -227,7 +285,8 @@ class CommandTask(ApplicationTask):
     ) -> dict[str, Any]:
         if status is CommandStatus.SUCCEEDED:
             return self._shown(svc, result or {})
-        raise CommandFailed(
+        ended = CommandRejected if status is CommandStatus.REJECTED else CommandFailed
+        raise ended.of(
             error or {"code": int(ErrorCode.UNKNOWN), "message": "", "details": []},
             masked=svc.policy.mask_personal_data,
         )
@@ -242,10 +301,18 @@ class CommandTask(ApplicationTask):
         )
 
     def _fail(self, svc: Application, command_id: str, error: CommandError) -> dict[str, Any]:
+        """End the command ``rejected`` or ``failed`` (``domain.outcomes``), with its event."""
         body = error.to_body()
-        failed = CommandFailedEvent.of(command_id, self.name, body, now=svc.clock.now())
+        now = svc.clock.now()
+        rejected = ended_as(body) is CommandStatus.REJECTED
         try:
-            svc.commands.fail(command_id, body, [failed])
+            if rejected:
+                event = CommandRejectedEvent.of(command_id, self.name, body, now=now)
+                svc.commands.reject(command_id, body, [event])
+            else:
+                svc.commands.fail(
+                    command_id, body, [CommandFailedEvent.of(command_id, self.name, body, now=now)]
+                )
         except Exception as journal_error:
             if not svc.is_transient(journal_error):
                 raise
@@ -253,9 +320,10 @@ class CommandTask(ApplicationTask):
             delay = self._policy(svc).delay(self.request.retries)
             raise self.retry(countdown=delay) from journal_error
         relay_after_command(svc)
-        # Not chained to the error it reports: Celery shows a failure's traceback (Flower,
-        # the result backend), and the error's message may quote input (a provider's 4xx).
-        raise CommandFailed(body, masked=svc.policy.mask_personal_data) from None
+        # Not chained to the error it reports: Celery shows a failure's traceback (the
+        # result backend), and the error's message may quote input (a provider's 4xx).
+        ended = CommandRejected if rejected else CommandFailed
+        raise ended.of(body, masked=svc.policy.mask_personal_data) from None
 
     def _wait_for_budget(
         self, svc: Application, command_id: str, waiting: RateLimited

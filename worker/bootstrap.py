@@ -99,6 +99,7 @@ class Services:
             command_retention=CommandRetention(
                 succeeded_for=timedelta(days=settings.command_retention_days),
                 failed_for=timedelta(days=settings.failed_command_retention_days),
+                rejected_for=timedelta(days=settings.rejected_command_retention_days),
                 batch_size=settings.command_retention_batch,
                 max_batches_per_sweep=settings.command_retention_max_batches,
             ),

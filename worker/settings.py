@@ -143,6 +143,12 @@ class Settings(BaseSettings):
         description="A failed command is kept this many days after it failed, for operators "
         "to see and replay (a replay makes it queued again: its age counts from its new run).",
     )
+    rejected_command_retention_days: int = Field(
+        default=7,
+        ge=1,
+        description="A rejected command (the caller's mistake: never replayed, paging nobody) "
+        "is kept this many days after it was rejected.",
+    )
     command_retention_batch: int = Field(
         default=1000,
         ge=1,

@@ -436,7 +436,7 @@ def test_a_tax_id_stripe_rejects_is_a_400_with_stripes_message_and_no_retry(
     assert "body.tax_data[0].id" in violations
     assert "Invalid value for eu_vat" in violations["body.tax_data[0].id"]
     command = api.get(f"/v1beta1/commands/{response.headers['Command-Id']}").json()
-    assert command["status"] == "failed"
+    assert command["status"] == "rejected"
     assert command["attempts"] == 1
     assert "retries" not in command
     # Nothing was created: the organization may try again with a corrected request.

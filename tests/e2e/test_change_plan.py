@@ -464,7 +464,7 @@ def test_a_change_stripe_refuses_fails_clearly_and_the_pending_change_stands(
     assert response.json()["code"] == 3
     assert "inactive" in field_violations(response.json())["plan_change.plan"]
     command = api.get(f"/v1beta1/commands/{response.headers['Command-Id']}").json()
-    assert (command["status"], command["attempts"]) == ("failed", 1)
+    assert (command["status"], command["attempts"]) == ("rejected", 1)
     refused, pending = changes_of(stack, sub.id)
     assert refused.state is ChangeState.SKIPPED
     assert refused.reason is not None
@@ -524,7 +524,7 @@ def test_a_published_change_to_the_current_plan_names_the_commands_plan_field(
     )
 
     record = stack.finished(command_id)
-    assert record.status.value == "failed"
+    assert record.status.value == "rejected"
     assert record.error is not None
     fields = [v["field"] for v in record.error["details"][0]["fieldViolations"]]
     assert fields == ["plan"]
@@ -542,7 +542,7 @@ def test_an_apply_command_for_a_change_not_yet_due_is_refused_and_sends_nothing(
     command_id = publish(stack, "subscriptions.apply_scheduled_change", change_id=scheduled.id)
 
     record = stack.finished(command_id)
-    assert record.status.value == "failed"
+    assert record.status.value == "rejected"
     assert record.error is not None
     assert record.error["code"] == 9  # FAILED_PRECONDITION: not due
     assert stored_change(stack, scheduled.id).state is ChangeState.SCHEDULED

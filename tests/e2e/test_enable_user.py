@@ -60,7 +60,7 @@ def test_an_unknown_user_is_a_404_in_the_spec_error_body(stack: Stack) -> None:
     assert "usr_does_not_exist" in body["message"]
     assert body["details"][0]["@type"] == "type.googleapis.com/google.rpc.ResourceInfo"
     record = stack.command(response.headers["Command-Id"])
-    assert record.status.value == "failed"
+    assert record.status.value == "rejected"
     assert record.attempts == 1, "a not-found outcome must not be retried"
 
 

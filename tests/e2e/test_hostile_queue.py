@@ -218,7 +218,7 @@ def test_a_command_id_reused_with_another_payload_of_the_same_task_is_refused(
     ],
     ids=["nul", "nan", "infinity"],
 )
-def test_a_command_with_values_no_database_keeps_is_journalled_as_failed(
+def test_a_command_with_values_no_database_keeps_is_journalled_as_rejected(
     stack: Stack, publisher: Celery, user_id: object, why: str
 ) -> None:
     command_id = str(uuid.uuid4())
@@ -228,7 +228,7 @@ def test_a_command_with_values_no_database_keeps_is_journalled_as_failed(
     )
 
     record = stack.finished(command_id, timeout=30)
-    assert record.status.value == "failed"
+    assert record.status.value == "rejected"
     assert record.error is not None
     assert record.error["code"] == 3
     [violation] = record.error["details"][0]["fieldViolations"]

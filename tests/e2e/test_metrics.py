@@ -137,7 +137,7 @@ def test_an_enabled_user_is_counted_accepted_by_the_api_and_finished_by_the_work
         ), histogram
 
 
-def test_offline_accounts_and_a_missing_organization_count_succeeded_and_failed(
+def test_offline_accounts_and_a_missing_organization_count_succeeded_and_rejected(
     stack: Stack, worker_metrics: str, beat: str
 ) -> None:
     before = scrape(worker_metrics)
@@ -151,7 +151,7 @@ def test_offline_accounts_and_a_missing_organization_count_succeeded_and_failed(
         )
     assert (created.status_code, missing.status_code) == (200, 404)
 
-    for outcome in ("succeeded", "failed"):
+    for outcome in ("succeeded", "rejected"):
         eventually(
             grew(
                 worker_metrics,
@@ -162,7 +162,19 @@ def test_offline_accounts_and_a_missing_organization_count_succeeded_and_failed(
             ),
             what=f"a {outcome} billing.create_account",
         )
-    assert value(scrape(beat), "billing_failed_commands") >= 1
+    eventually(
+        grew(
+            worker_metrics,
+            "billing_command_errors_total",
+            before,
+            type="billing.create_account",
+            outcome="rejected",
+            code="NOT_FOUND",
+            reason="NOT_FOUND",
+        ),
+        what="the rejection counted by its code and reason",
+    )
+    assert value(scrape(beat), "billing_rejected_commands") >= 1
 
 
 def test_an_online_account_counts_its_stripe_request_and_budget_call(
@@ -307,6 +319,7 @@ def test_beat_serves_every_queue_depth_changes_by_state_and_the_oldest_due_chang
         assert ("billing_scheduled_changes", frozenset({("state", state.value)})) in samples
     assert ("billing_oldest_due_change_age_seconds", frozenset()) in samples
     assert ("billing_failed_commands", frozenset()) in samples
+    assert ("billing_rejected_commands", frozenset()) in samples
     assert ("billing_pending_accounts", frozenset()) in samples
     assert ("billing_oldest_pending_account_age_seconds", frozenset()) in samples
     assert ("billing_stripe_budget_rate", frozenset({("kind", "write")})) in samples

@@ -73,7 +73,7 @@ def test_an_invalid_message_is_rejected_once_with_its_reason_recorded(
     command_id = str(uuid.uuid4())
     publisher.send_task("users.enable", kwargs={"command_id": command_id, **kwargs}, queue="users")
     record = stack.finished(command_id)
-    assert record.status.value == "failed"
+    assert record.status.value == "rejected"
     assert record.attempts == 1
     assert record.error is not None
     assert record.error["code"] == 3
@@ -85,7 +85,7 @@ def test_positional_arguments_are_rejected(stack: Stack, publisher: Celery) -> N
     task_id = str(uuid.uuid4())
     publisher.send_task("users.enable", args=["usr_1"], task_id=task_id, queue="users")
     record = stack.finished(task_id)
-    assert record.status.value == "failed"
+    assert record.status.value == "rejected"
     assert record.error is not None
     assert record.error["code"] == 3
 
@@ -150,7 +150,7 @@ def test_a_tax_id_stripe_rejects_names_the_commands_field_not_the_http_requests(
 
     record = stack.finished(command_id)
 
-    assert record.status.value == "failed"
+    assert record.status.value == "rejected"
     assert record.error is not None
     fields = [v["field"] for v in record.error["details"][0]["fieldViolations"]]
     assert fields == ["account.tax_data[0].id"]

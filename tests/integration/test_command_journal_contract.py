@@ -94,6 +94,42 @@ def test_a_failed_command_returns_its_error_on_redelivery(journal: Journal) -> N
     )
 
 
+def test_a_rejected_command_returns_its_error_on_redelivery(journal: Journal) -> None:
+    log = journal.port
+    log.begin("c1", ENABLE, payload("c1"), source="queue")
+    log.reject("c1", {"code": 5, "message": "gone", "details": []})
+
+    finished = log.begin("c1", ENABLE, payload("c1"), source="queue")
+
+    assert finished is not None
+    assert (finished.status, finished.error) == (
+        CommandStatus.REJECTED,
+        {"code": 5, "message": "gone", "details": []},
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("fail", "reject"), ("reject", "fail"), ("reject", "reject")],
+)
+def test_an_outcome_is_recorded_once_whichever_delivery_ends_the_command_second(
+    journal: Journal, first: str, second: str
+) -> None:
+    log = journal.port
+    log.begin("c1", ENABLE, payload("c1"), source="queue")
+    getattr(log, first)("c1", {"code": 5, "message": "first", "details": []})
+    getattr(log, second)("c1", {"code": 14, "message": "second", "details": []})
+
+    finished = log.begin("c1", ENABLE, payload("c1"), source="queue")
+
+    assert finished is not None
+    expected = CommandStatus.FAILED if first == "fail" else CommandStatus.REJECTED
+    assert (finished.status, finished.error) == (
+        expected,
+        {"code": 5, "message": "first", "details": []},
+    )
+
+
 def test_a_running_command_is_in_progress_until_its_lease_is_over(journal: Journal) -> None:
     log = journal.port
     log.begin("c1", ENABLE, payload("c1"), source="queue")
@@ -163,8 +199,10 @@ def finish(journal: Journal, command_id: str, status: CommandStatus) -> None:
     log.begin(command_id, ENABLE, payload(command_id), source="queue")
     if status is CommandStatus.SUCCEEDED:
         log.succeed(command_id, {"ok": True})
+    elif status is CommandStatus.REJECTED:
+        log.reject(command_id, {"code": 5, "message": "gone", "details": []})
     else:
-        log.fail(command_id, {"code": 5, "message": "gone", "details": []})
+        log.fail(command_id, {"code": 14, "message": "down", "details": []})
 
 
 def is_recorded(journal: Journal, command_id: str) -> bool:
@@ -182,18 +220,24 @@ def test_pruning_deletes_only_the_commands_finished_in_the_status_before_the_cut
 ) -> None:
     finish(journal, "old-ok", CommandStatus.SUCCEEDED)
     finish(journal, "old-failed", CommandStatus.FAILED)
+    finish(journal, "old-rejected", CommandStatus.REJECTED)
     journal.clock.advance(timedelta(days=1))
     cutoff = journal.clock.now()
     finish(journal, "new-ok", CommandStatus.SUCCEEDED)
+    finish(journal, "new-rejected", CommandStatus.REJECTED)
 
     counted = journal.port.count_finished(CommandStatus.SUCCEEDED, cutoff)
     deleted = journal.port.prune_finished(CommandStatus.SUCCEEDED, cutoff, 100)
+    rejected = journal.port.count_finished(CommandStatus.REJECTED, cutoff)
+    deleted_rejected = journal.port.prune_finished(CommandStatus.REJECTED, cutoff, 100)
 
-    assert (counted, deleted) == (1, 1)
+    assert (counted, deleted, rejected, deleted_rejected) == (1, 1, 1, 1)
     assert journal.port.count_finished(CommandStatus.SUCCEEDED, cutoff) == 0
     assert not is_recorded(journal, "old-ok")
+    assert not is_recorded(journal, "old-rejected")
     assert is_recorded(journal, "old-failed")
     assert is_recorded(journal, "new-ok")
+    assert is_recorded(journal, "new-rejected")
 
 
 def test_pruning_takes_the_oldest_first_and_at_most_the_limit(journal: Journal) -> None:
@@ -224,7 +268,7 @@ def test_a_command_that_has_not_finished_is_never_pruned(
         journal.port.prune_finished(status, journal.clock.now(), 100)
     deleted = sum(
         journal.port.prune_finished(finished, journal.clock.now(), 100)
-        for finished in (CommandStatus.SUCCEEDED, CommandStatus.FAILED)
+        for finished in (CommandStatus.SUCCEEDED, CommandStatus.FAILED, CommandStatus.REJECTED)
     )
 
     assert deleted == 0

@@ -58,7 +58,9 @@ class Retention:
         if status is CommandStatus.SUCCEEDED:
             self.log.succeed(command_id, {})
         elif status is CommandStatus.FAILED:
-            self.log.fail(command_id, {"code": 5, "message": "gone", "details": []})
+            self.log.fail(command_id, {"code": 14, "message": "down", "details": []})
+        elif status is CommandStatus.REJECTED:
+            self.log.reject(command_id, {"code": 5, "message": "gone", "details": []})
         elif status is CommandStatus.RETRYING:
             self.log.retrying(command_id, {"code": 14, "message": "down", "details": []})
         elif status is CommandStatus.WAITING:
@@ -109,6 +111,30 @@ def test_old_succeeded_and_expired_failed_commands_go_and_every_other_stays(
     assert log.kept(succeeded_31_days_ago, failed_91_days_ago) == [False, False]
     assert log.kept(succeeded_2_days_ago, failed_31_days_ago) == [True, True]
     assert log.kept(*unfinished_91_days_ago) == [True] * 4
+
+
+def test_rejected_commands_go_after_their_own_shorter_retention(
+    retention: Callable[..., Retention],
+) -> None:
+    log = retention(rejected_command_retention_days=3)
+    rejected_4_days_ago = log.run(CommandStatus.REJECTED)
+    failed_4_days_ago = log.run(CommandStatus.FAILED)
+    log.clock.advance(timedelta(days=2))
+    rejected_2_days_ago = log.run(CommandStatus.REJECTED)
+    log.clock.advance(timedelta(days=2))
+
+    report = prune_command_log(log.app)
+
+    assert [(part.status, part.count) for part in report.pruned] == [
+        (CommandStatus.SUCCEEDED, 0),
+        (CommandStatus.FAILED, 0),
+        (CommandStatus.REJECTED, 1),
+    ]
+    assert log.kept(rejected_4_days_ago, rejected_2_days_ago, failed_4_days_ago) == [
+        False,
+        True,
+        True,
+    ]
 
 
 def test_a_replayed_failed_command_is_kept_until_its_new_run_is_old(
@@ -194,8 +220,8 @@ def transactions(retention: Callable[..., Retention]) -> Iterator[Callable[[str]
 def test_more_candidates_than_a_batch_are_deleted_in_batches_each_its_own_commit(
     retention: Callable[..., Retention], transactions: Callable[[str], Transactions]
 ) -> None:
-    log = retention(command_retention_batch=2, command_retention_max_batches=2)
-    commands = [log.run(CommandStatus.SUCCEEDED) for _ in range(5)]
+    log = retention(command_retention_batch=2, command_retention_max_batches=3)
+    commands = [log.run(CommandStatus.SUCCEEDED) for _ in range(7)]
     log.clock.advance(timedelta(days=31))
     seen = transactions(log.url)
 
@@ -203,12 +229,12 @@ def test_more_candidates_than_a_batch_are_deleted_in_batches_each_its_own_commit
     left_after_the_first = log.kept(*commands)
     second_sweep = prune_command_log(log.app)
 
-    assert (first_sweep.total, first_sweep.batches, first_sweep.complete) == (4, 2, False)
-    assert left_after_the_first == [False] * 4 + [True]
-    assert (second_sweep.total, second_sweep.batches, second_sweep.complete) == (1, 2, True)
-    # Each batch was one DELETE in a transaction of its own (the last found none left).
-    assert [statements.count("DELETE") for statements in seen.with_a_delete()] == [1, 1, 1, 1]
-    assert log.kept(*commands) == [False] * 5
+    assert (first_sweep.total, first_sweep.batches, first_sweep.complete) == (6, 3, False)
+    assert left_after_the_first == [False] * 6 + [True]
+    assert (second_sweep.total, second_sweep.batches, second_sweep.complete) == (1, 3, True)
+    # Each batch was one DELETE in a transaction of its own (failed and rejected found none).
+    assert [statements.count("DELETE") for statements in seen.with_a_delete()] == [1] * 6
+    assert log.kept(*commands) == [False] * 7
 
 
 def billing_worker(*args: str, url: str) -> subprocess.CompletedProcess[str]:
@@ -228,7 +254,11 @@ def test_an_operator_counts_with_a_dry_run_then_prunes_from_the_command_line(
     retention: Callable[..., Retention],
 ) -> None:
     log = retention()  # its clock stands long before the real one
-    old = [log.run(CommandStatus.SUCCEEDED), log.run(CommandStatus.FAILED)]
+    old = [
+        log.run(CommandStatus.SUCCEEDED),
+        log.run(CommandStatus.FAILED),
+        log.run(CommandStatus.REJECTED),
+    ]
     log.clock.advance(SystemClock().now() - log.clock.now() - timedelta(days=1))
     recent = log.run(CommandStatus.SUCCEEDED)
 
@@ -237,12 +267,13 @@ def test_an_operator_counts_with_a_dry_run_then_prunes_from_the_command_line(
     pruned = billing_worker("commands", "prune", url=log.url)
 
     assert dry_run.returncode == 0, dry_run.stderr
-    assert dry_run.stdout.startswith("would prune 2 commands: 1 succeeded before ")
+    assert dry_run.stdout.startswith("would prune 3 commands: 1 succeeded before ")
     assert ", 1 failed before " in dry_run.stdout
-    assert kept_by_the_dry_run == [True, True]
+    assert ", 1 rejected before " in dry_run.stdout
+    assert kept_by_the_dry_run == [True, True, True]
     assert pruned.returncode == 0, pruned.stderr
-    assert pruned.stdout.startswith("pruned 2 commands: 1 succeeded before ")
-    assert log.kept(*old, recent) == [False, False, True]
+    assert pruned.stdout.startswith("pruned 3 commands: 1 succeeded before ")
+    assert log.kept(*old, recent) == [False, False, False, True]
 
 
 def test_on_postgresql_a_command_another_transaction_holds_is_left_for_a_later_sweep(

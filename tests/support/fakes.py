@@ -1164,10 +1164,23 @@ class FakeCommandJournal:
 
     def fail(self, command_id: str, error: dict[str, Any], events: Sequence[Event] = ()) -> None:
         self._maybe_fail("fail")
+        self._end_in_error(command_id, CommandStatus.FAILED, error, events)
+
+    def reject(self, command_id: str, error: dict[str, Any], events: Sequence[Event] = ()) -> None:
+        self._maybe_fail("reject")
+        self._end_in_error(command_id, CommandStatus.REJECTED, error, events)
+
+    def _end_in_error(
+        self,
+        command_id: str,
+        status: CommandStatus,
+        error: dict[str, Any],
+        events: Sequence[Event],
+    ) -> None:
         entry = self.entries.get(command_id)
         if entry is not None and entry.status.is_terminal:
             return  # finished by another delivery first, as SqlCommandLog
-        self._finish(command_id, CommandStatus.FAILED, error=error)
+        self._finish(command_id, status, error=error)
         if events and self.outbox is not None:
             # The real log writes them in the outcome's transaction.
             with self.outbox.unit_of_work() as uow:

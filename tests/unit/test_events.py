@@ -239,7 +239,7 @@ def test_every_written_event_reads_back_as_its_catalog_type(app: FakeApplication
         assert event.model_dump(mode="json") == document
 
 
-# --- a failed command -------------------------------------------------------------------------
+# --- a rejected or failed command -------------------------------------------------------------
 
 
 @pytest.fixture
@@ -266,17 +266,32 @@ def run(worker: CommandApp, task_name: str, **kwargs: Any) -> dict[str, Any]:
         task.pop_request()
 
 
-def test_a_failed_command_is_an_event_carrying_its_error_and_is_relayed_at_once(
+def test_a_rejected_command_is_an_event_carrying_its_error_and_is_relayed_at_once(
     worker: CommandApp, app: FakeApplication
 ) -> None:
     with pytest.raises(Exception, match=r"usr_nobody"):
         run(worker, EnableUser.TASK_NAME, command_id="e1", user_id="usr_nobody")
 
+    (rejected,) = outbox(app)
+    assert rejected["type"] == "command.rejected"
+    assert rejected["subject"] == {"type": "command", "id": "e1"}
+    assert rejected["data"]["command_type"] == "users.enable"
+    assert rejected["data"]["error"]["code"] == 5
+    assert app.stream.types == ["command.rejected"]
+
+
+def test_a_failed_command_is_an_event_of_its_own_type_carrying_its_error(
+    worker: CommandApp, app: FakeApplication
+) -> None:
+    app.db.fail_next_commits(1, RuntimeError("a bug"))
+
+    with pytest.raises(Exception, match=r"internal error"):
+        run(worker, EnableUser.TASK_NAME, command_id="e1", user_id="usr_1")
+
     (failed,) = outbox(app)
     assert failed["type"] == "command.failed"
     assert failed["subject"] == {"type": "command", "id": "e1"}
-    assert failed["data"]["command_type"] == "users.enable"
-    assert failed["data"]["error"]["code"] == 5
+    assert failed["data"]["error"]["code"] == 13
     assert app.stream.types == ["command.failed"]
 
 

@@ -252,6 +252,7 @@ def sample_events() -> list[Event]:
             "command_type": "users.enable",
             "status": "retrying",
         },
+        "command.rejected": {"command_id": "c1", "command_type": "users.enable", "error": {}},
     }
     events: list[Event] = []
     for name, kind in EVENT_TYPES.items():

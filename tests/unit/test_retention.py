@@ -34,20 +34,27 @@ def run(app: FakeApplication, command_id: str, status: CommandStatus) -> None:
     if status is CommandStatus.SUCCEEDED:
         app.commands.succeed(command_id, {})
     elif status is CommandStatus.FAILED:
-        app.commands.fail(command_id, {"code": 5, "message": "gone", "details": []})
+        app.commands.fail(command_id, {"code": 14, "message": "down", "details": []})
+    elif status is CommandStatus.REJECTED:
+        app.commands.reject(command_id, {"code": 5, "message": "gone", "details": []})
     elif status is CommandStatus.RETRYING:
         app.commands.retrying(command_id, {"code": 14, "message": "down", "details": []})
     elif status is CommandStatus.WAITING:
         app.commands.waiting(command_id, 1.0)
 
 
-def test_succeeded_commands_go_after_30_days_and_failed_ones_after_90() -> None:
+def test_succeeded_commands_go_after_30_days_failed_ones_after_90_and_rejected_after_7() -> None:
     app = an_app()
     run(app, "failed-91-days-ago", CommandStatus.FAILED)
     app.clock.advance(timedelta(days=60))
     run(app, "succeeded-31-days-ago", CommandStatus.SUCCEEDED)
     run(app, "failed-31-days-ago", CommandStatus.FAILED)
-    app.clock.advance(timedelta(days=29))
+    run(app, "rejected-31-days-ago", CommandStatus.REJECTED)
+    app.clock.advance(timedelta(days=23))
+    run(app, "rejected-8-days-ago", CommandStatus.REJECTED)
+    app.clock.advance(timedelta(days=2))
+    run(app, "rejected-6-days-ago", CommandStatus.REJECTED)
+    app.clock.advance(timedelta(days=4))
     run(app, "succeeded-2-days-ago", CommandStatus.SUCCEEDED)
     app.clock.advance(timedelta(days=2))
 
@@ -57,9 +64,14 @@ def test_succeeded_commands_go_after_30_days_and_failed_ones_after_90() -> None:
     assert [(part.status, part.count) for part in due] == [
         (CommandStatus.SUCCEEDED, 1),
         (CommandStatus.FAILED, 1),
+        (CommandStatus.REJECTED, 2),
     ]
-    assert (report.total, report.complete) == (2, True)
-    assert sorted(app.commands.entries) == ["failed-31-days-ago", "succeeded-2-days-ago"]
+    assert (report.total, report.complete) == (4, True)
+    assert sorted(app.commands.entries) == [
+        "failed-31-days-ago",
+        "rejected-6-days-ago",
+        "succeeded-2-days-ago",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -91,17 +103,17 @@ def test_a_replayed_failed_command_counts_its_age_from_its_new_run() -> None:
 
 
 def test_a_sweep_deletes_in_batches_and_leaves_the_rest_to_the_next_past_its_budget() -> None:
-    app = an_app(batch_size=2, max_batches=2)
-    for number in range(5):
+    app = an_app(batch_size=2, max_batches=3)
+    for number in range(7):
         run(app, f"c{number}", CommandStatus.SUCCEEDED)
     app.clock.advance(timedelta(days=31))
 
     first = prune_command_log(app)
     second = prune_command_log(app)
 
-    assert (first.total, first.complete, first.batches) == (4, False, 2)
+    assert (first.total, first.complete, first.batches) == (6, False, 3)
     assert (second.total, second.complete) == (1, True)
-    assert app.commands.prunes == [2, 2, 1, 0]
+    assert app.commands.prunes == [2, 2, 2, 1, 0, 0]
     assert app.commands.entries == {}
 
 
@@ -115,7 +127,7 @@ def test_an_operator_prunes_until_done_whatever_the_budget() -> None:
     report = prune_command_log(app, until_done=True)
 
     assert (report.total, report.complete) == (10, True)
-    assert app.commands.prunes == [2, 2, 1, 2, 2, 1]
+    assert app.commands.prunes == [2, 2, 1, 2, 2, 1, 0]
 
 
 def test_beat_prunes_the_command_log_hourly_on_the_maintenance_queue(
@@ -139,6 +151,7 @@ def test_beat_prunes_the_command_log_hourly_on_the_maintenance_queue(
     assert (
         settings.command_retention_days,
         settings.failed_command_retention_days,
+        settings.rejected_command_retention_days,
         settings.command_retention_batch,
         settings.command_retention_max_batches,
-    ) == (30, 90, 1000, 100)
+    ) == (30, 90, 7, 1000, 100)

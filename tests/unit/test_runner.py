@@ -9,6 +9,8 @@ request is marked eager, as ``Task.apply`` marks it, so that a retry is raised a
 
 from __future__ import annotations
 
+import json
+import pickle
 import traceback
 from collections.abc import Iterator
 from dataclasses import replace
@@ -16,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from billiard.einfo import ExceptionInfo
 from celery import Task
 from celery.exceptions import Retry
 
@@ -26,7 +29,7 @@ from domain.billing import BillingAccountState, CreateBillingAccount
 from domain.errors import ErrorCode, InvalidArgument, TransientError
 from domain.messages import CommandStatus
 from domain.users import EnableUser, UserState
-from tasks.base import CommandFailed
+from tasks.base import CommandFailed, CommandRejected
 from tasks.runtime import CommandApp
 from tests.support.fakes import (
     DEFAULT_RUNNER_POLICY,
@@ -156,14 +159,14 @@ def test_a_finished_command_delivered_again_replays_its_outcome_without_running(
     assert (entry.attempts, entry.finished_at) == (1, finished_at)  # nothing ran again
 
 
-def test_a_failed_command_delivered_again_fails_again_with_its_recorded_error(
+def test_a_rejected_command_delivered_again_is_rejected_again_with_its_recorded_error(
     worker: CommandApp, app: FakeApplication
 ) -> None:
-    with pytest.raises(CommandFailed) as first:
+    with pytest.raises(CommandRejected) as first:
         deliver(worker, ENABLE, command_id="c1", user_id="usr_missing")
     app.db.seed(a_user("usr_missing"))  # the user exists now: the outcome stands
 
-    with pytest.raises(CommandFailed) as again:
+    with pytest.raises(CommandRejected) as again:
         deliver(worker, ENABLE, command_id="c1", user_id="usr_missing")
 
     assert again.value.error == first.value.error
@@ -174,49 +177,49 @@ def test_a_failed_command_delivered_again_fails_again_with_its_recorded_error(
 # --- failures that end the command ------------------------------------------------------------
 
 
-def test_a_command_error_fails_the_command_at_once_without_a_retry(
+def test_a_callers_mistake_rejects_the_command_at_once_without_a_retry(
     worker: CommandApp, app: FakeApplication
 ) -> None:
-    with pytest.raises(CommandFailed) as failed:
+    with pytest.raises(CommandRejected) as rejected:
         deliver(worker, ENABLE, command_id="c1", user_id="usr_missing")
 
     entry = app.commands["c1"]
-    assert failed.value.error["code"] == ErrorCode.NOT_FOUND
+    assert rejected.value.error["code"] == ErrorCode.NOT_FOUND
     assert (entry.status, entry.error, entry.retries) == (
-        CommandStatus.FAILED,
-        failed.value.error,
+        CommandStatus.REJECTED,
+        rejected.value.error,
         [],
     )
 
 
-def test_an_invalid_message_fails_naming_the_field(
+def test_an_invalid_message_is_rejected_naming_the_field(
     worker: CommandApp, app: FakeApplication
 ) -> None:
-    with pytest.raises(CommandFailed) as failed:
+    with pytest.raises(CommandRejected) as rejected:
         deliver(worker, ENABLE, command_id="c1", user_id="not a valid id")
 
-    violations = failed.value.error["details"][0]["fieldViolations"]
-    assert failed.value.error["code"] == ErrorCode.INVALID_ARGUMENT
+    violations = rejected.value.error["details"][0]["fieldViolations"]
+    assert rejected.value.error["code"] == ErrorCode.INVALID_ARGUMENT
     assert [violation["field"] for violation in violations] == ["user_id"]
-    assert app.commands["c1"].status is CommandStatus.FAILED
+    assert app.commands["c1"].status is CommandStatus.REJECTED
 
 
 def test_positional_arguments_are_refused(worker: CommandApp, app: FakeApplication) -> None:
-    with pytest.raises(CommandFailed) as failed:
+    with pytest.raises(CommandRejected) as rejected:
         deliver(worker, ENABLE, "usr_1", command_id="c1")
 
-    assert failed.value.error["details"][0]["fieldViolations"][0]["field"] == "args"
+    assert rejected.value.error["details"][0]["fieldViolations"][0]["field"] == "args"
     assert app.db.row("users", "usr_1").state is UserState.DISABLED
 
 
-def test_values_no_database_keeps_are_journalled_escaped_and_fail_the_command(
+def test_values_no_database_keeps_are_journalled_escaped_and_reject_the_command(
     worker: CommandApp, app: FakeApplication
 ) -> None:
-    with pytest.raises(CommandFailed) as failed:
+    with pytest.raises(CommandRejected) as failed:
         deliver(worker, ENABLE, command_id="c1", user_id="usr\x001")
 
     entry = app.commands["c1"]
-    assert entry.status is CommandStatus.FAILED
+    assert entry.status is CommandStatus.REJECTED
     assert entry.payload["user_id"] == "usr\\u00001"
     assert failed.value.error["details"][0]["fieldViolations"][0]["field"] == "user_id"
 
@@ -338,7 +341,7 @@ def test_a_command_id_reused_for_another_command_is_refused_and_the_first_stands
 ) -> None:
     enable(worker, "c1")
 
-    with pytest.raises(CommandFailed) as refused:
+    with pytest.raises(CommandRejected) as refused:
         deliver(
             worker,
             CREATE,
@@ -367,7 +370,7 @@ def test_a_command_id_reused_with_another_payload_of_the_same_task_is_refused(
     enable(worker, "c1")
     app.db.seed(a_user("usr_2"))
 
-    with pytest.raises(CommandFailed) as refused:
+    with pytest.raises(CommandRejected) as refused:
         deliver(worker, ENABLE, command_id="c1", user_id="usr_2")
 
     assert reason_of(refused.value.error) == "COMMAND_ID_REUSED"
@@ -381,7 +384,7 @@ def test_a_reused_id_is_refused_even_when_its_dead_letter_cannot_be_kept(
     app.dead.fail_next(ConnectionError("redis is down"))
     app.db.seed(a_user("usr_2"))
 
-    with pytest.raises(CommandFailed) as refused:
+    with pytest.raises(CommandRejected) as refused:
         deliver(worker, ENABLE, command_id="c1", user_id="usr_2")
 
     assert reason_of(refused.value.error) == "COMMAND_ID_REUSED"
@@ -412,18 +415,18 @@ def test_a_journal_that_breaks_at_the_start_for_another_reason_raises_it(
         enable(worker)
 
 
-def test_a_failure_that_cannot_be_recorded_is_retried_rather_than_lost(
+def test_a_rejection_that_cannot_be_recorded_is_retried_rather_than_lost(
     worker: CommandApp, app: FakeApplication
 ) -> None:
-    app.commands.fail_next("fail", DatabaseUnavailable("connection lost"))
+    app.commands.fail_next("reject", DatabaseUnavailable("connection lost"))
 
     with pytest.raises(Retry):
         deliver(worker, ENABLE, command_id="c1", user_id="usr_missing")
     app.clock.advance(timedelta(minutes=11))  # the first delivery's lease is over
-    with pytest.raises(CommandFailed):
+    with pytest.raises(CommandRejected):
         deliver(worker, ENABLE, command_id="c1", user_id="usr_missing", retries=1)
 
-    assert app.commands["c1"].status is CommandStatus.FAILED
+    assert app.commands["c1"].status is CommandStatus.REJECTED
 
 
 def test_a_success_that_cannot_be_recorded_is_run_again_and_recorded_without_a_second_effect(
@@ -441,10 +444,10 @@ def test_a_success_that_cannot_be_recorded_is_run_again_and_recorded_without_a_s
     assert len(app.provider.calls_of("create_customer")) == 1
 
 
-def test_a_failure_record_that_breaks_for_another_reason_raises_it(
+def test_a_rejection_record_that_breaks_for_another_reason_raises_it(
     worker: CommandApp, app: FakeApplication
 ) -> None:
-    app.commands.fail_next("fail", RuntimeError("schema mismatch"))
+    app.commands.fail_next("reject", RuntimeError("schema mismatch"))
 
     with pytest.raises(RuntimeError, match="schema mismatch"):
         deliver(worker, ENABLE, command_id="c1", user_id="usr_missing")
@@ -484,7 +487,7 @@ def test_the_task_returns_the_result_masked_while_the_command_log_keeps_it_whole
     assert create_account(worker) == shown  # a replay shows the same
 
 
-def test_a_failed_command_s_message_is_masked_and_its_error_whole(
+def test_a_rejected_command_s_message_is_masked_and_its_error_whole(
     worker: CommandApp, app: FakeApplication
 ) -> None:
     app.provider.fail_next(
@@ -495,14 +498,80 @@ def test_a_failed_command_s_message_is_masked_and_its_error_whole(
         ),
     )
 
-    with pytest.raises(CommandFailed) as failed:
+    with pytest.raises(CommandRejected) as failed:
         create_account(worker)
 
     assert "billing@acme.example" not in str(failed.value)
     assert "b***@acme.example" in str(failed.value)
     shown_traceback = "".join(traceback.format_exception(failed.value))
     assert "billing@acme.example" not in shown_traceback
+    assert "billing@acme.example" not in repr(failed.value)
     assert "billing@acme.example" in failed.value.error["message"]
+
+
+def test_a_rejection_shows_as_one_readable_line_with_its_code_reason_message_and_field(
+    worker: CommandApp, app: FakeApplication
+) -> None:
+    app.provider.fail_next(
+        "create_customer",
+        InvalidArgument.for_fields(
+            "the billing provider rejected the request: Invalid email",
+            [("account.email", "Invalid email")],
+        ),
+    )
+
+    with pytest.raises(CommandRejected) as rejected:
+        create_account(worker)
+
+    assert repr(rejected.value) == (
+        "CommandRejected(INVALID_ARGUMENT (3): the billing provider rejected the request: "
+        "Invalid email; account.email: Invalid email)"
+    )
+
+
+def test_what_the_result_backend_keeps_of_a_rejection_is_its_masked_error_body_as_json(
+    worker: CommandApp, app: FakeApplication
+) -> None:
+    with pytest.raises(CommandRejected) as rejected:
+        deliver(worker, ENABLE, command_id="c1", user_id="usr_missing")
+
+    # A queue publisher reads the exception's arguments (Celery's JSON result backend).
+    (shown,) = rejected.value.args
+    assert json.loads(shown) == app.commands["c1"].error
+
+
+def test_a_rejection_crosses_between_processes_whole_as_celery_pickles_it(
+    worker: CommandApp, app: FakeApplication
+) -> None:
+    with pytest.raises(CommandRejected) as rejected:
+        deliver(worker, ENABLE, command_id="c1", user_id="usr_missing")
+
+    crossed = pickle.loads(pickle.dumps(rejected.value))  # noqa: S301 - our own bytes, as Celery does
+
+    assert type(crossed) is CommandRejected
+    assert crossed.args == rejected.value.args
+    assert crossed.error == rejected.value.error
+    assert repr(crossed) == repr(rejected.value)
+    assert repr(crossed).startswith("CommandRejected(NOT_FOUND (5): user 'usr_missing' not found")
+
+
+def test_a_failure_the_runner_decided_hands_no_traceback_to_the_task_failed_event(
+    worker: CommandApp, app: FakeApplication
+) -> None:
+    task: Task[Any, Any] = worker.tasks[ENABLE]
+    for ended in (
+        CommandRejected.of({"code": 5, "message": "user 'u' not found", "details": []}),
+        CommandFailed.of({"code": 14, "message": "gave up after 4 attempts", "details": []}),
+    ):
+        try:
+            raise ended
+        except CommandFailed:
+            einfo = ExceptionInfo()
+        assert einfo.traceback  # what Celery formatted from the runner's frames
+
+        task.on_failure(ended, "task-1", (), {}, einfo)
+
+        assert einfo.traceback is None
 
 
 def test_with_masking_off_the_task_returns_the_whole_result() -> None:

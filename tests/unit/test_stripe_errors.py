@@ -7,7 +7,16 @@ from typing import Any
 import pytest
 import stripe  # noqa: TID251 - the adapter's inputs are the SDK's own exceptions
 
-from domain.errors import ErrorCode, Internal, InvalidArgument, TransientError, Unavailable
+from domain.errors import (
+    CommandError,
+    ErrorCode,
+    Internal,
+    InvalidArgument,
+    TransientError,
+    Unavailable,
+)
+from domain.messages import CommandStatus
+from domain.outcomes import ended_as
 from worker.provider.stripe_adapter import STRIPE_API_VERSION, translate
 from worker.provider.stripe_fields import (
     field_for_param,
@@ -35,7 +44,7 @@ def stripe_error(
         "headers": headers or {},
         "code": code,
     }
-    if issubclass(kind, stripe.InvalidRequestError):
+    if issubclass(kind, stripe.InvalidRequestError | stripe.CardError):
         return kind(message, param, **common)
     return kind(message, **common)
 
@@ -177,3 +186,30 @@ def test_the_pinned_stripe_api_version_is_the_one_the_sdk_is_written_for() -> No
     # An SDK upgrade that moves its version fails here: read Stripe's changelog for what
     # changed between the two, then move STRIPE_API_VERSION on purpose.
     assert stripe.api_version == STRIPE_API_VERSION
+
+
+@pytest.mark.parametrize(
+    ("error", "ended"),
+    [
+        (
+            stripe_error(stripe.InvalidRequestError, 400, code="email_invalid", param="email"),
+            CommandStatus.REJECTED,
+        ),
+        (stripe_error(stripe.CardError, 402, code="card_declined"), CommandStatus.REJECTED),
+        (stripe_error(stripe.AuthenticationError, 401), CommandStatus.FAILED),
+        (stripe_error(stripe.PermissionError, 403), CommandStatus.FAILED),
+        (stripe_error(stripe.IdempotencyError, 400), CommandStatus.FAILED),
+        (
+            stripe_error(stripe.APIError, 500, headers={"Stripe-Should-Retry": "false"}),
+            CommandStatus.FAILED,
+        ),
+    ],
+    ids=["4xx-about-the-callers-data", "card-declined", "401", "403", "idempotency", "5xx-final"],
+)
+def test_a_stripe_refusal_of_the_callers_data_is_rejected_and_one_of_ours_failed(
+    error: stripe.StripeError, ended: CommandStatus
+) -> None:
+    translated = translate(error, "create customer")
+
+    assert isinstance(translated, CommandError)
+    assert ended_as(translated.to_body()) is ended

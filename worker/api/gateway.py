@@ -175,6 +175,9 @@ class CommandGateway:
                 )
 
 
+ENDED_IN_ERROR = (CommandStatus.FAILED, CommandStatus.REJECTED)
+
+
 def respond(
     record: CommandRecord,
     render: Render,
@@ -190,7 +193,9 @@ def respond(
     common = {"Command-Id": record.id, **(headers or {})}
     if record.status is CommandStatus.SUCCEEDED:
         return JSONResponse(render(record.result or {}), status_code=200, headers=common)
-    if record.status is CommandStatus.FAILED and record.error is not None:
+    # Rejected (the caller's mistake) or failed (an operator's): answered alike, with the
+    # recorded error body and its code's HTTP status.
+    if record.status in ENDED_IN_ERROR and record.error is not None:
         error = CommandError.from_body(record.error)
         body = {**error.to_body(), "details": in_request_terms(error.details, field_names or {})}
         return JSONResponse(body, status_code=HTTP_STATUS[error.code], headers=common)

@@ -8,11 +8,14 @@ from typing import TYPE_CHECKING
 
 import click
 
+from domain.messages import CommandStatus
+from domain.outcomes import error_line
 from worker.cli.base import DATABASE_ENV, REDIS_ENV, BillingGroup, fail
 from worker.cli.dead_letters import dead_letter_store
 
 if TYPE_CHECKING:
     from tasks.handlers.retention import Pruned
+    from worker.db.commands import CommandRecord
 
 
 @click.group(cls=BillingGroup)
@@ -36,14 +39,12 @@ def commands_show(command_id: str) -> None:
 @commands.command("failed", settings_env=(*DATABASE_ENV, *REDIS_ENV))
 @click.option("--limit", type=int, default=50, show_default=True)
 def commands_failed(limit: int) -> None:
-    """List failed commands, newest first."""
+    """List failed commands, newest first: those an operator acts on (a dependency down for
+    the whole retry budget, an internal error), then replays. A caller's mistake is listed
+    by `commands rejected`."""
     from worker.bootstrap import bootstrap
 
-    for record in bootstrap().commands.list_failed(limit):
-        message = (record.error or {}).get("message", "")
-        click.echo(
-            f"{record.id}  {record.type:<28} {record.updated_at:%Y-%m-%d %H:%M:%S}  {message}"
-        )
+    _list(bootstrap().commands.list_failed(limit), "failed")
     letters = dead_letter_store().count()
     if letters:
         click.echo(
@@ -52,15 +53,49 @@ def commands_failed(limit: int) -> None:
         )
 
 
+@commands.command("rejected", settings_env=DATABASE_ENV)
+@click.option("--limit", type=int, default=50, show_default=True)
+def commands_rejected(limit: int) -> None:
+    """List rejected commands, newest first: the callers' mistakes (invalid, not found, a
+    conflict, not permitted, refused by Stripe for their data). Nobody replays them; they
+    are kept BILLING_REJECTED_COMMAND_RETENTION_DAYS."""
+    from worker.bootstrap import bootstrap
+
+    _list(bootstrap().commands.list_rejected(limit), "rejected")
+
+
+def _list(records: Sequence[CommandRecord], status: str) -> None:
+    if not records:
+        click.echo(f"no {status} commands")
+        return
+    click.echo(f"{'COMMAND':<36}  {'TYPE':<28} {'FINISHED (UTC)':<19}  REASON")
+    for record in records:
+        finished = record.finished_at or record.updated_at
+        click.echo(
+            f"{record.id:<36}  {record.type:<28} {finished:%Y-%m-%d %H:%M:%S}  "
+            f"{error_line(record.error or {})}"
+        )
+
+
 @commands.command("replay", settings_env=(*DATABASE_ENV, *REDIS_ENV))
 @click.argument("command_ids", nargs=-1, required=True)
 def commands_replay(command_ids: tuple[str, ...]) -> None:
-    """Run finished commands again (same command id, so still idempotent)."""
+    """Run finished commands again (same command id, so still idempotent). A rejected
+    command is refused, with its reason: it was the caller's mistake and would be rejected
+    again."""
     from tasks.handlers.outbox import publish_recorded
     from worker.bootstrap import bootstrap
+    from worker.db.commands import not_replayable
 
     services = bootstrap()
     log = services.commands
+    # All or none: every id is checked before the first is replayed (requeue checks again).
+    for command_id in command_ids:
+        found = log.get(command_id)
+        if found is None:
+            fail(f"no command {command_id}")
+        if found.status is CommandStatus.REJECTED:
+            raise not_replayable(found)
     for command_id in command_ids:
         record = log.requeue(command_id)
         if record is None:
@@ -73,6 +108,7 @@ RETENTION_ENV = (
     *DATABASE_ENV,
     "BILLING_COMMAND_RETENTION_DAYS",
     "BILLING_FAILED_COMMAND_RETENTION_DAYS",
+    "BILLING_REJECTED_COMMAND_RETENTION_DAYS",
     "BILLING_COMMAND_RETENTION_BATCH",
 )
 
@@ -82,7 +118,8 @@ RETENTION_ENV = (
 def commands_prune(dry_run: bool) -> None:
     """Delete finished commands older than their retention, as beat's hourly sweep does
     (succeeded after BILLING_COMMAND_RETENTION_DAYS, failed after
-    BILLING_FAILED_COMMAND_RETENTION_DAYS; never a command that has not finished), in
+    BILLING_FAILED_COMMAND_RETENTION_DAYS, rejected after
+    BILLING_REJECTED_COMMAND_RETENTION_DAYS; never a command that has not finished), in
     batches of short transactions, until none is due. Their idempotency keys go with them."""
     from tasks.handlers.retention import due_for_pruning, prune_command_log
     from worker.bootstrap import bootstrap

@@ -11,9 +11,10 @@ from sqlalchemy import CursorResult, delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.errors import CommandIdReused, CommandInProgress
+from domain.errors import CommandIdReused, CommandInProgress, FailedPrecondition, error_info
 from domain.events import Event
 from domain.messages import CommandStatus, command_fingerprint
+from domain.outcomes import error_code, error_line, error_reason
 from domain.ports import Clock
 from domain.retention import PRUNABLE_STATUSES
 from worker.db.events import SqlEventOutbox
@@ -161,12 +162,16 @@ class SqlCommandLog:
             return [CommandRecord.of(row) for row in rows]
 
     def requeue(self, command_id: str) -> CommandRecord | None:
-        """Make a finished command runnable again (an operator's replay)."""
+        """Make a finished command runnable again (an operator's replay). A rejected command
+        is refused (``FailedPrecondition``, reason ``COMMAND_REJECTED``): it was the caller's
+        mistake, and running it again gives the same answer."""
         now = self._clock.now()
         with self._sessions.begin() as session:
             row = session.get(CommandRow, command_id, with_for_update=True)
             if row is None:
                 return None
+            if row.status == CommandStatus.REJECTED.value:
+                raise not_replayable(CommandRecord.of(row))
             row.status = CommandStatus.QUEUED.value
             row.error = None
             row.result = None
@@ -176,10 +181,18 @@ class SqlCommandLog:
             return CommandRecord.of(row)
 
     def list_failed(self, limit: int = 50) -> list[CommandRecord]:
+        """Failed commands (for an operator), newest first."""
+        return self.list_finished(CommandStatus.FAILED, limit)
+
+    def list_rejected(self, limit: int = 50) -> list[CommandRecord]:
+        """Rejected commands (the callers' mistakes), newest first."""
+        return self.list_finished(CommandStatus.REJECTED, limit)
+
+    def list_finished(self, status: CommandStatus, limit: int = 50) -> list[CommandRecord]:
         with self._sessions() as session:
             rows = session.scalars(
                 select(CommandRow)
-                .where(CommandRow.status == CommandStatus.FAILED.value)
+                .where(CommandRow.status == status.value)
                 .order_by(CommandRow.updated_at.desc())
                 .limit(limit)
             ).all()
@@ -251,6 +264,9 @@ class SqlCommandLog:
 
     def fail(self, command_id: str, error: dict[str, Any], events: Sequence[Event] = ()) -> None:
         self._finish(command_id, CommandStatus.FAILED, error=error, events=events)
+
+    def reject(self, command_id: str, error: dict[str, Any], events: Sequence[Event] = ()) -> None:
+        self._finish(command_id, CommandStatus.REJECTED, error=error, events=events)
 
     def retrying(
         self, command_id: str, error: dict[str, Any], retry: dict[str, Any] | None = None
@@ -342,9 +358,23 @@ class SqlCommandLog:
                     outbox.add(event)
         if finished is not None:
             metrics.command_finished(finished.type, status.value, finished.created_at, now, result)
+            if error is not None:
+                metrics.command_ended_in_error(
+                    finished.type, status.value, error_code(error).name, error_reason(error)
+                )
 
 
-_FINISHED = (CommandStatus.SUCCEEDED.value, CommandStatus.FAILED.value)
+_FINISHED = tuple(status.value for status in CommandStatus if status.is_terminal)
+
+
+def not_replayable(record: CommandRecord) -> FailedPrecondition:
+    """The refusal to replay a rejected command, naming why it was rejected."""
+    why = error_line(record.error or {})
+    return FailedPrecondition(
+        f"command {record.id} was rejected ({why}): it was the caller's mistake and would be "
+        "rejected again; the caller sends a corrected command",
+        details=[error_info("COMMAND_REJECTED", command_id=record.id)],
+    )
 
 
 def _refuse_unfinished(status: CommandStatus) -> None:

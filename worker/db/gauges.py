@@ -75,13 +75,16 @@ class SqlSystemFigures:
                 if moment is not None
             ]
             oldest_due = min(candidates) if candidates else None
-            failed = int(
-                session.scalar(
-                    select(func.count())
-                    .select_from(CommandRow)
-                    .where(CommandRow.status == CommandStatus.FAILED.value)
+            failed, rejected = (
+                int(
+                    session.scalar(
+                        select(func.count())
+                        .select_from(CommandRow)
+                        .where(CommandRow.status == status.value)
+                    )
+                    or 0
                 )
-                or 0
+                for status in (CommandStatus.FAILED, CommandStatus.REJECTED)
             )
             deliveries_by_state = _count_by(session, WebhookDeliveryRow.state)
             endpoints_by_state = _count_by(session, WebhookEndpointRow.state)
@@ -102,6 +105,7 @@ class SqlSystemFigures:
             changes_by_state=by_state,
             oldest_due_change=oldest_due,
             failed_commands=failed,
+            rejected_commands=rejected,
             deliveries_by_state=deliveries_by_state,
             endpoints_by_state=endpoints_by_state,
             unpublished_events=unpublished,

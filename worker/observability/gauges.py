@@ -34,6 +34,7 @@ class DatabaseFigures:
     oldest_due_change: datetime | None
     """When the oldest change that is due and not made became due (``None``: none is)."""
     failed_commands: int
+    rejected_commands: int
     deliveries_by_state: Mapping[str, int]
     endpoints_by_state: Mapping[str, int]
     unpublished_events: int
@@ -114,8 +115,16 @@ class SystemCollector(Collector):
         )
         failed_commands = GaugeMetricFamily(
             "billing_failed_commands",
-            "Failed commands waiting for an operator (billing-worker commands failed).",
+            "Failed commands waiting for an operator (billing-worker commands failed); "
+            "rejected ones (the callers' mistakes) are not counted here.",
             value=figures.failed_commands,
+        )
+        rejected_commands = GaugeMetricFamily(
+            "billing_rejected_commands",
+            "Rejected commands in the command log: the callers' mistakes, kept "
+            "BILLING_REJECTED_COMMAND_RETENTION_DAYS, for no operator to act on "
+            "(billing-worker commands rejected; by type and reason: billing_command_errors).",
+            value=figures.rejected_commands,
         )
         deliveries = GaugeMetricFamily(
             "billing_webhook_deliveries",
@@ -160,6 +169,7 @@ class SystemCollector(Collector):
             changes,
             age,
             failed_commands,
+            rejected_commands,
             deliveries,
             endpoints,
             events,

@@ -56,9 +56,16 @@ COMMANDS_ACCEPTED = Counter(
 )
 COMMANDS_FINISHED = Counter(
     "billing_commands_finished",
-    "Commands that reached an outcome (outcome=succeeded|failed); a replayed command counts "
-    "again when it finishes again.",
+    "Commands that reached an outcome (outcome=succeeded|failed|rejected); a replayed command "
+    "counts again when it finishes again.",
     ["type", "outcome"],
+)
+COMMAND_ERRORS = Counter(
+    "billing_command_errors",
+    "Commands that ended without doing their work, by outcome (rejected: the caller's mistake; "
+    "failed: for an operator), gRPC code name and reason (the error's last ErrorInfo reason, "
+    "else the code's name).",
+    ["type", "outcome", "code", "reason"],
 )
 COMMAND_LATENCY = Histogram(
     "billing_command_latency_seconds",
@@ -199,6 +206,11 @@ def command_finished(
         lag = change.get("apply_lag_seconds")
         if isinstance(lag, int | float) and not isinstance(lag, bool):
             APPLY_LAG.observe(max(0.0, float(lag)))
+
+
+def command_ended_in_error(command_type: str, outcome: str, code: str, reason: str) -> None:
+    """Count a rejected or failed command by its code and reason (``domain.outcomes``)."""
+    COMMAND_ERRORS.labels(command_type, outcome, code, reason).inc()
 
 
 # --- exporters ------------------------------------------------------------------------------

@@ -2,12 +2,8 @@
 subject, idempotency key, attempt, outcome and error), for the operator's timeline
 (``billing-worker accounts show``)
 
-Revises 0012: it touches no table another revision changes (0013, the ``rejected`` status of
-commands, is made on another branch; whichever merges second takes the other as its
-down_revision).
-
 Revision ID: 0014
-Revises: 0012
+Revises: 0013
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0014"
-down_revision = "0012"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
