@@ -22,6 +22,7 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - the tests read the emulator's invoices through the SDK
 
+from domain.operator_actions import CreateSubscription
 from domain.plans import Plan
 from domain.scheduled_changes import ChangeState, ScheduledChange
 from domain.subscriptions import SubscriptionState, SubscriptionTerms
@@ -121,11 +122,13 @@ def api(stack: Stack) -> Iterator[httpx.Client]:
 def subscribe(ctx: Services, plan: Plan, terms: SubscriptionTerms | None = None) -> Subscribed:
     account = new_account(ctx)
     subscription = create_subscription(
+        CreateSubscription(
+            org_id=account.org_id,
+            billing_account_id=account.id,
+            plan_ref=plan.name,
+            terms=terms or SubscriptionTerms(),
+        ),
         ctx,
-        org_id=account.org_id,
-        billing_account_id=account.id,
-        plan_ref=plan.name,
-        terms=terms or SubscriptionTerms(),
     )
     return Subscribed(account.org_id, account.id, subscription.id, subscription.provider_id)
 

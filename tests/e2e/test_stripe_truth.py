@@ -13,6 +13,7 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - the tests act as Stripe's dashboard through the SDK
 
+from domain.operator_actions import RegisterStripeEndpoint
 from domain.plans import Plan
 from domain.scheduled_changes import ChangeState
 from domain.subscriptions import SubscriptionState
@@ -62,7 +63,9 @@ def stack(
         system.start_beat()
         system.start_api()
         system.client = system.new_client()
-        register_stripe_endpoint(operator(system), f"{system.api_url}/webhooks/stripe")
+        register_stripe_endpoint(
+            RegisterStripeEndpoint(f"{system.api_url}/webhooks/stripe"), operator(system)
+        )
         with system.stripe as admin:  # Stripe's at-least-once, in no guaranteed order
             admin.duplicate_deliveries(probability=0.5)
             admin.reorder_deliveries(window=2, hold_seconds=0.5)

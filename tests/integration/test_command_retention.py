@@ -17,6 +17,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
 
 from domain.messages import CommandStatus
+from domain.sweeps import PruneCommandLog
 from tasks.handlers.retention import prune_command_log
 from tests.support.fakes import FakeClock
 from worker.bootstrap import Services, build_services
@@ -103,7 +104,7 @@ def test_old_succeeded_and_expired_failed_commands_go_and_every_other_stays(
     succeeded_2_days_ago = log.run(CommandStatus.SUCCEEDED)
     log.clock.advance(timedelta(days=2))
 
-    report = prune_command_log(log.app)
+    report = prune_command_log(PruneCommandLog(), log.app)
 
     assert (report.total, report.complete) == (2, True)
     assert log.kept(succeeded_31_days_ago, failed_91_days_ago) == [False, False]
@@ -119,15 +120,15 @@ def test_a_replayed_failed_command_is_kept_until_its_new_run_is_old(
     log.clock.advance(timedelta(days=100))
 
     log.log.requeue(command_id)
-    prune_command_log(log.app)
+    prune_command_log(PruneCommandLog(), log.app)
     kept_while_queued = log.kept(command_id)
     log.log.begin(command_id, ENABLE, {"user_id": command_id}, source="api")
     log.log.succeed(command_id, {})
     log.clock.advance(timedelta(days=29))
-    prune_command_log(log.app)
+    prune_command_log(PruneCommandLog(), log.app)
     kept_29_days_after_its_new_run = log.kept(command_id)
     log.clock.advance(timedelta(days=2))
-    prune_command_log(log.app)
+    prune_command_log(PruneCommandLog(), log.app)
 
     assert kept_while_queued + kept_29_days_after_its_new_run == [True, True]
     assert log.kept(command_id) == [False]
@@ -143,7 +144,7 @@ def test_the_idempotency_key_of_a_pruned_command_makes_a_new_command(
         log.run(CommandStatus.QUEUED, key=key)
     log.clock.advance(timedelta(days=31))
 
-    prune_command_log(log.app)
+    prune_command_log(PruneCommandLog(), log.app)
     forgotten = log.log.find_by_idempotency_key("cli_1", key)
     second = log.run(CommandStatus.QUEUED, key=key)
     found = log.log.find_by_idempotency_key("cli_1", key)
@@ -199,9 +200,9 @@ def test_more_candidates_than_a_batch_are_deleted_in_batches_each_its_own_commit
     log.clock.advance(timedelta(days=31))
     seen = transactions(log.url)
 
-    first_sweep = prune_command_log(log.app)
+    first_sweep = prune_command_log(PruneCommandLog(), log.app)
     left_after_the_first = log.kept(*commands)
-    second_sweep = prune_command_log(log.app)
+    second_sweep = prune_command_log(PruneCommandLog(), log.app)
 
     assert (first_sweep.total, first_sweep.batches, first_sweep.complete) == (4, 2, False)
     assert left_after_the_first == [False] * 4 + [True]
@@ -256,9 +257,9 @@ def test_on_postgresql_a_command_another_transaction_holds_is_left_for_a_later_s
 
     with session_factory(log.url).begin() as replaying:  # e.g. an operator's replay
         replaying.get(CommandRow, held, with_for_update=True)
-        while_held = prune_command_log(log.app)
+        while_held = prune_command_log(PruneCommandLog(), log.app)
         kept_while_held = log.kept(held, other)
-    afterwards = prune_command_log(log.app)
+    afterwards = prune_command_log(PruneCommandLog(), log.app)
 
     assert (while_held.total, kept_while_held) == (1, [True, False])
     assert (afterwards.total, log.kept(held)) == (1, [False])

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from domain.billing import BillingAccount, BillingDetails, CreateBillingAccount
 from domain.drift import DriftKind
 from domain.errors import TransientError
+from domain.operator_actions import CreatePlan, CreateSubscription, ReportDrift
 from domain.organizations import Organization
 from domain.plans import Plan, PlanSpec
 from domain.rate_budget import BudgetUsage, CallKind, Priority
@@ -127,15 +128,14 @@ class World:
 
     def plan(self, name: str, amount: int = 900) -> Plan:
         spec = PlanSpec(name=f"{name}-{uuid.uuid4().hex[:6]}", amount=amount, currency="usd")
-        return create_plan(self.services, spec)
+        return create_plan(CreatePlan(spec), self.services)
 
     def subscribe(self, account: BillingAccount, plan: Plan, **kwargs: Any) -> Subscription:
         return create_subscription(
+            CreateSubscription(
+                org_id=account.org_id, billing_account_id=account.id, plan_ref=plan.name, **kwargs
+            ),
             self.services,
-            org_id=account.org_id,
-            billing_account_id=account.id,
-            plan_ref=plan.name,
-            **kwargs,
         )
 
     def subscription(self, subscription_id: str) -> Subscription | None:
@@ -472,7 +472,7 @@ def test_the_report_reads_stripe_at_bulk_priority_on_the_shared_budget(
     provider = StripeBillingProvider(EMULATOR_KEY, api_base=emulator.url, budget=budget)
     world.customer_at_stripe(world.pending_account())
 
-    [finding] = drift_report(services_on(world.sessions, provider=provider))
+    [finding] = drift_report(ReportDrift(), services_on(world.sessions, provider=provider))
 
     assert finding.kind is DriftKind.ORPHAN_CUSTOMER
     assert budget.calls == [(CallKind.READ, Priority.BULK)] * 2

@@ -9,6 +9,7 @@ import pytest
 
 from domain.billing import BillingAccount, BillingDetails
 from domain.errors import FailedPrecondition, TransientError
+from domain.operator_actions import CreateSubscription
 from domain.subscriptions import Subscription, SubscriptionTerms
 from tasks.handlers.subscribe import create_subscription
 from tests.support.fakes import FakeApplication, a_plan, an_organization
@@ -37,11 +38,13 @@ def app() -> FakeApplication:
 
 def subscribe(app: FakeApplication, subscription_id: str | None = "sub_1") -> Subscription:
     return create_subscription(
+        CreateSubscription(
+            org_id="org_1",
+            billing_account_id="ba_1",
+            plan_ref="starter",
+            subscription_id=subscription_id,
+        ),
         app,
-        org_id="org_1",
-        billing_account_id="ba_1",
-        plan_ref="starter",
-        subscription_id=subscription_id,
     )
 
 
@@ -119,12 +122,14 @@ def test_a_subscription_recorded_meanwhile_by_an_adoption_is_the_one_returned(
 
 def test_a_creation_with_terms_sends_them_and_our_ids_as_metadata(app: FakeApplication) -> None:
     create_subscription(
+        CreateSubscription(
+            org_id="org_1",
+            billing_account_id="ba_1",
+            plan_ref="starter",
+            subscription_id="sub_1",
+            terms=SubscriptionTerms(trial_days=7),
+        ),
         app,
-        org_id="org_1",
-        billing_account_id="ba_1",
-        plan_ref="starter",
-        subscription_id="sub_1",
-        terms=SubscriptionTerms(trial_days=7),
     )
 
     [call] = app.provider.calls_of("create_subscription")

@@ -14,6 +14,7 @@ from celery.exceptions import Retry
 import tasks.webhooks
 from domain.event_ports import WebhookResponse
 from domain.events import UserEnabledEvent
+from domain.sweeps import RelayEvents
 from domain.webhooks import DeliveryState, WebhookEndpoint
 from tasks.handlers.events import relay_events
 from tasks.runtime import CommandApp
@@ -51,7 +52,7 @@ def a_relayed_event(app: FakeApplication) -> dict[str, Any]:
             UserEnabledEvent.of(a_user(enabled=True), command_id=None, now=app.clock.now())
         )
         uow.commit()
-    relay_events(app)
+    relay_events(RelayEvents(), app)
     [message] = app.published.published
     app.published.published.clear()
     return message.payload

@@ -51,6 +51,7 @@ def subscriptions_create(
 ) -> None:
     """Subscribe a registered billing account to a plan at the provider. To retry a creation
     that failed midway, run it again with the same --id."""
+    from domain.operator_actions import CreateSubscription
     from domain.subscriptions import SubscriptionTerms
     from tasks.handlers.subscribe import create_subscription
 
@@ -60,12 +61,14 @@ def subscriptions_create(
         trial_days=trial_days,
     )
     subscription = create_subscription(
+        CreateSubscription(
+            org_id=org_id,
+            billing_account_id=billing_account_id,
+            plan_ref=plan_ref,
+            terms=terms,
+            subscription_id=subscription_id,
+        ),
         services(),
-        org_id=org_id,
-        billing_account_id=billing_account_id,
-        plan_ref=plan_ref,
-        terms=terms,
-        subscription_id=subscription_id,
     )
     emit(as_json, subscription.to_view(), subscription.id)
 
@@ -75,9 +78,10 @@ def subscriptions_create(
 @as_json_option
 def subscriptions_show(subscription_id: str, as_json: bool) -> None:
     """A subscription: its plan, its period and its plan changes (newest first)."""
+    from domain.operator_actions import ReportSubscription
     from tasks.handlers.subscribe import subscription_report
 
-    report = subscription_report(services(), subscription_id).to_view()
+    report = subscription_report(ReportSubscription(subscription_id), services()).to_view()
     if as_json:
         click.echo(json.dumps(report, indent=2, sort_keys=True))
         return
@@ -146,23 +150,23 @@ def subscriptions_seed_period_end(
 ) -> None:
     """Make COUNT subscriptions, each with a plan change at its period's end: the period-end
     burst (then `billing-worker clock advance 31d` on a local stack makes them all due)."""
+    from domain.operator_actions import SeedPeriodEndChanges
     from tasks.handlers.subscribe import seed_period_end_changes
 
     began = time.monotonic()
-
-    def progress(done: int) -> None:
-        if done % 100 == 0 or done == count:
-            click.echo(f"  {done}/{count} subscriptions ({time.monotonic() - began:.0f}s)")
-
-    change_ids = seed_period_end_changes(
-        services(),
+    seeding = SeedPeriodEndChanges(
         org_id=org_id,
         billing_account_id=billing_account_id,
         plan_ref=plan_ref,
         target_plan_ref=target_plan_ref,
         count=count,
-        progress=progress,
     )
+    change_ids: list[str] = []
+    for change_id in seed_period_end_changes(seeding, services()):
+        change_ids.append(change_id)
+        done = len(change_ids)
+        if done % 100 == 0 or done == count:
+            click.echo(f"  {done}/{count} subscriptions ({time.monotonic() - began:.0f}s)")
     click.echo(
         f"{len(change_ids)} changes from {plan_ref} to {target_plan_ref} scheduled at the end "
         f"of the period; `billing-worker clock advance 31d` makes them due"
