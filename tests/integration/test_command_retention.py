@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from domain.messages import CommandStatus
 from domain.sweeps import PruneCommandLog
 from tasks.handlers.retention import prune_command_log
-from tests.support.fakes import FakeClock
+from tests.support.fakes.clock import FakeClock
 from worker.bootstrap import Services, build_services
 from worker.clock import SystemClock
 from worker.db.commands import SqlCommandLog

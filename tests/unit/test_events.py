@@ -27,7 +27,8 @@ from tasks.handlers.subscriptions import change_subscription_plan
 from tasks.handlers.users import enable_user
 from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK, WEBHOOKS_QUEUE
 from tasks.runtime import CommandApp
-from tests.support.fakes import FakeApplication, a_user, an_organization, subscribed
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import a_user, an_organization, subscribed
 
 DETAILS = BillingDetails(
     name="Ada Lovelace", email="ada@acme.example", phone="+14155550100", tax_data=[]

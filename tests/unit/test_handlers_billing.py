@@ -23,7 +23,8 @@ from domain.errors import (
     TransientError,
 )
 from tasks.handlers.billing import create_billing_account, register_billing_account
-from tests.support.fakes import FakeApplication, an_organization
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import an_organization
 
 DETAILS = BillingDetails(name="Acme", email="billing@acme.example")
 

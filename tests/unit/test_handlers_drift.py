@@ -18,7 +18,8 @@ from tasks.handlers.drift import (
     drift_report,
     link_customer,
 )
-from tests.support.fakes import FakeApplication, a_plan, an_organization
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import a_plan, an_organization
 
 DETAILS = BillingDetails(name="Acme", email="billing@acme.example")
 

@@ -12,7 +12,8 @@ from domain.errors import FailedPrecondition, TransientError
 from domain.operator_actions import CreateSubscription
 from domain.subscriptions import Subscription, SubscriptionTerms
 from tasks.handlers.subscribe import create_subscription
-from tests.support.fakes import FakeApplication, a_plan, an_organization
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import a_plan, an_organization
 
 
 @pytest.fixture

@@ -31,13 +31,8 @@ from domain.sweeps import ClaimDueChanges, PublishDueChanges
 from tasks.handlers.scheduled_changes import apply_scheduled_change, claim_due_changes
 from tasks.handlers.subscriptions import change_subscription_plan, preview_plan_change
 from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY, publish_due_changes
-from tests.support.fakes import (
-    FakeApplication,
-    FakeBillingPolicy,
-    Subscribed,
-    a_plan,
-    subscribed,
-)
+from tests.support.fakes.application import FakeApplication, FakeBillingPolicy
+from tests.support.fakes.data import Subscribed, a_plan, subscribed
 
 DAY = timedelta(days=1)
 SECOND = timedelta(seconds=1)

@@ -28,7 +28,9 @@ from tasks.handlers.webhook_deliveries import (
     event_body,
     send_due_deliveries,
 )
-from tests.support.fakes import DatabaseUnavailable, FakeApplication, a_user
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import a_user
+from tests.support.fakes.database import DatabaseUnavailable
 
 URL = "https://receiver.example/hook"
 OTHER_URL = "https://other.example/hook"

@@ -22,7 +22,8 @@ from domain.operator_actions import (
 )
 from domain.webhooks import DeliveryState, EndpointState, WebhookDelivery, WebhookEndpoint
 from tasks.handlers import webhook_endpoints as handlers
-from tests.support.fakes import T0, FakeApplication
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.clock import T0
 
 URL = "https://hooks.example/billing"
 GRACE = timedelta(hours=24)

@@ -16,7 +16,8 @@ from domain.sweeps import ClaimDueChanges, ReconcileWithStripe
 from tasks.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
 from tasks.handlers.scheduled_changes import apply_change, claim_due_changes
 from tasks.handlers.subscriptions import change_subscription_plan
-from tests.support.fakes import FakeApplication, Subscribed, subscribed
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import Subscribed, subscribed
 
 DAY = timedelta(days=1)
 

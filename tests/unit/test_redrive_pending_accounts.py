@@ -18,7 +18,9 @@ from domain.billing import (
 from domain.sweeps import RedrivePendingAccounts
 from tasks.handlers.billing import register_billing_account
 from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY, redrive_pending_accounts
-from tests.support.fakes import T0, FakeApplication, an_organization
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.clock import T0
+from tests.support.fakes.data import an_organization
 
 AFTER = timedelta(seconds=900)  # the runner policy's default
 

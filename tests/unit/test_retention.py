@@ -12,7 +12,7 @@ import pytest
 from domain.messages import CommandStatus
 from domain.sweeps import CountDueForPruning, PruneCommandLog
 from tasks.handlers.retention import due_for_pruning, prune_command_log
-from tests.support.fakes import DEFAULT_RUNNER_POLICY, FakeApplication
+from tests.support.fakes.application import DEFAULT_RUNNER_POLICY, FakeApplication
 
 ENABLE = "users.enable"
 

@@ -28,13 +28,9 @@ from domain.messages import CommandStatus
 from domain.users import EnableUser, UserState
 from tasks.base import CommandFailed
 from tasks.runtime import CommandApp
-from tests.support.fakes import (
-    DEFAULT_RUNNER_POLICY,
-    DatabaseUnavailable,
-    FakeApplication,
-    a_user,
-    an_organization,
-)
+from tests.support.fakes.application import DEFAULT_RUNNER_POLICY, FakeApplication
+from tests.support.fakes.data import a_user, an_organization
+from tests.support.fakes.database import DatabaseUnavailable
 
 # The task modules register their tasks with every Celery app, this one included.
 TASK_MODULES = (tasks.billing, tasks.subscriptions, tasks.users)

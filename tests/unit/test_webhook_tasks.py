@@ -18,7 +18,8 @@ from domain.sweeps import RelayEvents
 from domain.webhooks import DeliveryState, WebhookEndpoint
 from tasks.handlers.events import relay_events
 from tasks.runtime import CommandApp
-from tests.support.fakes import FakeApplication, a_user
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import a_user
 
 TASK_MODULES = (tasks.webhooks,)  # registers the tasks with every Celery app
 URL = "https://receiver.example/hook"
