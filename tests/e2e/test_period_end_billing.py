@@ -28,7 +28,6 @@ from domain.scheduled_changes import ChangeState, ScheduledChange
 from domain.subscriptions import SubscriptionState, SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tasks.handlers.subscribe import create_subscription
-from tests.emulator.support import sdk_client
 from tests.support.events import outbox_rows
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from tests.support.subscriptions import (
@@ -36,7 +35,6 @@ from tests.support.subscriptions import (
     changes_of,
     new_account,
     new_plan,
-    operator,
     provider_updates,
     stored_change,
     stored_subscription,
@@ -88,11 +86,6 @@ class Catalog:
 
 
 @pytest.fixture(scope="module")
-def ctx(stack: Stack) -> Services:
-    return operator(stack)
-
-
-@pytest.fixture(scope="module")
 def catalog(ctx: Services) -> Catalog:
     return Catalog(
         starter=new_plan(ctx, "starter", 900),
@@ -102,21 +95,10 @@ def catalog(ctx: Services) -> Catalog:
 
 
 @pytest.fixture
-def sdk(stack: Stack) -> stripe.StripeClient:
-    return sdk_client(stack.stripe_url)
-
-
-@pytest.fixture
 def emulator(stack: Stack) -> Iterator[EmulatorAdmin]:
     admin = stack.stripe
     yield admin
     admin.close()
-
-
-@pytest.fixture
-def api(stack: Stack) -> Iterator[httpx.Client]:
-    with stack.http() as client:
-        yield client
 
 
 def subscribe(ctx: Services, plan: Plan, terms: SubscriptionTerms | None = None) -> Subscribed:

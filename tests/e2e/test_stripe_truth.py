@@ -19,7 +19,6 @@ from domain.scheduled_changes import ChangeState
 from domain.subscriptions import SubscriptionState
 from stripe_emulator import EmulatorAdmin
 from tasks.handlers.stripe_endpoints import register_stripe_endpoint
-from tests.emulator.support import sdk_client
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from tests.support.subscriptions import (
     Subscribed,
@@ -73,11 +72,6 @@ def stack(
 
 
 @pytest.fixture(scope="module")
-def ctx(stack: Stack) -> Services:
-    return operator(stack)
-
-
-@pytest.fixture(scope="module")
 def plan(ctx: Services) -> Plan:
     return new_plan(ctx, "truth", 1500)
 
@@ -90,11 +84,6 @@ def other_plan(ctx: Services) -> Plan:
 @pytest.fixture
 def sub(ctx: Services, plan: Plan) -> Subscribed:
     return subscribe(ctx, new_account(ctx), plan)
-
-
-@pytest.fixture
-def sdk(stack: Stack) -> stripe.StripeClient:
-    return sdk_client(stack.stripe_url)
 
 
 @pytest.fixture

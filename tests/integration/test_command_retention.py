@@ -3,7 +3,6 @@ idempotency keys that go with it, batches that each commit, and the operator's c
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
@@ -19,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from domain.messages import CommandStatus
 from domain.sweeps import PruneCommandLog
 from tasks.handlers.retention import prune_command_log
+from tests.support.environment import settings_environment
 from tests.support.fakes.clock import FakeClock
 from worker.bootstrap import Services, build_services
 from worker.clock import SystemClock
@@ -214,10 +214,9 @@ def test_more_candidates_than_a_batch_are_deleted_in_batches_each_its_own_commit
 
 def billing_worker(*args: str, url: str) -> subprocess.CompletedProcess[str]:
     """Run ``billing-worker ARGS`` as an operator would, on the database at ``url``."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
     return subprocess.run(
         [sys.executable, "-m", "worker.cli", *args],
-        env={**clean, "BILLING_DATABASE_URL": url},
+        env=settings_environment({"BILLING_DATABASE_URL": url}),
         capture_output=True,
         text=True,
         timeout=60,

@@ -6,7 +6,6 @@ as the crashed process left it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -35,6 +34,7 @@ from tasks.handlers.plans import create_plan
 from tasks.handlers.subscribe import create_subscription
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
+from tests.support.environment import settings_environment
 from tests.support.records import create_organization, services_on
 from worker.bootstrap import Services
 from worker.clock import SystemClock
@@ -69,10 +69,9 @@ class World:
 
     def drift(self, *args: str) -> Done:
         """``billing-worker stripe drift ARGS`` in a process of its own."""
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
         done = subprocess.run(
             [sys.executable, "-m", "worker.cli", "stripe", "drift", *args],
-            env={**clean, **self.env},
+            env=settings_environment(self.env),
             capture_output=True,
             text=True,
             timeout=120,

@@ -4,7 +4,6 @@ and how the relay publishes them (the stream, then one webhook delivery per endp
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -242,13 +241,6 @@ def test_every_written_event_reads_back_as_its_catalog_type(app: FakeApplication
 
 
 # --- a failed command -------------------------------------------------------------------------
-
-
-@pytest.fixture
-def worker(app: FakeApplication) -> Iterator[CommandApp]:
-    celery = CommandApp("unit-tests", application=lambda: app, set_as_current=False)
-    yield celery
-    celery.close()
 
 
 def run(worker: CommandApp, task_name: str, **kwargs: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from tasks.handlers.drift import (
     link_customer,
 )
 from tests.support.fakes.application import FakeApplication
-from tests.support.fakes.data import a_plan, an_organization
+from tests.support.fakes.data import a_plan, an_organization, stored_account
 
 DETAILS = BillingDetails(name="Acme", email="billing@acme.example")
 
@@ -59,12 +59,6 @@ def made_at_stripe_only(app: FakeApplication, account: BillingAccount) -> str:
     return app.provider.add_customer(account.provider_customer())
 
 
-def stored(app: FakeApplication, account_id: str = "ba_1") -> BillingAccount:
-    account: BillingAccount | None = app.db.row("billing_accounts", account_id)
-    assert account is not None
-    return account
-
-
 def event_types(app: FakeApplication) -> list[str]:
     return [row.type for row in app.db.rows("events")]
 
@@ -99,7 +93,7 @@ def test_a_report_reads_every_customer_and_subscription_and_changes_nothing(
     assert len(app.provider.calls_of("list_customers")) == 1
     assert len(app.provider.calls_of("list_subscriptions")) == 1
     assert app.db.commits == commits
-    assert stored(app).state is BillingAccountState.PENDING
+    assert stored_account(app).state is BillingAccountState.PENDING
 
 
 def test_adopting_the_customer_of_a_pending_account_registers_it_once_through_the_outbox(
@@ -110,7 +104,7 @@ def test_adopting_the_customer_of_a_pending_account_registers_it_once_through_th
     [adoption] = adopt_findings(AdoptFindings(drift_report(ReportDrift(), app)), app)
 
     assert (adoption.adopted, adoption.outcome) == (True, ADOPTED)
-    account = stored(app)
+    account = stored_account(app)
     assert (account.state, account.provider, account.provider_id) == (
         BillingAccountState.ACTIVE,
         "fake",
@@ -134,7 +128,7 @@ def test_several_customers_naming_a_pending_account_need_a_person_and_link_nothi
 
     assert adoption.finding.kind is DriftKind.DUPLICATE_CUSTOMERS
     assert (adoption.adopted, adoption.outcome) == (False, NEEDS_A_PERSON)
-    assert stored(app).provider_id is None
+    assert stored_account(app).provider_id is None
     assert event_types(app) == []
 
 
@@ -149,7 +143,7 @@ def test_an_account_linked_meanwhile_is_not_adopted_again(app: FakeApplication) 
 
     assert not adoption.adopted
     assert adoption.outcome.startswith("not adopted: billing account 'ba_1' is linked to")
-    assert stored(app).provider_id == "cus_registered_meanwhile"
+    assert stored_account(app).provider_id == "cus_registered_meanwhile"
     assert orphan != "cus_registered_meanwhile"
     assert event_types(app) == []
 
@@ -181,7 +175,7 @@ def test_a_customer_linked_to_another_account_is_not_linked_twice(app: FakeAppli
         link_customer(CustomerLink("ba_1", taken), app)
 
     assert "linked to another billing account" in raised.value.message
-    assert stored(app).provider_id is None
+    assert stored_account(app).provider_id is None
 
 
 def test_adopting_an_orphan_subscription_records_it_under_the_id_its_metadata_names(

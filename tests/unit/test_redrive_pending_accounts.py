@@ -3,7 +3,6 @@ ports: one registration command per account and period, collapsing duplicates.""
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 import pytest
@@ -18,6 +17,7 @@ from domain.billing import (
 from domain.sweeps import RedrivePendingAccounts
 from tasks.handlers.billing import register_billing_account
 from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY, redrive_pending_accounts
+from tests.support.environment import clear_settings
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.clock import T0
 from tests.support.fakes.data import an_organization
@@ -158,9 +158,7 @@ def test_beat_redrives_pending_accounts_on_the_maintenance_queue_at_its_own_inte
     from worker.celery_app import REDRIVE_PENDING_ACCOUNTS, celery_config, create_celery_app
     from worker.settings import Settings
 
-    for name in list(os.environ):
-        if name.startswith("BILLING_"):
-            monkeypatch.delenv(name)
+    clear_settings(monkeypatch)
     settings = Settings(redis_url="redis://127.0.0.1:1/0")
     sweep = celery_config(settings)["beat_schedule"]["redrive-pending-accounts"]
     app = create_celery_app(settings)

@@ -3,7 +3,6 @@ schedule of it."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from datetime import timedelta
 
@@ -12,6 +11,7 @@ import pytest
 from domain.messages import CommandStatus
 from domain.sweeps import CountDueForPruning, PruneCommandLog
 from tasks.handlers.retention import due_for_pruning, prune_command_log
+from tests.support.environment import clear_settings
 from tests.support.fakes.application import DEFAULT_RUNNER_POLICY, FakeApplication
 
 ENABLE = "users.enable"
@@ -125,9 +125,7 @@ def test_beat_prunes_the_command_log_hourly_on_the_maintenance_queue(
     from worker.celery_app import celery_config, create_celery_app
     from worker.settings import Settings
 
-    for name in list(os.environ):
-        if name.startswith("BILLING_"):
-            monkeypatch.delenv(name)
+    clear_settings(monkeypatch)
     settings = Settings(redis_url="redis://127.0.0.1:1/0")
     sweep = celery_config(settings)["beat_schedule"]["prune-command-log"]
     app = create_celery_app(settings)

@@ -10,7 +10,6 @@ request is marked eager, as ``Task.apply`` marks it, so that a retry is raised a
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,13 +42,6 @@ def app() -> FakeApplication:
     app = FakeApplication()
     app.db.seed(a_user("usr_1"), an_organization("org_1"))
     return app
-
-
-@pytest.fixture
-def worker(app: FakeApplication) -> Iterator[CommandApp]:
-    celery = CommandApp("unit-tests", application=lambda: app, set_as_current=False)
-    yield celery
-    celery.close()
 
 
 def deliver(

@@ -103,3 +103,10 @@ def subscribed(app: FakeApplication, *, period_days: int = 30) -> Subscribed:
     subscription = Subscription.started("sub_1", account.id, starter, "fake", remote, now)
     app.db.seed(org, account, starter, team, scale, subscription)
     return Subscribed(org.id, account.id, subscription.id, remote.id, starter, team, scale)
+
+
+def stored_account(app: FakeApplication, account_id: str = "ba_1") -> BillingAccount:
+    """The billing account as the fake database has it committed."""
+    account: BillingAccount | None = app.db.row("billing_accounts", account_id)
+    assert account is not None
+    return account
