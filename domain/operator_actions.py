@@ -10,10 +10,12 @@ events carry it, and the registration a retry sends runs under it.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, model_validator
 
+from domain.console import SubscriptionStory
 from domain.messages import CommandId, Message, ResourceId
 
 OPERATOR_ACTION_PREFIX = "op"
@@ -76,3 +78,11 @@ class ActionTaken(Message):
     sent_command_id: str | None = Field(
         default=None, description="The command it put on the queue, if any."
     )
+
+
+@dataclass(frozen=True)
+class ShowSubscription:
+    """Complete a subscription's story, as the console read it, with its invoices at the
+    provider (a read: nothing changes, no event)."""
+
+    story: SubscriptionStory

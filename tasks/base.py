@@ -56,8 +56,9 @@ from domain.outcomes import ended_as, error_line
 from domain.ports import Application, HandlerContext
 from domain.rate_budget import RateLimited, calls_at
 from domain.redaction import mask_text, redact
+from domain.sweeps import RelayEvents
 from tasks import log_context
-from tasks.handlers.events import relay_after_command
+from tasks.handlers.events import relay_events
 from tasks.retry import RetryPolicy
 from tasks.runtime import ApplicationTask
 
@@ -65,6 +66,18 @@ logger = logging.getLogger(__name__)
 
 C = TypeVar("C", bound=Command)
 Handler = Callable[[C, HandlerContext], Result]
+
+AFTER_COMMAND_BATCHES = 2
+"""What a command relays at most before it returns; a backlog is beat's."""
+
+
+def relay_after_command(svc: Application) -> None:
+    """The relay run by a command once its outcome is recorded: a failure here loses
+    nothing (beat's sweep publishes what is left), so it is logged, never raised."""
+    try:
+        relay_events(RelayEvents(max_batches=AFTER_COMMAND_BATCHES), svc)
+    except Exception:
+        logger.warning("could not relay events now; beat's sweep will", exc_info=True)
 
 
 class CommandFailed(Exception):

@@ -8,6 +8,7 @@ from typing import Any
 from celery import shared_task
 
 from domain.billing import CreateBillingAccount, RegisterBillingAccount
+from domain.sweeps import RedrivePendingAccounts
 from tasks.base import CommandTask
 from tasks.handlers.billing import create_billing_account, register_billing_account
 from tasks.handlers.sweeps import redrive_pending_accounts as redrive
@@ -31,4 +32,4 @@ def register_account(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, 
 @shared_task(name=REDRIVE_PENDING_ACCOUNTS, base=SweepTask, bind=True, ignore_result=True)
 def redrive_pending_accounts(self: SweepTask) -> int:
     """Beat's sweep: send the registration of each account pending too long again."""
-    return redrive(self.application)
+    return redrive(RedrivePendingAccounts(), self.application)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from domain.sweeps import RelayEvents
 from tasks.handlers.events import relay_events
 from tasks.runtime import SweepTask
 
@@ -13,4 +14,4 @@ RELAY_EVENTS = "events.relay"
 
 @shared_task(name=RELAY_EVENTS, base=SweepTask, bind=True, ignore_result=True)
 def relay(self: SweepTask) -> int:
-    return relay_events(self.application)
+    return relay_events(RelayEvents(), self.application)

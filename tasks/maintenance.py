@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from domain.sweeps import PruneCommandLog, PruneOutbox, RepublishStalledCommands
 from tasks.handlers.retention import prune_command_log as prune
 from tasks.handlers.retention import prune_outbox
 from tasks.handlers.sweeps import republish_stalled_commands as republish
@@ -17,10 +18,10 @@ and of the outbox's deliveries and events (the same retention)."""
 
 @shared_task(name=REPUBLISH_STALLED_COMMANDS, base=SweepTask, bind=True, ignore_result=True)
 def republish_stalled_commands(self: SweepTask) -> int:
-    return republish(self.application)
+    return republish(RepublishStalledCommands(), self.application)
 
 
 @shared_task(name=PRUNE_COMMAND_LOG, base=SweepTask, bind=True, ignore_result=True)
 def prune_command_log(self: SweepTask) -> int:
     application = self.application
-    return prune(application).total + prune_outbox(application)
+    return prune(PruneCommandLog(), application).total + prune_outbox(PruneOutbox(), application)

@@ -8,6 +8,7 @@ from typing import Any
 from celery import shared_task
 
 from domain.provider_sync import SyncStripeObject
+from domain.sweeps import ReconcileWithStripe
 from tasks.base import CommandTask
 from tasks.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
 from tasks.runtime import SweepTask
@@ -25,4 +26,4 @@ def sync_object(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, Any]:
 def reconcile(self: SweepTask) -> dict[str, int]:
     """Beat's sweep: re-read what was read longest ago; returns the drift found, by kind."""
     app = self.application
-    return reconcile_with_stripe(app, app.policy.reconcile_reads_per_sweep)
+    return reconcile_with_stripe(ReconcileWithStripe(app.policy.reconcile_reads_per_sweep), app)

@@ -11,6 +11,7 @@ from celery import shared_task
 
 from domain.change_previews import PreviewPlanChange
 from domain.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan
+from domain.sweeps import PublishDueChanges
 from tasks.base import CommandTask
 from tasks.handlers.scheduled_changes import (
     apply_scheduled_change as handle_apply_scheduled_change,
@@ -42,4 +43,4 @@ def apply_scheduled_change(self: CommandTask, *args: Any, **kwargs: Any) -> dict
 @shared_task(name=ENQUEUE_DUE_CHANGES, base=SweepTask, bind=True, ignore_result=True)
 def enqueue_due_changes(self: SweepTask) -> int:
     """Beat's sweep: publish an apply command for each plan change that fell due."""
-    return publish_due_changes(self.application)
+    return publish_due_changes(PublishDueChanges(), self.application)

@@ -15,6 +15,7 @@ from celery import shared_task
 from pydantic import ValidationError
 
 from domain.ports import Application
+from domain.sweeps import SendDueDeliveries
 from domain.webhooks import DeliveryMessage
 from tasks.handlers.webhook_deliveries import (
     DELIVER_WEBHOOK,
@@ -47,7 +48,7 @@ def deliver_webhook(self: ApplicationTask, *args: Any, **kwargs: Any) -> str:
     except (ValidationError, ValueError) as error:
         return _refused(self, app, args, kwargs, error)
     try:
-        return deliver(app, message.delivery_id, message.claim).value
+        return deliver(message, app).value
     except Exception as error:
         if not app.is_transient(error):
             raise
@@ -87,4 +88,4 @@ def _refused(
 @shared_task(name=SEND_DUE_DELIVERIES, base=SweepTask, bind=True, ignore_result=True)
 def send_due(self: SweepTask) -> int:
     """Beat's sweep: claim the deliveries that fell due and publish them."""
-    return send_due_deliveries(self.application)
+    return send_due_deliveries(SendDueDeliveries(), self.application)

@@ -12,7 +12,6 @@ report never takes the rate budget's burst from interactive commands.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from domain.billing import BillingAccount, BillingAccountState
@@ -34,6 +33,7 @@ from domain.errors import (
     resource_info,
 )
 from domain.events import BillingAccountRegistered
+from domain.operator_requests import AdoptFindings, ReportDrift
 from domain.ports import HandlerContext
 from domain.rate_budget import Priority, calls_at
 from domain.rules import new_id
@@ -42,7 +42,7 @@ from domain.subscriptions import Subscription
 logger = logging.getLogger(__name__)
 
 
-def drift_report(svc: HandlerContext) -> list[Finding]:
+def drift_report(request: ReportDrift, svc: HandlerContext) -> list[Finding]:
     """Every difference between Stripe and the database (changes nothing)."""
     with svc.unit_of_work() as uow:
         ours = OurSide(
@@ -73,20 +73,20 @@ ADOPTED = "adopted"
 NEEDS_A_PERSON = "needs a person"
 
 
-def adopt_findings(svc: HandlerContext, findings: Sequence[Finding]) -> list[Adoption]:
+def adopt_findings(request: AdoptFindings, svc: HandlerContext) -> list[Adoption]:
     """Adopt each finding that can be adopted safely, each in its own transaction; the others
     need a person. A subscription of a customer adopted now is adopted by the next run."""
     adoptions = []
-    for finding in findings:
+    for finding in request.findings:
         adoption = finding.adoption
         if adoption is None:
             adoptions.append(Adoption(finding, False, NEEDS_A_PERSON))
             continue
         try:
             if isinstance(adoption, CustomerLink):
-                link_customer(svc, adoption)
+                link_customer(adoption, svc)
             else:
-                record_subscription(svc, adoption)
+                record_subscription(adoption, svc)
         except CommandError as refused:
             adoptions.append(Adoption(finding, False, f"not adopted: {refused.message}"))
             continue
@@ -94,7 +94,7 @@ def adopt_findings(svc: HandlerContext, findings: Sequence[Finding]) -> list[Ado
     return adoptions
 
 
-def link_customer(svc: HandlerContext, link: CustomerLink) -> BillingAccount:
+def link_customer(link: CustomerLink, svc: HandlerContext) -> BillingAccount:
     """Register the account with the customer Stripe made for it, as its registration would
     have (``BillingAccountRegistered`` goes out through the outbox). Refused if the account
     got a customer meanwhile, is disabled, or the customer is another account's."""
@@ -137,7 +137,7 @@ def link_customer(svc: HandlerContext, link: CustomerLink) -> BillingAccount:
     return account
 
 
-def record_subscription(svc: HandlerContext, record: SubscriptionRecord) -> Subscription:
+def record_subscription(record: SubscriptionRecord, svc: HandlerContext) -> Subscription:
     """Record Stripe's subscription as ours, with the id its metadata names (a new one if it
     names no valid id). Refused if the id is taken by another subscription, or the account or
     the plan no longer match it."""

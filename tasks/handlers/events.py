@@ -15,22 +15,19 @@ import logging
 import time
 
 from domain.ports import Application
+from domain.sweeps import PublishDeliveries, RelayEvents
 from tasks.handlers.webhook_deliveries import fan_out, publish_deliveries
 
 logger = logging.getLogger(__name__)
 
 RELAY_BATCH_SIZE = 200
-MAX_BATCHES_PER_RUN = 50
-"""A run's work is bounded; what is left goes with the next command or sweep."""
 MAX_RUN_SECONDS = 10.0
 """A run stops taking batches after this long (the relay's lock lasts 30 s)."""
-AFTER_COMMAND_BATCHES = 2
-"""What a command relays at most before it returns; a backlog is beat's."""
 MAX_RUNS = 3
 """Runs one relay makes while events keep arriving behind it."""
 
 
-def relay_events(app: Application, *, max_batches: int = MAX_BATCHES_PER_RUN) -> int:
+def relay_events(request: RelayEvents, app: Application) -> int:
     """Publish what the outbox holds unpublished; returns how many events went. Does nothing
     when another relay runs: that one looks at the outbox again once it let go of the lock,
     so an event committed while it ran (whose own relay found the lock taken) is not left
@@ -41,7 +38,7 @@ def relay_events(app: Application, *, max_batches: int = MAX_BATCHES_PER_RUN) ->
         if not lock.acquire():
             break
         try:
-            published += _publish_unpublished(app, max_batches)
+            published += _publish_unpublished(app, request.max_batches)
         finally:
             lock.release()
         with app.unit_of_work() as uow:
@@ -72,17 +69,8 @@ def _publish_unpublished(app: Application, max_batches: int) -> int:
             claims = fan_out(uow, batch, endpoints, now, app.deliveries)
             uow.events.mark_published([event.sequence for event in batch], now)
             uow.commit()
-        publish_deliveries(app, claims)
+        publish_deliveries(PublishDeliveries(claims), app)
         published += len(batch)
         if len(batch) < RELAY_BATCH_SIZE:
             break
     return published
-
-
-def relay_after_command(app: Application) -> None:
-    """The relay run by a command once its outcome is recorded: a failure here loses
-    nothing (beat's sweep publishes what is left), so it is logged, never raised."""
-    try:
-        relay_events(app, max_batches=AFTER_COMMAND_BATCHES)
-    except Exception:
-        logger.warning("could not relay events now; beat's sweep will", exc_info=True)

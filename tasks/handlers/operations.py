@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from domain.billing import RegisterBillingAccount
-from domain.console import ConsoleQueries, SubscriptionStory
+from domain.console import SubscriptionStory
 from domain.errors import CommandError, FailedPrecondition, NotFound, error_info, found
 from domain.events import (
     BillingAccountMarkedOffline,
@@ -26,6 +26,7 @@ from domain.operator_actions import (
     MarkAccountOffline,
     RetryCommand,
     RetryRegistration,
+    ShowSubscription,
     SkipScheduledChange,
 )
 from domain.ports import Application, HandlerContext
@@ -177,13 +178,11 @@ def skip_scheduled_change(command: SkipScheduledChange, ctx: HandlerContext) -> 
     )
 
 
-def subscription_story(
-    ctx: HandlerContext, reader: ConsoleQueries, subscription_id: str
-) -> SubscriptionStory:
-    """The subscription's story with its newest invoices read from the provider (at bulk
-    priority: interactive commands go first). When the provider cannot be read, the story
-    says why instead of failing."""
-    story = found(reader.subscription_story(subscription_id), "subscription", subscription_id)
+def subscription_story(query: ShowSubscription, ctx: HandlerContext) -> SubscriptionStory:
+    """The subscription's story as the console read it, with its newest invoices read from
+    the provider (at bulk priority: interactive commands go first). When the provider cannot
+    be read, the story says why instead of failing."""
+    story = query.story
     provider_id = str(story.subscription["provider_id"])
     try:
         with calls_at(Priority.BULK):

@@ -8,7 +8,7 @@ from domain.ports import HandlerContext, UnitOfWork
 from domain.rules import new_id
 
 
-def create_organization(svc: HandlerContext, spec: NewOrganization) -> Organization:
+def create_organization(spec: NewOrganization, svc: HandlerContext) -> Organization:
     """Create the organization; a taken name or id is an ``AlreadyExists`` naming the
     organization in the way."""
     organization = Organization.new(spec.id or new_id("org"), spec, svc.clock.now())

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from domain.errors import AlreadyExists, UniquenessViolation, resource_info
-from domain.plans import Plan, PlanSpec
+from domain.operator_requests import CreatePlan, ListPlans
+from domain.plans import Plan
 from domain.ports import HandlerContext
 from domain.rules import checked_id, new_id
 
 
-def create_plan(svc: HandlerContext, spec: PlanSpec, *, plan_id: str | None = None) -> Plan:
+def create_plan(request: CreatePlan, svc: HandlerContext) -> Plan:
     """Create a plan with its product and price at the provider.
 
     The plan is saved first, then registered with the idempotency key of its id: running the
     same command again after a failure resumes the plan (same name and terms) instead of
     making a second product.
     """
+    spec, plan_id = request.spec, request.plan_id
     if plan_id is not None:
         checked_id(plan_id, "id")
     with svc.unit_of_work() as uow:
@@ -40,7 +42,7 @@ def create_plan(svc: HandlerContext, spec: PlanSpec, *, plan_id: str | None = No
     return plan
 
 
-def list_plans(svc: HandlerContext) -> list[Plan]:
+def list_plans(request: ListPlans, svc: HandlerContext) -> list[Plan]:
     """Every plan, by name."""
     with svc.unit_of_work() as uow:
         return uow.plans.list()

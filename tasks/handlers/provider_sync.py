@@ -27,11 +27,13 @@ from typing import Any
 
 from domain.errors import CommandError, InvalidArgument
 from domain.events import BillingAccountCustomerDeleted, PlanChangeSkipped, SubscriptionSynced
+from domain.operator_requests import ResyncStripeObject
 from domain.ports import HandlerContext, UnitOfWork
 from domain.provider_sync import StripeObjectSynced, SyncSource, SyncStripeObject
 from domain.rate_budget import Priority, calls_at
 from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
 from domain.subscriptions import Subscription, SubscriptionState
+from domain.sweeps import ReconcileWithStripe
 
 logger = logging.getLogger(__name__)
 
@@ -48,20 +50,35 @@ DRIFT_OF_FIELD = {
 
 def sync_stripe_object(command: SyncStripeObject, svc: HandlerContext) -> StripeObjectSynced:
     """Bring our rows in line with the Stripe object the command names."""
-    if command.object_type == "customer":
-        return sync_customer(
-            command.object_id, svc, source=command.source, command_id=command.command_id
-        )
-    return sync_subscription(
-        command.object_id,
+    return resync_stripe_object(
+        ResyncStripeObject(
+            object_type=command.object_type,
+            object_id=command.object_id,
+            source=command.source,
+            event_id=command.event_id,
+            command_id=command.command_id,
+        ),
         svc,
-        source=command.source,
-        provider_event_id=command.event_id,
-        command_id=command.command_id,
     )
 
 
-def sync_subscription(
+def resync_stripe_object(request: ResyncStripeObject, svc: HandlerContext) -> StripeObjectSynced:
+    """Bring our rows in line with the Stripe object the request names (the queued command,
+    an operator, beat's reconciliation)."""
+    if request.object_type == "customer":
+        return _sync_customer(
+            request.object_id, svc, source=request.source, command_id=request.command_id
+        )
+    return _sync_subscription(
+        request.object_id,
+        svc,
+        source=request.source,
+        provider_event_id=request.event_id,
+        command_id=request.command_id,
+    )
+
+
+def _sync_subscription(
     provider_id: str,
     svc: HandlerContext,
     *,
@@ -128,7 +145,7 @@ def sync_subscription(
     )
 
 
-def sync_customer(
+def _sync_customer(
     customer_id: str, svc: HandlerContext, *, source: SyncSource, command_id: str | None = None
 ) -> StripeObjectSynced:
     with svc.unit_of_work() as uow:
@@ -212,10 +229,11 @@ def _price_in_flight(uow: UnitOfWork, pending: ScheduledChange | None) -> str | 
     return plan.provider_price_id if plan is not None else None
 
 
-def reconcile_with_stripe(svc: HandlerContext, reads: int) -> dict[str, int]:
+def reconcile_with_stripe(sweep: ReconcileWithStripe, svc: HandlerContext) -> dict[str, int]:
     """Beat's backstop for webhooks that are down, late or never configured: re-read the
     ``reads`` rows read longest ago (subscriptions, and a share of accounts), at bulk
     priority, and bring them in line. Returns the drift found, by kind."""
+    reads = sweep.reads
     with svc.unit_of_work() as uow:
         accounts = uow.billing_accounts.least_recently_synced(max(1, reads // 5))
         subscriptions = uow.subscriptions.least_recently_synced(max(0, reads - len(accounts)))
@@ -231,12 +249,12 @@ def reconcile_with_stripe(svc: HandlerContext, reads: int) -> dict[str, int]:
         }
     found: dict[str, int] = {}
     jobs: list[tuple[str, Callable[[], StripeObjectSynced]]] = [
-        (customer_id, partial(sync_customer, customer_id, svc, source="sweep"))
+        (customer_id, partial(_sync_customer, customer_id, svc, source="sweep"))
         for customer_id in customer_of.values()
         if customer_id is not None
     ]
     jobs += [
-        (provider_id, partial(sync_subscription, provider_id, svc, source="sweep"))
+        (provider_id, partial(_sync_subscription, provider_id, svc, source="sweep"))
         for provider_id in provider_of.values()
     ]
     for object_id, job in jobs:

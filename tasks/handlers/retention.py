@@ -11,6 +11,7 @@ from datetime import datetime
 
 from domain.messages import CommandStatus
 from domain.ports import Application, UnitOfWork
+from domain.sweeps import CountDueForPruning, PruneCommandLog, PruneOutbox
 from domain.webhooks import DeliveryState
 
 logger = logging.getLogger(__name__)
@@ -39,14 +40,14 @@ class PruneReport:
         return sum(part.count for part in self.pruned)
 
 
-def prune_command_log(app: Application, *, until_done: bool = False) -> PruneReport:
+def prune_command_log(request: PruneCommandLog, app: Application) -> PruneReport:
     """Delete the finished commands older than their retention, oldest first, in batches of
     the policy's size, each batch its own short transaction. A sweep stops after the
     policy's batch budget and leaves the rest to the next one; ``until_done`` (an operator's
     command, who waits for it) goes on until nothing is due. Commands that have not finished
     are never touched; neither are failed commands within their own, longer retention."""
     retention = app.policy.command_retention
-    budget = None if until_done else retention.max_batches_per_sweep
+    budget = None if request.until_done else retention.max_batches_per_sweep
     batches = 0
     pruned: list[Pruned] = []
     complete = True
@@ -76,7 +77,7 @@ def prune_command_log(app: Application, *, until_done: bool = False) -> PruneRep
     return report
 
 
-def due_for_pruning(app: Application) -> list[Pruned]:
+def due_for_pruning(request: CountDueForPruning, app: Application) -> list[Pruned]:
     """What :func:`prune_command_log` would delete now, deleting nothing (a dry run)."""
     retention = app.policy.command_retention
     return [
@@ -85,7 +86,7 @@ def due_for_pruning(app: Application) -> list[Pruned]:
     ]
 
 
-def prune_outbox(app: Application) -> int:
+def prune_outbox(sweep: PruneOutbox, app: Application) -> int:
     """Delete what the events outbox no longer needs, a batch per short transaction within
     the policy's batch budget: deliveries as commands (succeeded after the succeeded
     retention, failed ones after the longer failed retention, kept for replay), then the

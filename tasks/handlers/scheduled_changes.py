@@ -46,6 +46,7 @@ from domain.scheduled_changes import (
     ScheduledChangeOutcome,
 )
 from domain.subscriptions import ProviderSubscription, Subscription
+from domain.sweeps import ClaimDueChanges, TakeEffectOfStagedChanges
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +55,10 @@ def apply_scheduled_change(
     command: ApplyScheduledChange, svc: HandlerContext
 ) -> ScheduledChangeOutcome:
     """Apply a due change (a change that is finished already is reported as it is)."""
-    change = apply_change(command.change_id, svc, command.command_id)
-    return ScheduledChangeOutcome(change=change.to_view())
+    return ScheduledChangeOutcome(change=apply_change(command, svc).to_view())
 
 
-def apply_change(change_id: str, svc: HandlerContext, command_id: str) -> ScheduledChange:
+def apply_change(command: ApplyScheduledChange, svc: HandlerContext) -> ScheduledChange:
     """Make the change at the provider, then record it here; returns the change as it ended
     (or as it waits: ``staged`` until its boundary, ``scheduled`` again if the boundary
     moved).
@@ -66,6 +66,7 @@ def apply_change(change_id: str, svc: HandlerContext, command_id: str) -> Schedu
     Safe to run any number of times, also concurrently: the provider sees one update per
     change (one idempotency key, and a read first), and only one run records the outcome.
     """
+    change_id, command_id = command.change_id, command.command_id
     with svc.unit_of_work() as uow:
         change, subscription = _locked(uow, change_id)
         if change.state not in (ChangeState.SCHEDULED, ChangeState.APPLYING):
@@ -273,7 +274,7 @@ def _locked(uow: UnitOfWork, change_id: str) -> tuple[ScheduledChange, Subscript
     return change, subscription
 
 
-def take_effect_of_staged_changes(svc: HandlerContext, batch_size: int) -> int:
+def take_effect_of_staged_changes(sweep: TakeEffectOfStagedChanges, svc: HandlerContext) -> int:
     """Staged changes whose boundary passed take effect here: the subscription moves to the
     new plan and period, and the change is ``applied`` (its lag counted from the boundary).
     No provider call: the provider holds the new price since the change was staged. One
@@ -281,7 +282,7 @@ def take_effect_of_staged_changes(svc: HandlerContext, batch_size: int) -> int:
     request locks them in)."""
     now = svc.clock.now()
     with svc.unit_of_work() as uow:
-        due = uow.scheduled_changes.staged_due(now, batch_size)
+        due = uow.scheduled_changes.staged_due(now, sweep.batch_size)
         for change_id in due:
             change, subscription = _locked(uow, change_id)
             if change.state is not ChangeState.STAGED:
@@ -298,13 +299,7 @@ def take_effect_of_staged_changes(svc: HandlerContext, batch_size: int) -> int:
     return len(due)
 
 
-def claim_due_changes(
-    svc: HandlerContext,
-    batch_size: int,
-    *,
-    apply_rate: float | None = None,
-    horizon_seconds: float = 0.0,
-) -> list[Claim]:
+def claim_due_changes(sweep: ClaimDueChanges, svc: HandlerContext) -> list[Claim]:
     """Take changes that fell due (and those a dead worker left), for beat's sweep; the rest
     wait for the next sweep.
 
@@ -313,13 +308,16 @@ def claim_due_changes(
     applied: the burst is fed to the workers at the provider's pace, and no claim waits in a
     queue until its lease runs out. Without one, take up to ``batch_size``.
     """
+    batch_size, apply_rate = sweep.batch_size, sweep.apply_rate
     now = svc.clock.now()
     with svc.unit_of_work() as uow:
         limit = batch_size
         if apply_rate is not None:
             limit = sweep_quota(
                 rate_per_second=apply_rate,
-                horizon_seconds=min(horizon_seconds, svc.billing.change_lease.total_seconds() / 2),
+                horizon_seconds=min(
+                    sweep.horizon_seconds, svc.billing.change_lease.total_seconds() / 2
+                ),
                 in_flight=uow.scheduled_changes.count_in_flight(now),
                 batch_size=batch_size,
             )

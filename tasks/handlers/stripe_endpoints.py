@@ -3,14 +3,18 @@ that the API can verify what Stripe sends."""
 
 from __future__ import annotations
 
+from domain.operator_requests import ListStripeEndpointSecrets, RegisterStripeEndpoint
 from domain.ports import HandlerContext
 from domain.provider_sync import HANDLED_EVENT_TYPES, StripeEndpoint
 
 
-def register_stripe_endpoint(svc: HandlerContext, url: str) -> StripeEndpoint:
+def register_stripe_endpoint(
+    request: RegisterStripeEndpoint, svc: HandlerContext
+) -> StripeEndpoint:
     """Create (or update) our endpoint for ``url`` at Stripe, subscribed to the event types we
     handle at the pinned API version, and keep its secret. An endpoint of that URL whose
     secret we do not have is replaced; the endpoints it replaced are forgotten here."""
+    url = request.url
     with svc.unit_of_work() as uow:
         known = {endpoint.id for endpoint in uow.stripe_endpoints.all()}
     registered = svc.billing_provider().register_webhook_endpoint(
@@ -32,7 +36,7 @@ def register_stripe_endpoint(svc: HandlerContext, url: str) -> StripeEndpoint:
     return endpoint
 
 
-def stripe_endpoint_secrets(svc: HandlerContext) -> list[str]:
+def stripe_endpoint_secrets(request: ListStripeEndpointSecrets, svc: HandlerContext) -> list[str]:
     """The secrets of our endpoints at Stripe (newest first): any of them verifies."""
     with svc.unit_of_work() as uow:
         return [endpoint.secret for endpoint in reversed(uow.stripe_endpoints.all())]

@@ -4,7 +4,7 @@ subscribe an account to a plan, seed the period-end burst, report a subscription
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +20,7 @@ from domain.errors import (
     found,
     resource_info,
 )
+from domain.operator_requests import CreateSubscription, ReportSubscription, SeedPeriodEndChanges
 from domain.plans import Plan
 from domain.ports import HandlerContext
 from domain.rules import checked_id, new_id
@@ -29,15 +30,7 @@ from domain.subscriptions import ProviderSubscription, Subscription, Subscriptio
 logger = logging.getLogger(__name__)
 
 
-def create_subscription(
-    svc: HandlerContext,
-    *,
-    org_id: str,
-    billing_account_id: str,
-    plan_ref: str,
-    terms: SubscriptionTerms | None = None,
-    subscription_id: str | None = None,
-) -> Subscription:
+def create_subscription(request: CreateSubscription, svc: HandlerContext) -> Subscription:
     """Subscribe a registered billing account to a plan at the provider, then record it.
 
     The provider call's idempotency key is derived from the subscription id: to retry a
@@ -46,6 +39,12 @@ def create_subscription(
     names our id) and records that one: after the provider forgot the key (a day later) it
     would otherwise make a second one. A new id needs no look: no attempt can have used it.
     """
+    org_id, billing_account_id, plan_ref = (
+        request.org_id,
+        request.billing_account_id,
+        request.plan_ref,
+    )
+    subscription_id, terms = request.subscription_id, request.terms
     checked_id(org_id, "org")
     checked_id(billing_account_id, "billing_account")
     checked_id(plan_ref, "plan")
@@ -136,20 +135,13 @@ def _ensure_made_for(remote: ProviderSubscription, subscription_id: str, plan: P
         )
 
 
-def seed_period_end_changes(
-    svc: HandlerContext,
-    *,
-    org_id: str,
-    billing_account_id: str,
-    plan_ref: str,
-    target_plan_ref: str,
-    count: int,
-    threads: int = 4,
-    progress: Callable[[int], None] = lambda done: None,
-) -> list[str]:
+def seed_period_end_changes(request: SeedPeriodEndChanges, svc: HandlerContext) -> Iterator[str]:
     """Subscribe the account ``count`` times to ``plan_ref``, each subscription with a change
     to ``target_plan_ref`` at its period's end: the period-end burst, to try on a local stack
-    (``clock advance`` makes them all due together). Returns the change ids."""
+    (``clock advance`` makes them all due together). The request is checked at once; the
+    change ids are yielded as the subscriptions are made (in order), so that the caller can
+    show its progress."""
+    plan_ref, target_plan_ref = request.plan_ref, request.target_plan_ref
     checked_id(plan_ref, "plan")
     checked_id(target_plan_ref, "to")
     with svc.unit_of_work() as uow:
@@ -161,10 +153,12 @@ def seed_period_end_changes(
             "the change must lead to another plan", [("to", "is the subscriptions' plan")]
         )
 
+    subscribe = CreateSubscription(
+        org_id=request.org_id, billing_account_id=request.billing_account_id, plan_ref=plan_ref
+    )
+
     def seed_one(_: int) -> str:
-        subscription = create_subscription(
-            svc, org_id=org_id, billing_account_id=billing_account_id, plan_ref=plan_ref
-        )
+        subscription = create_subscription(subscribe, svc)
         with svc.unit_of_work() as uow:
             change = ScheduledChange.at_period_end(
                 new_id("chg"), subscription, target, now=svc.clock.now()
@@ -173,12 +167,11 @@ def seed_period_end_changes(
             uow.commit()
         return change.id
 
-    change_ids: list[str] = []
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        for change_id in pool.map(seed_one, range(count)):
-            change_ids.append(change_id)
-            progress(len(change_ids))
-    return change_ids
+    def seeded() -> Iterator[str]:
+        with ThreadPoolExecutor(max_workers=request.threads) as pool:
+            yield from pool.map(seed_one, range(request.count))
+
+    return seeded()
 
 
 @dataclass(frozen=True)
@@ -199,8 +192,9 @@ class SubscriptionReport:
         }
 
 
-def subscription_report(svc: HandlerContext, subscription_id: str) -> SubscriptionReport:
+def subscription_report(request: ReportSubscription, svc: HandlerContext) -> SubscriptionReport:
     """The subscription, its plan and its changes (``subscriptions show``)."""
+    subscription_id = request.subscription_id
     checked_id(subscription_id, "subscription")
     with svc.unit_of_work() as uow:
         subscription = found(

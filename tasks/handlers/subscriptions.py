@@ -28,6 +28,7 @@ from domain.events import PlanChangeCanceled, PlanChangeReplaced, PlanChangeSche
 from domain.plans import Plan
 from domain.ports import HandlerContext, UnitOfWork
 from domain.scheduled_changes import (
+    ApplyScheduledChange,
     ChangeReason,
     ChangeState,
     ChangeSubscriptionPlan,
@@ -84,7 +85,9 @@ def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanCha
             uow.scheduled_changes.add(change)
             _commit_or_retry(uow, subscription)
     try:
-        change = apply_change(change.id, svc, command.command_id)
+        change = apply_change(
+            ApplyScheduledChange(command_id=command.command_id, change_id=change.id), svc
+        )
     except (InvalidArgument, PaymentFailed):  # nothing was made at the provider
         _restore(superseded, svc, command.command_id)
         raise

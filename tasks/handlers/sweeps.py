@@ -7,6 +7,13 @@ import logging
 from domain.billing import redrive_registration
 from domain.ports import Application
 from domain.rate_budget import CallKind
+from domain.sweeps import (
+    ClaimDueChanges,
+    PublishDueChanges,
+    RedrivePendingAccounts,
+    RepublishStalledCommands,
+    TakeEffectOfStagedChanges,
+)
 from tasks.handlers.outbox import publish_recorded
 from tasks.handlers.scheduled_changes import (
     apply_command_for,
@@ -26,26 +33,27 @@ a worker takes from the 0 list first, so interactive commands (published without
 never wait behind a period-end burst of due changes."""
 
 
-def publish_due_changes(app: Application) -> int:
+def publish_due_changes(sweep: PublishDueChanges, app: Application) -> int:
     """Claim the plan changes that fell due, with a lease, and publish one apply command for
     each; returns how many were published. Any number of sweeps may run at once: a change is
     claimed by one sweep, and claimed again only once its lease ran out."""
     policy = app.policy
     # Staged changes whose boundary passed take effect first: no provider call, a few
     # statements per batch.
-    while take_effect_of_staged_changes(app, policy.due_changes_batch_size) == (
-        policy.due_changes_batch_size
-    ):
+    staged = TakeEffectOfStagedChanges(batch_size=policy.due_changes_batch_size)
+    while take_effect_of_staged_changes(staged, app) == staged.batch_size:
         pass
     budget = app.rate_budget()
     claims = claim_due_changes(
+        ClaimDueChanges(
+            batch_size=policy.due_changes_batch_size,
+            # One provider call applies a change; feed the workers what the budget can apply
+            # before the sweep after next (and a late sweep), so they never idle and no claim
+            # waits out its lease.
+            apply_rate=budget.effective_rate(CallKind.WRITE) if budget.enabled else None,
+            horizon_seconds=2 * policy.due_changes_interval_seconds + SWEEP_SLACK_SECONDS,
+        ),
         app,
-        policy.due_changes_batch_size,
-        # One provider call applies a change; feed the workers what the budget can apply
-        # before the sweep after next (and a late sweep), so they never idle and no claim
-        # waits out its lease.
-        apply_rate=budget.effective_rate(CallKind.WRITE) if budget.enabled else None,
-        horizon_seconds=2 * policy.due_changes_interval_seconds + SWEEP_SLACK_SECONDS,
     )
     publisher = app.publisher()
     published = 0
@@ -75,7 +83,7 @@ def publish_due_changes(app: Application) -> int:
     return published
 
 
-def republish_stalled_commands(app: Application) -> int:
+def republish_stalled_commands(sweep: RepublishStalledCommands, app: Application) -> int:
     """Publish again what the API recorded but no worker started: the publish failed (Redis
     was down) or the message was lost with a Redis that kept no data. Tasks are idempotent
     by command id, so a duplicate is harmless."""
@@ -92,7 +100,7 @@ REDRIVE_BATCH_SIZE = 1000
 """The most stuck accounts one re-drive sweep publishes (the oldest first)."""
 
 
-def redrive_pending_accounts(app: Application) -> int:
+def redrive_pending_accounts(sweep: RedrivePendingAccounts, app: Application) -> int:
     """Send the registration of every account ``pending`` for longer than the policy's
     ``pending_account_redrive_after`` again (a registration that exhausted its retries, or
     whose message was lost, stays pending until then); returns how many were published.

@@ -22,7 +22,7 @@ def enable_user(command: EnableUser, svc: HandlerContext) -> UserEnabled:
     return UserEnabled(user_id=command.user_id, was_already_enabled=not changed)
 
 
-def create_user(svc: HandlerContext, spec: NewUser) -> User:
+def create_user(spec: NewUser, svc: HandlerContext) -> User:
     """Create the user; a taken email or id is an ``AlreadyExists`` naming the user in the
     way."""
     user = User.new(spec.id or new_id("usr"), spec, svc.clock.now())

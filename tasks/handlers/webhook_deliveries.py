@@ -29,9 +29,12 @@ from typing import Any
 
 from domain.errors import NotFound
 from domain.event_ports import RecordedEvent, WebhookResponse
+from domain.operator_requests import DisableEndpoint
 from domain.ports import Application, UnitOfWork
+from domain.sweeps import PublishDeliveries, SendDueDeliveries
 from domain.webhooks import (
     DeliveryClaim,
+    DeliveryMessage,
     DeliveryPolicy,
     DeliveryState,
     WebhookDelivery,
@@ -91,12 +94,12 @@ def fan_out(
     return claims
 
 
-def publish_deliveries(app: Application, claims: Sequence[DeliveryClaim]) -> int:
+def publish_deliveries(request: PublishDeliveries, app: Application) -> int:
     """Send each claim's message; one that cannot go is left to the sweep (its lease runs
     out and it is taken again). Returns how many went."""
     publisher = app.publisher()
     sent = 0
-    for claim in claims:
+    for claim in request.claims:
         try:
             publisher.publish(
                 DELIVER_WEBHOOK,
@@ -115,7 +118,7 @@ def publish_deliveries(app: Application, claims: Sequence[DeliveryClaim]) -> int
     return sent
 
 
-def send_due_deliveries(app: Application) -> int:
+def send_due_deliveries(sweep: SendDueDeliveries, app: Application) -> int:
     """Beat's sweep: claim the deliveries that are due (a retry's time came, a predecessor
     finished, a worker died holding one) and publish them; returns how many were claimed.
     Sweeps may overlap: a delivery is claimed by one of them."""
@@ -126,7 +129,7 @@ def send_due_deliveries(app: Application) -> int:
         )
         uow.commit()
     if claims:
-        sent = publish_deliveries(app, claims)
+        sent = publish_deliveries(PublishDeliveries(claims), app)
         logger.info("claimed %d due webhook deliveries, published %d", len(claims), sent)
     return len(claims)
 
@@ -155,10 +158,11 @@ class _Attempt:
     secrets: list[str]
 
 
-def deliver(app: Application, delivery_id: str, claim: int) -> Outcome:
-    """Attempt the delivery under its claim ``claim``: POST the event to its endpoint and
+def deliver(message: DeliveryMessage, app: Application) -> Outcome:
+    """Attempt the delivery under the message's claim: POST the event to its endpoint and
     record the answer. Never raises for what the receiver did; a database error is raised
     (the task retries it, and the lease makes a second message harmless)."""
+    delivery_id, claim = message.delivery_id, message.claim
     attempt = _prepare(app, delivery_id, claim)
     if isinstance(attempt, Outcome):
         return attempt
@@ -260,7 +264,7 @@ def _record(app: Application, delivery_id: str, claim: int, response: WebhookRes
             follower = _claim_next(uow, delivery, now, policy.lease)
             uow.commit()
             if follower is not None:
-                publish_deliveries(app, [follower])
+                publish_deliveries(PublishDeliveries([follower]), app)
             return Outcome.SUCCEEDED
         retry_at = now + timedelta(
             seconds=backoff(policy).delay(delivery.attempts, response.retry_after)
@@ -314,7 +318,7 @@ def _disable_endpoint(app: Application, delivery: WebhookDelivery, budget: timed
         f"{delivery.last_error}"
     )
     try:
-        disable_endpoint(app, delivery.endpoint_id, reason[:MAX_REASON])
+        disable_endpoint(DisableEndpoint(delivery.endpoint_id, reason[:MAX_REASON]), app)
     except NotFound:
         logger.warning("endpoint %s of delivery %s is gone", delivery.endpoint_id, delivery.id)
 

@@ -12,12 +12,22 @@ disable and a replay of the same endpoint take turns instead of interleaving.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from domain.errors import FailedPrecondition, InvalidArgument, error_info, found
 from domain.messages import unstorable_values
+from domain.operator_requests import (
+    AddEndpoint,
+    DisableEndpoint,
+    EnableEndpoint,
+    GetEndpoint,
+    ListDeliveries,
+    ListEndpoints,
+    ReplayDeliveries,
+    ReplayFailed,
+    RotateSecret,
+)
 from domain.ports import HandlerContext, UnitOfWork
 from domain.webhooks import DeliveryState, WebhookDelivery, WebhookEndpoint
 
@@ -26,7 +36,6 @@ DELIVERY = "webhook_delivery"
 MAX_DESCRIPTION = 255
 MAX_REASON = 500
 MAX_LIST_LIMIT = 1000
-REPLAY_BATCH = 500
 DEFAULT_DISABLE_REASON = "disabled by an operator"
 
 
@@ -55,18 +64,12 @@ class RotatedSecret:
     previous_valid_until: datetime
 
 
-def add_endpoint(
-    svc: HandlerContext,
-    url: str,
-    events: Sequence[str] = (),
-    description: str = "",
-    *,
-    allow_private_networks: bool = False,
-) -> NewEndpoint:
+def add_endpoint(request: AddEndpoint, svc: HandlerContext) -> NewEndpoint:
     """Add an enabled endpoint for ``events`` (catalog types; none, or ``*``: every event).
     A bad URL, an unknown event type or a description over 255 characters is an
     ``InvalidArgument`` naming the field; so is a URL naming a host that is not public,
     unless ``allow_private_networks`` (the setting of that name)."""
+    url, events, description = request.url, request.events, request.description
     _storable(url=url, description=description, events=list(events))
     if any(char.isspace() or not char.isprintable() for char in url.strip()):
         raise InvalidArgument.for_fields(
@@ -84,7 +87,7 @@ def add_endpoint(
             list(events),
             svc.clock.now(),
             description=description,
-            allow_private_networks=allow_private_networks,
+            allow_private_networks=request.allow_private_networks,
         )
     except ValueError:
         # urlsplit's own refusals (a broken IPv6 host, say): a bad URL like any other.
@@ -97,22 +100,24 @@ def add_endpoint(
     return NewEndpoint(endpoint, endpoint.secret)
 
 
-def list_endpoints(svc: HandlerContext) -> list[WebhookEndpoint]:
+def list_endpoints(request: ListEndpoints, svc: HandlerContext) -> list[WebhookEndpoint]:
     """Every endpoint, oldest first."""
     with svc.unit_of_work() as uow:
         return uow.webhook_endpoints.all()
 
 
-def get_endpoint(svc: HandlerContext, endpoint_id: str) -> WebhookEndpoint:
+def get_endpoint(request: GetEndpoint, svc: HandlerContext) -> WebhookEndpoint:
     """The endpoint, or ``NotFound``."""
+    endpoint_id = request.endpoint_id
     with svc.unit_of_work() as uow:
         return found(uow.webhook_endpoints.get(endpoint_id), ENDPOINT, endpoint_id)
 
 
-def disable_endpoint(svc: HandlerContext, endpoint_id: str, reason: str = "") -> DisabledEndpoint:
+def disable_endpoint(request: DisableEndpoint, svc: HandlerContext) -> DisabledEndpoint:
     """Disable the endpoint (nothing more is sent to it) and mark its unfinished deliveries
     failed, with the reason ``endpoint disabled: …``; they can be replayed once it is enabled
     again. Disabling a disabled endpoint keeps its first reason."""
+    endpoint_id, reason = request.endpoint_id, request.reason
     # One line of printable text: operators read it in a terminal's table.
     reason = " ".join("".join(c if c.isprintable() else " " for c in reason).split())
     reason = reason or DEFAULT_DISABLE_REASON
@@ -140,21 +145,22 @@ def disable_endpoint(svc: HandlerContext, endpoint_id: str, reason: str = "") ->
     return DisabledEndpoint(endpoint, abandoned)
 
 
-def enable_endpoint(svc: HandlerContext, endpoint_id: str) -> WebhookEndpoint:
+def enable_endpoint(request: EnableEndpoint, svc: HandlerContext) -> WebhookEndpoint:
     """Enable the endpoint: new events are delivered to it again. Deliveries that failed
     meanwhile stay failed until replayed. Enabling an enabled endpoint changes nothing."""
     with svc.unit_of_work() as uow:
-        endpoint = _locked_endpoint(uow, endpoint_id)
+        endpoint = _locked_endpoint(uow, request.endpoint_id)
         if endpoint.enable(svc.clock.now()):
             uow.webhook_endpoints.save(endpoint)
             uow.commit()
     return endpoint
 
 
-def rotate_secret(svc: HandlerContext, endpoint_id: str, grace: timedelta) -> RotatedSecret:
+def rotate_secret(request: RotateSecret, svc: HandlerContext) -> RotatedSecret:
     """Give the endpoint a new secret; the current one keeps signing beside it for ``grace``
     (the caller's ``BILLING_WEBHOOK_SECRET_GRACE_SECONDS``), so that receivers can switch.
     A secret rotated out earlier and still in its grace stops signing at once."""
+    endpoint_id, grace = request.endpoint_id, request.grace
     now = svc.clock.now()
     with svc.unit_of_work() as uow:
         endpoint = _locked_endpoint(uow, endpoint_id)
@@ -164,17 +170,11 @@ def rotate_secret(svc: HandlerContext, endpoint_id: str, grace: timedelta) -> Ro
     return RotatedSecret(endpoint, secret, now + grace)
 
 
-def list_deliveries(
-    svc: HandlerContext,
-    *,
-    failed_only: bool = False,
-    state: DeliveryState | None = None,
-    endpoint_id: str | None = None,
-    event_id: str | None = None,
-    limit: int = 100,
-) -> list[WebhookDelivery]:
+def list_deliveries(request: ListDeliveries, svc: HandlerContext) -> list[WebhookDelivery]:
     """Deliveries, newest first, filtered by state (``failed_only``: failed), endpoint and
     event. An unknown endpoint is ``NotFound``; an unknown event simply has none."""
+    state, endpoint_id, limit = request.state, request.endpoint_id, request.limit
+    failed_only, event_id = request.failed_only, request.event_id
     if failed_only:
         if state is not None and state is not DeliveryState.FAILED:
             raise InvalidArgument.for_fields(
@@ -195,7 +195,7 @@ def list_deliveries(
         )
 
 
-def replay_deliveries(svc: HandlerContext, delivery_ids: Sequence[str]) -> list[WebhookDelivery]:
+def replay_deliveries(request: ReplayDeliveries, svc: HandlerContext) -> list[WebhookDelivery]:
     """Make each failed delivery ``pending`` again, due now, with a whole new retry budget.
     All or none: an unknown delivery is ``NotFound``, one that has not failed or whose
     endpoint is disabled is ``FailedPrecondition``, and then none is replayed."""
@@ -203,7 +203,7 @@ def replay_deliveries(svc: HandlerContext, delivery_ids: Sequence[str]) -> list[
     replayed: list[WebhookDelivery] = []
     with svc.unit_of_work() as uow:
         checked: set[str] = set()
-        for delivery_id in dict.fromkeys(delivery_ids):
+        for delivery_id in dict.fromkeys(request.delivery_ids):
             delivery = found(
                 uow.webhook_deliveries.get(delivery_id, for_update=True), DELIVERY, delivery_id
             )
@@ -217,10 +217,11 @@ def replay_deliveries(svc: HandlerContext, delivery_ids: Sequence[str]) -> list[
     return replayed
 
 
-def replay_failed(svc: HandlerContext, endpoint_id: str, *, batch_size: int = REPLAY_BATCH) -> int:
+def replay_failed(request: ReplayFailed, svc: HandlerContext) -> int:
     """Replay every failed delivery of the endpoint (which must be enabled), in batches of
     short transactions, oldest first: a subject's older deliveries are pending before its
     newer ones are, so that they go out in order; returns how many."""
+    endpoint_id, batch_size = request.endpoint_id, request.batch_size
     total = 0
     while True:
         now = svc.clock.now()

@@ -42,6 +42,7 @@ from sqlalchemy import func, select
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from domain.operator_requests import SeedPeriodEndChanges  # noqa: E402
 from tasks.handlers.subscribe import seed_period_end_changes  # noqa: E402
 from tests.support.emulator import EMULATOR_KEY, start_emulator  # noqa: E402
 from tests.support.records import create_organization, services_on  # noqa: E402
@@ -167,13 +168,15 @@ def run(
         account = new_account(ctx)
         seeded = time.monotonic()
         seed_period_end_changes(
+            SeedPeriodEndChanges(
+                org_id=account.org_id,
+                billing_account_id=account.id,
+                plan_ref=starter.id,
+                target_plan_ref=team.id,
+                count=size,
+                threads=4,
+            ),
             ctx,
-            org_id=account.org_id,
-            billing_account_id=account.id,
-            plan_ref=starter.id,
-            target_plan_ref=team.id,
-            count=size,
-            threads=4,
         )
         print(f"  {name}: seeded {size} in {time.monotonic() - seeded:.0f}s", flush=True)
         orgs = [

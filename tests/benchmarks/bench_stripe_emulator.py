@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -26,14 +25,11 @@ import requests
 import stripe  # noqa: TID251 - the benchmark drives the emulator through the real SDK
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from worker.local.embedded import free_port  # noqa: E402
+
 API_KEY = "sk_test_emulator"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def start_emulator(port: int) -> subprocess.Popen[bytes]:

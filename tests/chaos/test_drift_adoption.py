@@ -16,6 +16,7 @@ import pytest
 
 from domain.billing import BillingAccountState
 from tests.chaos.conftest import StackFactory
+from tests.support.environment import settings_environment
 from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually
 from worker.clock import SystemClock
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.chaos
 def drift(stack: Stack, *flags: str) -> tuple[int, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "worker.cli", "stripe", "drift", "--json", *flags],
-        env={**{k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}, **stack.env},
+        env=settings_environment(stack.env),
         capture_output=True,
         text=True,
         timeout=60,

@@ -4,13 +4,37 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
+import stripe  # noqa: TID251 - the tests look at the emulator's objects through the SDK
 from celery import Celery
 
+from tests.emulator.support import sdk_client
 from tests.support.message_check import MessageCheck
 from tests.support.stack import Stack
+from tests.support.subscriptions import operator
+from worker.bootstrap import Services
 
 _CHECKS: dict[str, MessageCheck] = {}
+
+
+@pytest.fixture(scope="module")
+def ctx(stack: Stack) -> Services:
+    """The operator's services on the stack (the handlers run in the test's process)."""
+    return operator(stack)
+
+
+@pytest.fixture
+def api(stack: Stack) -> Iterator[httpx.Client]:
+    """The stack's API, as the tests' client."""
+    with stack.http() as client:
+        yield client
+
+
+@pytest.fixture
+def sdk(stack: Stack) -> stripe.StripeClient:
+    """The real Stripe SDK on the stack's emulator."""
+    return sdk_client(stack.stripe_url)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from domain.operator_requests import DisableEndpoint, ListEndpoints
 from domain.permissions import ALL_SCOPES, Grant
 from tasks.handlers import webhook_endpoints
 from tests.support.records import create_organization, services_on
@@ -42,7 +43,7 @@ def test_schemathesis_finds_no_failure_against_the_served_document(
     create_organization(stack.sessions, SystemClock(), name=f"fuzz-{uuid.uuid4().hex[:8]}")
     client = stack.new_client("fuzzer", grant=Grant(scopes=ALL_SCOPES))
     svc = services_on(stack.sessions)
-    before = {endpoint.id for endpoint in webhook_endpoints.list_endpoints(svc)}
+    before = {endpoint.id for endpoint in webhook_endpoints.list_endpoints(ListEndpoints(), svc)}
     api_url = stack.api_url
     report = tmp_path / "report"
     command = [
@@ -73,8 +74,10 @@ def test_schemathesis_finds_no_failure_against_the_served_document(
 
     # The endpoints the fuzzer added (at made-up URLs) must not receive the events of the
     # tests that share this stack.
-    for endpoint in webhook_endpoints.list_endpoints(svc):
+    for endpoint in webhook_endpoints.list_endpoints(ListEndpoints(), svc):
         if endpoint.id not in before and endpoint.is_enabled:
-            webhook_endpoints.disable_endpoint(svc, endpoint.id, "added by the fuzzer")
+            webhook_endpoints.disable_endpoint(
+                DisableEndpoint(endpoint.id, "added by the fuzzer"), svc
+            )
 
     assert run.returncode == 0, run.stdout[-20_000:] + run.stderr[-5_000:]

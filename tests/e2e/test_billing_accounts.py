@@ -18,7 +18,7 @@ import stripe  # noqa: TID251 - the tests look at the emulator's customers throu
 from sqlalchemy import func, select
 
 from stripe_emulator import EmulatorAdmin, LoggedRequest
-from tests.emulator.support import sdk_client
+from tests.support.errors import field_violations
 from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually
 from worker.clock import SystemClock
@@ -36,17 +36,6 @@ def emulator(stack: Stack) -> Iterator[EmulatorAdmin]:
     admin.clear_faults()
     admin.set_rate_limit(0)
     admin.close()
-
-
-@pytest.fixture
-def sdk(stack: Stack) -> stripe.StripeClient:
-    return sdk_client(stack.stripe_url)
-
-
-@pytest.fixture
-def api(stack: Stack) -> Iterator[httpx.Client]:
-    with stack.http() as client:
-        yield client
 
 
 def new_org(stack: Stack, *, disabled: bool = False) -> str:
@@ -113,15 +102,6 @@ def account_state(stack: Stack, account_id: str) -> str | None:
     with stack.sessions() as session:
         row = session.get(BillingAccountRow, account_id)
         return row.state if row else None
-
-
-def field_violations(body: dict[str, Any]) -> dict[str, str]:
-    return {
-        violation["field"]: violation["description"]
-        for detail in body["details"]
-        if detail["@type"].endswith("google.rpc.BadRequest")
-        for violation in detail["fieldViolations"]
-    }
 
 
 # --- online and offline ---------------------------------------------------------------------

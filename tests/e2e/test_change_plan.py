@@ -25,7 +25,7 @@ from celery import Celery
 from domain.plans import Plan
 from domain.scheduled_changes import ChangeState
 from stripe_emulator import EmulatorAdmin
-from tests.emulator.support import sdk_client
+from tests.support.errors import field_violations
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import (
     DAY,
@@ -35,7 +35,6 @@ from tests.support.subscriptions import (
     executed_updates,
     new_account,
     new_plan,
-    operator,
     provider_updates,
     stored_change,
     stored_subscription,
@@ -54,11 +53,6 @@ class Catalog:
     starter: Plan
     team: Plan
     scale: Plan
-
-
-@pytest.fixture(scope="module")
-def ctx(stack: Stack) -> Services:
-    return operator(stack)
 
 
 @pytest.fixture(scope="module")
@@ -89,17 +83,6 @@ def emulator(stack: Stack) -> Iterator[EmulatorAdmin]:
 
 
 @pytest.fixture
-def sdk(stack: Stack) -> stripe.StripeClient:
-    return sdk_client(stack.stripe_url)
-
-
-@pytest.fixture
-def api(stack: Stack) -> Iterator[httpx.Client]:
-    with stack.http() as client:
-        yield client
-
-
-@pytest.fixture
 def sub(ctx: Services, catalog: Catalog) -> Subscribed:
     """A new organization's active subscription to the starter plan."""
     return subscribe(ctx, new_account(ctx), catalog.starter)
@@ -115,15 +98,6 @@ def at(text: str) -> datetime:
 
 def item_price(sdk: stripe.StripeClient, sub: Subscribed) -> str:
     return str(sdk.v1.subscriptions.retrieve(sub.provider_id)["items"].data[0].price.id)
-
-
-def field_violations(body: dict[str, Any]) -> dict[str, str]:
-    return {
-        violation["field"]: violation["description"]
-        for detail in body["details"]
-        if detail["@type"].endswith("google.rpc.BadRequest")
-        for violation in detail["fieldViolations"]
-    }
 
 
 # --- immediately ------------------------------------------------------------------------------

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from domain.webhooks import WebhookEndpoint
-from tests.support.emulator import free_port
 from tests.support.records import create_user
 from tests.support.stack import Stack, eventually
 from worker.clock import SystemClock
 from worker.db.uow import SqlUnitOfWork
+from worker.local.embedded import free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -24,12 +24,6 @@ ACCOUNT = '{"name": "Acme", "email": "billing@acme.example"}'
 
 
 @pytest.fixture
-def api(stack: Stack) -> Iterator[httpx.Client]:
-    with stack.http() as client:
-        yield client
-
-
-@pytest.fixture
 def create_url(stack: Stack) -> str:
     org = create_organization(stack.sessions, SystemClock(), name=f"org-{uuid.uuid4().hex}")
     return f"/v1beta1/organizations/{org.id}/billing"

@@ -21,6 +21,7 @@ import stripe  # noqa: TID251 - the test talks to the emulator as any Stripe cli
 from celery import Celery
 
 from stripe_emulator import EmulatorAdmin
+from tests.support.environment import settings_environment
 from tests.support.local_up import http_status, running_up
 from tests.support.stack import eventually
 from worker.local.embedded import free_port
@@ -109,8 +110,7 @@ def _answers_ok(url: str) -> bool:
 
 def _cli(local_stack: dict[str, Any], *args: str) -> Any:
     """Run ``billing-worker ARGS --json`` as a user would next to ``up``; its parsed output."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
-    env["BILLING_DATA_DIR"] = str(local_stack["data_dir"])
+    env = settings_environment({"BILLING_DATA_DIR": str(local_stack["data_dir"])})
     done = subprocess.run(
         [sys.executable, "-m", "worker.cli", *args],
         env=env,

@@ -22,12 +22,12 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - the tests read the emulator's invoices through the SDK
 
+from domain.operator_requests import CreateSubscription
 from domain.plans import Plan
 from domain.scheduled_changes import ChangeState, ScheduledChange
 from domain.subscriptions import SubscriptionState, SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tasks.handlers.subscribe import create_subscription
-from tests.emulator.support import sdk_client
 from tests.support.events import outbox_rows
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from tests.support.subscriptions import (
@@ -35,7 +35,6 @@ from tests.support.subscriptions import (
     changes_of,
     new_account,
     new_plan,
-    operator,
     provider_updates,
     stored_change,
     stored_subscription,
@@ -87,11 +86,6 @@ class Catalog:
 
 
 @pytest.fixture(scope="module")
-def ctx(stack: Stack) -> Services:
-    return operator(stack)
-
-
-@pytest.fixture(scope="module")
 def catalog(ctx: Services) -> Catalog:
     return Catalog(
         starter=new_plan(ctx, "starter", 900),
@@ -101,31 +95,22 @@ def catalog(ctx: Services) -> Catalog:
 
 
 @pytest.fixture
-def sdk(stack: Stack) -> stripe.StripeClient:
-    return sdk_client(stack.stripe_url)
-
-
-@pytest.fixture
 def emulator(stack: Stack) -> Iterator[EmulatorAdmin]:
     admin = stack.stripe
     yield admin
     admin.close()
 
 
-@pytest.fixture
-def api(stack: Stack) -> Iterator[httpx.Client]:
-    with stack.http() as client:
-        yield client
-
-
 def subscribe(ctx: Services, plan: Plan, terms: SubscriptionTerms | None = None) -> Subscribed:
     account = new_account(ctx)
     subscription = create_subscription(
+        CreateSubscription(
+            org_id=account.org_id,
+            billing_account_id=account.id,
+            plan_ref=plan.name,
+            terms=terms or SubscriptionTerms(),
+        ),
         ctx,
-        org_id=account.org_id,
-        billing_account_id=account.id,
-        plan_ref=plan.name,
-        terms=terms or SubscriptionTerms(),
     )
     return Subscribed(account.org_id, account.id, subscription.id, subscription.provider_id)
 

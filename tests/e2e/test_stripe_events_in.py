@@ -15,14 +15,12 @@ import stripe  # noqa: TID251 - the tests change the emulator's objects through 
 
 from domain.plans import Plan
 from domain.subscriptions import SubscriptionState
-from tests.emulator.support import sdk_client
 from tests.support.stack import Stack, eventually
 from tests.support.stripe_events import ROTATED_SECRET, event, signature
 from tests.support.subscriptions import (
     Subscribed,
     new_account,
     new_plan,
-    operator,
     stored_subscription,
     subscribe,
 )
@@ -33,11 +31,6 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def ctx(stack: Stack) -> Services:
-    return operator(stack)
-
-
-@pytest.fixture(scope="module")
 def plan(ctx: Services) -> Plan:
     return new_plan(ctx, "events-in", 1200)
 
@@ -45,11 +38,6 @@ def plan(ctx: Services) -> Plan:
 @pytest.fixture
 def sub(ctx: Services, plan: Plan) -> Subscribed:
     return subscribe(ctx, new_account(ctx), plan)
-
-
-@pytest.fixture
-def sdk(stack: Stack) -> stripe.StripeClient:
-    return sdk_client(stack.stripe_url)
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - the tests act as Stripe's dashboard through the SDK
 
+from domain.operator_requests import RegisterStripeEndpoint
 from domain.plans import Plan
 from domain.scheduled_changes import ChangeState
 from domain.subscriptions import SubscriptionState
 from stripe_emulator import EmulatorAdmin
 from tasks.handlers.stripe_endpoints import register_stripe_endpoint
-from tests.emulator.support import sdk_client
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from tests.support.subscriptions import (
     Subscribed,
@@ -62,16 +62,13 @@ def stack(
         system.start_beat()
         system.start_api()
         system.client = system.new_client()
-        register_stripe_endpoint(operator(system), f"{system.api_url}/webhooks/stripe")
+        register_stripe_endpoint(
+            RegisterStripeEndpoint(f"{system.api_url}/webhooks/stripe"), operator(system)
+        )
         with system.stripe as admin:  # Stripe's at-least-once, in no guaranteed order
             admin.duplicate_deliveries(probability=0.5)
             admin.reorder_deliveries(window=2, hold_seconds=0.5)
         yield system
-
-
-@pytest.fixture(scope="module")
-def ctx(stack: Stack) -> Services:
-    return operator(stack)
 
 
 @pytest.fixture(scope="module")
@@ -87,11 +84,6 @@ def other_plan(ctx: Services) -> Plan:
 @pytest.fixture
 def sub(ctx: Services, plan: Plan) -> Subscribed:
     return subscribe(ctx, new_account(ctx), plan)
-
-
-@pytest.fixture
-def sdk(stack: Stack) -> stripe.StripeClient:
-    return sdk_client(stack.stripe_url)
 
 
 @pytest.fixture

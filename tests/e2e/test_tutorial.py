@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.local_up import running_up, without_billing_settings
+from tests.support.environment import settings_environment
+from tests.support.local_up import running_up
 from tests.support.stack import eventually
 from worker.local.embedded import free_port
 
@@ -50,12 +51,13 @@ def test_the_tutorial_s_commands_run_as_written_and_the_receiver_gets_the_plan_c
             .replace(DOCUMENTED_API, stack["api_url"])
             .replace(DOCUMENTED_RECEIVER_PORT, receiver_port)
         )
-        env = {
-            **without_billing_settings(),
-            # The virtualenv active, as the tutorial asks (`source .venv/bin/activate`).
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-            "BILLING_DATA_DIR": str(data_dir),
-        }
+        env = settings_environment(
+            {
+                # The virtualenv active, as the tutorial asks (`source .venv/bin/activate`).
+                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                "BILLING_DATA_DIR": str(data_dir),
+            }
+        )
         # The receiver runs on in the background: its pid is kept, whatever happens.
         keep_receiver_pid = "trap 'echo ${!:-} > receiver.pid' EXIT"
         done = subprocess.run(

@@ -16,9 +16,9 @@ import stripe  # noqa: TID251 - these tests exercise the emulator through the re
 from stripe_emulator import EmulatorAdmin
 from tests.support.emulator import EMULATOR_KEY as EMULATOR_KEY
 from tests.support.emulator import EmulatorProcess as EmulatorProcess
-from tests.support.emulator import free_port as free_port
 from tests.support.emulator import running_emulator as running_emulator
 from tests.support.emulator import start_emulator as start_emulator
+from worker.local.embedded import free_port as free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SECOND_KEY = "sk_test_emulator_second_key"

@@ -20,7 +20,8 @@ from domain.subscriptions import ProviderSubscription, SubscriptionState, Subscr
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess
-from tests.support.fakes import FakeBillingProvider, FakeClock
+from tests.support.fakes.clock import FakeClock
+from tests.support.fakes.provider import FakeBillingProvider
 
 
 @dataclass

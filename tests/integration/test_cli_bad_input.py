@@ -6,7 +6,6 @@ PostgreSQL."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -20,6 +19,7 @@ from click.testing import CliRunner
 
 from domain.permissions import Scope
 from domain.plans import Plan, PlanSpec
+from tests.support.environment import settings_environment
 from tests.support.records import create_organization, create_user, services_on
 from worker.cli import main
 from worker.clock import SystemClock
@@ -37,10 +37,9 @@ class Done:
 
 def billing_worker(*args: str, env: dict[str, str]) -> Done:
     """Run ``billing-worker ARGS`` in a process of its own, with only ``env`` as settings."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
     done = subprocess.run(
         [sys.executable, "-m", "worker.cli", *args],
-        env={**clean, **env},
+        env=settings_environment(env),
         capture_output=True,
         text=True,
         timeout=60,

@@ -14,7 +14,8 @@ import pytest
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.messages import CommandStatus
 from domain.ports import CommandJournal
-from tests.support.fakes import FakeClock, FakeCommandJournal
+from tests.support.fakes.clock import FakeClock
+from tests.support.fakes.journal import FakeCommandJournal
 from worker.db.commands import SqlCommandLog
 from worker.db.engine import session_factory
 

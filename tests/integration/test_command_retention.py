@@ -3,7 +3,6 @@ idempotency keys that go with it, batches that each commit, and the operator's c
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
@@ -17,8 +16,10 @@ from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
 
 from domain.messages import CommandStatus
+from domain.sweeps import PruneCommandLog
 from tasks.handlers.retention import prune_command_log
-from tests.support.fakes import FakeClock
+from tests.support.environment import settings_environment
+from tests.support.fakes.clock import FakeClock
 from worker.bootstrap import Services, build_services
 from worker.clock import SystemClock
 from worker.db.commands import SqlCommandLog
@@ -105,7 +106,7 @@ def test_old_succeeded_and_expired_failed_commands_go_and_every_other_stays(
     succeeded_2_days_ago = log.run(CommandStatus.SUCCEEDED)
     log.clock.advance(timedelta(days=2))
 
-    report = prune_command_log(log.app)
+    report = prune_command_log(PruneCommandLog(), log.app)
 
     assert (report.total, report.complete) == (2, True)
     assert log.kept(succeeded_31_days_ago, failed_91_days_ago) == [False, False]
@@ -123,7 +124,7 @@ def test_rejected_commands_go_after_their_own_shorter_retention(
     rejected_2_days_ago = log.run(CommandStatus.REJECTED)
     log.clock.advance(timedelta(days=2))
 
-    report = prune_command_log(log.app)
+    report = prune_command_log(PruneCommandLog(), log.app)
 
     assert [(part.status, part.count) for part in report.pruned] == [
         (CommandStatus.SUCCEEDED, 0),
@@ -145,15 +146,15 @@ def test_a_replayed_failed_command_is_kept_until_its_new_run_is_old(
     log.clock.advance(timedelta(days=100))
 
     log.log.requeue(command_id)
-    prune_command_log(log.app)
+    prune_command_log(PruneCommandLog(), log.app)
     kept_while_queued = log.kept(command_id)
     log.log.begin(command_id, ENABLE, {"user_id": command_id}, source="api")
     log.log.succeed(command_id, {})
     log.clock.advance(timedelta(days=29))
-    prune_command_log(log.app)
+    prune_command_log(PruneCommandLog(), log.app)
     kept_29_days_after_its_new_run = log.kept(command_id)
     log.clock.advance(timedelta(days=2))
-    prune_command_log(log.app)
+    prune_command_log(PruneCommandLog(), log.app)
 
     assert kept_while_queued + kept_29_days_after_its_new_run == [True, True]
     assert log.kept(command_id) == [False]
@@ -169,7 +170,7 @@ def test_the_idempotency_key_of_a_pruned_command_makes_a_new_command(
         log.run(CommandStatus.QUEUED, key=key)
     log.clock.advance(timedelta(days=31))
 
-    prune_command_log(log.app)
+    prune_command_log(PruneCommandLog(), log.app)
     forgotten = log.log.find_by_idempotency_key("cli_1", key)
     second = log.run(CommandStatus.QUEUED, key=key)
     found = log.log.find_by_idempotency_key("cli_1", key)
@@ -225,9 +226,9 @@ def test_more_candidates_than_a_batch_are_deleted_in_batches_each_its_own_commit
     log.clock.advance(timedelta(days=31))
     seen = transactions(log.url)
 
-    first_sweep = prune_command_log(log.app)
+    first_sweep = prune_command_log(PruneCommandLog(), log.app)
     left_after_the_first = log.kept(*commands)
-    second_sweep = prune_command_log(log.app)
+    second_sweep = prune_command_log(PruneCommandLog(), log.app)
 
     assert (first_sweep.total, first_sweep.batches, first_sweep.complete) == (6, 3, False)
     assert left_after_the_first == [False] * 6 + [True]
@@ -239,10 +240,9 @@ def test_more_candidates_than_a_batch_are_deleted_in_batches_each_its_own_commit
 
 def billing_worker(*args: str, url: str) -> subprocess.CompletedProcess[str]:
     """Run ``billing-worker ARGS`` as an operator would, on the database at ``url``."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
     return subprocess.run(
         [sys.executable, "-m", "worker.cli", *args],
-        env={**clean, "BILLING_DATABASE_URL": url},
+        env=settings_environment({"BILLING_DATABASE_URL": url}),
         capture_output=True,
         text=True,
         timeout=60,
@@ -287,9 +287,9 @@ def test_on_postgresql_a_command_another_transaction_holds_is_left_for_a_later_s
 
     with session_factory(log.url).begin() as replaying:  # e.g. an operator's replay
         replaying.get(CommandRow, held, with_for_update=True)
-        while_held = prune_command_log(log.app)
+        while_held = prune_command_log(PruneCommandLog(), log.app)
         kept_while_held = log.kept(held, other)
-    afterwards = prune_command_log(log.app)
+    afterwards = prune_command_log(PruneCommandLog(), log.app)
 
     assert (while_held.total, kept_while_held) == (1, [True, False])
     assert (afterwards.total, log.kept(held)) == (1, [False])

@@ -19,7 +19,7 @@ from domain.plans import Plan, PlanSpec
 from domain.provider_calls import CallOutcome, ProviderCall
 from domain.scheduled_changes import ScheduledChange
 from domain.subscriptions import ProviderSubscription, Subscription
-from tests.support.fakes import FakeClock
+from tests.support.fakes.clock import FakeClock
 from tests.support.records import create_organization
 from worker.db.commands import SqlCommandLog
 from worker.db.engine import session_factory

@@ -14,7 +14,8 @@ from domain.events import UserEnabledEvent
 from domain.ports import UnitOfWork
 from domain.users import User, UserState
 from domain.webhooks import DeliveryClaim, DeliveryState, WebhookDelivery, WebhookEndpoint
-from tests.support.fakes import T0, FakeDatabase
+from tests.support.fakes.clock import T0
+from tests.support.fakes.database import FakeDatabase
 from worker.db.engine import session_factory
 from worker.db.uow import SqlUnitOfWork
 

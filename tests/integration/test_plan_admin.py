@@ -16,6 +16,7 @@ from domain.errors import (
     NotFound,
     TransientError,
 )
+from domain.operator_requests import CreatePlan, CreateSubscription, ReportSubscription
 from domain.plans import PlanSpec
 from domain.subscriptions import SubscriptionState
 from stripe_emulator import EmulatorAdmin
@@ -70,29 +71,29 @@ def test_a_plan_creation_that_failed_is_resumed_with_one_price(
 ) -> None:
     admin.add_fault("drop", "POST /v1/prices", after_execution=True, count=1)
     with pytest.raises(TransientError):
-        create_plan(ctx, SPEC)
+        create_plan(CreatePlan(SPEC), ctx)
 
-    plan = create_plan(ctx, SPEC)
+    plan = create_plan(CreatePlan(SPEC), ctx)
 
     assert plan.provider_price_id is not None
     assert len([r for r in admin.requests("/v1/prices", "POST") if not r.replayed]) == 1
     with pytest.raises(AlreadyExists):
-        create_plan(ctx, SPEC)
+        create_plan(CreatePlan(SPEC), ctx)
     with pytest.raises(AlreadyExists):
-        create_plan(ctx, PlanSpec(name="team", amount=3900, currency="usd"))
+        create_plan(CreatePlan(PlanSpec(name="team", amount=3900, currency="usd")), ctx)
 
 
 def test_a_subscription_is_recorded_with_stripes_state_and_period(ctx: Services) -> None:
-    plan = create_plan(ctx, SPEC)
+    plan = create_plan(CreatePlan(SPEC), ctx)
     payer = account(ctx)
 
     subscription = create_subscription(
-        ctx, org_id=payer.org_id, billing_account_id=payer.id, plan_ref="team"
+        CreateSubscription(org_id=payer.org_id, billing_account_id=payer.id, plan_ref="team"), ctx
     )
 
     assert subscription.state is SubscriptionState.ACTIVE
     assert subscription.plan_id == plan.id
-    report = subscription_report(ctx, subscription.id).to_view()
+    report = subscription_report(ReportSubscription(subscription.id), ctx).to_view()
     assert report["plan"]["name"] == "team"
     assert report["current_phase"] == {
         "effective_at": subscription.current_period_start.isoformat(),
@@ -104,24 +105,28 @@ def test_a_subscription_is_recorded_with_stripes_state_and_period(ctx: Services)
 def test_a_subscription_creation_is_retried_with_its_id(
     ctx: Services, admin: EmulatorAdmin
 ) -> None:
-    create_plan(ctx, SPEC)
+    create_plan(CreatePlan(SPEC), ctx)
     payer = account(ctx)
     admin.add_fault("drop", "POST /v1/subscriptions", after_execution=True, count=1)
     with pytest.raises(TransientError):
         create_subscription(
+            CreateSubscription(
+                org_id=payer.org_id,
+                billing_account_id=payer.id,
+                plan_ref="team",
+                subscription_id="sub_x",
+            ),
             ctx,
+        )
+
+    create_subscription(
+        CreateSubscription(
             org_id=payer.org_id,
             billing_account_id=payer.id,
             plan_ref="team",
             subscription_id="sub_x",
-        )
-
-    create_subscription(
+        ),
         ctx,
-        org_id=payer.org_id,
-        billing_account_id=payer.id,
-        plan_ref="team",
-        subscription_id="sub_x",
     )
 
     created = [
@@ -150,7 +155,7 @@ def test_a_subscription_creation_is_retried_with_its_id(
 def test_a_subscription_is_refused_before_reaching_stripe(
     ctx: Services, admin: EmulatorAdmin, case: str, error: type[Exception]
 ) -> None:
-    create_plan(ctx, SPEC)
+    create_plan(CreatePlan(SPEC), ctx)
     payer = account(
         ctx, online=case != "offline-account", currency="eur" if case == "other-currency" else "usd"
     )
@@ -158,6 +163,8 @@ def test_a_subscription_is_refused_before_reaching_stripe(
     plan_ref = "nope" if case == "unknown-plan" else "team"
 
     with pytest.raises(error):
-        create_subscription(ctx, org_id=org_id, billing_account_id=payer.id, plan_ref=plan_ref)
+        create_subscription(
+            CreateSubscription(org_id=org_id, billing_account_id=payer.id, plan_ref=plan_ref), ctx
+        )
 
     assert admin.requests("/v1/subscriptions", "POST") == []

@@ -6,7 +6,6 @@ as the crashed process left it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -23,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from domain.billing import BillingAccount, BillingDetails, CreateBillingAccount
 from domain.drift import DriftKind
 from domain.errors import TransientError
+from domain.operator_requests import CreatePlan, CreateSubscription, ReportDrift
 from domain.organizations import Organization
 from domain.plans import Plan, PlanSpec
 from domain.rate_budget import BudgetUsage, CallKind, Priority
@@ -34,6 +34,7 @@ from tasks.handlers.plans import create_plan
 from tasks.handlers.subscribe import create_subscription
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
+from tests.support.environment import settings_environment
 from tests.support.records import create_organization, services_on
 from worker.bootstrap import Services
 from worker.clock import SystemClock
@@ -68,10 +69,9 @@ class World:
 
     def drift(self, *args: str) -> Done:
         """``billing-worker stripe drift ARGS`` in a process of its own."""
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
         done = subprocess.run(
             [sys.executable, "-m", "worker.cli", "stripe", "drift", *args],
-            env={**clean, **self.env},
+            env=settings_environment(self.env),
             capture_output=True,
             text=True,
             timeout=120,
@@ -127,15 +127,14 @@ class World:
 
     def plan(self, name: str, amount: int = 900) -> Plan:
         spec = PlanSpec(name=f"{name}-{uuid.uuid4().hex[:6]}", amount=amount, currency="usd")
-        return create_plan(self.services, spec)
+        return create_plan(CreatePlan(spec), self.services)
 
     def subscribe(self, account: BillingAccount, plan: Plan, **kwargs: Any) -> Subscription:
         return create_subscription(
+            CreateSubscription(
+                org_id=account.org_id, billing_account_id=account.id, plan_ref=plan.name, **kwargs
+            ),
             self.services,
-            org_id=account.org_id,
-            billing_account_id=account.id,
-            plan_ref=plan.name,
-            **kwargs,
         )
 
     def subscription(self, subscription_id: str) -> Subscription | None:
@@ -472,7 +471,7 @@ def test_the_report_reads_stripe_at_bulk_priority_on_the_shared_budget(
     provider = StripeBillingProvider(EMULATOR_KEY, api_base=emulator.url, budget=budget)
     world.customer_at_stripe(world.pending_account())
 
-    [finding] = drift_report(services_on(world.sessions, provider=provider))
+    [finding] = drift_report(ReportDrift(), services_on(world.sessions, provider=provider))
 
     assert finding.kind is DriftKind.ORPHAN_CUSTOMER
     assert budget.calls == [(CallKind.READ, Priority.BULK)] * 2

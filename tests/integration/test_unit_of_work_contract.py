@@ -1,5 +1,5 @@
 """The unit of work's contract, checked on the real one (SQLite, PostgreSQL) and on the fake
-the unit tests use (``tests/support/fakes.py``): what the handlers rely on holds for both."""
+the unit tests use (``tests/support/fakes/``): what the handlers rely on holds for both."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from domain.plans import Plan
 from domain.ports import UnitOfWork
 from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
 from domain.subscriptions import Subscription, SubscriptionState
-from tests.support.fakes import T0, FakeDatabase, a_plan, an_organization
+from tests.support.fakes.clock import T0
+from tests.support.fakes.data import a_plan, an_organization
+from tests.support.fakes.database import FakeDatabase
 from tests.support.records import create_organization
 from worker.clock import SystemClock
 from worker.db.engine import session_factory

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,16 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stripe_emulator import DEFAULT_API_KEY, EmulatorAdmin
+from worker.local.embedded import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 EMULATOR_KEY = DEFAULT_API_KEY
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @dataclass

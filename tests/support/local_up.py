@@ -4,7 +4,6 @@ the tutorial: a process of its own on free ports, its stack file and demo client
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,13 +14,9 @@ from typing import Any
 
 import httpx
 
+from tests.support.environment import settings_environment
 from tests.support.stack import eventually
 from worker.local.embedded import free_port
-
-
-def without_billing_settings() -> dict[str, str]:
-    """This process's environment without any ``BILLING_*`` setting: what a new user has."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
 
 
 def http_status(url: str) -> int:
@@ -49,7 +44,7 @@ def running_up(data_dir: Path, **env: str) -> Iterator[dict[str, Any]]:
             "--flower-port",
             str(free_port()),
         ],
-        env={**without_billing_settings(), **env},
+        env=settings_environment(env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

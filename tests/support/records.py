@@ -30,14 +30,14 @@ def create_organization(
     sessions: sessionmaker[Session], clock: Clock, *, name: str, disabled: bool = False
 ) -> Organization:
     return organizations.create_organization(
-        services_on(sessions, clock), NewOrganization(name=name, disabled=disabled)
+        NewOrganization(name=name, disabled=disabled), services_on(sessions, clock)
     )
 
 
 def create_user(
     sessions: sessionmaker[Session], clock: Clock, *, email: str, disabled: bool = False
 ) -> User:
-    return users.create_user(services_on(sessions, clock), NewUser(email=email, disabled=disabled))
+    return users.create_user(NewUser(email=email, disabled=disabled), services_on(sessions, clock))
 
 
 def user_state(sessions: sessionmaker[Session], user_id: str) -> str | None:

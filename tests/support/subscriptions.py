@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 
 from domain.billing import BillingAccount, BillingDetails, CreateBillingAccount
+from domain.operator_requests import CreatePlan, CreateSubscription
 from domain.plans import Plan, PlanSpec
 from domain.scheduled_changes import ChangeState, ScheduledChange
 from domain.subscriptions import Subscription
@@ -36,7 +37,7 @@ def new_plan(ctx: Services, name: str, amount: int, interval: str = "month") -> 
     spec = PlanSpec(
         name=f"{name}-{uuid.uuid4().hex[:8]}", amount=amount, currency="usd", interval=interval
     )
-    return create_plan(ctx, spec)
+    return create_plan(CreatePlan(spec), ctx)
 
 
 def new_account(ctx: Services) -> BillingAccount:
@@ -76,7 +77,10 @@ class Subscribed:
 
 def subscribe(ctx: Services, account: BillingAccount, plan: Plan) -> Subscribed:
     subscription = create_subscription(
-        ctx, org_id=account.org_id, billing_account_id=account.id, plan_ref=plan.name
+        CreateSubscription(
+            org_id=account.org_id, billing_account_id=account.id, plan_ref=plan.name
+        ),
+        ctx,
     )
     return Subscribed(account.org_id, account.id, subscription.id, subscription.provider_id)
 

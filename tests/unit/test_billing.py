@@ -16,6 +16,7 @@ from domain.billing import (
 )
 from domain.organizations import Organization, OrganizationState
 from domain.tax_ids import STRIPE_TAX_ID_TYPES, UnmappableTaxType, resolve_tax_type
+from tests.support.errors import validation_messages
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 ORG = Organization(
@@ -26,10 +27,6 @@ ORG = Organization(
 
 def details(**fields: Any) -> BillingDetails:
     return BillingDetails.model_validate({"name": "Acme", "email": "a@acme.example", **fields})
-
-
-def violations(error: pytest.ExceptionInfo[ValidationError]) -> dict[tuple[Any, ...], str]:
-    return {item["loc"]: item["msg"] for item in error.value.errors()}
 
 
 # --- tax types ------------------------------------------------------------------------------
@@ -130,7 +127,7 @@ def test_invalid_details_name_the_offending_field(
 ) -> None:
     with pytest.raises(ValidationError) as error:
         details(**fields)
-    assert location in violations(error)
+    assert location in validation_messages(error)
 
 
 def test_metadata_takes_flat_strings_numbers_and_booleans() -> None:

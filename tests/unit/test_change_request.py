@@ -7,16 +7,8 @@ from typing import Any
 import pytest
 
 from domain.errors import ErrorCode, InvalidArgument
+from tests.support.errors import field_violations
 from worker.api.change_request import resolve_change_request
-
-
-def violations(error: InvalidArgument) -> dict[str, str]:
-    return {
-        violation["field"]: violation["description"]
-        for detail in error.details
-        for violation in detail.get("fieldViolations", [])
-    }
-
 
 RESOLVED = [
     pytest.param(
@@ -173,14 +165,14 @@ def test_an_invalid_request_is_a_400_naming_the_field(body: dict[str, Any], fiel
         resolve_change_request(body)
 
     assert raised.value.code is ErrorCode.INVALID_ARGUMENT
-    assert field in violations(raised.value), violations(raised.value)
+    assert field in field_violations(raised.value), field_violations(raised.value)
 
 
 def test_every_problem_of_a_request_is_listed() -> None:
     with pytest.raises(InvalidArgument) as raised:
         resolve_change_request({"plan": 1, "immediate": "no", "colour": "red"})
 
-    assert set(violations(raised.value)) == {"plan", "immediate", "colour"}
+    assert set(field_violations(raised.value)) == {"plan", "immediate", "colour"}
 
 
 def test_contradicting_plans_and_immediates_are_both_reported() -> None:
@@ -189,4 +181,4 @@ def test_contradicting_plans_and_immediates_are_both_reported() -> None:
             {"plan_change": {"plan": "team", "immediate": True}, "plan": "x", "immediate": False}
         )
 
-    assert set(violations(raised.value)) == {"plan", "immediate"}
+    assert set(field_violations(raised.value)) == {"plan", "immediate"}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from pydantic import ValidationError
 
@@ -16,14 +14,11 @@ from domain.currencies import (
     format_amount,
 )
 from domain.plans import PlanSpec
+from tests.support.errors import validation_messages
 from worker.settings import Settings
 
 NOT_AT_STRIPE = ["XTS", "XAU", "XXX", "xdr", "usn", "zzz", "usdollar", ""]
 """ISO 4217 test, precious-metal, no-currency, drawing-right and fund codes, and non-codes."""
-
-
-def violations(error: pytest.ExceptionInfo[ValidationError]) -> dict[tuple[Any, ...], str]:
-    return {item["loc"]: item["msg"] for item in error.value.errors()}
 
 
 @pytest.mark.parametrize("code", NOT_AT_STRIPE)
@@ -33,7 +28,7 @@ def test_a_plan_in_a_currency_stripe_does_not_accept_is_refused_naming_the_curre
     with pytest.raises(ValidationError) as error:
         PlanSpec(name="team", amount=2900, currency=code)
 
-    assert "Stripe accepts" in violations(error)[("currency",)]
+    assert "Stripe accepts" in validation_messages(error)[("currency",)]
 
 
 @pytest.mark.parametrize("code", NOT_AT_STRIPE)
@@ -43,7 +38,7 @@ def test_a_billing_account_in_a_currency_stripe_does_not_accept_is_refused_namin
     with pytest.raises(ValidationError) as error:
         BillingDetails(name="Acme", email="billing@acme.example", currency=code)
 
-    assert ("currency",) in violations(error)
+    assert ("currency",) in validation_messages(error)
 
 
 def test_a_default_currency_stripe_does_not_accept_is_refused_at_start(
@@ -54,7 +49,7 @@ def test_a_default_currency_stripe_does_not_accept_is_refused_at_start(
     with pytest.raises(ValidationError) as error:
         Settings()
 
-    assert ("default_currency",) in violations(error)
+    assert ("default_currency",) in validation_messages(error)
 
 
 def test_the_default_currency_is_kept_as_stripe_writes_it(
@@ -115,7 +110,7 @@ def test_a_three_decimal_amount_stripe_would_round_is_refused_naming_the_amount(
     with pytest.raises(ValidationError) as error:
         PlanSpec(name="team", amount=1234, currency=currency)
 
-    assert "multiple of 10" in violations(error)[("amount",)]
+    assert "multiple of 10" in validation_messages(error)[("amount",)]
 
 
 def test_a_three_decimal_amount_ending_in_zero_and_any_zero_decimal_amount_are_taken() -> None:

@@ -22,7 +22,8 @@ from domain.drift import (
 from domain.plans import Plan
 from domain.scheduled_changes import ScheduledChange
 from domain.subscriptions import ProviderSubscription, Subscription, SubscriptionState
-from tests.support.fakes import T0, a_plan, an_organization
+from tests.support.fakes.clock import T0
+from tests.support.fakes.data import a_plan, an_organization
 
 STARTER = a_plan("starter", "price_starter")
 TEAM = a_plan("team", "price_team")

@@ -4,7 +4,6 @@ and how the relay publishes them (the stream, then one webhook delivery per endp
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -16,6 +15,7 @@ from domain.billing import BillingDetails, CreateBillingAccount
 from domain.errors import InvalidArgument, TransientError
 from domain.events import EVENT_TYPES, parse_event
 from domain.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan, change_id_for
+from domain.sweeps import PruneOutbox, RelayEvents
 from domain.users import EnableUser
 from domain.webhooks import DeliveryState, WebhookEndpoint
 from tasks.handlers.billing import create_billing_account
@@ -26,7 +26,8 @@ from tasks.handlers.subscriptions import change_subscription_plan
 from tasks.handlers.users import enable_user
 from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK, WEBHOOKS_QUEUE
 from tasks.runtime import CommandApp
-from tests.support.fakes import FakeApplication, a_user, an_organization, subscribed
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import a_user, an_organization, subscribed
 
 DETAILS = BillingDetails(
     name="Ada Lovelace", email="ada@acme.example", phone="+14155550100", tax_data=[]
@@ -242,13 +243,6 @@ def test_every_written_event_reads_back_as_its_catalog_type(app: FakeApplication
 # --- a rejected or failed command -------------------------------------------------------------
 
 
-@pytest.fixture
-def worker(app: FakeApplication) -> Iterator[CommandApp]:
-    celery = CommandApp("unit-tests", application=lambda: app, set_as_current=False)
-    yield celery
-    celery.close()
-
-
 def run(worker: CommandApp, task_name: str, **kwargs: Any) -> dict[str, Any]:
     task: Task[Any, Any] = worker.tasks[task_name]
     task.push_request(
@@ -313,7 +307,7 @@ def test_a_command_whose_relay_fails_still_succeeds_and_leaves_its_event_for_bea
 
     assert app.commands["e1"].status.value == "succeeded"
     assert app.db.rows("events")[0].published_at is None
-    assert relay_events(app) == 1
+    assert relay_events(RelayEvents(), app) == 1
     assert app.stream.types == ["user.enabled"]
 
 
@@ -324,8 +318,8 @@ def test_the_relay_publishes_in_outbox_order_once(app: FakeApplication) -> None:
     create_billing_account(create(), app)
     enable_user(EnableUser(command_id="e1", user_id="usr_1"), app)
 
-    assert relay_events(app) == 3
-    assert relay_events(app) == 0
+    assert relay_events(RelayEvents(), app) == 3
+    assert relay_events(RelayEvents(), app) == 0
 
     assert app.stream.types == [
         "billing_account.created",
@@ -342,10 +336,10 @@ def test_a_stream_that_fails_leaves_the_events_for_the_next_relay(app: FakeAppli
     app.stream.fail_next(ConnectionError("redis is down"))
 
     with pytest.raises(ConnectionError):
-        relay_events(app)
+        relay_events(RelayEvents(), app)
 
     assert not app.lock.held
-    assert relay_events(app) == 1
+    assert relay_events(RelayEvents(), app) == 1
     assert app.stream.types == ["user.enabled"]
 
 
@@ -353,7 +347,7 @@ def test_a_relay_finding_another_one_running_leaves_the_work_to_it(app: FakeAppl
     enable_user(EnableUser(command_id="e1", user_id="usr_1"), app)
     app.lock.acquire()
 
-    assert relay_events(app) == 0
+    assert relay_events(RelayEvents(), app) == 0
     assert app.stream.entries == []
 
 
@@ -369,7 +363,7 @@ def test_the_relay_makes_one_claimed_delivery_per_endpoint_that_wants_the_event(
     app.db.seed(everything, users_only, accounts_only, disabled)
     enable_user(EnableUser(command_id="e1", user_id="usr_1"), app)
 
-    relay_events(app)
+    relay_events(RelayEvents(), app)
 
     deliveries = app.db.rows("webhook_deliveries")
     assert sorted(delivery.endpoint_id for delivery in deliveries) == sorted(
@@ -389,7 +383,7 @@ def test_a_delivery_message_that_cannot_go_is_left_to_the_sweep(app: FakeApplica
     enable_user(EnableUser(command_id="e1", user_id="usr_1"), app)
     app.published.fail_next(TransientError("broker down"))
 
-    relay_events(app)
+    relay_events(RelayEvents(), app)
 
     (delivery,) = app.db.rows("webhook_deliveries")
     assert delivery.state is DeliveryState.DELIVERING  # its lease runs out, then a sweep takes it
@@ -401,7 +395,7 @@ def test_the_outbox_keeps_deliveries_and_events_as_long_as_the_command_log_keeps
 ) -> None:
     app.db.seed(WebhookEndpoint.new("https://a.example/hook", ["*"], app.clock.now()))
     enable_user(EnableUser(command_id="e1", user_id="usr_1"), app)
-    relay_events(app)
+    relay_events(RelayEvents(), app)
     with app.unit_of_work() as uow:
         (delivery,) = uow.webhook_deliveries.find()
         delivery.succeeded(200, app.clock.now())
@@ -409,12 +403,12 @@ def test_the_outbox_keeps_deliveries_and_events_as_long_as_the_command_log_keeps
         uow.commit()
 
     app.clock.advance(timedelta(days=29))
-    assert prune_outbox(app) == 0
+    assert prune_outbox(PruneOutbox(), app) == 0
     app.clock.advance(timedelta(days=2))
-    assert prune_outbox(app) == 1  # the succeeded delivery, after 30 days
+    assert prune_outbox(PruneOutbox(), app) == 1  # the succeeded delivery, after 30 days
     assert len(outbox(app)) == 1
     app.clock.advance(timedelta(days=60))
-    assert prune_outbox(app) == 1  # the event, after 90 days
+    assert prune_outbox(PruneOutbox(), app) == 1  # the event, after 90 days
     assert outbox(app) == []
 
 
@@ -431,12 +425,12 @@ def test_an_event_committed_while_the_relay_ran_is_published_by_it_not_left_for_
         if not app.stream.entries or len(app.stream.entries) > 1:
             return release()
         enable_user(EnableUser(command_id="e2", user_id="usr_2"), app)
-        assert relay_events(app) == 0  # its relay finds the lock taken
+        assert relay_events(RelayEvents(), app) == 0  # its relay finds the lock taken
         return release()
 
     app.lock.release = release_after_another_command  # type: ignore[method-assign]
 
-    assert relay_events(app) == 2
+    assert relay_events(RelayEvents(), app) == 2
     assert [entry.subject_key for entry in app.stream.entries] == ["user:usr_1", "user:usr_2"]
 
 

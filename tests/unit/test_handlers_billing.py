@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from domain.billing import (
-    BillingAccount,
     BillingAccountState,
     BillingDetails,
     CreateBillingAccount,
@@ -23,7 +22,8 @@ from domain.errors import (
     TransientError,
 )
 from tasks.handlers.billing import create_billing_account, register_billing_account
-from tests.support.fakes import FakeApplication, an_organization
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import an_organization, stored_account
 
 DETAILS = BillingDetails(name="Acme", email="billing@acme.example")
 
@@ -50,12 +50,6 @@ def register(account_id: str = "ba_1", org_id: str = "org_1") -> RegisterBilling
     return RegisterBillingAccount(command_id="r1", org_id=org_id, billing_account_id=account_id)
 
 
-def stored(app: FakeApplication, account_id: str = "ba_1") -> BillingAccount:
-    account: BillingAccount | None = app.db.row("billing_accounts", account_id)
-    assert account is not None
-    return account
-
-
 def unavailable() -> TransientError:
     return TransientError("stripe create customer: 503 error: unavailable")
 
@@ -77,7 +71,7 @@ def test_an_online_account_is_registered_and_returned_active_with_its_organizati
     assert ready.billing_account["provider_id"] in app.provider.customers
     assert ready.billing_account["provider"] == "fake"
     assert ready.organization["id"] == "org_1"
-    account = stored(app)
+    account = stored_account(app)
     assert (account.state, account.provider_id) == (
         BillingAccountState.ACTIVE,
         ready.billing_account["provider_id"],
@@ -95,7 +89,7 @@ def test_an_offline_account_is_active_at_once_and_never_reaches_the_provider(
     assert ready.billing_account["state"] == "active"
     assert ready.billing_account["provider_id"] == ""
     assert app.provider.calls == []
-    assert stored(app).registration_key is None
+    assert stored_account(app).registration_key is None
 
 
 def test_the_account_is_pending_with_its_key_stored_before_the_provider_is_called(
@@ -107,7 +101,7 @@ def test_the_account_is_pending_with_its_key_stored_before_the_provider_is_calle
         create_billing_account(create(), app)
 
     [call] = app.provider.calls_of("create_customer")
-    account = stored(app)
+    account = stored_account(app)
     assert account.state is BillingAccountState.PENDING
     assert account.registration_key == call.idempotency_key
     assert account.registration_started_at == app.clock.now()
@@ -120,7 +114,7 @@ def test_a_transient_failure_leaves_the_account_pending_and_the_retry_uses_the_s
     for _ in range(2):
         with pytest.raises(TransientError):
             create_billing_account(create(), app)
-        assert stored(app).state is BillingAccountState.PENDING
+        assert stored_account(app).state is BillingAccountState.PENDING
 
     ready = create_billing_account(create(), app)
 
@@ -165,7 +159,7 @@ def test_without_a_provider_set_up_the_command_fails_and_the_account_waits_for_a
     with pytest.raises(FailedPrecondition):
         create_billing_account(create(), app)
 
-    account = stored(app)
+    account = stored_account(app)
     assert account.state is BillingAccountState.PENDING
     assert account.registration_key is not None
 
@@ -218,7 +212,7 @@ def test_an_account_id_taken_by_another_organization_already_exists(
     with pytest.raises(AlreadyExists):
         create_billing_account(create("c2", org_id="org_2"), app)
 
-    assert stored(app).org_id == "org_1"
+    assert stored_account(app).org_id == "org_1"
 
 
 def test_an_account_created_concurrently_for_the_organization_makes_the_command_retry(
@@ -250,7 +244,7 @@ def test_an_offline_account_is_registered_later_once(app: FakeApplication) -> No
     assert first.billing_account["provider_id"] in app.provider.customers
     assert second == first
     assert len(app.provider.calls) == 1
-    assert stored(app).state is BillingAccountState.ACTIVE
+    assert stored_account(app).state is BillingAccountState.ACTIVE
 
 
 def test_registering_an_account_of_another_organization_is_not_found(
@@ -274,14 +268,14 @@ def test_a_refused_registration_of_an_offline_account_keeps_it_and_drops_its_key
     with pytest.raises(InvalidArgument):
         register_billing_account(register(), app)
 
-    account = stored(app)
+    account = stored_account(app)
     assert (account.state, account.provider_id) == (BillingAccountState.ACTIVE, None)
     assert account.registration_key is None  # a later registration gets a new key
 
 
 def test_a_disabled_account_is_not_registered(app: FakeApplication) -> None:
     create_billing_account(create(offline=True), app)
-    account = stored(app)
+    account = stored_account(app)
     account.state = BillingAccountState.DISABLED
     app.db.seed(account)
 

@@ -9,6 +9,7 @@ import pytest
 from domain.billing import BillingAccount, BillingAccountState, BillingDetails
 from domain.drift import CustomerLink, DriftKind
 from domain.errors import FailedPrecondition
+from domain.operator_requests import AdoptFindings, ReportDrift
 from domain.subscriptions import ProviderSubscription, Subscription, SubscriptionTerms
 from tasks.handlers.drift import (
     ADOPTED,
@@ -17,7 +18,8 @@ from tasks.handlers.drift import (
     drift_report,
     link_customer,
 )
-from tests.support.fakes import FakeApplication, a_plan, an_organization
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import a_plan, an_organization, stored_account
 
 DETAILS = BillingDetails(name="Acme", email="billing@acme.example")
 
@@ -57,12 +59,6 @@ def made_at_stripe_only(app: FakeApplication, account: BillingAccount) -> str:
     return app.provider.add_customer(account.provider_customer())
 
 
-def stored(app: FakeApplication, account_id: str = "ba_1") -> BillingAccount:
-    account: BillingAccount | None = app.db.row("billing_accounts", account_id)
-    assert account is not None
-    return account
-
-
 def event_types(app: FakeApplication) -> list[str]:
     return [row.type for row in app.db.rows("events")]
 
@@ -91,13 +87,13 @@ def test_a_report_reads_every_customer_and_subscription_and_changes_nothing(
     made_at_stripe_only(app, account)
     commits = app.db.commits
 
-    [finding] = drift_report(app)
+    [finding] = drift_report(ReportDrift(), app)
 
     assert finding.kind is DriftKind.ORPHAN_CUSTOMER
     assert len(app.provider.calls_of("list_customers")) == 1
     assert len(app.provider.calls_of("list_subscriptions")) == 1
     assert app.db.commits == commits
-    assert stored(app).state is BillingAccountState.PENDING
+    assert stored_account(app).state is BillingAccountState.PENDING
 
 
 def test_adopting_the_customer_of_a_pending_account_registers_it_once_through_the_outbox(
@@ -105,10 +101,10 @@ def test_adopting_the_customer_of_a_pending_account_registers_it_once_through_th
 ) -> None:
     customer_id = made_at_stripe_only(app, pending_account(app))
 
-    [adoption] = adopt_findings(app, drift_report(app))
+    [adoption] = adopt_findings(AdoptFindings(drift_report(ReportDrift(), app)), app)
 
     assert (adoption.adopted, adoption.outcome) == (True, ADOPTED)
-    account = stored(app)
+    account = stored_account(app)
     assert (account.state, account.provider, account.provider_id) == (
         BillingAccountState.ACTIVE,
         "fake",
@@ -116,7 +112,7 @@ def test_adopting_the_customer_of_a_pending_account_registers_it_once_through_th
     )
     assert account.registration_key is None
     assert event_types(app) == ["billing_account.registered"]
-    assert drift_report(app) == []
+    assert drift_report(ReportDrift(), app) == []
     assert app.provider.calls_of("create_customer") == []
 
 
@@ -128,26 +124,26 @@ def test_several_customers_naming_a_pending_account_need_a_person_and_link_nothi
     app.clock.advance(timedelta(minutes=1))
     made_at_stripe_only(app, account)
 
-    [adoption] = adopt_findings(app, drift_report(app))
+    [adoption] = adopt_findings(AdoptFindings(drift_report(ReportDrift(), app)), app)
 
     assert adoption.finding.kind is DriftKind.DUPLICATE_CUSTOMERS
     assert (adoption.adopted, adoption.outcome) == (False, NEEDS_A_PERSON)
-    assert stored(app).provider_id is None
+    assert stored_account(app).provider_id is None
     assert event_types(app) == []
 
 
 def test_an_account_linked_meanwhile_is_not_adopted_again(app: FakeApplication) -> None:
     account = pending_account(app)
     orphan = made_at_stripe_only(app, account)
-    report = drift_report(app)
+    report = drift_report(ReportDrift(), app)
     account.registered("fake", "cus_registered_meanwhile", app.clock.now())
     app.db.seed(account)
 
-    [adoption] = adopt_findings(app, report)
+    [adoption] = adopt_findings(AdoptFindings(report), app)
 
     assert not adoption.adopted
     assert adoption.outcome.startswith("not adopted: billing account 'ba_1' is linked to")
-    assert stored(app).provider_id == "cus_registered_meanwhile"
+    assert stored_account(app).provider_id == "cus_registered_meanwhile"
     assert orphan != "cus_registered_meanwhile"
     assert event_types(app) == []
 
@@ -156,7 +152,7 @@ def test_linking_the_customer_an_account_already_has_changes_nothing(app: FakeAp
     account, customer_id = linked_account(app)
     commits = app.db.commits
 
-    assert link_customer(app, CustomerLink(account.id, customer_id)).provider_id == customer_id
+    assert link_customer(CustomerLink(account.id, customer_id), app).provider_id == customer_id
     assert app.db.commits == commits
 
 
@@ -166,7 +162,7 @@ def test_a_disabled_account_is_not_linked(app: FakeApplication) -> None:
     app.db.seed(account)
 
     with pytest.raises(FailedPrecondition) as raised:
-        link_customer(app, CustomerLink(account.id, "cus_1"))
+        link_customer(CustomerLink(account.id, "cus_1"), app)
 
     assert raised.value.details[0]["reason"] == "BILLING_ACCOUNT_DISABLED"
 
@@ -176,10 +172,10 @@ def test_a_customer_linked_to_another_account_is_not_linked_twice(app: FakeAppli
     pending_account(app, "ba_1")
 
     with pytest.raises(FailedPrecondition) as raised:
-        link_customer(app, CustomerLink("ba_1", taken))
+        link_customer(CustomerLink("ba_1", taken), app)
 
     assert "linked to another billing account" in raised.value.message
-    assert stored(app).provider_id is None
+    assert stored_account(app).provider_id is None
 
 
 def test_adopting_an_orphan_subscription_records_it_under_the_id_its_metadata_names(
@@ -188,7 +184,7 @@ def test_adopting_an_orphan_subscription_records_it_under_the_id_its_metadata_na
     _, customer_id = linked_account(app)
     remote = orphan_subscription(app, customer_id)
 
-    [adoption] = adopt_findings(app, drift_report(app))
+    [adoption] = adopt_findings(AdoptFindings(drift_report(ReportDrift(), app)), app)
 
     assert adoption.adopted
     row = app.db.row("subscriptions", "sub_9")
@@ -201,7 +197,7 @@ def test_adopting_an_orphan_subscription_records_it_under_the_id_its_metadata_na
         remote.current_period_end,
         remote.item_id,
     )
-    assert drift_report(app) == []
+    assert drift_report(ReportDrift(), app) == []
 
 
 def test_an_orphan_subscription_of_a_customer_adopted_in_the_same_run_waits_for_the_next(
@@ -210,15 +206,15 @@ def test_an_orphan_subscription_of_a_customer_adopted_in_the_same_run_waits_for_
     customer_id = made_at_stripe_only(app, pending_account(app))
     orphan_subscription(app, customer_id)
 
-    first = adopt_findings(app, drift_report(app))
-    second = adopt_findings(app, drift_report(app))
+    first = adopt_findings(AdoptFindings(drift_report(ReportDrift(), app)), app)
+    second = adopt_findings(AdoptFindings(drift_report(ReportDrift(), app)), app)
 
     assert [(a.finding.kind, a.adopted) for a in first] == [
         (DriftKind.ORPHAN_CUSTOMER, True),
         (DriftKind.ORPHAN_SUBSCRIPTION, False),
     ]
     assert [(a.finding.kind, a.adopted) for a in second] == [(DriftKind.ORPHAN_SUBSCRIPTION, True)]
-    assert drift_report(app) == []
+    assert drift_report(ReportDrift(), app) == []
 
 
 def test_an_orphan_subscription_whose_id_was_taken_meanwhile_is_not_adopted(
@@ -226,7 +222,7 @@ def test_an_orphan_subscription_whose_id_was_taken_meanwhile_is_not_adopted(
 ) -> None:
     _, customer_id = linked_account(app)
     orphan_subscription(app, customer_id)
-    report = drift_report(app)
+    report = drift_report(ReportDrift(), app)
     elsewhere = ProviderSubscription(
         "sub_elsewhere", "active", "si_x", "price_starter", app.clock.now(), app.clock.now()
     )
@@ -236,7 +232,7 @@ def test_an_orphan_subscription_whose_id_was_taken_meanwhile_is_not_adopted(
         )
     )
 
-    [adoption] = adopt_findings(app, report)
+    [adoption] = adopt_findings(AdoptFindings(report), app)
 
     assert not adoption.adopted
     assert adoption.outcome == "not adopted: subscription 'sub_9' exists, linked to sub_elsewhere"
@@ -246,10 +242,10 @@ def test_an_orphan_subscription_whose_id_was_taken_meanwhile_is_not_adopted(
 def test_a_missing_stripe_subscription_needs_a_person(app: FakeApplication) -> None:
     _, customer_id = linked_account(app)
     remote = orphan_subscription(app, customer_id)
-    adopt_findings(app, drift_report(app))
+    adopt_findings(AdoptFindings(drift_report(ReportDrift(), app)), app)
     app.provider.delete_subscription(remote.id)
 
-    [adoption] = adopt_findings(app, drift_report(app))
+    [adoption] = adopt_findings(AdoptFindings(drift_report(ReportDrift(), app)), app)
 
     assert adoption.finding.kind is DriftKind.MISSING_SUBSCRIPTION
     assert adoption.outcome == NEEDS_A_PERSON
@@ -260,4 +256,6 @@ def test_a_customer_deleted_at_stripe_is_missing(app: FakeApplication) -> None:
     _, customer_id = linked_account(app)
     app.provider.delete_customer(customer_id)
 
-    assert [finding.kind for finding in drift_report(app)] == [DriftKind.MISSING_CUSTOMER]
+    assert [finding.kind for finding in drift_report(ReportDrift(), app)] == [
+        DriftKind.MISSING_CUSTOMER
+    ]

@@ -25,7 +25,8 @@ from tasks.handlers.operations import (
     skip_scheduled_change,
 )
 from tasks.handlers.subscriptions import change_subscription_plan
-from tests.support.fakes import FakeApplication, an_organization, subscribed
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import an_organization, subscribed
 
 
 @pytest.fixture

@@ -9,9 +9,11 @@ import pytest
 
 from domain.billing import BillingAccount, BillingDetails
 from domain.errors import FailedPrecondition, TransientError
+from domain.operator_requests import CreateSubscription
 from domain.subscriptions import Subscription, SubscriptionTerms
 from tasks.handlers.subscribe import create_subscription
-from tests.support.fakes import FakeApplication, a_plan, an_organization
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import a_plan, an_organization
 
 
 @pytest.fixture
@@ -37,11 +39,13 @@ def app() -> FakeApplication:
 
 def subscribe(app: FakeApplication, subscription_id: str | None = "sub_1") -> Subscription:
     return create_subscription(
+        CreateSubscription(
+            org_id="org_1",
+            billing_account_id="ba_1",
+            plan_ref="starter",
+            subscription_id=subscription_id,
+        ),
         app,
-        org_id="org_1",
-        billing_account_id="ba_1",
-        plan_ref="starter",
-        subscription_id=subscription_id,
     )
 
 
@@ -119,12 +123,14 @@ def test_a_subscription_recorded_meanwhile_by_an_adoption_is_the_one_returned(
 
 def test_a_creation_with_terms_sends_them_and_our_ids_as_metadata(app: FakeApplication) -> None:
     create_subscription(
+        CreateSubscription(
+            org_id="org_1",
+            billing_account_id="ba_1",
+            plan_ref="starter",
+            subscription_id="sub_1",
+            terms=SubscriptionTerms(trial_days=7),
+        ),
         app,
-        org_id="org_1",
-        billing_account_id="ba_1",
-        plan_ref="starter",
-        subscription_id="sub_1",
-        terms=SubscriptionTerms(trial_days=7),
     )
 
     [call] = app.provider.calls_of("create_subscription")

@@ -27,16 +27,12 @@ from domain.scheduled_changes import (
     change_id_for,
 )
 from domain.subscriptions import Subscription, SubscriptionState
+from domain.sweeps import ClaimDueChanges, PublishDueChanges
 from tasks.handlers.scheduled_changes import apply_scheduled_change, claim_due_changes
 from tasks.handlers.subscriptions import change_subscription_plan, preview_plan_change
 from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY, publish_due_changes
-from tests.support.fakes import (
-    FakeApplication,
-    FakeBillingPolicy,
-    Subscribed,
-    a_plan,
-    subscribed,
-)
+from tests.support.fakes.application import FakeApplication, FakeBillingPolicy
+from tests.support.fakes.data import Subscribed, a_plan, subscribed
 
 DAY = timedelta(days=1)
 SECOND = timedelta(seconds=1)
@@ -346,10 +342,10 @@ def test_a_period_end_change_is_made_at_the_provider_an_hour_ahead_and_takes_eff
     [scheduled] = changes(app, sub)
     boundary = scheduled.effective_at
     app.clock.advance(boundary - app.clock.now() - timedelta(hours=1) - SECOND)
-    assert claim_due_changes(app, 10) == []  # not before the lead time
+    assert claim_due_changes(ClaimDueChanges(10), app) == []  # not before the lead time
 
     app.clock.advance(2 * SECOND)
-    [claim] = claim_due_changes(app, 10)
+    [claim] = claim_due_changes(ClaimDueChanges(10), app)
     staged = apply(app, claim.change_id)
     again = apply(app, claim.change_id, "apply:2")
 
@@ -361,10 +357,11 @@ def test_a_period_end_change_is_made_at_the_provider_an_hour_ahead_and_takes_eff
     assert app.provider.subscriptions[sub.provider_id].price_id == "price_team"
     assert subscription(app, sub).plan_id == sub.starter.id  # here, until the boundary
 
-    assert publish_due_changes(app) == 0  # staged: nothing more to claim before the boundary
+    # Staged: nothing more to claim before the boundary.
+    assert publish_due_changes(PublishDueChanges(), app) == 0
     assert subscription(app, sub).plan_id == sub.starter.id
     app.clock.advance(timedelta(hours=1))
-    publish_due_changes(app)
+    publish_due_changes(PublishDueChanges(), app)
 
     [applied] = changes(app, sub)
     assert applied.state is ChangeState.APPLIED
@@ -385,7 +382,7 @@ def test_a_change_claimed_after_the_provider_renewed_is_corrected_from_the_new_p
     [scheduled] = changes(app, sub)
     app.clock.advance(31 * DAY)  # workers down across the boundary
 
-    [claim] = claim_due_changes(app, 10)
+    [claim] = claim_due_changes(ClaimDueChanges(10), app)
     applied = apply(app, claim.change_id)
 
     [update] = updates(app)
@@ -407,7 +404,7 @@ def test_a_change_follows_a_boundary_the_provider_moved_and_announces_the_new_ti
     )  # a trial extended at the provider
     app.clock.advance(scheduled.effective_at - app.clock.now() - timedelta(minutes=30))
 
-    [claim] = claim_due_changes(app, 10)
+    [claim] = claim_due_changes(ClaimDueChanges(10), app)
     moved = apply(app, claim.change_id)
 
     assert (moved["state"], moved["effective_at"]) == ("scheduled", extended.isoformat())
@@ -427,7 +424,7 @@ def test_a_change_falling_due_where_the_subscription_ends_is_skipped_before_the_
     )
     app.clock.advance(scheduled.effective_at - app.clock.now() - timedelta(minutes=30))
 
-    [claim] = claim_due_changes(app, 10)
+    [claim] = claim_due_changes(ClaimDueChanges(10), app)
     skipped = apply(app, claim.change_id)
 
     assert (skipped["state"], skipped["reason"]) == ("skipped", "subscription_ends")
@@ -445,7 +442,7 @@ def test_a_change_to_another_interval_is_applied_when_made_and_credits_the_unuse
     [scheduled] = changes(app, sub)
     app.clock.advance(scheduled.effective_at - app.clock.now() - timedelta(minutes=30))
 
-    [claim] = claim_due_changes(app, 10)
+    [claim] = claim_due_changes(ClaimDueChanges(10), app)
     applied = apply(app, claim.change_id)
 
     [update] = updates(app)
@@ -574,8 +571,8 @@ def test_the_sweep_publishes_one_bulk_apply_command_per_due_change(
     [scheduled] = changes(app, sub)
     app.clock.advance(31 * DAY)
 
-    assert publish_due_changes(app) == 1
-    assert publish_due_changes(app) == 0  # claimed: the next sweep leaves it
+    assert publish_due_changes(PublishDueChanges(), app) == 1
+    assert publish_due_changes(PublishDueChanges(), app) == 0  # claimed: the next sweep leaves it
 
     [message] = app.published.published
     assert message.command_id == f"apply:{scheduled.id}:1"
@@ -592,9 +589,9 @@ def test_a_claim_that_could_not_be_published_is_taken_by_the_next_sweep(
     app.clock.advance(31 * DAY)
     app.published.fail_next(ConnectionError("redis is down"))
 
-    assert publish_due_changes(app) == 0
+    assert publish_due_changes(PublishDueChanges(), app) == 0
     app.clock.advance(timedelta(seconds=1))
-    assert publish_due_changes(app) == 1
+    assert publish_due_changes(PublishDueChanges(), app) == 1
 
     [message] = app.published.published
     assert message.command_id.endswith(":2")  # claimed again, a command of its own
@@ -669,7 +666,7 @@ def test_a_staged_change_can_neither_be_replaced_nor_canceled_before_its_boundar
     change_subscription_plan(request(sub, "c1", plan="team"), app)
     [scheduled] = changes(app, sub)
     app.clock.advance(scheduled.effective_at - app.clock.now() - timedelta(minutes=30))
-    [claim] = claim_due_changes(app, 10)
+    [claim] = claim_due_changes(ClaimDueChanges(10), app)
     apply(app, claim.change_id)
 
     for attempt in (

@@ -9,7 +9,9 @@ import pytest
 from domain.errors import NotFound
 from domain.users import EnableUser, UserState
 from tasks.handlers.users import enable_user
-from tests.support.fakes import T0, FakeApplication, a_user
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.clock import T0
+from tests.support.fakes.data import a_user
 
 
 @pytest.fixture

@@ -11,7 +11,14 @@ import pytest
 
 from domain.event_ports import WebhookResponse
 from domain.events import Event, UserEnabledEvent
-from domain.webhooks import DeliveryPolicy, DeliveryState, WebhookDelivery, WebhookEndpoint
+from domain.sweeps import RelayEvents, SendDueDeliveries
+from domain.webhooks import (
+    DeliveryMessage,
+    DeliveryPolicy,
+    DeliveryState,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from tasks.handlers.events import relay_events
 from tasks.handlers.webhook_deliveries import (
     DELIVER_WEBHOOK,
@@ -21,7 +28,9 @@ from tasks.handlers.webhook_deliveries import (
     event_body,
     send_due_deliveries,
 )
-from tests.support.fakes import DatabaseUnavailable, FakeApplication, a_user
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import a_user
+from tests.support.fakes.database import DatabaseUnavailable
 
 URL = "https://receiver.example/hook"
 OTHER_URL = "https://other.example/hook"
@@ -52,7 +61,7 @@ def an_event(app: FakeApplication, user_id: str = "usr_1") -> Event:
     with app.unit_of_work() as uow:
         uow.events.add(event)
         uow.commit()
-    relay_events(app)
+    relay_events(RelayEvents(), app)
     return event
 
 
@@ -65,7 +74,7 @@ def messages(app: FakeApplication) -> list[dict[str, Any]]:
 
 
 def run(app: FakeApplication, message: dict[str, Any]) -> Outcome:
-    return deliver(app, message["delivery_id"], message["claim"])
+    return deliver(DeliveryMessage.model_validate(message), app)
 
 
 def only(app: FakeApplication) -> dict[str, Any]:
@@ -121,7 +130,7 @@ def test_a_failed_attempt_is_retried_after_a_backoff_by_the_sweep_with_the_same_
     assert failed_at <= stored.next_attempt_at <= failed_at + POLICY.base_delay
     assert messages(app) == [], "a retry is never a Celery countdown"
     app.clock.advance(stored.next_attempt_at - failed_at)
-    assert send_due_deliveries(app) == 1
+    assert send_due_deliveries(SendDueDeliveries(), app) == 1
     retried = only(app)
     assert retried == {"delivery_id": message["delivery_id"], "claim": 2}
     assert run(app, retried) is Outcome.SUCCEEDED
@@ -143,7 +152,7 @@ def test_each_retry_waits_at_most_the_exponential_ceiling_capped_at_the_longest_
         now = app.clock.now()
         waits.append(delivery(app, message).next_attempt_at - now)
         app.clock.advance(waits[-1])
-        assert send_due_deliveries(app) == 1
+        assert send_due_deliveries(SendDueDeliveries(), app) == 1
         message = only(app)
 
     ceilings = [min(POLICY.base_delay * 2**n, POLICY.max_delay) for n in range(8)]
@@ -170,7 +179,7 @@ def test_retry_after_is_a_floor_of_the_next_attempt_capped_at_the_longest_backof
     first_retry = delivery(app, message).next_attempt_at
     assert start + timedelta(seconds=40) <= first_retry <= start + POLICY.max_delay
     app.clock.advance(first_retry - start)
-    send_due_deliveries(app)
+    send_due_deliveries(SendDueDeliveries(), app)
     assert run(app, only(app)) is Outcome.RETRYING
     assert delivery(app, message).next_attempt_at == app.clock.now() + POLICY.max_delay
 
@@ -205,7 +214,7 @@ def test_a_delivery_failing_for_its_whole_budget_fails_and_disables_its_endpoint
         if delivery(app, first).state is DeliveryState.FAILED:
             break
         app.clock.advance(delivery(app, first).next_attempt_at - app.clock.now())
-        send_due_deliveries(app)
+        send_due_deliveries(SendDueDeliveries(), app)
         outcomes.extend(run(app, message) for message in messages(app))
 
     assert Outcome.FAILED in outcomes
@@ -234,7 +243,7 @@ def test_a_message_of_an_older_claim_does_nothing(app: FakeApplication) -> None:
     assert messages(app) == []
     message = {"delivery_id": app.db.rows("webhook_deliveries")[0].id, "claim": 1}
     app.clock.advance(POLICY.lease + timedelta(seconds=1))
-    assert send_due_deliveries(app) == 1
+    assert send_due_deliveries(SendDueDeliveries(), app) == 1
     current = only(app)
 
     assert run(app, message) is Outcome.STALE
@@ -268,7 +277,7 @@ def test_an_attempt_renews_the_lease_so_that_no_sweep_takes_the_delivery_meanwhi
     send = app.webhooks.send
 
     def slow_receiver(url: str, **request: Any) -> WebhookResponse:
-        taken_during_the_attempt.append(send_due_deliveries(app))
+        taken_during_the_attempt.append(send_due_deliveries(SendDueDeliveries(), app))
         return send(url, **request)
 
     app.webhooks.send = slow_receiver  # type: ignore[method-assign]
@@ -294,7 +303,7 @@ def test_a_later_event_of_a_subject_waits_until_the_earlier_one_succeeded_then_f
     app.webhooks.answer(URL, FAILED_500)
     assert run(app, earlier) is Outcome.RETRYING
     app.clock.advance(delivery(app, earlier).next_attempt_at - app.clock.now())
-    assert send_due_deliveries(app) == 1, "the later one still waits"
+    assert send_due_deliveries(SendDueDeliveries(), app) == 1, "the later one still waits"
     assert run(app, only(app)) is Outcome.SUCCEEDED
     followed = only(app)
     assert followed["delivery_id"] == later["delivery_id"], "taken at once, not at a sweep"
@@ -346,13 +355,13 @@ def test_the_sweep_claims_due_deliveries_and_expired_leases_and_leaves_the_other
     retrying = only(app)
     run(app, retrying)
 
-    assert send_due_deliveries(app) == 0
+    assert send_due_deliveries(SendDueDeliveries(), app) == 0
     app.clock.advance(POLICY.lease + timedelta(seconds=1))
-    assert send_due_deliveries(app) == 2
+    assert send_due_deliveries(SendDueDeliveries(), app) == 2
     assert sorted((m["delivery_id"], m["claim"]) for m in messages(app)) == sorted(
         [(held["delivery_id"], 2), (retrying["delivery_id"], 2)]
     )
-    assert send_due_deliveries(app) == 0, "claimed: not taken twice"
+    assert send_due_deliveries(SendDueDeliveries(), app) == 0, "claimed: not taken twice"
 
 
 def test_a_database_error_after_the_attempt_raises_and_the_same_message_delivers_again(

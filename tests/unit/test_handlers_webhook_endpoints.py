@@ -9,9 +9,21 @@ import pytest
 
 from domain.errors import ErrorCode, FailedPrecondition, InvalidArgument, NotFound
 from domain.events import EVENT_TYPES
+from domain.operator_requests import (
+    AddEndpoint,
+    DisableEndpoint,
+    EnableEndpoint,
+    GetEndpoint,
+    ListDeliveries,
+    ListEndpoints,
+    ReplayDeliveries,
+    ReplayFailed,
+    RotateSecret,
+)
 from domain.webhooks import DeliveryState, EndpointState, WebhookDelivery, WebhookEndpoint
 from tasks.handlers import webhook_endpoints as handlers
-from tests.support.fakes import T0, FakeApplication
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.clock import T0
 
 URL = "https://hooks.example/billing"
 GRACE = timedelta(hours=24)
@@ -74,7 +86,7 @@ def stored_endpoint(app: FakeApplication, endpoint_id: str) -> WebhookEndpoint:
 def test_an_added_endpoint_is_enabled_for_every_event_and_its_secret_is_given_once(
     app: FakeApplication,
 ) -> None:
-    added = handlers.add_endpoint(app, URL, [], "billing")
+    added = handlers.add_endpoint(AddEndpoint(URL, [], "billing"), app)
 
     stored = stored_endpoint(app, added.endpoint.id)
     assert stored.state is EndpointState.ENABLED
@@ -88,7 +100,7 @@ def test_an_added_endpoint_is_enabled_for_every_event_and_its_secret_is_given_on
 def test_an_endpoint_takes_the_event_types_it_names_each_once(app: FakeApplication) -> None:
     names = ["user.enabled", "command.failed", "user.enabled"]
 
-    added = handlers.add_endpoint(app, URL, names)
+    added = handlers.add_endpoint(AddEndpoint(URL, names), app)
 
     assert stored_endpoint(app, added.endpoint.id).event_types == ["user.enabled", "command.failed"]
 
@@ -110,7 +122,7 @@ def test_a_bad_endpoint_is_refused_naming_the_field_and_nothing_is_stored(
     app: FakeApplication, url: str, events: list[str], description: str, field: str
 ) -> None:
     with pytest.raises(InvalidArgument) as raised:
-        handlers.add_endpoint(app, url, events, description)
+        handlers.add_endpoint(AddEndpoint(url, events, description), app)
 
     violations = raised.value.details[0]["fieldViolations"]
     assert violations[0]["field"] == field
@@ -119,29 +131,29 @@ def test_a_bad_endpoint_is_refused_naming_the_field_and_nothing_is_stored(
 
 def test_an_unknown_event_type_is_refused_naming_the_known_ones(app: FakeApplication) -> None:
     with pytest.raises(InvalidArgument) as raised:
-        handlers.add_endpoint(app, URL, ["user.deleted"])
+        handlers.add_endpoint(AddEndpoint(URL, ["user.deleted"]), app)
 
     assert "'user.deleted'" in raised.value.message
     assert all(name in raised.value.message for name in EVENT_TYPES)
 
 
 def test_endpoints_are_listed_oldest_first_and_one_is_found_by_id(app: FakeApplication) -> None:
-    first = handlers.add_endpoint(app, URL).endpoint
+    first = handlers.add_endpoint(AddEndpoint(URL), app).endpoint
     app.clock.advance(timedelta(seconds=1))
-    second = handlers.add_endpoint(app, "http://other.example/hook").endpoint
+    second = handlers.add_endpoint(AddEndpoint("http://other.example/hook"), app).endpoint
 
-    assert [e.id for e in handlers.list_endpoints(app)] == [first.id, second.id]
-    assert handlers.get_endpoint(app, second.id).url == "http://other.example/hook"
+    assert [e.id for e in handlers.list_endpoints(ListEndpoints(), app)] == [first.id, second.id]
+    assert handlers.get_endpoint(GetEndpoint(second.id), app).url == "http://other.example/hook"
 
 
 def test_an_unknown_endpoint_is_not_found_naming_it(app: FakeApplication) -> None:
     for action in (
-        lambda: handlers.get_endpoint(app, "we_nope"),
-        lambda: handlers.disable_endpoint(app, "we_nope", "x"),
-        lambda: handlers.enable_endpoint(app, "we_nope"),
-        lambda: handlers.rotate_secret(app, "we_nope", GRACE),
-        lambda: handlers.list_deliveries(app, endpoint_id="we_nope"),
-        lambda: handlers.replay_failed(app, "we_nope"),
+        lambda: handlers.get_endpoint(GetEndpoint("we_nope"), app),
+        lambda: handlers.disable_endpoint(DisableEndpoint("we_nope", "x"), app),
+        lambda: handlers.enable_endpoint(EnableEndpoint("we_nope"), app),
+        lambda: handlers.rotate_secret(RotateSecret("we_nope", GRACE), app),
+        lambda: handlers.list_deliveries(ListDeliveries(endpoint_id="we_nope"), app),
+        lambda: handlers.replay_failed(ReplayFailed("we_nope"), app),
     ):
         with pytest.raises(NotFound) as raised:
             action()
@@ -162,7 +174,9 @@ def test_disabling_marks_its_unfinished_deliveries_failed_with_the_reason(
     other = a_delivery(app, an_endpoint(app), DeliveryState.PENDING, sequence=4)
     app.clock.advance(timedelta(minutes=3))
 
-    disabled = handlers.disable_endpoint(app, endpoint.id, "  receiver\n\x1b\x00\ud800moved ")
+    disabled = handlers.disable_endpoint(
+        DisableEndpoint(endpoint.id, "  receiver\n\x1b\x00\ud800moved "), app
+    )
 
     assert disabled.abandoned == 2
     stored = stored_endpoint(app, endpoint.id)
@@ -180,7 +194,7 @@ def test_disabling_marks_its_unfinished_deliveries_failed_with_the_reason(
 def test_disabling_without_a_reason_says_an_operator_did_it(app: FakeApplication) -> None:
     endpoint = an_endpoint(app)
 
-    handlers.disable_endpoint(app, endpoint.id)
+    handlers.disable_endpoint(DisableEndpoint(endpoint.id), app)
 
     assert stored_endpoint(app, endpoint.id).disabled_reason == "disabled by an operator"
 
@@ -188,7 +202,7 @@ def test_disabling_without_a_reason_says_an_operator_did_it(app: FakeApplication
 def test_disabling_a_disabled_endpoint_keeps_its_first_reason(app: FakeApplication) -> None:
     endpoint = an_endpoint(app, enabled=False)
 
-    again = handlers.disable_endpoint(app, endpoint.id, "another reason")
+    again = handlers.disable_endpoint(DisableEndpoint(endpoint.id, "another reason"), app)
 
     assert again.endpoint.disabled_reason == "receiver gone"
     assert stored_endpoint(app, endpoint.id).disabled_reason == "receiver gone"
@@ -198,7 +212,7 @@ def test_a_reason_over_500_characters_is_refused(app: FakeApplication) -> None:
     endpoint = an_endpoint(app)
 
     with pytest.raises(InvalidArgument):
-        handlers.disable_endpoint(app, endpoint.id, "x" * 501)
+        handlers.disable_endpoint(DisableEndpoint(endpoint.id, "x" * 501), app)
 
     assert stored_endpoint(app, endpoint.id).is_enabled
 
@@ -209,7 +223,7 @@ def test_enabling_clears_the_reason_and_leaves_failed_deliveries_failed(
     endpoint = an_endpoint(app, enabled=False)
     failed = a_delivery(app, endpoint, DeliveryState.FAILED)
 
-    enabled = handlers.enable_endpoint(app, endpoint.id)
+    enabled = handlers.enable_endpoint(EnableEndpoint(endpoint.id), app)
 
     stored = stored_endpoint(app, endpoint.id)
     assert enabled.is_enabled
@@ -221,7 +235,7 @@ def test_enabling_clears_the_reason_and_leaves_failed_deliveries_failed(
 def test_enabling_an_enabled_endpoint_writes_nothing(app: FakeApplication) -> None:
     endpoint = an_endpoint(app)
 
-    handlers.enable_endpoint(app, endpoint.id)
+    handlers.enable_endpoint(EnableEndpoint(endpoint.id), app)
 
     assert app.db.commits == 0
 
@@ -232,10 +246,10 @@ def test_enabling_an_enabled_endpoint_writes_nothing(app: FakeApplication) -> No
 def test_a_rotated_secret_is_new_and_the_old_one_signs_beside_it_for_the_grace(
     app: FakeApplication,
 ) -> None:
-    added = handlers.add_endpoint(app, URL)
+    added = handlers.add_endpoint(AddEndpoint(URL), app)
     app.clock.advance(timedelta(minutes=1))
 
-    rotated = handlers.rotate_secret(app, added.endpoint.id, timedelta(hours=2))
+    rotated = handlers.rotate_secret(RotateSecret(added.endpoint.id, timedelta(hours=2)), app)
 
     assert rotated.secret != added.secret
     assert rotated.previous_valid_until == T0 + timedelta(minutes=1, hours=2)
@@ -256,14 +270,16 @@ def test_deliveries_are_listed_newest_first_by_state_endpoint_and_event(
     new_failure = a_delivery(app, endpoint, DeliveryState.FAILED, sequence=3, event_id="evt_3")
     elsewhere = a_delivery(app, other, DeliveryState.FAILED, sequence=4)
 
-    failed = handlers.list_deliveries(app, failed_only=True, endpoint_id=endpoint.id)
-    by_state = handlers.list_deliveries(app, state=DeliveryState.FAILED, limit=2)
-    by_event = handlers.list_deliveries(app, event_id="evt_3")
+    failed = handlers.list_deliveries(
+        ListDeliveries(failed_only=True, endpoint_id=endpoint.id), app
+    )
+    by_state = handlers.list_deliveries(ListDeliveries(state=DeliveryState.FAILED, limit=2), app)
+    by_event = handlers.list_deliveries(ListDeliveries(event_id="evt_3"), app)
 
     assert [d.id for d in failed] == [new_failure.id, old_failure.id]
     assert [d.id for d in by_state] == [elsewhere.id, new_failure.id]
     assert [d.id for d in by_event] == [new_failure.id]
-    assert handlers.list_deliveries(app, event_id="evt_nope") == []
+    assert handlers.list_deliveries(ListDeliveries(event_id="evt_nope"), app) == []
 
 
 @pytest.mark.parametrize(
@@ -278,7 +294,7 @@ def test_a_bad_delivery_filter_is_refused_naming_the_field(
     app: FakeApplication, options: dict[str, object], field: str
 ) -> None:
     with pytest.raises(InvalidArgument) as raised:
-        handlers.list_deliveries(app, **options)  # type: ignore[arg-type]
+        handlers.list_deliveries(ListDeliveries(**options), app)  # type: ignore[arg-type]
 
     assert raised.value.details[0]["fieldViolations"][0]["field"] == field
 
@@ -288,7 +304,7 @@ def test_a_replayed_delivery_is_pending_now_with_a_new_budget(app: FakeApplicati
     failed = a_delivery(app, endpoint, DeliveryState.FAILED)
     app.clock.advance(timedelta(hours=30))
 
-    (replayed,) = handlers.replay_deliveries(app, [failed.id])
+    (replayed,) = handlers.replay_deliveries(ReplayDeliveries([failed.id]), app)
 
     stored = stored_delivery(app, failed.id)
     assert replayed.id == failed.id
@@ -304,7 +320,7 @@ def test_replaying_a_delivery_of_a_disabled_endpoint_is_refused_until_it_is_enab
     failed = a_delivery(app, endpoint, DeliveryState.FAILED)
 
     with pytest.raises(FailedPrecondition) as raised:
-        handlers.replay_deliveries(app, [failed.id])
+        handlers.replay_deliveries(ReplayDeliveries([failed.id]), app)
 
     assert raised.value.code is ErrorCode.FAILED_PRECONDITION
     assert f"endpoint {endpoint.id!r} is disabled (receiver gone)" in raised.value.message
@@ -312,8 +328,8 @@ def test_replaying_a_delivery_of_a_disabled_endpoint_is_refused_until_it_is_enab
     assert raised.value.details[0]["reason"] == "ENDPOINT_DISABLED"
     assert stored_delivery(app, failed.id).state is DeliveryState.FAILED
 
-    handlers.enable_endpoint(app, endpoint.id)
-    handlers.replay_deliveries(app, [failed.id])
+    handlers.enable_endpoint(EnableEndpoint(endpoint.id), app)
+    handlers.replay_deliveries(ReplayDeliveries([failed.id]), app)
 
     assert stored_delivery(app, failed.id).state is DeliveryState.PENDING
 
@@ -324,9 +340,9 @@ def test_a_replay_is_all_or_nothing(app: FakeApplication) -> None:
     succeeded = a_delivery(app, endpoint, DeliveryState.SUCCEEDED, sequence=2)
 
     with pytest.raises(FailedPrecondition) as refused:
-        handlers.replay_deliveries(app, [failed.id, succeeded.id])
+        handlers.replay_deliveries(ReplayDeliveries([failed.id, succeeded.id]), app)
     with pytest.raises(NotFound) as missing:
-        handlers.replay_deliveries(app, [failed.id, "whd_nope"])
+        handlers.replay_deliveries(ReplayDeliveries([failed.id, "whd_nope"]), app)
 
     assert "only failed deliveries replay" in refused.value.message
     assert missing.value.details[0]["resourceType"] == "webhook_delivery"
@@ -341,7 +357,7 @@ def test_replaying_an_endpoints_failures_replays_every_one_of_them_and_nothing_e
     succeeded = a_delivery(app, endpoint, DeliveryState.SUCCEEDED, sequence=6)
     elsewhere = a_delivery(app, other, DeliveryState.FAILED, sequence=7)
 
-    count = handlers.replay_failed(app, endpoint.id, batch_size=2)  # in three batches
+    count = handlers.replay_failed(ReplayFailed(endpoint.id, batch_size=2), app)  # in three batches
 
     assert count == 5
     assert {stored_delivery(app, d.id).state for d in failures} == {DeliveryState.PENDING}
@@ -354,7 +370,7 @@ def test_replaying_the_failures_of_a_disabled_endpoint_is_refused(app: FakeAppli
     failed = a_delivery(app, endpoint, DeliveryState.FAILED)
 
     with pytest.raises(FailedPrecondition, match="enable it"):
-        handlers.replay_failed(app, endpoint.id)
+        handlers.replay_failed(ReplayFailed(endpoint.id), app)
 
     assert stored_delivery(app, failed.id).state is DeliveryState.FAILED
 
@@ -374,10 +390,10 @@ def test_an_endpoint_on_a_host_that_is_not_public_is_refused_unless_private_netw
     app: FakeApplication, url: str
 ) -> None:
     with pytest.raises(InvalidArgument, match="not a public address") as refused:
-        handlers.add_endpoint(app, url)
+        handlers.add_endpoint(AddEndpoint(url), app)
     assert refused.value.to_body()["details"][0]["fieldViolations"][0]["field"] == "url"
 
-    added = handlers.add_endpoint(app, url, allow_private_networks=True)
+    added = handlers.add_endpoint(AddEndpoint(url, allow_private_networks=True), app)
     assert added.endpoint.url == url
 
 
@@ -394,7 +410,7 @@ def test_an_endpoints_failures_are_replayed_oldest_first_so_a_subject_goes_out_i
     app.db.before_next_commit(lambda: None)  # the first batch's commit
     app.db.before_next_commit(lambda: pending_after_each_batch.append(pending()))
 
-    handlers.replay_failed(app, endpoint.id, batch_size=2)
+    handlers.replay_failed(ReplayFailed(endpoint.id, batch_size=2), app)
 
     # What a sweep could send between two batches: the subject's two oldest, never newer ones.
     assert pending_after_each_batch == [{failures[0].id, failures[1].id}]
@@ -413,4 +429,4 @@ def test_an_endpoint_with_a_bad_port_credentials_or_a_numeric_private_host_is_re
     app: FakeApplication, url: str, says: str
 ) -> None:
     with pytest.raises(InvalidArgument, match=says):
-        handlers.add_endpoint(app, url)
+        handlers.add_endpoint(AddEndpoint(url), app)

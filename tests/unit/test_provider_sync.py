@@ -10,12 +10,14 @@ from typing import Any
 import pytest
 
 from domain.provider_sync import SyncStripeObject
-from domain.scheduled_changes import ChangeState, ChangeSubscriptionPlan
+from domain.scheduled_changes import ApplyScheduledChange, ChangeState, ChangeSubscriptionPlan
 from domain.subscriptions import Subscription, SubscriptionState
+from domain.sweeps import ClaimDueChanges, ReconcileWithStripe
 from tasks.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
 from tasks.handlers.scheduled_changes import apply_change, claim_due_changes
 from tasks.handlers.subscriptions import change_subscription_plan
-from tests.support.fakes import FakeApplication, Subscribed, subscribed
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import Subscribed, subscribed
 
 DAY = timedelta(days=1)
 
@@ -99,8 +101,9 @@ def test_a_staged_change_keeps_the_current_plan_here_until_its_boundary(
         app,
     )
     app.clock.advance(stored(app, sub).current_period_end - app.clock.now() - timedelta(minutes=5))
-    [claim] = claim_due_changes(app, 10)
-    assert apply_change(claim.change_id, app, "apply:1").state is ChangeState.STAGED
+    [claim] = claim_due_changes(ClaimDueChanges(10), app)
+    applying = ApplyScheduledChange(command_id="apply:1", change_id=claim.change_id)
+    assert apply_change(applying, app).state is ChangeState.STAGED
 
     synced = sync(app, sub.provider_id)
 
@@ -171,8 +174,9 @@ def test_the_sweep_reads_the_rows_read_longest_ago_and_counts_what_it_corrected(
 ) -> None:
     app.provider.cancel_subscription(sub.provider_id)
 
-    found = reconcile_with_stripe(app, reads=10)
+    found = reconcile_with_stripe(ReconcileWithStripe(reads=10), app)
 
     assert found == {"status": 1}
     assert stored(app, sub).synced_at == app.clock.now()
-    assert reconcile_with_stripe(app, reads=10) == {}  # canceled: no longer swept
+    # Canceled: no longer swept.
+    assert reconcile_with_stripe(ReconcileWithStripe(reads=10), app) == {}

@@ -3,7 +3,6 @@ ports: one registration command per account and period, collapsing duplicates.""
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 import pytest
@@ -15,9 +14,13 @@ from domain.billing import (
     RegisterBillingAccount,
     redrive_registration,
 )
+from domain.sweeps import RedrivePendingAccounts
 from tasks.handlers.billing import register_billing_account
 from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY, redrive_pending_accounts
-from tests.support.fakes import T0, FakeApplication, an_organization
+from tests.support.environment import clear_settings
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.clock import T0
+from tests.support.fakes.data import an_organization
 
 AFTER = timedelta(seconds=900)  # the runner policy's default
 
@@ -51,7 +54,7 @@ def test_an_account_pending_past_the_threshold_has_its_registration_sent_again(
     opened(app)
     app.clock.advance(AFTER)
 
-    assert redrive_pending_accounts(app) == 1
+    assert redrive_pending_accounts(RedrivePendingAccounts(), app) == 1
 
     [message] = app.published.published
     assert (message.task_name, message.queue, message.priority) == (
@@ -78,7 +81,7 @@ def test_younger_registered_and_offline_accounts_are_left_alone(app: FakeApplica
     opened(app, "ba_young")
     app.clock.advance(AFTER - timedelta(seconds=1))
 
-    assert redrive_pending_accounts(app) == 0
+    assert redrive_pending_accounts(RedrivePendingAccounts(), app) == 0
     assert app.published.published == []
 
 
@@ -87,11 +90,11 @@ def test_sweeps_within_one_period_send_the_same_command_and_the_next_period_the_
 ) -> None:
     opened(app)
     app.clock.advance(AFTER + timedelta(seconds=10))
-    redrive_pending_accounts(app)
+    redrive_pending_accounts(RedrivePendingAccounts(), app)
     app.clock.advance(timedelta(seconds=300))
-    redrive_pending_accounts(app)
+    redrive_pending_accounts(RedrivePendingAccounts(), app)
     app.clock.advance(AFTER)
-    redrive_pending_accounts(app)
+    redrive_pending_accounts(RedrivePendingAccounts(), app)
 
     assert published_ids(app) == ["redrive:ba_1:1", "redrive:ba_1:1", "redrive:ba_1:2"]
 
@@ -99,7 +102,7 @@ def test_sweeps_within_one_period_send_the_same_command_and_the_next_period_the_
 def test_the_command_sent_again_registers_the_account_once(app: FakeApplication) -> None:
     opened(app)
     app.clock.advance(AFTER)
-    redrive_pending_accounts(app)
+    redrive_pending_accounts(RedrivePendingAccounts(), app)
     [message] = app.published.published
 
     command = RegisterBillingAccount.model_validate(message.payload)
@@ -110,7 +113,7 @@ def test_the_command_sent_again_registers_the_account_once(app: FakeApplication)
     assert account.state is BillingAccountState.ACTIVE
     assert len(app.provider.customers) == 1
     app.clock.advance(AFTER)
-    assert redrive_pending_accounts(app) == 0
+    assert redrive_pending_accounts(RedrivePendingAccounts(), app) == 0
 
 
 def test_an_account_whose_publish_fails_is_sent_by_the_next_sweep_and_the_others_go_now(
@@ -122,9 +125,9 @@ def test_an_account_whose_publish_fails_is_sent_by_the_next_sweep_and_the_others
     app.clock.advance(AFTER)
     app.published.fail_next(ConnectionError("redis is down"))
 
-    assert redrive_pending_accounts(app) == 1
+    assert redrive_pending_accounts(RedrivePendingAccounts(), app) == 1
     assert published_ids(app) == ["redrive:ba_2:1"]
-    assert redrive_pending_accounts(app) == 2
+    assert redrive_pending_accounts(RedrivePendingAccounts(), app) == 2
 
 
 def test_the_command_id_of_a_long_account_id_fits_and_stays_the_same() -> None:
@@ -156,9 +159,7 @@ def test_beat_redrives_pending_accounts_on_the_maintenance_queue_at_its_own_inte
     from worker.messaging.config import REDRIVE_PENDING_ACCOUNTS, celery_config
     from worker.settings import Settings
 
-    for name in list(os.environ):
-        if name.startswith("BILLING_"):
-            monkeypatch.delenv(name)
+    clear_settings(monkeypatch)
     settings = Settings(redis_url="redis://127.0.0.1:1/0")
     sweep = celery_config(settings)["beat_schedule"]["redrive-pending-accounts"]
     app = create_celery_app(settings)

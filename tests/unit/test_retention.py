@@ -3,15 +3,16 @@ schedule of it."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from domain.messages import CommandStatus
+from domain.sweeps import CountDueForPruning, PruneCommandLog
 from tasks.handlers.retention import due_for_pruning, prune_command_log
-from tests.support.fakes import DEFAULT_RUNNER_POLICY, FakeApplication
+from tests.support.environment import clear_settings
+from tests.support.fakes.application import DEFAULT_RUNNER_POLICY, FakeApplication
 
 ENABLE = "users.enable"
 
@@ -58,8 +59,8 @@ def test_succeeded_commands_go_after_30_days_failed_ones_after_90_and_rejected_a
     run(app, "succeeded-2-days-ago", CommandStatus.SUCCEEDED)
     app.clock.advance(timedelta(days=2))
 
-    due = due_for_pruning(app)
-    report = prune_command_log(app)
+    due = due_for_pruning(CountDueForPruning(), app)
+    report = prune_command_log(PruneCommandLog(), app)
 
     assert [(part.status, part.count) for part in due] == [
         (CommandStatus.SUCCEEDED, 1),
@@ -83,7 +84,7 @@ def test_a_command_that_has_not_finished_stays_however_old(status: CommandStatus
     run(app, "c1", status)
     app.clock.advance(timedelta(days=3650))
 
-    report = prune_command_log(app)
+    report = prune_command_log(PruneCommandLog(), app)
 
     assert report.total == 0
     assert app.commands["c1"].status is status
@@ -97,9 +98,9 @@ def test_a_replayed_failed_command_counts_its_age_from_its_new_run() -> None:
     app.commands.begin("c1", ENABLE, {"user_id": "c1"}, source="api")
     app.commands.fail("c1", {"code": 5, "message": "still gone", "details": []})
 
-    assert prune_command_log(app).total == 0
+    assert prune_command_log(PruneCommandLog(), app).total == 0
     app.clock.advance(timedelta(days=91))
-    assert prune_command_log(app).total == 1
+    assert prune_command_log(PruneCommandLog(), app).total == 1
 
 
 def test_a_sweep_deletes_in_batches_and_leaves_the_rest_to_the_next_past_its_budget() -> None:
@@ -108,8 +109,8 @@ def test_a_sweep_deletes_in_batches_and_leaves_the_rest_to_the_next_past_its_bud
         run(app, f"c{number}", CommandStatus.SUCCEEDED)
     app.clock.advance(timedelta(days=31))
 
-    first = prune_command_log(app)
-    second = prune_command_log(app)
+    first = prune_command_log(PruneCommandLog(), app)
+    second = prune_command_log(PruneCommandLog(), app)
 
     assert (first.total, first.complete, first.batches) == (6, False, 3)
     assert (second.total, second.complete) == (1, True)
@@ -124,7 +125,7 @@ def test_an_operator_prunes_until_done_whatever_the_budget() -> None:
         run(app, f"f{number}", CommandStatus.FAILED)
     app.clock.advance(timedelta(days=91))
 
-    report = prune_command_log(app, until_done=True)
+    report = prune_command_log(PruneCommandLog(until_done=True), app)
 
     assert (report.total, report.complete) == (10, True)
     assert app.commands.prunes == [2, 2, 1, 2, 2, 1, 0]
@@ -137,9 +138,7 @@ def test_beat_prunes_the_command_log_hourly_on_the_maintenance_queue(
     from worker.messaging.config import celery_config
     from worker.settings import Settings
 
-    for name in list(os.environ):
-        if name.startswith("BILLING_"):
-            monkeypatch.delenv(name)
+    clear_settings(monkeypatch)
     settings = Settings(redis_url="redis://127.0.0.1:1/0")
     sweep = celery_config(settings)["beat_schedule"]["prune-command-log"]
     app = create_celery_app(settings)

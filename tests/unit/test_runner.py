@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import pickle
 import traceback
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,13 +30,9 @@ from domain.messages import CommandStatus
 from domain.users import EnableUser, UserState
 from tasks.base import CommandFailed, CommandRejected
 from tasks.runtime import CommandApp
-from tests.support.fakes import (
-    DEFAULT_RUNNER_POLICY,
-    DatabaseUnavailable,
-    FakeApplication,
-    a_user,
-    an_organization,
-)
+from tests.support.fakes.application import DEFAULT_RUNNER_POLICY, FakeApplication
+from tests.support.fakes.data import a_user, an_organization
+from tests.support.fakes.database import DatabaseUnavailable
 
 # The task modules register their tasks with every Celery app, this one included.
 TASK_MODULES = (tasks.billing, tasks.subscriptions, tasks.users)
@@ -50,13 +45,6 @@ def app() -> FakeApplication:
     app = FakeApplication()
     app.db.seed(a_user("usr_1"), an_organization("org_1"))
     return app
-
-
-@pytest.fixture
-def worker(app: FakeApplication) -> Iterator[CommandApp]:
-    celery = CommandApp("unit-tests", application=lambda: app, set_as_current=False)
-    yield celery
-    celery.close()
 
 
 def deliver(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,6 +19,8 @@ from domain.scheduled_changes import (
     change_id_for,
 )
 from domain.subscriptions import Phase, ProviderSubscription, Subscription, SubscriptionState
+from tests.support.environment import clear_settings
+from tests.support.errors import field_violations
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 PERIOD_END = datetime(2026, 12, 21, 12, 0, tzinfo=UTC)
@@ -59,14 +60,6 @@ def remote(status: str = "active", **overrides: Any) -> ProviderSubscription:
     }
     values.update(overrides)
     return ProviderSubscription(**values)
-
-
-def violations(error: InvalidArgument) -> dict[str, str]:
-    return {
-        violation["field"]: violation["description"]
-        for detail in error.details
-        for violation in detail.get("fieldViolations", [])
-    }
 
 
 # --- the command message ----------------------------------------------------------------------
@@ -183,7 +176,7 @@ def test_the_current_plan_cannot_be_requested() -> None:
     with pytest.raises(InvalidArgument) as raised:
         subscription().ensure_not_on(plan("plan_starter", "starter"))
 
-    assert "plan" in violations(raised.value)
+    assert "plan" in field_violations(raised.value)
     subscription().ensure_not_on(plan())
 
 
@@ -323,9 +316,7 @@ def test_beat_sweeps_for_due_changes_every_second_on_the_maintenance_queue(
     from worker.messaging.config import ENQUEUE_DUE_CHANGES, celery_config
     from worker.settings import Settings
 
-    for name in list(os.environ):
-        if name.startswith("BILLING_"):
-            monkeypatch.delenv(name)
+    clear_settings(monkeypatch)
     settings = Settings(redis_url="redis://127.0.0.1:1/0")
     sweep = celery_config(settings)["beat_schedule"]["apply-due-plan-changes"]
     app = create_celery_app(settings)

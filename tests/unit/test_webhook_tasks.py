@@ -3,8 +3,6 @@ the Celery app routes and schedules them."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,10 +12,13 @@ from celery.exceptions import Retry
 import tasks.webhooks
 from domain.event_ports import WebhookResponse
 from domain.events import UserEnabledEvent
+from domain.sweeps import RelayEvents
 from domain.webhooks import DeliveryState, WebhookEndpoint
 from tasks.handlers.events import relay_events
 from tasks.runtime import CommandApp
-from tests.support.fakes import FakeApplication, a_user
+from tests.support.environment import clear_settings
+from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.data import a_user
 
 TASK_MODULES = (tasks.webhooks,)  # registers the tasks with every Celery app
 URL = "https://receiver.example/hook"
@@ -26,13 +27,6 @@ URL = "https://receiver.example/hook"
 @pytest.fixture
 def app() -> FakeApplication:
     return FakeApplication()
-
-
-@pytest.fixture
-def worker(app: FakeApplication) -> Iterator[CommandApp]:
-    celery = CommandApp("unit-tests", application=lambda: app, set_as_current=False)
-    yield celery
-    celery.close()
 
 
 def run(worker: CommandApp, task_name: str, **kwargs: Any) -> Any:
@@ -51,7 +45,7 @@ def a_relayed_event(app: FakeApplication) -> dict[str, Any]:
             UserEnabledEvent.of(a_user(enabled=True), command_id=None, now=app.clock.now())
         )
         uow.commit()
-    relay_events(app)
+    relay_events(RelayEvents(), app)
     [message] = app.published.published
     app.published.published.clear()
     return message.payload
@@ -105,9 +99,7 @@ def test_deliveries_go_to_the_webhooks_queue_and_beats_sweep_to_maintenance_at_i
     from worker.messaging.config import celery_config
     from worker.settings import Settings
 
-    for name in list(os.environ):
-        if name.startswith("BILLING_"):
-            monkeypatch.delenv(name)
+    clear_settings(monkeypatch)
     settings = Settings(redis_url="redis://127.0.0.1:1/0", webhook_sweep_interval_seconds=0.5)
     sweep = celery_config(settings)["beat_schedule"]["send-due-webhook-deliveries"]
     app = create_celery_app(settings)

@@ -7,12 +7,13 @@ environment that never installed it.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.environment import settings_environment
 
 WITHOUT_THE_EMULATOR = (
     "import sys; sys.modules['stripe_emulator'] = None; from worker.cli import main; main()"
@@ -20,8 +21,7 @@ WITHOUT_THE_EMULATOR = (
 
 
 def run_without_the_emulator(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
-    env["BILLING_DATA_DIR"] = str(data_dir)
+    env = settings_environment({"BILLING_DATA_DIR": str(data_dir)})
     return subprocess.run(
         [sys.executable, "-c", WITHOUT_THE_EMULATOR, *args],
         env=env,

@@ -121,15 +121,16 @@ def commands_prune(dry_run: bool) -> None:
     BILLING_FAILED_COMMAND_RETENTION_DAYS, rejected after
     BILLING_REJECTED_COMMAND_RETENTION_DAYS; never a command that has not finished), in
     batches of short transactions, until none is due. Their idempotency keys go with them."""
+    from domain.sweeps import CountDueForPruning, PruneCommandLog
     from tasks.handlers.retention import due_for_pruning, prune_command_log
     from worker.bootstrap import bootstrap
 
     app = bootstrap()
     if dry_run:
-        due = due_for_pruning(app)
+        due = due_for_pruning(CountDueForPruning(), app)
         click.echo(f"would prune {_commands(sum(part.count for part in due))}: {_parts(due)}")
         return
-    report = prune_command_log(app, until_done=True)
+    report = prune_command_log(PruneCommandLog(until_done=True), app)
     click.echo(f"pruned {_commands(report.total)}: {_parts(report.pruned)}")
 
 

@@ -41,5 +41,5 @@ def orgs_create(
 
     avatar = base64.b64encode(avatar_file.read_bytes()).decode() if avatar_file else None
     spec = NewOrganization(name=name, title=title, id=org_id, avatar=avatar, disabled=disabled)
-    organization = create_organization(services(), spec)
+    organization = create_organization(spec, services())
     emit(as_json, organization.to_view(), organization.id)

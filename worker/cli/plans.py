@@ -48,11 +48,12 @@ def plans_create(
 ) -> None:
     """Create a plan, with its product and price at the provider. Running it again after a
     failure resumes the same plan."""
+    from domain.operator_requests import CreatePlan
     from domain.plans import PlanSpec
     from tasks.handlers.plans import create_plan
 
     spec = PlanSpec(name=name, title=title, amount=amount, currency=currency, interval=interval)
-    plan = create_plan(services(), spec, plan_id=plan_id)
+    plan = create_plan(CreatePlan(spec, plan_id=plan_id), services())
     emit(as_json, plan.to_view(), plan.id)
 
 
@@ -61,9 +62,10 @@ def plans_create(
 def plans_list(as_json: bool) -> None:
     """List the plans, each with its price in the currency's units (49.00 USD, 500 JPY)."""
     from domain.currencies import format_amount
+    from domain.operator_requests import ListPlans
     from tasks.handlers.plans import list_plans
 
-    found = list_plans(services())
+    found = list_plans(ListPlans(), services())
     if as_json:
         click.echo(json.dumps([plan.to_view() for plan in found], indent=2, sort_keys=True))
         return

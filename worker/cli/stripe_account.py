@@ -96,11 +96,12 @@ def stripe_drift(adopt: bool, as_json: bool) -> None:
     request refused (one line on stderr: no Stripe key); 3 the database or Stripe is
     unreachable.
     """
+    from domain.operator_requests import AdoptFindings, ReportDrift
     from tasks.handlers.drift import adopt_findings, drift_report
 
     svc = services()
-    findings = drift_report(svc)
-    adoptions = adopt_findings(svc, findings) if adopt else None
+    findings = drift_report(ReportDrift(), svc)
+    adoptions = adopt_findings(AdoptFindings(findings), svc) if adopt else None
     if as_json:
         click.echo(json.dumps(_drift_views(findings, adoptions), indent=2, sort_keys=True))
     else:

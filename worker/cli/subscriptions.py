@@ -51,6 +51,7 @@ def subscriptions_create(
 ) -> None:
     """Subscribe a registered billing account to a plan at the provider. To retry a creation
     that failed midway, run it again with the same --id."""
+    from domain.operator_requests import CreateSubscription
     from domain.subscriptions import SubscriptionTerms
     from tasks.handlers.subscribe import create_subscription
 
@@ -60,12 +61,14 @@ def subscriptions_create(
         trial_days=trial_days,
     )
     subscription = create_subscription(
+        CreateSubscription(
+            org_id=org_id,
+            billing_account_id=billing_account_id,
+            plan_ref=plan_ref,
+            terms=terms,
+            subscription_id=subscription_id,
+        ),
         services(),
-        org_id=org_id,
-        billing_account_id=billing_account_id,
-        plan_ref=plan_ref,
-        terms=terms,
-        subscription_id=subscription_id,
     )
     emit(as_json, subscription.to_view(), subscription.id)
 
@@ -77,12 +80,16 @@ def subscriptions_show(subscription_id: str, as_json: bool) -> None:
     """A subscription: its phases (past, current, to come), its plan changes (scheduled,
     staged, applied with their lag, skipped…), its newest invoices at Stripe, and a timeline
     of the commands, Stripe calls and events that concern it."""
+    from domain.errors import found
+    from domain.operator_actions import ShowSubscription
     from domain.rules import checked_id
     from tasks.handlers.operations import subscription_story
     from worker.cli.stories import subscription_text
 
     svc = services()
-    story = subscription_story(svc, svc.console(), checked_id(subscription_id, "subscription"))
+    subscription_id = checked_id(subscription_id, "subscription")
+    read = found(svc.console().subscription_story(subscription_id), "subscription", subscription_id)
+    story = subscription_story(ShowSubscription(read), svc)
     shown = story.model_dump(mode="json")
     # The subscription's own fields stay at the top, as `show --json` always printed them.
     emit(as_json, {**shown.pop("subscription"), **shown}, subscription_text(story))
@@ -138,23 +145,23 @@ def subscriptions_seed_period_end(
 ) -> None:
     """Make COUNT subscriptions, each with a plan change at its period's end: the period-end
     burst (then `billing-worker clock advance 31d` on a local stack makes them all due)."""
+    from domain.operator_requests import SeedPeriodEndChanges
     from tasks.handlers.subscribe import seed_period_end_changes
 
     began = time.monotonic()
-
-    def progress(done: int) -> None:
-        if done % 100 == 0 or done == count:
-            click.echo(f"  {done}/{count} subscriptions ({time.monotonic() - began:.0f}s)")
-
-    change_ids = seed_period_end_changes(
-        services(),
+    seeding = SeedPeriodEndChanges(
         org_id=org_id,
         billing_account_id=billing_account_id,
         plan_ref=plan_ref,
         target_plan_ref=target_plan_ref,
         count=count,
-        progress=progress,
     )
+    change_ids: list[str] = []
+    for change_id in seed_period_end_changes(seeding, services()):
+        change_ids.append(change_id)
+        done = len(change_ids)
+        if done % 100 == 0 or done == count:
+            click.echo(f"  {done}/{count} subscriptions ({time.monotonic() - began:.0f}s)")
     click.echo(
         f"{len(change_ids)} changes from {plan_ref} to {target_plan_ref} scheduled at the end "
         f"of the period; `billing-worker clock advance 31d` makes them due"

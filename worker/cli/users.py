@@ -23,5 +23,5 @@ def users_create(email: str, name: str, user_id: str | None, disabled: bool, as_
     from domain.users import NewUser
     from tasks.handlers.users import create_user
 
-    user = create_user(services(), NewUser(email=email, name=name, id=user_id, disabled=disabled))
+    user = create_user(NewUser(email=email, name=name, id=user_id, disabled=disabled), services())
     emit(as_json, user.to_view(), user.id)

@@ -95,15 +95,18 @@ def _duration(seconds: float) -> str:
 @as_json_option
 def webhooks_add(url: str, events: tuple[str, ...], description: str, as_json: bool) -> None:
     """Add an endpoint; its signing secret is printed once and never again."""
+    from domain.operator_requests import AddEndpoint
     from tasks.handlers.webhook_endpoints import add_endpoint
 
     svc = services()
     added = add_endpoint(
+        AddEndpoint(
+            url,
+            _event_types(events),
+            description,
+            allow_private_networks=svc.settings.resolved_webhook_allow_private_networks(),
+        ),
         svc,
-        url,
-        _event_types(events),
-        description,
-        allow_private_networks=svc.settings.resolved_webhook_allow_private_networks(),
     )
     view = added.endpoint.to_view()
     emit(
@@ -118,9 +121,10 @@ def webhooks_add(url: str, events: tuple[str, ...], description: str, as_json: b
 @as_json_option
 def webhooks_list(as_json: bool) -> None:
     """Every endpoint: id, state, URL, events and why it is disabled (never a secret)."""
+    from domain.operator_requests import ListEndpoints
     from tasks.handlers.webhook_endpoints import list_endpoints
 
-    found = list_endpoints(services())
+    found = list_endpoints(ListEndpoints(), services())
     if as_json:
         emit(True, [endpoint.to_view() for endpoint in found], "")
         return
@@ -133,9 +137,10 @@ def webhooks_list(as_json: bool) -> None:
 @as_json_option
 def webhooks_show(endpoint_id: str, as_json: bool) -> None:
     """One endpoint (never its secret)."""
+    from domain.operator_requests import GetEndpoint
     from tasks.handlers.webhook_endpoints import get_endpoint
 
-    endpoint = get_endpoint(services(), endpoint_id)
+    endpoint = get_endpoint(GetEndpoint(endpoint_id), services())
     emit(as_json, endpoint.to_view(), _table(ENDPOINT_HEADERS, [_endpoint_row(endpoint)]))
 
 
@@ -146,9 +151,10 @@ def webhooks_show(endpoint_id: str, as_json: bool) -> None:
 def webhooks_disable(endpoint_id: str, reason: str, as_json: bool) -> None:
     """Stop sending to an endpoint. Its unfinished deliveries are marked failed; replay them
     once it is enabled again."""
+    from domain.operator_requests import DisableEndpoint
     from tasks.handlers.webhook_endpoints import disable_endpoint
 
-    disabled = disable_endpoint(services(), endpoint_id, reason)
+    disabled = disable_endpoint(DisableEndpoint(endpoint_id, reason), services())
     emit(
         as_json,
         {**disabled.endpoint.to_view(), "abandoned_deliveries": disabled.abandoned},
@@ -162,9 +168,10 @@ def webhooks_disable(endpoint_id: str, reason: str, as_json: bool) -> None:
 @as_json_option
 def webhooks_enable(endpoint_id: str, as_json: bool) -> None:
     """Send to an endpoint again (its failed deliveries stay failed until replayed)."""
+    from domain.operator_requests import EnableEndpoint
     from tasks.handlers.webhook_endpoints import enable_endpoint
 
-    endpoint = enable_endpoint(services(), endpoint_id)
+    endpoint = enable_endpoint(EnableEndpoint(endpoint_id), services())
     emit(as_json, endpoint.to_view(), f"{endpoint_id} enabled")
 
 
@@ -176,11 +183,12 @@ def webhooks_rotate_secret(endpoint_id: str, as_json: bool) -> None:
     BILLING_WEBHOOK_SECRET_GRACE_SECONDS, so that the receiver can switch."""
     from datetime import timedelta
 
+    from domain.operator_requests import RotateSecret
     from tasks.handlers.webhook_endpoints import rotate_secret
 
     svc = services()
     grace = svc.settings.webhook_secret_grace_seconds
-    rotated = rotate_secret(svc, endpoint_id, timedelta(seconds=grace))
+    rotated = rotate_secret(RotateSecret(endpoint_id, timedelta(seconds=grace)), svc)
     until = f"{rotated.previous_valid_until:%Y-%m-%d %H:%M:%S} UTC"
     emit(
         as_json,
@@ -214,16 +222,19 @@ def webhooks_deliveries(
     as_json: bool,
 ) -> None:
     """Deliveries, newest first: state, endpoint, event, attempts and the last error."""
+    from domain.operator_requests import ListDeliveries
     from domain.webhooks import DeliveryState
     from tasks.handlers.webhook_endpoints import list_deliveries
 
     found = list_deliveries(
+        ListDeliveries(
+            failed_only=failed_only,
+            state=None if state is None else DeliveryState(state),
+            endpoint_id=endpoint_id,
+            event_id=event_id,
+            limit=limit,
+        ),
         services(),
-        failed_only=failed_only,
-        state=None if state is None else DeliveryState(state),
-        endpoint_id=endpoint_id,
-        event_id=event_id,
-        limit=limit,
     )
     if as_json:
         emit(True, [delivery.to_view() for delivery in found], "")
@@ -242,6 +253,7 @@ def webhooks_replay(
     """Send failed deliveries again, with a new retry budget: DELIVERY_ID…, or every failed
     delivery of an endpoint (--endpoint ID --failed). Its endpoint must be enabled. The
     sweep sends them within seconds."""
+    from domain.operator_requests import ReplayDeliveries, ReplayFailed
     from tasks.handlers.webhook_endpoints import replay_deliveries, replay_failed
 
     if delivery_ids and (endpoint_id or all_failed):
@@ -249,8 +261,8 @@ def webhooks_replay(
     if not delivery_ids:
         if not (endpoint_id and all_failed):
             raise click.UsageError("give DELIVERY_IDs, or --endpoint ID --failed")
-        count = replay_failed(services(), endpoint_id)
+        count = replay_failed(ReplayFailed(endpoint_id), services())
         click.echo(f"replayed {count} failed deliveries of {endpoint_id}")
         return
-    for delivery in replay_deliveries(services(), delivery_ids):
+    for delivery in replay_deliveries(ReplayDeliveries(delivery_ids), services()):
         click.echo(f"replayed {delivery.id}")

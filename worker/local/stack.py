@@ -324,19 +324,19 @@ class LocalStack:
         sessions = svc.database()
         for make in (
             lambda: create_organization(
-                svc, NewOrganization(name="demo", title="Demo Organization", id=DEMO_ORG_ID)
+                NewOrganization(name="demo", title="Demo Organization", id=DEMO_ORG_ID), svc
             ),
             lambda: create_organization(
-                svc, NewOrganization(name="acme", title="Acme Ltd", id=DEMO_UNBILLED_ORG_ID)
+                NewOrganization(name="acme", title="Acme Ltd", id=DEMO_UNBILLED_ORG_ID), svc
             ),
             lambda: create_user(
-                svc,
                 NewUser(
                     email="demo.user@example.com",
                     name="Demo User",
                     id=DEMO_USER_ID,
                     disabled=True,
                 ),
+                svc,
             ),
         ):
             with contextlib.suppress(AlreadyExists):  # seeded by an earlier run
@@ -362,6 +362,7 @@ class LocalStack:
         """Demo billing, made once: two plans, the demo organization's billing account
         (registered with the emulator) and a subscription to the first plan."""
         from domain.billing import BillingDetails, CreateBillingAccount
+        from domain.operator_requests import CreatePlan, CreateSubscription, ListPlans
         from domain.plans import PlanSpec
         from domain.subscriptions import SubscriptionTerms
         from tasks.handlers.billing import create_billing_account
@@ -376,13 +377,13 @@ class LocalStack:
             clock=SystemClock(),
             provider=StripeBillingProvider(emulator_key, api_base=emulator_url, timeout=10),
         )
-        existing = {plan.name for plan in list_plans(svc)}
+        existing = {plan.name for plan in list_plans(ListPlans(), svc)}
         with svc.unit_of_work() as uow:
             subscribed = uow.subscriptions.get(DEMO_SUBSCRIPTION_ID) is not None
         for plan_id, name, title, amount in DEMO_PLANS:
             if name not in existing:
                 spec = PlanSpec(name=name, title=title, amount=amount, currency="usd")
-                create_plan(svc, spec, plan_id=plan_id)
+                create_plan(CreatePlan(spec, plan_id=plan_id), svc)
         if subscribed:
             return
         create_billing_account(
@@ -395,20 +396,23 @@ class LocalStack:
             svc,
         )
         create_subscription(
+            CreateSubscription(
+                org_id=DEMO_ORG_ID,
+                billing_account_id=DEMO_BILLING_ACCOUNT_ID,
+                plan_ref=DEMO_PLANS[0][1],
+                subscription_id=DEMO_SUBSCRIPTION_ID,
+                # The emulator collects the demo's invoices (a card that always pays), so that
+                # moving the clock by months leaves it active rather than past due on unpaid
+                # invoices (`emulator payments fail` shows dunning).
+                terms=SubscriptionTerms(collection_method="charge_automatically"),
+            ),
             svc,
-            org_id=DEMO_ORG_ID,
-            billing_account_id=DEMO_BILLING_ACCOUNT_ID,
-            plan_ref=DEMO_PLANS[0][1],
-            subscription_id=DEMO_SUBSCRIPTION_ID,
-            # The emulator collects the demo's invoices (a card that always pays), so that
-            # moving the clock by months leaves it active rather than past due on unpaid
-            # invoices (`emulator payments fail` shows dunning).
-            terms=SubscriptionTerms(collection_method="charge_automatically"),
         )
 
     def _wire_stripe_events(self, emulator_url: str, emulator_key: str, url: str) -> None:
         """The emulator's events go to this stack's API, as Stripe's would go to a
         deployment's (`billing-worker stripe webhooks register`)."""
+        from domain.operator_requests import RegisterStripeEndpoint
         from tasks.handlers.stripe_endpoints import register_stripe_endpoint
         from worker.bootstrap import build_services
         from worker.clock import SystemClock
@@ -419,7 +423,7 @@ class LocalStack:
             clock=SystemClock(),
             provider=StripeBillingProvider(emulator_key, api_base=emulator_url, timeout=10),
         )
-        register_stripe_endpoint(svc, url)
+        register_stripe_endpoint(RegisterStripeEndpoint(url), svc)
 
     def watch(self) -> bool:
         """Block until interrupted; returns False when a child died (and says which)."""

@@ -29,13 +29,21 @@ from domain.console import (
     SubscriptionStory,
     UserPage,
 )
-from domain.errors import CommandError, ErrorCode, NotFound, TransientError, violations_of
+from domain.errors import (
+    CommandError,
+    ErrorCode,
+    NotFound,
+    TransientError,
+    found,
+    violations_of,
+)
 from domain.messages import ID_PATTERN
 from domain.operator_actions import (
     ActionTaken,
     MarkAccountOffline,
     RetryCommand,
     RetryRegistration,
+    ShowSubscription,
     SkipScheduledChange,
     new_action_id,
 )
@@ -113,7 +121,12 @@ async def get_billing_account_story(
 )
 async def get_subscription_story(id: IdPath, client: Reader, state: State) -> JSONResponse:
     svc = state.svc
-    story = await _run(lambda: handlers.subscription_story(svc, svc.console(), id))
+
+    def told() -> SubscriptionStory:
+        read = found(svc.console().subscription_story(id), "subscription", id)
+        return handlers.subscription_story(ShowSubscription(read), svc)
+
+    story = await _run(told)
     return JSONResponse(story.model_dump(mode="json"))
 
 

@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError
 
 from domain.errors import ErrorCode, error_info
+from domain.operator_requests import ListStripeEndpointSecrets
 from domain.provider_sync import SyncStripeObject
 from tasks.handlers.stripe_endpoints import stripe_endpoint_secrets
 from worker.api.state import ApiState, State
@@ -130,7 +131,9 @@ async def _secrets(state: ApiState) -> list[str]:
     seconds, so that `stripe webhooks register` takes effect without a restart)."""
     now = time.monotonic()
     if now - _cached["at"] > SECRETS_CACHE_SECONDS:
-        stored = await to_thread.run_sync(stripe_endpoint_secrets, state.svc)
+        stored = await to_thread.run_sync(
+            stripe_endpoint_secrets, ListStripeEndpointSecrets(), state.svc
+        )
         configured = [
             secret.strip()
             for secret in state.svc.settings.stripe_webhook_secrets.split(",")

@@ -24,6 +24,16 @@ from pydantic import BaseModel, ValidationError
 
 from domain.errors import CommandError, violations_of
 from domain.messages import ID_PATTERN
+from domain.operator_requests import (
+    AddEndpoint,
+    DisableEndpoint,
+    EnableEndpoint,
+    GetEndpoint,
+    ListDeliveries,
+    ListEndpoints,
+    ReplayDeliveries,
+    RotateSecret,
+)
 from domain.permissions import Scope
 from domain.webhooks import DeliveryState
 from tasks.handlers import webhook_endpoints as handlers
@@ -127,11 +137,13 @@ async def create_webhook(client: Manager, body: Body, state: State) -> JSONRespo
     request = _parsed(AddWebhookRequest, body)
     added = await _run(
         lambda: handlers.add_endpoint(
+            AddEndpoint(
+                request.url,
+                request.events or [],
+                request.description,
+                allow_private_networks=state.svc.settings.resolved_webhook_allow_private_networks(),
+            ),
             state.svc,
-            request.url,
-            request.events or [],
-            request.description,
-            allow_private_networks=state.svc.settings.resolved_webhook_allow_private_networks(),
         )
     )
     return JSONResponse(
@@ -149,7 +161,7 @@ async def create_webhook(client: Manager, body: Body, state: State) -> JSONRespo
     **direct_operation(answer=WebhookEndpointList, answer_description="The endpoints."),
 )
 async def list_webhooks(client: Manager, state: State) -> JSONResponse:
-    found = await _run(lambda: handlers.list_endpoints(state.svc))
+    found = await _run(lambda: handlers.list_endpoints(ListEndpoints(), state.svc))
     return JSONResponse({"webhooks": [endpoint.to_view() for endpoint in found]})
 
 
@@ -161,7 +173,7 @@ async def list_webhooks(client: Manager, state: State) -> JSONResponse:
     **direct_operation(answer=WebhookEndpointView, answer_description="The endpoint."),
 )
 async def get_webhook(id: ResourceIdPath, client: Manager, state: State) -> JSONResponse:
-    endpoint = await _run(lambda: handlers.get_endpoint(state.svc, id))
+    endpoint = await _run(lambda: handlers.get_endpoint(GetEndpoint(id), state.svc))
     return JSONResponse(endpoint.to_view())
 
 
@@ -183,7 +195,9 @@ async def disable_webhook(
     id: ResourceIdPath, client: Manager, body: Body, state: State
 ) -> JSONResponse:
     request = _parsed(DisableWebhookRequest, body)
-    disabled = await _run(lambda: handlers.disable_endpoint(state.svc, id, request.reason or ""))
+    disabled = await _run(
+        lambda: handlers.disable_endpoint(DisableEndpoint(id, request.reason or ""), state.svc)
+    )
     return JSONResponse({**disabled.endpoint.to_view(), "abandoned_deliveries": disabled.abandoned})
 
 
@@ -204,7 +218,7 @@ async def enable_webhook(
     id: ResourceIdPath, client: Manager, body: Body, state: State
 ) -> JSONResponse:
     require_empty(body)
-    endpoint = await _run(lambda: handlers.enable_endpoint(state.svc, id))
+    endpoint = await _run(lambda: handlers.enable_endpoint(EnableEndpoint(id), state.svc))
     return JSONResponse(endpoint.to_view())
 
 
@@ -228,7 +242,7 @@ async def rotate_webhook_secret(
 ) -> JSONResponse:
     require_empty(body)
     grace = timedelta(seconds=state.svc.settings.webhook_secret_grace_seconds)
-    rotated = await _run(lambda: handlers.rotate_secret(state.svc, id, grace))
+    rotated = await _run(lambda: handlers.rotate_secret(RotateSecret(id, grace), state.svc))
     return JSONResponse(
         {
             **rotated.endpoint.to_view(),
@@ -262,7 +276,8 @@ async def list_webhook_deliveries(
 ) -> JSONResponse:
     found = await _run(
         lambda: handlers.list_deliveries(
-            state.svc, state=delivery_state, endpoint_id=id, event_id=event_id, limit=limit
+            ListDeliveries(state=delivery_state, endpoint_id=id, event_id=event_id, limit=limit),
+            state.svc,
         )
     )
     return JSONResponse({"deliveries": [delivery.to_view() for delivery in found]})
@@ -287,5 +302,5 @@ async def replay_webhook_delivery(
     id: ResourceIdPath, client: Manager, body: Body, state: State
 ) -> JSONResponse:
     require_empty(body)
-    (replayed,) = await _run(lambda: handlers.replay_deliveries(state.svc, [id]))
+    (replayed,) = await _run(lambda: handlers.replay_deliveries(ReplayDeliveries([id]), state.svc))
     return JSONResponse(replayed.to_view())

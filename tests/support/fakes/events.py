@@ -1,5 +1,5 @@
 """In-memory fakes of the event ports: the outbox and the webhook repositories (tables of
-the :class:`tests.support.fakes.FakeDatabase`, so that they commit and roll back with the
+the :class:`tests.support.fakes.database.FakeDatabase`, so that they commit and roll back with the
 handler's transaction), the Redis stream, the webhook sender and the relay's lock.
 
 They mirror ``worker/db/events.py``, ``worker/outbound/stream.py`` and
@@ -20,7 +20,7 @@ from domain.provider_sync import StripeEndpoint
 from domain.webhooks import DeliveryClaim, DeliveryState, WebhookDelivery, WebhookEndpoint
 
 if TYPE_CHECKING:
-    from tests.support.fakes import _Transaction
+    from tests.support.fakes.database import Transaction
 
 _UNFINISHED = (DeliveryState.PENDING, DeliveryState.DELIVERING)
 
@@ -43,7 +43,7 @@ class StoredEvent:
 class FakeEventOutbox:
     table = "events"
 
-    def __init__(self, tx: _Transaction) -> None:
+    def __init__(self, tx: Transaction) -> None:
         self._tx = tx
 
     def add(self, event: Event) -> None:
@@ -92,7 +92,7 @@ class FakeEventOutbox:
 class FakeWebhookEndpointRepository:
     table = "webhook_endpoints"
 
-    def __init__(self, tx: _Transaction) -> None:
+    def __init__(self, tx: Transaction) -> None:
         self._tx = tx
 
     def get(self, endpoint_id: str, *, for_update: bool = False) -> WebhookEndpoint | None:
@@ -115,7 +115,7 @@ class FakeWebhookEndpointRepository:
 class FakeStripeEndpointRepository:
     table = "stripe_endpoints"
 
-    def __init__(self, tx: _Transaction) -> None:
+    def __init__(self, tx: Transaction) -> None:
         self._tx = tx
 
     def get(self, endpoint_id: str) -> StripeEndpoint | None:
@@ -138,7 +138,7 @@ class FakeStripeEndpointRepository:
 class FakeWebhookDeliveryRepository:
     table = "webhook_deliveries"
 
-    def __init__(self, tx: _Transaction) -> None:
+    def __init__(self, tx: Transaction) -> None:
         self._tx = tx
 
     def _all(self) -> list[WebhookDelivery]:

@@ -1,0 +1,96 @@
+"""What beat's sweeps (and the outbox relay) are asked to do, as messages.
+
+A sweep is a business operation like a queued command: one handler in ``tasks/handlers``,
+called ``handler(message, ctx)``. Its message carries what the operation is given (a batch
+size, a budget of reads); most sweeps take all they need from the policy, and their message
+is empty. These messages never travel: the task that runs a sweep (``tasks/*.py``) builds
+one, so they are plain frozen dataclasses, not part of the queue's contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from domain.webhooks import DeliveryClaim
+
+RELAY_MAX_BATCHES = 50
+"""A relay run's work is bounded; what is left goes with the next command or sweep."""
+
+
+@dataclass(frozen=True)
+class RelayEvents:
+    """Publish what the events outbox holds unpublished, in at most ``max_batches`` batches."""
+
+    max_batches: int = RELAY_MAX_BATCHES
+
+
+@dataclass(frozen=True)
+class PublishDueChanges:
+    """Beat's sweep of plan changes: staged ones whose boundary passed take effect, and an
+    apply command is published for each change that fell due."""
+
+
+@dataclass(frozen=True)
+class TakeEffectOfStagedChanges:
+    """Make up to ``batch_size`` staged changes whose boundary passed take effect here."""
+
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class ClaimDueChanges:
+    """Claim up to ``batch_size`` changes that fell due; with an ``apply_rate`` (changes per
+    second the provider's budget allows), no more than can be applied within
+    ``horizon_seconds``."""
+
+    batch_size: int
+    apply_rate: float | None = None
+    horizon_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class RepublishStalledCommands:
+    """Beat's sweep: publish again the commands recorded but never started."""
+
+
+@dataclass(frozen=True)
+class RedrivePendingAccounts:
+    """Beat's sweep: send the registration of each account pending too long again."""
+
+
+@dataclass(frozen=True)
+class ReconcileWithStripe:
+    """Beat's sweep: re-read the ``reads`` rows read from Stripe longest ago."""
+
+    reads: int
+
+
+@dataclass(frozen=True)
+class PruneCommandLog:
+    """Delete the finished commands older than their retention: within the policy's batch
+    budget (beat's sweep), or ``until_done`` (an operator, who waits for it)."""
+
+    until_done: bool = False
+
+
+@dataclass(frozen=True)
+class CountDueForPruning:
+    """What :class:`PruneCommandLog` would delete now (a dry run: deletes nothing)."""
+
+
+@dataclass(frozen=True)
+class PruneOutbox:
+    """Delete the deliveries and events the outbox no longer needs (beat's sweep)."""
+
+
+@dataclass(frozen=True)
+class SendDueDeliveries:
+    """Beat's sweep: claim the webhook deliveries that fell due and publish them."""
+
+
+@dataclass(frozen=True)
+class PublishDeliveries:
+    """Send the message of each claimed webhook delivery."""
+
+    claims: Sequence[DeliveryClaim]

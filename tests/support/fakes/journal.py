@@ -1,0 +1,228 @@
+""":class:`FakeCommandJournal` mirrors ``worker/db/commands.py`` (``SqlCommandLog``)."""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from domain.errors import CommandIdReused, CommandInProgress
+from domain.events import Event
+from domain.messages import CommandStatus, command_fingerprint
+from domain.retention import PRUNABLE_STATUSES
+from tests.support.fakes.clock import FakeClock
+from tests.support.fakes.database import FakeDatabase
+
+
+@dataclass
+class JournalEntry:
+    """A command as ``SqlCommandLog`` records it (``domain.ports.CommandOutcome``)."""
+
+    id: str
+    type: str
+    status: CommandStatus
+    source: str
+    payload: dict[str, Any]
+    fingerprint: str | None
+    attempts: int
+    created_at: datetime
+    updated_at: datetime
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    retries: list[dict[str, Any]] = field(default_factory=list)
+    published_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class FakeCommandJournal:
+    """The command log in memory (``domain.ports.CommandJournal``), as ``SqlCommandLog``."""
+
+    def __init__(self, clock: FakeClock, running_lease: timedelta = timedelta(minutes=10)) -> None:
+        self._clock = clock
+        self._running_lease = running_lease
+        self.entries: dict[str, JournalEntry] = {}
+        self.waits: list[tuple[str, float]] = []
+        self.outbox: FakeDatabase | None = None
+        """Where ``fail`` writes its events (the application's database)."""
+        self.prunes: list[int] = []
+        """How many commands each ``prune_finished`` call deleted (one transaction each)."""
+        self._failures: dict[str, list[Exception]] = defaultdict(list)
+
+    # -- for the tests ----------------------------------------------------------------------
+
+    def fail_next(self, operation: str, error: Exception, *, times: int = 1) -> None:
+        """The next ``times`` calls of ``operation`` (a method name) raise ``error``."""
+        self._failures[operation].extend([error] * times)
+
+    def accept(self, command_id: str, command_type: str, payload: dict[str, Any]) -> JournalEntry:
+        """Record a command as the API does before publishing it (``queued``)."""
+        now = self._clock.now()
+        entry = JournalEntry(
+            id=command_id,
+            type=command_type,
+            status=CommandStatus.QUEUED,
+            source="api",
+            payload=payload,
+            fingerprint=command_fingerprint(command_type, payload),
+            attempts=0,
+            created_at=now,
+            updated_at=now,
+        )
+        self.entries[command_id] = entry
+        return entry
+
+    def __getitem__(self, command_id: str) -> JournalEntry:
+        return self.entries[command_id]
+
+    # -- the port ---------------------------------------------------------------------------
+
+    def get(self, command_id: str) -> JournalEntry | None:
+        return self.entries.get(command_id)
+
+    def begin(
+        self, command_id: str, command_type: str, payload: dict[str, Any], *, source: str
+    ) -> JournalEntry | None:
+        self._maybe_fail("begin")
+        now = self._clock.now()
+        fingerprint = command_fingerprint(command_type, payload)
+        entry = self.entries.get(command_id)
+        if entry is None:
+            self.entries[command_id] = JournalEntry(
+                id=command_id,
+                type=command_type,
+                status=CommandStatus.RUNNING,
+                source=source,
+                payload=payload,
+                fingerprint=fingerprint,
+                attempts=1,
+                created_at=now,
+                updated_at=now,
+                published_at=now,
+            )
+            return None
+        if entry.type != command_type or entry.fingerprint not in (None, fingerprint):
+            raise CommandIdReused(command_id, entry.type)
+        if entry.status.is_terminal:
+            return copy.deepcopy(entry)
+        if entry.status is CommandStatus.RUNNING and now - entry.updated_at < self._running_lease:
+            raise CommandInProgress(command_id)
+        entry.status = CommandStatus.RUNNING
+        entry.attempts += 1
+        entry.updated_at = now
+        return None
+
+    def succeed(self, command_id: str, result: dict[str, Any]) -> None:
+        self._maybe_fail("succeed")
+        self._finish(command_id, CommandStatus.SUCCEEDED, result=result)
+
+    def fail(self, command_id: str, error: dict[str, Any], events: Sequence[Event] = ()) -> None:
+        self._maybe_fail("fail")
+        self._end_in_error(command_id, CommandStatus.FAILED, error, events)
+
+    def reject(self, command_id: str, error: dict[str, Any], events: Sequence[Event] = ()) -> None:
+        self._maybe_fail("reject")
+        self._end_in_error(command_id, CommandStatus.REJECTED, error, events)
+
+    def _end_in_error(
+        self,
+        command_id: str,
+        status: CommandStatus,
+        error: dict[str, Any],
+        events: Sequence[Event],
+    ) -> None:
+        entry = self.entries.get(command_id)
+        if entry is not None and entry.status.is_terminal:
+            return  # finished by another delivery first, as SqlCommandLog
+        self._finish(command_id, status, error=error)
+        if events and self.outbox is not None:
+            # The real log writes them in the outcome's transaction.
+            with self.outbox.unit_of_work() as uow:
+                for event in events:
+                    uow.events.add(event)
+                uow.commit()
+
+    def retrying(
+        self, command_id: str, error: dict[str, Any], retry: dict[str, Any] | None = None
+    ) -> None:
+        self._maybe_fail("retrying")
+        entry = self.entries.get(command_id)
+        if entry is None:
+            return
+        now = self._clock.now()
+        entry.status = CommandStatus.RETRYING
+        entry.error = error
+        entry.updated_at = now
+        if retry is not None:
+            entry.retries = [*entry.retries, {"at": now.isoformat(), **retry}][-50:]
+
+    def waiting(self, command_id: str, seconds: float) -> None:
+        self._maybe_fail("waiting")
+        self.waits.append((command_id, seconds))
+        entry = self.entries.get(command_id)
+        if entry is not None:
+            entry.status = CommandStatus.WAITING
+            entry.updated_at = self._clock.now()
+
+    def stalled(self, older_than: timedelta, limit: int = 100) -> Sequence[JournalEntry]:
+        cutoff = self._clock.now() - older_than
+        stalled = [
+            entry
+            for entry in self.entries.values()
+            if entry.status is CommandStatus.QUEUED
+            and (entry.published_at is None or entry.published_at < cutoff)
+            and entry.created_at < cutoff
+        ]
+        return sorted(stalled, key=lambda entry: entry.created_at)[:limit]
+
+    def mark_published(self, command_id: str) -> None:
+        entry = self.entries.get(command_id)
+        if entry is not None:
+            entry.published_at = self._clock.now()
+
+    def prune_finished(self, status: CommandStatus, before: datetime, limit: int) -> int:
+        self._maybe_fail("prune_finished")
+        oldest = self._finished(status, before)[:limit]
+        for entry in oldest:
+            del self.entries[entry.id]
+        self.prunes.append(len(oldest))
+        return len(oldest)
+
+    def count_finished(self, status: CommandStatus, before: datetime) -> int:
+        return len(self._finished(status, before))
+
+    def _finished(self, status: CommandStatus, before: datetime) -> list[JournalEntry]:
+        if status not in PRUNABLE_STATUSES:
+            raise ValueError(f"a {status.value} command has not finished: it is never pruned")
+        finished = [
+            entry
+            for entry in self.entries.values()
+            if entry.status is status
+            and entry.finished_at is not None
+            and entry.finished_at < before
+        ]
+        return sorted(finished, key=lambda entry: entry.finished_at or before)
+
+    def _finish(
+        self,
+        command_id: str,
+        status: CommandStatus,
+        *,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> None:
+        entry = self.entries.get(command_id)
+        if entry is None:
+            return
+        now = self._clock.now()
+        entry.status = status
+        entry.result = result
+        entry.error = error
+        entry.updated_at = now
+        entry.finished_at = now
+
+    def _maybe_fail(self, operation: str) -> None:
+        if self._failures[operation]:
+            raise self._failures[operation].pop(0)

@@ -1,0 +1,74 @@
+"""Where the application's messages go: the publisher onto the queues, and the dead letters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Published:
+    task_name: str
+    payload: dict[str, Any]
+    command_id: str
+    queue: str | None
+    priority: int | None
+
+
+class FakePublisher:
+    """Records what would go onto the queues (``domain.ports.CommandPublisher``)."""
+
+    def __init__(self) -> None:
+        self.published: list[Published] = []
+        self._failures: list[Exception] = []
+
+    def fail_next(self, error: Exception, *, times: int = 1) -> None:
+        self._failures.extend([error] * times)
+
+    def publish(
+        self,
+        task_name: str,
+        payload: Mapping[str, Any],
+        *,
+        command_id: str,
+        queue: str | None = None,
+        priority: int | None = None,
+    ) -> None:
+        if self._failures:
+            raise self._failures.pop(0)
+        self.published.append(Published(task_name, dict(payload), command_id, queue, priority))
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    raw: bytes
+    queue: str
+    reason: str
+    task: str | None
+    task_id: str | None
+
+
+class FakeDeadLetters:
+    """Keeps refused messages in a list (``domain.ports.DeadLetterStore``)."""
+
+    def __init__(self) -> None:
+        self.letters: list[DeadLetter] = []
+        self._failures: list[Exception] = []
+
+    def fail_next(self, error: Exception, *, times: int = 1) -> None:
+        self._failures.extend([error] * times)
+
+    def add(
+        self,
+        raw: bytes,
+        *,
+        queue: str,
+        reason: str,
+        task: str | None = None,
+        task_id: str | None = None,
+    ) -> str:
+        if self._failures:
+            raise self._failures.pop(0)
+        self.letters.append(DeadLetter(raw, queue, reason, task, task_id))
+        return f"dl_{len(self.letters)}"
