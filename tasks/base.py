@@ -75,7 +75,7 @@ def relay_after_command(svc: Application) -> None:
     """The relay run by a command once its outcome is recorded: a failure here loses
     nothing (beat's sweep publishes what is left), so it is logged, never raised."""
     try:
-        relay_events(RelayEvents(max_batches=AFTER_COMMAND_BATCHES), svc)
+        relay_events(RelayEvents(max_batches=AFTER_COMMAND_BATCHES, after_command=True), svc)
     except Exception:
         logger.warning("could not relay events now; beat's sweep will", exc_info=True)
 

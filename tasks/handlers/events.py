@@ -45,7 +45,8 @@ def relay_events(request: RelayEvents, app: Application) -> int:
             if uow.events.count_unpublished() == 0:
                 break
     if published:
-        logger.info("relayed %d events", published)
+        level = logging.DEBUG if request.after_command else logging.INFO
+        logger.log(level, "relayed %d events", published)
     return published
 
 

@@ -110,6 +110,20 @@ def test_celerys_lines_about_a_sweep_are_not_written_at_info_and_a_commands_are(
 
 
 @pytest.mark.usefixtures("restore_root")
+def test_a_command_keeps_one_info_line_its_outcome() -> None:
+    lines = logged(
+        "INFO",
+        [
+            ("celery.worker.strategy", logging.INFO, LOG_RECEIVED, succeeded("users.enable")),
+            ("celery.app.trace", logging.INFO, LOG_SUCCESS, succeeded("users.enable")),
+        ],
+    )
+
+    assert len(lines) == 1
+    assert "succeeded" in lines[0]
+
+
+@pytest.mark.usefixtures("restore_root")
 def test_a_sweeps_lines_are_written_as_debug_lines_when_the_level_is_debug() -> None:
     lines = logged(
         "DEBUG",

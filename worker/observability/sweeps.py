@@ -32,6 +32,8 @@ CELERY_LINES_ABOUT_A_TASK = (
     "celery.worker.strategy",  # Task NAME[ID] received
     "celery.worker.request",  # Discarding revoked task: NAME[ID] (an expired sweep)
 )
+CELERY_RECEIVED_LINE = "celery.worker.strategy"
+"""Task NAME[ID] received: every task's outcome line follows it, so it is routine."""
 OUR_PACKAGES = frozenset({"tasks", "domain", "worker"})
 """Loggers whose INFO lines during a sweep say it did something: they stay at INFO."""
 
@@ -56,8 +58,10 @@ def running_sweep(sweeps: Collection[str]) -> bool:
 
 
 class QuietSweeps(logging.Filter):
-    """Turns the INFO lines of a sweep's run into DEBUG lines (see the module's docstring):
-    written when the root logger is at DEBUG, dropped otherwise."""
+    """Turns the INFO lines of a sweep's run, and Celery's "received" line of every task,
+    into DEBUG lines (see the module's docstring): written when the root logger is at DEBUG,
+    dropped otherwise. A command so keeps one INFO line in a worker's log, its outcome
+    (Celery's "succeeded" or "raised" line, naming the command)."""
 
     def __init__(self, sweeps: Collection[str]) -> None:
         """``sweeps``: the task names of beat's sweeps."""
@@ -65,12 +69,14 @@ class QuietSweeps(logging.Filter):
         self._sweeps = frozenset(sweeps)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno != logging.INFO or not self._about_a_sweep(record):
+        if record.levelno != logging.INFO or not self._routine(record):
             return True
         record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
         return logging.getLogger().isEnabledFor(logging.DEBUG)
 
-    def _about_a_sweep(self, record: logging.LogRecord) -> bool:
+    def _routine(self, record: logging.LogRecord) -> bool:
+        if record.name == CELERY_RECEIVED_LINE:
+            return True
         if record.name.startswith(CELERY_LINES_ABOUT_A_TASK):
             return names_a_sweep(record, self._sweeps)
         if record.name.split(".", 1)[0] in OUR_PACKAGES:
