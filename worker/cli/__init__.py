@@ -16,6 +16,7 @@ from worker.cli.clients import clients
 from worker.cli.clock import clock
 from worker.cli.commands import commands
 from worker.cli.dead_letters import dead_letters
+from worker.cli.demo import demo
 from worker.cli.orgs import orgs
 from worker.cli.plans import plans
 from worker.cli.stripe_account import stripe
@@ -49,5 +50,6 @@ for group in (
     dead_letters,
     webhooks,
     clock,
+    demo,
 ):
     main.add_command(group)
