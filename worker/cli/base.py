@@ -65,7 +65,8 @@ def data_dir_option() -> click.Option:
         is_eager=True,
         callback=_use_data_dir,
         help="Data directory: the SQLite database, logs and the stack file of `up` "
-        "[default: ./.billing-worker].",
+        "[default: ./.billing-worker, or the nearest in a parent directory that holds a "
+        "local stack].",
     )
 
 
@@ -184,18 +185,54 @@ def _with_violations(error: Any) -> str:
     return f"{error.message}: {'; '.join(reasons)}"
 
 
+def masked_url(url: str) -> str:
+    """``url`` with its password shown as ``***``: an error may name the URL it tried."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = parts.username or ""
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+    except ValueError:
+        return "(an unreadable URL)"
+
+
+def _no_stack_hint() -> str:
+    """Said when the data directory holds no local stack: where the CLI looked."""
+    settings = get_settings()
+    if (settings.data_dir / "stack.json").exists() or os.environ.get(DATA_DIR):
+        return ""
+    return (
+        f"; no local stack in {Path.cwd()} or its parents: run this where `billing-worker up` "
+        "runs (or below), or give --data-dir / BILLING_DATA_DIR"
+    )
+
+
 def _unreachable(error: BaseException) -> str | None:
-    """The database or Redis could not be reached (or answered with an error)."""
+    """The database or Redis could not be reached (or answered with an error): one line
+    naming the URL tried (password masked)."""
+    settings = get_settings()
     if type(error).__module__.startswith("sqlalchemy"):
         from sqlalchemy.exc import DBAPIError
 
         cause = error.orig if isinstance(error, DBAPIError) else error
         first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        url = masked_url(settings.resolved_database_url())
+        hint = "" if settings.database_url else _no_stack_hint()
         if "no such table" in first or ("relation" in first and "does not exist" in first):
-            return f"the database is not migrated ({first}): run `billing-worker migrate`"
-        return f"the database is unreachable or refused the request: {first}"
+            return (
+                f"the database is not migrated ({first}) at {url}: run `billing-worker migrate`"
+                + hint
+            )
+        return f"the database is unreachable or refused the request at {url}: {first}{hint}"
     if type(error).__module__.startswith("redis"):
-        return f"Redis is unreachable: {error}"
+        url = masked_url(settings.resolved_redis_url())
+        hint = "" if settings.redis_url else _no_stack_hint()
+        return f"Redis is unreachable at {url}: {error}{hint}"
     return None
 
 
