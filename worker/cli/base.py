@@ -2,10 +2,20 @@
 the command's name), the environment variables its help names, the services it runs
 handlers with, and the one place where a failure becomes one line on stderr.
 
-Exit statuses: 0 done; 1 the request was refused or invalid (a domain error, a value that
-breaks a rule), or failed unexpectedly; 2 the command line itself is wrong (click's usage
-errors: an unknown option, a missing argument); 3 a dependency is unreachable (the database,
-Redis or the billing provider): the same command may work later.
+Exit statuses, one convention for every command:
+
+* 0: done.
+* 1: the command line was read, and the request is refused: a value that breaks a rule of
+  the data (a taken name, an invalid email, an unknown id, a URL that is not public), a
+  state that forbids it (a dead letter that cannot be replayed), the operator said no at a
+  prompt, or it failed unexpectedly.
+* 2: the command line itself is wrong, whatever the data: an unknown command or option, a
+  missing or extra argument, a value not of its option's form (a number, a duration such as
+  ``31x``, one of a fixed list such as a scope, an event type or a state), options that
+  exclude each other, a confirmation (``--yes``) missing where nobody can be asked. Raised
+  as click's usage errors (:func:`usage_error`), always with the command's ``--help`` named.
+* 3: a dependency is unreachable (the database, Redis or the billing provider): the same
+  command may work later.
 """
 
 from __future__ import annotations
@@ -239,6 +249,27 @@ def _unreachable(error: BaseException) -> str | None:
 def fail(message: str) -> NoReturn:
     """Refuse the request (exit status 1) with ``message``."""
     raise click.ClickException(message)
+
+
+def usage_error(message: str) -> NoReturn:
+    """Refuse the command line itself (exit status 2) with ``message``: a value not of its
+    option's form, options that exclude each other."""
+    raise click.UsageError(message, ctx=click.get_current_context(silent=True))
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A header row, then one row per item, in columns as wide as their widest cell."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
+    return "\n".join(
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in (headers, *rows)
+    )
+
+
+def echo_list(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, empty: str) -> None:
+    """Every list command's text output: a table under its header, or ``empty`` saying there
+    is nothing (never a silent, empty answer)."""
+    click.echo(table(headers, rows) if rows else empty)
 
 
 def emit(as_json: bool, data: Any, text: str) -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from worker.cli.base import DATABASE_ENV, REDIS_ENV, BillingGroup, fail
+from worker.cli.base import DATABASE_ENV, REDIS_ENV, BillingGroup, echo_list, fail
 from worker.cli.dead_letters import dead_letter_store
 
 if TYPE_CHECKING:
@@ -39,11 +39,19 @@ def commands_failed(limit: int) -> None:
     """List failed commands, newest first."""
     from worker.bootstrap import bootstrap
 
-    for record in bootstrap().commands.list_failed(limit):
-        message = (record.error or {}).get("message", "")
-        click.echo(
-            f"{record.id}  {record.type:<28} {record.updated_at:%Y-%m-%d %H:%M:%S}  {message}"
-        )
+    echo_list(
+        ("ID", "TYPE", "FAILED AT", "MESSAGE"),
+        [
+            (
+                record.id,
+                record.type,
+                f"{record.updated_at:%Y-%m-%d %H:%M:%S}",
+                (record.error or {}).get("message", ""),
+            )
+            for record in bootstrap().commands.list_failed(limit)
+        ],
+        empty="no failed commands",
+    )
     letters = dead_letter_store().count()
     if letters:
         click.echo(

@@ -11,6 +11,7 @@ from worker.cli.base import (
     STRIPE_ENV,
     BillingGroup,
     as_json_option,
+    echo_list,
     emit,
     services,
 )
@@ -67,9 +68,16 @@ def plans_list(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([plan.to_view() for plan in found], indent=2, sort_keys=True))
         return
-    for plan in found:
-        price = format_amount(plan.amount, plan.currency)
-        click.echo(
-            f"{plan.id}  {plan.name:<16} {price:>14} / {plan.interval.value}"
-            f"  {plan.provider_price_id or '(not at the provider)'}"
-        )
+    echo_list(
+        ("ID", "NAME", "PRICE", "PROVIDER PRICE"),
+        [
+            (
+                plan.id,
+                plan.name,
+                f"{format_amount(plan.amount, plan.currency)} / {plan.interval.value}",
+                plan.provider_price_id or "(not at the provider)",
+            )
+            for plan in found
+        ],
+        empty="no plans (billing-worker plans create)",
+    )

@@ -6,7 +6,15 @@ import json
 
 import click
 
-from worker.cli.base import DATABASE_ENV, STRIPE_ENV, BillingGroup, as_json_option, emit, services
+from worker.cli.base import (
+    DATABASE_ENV,
+    STRIPE_ENV,
+    BillingGroup,
+    as_json_option,
+    echo_list,
+    emit,
+    services,
+)
 from worker.cli.stripe_account import stripe
 
 
@@ -40,12 +48,11 @@ def stripe_webhooks_list(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    if not rows:
-        click.echo("no endpoint registered (billing-worker stripe webhooks register URL)")
-        return
-    click.echo(f"{'ID':<32} {'CREATED':<26} URL")
-    for row in rows:
-        click.echo(f"{row['id']:<32} {row['created_at']:<26} {row['url']}")
+    echo_list(
+        ("ID", "CREATED", "URL"),
+        [(row["id"], row["created_at"], row["url"]) for row in rows],
+        empty="no endpoint registered (billing-worker stripe webhooks register URL)",
+    )
 
 
 @stripe.command("sync", settings_env=(*DATABASE_ENV, *STRIPE_ENV))

@@ -86,6 +86,8 @@ def subscriptions_show(subscription_id: str, as_json: bool) -> None:
         f"{report['id']}  {report['state']}  plan {plan.get('name', '?')} ({report['plan_id']})"
     )
     click.echo(f"  period   {report['current_period_start']} → {report['current_period_end']}")
+    if not report["changes"]:
+        click.echo("  no plan changes")
     for change in report["changes"]:
         lag = change["apply_lag_seconds"]
         click.echo(
