@@ -211,10 +211,17 @@ def masked_url(url: str) -> str:
         return "(an unreadable URL)"
 
 
-def _no_stack_hint() -> str:
-    """Said when the data directory holds no local stack: where the CLI looked."""
+def _no_stack_hint(*, needs_running: bool = False) -> str:
+    """Said when the data directory holds no running local stack: where the CLI looked, or
+    that the stack found there is not running."""
     settings = get_settings()
-    if (settings.data_dir / "stack.json").exists() or os.environ.get(DATA_DIR):
+    stack = settings.stack()
+    if needs_running and stack and not stack.get("stopped"):
+        return (
+            f"; is the local stack of {settings.data_dir.resolve()} running? "
+            "`billing-worker up` starts it"
+        )
+    if stack or os.environ.get(DATA_DIR):
         return ""
     return (
         f"; no local stack in {Path.cwd()} or its parents: run this where `billing-worker up` "
@@ -241,7 +248,7 @@ def _unreachable(error: BaseException) -> str | None:
         return f"the database is unreachable or refused the request at {url}: {first}{hint}"
     if type(error).__module__.startswith("redis"):
         url = masked_url(settings.resolved_redis_url())
-        hint = "" if settings.redis_url else _no_stack_hint()
+        hint = "" if settings.redis_url else _no_stack_hint(needs_running=True)
         return f"Redis is unreachable at {url}: {error}{hint}"
     return None
 
