@@ -23,6 +23,10 @@ POST        /_emulator/clock/advance              body ``{"seconds": n}`` (n >= 
                                                   answers the clock plus ``rolled`` (timeline
                                                   entries applied)
 POST        /_emulator/clock/set                  body ``{"time": unix_ts}``: jump forward to ts
+POST        /_emulator/clock/reset                back to the wall clock (offset 0), data kept:
+                                                  the one way time goes backwards; what was made
+                                                  ahead keeps its times and falls due when the
+                                                  wall clock gets there
 GET         /_emulator/faults                     ``{"faults": [rule, ...]}``
 POST        /_emulator/faults                     body: a rule (``kind`` required; ``match``,
                                                   ``probability``, ``count``, ``after_execution``,
@@ -225,6 +229,10 @@ def routes(emulator: Emulator) -> list[Route]:
             raise AdminError(str(error)) from error
         return roll_over()
 
+    async def reset_clock(request: Request) -> dict[str, Any]:
+        emulator.clock.reset()
+        return clock_state()
+
     async def list_faults(request: Request) -> dict[str, Any]:
         return {"faults": [rule.to_json() for rule in emulator.faults.rules]}
 
@@ -350,6 +358,7 @@ def routes(emulator: Emulator) -> list[Route]:
         ("GET", "/clock", get_clock),
         ("POST", "/clock/advance", advance_clock),
         ("POST", "/clock/set", set_clock),
+        ("POST", "/clock/reset", reset_clock),
         ("GET", "/faults", list_faults),
         ("POST", "/faults", add_fault),
         ("DELETE", "/faults", clear_faults),

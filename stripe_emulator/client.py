@@ -208,6 +208,15 @@ class EmulatorAdmin(WebhookAdmin):
         """Jump emulator time forward to ``timestamp``; returns the new time."""
         return int(self._call("POST", "/clock/set", {"time": timestamp})["now"])
 
+    def clock(self) -> dict[str, float]:
+        """``{"now": emulator unix time, "offset": seconds ahead of the wall clock}``."""
+        found = self._call("GET", "/clock")
+        return {"now": float(found["now"]), "offset": float(found["offset"])}
+
+    def reset_clock(self) -> int:
+        """Back to the wall clock, data kept; returns the new time."""
+        return int(self._call("POST", "/clock/reset")["now"])
+
     # Faults and limits ---------------------------------------------------------------------------
 
     def add_fault(

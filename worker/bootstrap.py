@@ -283,7 +283,7 @@ def budget_for(settings: Settings, *, max_wait_seconds: float | None = None) -> 
 
 def build_clock(settings: Settings) -> Clock:
     # Only the local stack and the tests may shift time; production reads the system clock.
-    if settings.shiftable_clock:
+    if settings.resolved_shiftable_clock():
         return ShiftableClock(settings.resolved_redis_url())
     return SystemClock()
 

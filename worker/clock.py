@@ -9,10 +9,25 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import redis
 
 CLOCK_OFFSET_KEY = "billing-worker:clock-offset-seconds"
 REFRESH_SECONDS = 0.5
 """How stale a process's view of the offset may be."""
+
+
+def shifted_now(client: redis.Redis, shiftable: bool) -> datetime:
+    """The application's now read over ``client`` (a Redis connection at hand, as the broker's
+    transport has), for stamps made outside the services: real time plus the offset when the
+    clock is ``shiftable``, real time otherwise."""
+    now = datetime.now(UTC)
+    if not shiftable:
+        return now
+    raw = client.get(CLOCK_OFFSET_KEY)
+    return now + timedelta(seconds=float(cast(Any, raw))) if raw is not None else now
 
 
 class SystemClock:
@@ -48,3 +63,9 @@ class ShiftableClock:
         total = float(self._redis.incrbyfloat(CLOCK_OFFSET_KEY, seconds))
         self._read_at = float("-inf")
         return total
+
+    def reset(self) -> None:
+        """Back to real time for every process (``billing-worker clock reset``: time runs
+        backwards once, on purpose)."""
+        self._redis.delete(CLOCK_OFFSET_KEY)
+        self._read_at = float("-inf")

@@ -20,14 +20,32 @@ from domain.currencies import currency_code
 from domain.scheduled_changes import ProrationBehavior
 
 STACK_FILE = "stack.json"
+DATA_DIR_NAME = ".billing-worker"
+
+
+def default_data_dir(start: Path | None = None) -> Path:
+    """``./.billing-worker``, unless a parent directory holds the nearest local stack's (one
+    with ``stack.json`` or ``billing.db``): as git finds ``.git``, admin commands find the
+    stack ``up`` started from anywhere below where it runs."""
+    try:
+        here = (start or Path.cwd()).resolve()
+    except OSError:  # the working directory is gone
+        return Path(DATA_DIR_NAME)
+    for directory in (here, *here.parents):
+        candidate = directory / DATA_DIR_NAME
+        if (candidate / STACK_FILE).is_file() or (candidate / "billing.db").is_file():
+            return Path(DATA_DIR_NAME) if directory == here else candidate
+    return Path(DATA_DIR_NAME)
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="BILLING_", extra="ignore")
 
     data_dir: Path = Field(
-        default=Path(".billing-worker"),
-        description="Where the embedded stack keeps SQLite, Redis data, logs and stack.json.",
+        default_factory=default_data_dir,
+        description="Where the embedded stack keeps SQLite, Redis data, logs and stack.json "
+        "(default: ./.billing-worker, or the nearest such directory of a local stack in a "
+        "parent directory).",
     )
     database_url: str | None = Field(
         default=None,
@@ -383,6 +401,14 @@ class Settings(BaseSettings):
             return self.redis_url
         recorded = self.stack().get("redis_url")
         return str(recorded) if recorded else "redis://127.0.0.1:6379/0"
+
+    def resolved_shiftable_clock(self) -> bool:
+        """Whether this process keeps the shiftable clock: set, or (an admin command next to
+        ``up``) the running local stack's, so that its rows carry the stack's time."""
+        if self.shiftable_clock:
+            return True
+        stack = self.stack()
+        return bool(stack.get("shiftable_clock")) and not stack.get("stopped")
 
     def resolved_webhook_allow_private_networks(self) -> bool:
         if self.webhook_allow_private_networks is not None:

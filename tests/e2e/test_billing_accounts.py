@@ -284,6 +284,31 @@ def test_every_offending_field_is_listed(stack: Stack, api: httpx.Client) -> Non
     assert {"body.email", "body.currency", "body.phone"} <= set(field_violations(response.json()))
 
 
+def test_an_unknown_top_level_field_is_listed_with_every_other_violation(
+    stack: Stack, api: httpx.Client
+) -> None:
+    response = create(
+        api, new_org(stack), {"body": details(email="nope", currency="xx"), "extra": 1}
+    )
+
+    assert response.status_code == 400
+    assert response.json()["code"] == 3
+    assert {"extra", "body.email", "body.currency"} <= set(field_violations(response.json()))
+
+
+def test_a_request_without_its_account_and_with_unknown_fields_names_them_all(
+    stack: Stack, api: httpx.Client
+) -> None:
+    response = create(api, new_org(stack), {"extra": 1, "offline": "yes"})
+
+    assert response.status_code == 400
+    assert field_violations(response.json()) == {
+        "extra": "unknown field",
+        "body": "required: the billing account",
+        "offline": "Input should be a valid boolean",
+    }
+
+
 # --- rules ----------------------------------------------------------------------------------
 
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import redis
 
 from domain.webhooks import WebhookEndpoint
 from tests.support.records import create_user
@@ -66,6 +68,38 @@ def test_the_stream_consumer_of_the_readme_prints_each_event(stack: Stack, tmp_p
             20,
             f"the consumer to print the event (it printed {out.read_text()[-500:]!r})",
         )
+
+
+def test_the_stream_consumer_survives_a_quiet_longer_than_its_socket_timeout(
+    stack: Stack, tmp_path: Path
+) -> None:
+    # One read blocks 1 s, the socket waits 6 s: 7 s of quiet outlasts both (and redis-py's
+    # default 5 s, which killed the consumer that blocked 5 s).
+    with running(
+        "stream_consumer.py",
+        tmp_path / "consumer.out",
+        REDIS_URL=stack.redis_url,
+        BLOCK_SECONDS="1",
+    ) as out:
+        eventually(lambda: _reading(stack), 20, "the consumer to wait for events")
+        time.sleep(7)
+        assert "Traceback" not in out.read_text(), out.read_text()
+        user_id = enable_a_user(stack)
+
+        eventually(
+            lambda: printed(out, f"user.enabled {user_id}"),
+            20,
+            f"the consumer to print the event (it printed {out.read_text()[-500:]!r})",
+        )
+
+
+def _reading(stack: Stack) -> bool:
+    """Whether a client of the stack's Redis is blocked reading the stream (the consumer)."""
+    client = redis.Redis.from_url(stack.redis_url)
+    try:
+        return any(c.get("cmd") == "xreadgroup" for c in client.client_list())
+    finally:
+        client.close()
 
 
 def test_the_webhook_receiver_of_the_readme_gets_signed_events(

@@ -269,3 +269,28 @@ def test_operators_list_show_and_drop_dead_letters_from_the_command_line(
     assert "Traceback" not in replayed.stderr
     assert cli("dead-letters", "drop", letter.id).returncode == 0
     assert cli("dead-letters", "show", letter.id).returncode == 1
+
+
+def test_a_dead_letter_of_a_task_no_worker_runs_is_not_replayed(stack: Stack) -> None:
+    raw = envelope(task="reports.nightly", queue="billing")
+    mark = last_letter_id(stack.redis_url)
+    push(stack.redis_url, "billing", raw)
+    letter = eventually(
+        lambda: dead_letter_of(stack.redis_url, raw, "billing", mark), what="a dead letter"
+    )
+
+    replayed = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "dead-letters", "replay", letter.id],
+        env={**os.environ, **stack.env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert replayed.returncode == 1
+    assert replayed.stderr.splitlines() == [
+        f"Error: dead letter {letter.id} is of task 'reports.nightly', which no worker runs: "
+        "not replayed (drop it, or replay it once a worker runs that task)"
+    ]
+    assert dead_letter_of(stack.redis_url, raw, "billing", mark) == letter  # kept, not renamed

@@ -102,6 +102,19 @@ def test_reset_forgets_data_faults_keys_log_and_clock(
         emulator_client.v1.customers.retrieve(created.id)
 
 
+def test_a_clock_reset_brings_wall_clock_time_back_and_keeps_the_data(
+    emulator_client: stripe.StripeClient, admin: EmulatorAdmin
+) -> None:
+    admin.advance_clock("30d")
+    ahead = emulator_client.v1.customers.create()
+
+    now = admin.reset_clock()
+
+    assert admin.clock()["offset"] == 0
+    assert abs(now - (ahead.created - 30 * 86_400)) <= 2
+    assert emulator_client.v1.customers.retrieve(ahead.id).id == ahead.id
+
+
 def test_the_admin_api_is_not_reachable_under_v1_and_needs_no_key(
     emulator: EmulatorProcess,
 ) -> None:

@@ -19,41 +19,13 @@ from click.testing import CliRunner
 
 from domain.permissions import Scope
 from domain.plans import Plan, PlanSpec
-from tests.support.environment import settings_environment
+from tests.support.cli import assert_refused_in_one_line, billing_worker
 from tests.support.records import create_organization, create_user, services_on
 from worker.cli import main
 from worker.clock import SystemClock
 from worker.db.engine import session_factory
 from worker.db.migrate import upgrade
 from worker.local.embedded import free_port
-
-
-@dataclass(frozen=True)
-class Done:
-    status: int
-    stdout: str
-    stderr: str
-
-
-def billing_worker(*args: str, env: dict[str, str]) -> Done:
-    """Run ``billing-worker ARGS`` in a process of its own, with only ``env`` as settings."""
-    done = subprocess.run(
-        [sys.executable, "-m", "worker.cli", *args],
-        env=settings_environment(env),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return Done(done.returncode, done.stdout, done.stderr)
-
-
-def assert_refused_in_one_line(done: Done, *, status: int, says: str) -> None:
-    assert "Traceback" not in done.stderr + done.stdout
-    assert done.status == status, done.stderr
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1, done.stderr
-    assert says in lines[0], lines[0]
 
 
 @dataclass(frozen=True)
@@ -134,11 +106,6 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ("user-id-not-an-id", ("users", "create", "--email", "x@example.com", "--id", "a b"), "id:"),
     ("client-name-empty", ("clients", "create", "--name", " "), "invalid name"),
     (
-        "client-scope-unknown",
-        ("clients", "create", "--name", "c", "--scope", "billing:delete"),
-        "unknown scope 'billing:delete'",
-    ),
-    (
         "client-org-not-an-id",
         ("clients", "create", "--name", "c", "--org", "a b"),
         "invalid org 'a b'",
@@ -146,11 +113,6 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ("client-update-unknown", ("clients", "update", "cli_nope", "--name", "x"), "not found"),
     ("client-disable-unknown", ("clients", "disable", "cli_nope"), "'cli_nope' not found"),
     ("client-rotate-unknown", ("clients", "rotate-secret", "cli_nope"), "'cli_nope' not found"),
-    (
-        "client-orgs-and-all-orgs",
-        ("clients", "update", "cli_nope", "--org", "org_a", "--all-orgs"),
-        "give --org or --all-orgs, not both",
-    ),
     (
         "plan-currency-unknown",
         ("plans", "create", "--name", "p", "--amount", "1", "--currency", "XXY"),
@@ -224,7 +186,6 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         ("subscriptions", "seed-period-end", "1", "--plan", "nope"),
         "plan 'nope' not found",
     ),
-    ("clock-duration-bad", ("clock", "advance", "3q"), "invalid DURATION '3q'"),
     ("clock-not-a-local-stack", ("clock", "advance", "1d"), "the clock can only move"),
     ("command-unknown", ("commands", "show", "nope"), "no command nope"),
     ("command-replay-unknown", ("commands", "replay", "nope"), "no command nope"),
@@ -244,11 +205,6 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "'169.254.169.254' is not a public address",
     ),
     (
-        "webhook-event-unknown",
-        ("webhooks", "add", "https://hooks.example", "--events", "user.enabled,user.deleted"),
-        "unknown event type 'user.deleted'; known: billing_account.created",
-    ),
-    (
         "webhook-description-too-long",
         ("webhooks", "add", "https://hooks.example", "--description", "x" * 256),
         "the description is longer than 255 characters",
@@ -261,11 +217,6 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         "webhook-deliveries-endpoint-unknown",
         ("webhooks", "deliveries", "--endpoint", "we_nope"),
         "webhook_endpoint 'we_nope' not found",
-    ),
-    (
-        "webhook-deliveries-failed-and-pending",
-        ("webhooks", "deliveries", "--failed", "--state", "pending"),
-        "only failed deliveries, or those pending: not both",
     ),
     (
         "webhook-delivery-replay-unknown",
@@ -326,6 +277,62 @@ def test_a_webhook_command_line_that_says_too_little_or_too_much_is_exit_2(
     done = billing_worker(*args, env=sqlite_operator.env)
 
     assert_refused_in_one_line(done, status=USAGE, says=says)
+
+
+WRONG_COMMAND_LINES: list[tuple[str, tuple[str, ...], str]] = [
+    ("clock-duration-bad", ("clock", "advance", "31x"), "Invalid value for DURATION"),
+    (
+        "client-scope-unknown",
+        ("clients", "create", "--name", "c", "--scope", "billing:delete"),
+        "invalid --scope: unknown scope 'billing:delete'",
+    ),
+    (
+        "client-orgs-and-all-orgs",
+        ("clients", "update", "cli_nope", "--org", "org_a", "--all-orgs"),
+        "give --org or --all-orgs, not both",
+    ),
+    (
+        "webhook-event-unknown",
+        ("webhooks", "add", "https://hooks.example", "--events", "user.enabled,user.deleted"),
+        "invalid --events: unknown event type 'user.deleted'; known: billing_account.created",
+    ),
+    (
+        "webhook-deliveries-failed-and-pending",
+        ("webhooks", "deliveries", "--failed", "--state", "pending"),
+        "--failed and --state pending: only failed deliveries, or those pending",
+    ),
+    ("up-yes-without-fresh", ("up", "--yes"), "--yes goes with --fresh"),
+    ("up-fresh-unconfirmed", ("up", "--fresh"), "add --yes to confirm (stdin is no terminal)"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [pytest.param(args, says, id=name) for name, args, says in WRONG_COMMAND_LINES],
+)
+def test_a_value_not_of_its_options_form_or_options_that_exclude_each_other_exit_2(
+    sqlite_operator: Operator, args: tuple[str, ...], says: str
+) -> None:
+    done = billing_worker(*args, env=sqlite_operator.env)
+
+    assert_refused_in_one_line(done, status=USAGE, says=says)
+    assert "--help`)" in done.stderr
+
+
+def test_the_top_level_help_documents_the_exit_statuses() -> None:
+    done = billing_worker("--help", env={})
+
+    assert done.status == 0
+    for status, meaning in (
+        ("0", "done"),
+        ("1", "refused"),
+        ("2", "a wrong command line"),
+        ("3", "unreachable"),
+    ):
+        assert any(
+            line.strip().startswith(f"{status}  ") and meaning in line
+            for line in done.stdout.splitlines()
+        ), (status, done.stdout)
 
 
 def test_an_unreachable_database_is_one_line_and_exit_3(tmp_path: Path) -> None:

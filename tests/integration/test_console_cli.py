@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from domain.billing import BillingAccount, BillingDetails
-from tests.integration.test_cli_bad_input import Done, billing_worker
+from tests.support.cli import Done, billing_worker
 from tests.support.records import create_organization, create_user
 from worker.clock import SystemClock
 from worker.db.engine import session_factory

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from domain.webhooks import DeliveryState, WebhookDelivery
-from tests.integration.test_cli_bad_input import Done, billing_worker
+from tests.support.cli import Done, billing_worker
 from worker.clock import SystemClock
 from worker.db.engine import session_factory
 from worker.db.uow import SqlUnitOfWork

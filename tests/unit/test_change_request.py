@@ -182,3 +182,14 @@ def test_contradicting_plans_and_immediates_are_both_reported() -> None:
         )
 
     assert set(field_violations(raised.value)) == {"plan", "immediate"}
+
+
+def test_an_unknown_field_is_listed_beside_what_else_is_wrong_with_the_request() -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        resolve_change_request({"colour": "red", "plan_change": {"immediate": True, "when": "now"}})
+
+    assert field_violations(raised.value) == {
+        "colour": "unknown field",
+        "plan_change.when": "unknown field",
+        "plan_change.plan": "required: the plan to change to",
+    }

@@ -41,7 +41,7 @@ def test_other_commands_find_the_redis_that_up_started(tmp_path: Path) -> None:
 def test_processes_log_json_lines_by_default_and_up_s_children_console_lines(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from worker.local.stack import children_log_format
+    from worker.local.start import children_log_format
 
     monkeypatch.delenv("BILLING_LOG_FORMAT", raising=False)
     assert Settings().log_format == "json"
@@ -51,7 +51,7 @@ def test_processes_log_json_lines_by_default_and_up_s_children_console_lines(
 def test_up_s_children_log_json_lines_when_the_environment_says_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from worker.local.stack import children_log_format
+    from worker.local.start import children_log_format
 
     monkeypatch.setenv("BILLING_LOG_FORMAT", "json")
 

@@ -46,9 +46,7 @@ async def json_object(request: Request) -> dict[str, Any]:
     try:
         return parse_object(bytes(received))
     except BodyRejected as rejected:
-        raise ApiError.bad_request(
-            rejected.message, [(rejected.field, rejected.description)]
-        ) from None
+        raise ApiError.bad_request(rejected.message, rejected.violations) from None
 
 
 Body = Annotated[dict[str, Any], Depends(json_object)]

@@ -70,11 +70,11 @@ def resolve_change_request(body: Mapping[str, Any]) -> ChangeRequest:
     * Something must be requested. Unknown fields, wrong types and ``null`` objects' unknown
       members are errors; a ``null`` value counts as absent.
     """
+    # Unknown fields are listed with every other violation, not instead of them.
+    unknown = [(name, "unknown field") for name in sorted(set(body) - REQUEST_FIELDS)]
     violations: list[tuple[str, str]] = []
-    for name in sorted(set(body) - REQUEST_FIELDS):
-        violations.append((name, "unknown field"))
-    plan_change = _object(body, "plan_change", PLAN_CHANGE_FIELDS, violations)
-    phase_change = _object(body, "phase_change", PHASE_CHANGE_FIELDS, violations)
+    plan_change = _object(body, "plan_change", PLAN_CHANGE_FIELDS, violations, unknown)
+    phase_change = _object(body, "phase_change", PHASE_CHANGE_FIELDS, violations, unknown)
     legacy_plan = _plan(body.get("plan"), "plan", violations)
     legacy_immediate = _bool(body.get("immediate"), "immediate", violations)
     new_plan = _plan(plan_change.get("plan"), "plan_change.plan", violations)
@@ -87,8 +87,8 @@ def resolve_change_request(body: Mapping[str, Any]) -> ChangeRequest:
         "phase_change.cancel_upcoming_changes",
         violations,
     )
-    if violations:
-        raise InvalidArgument.for_fields("the request is invalid", violations)
+    if violations:  # values of the wrong type: what they would mean cannot be judged
+        raise InvalidArgument.for_fields("the request is invalid", unknown + violations)
 
     used_deprecated = legacy_plan is not None or legacy_immediate is not None
     plan_field = "plan_change.plan"
@@ -132,8 +132,8 @@ def resolve_change_request(body: Mapping[str, Any]) -> ChangeRequest:
                 "phase_change.cancel_upcoming_changes: true",
             )
         )
-    if violations:
-        raise InvalidArgument.for_fields("the request is invalid", violations)
+    if unknown or violations:
+        raise InvalidArgument.for_fields("the request is invalid", unknown + violations)
     return ChangeRequest(
         plan=plan,
         immediate=immediate,
@@ -149,6 +149,7 @@ def _object(
     name: str,
     allowed: frozenset[str],
     violations: list[tuple[str, str]],
+    unknown: list[tuple[str, str]],
 ) -> Mapping[str, Any]:
     value = body.get(name)
     if value is None:
@@ -157,7 +158,7 @@ def _object(
         violations.append((name, "must be an object"))
         return {}
     for key in sorted(set(value) - allowed):
-        violations.append((f"{name}.{key}", "unknown field"))
+        unknown.append((f"{name}.{key}", "unknown field"))
     return value
 
 

@@ -66,12 +66,17 @@ class CommandGateway:
         *,
         field_names: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
+        violations: Sequence[tuple[str, str]] = (),
     ) -> Response:
         """Run ``command_type`` with ``fields`` for ``client_id`` and answer for it.
 
         ``field_names`` gives the request's name for each command field this route renames;
         errors (the command's validation, and the finished command's own) are answered
-        with the request's names."""
+        with the request's names. ``violations`` are what the route found wrong before the
+        command (its unknown fields): with any, the request is a 400 listing them and every
+        violation of the command's own validation at once."""
+        if violations:
+            raise _every_violation(command_type, fields, field_names or {}, violations)
         key = request.headers.get("idempotency-key")
         if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
             raise ApiError.bad_request(
@@ -220,6 +225,27 @@ def _fingerprint(command_type: str, fields: Mapping[str, Any]) -> str:
         {"type": command_type, "fields": fields}, sort_keys=True, separators=(",", ":"), default=str
     )
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _every_violation(
+    command_type: type[Command],
+    fields: Mapping[str, Any],
+    field_names: Mapping[str, str],
+    found: Sequence[tuple[str, str]],
+) -> ApiError:
+    """The 400 for a request the route already found wrong: its violations, then those of
+    the command's validation on a field the route did not name already."""
+    violations = list(found)
+    try:
+        command_type.model_validate({**fields, "command_id": str(uuid.uuid4())})
+    except ValidationError as error:
+        named = {field for field, _ in found}
+        violations += [
+            (field, why)
+            for field, why in violations_of(error.errors(include_url=False), field_names)
+            if field not in named
+        ]
+    return ApiError.bad_request("the request is invalid", violations)
 
 
 def _bad_request(error: ValidationError, field_names: Mapping[str, str]) -> ApiError:

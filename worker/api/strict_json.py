@@ -22,14 +22,23 @@ from typing import Any
 
 MAX_DEPTH = 32
 _CONTROL = re.compile(r"[\x00-\x1f]")
+_NO_CONTROL = "control characters (U+0000 to U+001F) are not allowed"
 
 
 class BodyRejected(Exception):
-    def __init__(self, message: str, field: str = "body", description: str = "") -> None:
+    """The body is refused: ``message``, and each ``(field, description)`` violation."""
+
+    def __init__(
+        self,
+        message: str,
+        field: str = "body",
+        description: str = "",
+        *,
+        more: list[tuple[str, str]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
-        self.field = field
-        self.description = description or message
+        self.violations = [(field, description or message), *(more or [])]
 
 
 class _DuplicateName(Exception):
@@ -86,7 +95,9 @@ def parse_object(raw: bytes) -> dict[str, Any]:
 
 
 def _check_depth_and_text(body: dict[str, Any]) -> None:
-    """Walk the parsed body (without recursion): depth, and control characters."""
+    """Walk the parsed body (without recursion): depth, and control characters. Every field
+    holding a control character is named at once; a body nested too deeply stops the walk."""
+    controlled: list[tuple[str, str]] = []
     pending: list[tuple[Any, str, int]] = [(body, "", 1)]
     while pending:
         value, path, depth = pending.pop()
@@ -100,19 +111,21 @@ def _check_depth_and_text(body: dict[str, Any]) -> None:
             for name, item in value.items():
                 field = f"{path}.{name}" if path else name
                 if _CONTROL.search(name):
-                    raise BodyRejected(
-                        "a field name holds a control character",
-                        json.dumps(field),
-                        "control characters (U+0000 to U+001F) are not allowed",
-                    )
+                    controlled.append((json.dumps(field), _NO_CONTROL))
+                    continue
                 pending.append((item, field, depth + 1))
         elif isinstance(value, list):
             pending.extend(
                 (item, f"{path}[{index}]", depth + 1) for index, item in enumerate(value)
             )
         elif isinstance(value, str) and _CONTROL.search(value):
-            raise BodyRejected(
-                "a field holds a control character",
-                path,
-                "control characters (U+0000 to U+001F) are not allowed",
-            )
+            controlled.append((path, _NO_CONTROL))
+    if controlled:
+        first, *rest = sorted(controlled)
+        raise BodyRejected(
+            "a field holds a control character"
+            if len(controlled) == 1
+            else f"{len(controlled)} fields hold control characters",
+            *first,
+            more=rest,
+        )

@@ -3,7 +3,8 @@
 Every command reads the same ``BILLING_*`` settings, so admin commands reach the same
 database as ``up``. Each command group is a module here; :mod:`worker.cli.base` holds what
 they share, among it the one place where a failure becomes one line on stderr and an exit
-status (1 refused or invalid, 2 a wrong command line, 3 a dependency unreachable).
+status (1 refused, 2 a wrong command line, 3 a dependency unreachable; the convention is
+spelled out in :mod:`worker.cli.base`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from worker.cli.clients import clients
 from worker.cli.clock import clock
 from worker.cli.commands import commands
 from worker.cli.dead_letters import dead_letters
+from worker.cli.demo import demo
 from worker.cli.orgs import orgs
 from worker.cli.plans import plans
 from worker.cli.stripe_account import stripe
@@ -32,9 +34,14 @@ def main() -> None:
     """billing-worker: billing and user operations, performed reliably in the background.
 
     \b
-    Exit status: 0 done; 1 the request was refused or is invalid; 2 the command line is
-    wrong (unknown option, missing argument); 3 the database, Redis or the billing provider
-    is unreachable (try again).
+    Exit status, the same for every command:
+      0  done
+      1  refused: a value breaks a rule of the data (name taken, unknown id, bad
+         email...), or the current state forbids it
+      2  a wrong command line: unknown command or option, missing argument, a value
+         not of its form (a duration like 31x, an unknown scope, event type or
+         state), options that exclude each other, --yes missing where needed
+      3  the database, Redis or the billing provider is unreachable (try again)
     """
 
 
@@ -51,5 +58,6 @@ for group in (
     dead_letters,
     webhooks,
     clock,
+    demo,
 ):
     main.add_command(group)

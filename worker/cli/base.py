@@ -2,10 +2,20 @@
 the command's name), the environment variables its help names, the services it runs
 handlers with, and the one place where a failure becomes one line on stderr.
 
-Exit statuses: 0 done; 1 the request was refused or invalid (a domain error, a value that
-breaks a rule), or failed unexpectedly; 2 the command line itself is wrong (click's usage
-errors: an unknown option, a missing argument); 3 a dependency is unreachable (the database,
-Redis or the billing provider): the same command may work later.
+Exit statuses, one convention for every command:
+
+* 0: done.
+* 1: the command line was read, and the request is refused: a value that breaks a rule of
+  the data (a taken name, an invalid email, an unknown id, a URL that is not public), a
+  state that forbids it (a dead letter that cannot be replayed), the operator said no at a
+  prompt, or it failed unexpectedly.
+* 2: the command line itself is wrong, whatever the data: an unknown command or option, a
+  missing or extra argument, a value not of its option's form (a number, a duration such as
+  ``31x``, one of a fixed list such as a scope, an event type or a state), options that
+  exclude each other, a confirmation (``--yes``) missing where nobody can be asked. Raised
+  as click's usage errors (:func:`usage_error`), always with the command's ``--help`` named.
+* 3: a dependency is unreachable (the database, Redis or the billing provider): the same
+  command may work later.
 """
 
 from __future__ import annotations
@@ -65,7 +75,8 @@ def data_dir_option() -> click.Option:
         is_eager=True,
         callback=_use_data_dir,
         help="Data directory: the SQLite database, logs and the stack file of `up` "
-        "[default: ./.billing-worker].",
+        "[default: ./.billing-worker, or the nearest in a parent directory that holds a "
+        "local stack].",
     )
 
 
@@ -183,24 +194,73 @@ def _with_violations(error: Any) -> str:
     return f"{error.message}: {'; '.join(reasons)}"
 
 
+def masked_url(url: str) -> str:
+    """``url`` with its password shown as ``***``: an error may name the URL it tried."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = parts.username or ""
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+    except ValueError:
+        return "(an unreadable URL)"
+
+
+def _no_stack_hint(*, needs_running: bool = False) -> str:
+    """Said when the data directory holds no running local stack: where the CLI looked, or
+    that the stack found there is not running."""
+    settings = get_settings()
+    stack = settings.stack()
+    if needs_running and stack and not stack.get("stopped"):
+        return (
+            f"; is the local stack of {settings.data_dir.resolve()} running? "
+            "`billing-worker up` starts it"
+        )
+    if stack or os.environ.get(DATA_DIR):
+        return ""
+    return (
+        f"; no local stack in {Path.cwd()} or its parents: run this where `billing-worker up` "
+        "runs (or below), or give --data-dir / BILLING_DATA_DIR"
+    )
+
+
 def _unreachable(error: BaseException) -> str | None:
-    """The database or Redis could not be reached (or answered with an error)."""
+    """The database or Redis could not be reached (or answered with an error): one line
+    naming the URL tried (password masked)."""
+    settings = get_settings()
     if type(error).__module__.startswith("sqlalchemy"):
         from sqlalchemy.exc import DBAPIError
 
         cause = error.orig if isinstance(error, DBAPIError) else error
         first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        url = masked_url(settings.resolved_database_url())
+        hint = "" if settings.database_url else _no_stack_hint()
         if "no such table" in first or ("relation" in first and "does not exist" in first):
-            return f"the database is not migrated ({first}): run `billing-worker migrate`"
-        return f"the database is unreachable or refused the request: {first}"
+            return (
+                f"the database is not migrated ({first}) at {url}: run `billing-worker migrate`"
+                + hint
+            )
+        return f"the database is unreachable or refused the request at {url}: {first}{hint}"
     if type(error).__module__.startswith("redis"):
-        return f"Redis is unreachable: {error}"
+        url = masked_url(settings.resolved_redis_url())
+        hint = "" if settings.redis_url else _no_stack_hint(needs_running=True)
+        return f"Redis is unreachable at {url}: {error}{hint}"
     return None
 
 
 def fail(message: str) -> NoReturn:
     """Refuse the request (exit status 1) with ``message``."""
     raise click.ClickException(message)
+
+
+def usage_error(message: str) -> NoReturn:
+    """Refuse the command line itself (exit status 2) with ``message``: a value not of its
+    option's form, options that exclude each other."""
+    raise click.UsageError(message, ctx=click.get_current_context(silent=True))
 
 
 def emit(as_json: bool, data: Any, text: str) -> None:

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import click
 
 from domain.permissions import Scope
-from worker.cli.base import DATABASE_ENV, BillingGroup, as_json_option, emit, fail, services
+from worker.cli.base import DATABASE_ENV, BillingGroup, as_json_option, emit, services, usage_error
+from worker.cli.tables import echo_list
 
 if TYPE_CHECKING:
     from domain.permissions import Grant
@@ -30,7 +31,7 @@ def _grant(scopes: Sequence[str], org_ids: Sequence[str], default: Grant) -> Gra
     try:
         parsed = parse_scopes(scopes) if scopes else default.scopes
     except ValueError as error:
-        fail(f"invalid --scope: {error}")
+        usage_error(f"invalid --scope: {error}")
     orgs = frozenset(checked_id(org_id, "org") for org_id in org_ids) if org_ids else None
     return Grant(scopes=parsed, org_ids=orgs if org_ids else default.org_ids)
 
@@ -49,6 +50,17 @@ def _emit_secret(as_json: bool, client: NewClient) -> None:
         f"scopes:        {' '.join(sorted(client.grant.scopes))}\n"
         "(the secret is shown once; store it now)",
     )
+
+
+def _client_row(client: ClientView) -> list[str]:
+    view = client.to_view()
+    return [
+        client.client_id,
+        client.name,
+        "enabled" if client.enabled else "disabled",
+        " ".join(view["scopes"]),
+        "(every organization)" if view["org_ids"] is None else " ".join(view["org_ids"]),
+    ]
 
 
 def _emit_client(as_json: bool, client: ClientView) -> None:
@@ -92,8 +104,11 @@ def clients_list(as_json: bool) -> None:
     if as_json:
         emit(True, [client.to_view() for client in found], "")
         return
-    for client in found:
-        _emit_client(False, client)
+    echo_list(
+        ("CLIENT ID", "NAME", "STATE", "SCOPES", "ORGANIZATIONS"),
+        [_client_row(client) for client in found],
+        empty="no API clients (billing-worker clients create --name NAME)",
+    )
 
 
 @clients.command("update", settings_env=DATABASE_ENV)
@@ -120,7 +135,7 @@ def clients_update(
     from worker.db.api_clients import get_client, update_client
 
     if org_ids and all_orgs:
-        fail("give --org or --all-orgs, not both")
+        usage_error("give --org or --all-orgs, not both")
     svc = services()
     grant = None
     if scopes or org_ids or all_orgs:

@@ -12,6 +12,7 @@ from domain.messages import CommandStatus
 from domain.outcomes import error_line
 from worker.cli.base import DATABASE_ENV, REDIS_ENV, BillingGroup, fail
 from worker.cli.dead_letters import dead_letter_store
+from worker.cli.tables import echo_list
 
 if TYPE_CHECKING:
     from tasks.handlers.retention import Pruned
@@ -65,16 +66,19 @@ def commands_rejected(limit: int) -> None:
 
 
 def _list(records: Sequence[CommandRecord], status: str) -> None:
-    if not records:
-        click.echo(f"no {status} commands")
-        return
-    click.echo(f"{'COMMAND':<36}  {'TYPE':<28} {'FINISHED (UTC)':<19}  REASON")
-    for record in records:
-        finished = record.finished_at or record.updated_at
-        click.echo(
-            f"{record.id:<36}  {record.type:<28} {finished:%Y-%m-%d %H:%M:%S}  "
-            f"{error_line(record.error or {})}"
-        )
+    echo_list(
+        ("COMMAND", "TYPE", "FINISHED (UTC)", "REASON"),
+        [
+            (
+                record.id,
+                record.type,
+                f"{record.finished_at or record.updated_at:%Y-%m-%d %H:%M:%S}",
+                error_line(record.error or {}),
+            )
+            for record in records
+        ],
+        empty=f"no {status} commands",
+    )
 
 
 @commands.command("replay", settings_env=(*DATABASE_ENV, *REDIS_ENV))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from worker.cli.base import REDIS_ENV, BillingGroup, fail
+from worker.cli.tables import echo_list
 from worker.settings import get_settings
 
 if TYPE_CHECKING:
@@ -20,6 +21,21 @@ def dead_letter_store() -> DeadLetters:
     from worker.messaging.dead_letters import DeadLetters
 
     return DeadLetters(redis.Redis.from_url(get_settings().resolved_redis_url()))
+
+
+def worker_task_names() -> frozenset[str]:
+    """The tasks the workers run: those the workers' task modules register (this code's, as
+    a worker of the same release loads them), Celery's own left out. Read through this
+    process's publishing app: the CLI never builds the workers' app."""
+    import importlib
+
+    from worker.bootstrap import bootstrap
+    from worker.messaging.config import TASK_MODULES
+
+    for module in TASK_MODULES:
+        importlib.import_module(module)
+    app = bootstrap().celery_app()
+    return frozenset(name for name in app.tasks if not name.startswith("celery."))
 
 
 def _letter(letter_id: str) -> DeadLetter:
@@ -45,12 +61,24 @@ def dead_letters_list(limit: int, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([letter.to_view() for letter in letters], indent=2))
         return
-    click.echo(f"{store.count()} dead letters kept ({store.total()} recorded in all)")
-    for letter in letters:
-        click.echo(
-            f"{letter.id}  {letter.at:%Y-%m-%d %H:%M:%S}  {letter.queue:<13} "
-            f"{letter.size:>8} B  {letter.task or '-'}  {letter.reason}"
-        )
+    kept, total = store.count(), store.total()
+    echo_list(
+        ("ID", "AT", "QUEUE", "SIZE", "TASK", "REASON"),
+        [
+            (
+                letter.id,
+                f"{letter.at:%Y-%m-%d %H:%M:%S}",
+                letter.queue,
+                f"{letter.size} B",
+                letter.task or "-",
+                letter.reason,
+            )
+            for letter in letters
+        ],
+        empty=f"no dead letters kept ({total} recorded in all)",
+    )
+    if letters:
+        click.echo(f"{kept} dead letters kept ({total} recorded in all)")
 
 
 @dead_letters.command("show", settings_env=REDIS_ENV)
@@ -76,6 +104,12 @@ def dead_letters_replay(letter_id: str) -> None:
         check_envelope(letter.raw)
     except Rejected as why:
         fail(f"dead letter {letter_id} still cannot be taken: {why}")
+    if letter.task not in worker_task_names():
+        # Replayed, it would only come back as a new dead letter under a new id.
+        fail(
+            f"dead letter {letter_id} is of task {letter.task!r}, which no worker runs: "
+            "not replayed (drop it, or replay it once a worker runs that task)"
+        )
     redis.Redis.from_url(get_settings().resolved_redis_url()).lpush(letter.queue, letter.raw)
     dead_letter_store().drop(letter_id)
     click.echo(f"replayed {letter_id} onto {letter.queue}")

@@ -6,14 +6,8 @@ import json
 
 import click
 
-from worker.cli.base import (
-    DATABASE_ENV,
-    STRIPE_ENV,
-    BillingGroup,
-    as_json_option,
-    emit,
-    services,
-)
+from worker.cli.base import DATABASE_ENV, STRIPE_ENV, BillingGroup, as_json_option, emit, services
+from worker.cli.tables import echo_list
 
 
 @click.group(cls=BillingGroup)
@@ -69,9 +63,16 @@ def plans_list(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([plan.to_view() for plan in found], indent=2, sort_keys=True))
         return
-    for plan in found:
-        price = format_amount(plan.amount, plan.currency)
-        click.echo(
-            f"{plan.id}  {plan.name:<16} {price:>14} / {plan.interval.value}"
-            f"  {plan.provider_price_id or '(not at the provider)'}"
-        )
+    echo_list(
+        ("ID", "NAME", "PRICE", "PROVIDER PRICE"),
+        [
+            (
+                plan.id,
+                plan.name,
+                f"{format_amount(plan.amount, plan.currency)} / {plan.interval.value}",
+                plan.provider_price_id or "(not at the provider)",
+            )
+            for plan in found
+        ],
+        empty="no plans (billing-worker plans create)",
+    )

@@ -90,10 +90,26 @@ def register(main: BillingGroup) -> None:
     help="Flower's port.",
 )
 @click.option("--concurrency", type=int, default=2, show_default=True, help="Worker processes.")
-def up(api_port: int | None, flower_port: int | None, concurrency: int) -> None:
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Start over: first wipe the data directory's database, Redis data (queues, dead "
+    "letters, the clock's offset), emulator state and demo secret; the logs stay. Refused "
+    "while a stack runs on it, or when BILLING_DATABASE_URL or BILLING_REDIS_URL names "
+    "another database or Redis.",
+)
+@click.option("--yes", "-y", "assume_yes", is_flag=True, help="With --fresh: wipe without asking.")
+def up(
+    api_port: int | None,
+    flower_port: int | None,
+    concurrency: int,
+    fresh: bool,
+    assume_yes: bool,
+) -> None:
     """Run everything on embedded defaults: Redis, SQLite, migrations, Stripe emulator,
-    worker, beat, API and Flower. Ctrl-C stops it all."""
-    from worker.local.stack import LocalStack
+    worker, beat, API and Flower, with demo data (`billing-worker demo`). Ctrl-C stops it
+    all; `up` again resumes where it stopped, `up --fresh` starts over."""
+    from worker.local.start import LocalStack, wipe_data_dir
 
     settings = get_settings()
     overrides = {}
@@ -101,7 +117,14 @@ def up(api_port: int | None, flower_port: int | None, concurrency: int) -> None:
         overrides["api_port"] = api_port
     if flower_port:
         overrides["flower_port"] = flower_port
+    if assume_yes and not fresh:
+        raise click.UsageError("--yes goes with --fresh")
+    if fresh:
+        _confirm_fresh(settings.data_dir, assume_yes)
     stack = LocalStack(settings.model_copy(update=overrides), concurrency=concurrency)
+    if fresh:
+        removed = wipe_data_dir(settings)
+        click.echo(f"wiped {settings.data_dir.resolve()}: {', '.join(removed) or 'nothing yet'}")
 
     def stop(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
@@ -118,6 +141,20 @@ def up(api_port: int | None, flower_port: int | None, concurrency: int) -> None:
         click.echo("stopped.")
     if not healthy:
         sys.exit(1)
+
+
+def _confirm_fresh(data_dir: Path, assume_yes: bool) -> None:
+    """``--fresh`` wipes data: asked on a terminal, refused elsewhere without ``--yes``."""
+    if assume_yes:
+        return
+    where = data_dir.resolve()
+    if not sys.stdin.isatty():
+        raise click.UsageError(
+            f"--fresh wipes {where}: add --yes to confirm (stdin is no terminal)"
+        )
+    click.confirm(
+        f"Wipe the database, Redis data, emulator state and clock of {where}?", abort=True
+    )
 
 
 @click.command(
@@ -217,7 +254,7 @@ def migrate() -> None:
 def stripe_emulator(emulator_args: tuple[str, ...]) -> None:
     """Run the Stripe emulator alone (`--help` lists its options: --host, --port, --api-key,
     --rate-limit, --state-file)."""
-    from worker.local.stack import require_emulator
+    from worker.local.start import require_emulator
 
     require_emulator()
     argv = [sys.executable, "-m", "stripe_emulator", *emulator_args]

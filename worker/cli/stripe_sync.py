@@ -8,6 +8,7 @@ import click
 
 from worker.cli.base import DATABASE_ENV, STRIPE_ENV, BillingGroup, as_json_option, emit, services
 from worker.cli.stripe_account import stripe
+from worker.cli.tables import echo_list
 
 
 @stripe.group("webhooks", cls=BillingGroup)
@@ -41,12 +42,11 @@ def stripe_webhooks_list(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    if not rows:
-        click.echo("no endpoint registered (billing-worker stripe webhooks register URL)")
-        return
-    click.echo(f"{'ID':<32} {'CREATED':<26} URL")
-    for row in rows:
-        click.echo(f"{row['id']:<32} {row['created_at']:<26} {row['url']}")
+    echo_list(
+        ("ID", "CREATED", "URL"),
+        [(row["id"], row["created_at"], row["url"]) for row in rows],
+        empty="no endpoint registered (billing-worker stripe webhooks register URL)",
+    )
 
 
 @stripe.command("sync", settings_env=(*DATABASE_ENV, *STRIPE_ENV))

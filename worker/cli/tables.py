@@ -5,17 +5,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
+
+import click
 
 from domain.console import CommandView
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Columns as wide as their widest cell, two spaces apart, the header first."""
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A header row, then one row per item, in columns as wide as their widest cell, two
+    spaces apart."""
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
     return "\n".join(
         "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in (headers, *rows)
     )
+
+
+def echo_list(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, empty: str) -> None:
+    """Every list command's text output: a table under its header, or ``empty`` saying there
+    is nothing (never a silent, empty answer)."""
+    click.echo(table(headers, rows) if rows else empty)
 
 
 def when(value: datetime | None) -> str:

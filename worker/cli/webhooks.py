@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from worker.cli.base import DATABASE_ENV, BillingGroup, as_json_option, emit, services
+from worker.cli.base import DATABASE_ENV, BillingGroup, as_json_option, emit, services, usage_error
+from worker.cli.tables import echo_list, table
 
 if TYPE_CHECKING:
     from domain.webhooks import WebhookDelivery, WebhookEndpoint
@@ -23,16 +24,17 @@ def webhooks() -> None:
 
 
 def _event_types(values: Sequence[str]) -> list[str]:
-    # `--events a --events b` and `--events a,b` alike.
-    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+    """`--events a --events b` and `--events a,b` alike; an unknown type is a wrong command
+    line (exit status 2)."""
+    from domain.errors import CommandError
+    from domain.webhooks import checked_event_types
 
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
-    return "\n".join(
-        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in (headers, *rows)
-    )
+    names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    try:
+        checked_event_types(names)
+    except CommandError as error:
+        usage_error(f"invalid --events: {error.message}")
+    return names
 
 
 def _endpoint_row(endpoint: WebhookEndpoint) -> list[str]:
@@ -128,8 +130,11 @@ def webhooks_list(as_json: bool) -> None:
     if as_json:
         emit(True, [endpoint.to_view() for endpoint in found], "")
         return
-    if found:
-        click.echo(_table(ENDPOINT_HEADERS, [_endpoint_row(endpoint) for endpoint in found]))
+    echo_list(
+        ENDPOINT_HEADERS,
+        [_endpoint_row(endpoint) for endpoint in found],
+        empty="no webhook endpoints (billing-worker webhooks add URL)",
+    )
 
 
 @webhooks.command("show", settings_env=DATABASE_ENV)
@@ -141,7 +146,7 @@ def webhooks_show(endpoint_id: str, as_json: bool) -> None:
     from tasks.handlers.webhook_endpoints import get_endpoint
 
     endpoint = get_endpoint(GetEndpoint(endpoint_id), services())
-    emit(as_json, endpoint.to_view(), _table(ENDPOINT_HEADERS, [_endpoint_row(endpoint)]))
+    emit(as_json, endpoint.to_view(), table(ENDPOINT_HEADERS, [_endpoint_row(endpoint)]))
 
 
 @webhooks.command("disable", settings_env=DATABASE_ENV)
@@ -226,6 +231,8 @@ def webhooks_deliveries(
     from domain.webhooks import DeliveryState
     from tasks.handlers.webhook_endpoints import list_deliveries
 
+    if failed_only and state not in (None, DeliveryState.FAILED.value):
+        usage_error(f"--failed and --state {state}: only failed deliveries, or those {state}")
     found = list_deliveries(
         ListDeliveries(
             failed_only=failed_only,
@@ -239,8 +246,12 @@ def webhooks_deliveries(
     if as_json:
         emit(True, [delivery.to_view() for delivery in found], "")
         return
-    if found:
-        click.echo(_table(DELIVERY_HEADERS, [_delivery_row(delivery) for delivery in found]))
+    filtered = failed_only or state or endpoint_id or event_id
+    echo_list(
+        DELIVERY_HEADERS,
+        [_delivery_row(delivery) for delivery in found],
+        empty="no webhook deliveries" + (" match" if filtered else ""),
+    )
 
 
 @webhooks.command("replay", settings_env=DATABASE_ENV)

@@ -166,6 +166,20 @@ def rotate_secret(sessions: sessionmaker[Session], clock: Clock, client_id: str)
     return NewClient(client_id=client_id, secret=secret, name=view.name, grant=view.grant)
 
 
+def secret_authenticates(sessions: sessionmaker[Session], client_id: str, secret: str) -> bool:
+    """Whether ``secret`` is the client's current secret (enabled or not): for ``up``, which
+    prints the demo client's secret and must know it still works."""
+    with sessions() as session:
+        row = session.get(ApiClientRow, client_id)
+        stored = row.secret_hash if row is not None else None
+    if stored is None:
+        return False
+    try:
+        return bool(_hasher.verify(stored, secret))
+    except (VerificationError, InvalidHashError):
+        return False
+
+
 @dataclass
 class FailureThrottle:
     """Failed authentications per key (a client id, a source address) in a sliding window.

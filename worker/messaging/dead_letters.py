@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 import redis
@@ -70,6 +70,14 @@ class DeadLetters:
     def __init__(self, client: redis.Redis) -> None:
         self._redis = client
 
+    def _now(self) -> datetime:
+        # The application's clock (shifted on a local stack), read over the broker's own
+        # connection: a letter's time sits beside the commands' times.
+        from worker.clock import shifted_now
+        from worker.settings import get_settings
+
+        return shifted_now(self._redis, get_settings().resolved_shiftable_clock())
+
     def add(
         self,
         raw: bytes,
@@ -84,7 +92,7 @@ class DeadLetters:
         named_task, named_id = _named(raw[:MAX_RAW_BYTES])
         task, task_id = task or named_task, task_id or named_id
         fields: dict[Any, Any] = {
-            "at": datetime.now(UTC).isoformat(),
+            "at": self._now().isoformat(),
             "queue": queue,
             "reason": reason[:2000],
             "task": task[:200],

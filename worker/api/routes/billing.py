@@ -16,7 +16,6 @@ from worker.api.contract import (
     CreateBillingAccountRequest,
     EmptyRequest,
 )
-from worker.api.errors import ApiError
 from worker.api.openapi import command_operation
 from worker.api.state import State
 
@@ -71,21 +70,20 @@ async def create_billing_account(
     request: Request,
     state: State,
 ) -> Response:
-    unknown = sorted(set(body) - {"body", "offline"})
-    if unknown:
-        raise ApiError.bad_request(
-            "the request has unknown fields", [(name, "unknown field") for name in unknown]
-        )
+    # Every violation at once: the unknown fields with what the command finds wrong.
+    violations = [(name, "unknown field") for name in sorted(set(body) - {"body", "offline"})]
     if "body" not in body:
-        raise ApiError.bad_request(
-            "the billing account is missing", [("body", "required: the billing account")]
-        )
+        violations.append(("body", "required: the billing account"))
+    fields = {"org_id": org_id, "offline": body.get("offline", False)}
+    if "body" in body:
+        fields["account"] = body["body"]
     return await state.gateway.submit(
         request,
         client.client_id,
         CreateBillingAccount,
-        {"org_id": org_id, "account": body["body"], "offline": body.get("offline", False)},
+        fields,
         _as_is,
+        violations=violations,
         field_names={"account": "body"},
     )
 

@@ -1,0 +1,220 @@
+"""`billing-worker up` over a life: the demo data and its ids, one clock (shown, moved, reset)
+in every row the stack and its admin commands write, a demo secret that works after a
+rotation and a restart, and `up --fresh` to start over."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.cli import Done, billing_worker
+from tests.support.raw_messages import dead_letter_of, envelope, last_letter_id, push
+from tests.support.stack import eventually
+from worker.db.engine import session_factory
+from worker.db.models import OrganizationRow
+from worker.local.embedded import free_port
+from worker.local.seed import DEMO_DATA
+
+pytestmark = pytest.mark.e2e
+
+DAY = 86_400
+
+
+@dataclass
+class Up:
+    """One `billing-worker up` on ``data_dir``, with what it printed until ready."""
+
+    data_dir: Path
+    process: subprocess.Popen[str]
+    banner: list[str]
+
+    @property
+    def stack(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads((self.data_dir / "stack.json").read_text())
+        return loaded
+
+    def printed(self, label: str) -> str:
+        """The banner's line for ``label`` (``Client``, ``Clock``…), label removed."""
+        [line] = [line for line in self.banner if line.strip().startswith(f"{label} ")]
+        return line.strip().removeprefix(label).strip()
+
+    def secret(self) -> tuple[str, str]:
+        _, client_id, _, secret = self.printed("Client").split()
+        return client_id, secret
+
+    def cli(self, *args: str) -> Done:
+        return billing_worker(*args, env={"BILLING_DATA_DIR": str(self.data_dir)})
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        self.process.wait(30)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+
+
+def start_up(data_dir: Path, *extra: str) -> Up:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BILLING_")}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "worker.cli",
+            "up",
+            "--data-dir",
+            str(data_dir),
+            "--api-port",
+            str(free_port()),
+            "--flower-port",
+            str(free_port()),
+            *extra,
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    banner: list[str] = []
+    for line in process.stdout:  # click flushes every line it prints
+        banner.append(line.rstrip("\n"))
+        if line.startswith("Ctrl-C stops everything"):
+            return Up(data_dir, process, banner)
+    process.wait(30)
+    raise AssertionError("up stopped before it was ready:\n" + "\n".join(banner))
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
+    started = start_up(tmp_path_factory.mktemp("lifecycle"))
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def answers(up: Up, client_id: str, secret: str) -> int:
+    return httpx.post(
+        f"{up.stack['api_url']}/v1beta1/users/usr_demo/enable",
+        json={},
+        auth=(client_id, secret),
+        timeout=30,
+    ).status_code
+
+
+def clock(up: Up) -> dict[str, Any]:
+    done = up.cli("clock", "show", "--json")
+    assert done.status == 0, done.stderr
+    shown: dict[str, Any] = json.loads(done.stdout)
+    return shown
+
+
+def near(moment: datetime, expected: datetime, slack: float = 120) -> bool:
+    return abs((moment.replace(tzinfo=moment.tzinfo or UTC) - expected).total_seconds()) < slack
+
+
+def test_up_prints_the_demo_data_with_its_ids_and_demo_lists_it_again(up: Up) -> None:
+    start = up.banner.index("Demo data (`billing-worker demo` lists it again):")
+    table = up.banner[start + 1 : start + 2 + len(DEMO_DATA)]
+    listed = json.loads(up.cli("demo", "--json").stdout)
+
+    assert table[0].split() == ["KIND", "ID", "WHAT"]
+    for record, row in zip(DEMO_DATA, table[1:], strict=True):
+        assert row.split()[len(record.kind.split())] == record.id, row
+    assert [record["id"] for record in listed["data"]] == [record.id for record in DEMO_DATA]
+    assert (listed["client_id"], listed["client_secret"]) == up.secret()
+    assert answers(up, *up.secret()) == 200
+
+
+def test_clock_show_gives_the_offset_and_the_shifted_now_and_reset_brings_real_time_back(
+    up: Up,
+) -> None:
+    assert up.cli("clock", "advance", "2d").status == 0
+    moved = clock(up)
+
+    reset = up.cli("clock", "reset")
+    after = clock(up)
+
+    now = datetime.now(UTC)
+    assert moved["offset_seconds"] == 2 * DAY
+    assert near(datetime.fromisoformat(moved["now"]), now + timedelta(days=2))
+    assert near(datetime.fromisoformat(moved["stripe_emulator_now"]), now + timedelta(days=2))
+    assert reset.stdout.strip() == "the clock is back to real time (it was 2.00 days ahead)"
+    assert after["offset_seconds"] == 0
+    assert near(datetime.fromisoformat(after["now"]), now)
+    assert near(datetime.fromisoformat(after["stripe_emulator_now"]), now)
+
+
+def test_rows_written_by_admin_commands_and_dead_letters_carry_the_stack_s_clock(
+    up: Up,
+) -> None:
+    assert up.cli("clock", "advance", "10d").status == 0
+    try:
+        created = up.cli("orgs", "create", "--name", "stamped")
+        raw = envelope(task="reports.nightly", queue="billing")
+        mark = last_letter_id(up.stack["redis_url"])
+        push(up.stack["redis_url"], "billing", raw)
+        letter = eventually(
+            lambda: dead_letter_of(up.stack["redis_url"], raw, "billing", mark), what="a letter"
+        )
+    finally:
+        assert up.cli("clock", "reset").status == 0
+
+    shifted_now = datetime.now(UTC) + timedelta(days=10)
+    with session_factory(up.stack["database_url"])() as session:
+        row = session.get(OrganizationRow, created.stdout.strip())
+        assert row is not None
+        assert near(row.created_at, shifted_now)
+    assert near(letter.at, shifted_now)
+
+
+def test_a_second_up_prints_a_working_secret_after_a_rotation_and_keeps_the_clock(
+    tmp_path: Path,
+) -> None:
+    first = start_up(tmp_path)
+    try:
+        client_id, printed_first = first.secret()
+        rotated = first.cli("clients", "rotate-secret", client_id)
+        assert first.cli("clock", "advance", "3d").status == 0
+        running = billing_worker("up", "--fresh", "--yes", env={"BILLING_DATA_DIR": str(tmp_path)})
+    finally:
+        first.stop()
+    assert rotated.status == 0, rotated.stderr
+    assert running.status == 1
+    assert "a stack is still running on" in running.stderr
+
+    second = start_up(tmp_path)
+    try:
+        printed_second = second.secret()
+        clock_line = second.printed("Clock")
+        assert answers(second, *printed_second) == 200
+        assert answers(second, client_id, printed_first) == 401
+        org = second.cli("orgs", "create", "--name", "before-fresh").stdout.strip()
+    finally:
+        second.stop()
+    assert printed_second[1] != printed_first
+    assert printed_second[1] not in rotated.stdout  # a new one, not the operator's
+    assert clock_line.startswith("3.00 days ahead of real time")
+
+    fresh = start_up(tmp_path, "--fresh", "--yes")
+    try:
+        assert fresh.banner[0].startswith(f"wiped {tmp_path}: billing.db")
+        assert fresh.printed("Clock").startswith("real time")
+        assert answers(fresh, *fresh.secret()) == 200
+        with session_factory(fresh.stack["database_url"])() as session:
+            assert session.get(OrganizationRow, org) is None
+            assert session.get(OrganizationRow, "org_demo") is not None
+    finally:
+        fresh.stop()

@@ -1,0 +1,392 @@
+"""``billing-worker up``: the whole system on embedded defaults, as child processes.
+
+The demo data it seeds is :mod:`worker.local.seed`; what it prints, :mod:`worker.local.banner`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import secrets
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from worker.launch.commands import (
+    api_argv,
+    celery_beat_argv,
+    celery_worker_argv,
+    flower_argv,
+    flower_env,
+    worker_metrics_env,
+)
+from worker.local.banner import Started, banner
+from worker.local.embedded import ProcessGroup, free_port, port_open, start_redis, wait_until
+from worker.local.seed import (
+    DEMO_CLIENT_FILE,
+    DemoCredentials,
+    seed_billing,
+    seed_demo_client,
+    seed_records,
+    wire_stripe_events,
+)
+from worker.settings import STACK_FILE, Settings
+
+EMULATOR_NOT_INSTALLED = (
+    "the Stripe emulator is not installed: run `pip install -e ./stripe_emulator` "
+    "(`python3 -m worker.dev up` does)"
+)
+EMULATOR_STATE_FILE = "stripe-emulator.json"
+
+FRESH_WIPES = (
+    "billing.db",
+    "billing.db-journal",
+    "billing.db-wal",
+    "billing.db-shm",
+    "redis",
+    EMULATOR_STATE_FILE,
+    DEMO_CLIENT_FILE,
+    "celerybeat-schedule",
+    "flower.db",
+    "metrics",
+    STACK_FILE,
+)
+"""What ``up --fresh`` removes from the data directory (each if present; ``celerybeat-schedule``
+and ``flower.db`` with their suffixed siblings): the SQLite database, Redis's data (the queues,
+the dead letters, the clock's offset), the emulator's state (its data and clock), the demo
+client's secret, beat's and Flower's state. The logs stay."""
+
+
+def require_emulator(alternative: str = "") -> None:
+    """Exit with one line (ending in ``alternative``, if any) unless the Stripe emulator is
+    installed.
+
+    It is a development tool with a distribution of its own (``stripe_emulator/``), absent from
+    the production wheel and image, so ``worker`` imports it only where it runs it, after this.
+    """
+    if importlib.util.find_spec("stripe_emulator") is None:
+        raise SystemExit(f"{EMULATOR_NOT_INSTALLED}{alternative}")
+
+
+def emulator_api_key() -> str:
+    """The secret key the Stripe emulator accepts."""
+    require_emulator(", or set BILLING_STRIPE_API_KEY to use Stripe")
+    from stripe_emulator import DEFAULT_API_KEY
+
+    return DEFAULT_API_KEY
+
+
+def write_stack_file(settings: Settings, stack: dict[str, Any]) -> Path:
+    path = settings.data_dir / STACK_FILE
+    path.touch(mode=0o600)  # it holds the Redis URL, password included
+    path.chmod(0o600)
+    path.write_text(json.dumps(stack, indent=2, sort_keys=True))
+    return path
+
+
+def children_log_format(settings: Settings) -> str:
+    """The log format of the processes ``up`` starts: lines for a terminal, unless
+    ``BILLING_LOG_FORMAT`` says otherwise (the separate processes of a deployment write JSON
+    by default)."""
+    return settings.log_format if "log_format" in settings.model_fields_set else "console"
+
+
+def elapsed_since(start: float) -> str:
+    return f"{time.monotonic() - start:.1f}s"
+
+
+def running_stack(settings: Settings) -> str | None:
+    """The API URL of a stack running on this data directory (one whose ``stack.json`` is not
+    marked stopped and whose API or Redis still answers), or ``None``."""
+    stack = settings.stack()
+    if not stack or stack.get("stopped"):
+        return None
+    api_url = str(stack.get("api_url") or "")
+    try:
+        if api_url and httpx.get(f"{api_url}/healthz", timeout=2).status_code < 500:
+            return api_url
+    except httpx.HTTPError:
+        pass
+    import redis
+
+    try:
+        if redis.Redis.from_url(str(stack.get("redis_url")), socket_timeout=1).ping():
+            return api_url or str(stack.get("redis_url"))
+    except (redis.RedisError, ValueError):
+        pass
+    return None
+
+
+def wipe_data_dir(settings: Settings) -> list[str]:
+    """``up --fresh``: remove :data:`FRESH_WIPES` from the data directory; the names removed.
+
+    Refused (``SystemExit``, one line) when the database or Redis is not the data directory's
+    own (``BILLING_DATABASE_URL``, ``BILLING_REDIS_URL``: they are not ours to wipe), or when a
+    stack still runs on it (it is not stopped for you)."""
+    for setting, value in (
+        ("BILLING_DATABASE_URL", settings.database_url),
+        ("BILLING_REDIS_URL", settings.redis_url),
+    ):
+        if value:
+            raise SystemExit(
+                f"--fresh wipes only the data directory's own database and Redis; {setting} "
+                "names another: unset it, or reset that one yourself"
+            )
+    running = running_stack(settings)
+    if running is not None:
+        raise SystemExit(
+            f"a stack is still running on {settings.data_dir.resolve()} ({running}): "
+            "stop it (Ctrl-C) before `up --fresh`"
+        )
+    removed = []
+    data_dir = settings.data_dir
+    for name in FRESH_WIPES:
+        for path in sorted(data_dir.glob(f"{name}*")) if data_dir.is_dir() else []:
+            if path.name != name and name not in ("celerybeat-schedule", "flower.db"):
+                continue  # billing.db matches billing.db-wal: each is listed on its own
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            removed.append(path.name)
+    return removed
+
+
+class LocalStack:
+    def __init__(self, settings: Settings, *, concurrency: int = 2) -> None:
+        self.settings = settings
+        self.concurrency = concurrency
+        self.group = ProcessGroup()
+        self.data_dir = settings.data_dir.resolve()
+        # Checked here, before anything starts: without a Stripe key, `up` runs the emulator.
+        self.emulator_key = emulator_api_key() if settings.stripe_api_key is None else None
+
+    def start(self, echo: Callable[[str], None]) -> dict[str, Any]:
+        began = time.monotonic()
+        settings = self.settings
+        logs = self.data_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        host = settings.api_host
+        emulator_key = self.emulator_key
+        for port, what in ((settings.api_port, "API"), (settings.flower_port, "Flower")):
+            if port_open(host, port):
+                raise SystemExit(
+                    f"port {port} for the {what} is taken; choose another "
+                    f"(--api-port / --flower-port)"
+                )
+
+        log_format = children_log_format(settings)
+        env: dict[str, str] = {
+            "BILLING_DATA_DIR": str(self.data_dir),
+            "BILLING_LOG_FORMAT": log_format,
+        }
+        redis_url = settings.redis_url or start_redis(
+            self.group, self.data_dir / "redis", log_path=logs / "redis.log"
+        )
+        env["BILLING_REDIS_URL"] = redis_url
+
+        emulator_url = self._start_emulator(env, logs) if emulator_key is not None else None
+        # The local stack's receivers are on this machine (examples/webhook_receiver.py),
+        # unless the setting says otherwise.
+        allow_private = settings.webhook_allow_private_networks
+        env["BILLING_WEBHOOK_ALLOW_PRIVATE_NETWORKS"] = (
+            "true" if allow_private is None else str(allow_private).lower()
+        )
+        database_url = settings.resolved_database_url()
+        env["BILLING_DATABASE_URL"] = database_url
+
+        from worker.db.migrate import upgrade
+
+        upgrade(database_url)
+        # Seeded with the settings the children get, so with the same (shiftable) clock.
+        seeding = settings.model_copy(
+            update={
+                "data_dir": self.data_dir,
+                "redis_url": redis_url,
+                "database_url": database_url,
+                "shiftable_clock": emulator_url is not None or settings.shiftable_clock,
+            }
+        )
+        credentials, demo_billing = self._seed(seeding, emulator_url, echo)
+
+        flower_password = (
+            settings.flower_password.get_secret_value()
+            if settings.flower_password
+            else secrets.token_urlsafe(12)
+        )
+        # Each exporter on the port its setting names, else on a free one.
+        worker_metrics_port = settings.worker_metrics_port or free_port()
+        beat_metrics_port = settings.beat_metrics_port or free_port()
+        metrics_host = settings.metrics_host
+        self.group.start(
+            "worker",
+            celery_worker_argv(
+                concurrency=self.concurrency, loglevel=settings.log_level, log_format=log_format
+            ),
+            env={
+                **env,
+                **worker_metrics_env(worker_metrics_port, self.data_dir / "metrics" / "worker"),
+            },
+            log_path=logs / "worker.log",
+        )
+        self.group.start(
+            "beat",
+            celery_beat_argv(self.data_dir / "celerybeat-schedule", settings.log_level, log_format),
+            env={**env, "BILLING_BEAT_METRICS_PORT": str(beat_metrics_port)},
+            log_path=logs / "beat.log",
+        )
+        self.group.start(
+            "api", api_argv(host, settings.api_port), env=env, log_path=logs / "api.log"
+        )
+        self.group.start(
+            "flower",
+            flower_argv(host, settings.flower_port, self.data_dir / "flower.db"),
+            env={**env, **flower_env(settings.flower_user, flower_password)},
+            log_path=logs / "flower.log",
+        )
+
+        api_url = f"http://{host}:{settings.api_port}"
+        metrics_urls = {
+            "api": f"{api_url}/metrics",
+            "worker": f"http://{metrics_host}:{worker_metrics_port}/metrics",
+            "beat": f"http://{metrics_host}:{beat_metrics_port}/metrics",
+        }
+        stack = {
+            "api_url": api_url,
+            "flower_url": f"http://{host}:{settings.flower_port}",
+            "redis_url": redis_url,
+            "database_url": database_url,
+            "stripe_emulator_url": emulator_url,
+            "stripe_emulator_api_key": emulator_key,
+            "shiftable_clock": seeding.shiftable_clock,
+            "logs": str(logs),
+            "metrics_urls": metrics_urls,
+        }
+        write_stack_file(settings, stack)
+        wait_until(lambda: self._ready(api_url), 60, "the API (/readyz)", interval=0.2)
+
+        started = Started(
+            elapsed=elapsed_since(began),
+            api_url=api_url,
+            flower_url=str(stack["flower_url"]),
+            flower_user=settings.flower_user,
+            flower_password=flower_password,
+            redis_url=redis_url,
+            database_url=database_url,
+            stripe_emulator_url=emulator_url,
+            logs=logs,
+            metrics_urls=metrics_urls,
+            credentials=credentials,
+            demo_billing=demo_billing,
+            clock_offset_seconds=_clock_offset(redis_url) if seeding.shiftable_clock else None,
+        )
+        for line in banner(started):
+            echo(line)
+        return stack
+
+    def _start_emulator(self, env: dict[str, str], logs: Path) -> str:
+        """Start the Stripe emulator (its data and clock kept in the data directory); its URL.
+        The children get its key and base, and a clock that moves with it."""
+        key = str(self.emulator_key)
+        port = free_port()
+        self.group.start(
+            "stripe-emulator",
+            [
+                sys.executable,
+                "-m",
+                "stripe_emulator",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--api-key",
+                key,
+                "--state-file",
+                str(self.data_dir / EMULATOR_STATE_FILE),
+            ],
+            log_path=logs / "stripe-emulator.log",
+        )
+        env["BILLING_STRIPE_API_KEY"] = key
+        env["BILLING_STRIPE_API_BASE"] = f"http://127.0.0.1:{port}"
+        env["BILLING_SHIFTABLE_CLOCK"] = "true"
+        return f"http://127.0.0.1:{port}"
+
+    def _seed(
+        self, settings: Settings, emulator_url: str | None, echo: Callable[[str], None]
+    ) -> tuple[DemoCredentials, bool]:
+        """The demo data (made where missing); the demo client's credentials and whether the
+        demo's billing exists."""
+        from worker.bootstrap import build_services
+
+        svc = build_services(settings)
+        seed_records(svc)
+        credentials = seed_demo_client(settings, svc)
+        if emulator_url is None or self.emulator_key is None:
+            return credentials, False
+        from worker.provider.stripe_adapter import StripeBillingProvider
+
+        wait_until(
+            lambda: port_open("127.0.0.1", int(emulator_url.rsplit(":", 1)[1])),
+            30,
+            "stripe emulator",
+        )
+        provider = StripeBillingProvider(self.emulator_key, api_base=emulator_url, timeout=10)
+        billing_svc = build_services(settings, provider=provider)
+        demo_billing = False
+        try:
+            seed_billing(billing_svc)
+            demo_billing = True
+        except Exception as error:  # the stack is still useful without the demo
+            echo(f"warning: could not make the demo subscription: {error}")
+        host = self.settings.api_host
+        reachable = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        try:
+            wire_stripe_events(
+                billing_svc, f"http://{reachable}:{self.settings.api_port}/webhooks/stripe"
+            )
+        except Exception as error:  # the sweep still brings Stripe's changes in
+            echo(f"warning: could not register the emulator's webhooks: {error}")
+        return credentials, demo_billing
+
+    def _ready(self, api_url: str) -> bool:
+        failed = self.group.exited()
+        if failed:
+            name, code = failed[0]
+            raise SystemExit(
+                f"{name} exited with {code} during start-up; see "
+                f"{self.data_dir / 'logs' / (name + '.log')}"
+            )
+        try:
+            return httpx.get(f"{api_url}/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def watch(self) -> bool:
+        """Block until interrupted; returns False when a child died (and says which)."""
+        while True:
+            time.sleep(0.5)
+            failed = self.group.exited()
+            if failed:
+                name, code = failed[0]
+                print(
+                    f"{name} exited with {code}; see {self.data_dir / 'logs' / name}.log",
+                    file=sys.stderr,
+                )
+                return False
+
+    def stop(self) -> None:
+        self.group.stop()
+        stack = self.settings.stack()
+        if stack:
+            write_stack_file(self.settings, {**stack, "stopped": True})
+
+
+def _clock_offset(redis_url: str) -> float:
+    from worker.clock import ShiftableClock
+
+    return ShiftableClock(redis_url).offset()
