@@ -81,7 +81,10 @@ def _publish_unpublished(app: Application, max_batches: int) -> int:
 
 def relay_after_command(app: Application) -> None:
     """The relay run by a command once its outcome is recorded: a failure here loses
-    nothing (beat's sweep publishes what is left), so it is logged, never raised."""
+    nothing (beat's sweep publishes what is left), so it is logged, never raised. Skipped
+    only when a benchmark measures what it costs (``RunnerPolicy.relay_after_command``)."""
+    if not app.policy.relay_after_command:
+        return
     try:
         relay_events(app, max_batches=AFTER_COMMAND_BATCHES)
     except Exception:
