@@ -4,6 +4,9 @@
     python3 -m worker.dev test    # set up .venv, then lint, type-check and run the tests
     python3 -m worker.dev lock    # refresh requirements/*.lock from pyproject.toml
                                   # (extra arguments go to `uv pip compile`, e.g. --upgrade)
+    python3 -m worker.dev bench [name ...] [--quick] [--json PATH]
+                                  # set up .venv, then run the benchmarks (all without
+                                  # names; --list names them): tests/benchmarks/run.py
 
 The virtualenv gets exactly the versions pinned in a lock file (hashes checked), then our own
 packages, editable and without dependencies. Standard library only: this runs before anything
@@ -158,6 +161,10 @@ def main(argv: list[str]) -> None:
         _run(BIN / "ruff", "format", "--check", ".")
         _run(BIN / "mypy")
         os.execv(BIN / "python", [str(BIN / "python"), "-m", "pytest", *rest])
+    elif command == "bench":
+        ensure_environment(DEV_LOCK)
+        os.chdir(ROOT)
+        os.execv(BIN / "python", [str(BIN / "python"), "-m", "tests.benchmarks.run", *rest])
     elif command == "lock":
         refresh_locks(rest)
     else:
