@@ -165,7 +165,8 @@ def scaling(ctx: BenchContext) -> list[Figure]:
         figures.append(
             Figure(
                 f"scaling.{backend}.{'x'.join(map(str, nodes))}",
-                f"enable-user/s, {shape} worker processes ({nodes_text}, {backend})",
+                f"enable-user/s, {shape} worker process{'es' if sum(nodes) > 1 else ''} "
+                f"({nodes_text}, {backend})",
                 measured.rate,
                 "/s",
                 single[backend],
