@@ -73,7 +73,10 @@ AFTER_COMMAND_BATCHES = 2
 
 def relay_after_command(svc: Application) -> None:
     """The relay run by a command once its outcome is recorded: a failure here loses
-    nothing (beat's sweep publishes what is left), so it is logged, never raised."""
+    nothing (beat's sweep publishes what is left), so it is logged, never raised. Skipped
+    only when a benchmark measures what it costs (``RunnerPolicy.relay_after_command``)."""
+    if not svc.policy.relay_after_command:
+        return
     try:
         relay_events(RelayEvents(max_batches=AFTER_COMMAND_BATCHES, after_command=True), svc)
     except Exception:

@@ -110,6 +110,7 @@ class Services:
             pending_account_redrive_after=timedelta(
                 seconds=settings.pending_account_redrive_after_seconds
             ),
+            relay_after_command=not settings.benchmark_without_relay_after_command,
         )
 
     @cached_property
@@ -349,7 +350,9 @@ def configure_logging(level: str | int | None = None) -> None:
 
 def connect_metrics() -> None:
     """Connect Celery's signals to the metrics (worker/observability/signals.py), wired to
-    this process's settings and services."""
+    this process's settings and services (none in a benchmark that measures their cost)."""
+    if get_settings().benchmark_without_metrics:
+        return
     from domain.provider_sync import SyncStripeObject
     from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK
     from tasks.stripe_sync import RECONCILE_WITH_STRIPE

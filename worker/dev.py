@@ -7,6 +7,9 @@
     python3 -m worker.dev docs    # regenerate the reference pages, then serve the docs
                                   # (`docs --generate`: regenerate only; other arguments go
                                   # to `mkdocs serve`, e.g. --dev-addr 127.0.0.1:8001)
+    python3 -m worker.dev bench [name ...] [--quick] [--json PATH]
+                                  # set up .venv, then run the benchmarks (all without
+                                  # names; --list names them): tests/benchmarks/run.py
 
 The virtualenv gets exactly the versions pinned in a lock file (hashes checked), then our own
 packages, editable and without dependencies. Standard library only: this runs before anything
@@ -161,6 +164,10 @@ def main(argv: list[str]) -> None:
         _run(BIN / "ruff", "format", "--check", ".")
         _run(BIN / "mypy")
         os.execv(BIN / "python", [str(BIN / "python"), "-m", "pytest", *rest])
+    elif command == "bench":
+        ensure_environment(DEV_LOCK)
+        os.chdir(ROOT)
+        os.execv(BIN / "python", [str(BIN / "python"), "-m", "tests.benchmarks.run", *rest])
     elif command == "lock":
         refresh_locks(rest)
     elif command == "docs":

@@ -147,11 +147,13 @@ class Stack:
 
         return eventually(done, timeout, f"command {command_id} to finish")
 
-    def start_worker(self, name: str = "w1", concurrency: int = 2) -> Any:
+    def start_worker(self, name: str = "w1", concurrency: int = 2, loglevel: str = "INFO") -> Any:
         metrics_port = free_port()
         process = self.group.start(
             f"worker-{name}",
-            celery_worker_argv(concurrency=concurrency, hostname=f"{name}-{self.name}@%h"),
+            celery_worker_argv(
+                concurrency=concurrency, hostname=f"{name}-{self.name}@%h", loglevel=loglevel
+            ),
             env={
                 **self.env,
                 **worker_metrics_env(metrics_port, self.workdir / f"metrics-worker-{name}"),

@@ -1,0 +1,1 @@
+"""Benchmarks: ``python3 -m worker.dev bench`` (tests/benchmarks/run.py). Not tests."""

@@ -1,0 +1,177 @@
+"""Commands published straight on the queue: P1 (beside bare Celery), P8 (each capability
+switched off in turn) and the scaling figure (1, 2, 4 worker processes; two nodes)."""
+
+from __future__ import annotations
+
+import timeit
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from domain.permissions import ALL_SCOPES, Grant, Scope
+from tests.benchmarks.figures import Figure, Target
+from tests.benchmarks.harness import (
+    BACKENDS,
+    BenchContext,
+    Throughput,
+    bare_worker,
+    enable_users,
+    seed_users,
+    system,
+    worker_processes,
+)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How the workers run: processes per node, their log level, settings switched."""
+
+    nodes: Sequence[int] = (2,)
+    loglevel: str = "INFO"
+    settings: dict[str, str] = field(default_factory=dict)
+
+
+def enable_throughput(ctx: BenchContext, name: str, backend: str, setup: Setup) -> Throughput:
+    """Enable-user commands per second through a fresh system (a warm-up first)."""
+    count, warm_up = ctx.size(100, 3000), ctx.size(20, 200)
+    with system(ctx, name, backend, settings=setup.settings) as stack:
+        for index, concurrency in enumerate(setup.nodes, start=1):
+            stack.start_worker(f"w{index}", concurrency=concurrency, loglevel=setup.loglevel)
+        users = seed_users(stack, warm_up + count)
+        enable_users(stack, users[:warm_up], [])
+        return enable_users(stack, users[warm_up:], worker_processes(stack))
+
+
+def noop_throughput(ctx: BenchContext, concurrency: int = 2) -> Throughput:
+    with bare_worker(ctx, concurrency) as bare:
+        return bare.noops(ctx.size(100, 3000))
+
+
+def p1(ctx: BenchContext) -> list[Figure]:
+    """Enable-user commands/s ÷ bare Celery no-op tasks/s, 2 worker processes, each
+    database (the baseline measured again beside each)."""
+    figures = []
+    for backend in BACKENDS:
+        baseline = noop_throughput(ctx)
+        ours = enable_throughput(ctx, f"p1_{backend}", backend, Setup())
+        figures.append(
+            Figure(
+                f"p1.{backend}",
+                f"enable-user commands/s on the queue, end to end ({backend})",
+                ours.rate,
+                "/s",
+                baseline.rate,
+                "bare Celery no-op tasks/s",
+                Target(">=", 0.6, text="ratio ≥ 0.6"),
+                also_required=ours.failed == 0,
+                details={"ours": ours.details(), "baseline": baseline.details()},
+            )
+        )
+    return figures
+
+
+CAPABILITIES = {
+    "metrics": Setup(settings={"BILLING_BENCHMARK_WITHOUT_METRICS": "true"}),
+    "logs": Setup(loglevel="WARNING", settings={"BILLING_LOG_LEVEL": "WARNING"}),
+    "masking": Setup(settings={"BILLING_MASK_PERSONAL_DATA": "false"}),
+    "event relay": Setup(settings={"BILLING_BENCHMARK_WITHOUT_RELAY_AFTER_COMMAND": "true"}),
+}
+"""What P8 switches off, one at a time. Logs: the workers log WARNING and above only (a
+command writes no line; its log context is still bound). Event relay: a command leaves its
+events in the outbox (beat relays them); the events are still written with the change."""
+
+
+def p8(ctx: BenchContext) -> list[Figure]:
+    """What each capability costs a command: P1's setup on SQLite with everything on (run
+    first and last; their mean is the baseline), then with each capability off in turn."""
+    first = enable_throughput(ctx, "p8_all_on_first", "sqlite", Setup())
+    off = {
+        capability: enable_throughput(ctx, f"p8_{capability.replace(' ', '_')}", "sqlite", setup)
+        for capability, setup in CAPABILITIES.items()
+    }
+    last = enable_throughput(ctx, "p8_all_on_last", "sqlite", Setup())
+    wall_on = (1000 / first.rate + 1000 / last.rate) / 2
+    cpu_on = (first.cpu_ms_per_command + last.cpu_ms_per_command) / 2
+    on = {"first": first.details(), "last": last.details()}
+    figures = []
+    for capability, measured in off.items():
+        details = {"off": measured.details(), "all_on": on}
+        figures.append(
+            Figure(
+                f"p8.{capability.replace(' ', '_')}.wall",
+                f"{capability}: wall time per command",
+                wall_on - 1000 / measured.rate,
+                "ms",
+                wall_on,
+                "per command, all on",
+                details=details,
+            )
+        )
+        figures.append(
+            Figure(
+                f"p8.{capability.replace(' ', '_')}.cpu",
+                f"{capability}: worker CPU per command",
+                cpu_on - measured.cpu_ms_per_command,
+                "ms",
+                cpu_on,
+                "per command, all on",
+                details=details,
+            )
+        )
+    figures.append(_permission_check(wall_on))
+    return figures
+
+
+def _permission_check(wall_on: float) -> Figure:
+    """The permission check is made by the API only (a command on the queue has none), on
+    the client's cached grant, before the body is read: timed in this process."""
+    grant = Grant(scopes=ALL_SCOPES)
+    runs = 100_000
+    seconds = timeit.timeit(lambda: grant.check(Scope.USERS_ENABLE, "org_1"), number=runs)
+    return Figure(
+        "p8.permission_check.cpu",
+        "permission check (HTTP only; timed in process)",
+        1000 * seconds / runs,
+        "ms",
+        wall_on,
+        "per command, all on",
+        details={"method": "timeit of Grant.check on a grant of every scope", "runs": runs},
+    )
+
+
+SCALING = (
+    ("sqlite", (1,)),
+    ("sqlite", (2,)),
+    ("sqlite", (4,)),
+    ("postgresql", (1,)),
+    ("postgresql", (2,)),
+    ("postgresql", (4,)),
+    ("postgresql", (2, 2)),
+)
+
+
+def scaling(ctx: BenchContext) -> list[Figure]:
+    """Enable-user commands/s with 1, 2 and 4 worker processes on each database, and two
+    nodes of two on PostgreSQL; beside one process's rate on the same database. The
+    machine's busy share and the workers' CPU per command say what bounds each step."""
+    figures: list[Figure] = []
+    single: dict[str, float] = {}
+    for backend, nodes in SCALING:
+        shape = " + ".join(str(n) for n in nodes)
+        measured = enable_throughput(
+            ctx, f"scaling_{backend}_{'_'.join(map(str, nodes))}", backend, Setup(nodes=nodes)
+        )
+        single.setdefault(backend, measured.rate)
+        nodes_text = f"{len(nodes)} nodes" if len(nodes) > 1 else "1 node"
+        figures.append(
+            Figure(
+                f"scaling.{backend}.{'x'.join(map(str, nodes))}",
+                f"enable-user/s, {shape} worker process{'es' if sum(nodes) > 1 else ''} "
+                f"({nodes_text}, {backend})",
+                measured.rate,
+                "/s",
+                single[backend],
+                "1 process, same database",
+                details={**measured.details(), "processes": sum(nodes), "nodes": len(nodes)},
+            )
+        )
+    return figures
