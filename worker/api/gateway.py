@@ -38,7 +38,6 @@ from domain.errors import (
 )
 from domain.messages import Command, CommandStatus
 from domain.ports import CommandPublisher
-from tasks.handlers.outbox import publish_recorded
 from worker.api.errors import HTTP_STATUS, ApiError
 from worker.db.commands import CommandRecord, SqlCommandLog
 
@@ -93,24 +92,27 @@ class CommandGateway:
             except ValidationError as error:
                 raise _bad_request(error, field_names or {}) from None
             payload = command.model_dump(mode="json")
-            try:
-                record = await to_thread.run_sync(
-                    lambda: self.commands.accept(
-                        command_id=command_id,
-                        command_type=command_type.TASK_NAME,
-                        payload=payload,
-                        client_id=client_id,
-                        idempotency_key=key,
-                        request_fingerprint=fingerprint,
-                    )
+
+            def accept_and_publish() -> CommandRecord:
+                # One trip to a worker thread: record (the outbox), then publish at once.
+                accepted = self.commands.accept(
+                    command_id=command_id,
+                    command_type=command_type.TASK_NAME,
+                    payload=payload,
+                    client_id=client_id,
+                    idempotency_key=key,
+                    request_fingerprint=fingerprint,
                 )
+                self.publish(accepted)
+                return accepted
+
+            try:
+                record = await to_thread.run_sync(accept_and_publish)
             except IntegrityError:
                 # Another request with the same key won the race: answer with its command.
                 record = await self._existing(client_id, key, fingerprint) if key else None
                 if record is None:
                     raise
-            else:
-                await to_thread.run_sync(self._publish, record)
 
         if not _prefers_async(request):
             record = await self.wait(record.id, self.wait_timeout)
@@ -128,13 +130,10 @@ class CommandGateway:
         return record
 
     def publish(self, record: CommandRecord) -> None:
-        """Publish a recorded command (a failure is logged: the stalled-command sweep
-        publishes it again)."""
-        self._publish(record)
-
-    def _publish(self, record: CommandRecord) -> None:
+        """Publish a command just accepted (recorded as published: ``SqlCommandLog.accept``);
+        a failure is logged, and the stalled-command sweep publishes it later."""
         try:
-            publish_recorded(record, self.publisher, self.commands)
+            self.publisher.publish(record.type, record.payload, command_id=record.id)
         except Exception:
             logger.warning(
                 "publishing command %s failed; the sweep will retry",

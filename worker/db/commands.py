@@ -116,6 +116,11 @@ class SqlCommandLog:
     ) -> CommandRecord:
         """Record a command the API accepted, before it is published (the outbox).
 
+        It is recorded as published now: the API publishes it at once, and writing that again
+        after the publish would be a second write per command for nothing. A publish that
+        failed is caught by the stalled-command sweep all the same: it takes again every
+        queued command published (or not) longer than its threshold ago that never started.
+
         Raises ``sqlalchemy.exc.IntegrityError`` when the client's idempotency key is taken.
         """
         now = self._clock.now()
@@ -132,6 +137,7 @@ class SqlCommandLog:
             fingerprint=command_fingerprint(command_type, payload),
             created_at=now,
             updated_at=now,
+            published_at=now,
         )
         with self._sessions.begin() as session:
             session.add(row)
