@@ -163,7 +163,11 @@ class RelayLock(Protocol):
     """One relay at a time, so that events of a subject are published in order."""
 
     def acquire(self) -> bool:
-        """Take the lock if it is free (never waits)."""
+        """Take the lock if it is free (never waits). A relay that finds it taken leaves its
+        work to the holder, and says so: the holder's :meth:`release` tells it."""
         ...
 
-    def release(self) -> None: ...
+    def release(self) -> bool:
+        """Let go; ``True`` when another relay found the lock taken meanwhile (its events,
+        committed before it tried, wait for this relay to look again)."""
+        ...

@@ -29,30 +29,33 @@ MAX_RUNS = 3
 
 def relay_events(request: RelayEvents, app: Application) -> int:
     """Publish what the outbox holds unpublished; returns how many events went. Does nothing
-    when another relay runs: that one looks at the outbox again once it let go of the lock,
-    so an event committed while it ran (whose own relay found the lock taken) is not left
-    for beat."""
+    when another relay runs: that one looks at the outbox again once it let go of the lock
+    (the lock tells it another relay came by), so an event committed while it ran is not
+    left for beat. A sweep's relay also runs again while a backlog is left; a command's
+    leaves a backlog to beat."""
     published = 0
     for _ in range(MAX_RUNS):
         lock = app.relay_lock()
         if not lock.acquire():
             break
+        drained = True
         try:
-            published += _publish_unpublished(app, request.max_batches)
+            went, drained = _publish_unpublished(app, request.max_batches)
+            published += went
         finally:
-            lock.release()
-        with app.unit_of_work() as uow:
-            if uow.events.count_unpublished() == 0:
-                break
+            wanted = lock.release()
+        if not wanted and (drained or request.after_command):
+            break
     if published:
         level = logging.DEBUG if request.after_command else logging.INFO
         logger.log(level, "relayed %d events", published)
     return published
 
 
-def _publish_unpublished(app: Application, max_batches: int) -> int:
+def _publish_unpublished(app: Application, max_batches: int) -> tuple[int, bool]:
     """Batches in outbox order, for at most :data:`MAX_RUN_SECONDS`: well within the lock's
-    life, so that no other relay can start meanwhile and overtake a subject's events."""
+    life, so that no other relay can start meanwhile and overtake a subject's events. Returns
+    how many went, and whether the outbox was drained."""
     published = 0
     started = time.monotonic()
     for _ in range(max_batches):
@@ -62,7 +65,7 @@ def _publish_unpublished(app: Application, max_batches: int) -> int:
             batch = uow.events.unpublished(RELAY_BATCH_SIZE)
             endpoints = uow.webhook_endpoints.enabled() if batch else []
         if not batch:
-            break
+            return published, True
         # Outside any transaction: the stream first, then the record that it was done.
         app.event_stream().append(batch)
         now = app.clock.now()
@@ -73,5 +76,5 @@ def _publish_unpublished(app: Application, max_batches: int) -> int:
         publish_deliveries(PublishDeliveries(claims), app)
         published += len(batch)
         if len(batch) < RELAY_BATCH_SIZE:
-            break
-    return published
+            return published, True
+    return published, False

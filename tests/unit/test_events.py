@@ -435,7 +435,7 @@ def test_an_event_committed_while_the_relay_ran_is_published_by_it_not_left_for_
     app.db.seed(a_user("usr_2"))
     release = app.lock.release
 
-    def release_after_another_command() -> None:
+    def release_after_another_command() -> bool:
         if not app.stream.entries or len(app.stream.entries) > 1:
             return release()
         enable_user(EnableUser(command_id="e2", user_id="usr_2"), app)

@@ -9,12 +9,11 @@ between adding it and recording that it did), so consumers deduplicate by ``id``
 
 from __future__ import annotations
 
-import contextlib
 import json
+import uuid
 from collections.abc import Sequence
 
 import redis
-from redis.exceptions import LockError
 
 from domain.event_ports import RecordedEvent
 
@@ -48,17 +47,42 @@ class RedisEventStream:
             pipe.execute()
 
 
+_ACQUIRE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('DEL', KEYS[2])
+  return 1
+end
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+return 0
+"""
+"""Take the lock (and clear the note: this relay looks at the whole outbox now), or leave a
+note for its holder; atomic, so that a holder cannot let go between the two."""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+end
+local wanted = redis.call('GET', KEYS[2])
+redis.call('DEL', KEYS[2])
+return wanted and 1 or 0
+"""
+"""Let go (unless the lock expired and is another relay's now) and take the note."""
+
+
 class RedisRelayLock:
-    """redis-py's lock, never waited for: a relay that finds it taken leaves the work to the
-    holder (which publishes until nothing is left) and to beat's sweep."""
+    """A lock never waited for, in one round trip each way: a relay that finds it taken
+    leaves the work to the holder, with a note the holder reads as it lets go (then looks at
+    the outbox again), and beat's sweep is the backstop."""
 
     def __init__(self, client: redis.Redis, key: str) -> None:
-        self._lock = client.lock(key, timeout=RELAY_LOCK_SECONDS, blocking=False)
+        self._keys = [key, f"{key}:wanted"]
+        self._token = uuid.uuid4().hex
+        self._acquire = client.register_script(_ACQUIRE)
+        self._release = client.register_script(_RELEASE)
 
     def acquire(self) -> bool:
-        return bool(self._lock.acquire(blocking=False))
+        ttl_ms = int(RELAY_LOCK_SECONDS * 1000)
+        return bool(self._acquire(keys=self._keys, args=[self._token, ttl_ms]))
 
-    def release(self) -> None:
-        # A lock that expired under a very slow relay is someone else's now: nothing to do.
-        with contextlib.suppress(LockError):
-            self._lock.release()
+    def release(self) -> bool:
+        return bool(self._release(keys=self._keys, args=[self._token]))

@@ -312,14 +312,21 @@ class FakeWebhookSender:
 
 
 class FakeRelayLock:
+    """As ``RedisRelayLock``: a relay that finds it held leaves a note for the holder."""
+
     def __init__(self) -> None:
         self.held = False
+        self.wanted = False
 
     def acquire(self) -> bool:
         if self.held:
+            self.wanted = True
             return False
         self.held = True
+        self.wanted = False
         return True
 
-    def release(self) -> None:
+    def release(self) -> bool:
         self.held = False
+        wanted, self.wanted = self.wanted, False
+        return wanted
