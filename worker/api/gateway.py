@@ -40,6 +40,7 @@ from domain.messages import Command, CommandStatus
 from domain.ports import CommandPublisher
 from worker.api.errors import HTTP_STATUS, ApiError
 from worker.db.commands import CommandRecord, SqlCommandLog
+from worker.messaging.publisher import result_channel
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ class CommandGateway:
 
     async def _wait_notified(self, command_id: str, deadline: float) -> CommandRecord:
         loop = asyncio.get_running_loop()
-        channel = self.celery.backend.get_key_for_task(command_id)  # type: ignore[attr-defined]
+        channel = result_channel(command_id)
         async with self.redis.pubsub() as pubsub:
             await pubsub.subscribe(channel)
             while True:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from celery import Celery
+from celery.backends.base import KeyValueStoreBackend
 
 from worker.messaging.config import celery_config
 from worker.settings import Settings
@@ -44,13 +45,25 @@ class CeleryPublisher:
         )
 
 
+RESULT_CHANNEL_PREFIX = KeyValueStoreBackend.task_keyprefix
+"""The workers' result backend publishes every state of a task on the channel named by this
+prefix and the task id (the command id): the API waits there for its commands."""
+
+
+def result_channel(command_id: str) -> str:
+    return f"{RESULT_CHANNEL_PREFIX}{command_id}"
+
+
 def publishing_app(settings: Settings) -> Celery:
-    """A Celery app that only publishes and reads results (the API, the CLI, another of our
-    processes): our configuration, no tasks of its own, messages shown masked."""
+    """A Celery app that only publishes (the API, the CLI): our configuration, no tasks of
+    its own, messages shown masked. Its result backend is disabled: the workers store results
+    all the same (a message asks for none to be ignored), and this app never subscribes to a
+    result it would not read (the API reads outcomes from the command log, woken by
+    :func:`result_channel`), which halves the cost of a publish."""
     app = Celery(
         "billing_worker",
         set_as_current=False,
         amqp="worker.messaging.masking:MaskingAMQP" if settings.mask_personal_data else None,
     )
-    app.conf.update(celery_config(settings))
+    app.conf.update({**celery_config(settings), "result_backend": "disabled"})
     return app
