@@ -118,3 +118,15 @@ def make_database(
 def fresh_database(request: pytest.FixtureRequest, backend: str, workdir: Path) -> str:
     """A migrated database on ``backend`` that no process of a stack uses."""
     return _database(request, backend, workdir, f"integration_{backend}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``python3 -m worker.dev test`` runs ``--dist loadgroup``): the
+    tests of one database backend run in one process, in the order pytest gives them, so
+    that the session's stack on that backend is set up once; any other test runs with the
+    rest of its file (they share the file's fixtures)."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec is not None else None
+        group = f"backend-{backend}" if backend else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(name=group))

@@ -121,14 +121,18 @@ def test_an_idempotency_key_is_unique_per_client(fresh_database: str) -> None:
         accept(log, key, client="cli_a")
 
 
-def test_an_old_command_is_stalled_until_it_is_published(fresh_database: str) -> None:
+def test_a_command_accepted_long_ago_and_never_started_is_stalled_until_published_again(
+    fresh_database: str,
+) -> None:
     log = command_log(fresh_database)
     command_id = accept(log)
     assert command_id not in [r.id for r in log.stalled(timedelta(seconds=60))]
     an_hour_ago = SystemClock().now() - timedelta(hours=1)
     with session_factory(fresh_database).begin() as session:
         session.execute(
-            update(CommandRow).where(CommandRow.id == command_id).values(created_at=an_hour_ago)
+            update(CommandRow)
+            .where(CommandRow.id == command_id)
+            .values(created_at=an_hour_ago, published_at=an_hour_ago)
         )
     assert command_id in [r.id for r in log.stalled(timedelta(seconds=60), limit=10_000)]
     log.mark_published(command_id)

@@ -41,7 +41,8 @@ class PostgresCluster:
         with psycopg.connect(
             f"postgresql://postgres@127.0.0.1:{self.port}/postgres", autocommit=True
         ) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            # A stack stopped just before may hold connections a moment longer: closed.
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             connection.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
