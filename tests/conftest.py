@@ -121,10 +121,10 @@ def fresh_database(request: pytest.FixtureRequest, backend: str, workdir: Path) 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``python3 -m worker.dev test`` runs ``--dist loadgroup``): the
-    tests of one database backend run in one process, in the order pytest gives them, so
-    that the session's stack on that backend is set up once; any other test runs with the
-    rest of its file (they share the file's fixtures)."""
+    """For a run in two processes (``python3 -m worker.dev test -n 2 --dist loadgroup``,
+    pytest-xdist): the tests of one database backend run in one process, in the order pytest
+    gives them, so that the session's stack on that backend is set up once; any other test
+    runs with the rest of its file (they share the file's fixtures)."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         backend = callspec.params.get("backend") if callspec is not None else None

@@ -163,20 +163,7 @@ def main(argv: list[str]) -> None:
         _run(BIN / "ruff", "check", ".")
         _run(BIN / "ruff", "format", "--check", ".")
         _run(BIN / "mypy")
-        # The suite mostly waits on processes and sockets: a pytest process per core, each
-        # with its own Redis and PostgreSQL; a backend's tests, and a file's others, stay in
-        # one process (tests/conftest.py). Options given replace these (`-n 0`: one process).
-        parallel = (
-            []
-            if any(arg.startswith(("-n", "--numprocesses")) for arg in rest)
-            else [
-                "-n",
-                "auto",
-                "--dist",
-                "loadgroup",
-            ]
-        )
-        os.execv(BIN / "python", [str(BIN / "python"), "-m", "pytest", *parallel, *rest])
+        os.execv(BIN / "python", [str(BIN / "python"), "-m", "pytest", *rest])
     elif command == "bench":
         ensure_environment(DEV_LOCK)
         os.chdir(ROOT)
