@@ -348,9 +348,10 @@ def configure_logging(level: str | int | None = None) -> None:
     )
 
 
-def connect_metrics() -> None:
+def connect_metrics(celery: Celery | None = None) -> None:
     """Connect Celery's signals to the metrics (worker/observability/signals.py), wired to
-    this process's settings and services (none in a benchmark that measures their cost)."""
+    this process's settings and services (none in a benchmark that measures their cost).
+    ``celery``: the process's app (the workers' and beat's), handed to its services."""
     if get_settings().benchmark_without_metrics:
         return
     from domain.provider_sync import SyncStripeObject
@@ -370,7 +371,7 @@ def connect_metrics() -> None:
     signals.connect(
         signals.Wiring(
             exporters=exporters,
-            system_collector=lambda: bootstrap().system_collector(),
+            system_collector=lambda: bootstrap(celery=celery).system_collector(),
             result_recorders={
                 DELIVER_WEBHOOK: metrics.webhook_attempted,
                 SyncStripeObject.TASK_NAME: metrics.stripe_drift_found,

@@ -72,4 +72,4 @@ def _fresh_connections_after_fork(**_: Any) -> None:
 
 
 # Run time and retries of each delivery, and the worker's and beat's exporters.
-connect_metrics()
+connect_metrics(app)
