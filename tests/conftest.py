@@ -17,9 +17,16 @@ from tests.support.emulator import start_emulator
 from tests.support.postgres import PostgresCluster, start_cluster
 from tests.support.stack import Stack, stack_env
 from worker.db.migrate import upgrade
-from worker.local.embedded import ProcessGroup, start_redis
+from worker.local.embedded import FREE_PORT_RANGE_ENV, ProcessGroup, start_redis
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1… in a parallel run
+if _XDIST_WORKER.startswith("gw"):
+    # Each session picks the ports of its servers in a range of its own, below the kernel's
+    # ephemeral ports: two sessions never pick the same one (worker/local/embedded.py).
+    _first = 20_000 + 2_000 * (int(_XDIST_WORKER[2:]) % 6)
+    os.environ.setdefault(FREE_PORT_RANGE_ENV, f"{_first}-{_first + 1_999}")
 BACKENDS = ("sqlite", "postgresql")
 
 
@@ -121,10 +128,10 @@ def fresh_database(request: pytest.FixtureRequest, backend: str, workdir: Path) 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """For a run in two processes (``python3 -m worker.dev test -n 2 --dist loadgroup``,
-    pytest-xdist): the tests of one database backend run in one process, in the order pytest
-    gives them, so that the session's stack on that backend is set up once; any other test
-    runs with the rest of its file (they share the file's fixtures)."""
+    """In a run in two processes (``python3 -m worker.dev test`` runs pytest-xdist with
+    ``--dist loadgroup``): the tests of one database backend run in one process, in the
+    order pytest gives them, so that the session's stack on that backend is set up once; any
+    other test runs with the rest of its file (they share the file's fixtures)."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         backend = callspec.params.get("backend") if callspec is not None else None

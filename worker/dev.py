@@ -163,7 +163,20 @@ def main(argv: list[str]) -> None:
         _run(BIN / "ruff", "check", ".")
         _run(BIN / "ruff", "format", "--check", ".")
         _run(BIN / "mypy")
-        os.execv(BIN / "python", [str(BIN / "python"), "-m", "pytest", *rest])
+        # The suite mostly waits on processes and sockets: two pytest processes, each with
+        # its own Redis, PostgreSQL and port range; a backend's tests, and a file's others,
+        # stay in one process (tests/conftest.py). `-n 0` given: one process.
+        parallel = (
+            []
+            if any(arg.startswith(("-n", "--numprocesses")) for arg in rest)
+            else [
+                "-n",
+                "2",
+                "--dist",
+                "loadgroup",
+            ]
+        )
+        os.execv(BIN / "python", [str(BIN / "python"), "-m", "pytest", *parallel, *rest])
     elif command == "bench":
         ensure_environment(DEV_LOCK)
         os.chdir(ROOT)

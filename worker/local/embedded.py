@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import secrets
 import signal
 import socket
@@ -23,10 +24,36 @@ from urllib.parse import quote
 logger = logging.getLogger(__name__)
 
 
+FREE_PORT_RANGE_ENV = "FREE_PORT_RANGE"
+"""``LOW-HIGH``: where :func:`free_port` looks, instead of anywhere the kernel offers. Two
+processes that each start servers on ports they picked (two test sessions side by side) take
+ranges of their own, so that neither picks a port the other picked and has not bound yet."""
+
+_handed_out: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    """A port nothing listens on now (and, within a range, not handed out before)."""
+    chosen = os.environ.get(FREE_PORT_RANGE_ENV)
+    if not chosen:
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            return int(sock.getsockname()[1])
+    low, high = (int(bound) for bound in chosen.split("-", 1))
+    candidates = [port for port in range(low, high + 1) if port not in _handed_out]
+    if not candidates:  # every port was handed out once: those are long bound or free again
+        _handed_out.clear()
+        candidates = list(range(low, high + 1))
+    random.shuffle(candidates)
+    for port in candidates:
+        with socket.socket() as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise OSError(f"no free port in {FREE_PORT_RANGE_ENV}={chosen}")
 
 
 def redis_server_binary() -> str:
