@@ -78,6 +78,11 @@ class Command(Message):
     """Bulk commands (beat's due changes) yield the queue and the provider's rate budget to
     interactive ones."""
 
+    IN_ONE_TRANSACTION: ClassVar[bool] = False
+    """Its handler changes the database only (it calls no provider: no intent to persist
+    first), so the runner records the command's start, its change and its outcome in one
+    transaction (``CommandJournal.run_in_one_transaction``) rather than three."""
+
     OMITTABLE: ClassVar[frozenset[str]] = frozenset({"command_id"})
     """Fields a publisher may leave out of the message although the model requires them: they
     are filled in before validation (``command_id`` with the Celery task id, by the runner).

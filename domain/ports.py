@@ -6,7 +6,7 @@ see these.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -418,6 +418,12 @@ class JournalRecord(PublishableCommand, Protocol):
     def status(self) -> CommandStatus: ...
 
 
+class CannotRunInOneTransaction(Exception):
+    """A command cannot be run in one transaction (its handler called the provider, or left
+    a change it made uncommitted, or a racing delivery changed its entry): nothing of it was
+    recorded, and the runner runs it the usual way."""
+
+
 class CommandJournal(Protocol):
     """The command log as the task runner and the sweeps see it.
 
@@ -435,6 +441,28 @@ class CommandJournal(Protocol):
         :class:`domain.errors.CommandInProgress` while another delivery is running it, and
         :class:`domain.errors.CommandIdReused` when the id names another command.
         """
+        ...
+
+    def run_in_one_transaction(
+        self,
+        command_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        *,
+        source: str,
+        work: Callable[[UnitOfWork], dict[str, Any]],
+    ) -> CommandOutcome | None:
+        """Begin the command, run ``work`` and record what it returns as the command's
+        result, in one transaction: for a command whose handler changes the database only
+        (``Command.IN_ONE_TRANSACTION``). ``work`` is given a unit of work inside that
+        transaction; its ``commit()`` is made with the outcome's.
+
+        Returns the outcome: the one just recorded, or the one recorded before (a
+        redelivered message; ``work`` does not run). Returns ``None``, recording nothing,
+        when the command is not to run so: another delivery runs it, or its id names another
+        command (:meth:`begin` says which). Raises what ``work`` raises, recording nothing,
+        and :class:`CannotRunInOneTransaction` when ``work`` left a change uncommitted, or
+        the entry changed meanwhile: the caller then runs the command the usual way."""
         ...
 
     def get(self, command_id: str) -> JournalRecord | None:
@@ -563,6 +591,12 @@ class Application(HandlerContext, Protocol):
     def deliveries(self) -> DeliveryPolicy: ...
 
     def relay_lock(self) -> RelayLock: ...
+
+    def relay_soon(self, relay: Callable[[], object]) -> None:
+        """Run ``relay`` soon, in the background of this process, and return at once.
+        Requests made while one waits or runs share a run: under load, one relay carries
+        the events of many commands."""
+        ...
 
     def is_transient(self, error: BaseException) -> bool:
         """Whether ``error`` is an infrastructure hiccup (a busy or unreachable database)."""

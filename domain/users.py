@@ -65,6 +65,7 @@ class EnableUser(Command):
 
     TASK_NAME: ClassVar[str] = "users.enable"
     QUEUE: ClassVar[str] = "users"
+    IN_ONE_TRANSACTION: ClassVar[bool] = True
 
     user_id: ResourceId
 

@@ -53,12 +53,13 @@ from domain.errors import (
 from domain.events import CommandFailedEvent, CommandRejectedEvent
 from domain.messages import Command, CommandStatus, Result, is_id, storable, unstorable_values
 from domain.outcomes import ended_as, error_line
-from domain.ports import Application, HandlerContext
+from domain.ports import Application, CommandOutcome, HandlerContext, UnitOfWork
 from domain.rate_budget import RateLimited, calls_at
 from domain.redaction import mask_text, redact
 from domain.sweeps import RelayEvents
 from tasks import log_context
 from tasks.handlers.events import relay_events
+from tasks.one_transaction import InOneTransaction
 from tasks.retry import RetryPolicy
 from tasks.runtime import ApplicationTask
 
@@ -72,11 +73,17 @@ AFTER_COMMAND_BATCHES = 2
 
 
 def relay_after_command(svc: Application) -> None:
-    """The relay run by a command once its outcome is recorded: a failure here loses
-    nothing (beat's sweep publishes what is left), so it is logged, never raised. Skipped
-    only when a benchmark measures what it costs (``RunnerPolicy.relay_after_command``)."""
-    if not svc.policy.relay_after_command:
-        return
+    """Ask for the outbox to be relayed once a command's outcome is recorded, and return: the
+    process relays in the background, one relay for every command that finished meanwhile
+    (``Application.relay_soon``). Skipped only when a benchmark measures what the relay
+    costs (``RunnerPolicy.relay_after_command``): beat's sweep relays the events then."""
+    if svc.policy.relay_after_command:
+        svc.relay_soon(lambda: _relay_for_commands(svc))
+
+
+def _relay_for_commands(svc: Application) -> None:
+    """A failure here loses nothing (beat's sweep publishes what is left): logged, never
+    raised."""
     try:
         relay_events(RelayEvents(max_batches=AFTER_COMMAND_BATCHES, after_command=True), svc)
     except Exception:
@@ -150,6 +157,12 @@ class CommandTask(ApplicationTask):
         unstorable = unstorable_values(payload)
         if unstorable:
             payload = storable(payload)
+        if command_type.IN_ONE_TRANSACTION and not unstorable and not args:
+            outcome = self._in_one_transaction(svc, command_id, command_type, handler, payload)
+            if outcome is not None:
+                if outcome.status is CommandStatus.SUCCEEDED:
+                    relay_after_command(svc)
+                return self._replay(svc, outcome.status, outcome.result, outcome.error)
         # The API records its commands before publishing them; an entry first made here is a
         # command another service published straight onto the queue.
         try:
@@ -170,7 +183,20 @@ class CommandTask(ApplicationTask):
             raise self.retry(countdown=self._policy(svc).delay(self.request.retries)) from error
         if finished is not None:
             return self._replay(svc, finished.status, finished.result, finished.error)
+        return self._run(svc, command_id, command_type, handler, payload, args, unstorable)
 
+    def _run(
+        self,
+        svc: Application,
+        command_id: str,
+        command_type: type[C],
+        handler: Handler[C],
+        payload: dict[str, Any],
+        args: tuple[Any, ...],
+        unstorable: list[tuple[str, str]],
+    ) -> dict[str, Any]:
+        """Run a command that :meth:`CommandJournal.begin` marked running, and record how
+        it ended."""
         try:
             if unstorable:
                 raise InvalidArgument.for_fields(
@@ -218,6 +244,36 @@ class CommandTask(ApplicationTask):
             raise self.retry(countdown=self._policy(svc).delay(self.request.retries)) from error
         relay_after_command(svc)
         return self._shown(svc, body)
+
+    def _in_one_transaction(
+        self,
+        svc: Application,
+        command_id: str,
+        command_type: type[C],
+        handler: Handler[C],
+        payload: dict[str, Any],
+    ) -> CommandOutcome | None:
+        """Run the command in one transaction (``Command.IN_ONE_TRANSACTION``), and return
+        its outcome; ``None``: it runs the usual way (:meth:`_run`)."""
+        try:
+            command = command_type.model_validate(payload)
+        except ValidationError:
+            return None
+        self._log_as(command_id, dict(command))
+
+        def work(uow: UnitOfWork) -> dict[str, Any]:
+            with calls_at(command_type.PRIORITY):
+                return handler(command, InOneTransaction(svc, uow)).model_dump(mode="json")
+
+        try:
+            return svc.commands.run_in_one_transaction(
+                command_id, command_type.TASK_NAME, payload, source="queue", work=work
+            )
+        except Exception as error:
+            # Nothing was recorded: the usual way runs the handler again and records how the
+            # command ends (an error of the caller's, a busy database, a racing delivery…).
+            logger.debug("command %s runs the usual way: %r", command_id, error)
+            return None
 
     def _log_as(self, command_id: str, values: dict[str, Any]) -> None:
         """Every line logged while this delivery runs names the command (tasks.log_context)."""

@@ -9,6 +9,7 @@ import, and built again in a forked child.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property, lru_cache
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     import redis
     from celery import Celery
     from prometheus_client.registry import Collector
+
+    from worker.outbound.relay_thread import CoalescingRelay
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,20 @@ class Services:
         from worker.outbound.stream import RedisRelayLock
 
         return RedisRelayLock(self._redis(), f"{self.settings.events_stream}:relay-lock")
+
+    def relay_soon(self, relay: Callable[[], object]) -> None:
+        self._background_relay.request(relay)
+
+    def flush_relay(self) -> None:
+        """Run the relay this process asked for before it exits (a child that stops)."""
+        if "_background_relay" in self.__dict__:
+            self._background_relay.flush()
+
+    @cached_property
+    def _background_relay(self) -> CoalescingRelay:
+        from worker.outbound.relay_thread import CoalescingRelay
+
+        return CoalescingRelay(self.settings.events_relay_coalesce_seconds)
 
     def webhook_sender(self) -> WebhookSender:
         from worker.outbound.webhooks import HttpWebhookSender

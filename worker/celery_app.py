@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery.signals import celeryd_init, setup_logging, worker_process_init
+from celery.signals import (
+    celeryd_init,
+    setup_logging,
+    worker_process_init,
+    worker_process_shutdown,
+)
 
 from domain.ports import Application
 from tasks.runtime import CommandApp
@@ -69,6 +74,13 @@ def _fresh_connections_after_fork(**_: Any) -> None:
     from worker.db.engine import dispose_engines
 
     dispose_engines()
+
+
+@worker_process_shutdown.connect
+def _relay_before_exit(**_: Any) -> None:
+    # A child that stops (a warm shutdown, its task limit) relays the events of its last
+    # commands now rather than leave them for beat's next relay sweep.
+    bootstrap().flush_relay()
 
 
 # Run time and retries of each delivery, and the worker's and beat's exporters.

@@ -274,6 +274,15 @@ class Settings(BaseSettings):
         description="How often beat publishes events a worker left behind (each command "
         "publishes its own events right after it commits).",
     )
+    events_relay_coalesce_seconds: float = Field(
+        default=0.05,
+        ge=0,
+        le=5,
+        description="The shortest time between two relays of one worker process. An idle "
+        "process relays a command's events as soon as it finishes; under load, the events of "
+        "every command finished within this time go out together (one lock, one read, one "
+        "stream append), which is what lets a worker keep up. 0: a relay after every command.",
+    )
     webhook_retry_base_seconds: float = Field(
         default=5.0, gt=0, description="Backoff of a failed webhook delivery's first retry."
     )

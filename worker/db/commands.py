@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -15,10 +15,11 @@ from domain.errors import CommandIdReused, CommandInProgress, FailedPrecondition
 from domain.events import Event
 from domain.messages import CommandStatus, command_fingerprint
 from domain.outcomes import error_code, error_line, error_reason
-from domain.ports import Clock
+from domain.ports import CannotRunInOneTransaction, Clock, UnitOfWork
 from domain.retention import PRUNABLE_STATUSES
 from worker.db.events import SqlEventOutbox
 from worker.db.models import CommandRow
+from worker.db.uow import SharedUnitOfWork
 from worker.observability import metrics
 
 
@@ -264,6 +265,95 @@ class SqlCommandLog:
             row.attempts += 1
             row.updated_at = now
             return None
+
+    def run_in_one_transaction(
+        self,
+        command_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        *,
+        source: str,
+        work: Callable[[UnitOfWork], dict[str, Any]],
+    ) -> CommandRecord | None:
+        """``CommandJournal.run_in_one_transaction``: the entry is read (locked on
+        PostgreSQL), ``work`` runs, and the entry is written succeeded only if it is still as
+        read (SQLite takes no row lock: a delivery that raced this one makes it roll back),
+        all in one transaction."""
+        fingerprint = command_fingerprint(command_type, payload)
+        started = self._clock.now()
+        with self._sessions() as session:
+            row = session.get(CommandRow, command_id, with_for_update=True)
+            if row is not None:
+                if row.type != command_type or row.fingerprint not in (None, fingerprint):
+                    return None
+                if CommandStatus(row.status).is_terminal:
+                    return CommandRecord.of(row)
+                if row.status == CommandStatus.RUNNING.value and started - row.updated_at < (
+                    self._running_lease
+                ):
+                    return None
+            result = work(SharedUnitOfWork(session))
+            now = self._clock.now()
+            logged_now = row is None
+            if row is None:
+                row = CommandRow(
+                    id=command_id,
+                    type=command_type,
+                    status=CommandStatus.SUCCEEDED.value,
+                    source=source,
+                    payload=payload,
+                    fingerprint=fingerprint,
+                    attempts=1,
+                    result=result,
+                    created_at=started,
+                    updated_at=now,
+                    published_at=started,
+                    finished_at=now,
+                )
+                session.add(row)
+                record = None
+            else:
+                record = replace(
+                    CommandRecord.of(row),
+                    status=CommandStatus.SUCCEEDED,
+                    attempts=row.attempts + 1,
+                    result=result,
+                    error=None,
+                    updated_at=now,
+                    finished_at=now,
+                )
+                finished = session.execute(
+                    update(CommandRow)
+                    .where(
+                        CommandRow.id == command_id,
+                        CommandRow.status == row.status,
+                        CommandRow.attempts == row.attempts,
+                    )
+                    .values(
+                        status=CommandStatus.SUCCEEDED.value,
+                        attempts=row.attempts + 1,
+                        result=result,
+                        error=None,
+                        updated_at=now,
+                        finished_at=now,
+                    )
+                    .execution_options(synchronize_session=False)
+                )
+                if cast(CursorResult[Any], finished).rowcount != 1:
+                    raise CannotRunInOneTransaction("another delivery changed the entry")
+            try:
+                session.commit()
+            except IntegrityError as error:
+                # A racing delivery logged the command first.
+                raise CannotRunInOneTransaction("another delivery logged the entry") from error
+            if record is None:
+                record = CommandRecord.of(row)
+        if logged_now:
+            metrics.command_accepted(command_type, source)
+        metrics.command_finished(
+            command_type, CommandStatus.SUCCEEDED.value, record.created_at, now, result
+        )
+        return record
 
     def succeed(self, command_id: str, result: dict[str, Any]) -> None:
         self._finish(command_id, CommandStatus.SUCCEEDED, result=result)

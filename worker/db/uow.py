@@ -5,10 +5,12 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
+from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from domain.errors import UniquenessViolation
+from domain.ports import CannotRunInOneTransaction
 from worker.db.engine import session_factory
 from worker.db.events import (
     SqlEventOutbox,
@@ -31,7 +33,11 @@ class SqlUnitOfWork:
         self._sessions = sessions
 
     def __enter__(self) -> Self:
-        self.session = (self._sessions or session_factory())()
+        self._bind((self._sessions or session_factory())())
+        return self
+
+    def _bind(self, session: Session) -> None:
+        self.session = session
         self.users = SqlUserRepository(self.session)
         self.organizations = SqlOrganizationRepository(self.session)
         self.billing_accounts = SqlBillingAccountRepository(self.session)
@@ -42,7 +48,6 @@ class SqlUnitOfWork:
         self.webhook_endpoints = SqlWebhookEndpointRepository(self.session)
         self.webhook_deliveries = SqlWebhookDeliveryRepository(self.session)
         self.stripe_endpoints = SqlStripeEndpointRepository(self.session)
-        return self
 
     def __exit__(
         self,
@@ -64,6 +69,58 @@ class SqlUnitOfWork:
 
     def rollback(self) -> None:
         self.session.rollback()
+
+
+class SharedUnitOfWork(SqlUnitOfWork):
+    """A unit of work inside a transaction that its maker commits, with the command's outcome
+    (``SqlCommandLog.run_in_one_transaction``). ``commit()`` writes the changes (a flush: a
+    uniqueness rule broken shows now), the maker commits them. It may be entered again and
+    again. Left with a change written and not committed, it raises
+    :class:`CannotRunInOneTransaction`: that change cannot be undone alone, so the maker rolls
+    the whole transaction back."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self._bind(session)
+        self._flushes = 0
+        self._flushes_committed = 0
+        event.listen(session, "after_flush", self._count_flush)
+
+    def _count_flush(self, *_: object) -> None:
+        self._flushes += 1
+
+    def __enter__(self) -> Self:
+        self._flushes_committed = self._flushes
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None:
+            return
+        session = self.session
+        if (
+            session.new
+            or session.dirty
+            or session.deleted
+            or (self._flushes != self._flushes_committed)
+        ):
+            raise CannotRunInOneTransaction("a change was left uncommitted")
+
+    def commit(self) -> None:
+        try:
+            self.session.flush()
+        except sa_exc.IntegrityError as error:
+            if _is_unique_violation(error):
+                raise UniquenessViolation(str(error.orig)) from error
+            raise
+        self._flushes_committed = self._flushes
+
+    def rollback(self) -> None:
+        raise CannotRunInOneTransaction("a change cannot be rolled back alone")
 
 
 def _is_unique_violation(error: sa_exc.IntegrityError) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -144,6 +145,11 @@ class FakeApplication:
 
     def relay_lock(self) -> FakeRelayLock:
         return self.lock
+
+    def relay_soon(self, relay: Callable[[], object]) -> None:
+        """At once: a test sees the relay's effect when the command returns (the worker's
+        background relay is proven in tests/integration/test_relay_thread.py)."""
+        relay()
 
     def is_transient(self, error: BaseException) -> bool:
         return isinstance(error, DatabaseUnavailable)

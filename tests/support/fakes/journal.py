@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,6 +12,7 @@ from typing import Any
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.events import Event
 from domain.messages import CommandStatus, command_fingerprint
+from domain.ports import UnitOfWork
 from domain.retention import PRUNABLE_STATUSES
 from tests.support.fakes.clock import FakeClock
 from tests.support.fakes.database import FakeDatabase
@@ -112,6 +113,30 @@ class FakeCommandJournal:
         entry.status = CommandStatus.RUNNING
         entry.attempts += 1
         entry.updated_at = now
+        return None
+
+    def run_in_one_transaction(
+        self,
+        command_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        *,
+        source: str,
+        work: Callable[[UnitOfWork], dict[str, Any]],
+    ) -> JournalEntry | None:
+        """The log and the tables are apart here, so no command runs in one transaction: a
+        finished command's outcome is returned (a redelivery), ``None`` otherwise (the runner
+        runs it the usual way). The one-transaction path itself is proven on SQLite and
+        PostgreSQL (tests/integration/test_one_transaction.py)."""
+        entry = self.entries.get(command_id)
+        fingerprint = command_fingerprint(command_type, payload)
+        if (
+            entry is not None
+            and entry.type == command_type
+            and entry.fingerprint in (None, fingerprint)
+            and entry.status.is_terminal
+        ):
+            return copy.deepcopy(entry)
         return None
 
     def succeed(self, command_id: str, result: dict[str, Any]) -> None:

@@ -1,0 +1,73 @@
+"""The worker process's background relay (``worker/outbound/relay_thread.py``): a request is
+never lost, an idle process relays at once, and a burst of requests shares a few runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from worker.outbound.relay_thread import CoalescingRelay
+
+
+class Relays:
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.runs = 0
+        self.seconds = seconds
+        self.ran = threading.Event()
+
+    def __call__(self) -> None:
+        time.sleep(self.seconds)
+        self.runs += 1
+        self.ran.set()
+
+
+def test_an_idle_process_relays_as_soon_as_a_command_asks() -> None:
+    relay, relays = CoalescingRelay(min_interval=10.0), Relays()
+
+    started = time.monotonic()
+    relay.request(relays)
+
+    assert relays.ran.wait(2.0)
+    assert time.monotonic() - started < 1.0
+    relay.flush()
+
+
+def test_a_burst_of_requests_shares_a_few_runs_and_the_last_one_is_served() -> None:
+    relay, relays = CoalescingRelay(min_interval=0.05), Relays(seconds=0.01)
+
+    for _ in range(200):
+        relay.request(relays)
+        time.sleep(0.001)
+    served_before = relays.runs
+    relays.ran.clear()
+    relay.request(relays)
+
+    assert relays.ran.wait(2.0)
+    assert 1 <= served_before < 20
+    relay.flush()
+
+
+def test_a_process_that_stops_runs_the_relay_it_asked_for_first() -> None:
+    relay, relays = CoalescingRelay(min_interval=10.0), Relays()
+    relay.request(relays)
+    assert relays.ran.wait(2.0)
+
+    relay.request(relays)  # within the interval: it would wait 10 s
+    time.sleep(0.1)
+    relay.flush(timeout=2.0)
+
+    assert relays.runs == 2
+
+
+def test_a_failing_relay_is_logged_and_the_next_request_still_runs() -> None:
+    relay, relays = CoalescingRelay(min_interval=0.0), Relays()
+
+    def failing() -> None:
+        raise ConnectionError("redis is down")
+
+    relay.request(failing)
+    time.sleep(0.05)
+    relay.request(relays)
+
+    assert relays.ran.wait(2.0)
+    relay.flush()

@@ -1,0 +1,88 @@
+"""The relay a worker process runs for its commands, in a thread of its own, coalesced.
+
+A command that finished asks for the outbox to be relayed (``Application.relay_soon``) and
+returns at once: its events are committed with its change, so nothing waits on them. The
+thread relays right away when it was idle; while commands keep finishing it relays at most
+once every ``min_interval`` seconds, so that one relay (one lock, one read, one stream append,
+one mark) carries the events of every command that finished meanwhile. Beat's relay sweep
+stays the safety net for a process that dies with a request pending.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+FLUSH_SECONDS = 5.0
+"""How long a process that stops waits for the relay it asked for."""
+
+
+class CoalescingRelay:
+    """Runs ``relay`` in a daemon thread of this process, soon after :meth:`request`.
+
+    Requests made while a run waits or runs are served by that run or the next one: a
+    request is never lost (the flag is cleared before the run reads the outbox). The thread
+    starts on the first request in each process (never before a fork)."""
+
+    def __init__(self, min_interval: float) -> None:
+        self._min_interval = min_interval
+        self._wanted = threading.Event()
+        self._stopping = threading.Event()
+        self._start = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._relay: Callable[[], object] | None = None
+
+    def request(self, relay: Callable[[], object]) -> None:
+        """Have ``relay`` run soon (coalesced with every other request of this process)."""
+        self._relay = relay
+        self._ensure_thread()
+        self._wanted.set()
+
+    def flush(self, timeout: float = FLUSH_SECONDS) -> None:
+        """Run what was asked for, then stop the thread (a process about to exit)."""
+        thread = self._thread
+        if thread is None or self._pid != os.getpid() or not thread.is_alive():
+            return
+        self._stopping.set()
+        self._wanted.set()
+        thread.join(timeout)
+
+    def _ensure_thread(self) -> None:
+        thread, pid = self._thread, os.getpid()
+        if thread is not None and self._pid == pid and thread.is_alive():
+            return
+        with self._start:
+            if self._thread is not None and self._pid == pid and self._thread.is_alive():
+                return
+            # A forked child inherits the parent's object, not its thread: start its own.
+            self._wanted = threading.Event()
+            self._stopping = threading.Event()
+            self._pid = pid
+            self._thread = threading.Thread(target=self._run, name="event-relay", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        last_run = float("-inf")
+        while True:
+            self._wanted.wait()
+            # Commands that finish during this pause ride along with this run; a process
+            # that stops cuts it short.
+            pause = last_run + self._min_interval - time.monotonic()
+            if pause > 0:
+                self._stopping.wait(pause)
+            self._wanted.clear()
+            last_run = time.monotonic()
+            relay = self._relay
+            if relay is not None:
+                try:
+                    relay()
+                except Exception:  # beat's sweep relays what is left
+                    logger.warning("could not relay events now; beat's sweep will", exc_info=True)
+            if self._stopping.is_set():
+                return
