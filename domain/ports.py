@@ -592,10 +592,11 @@ class Application(HandlerContext, Protocol):
 
     def relay_lock(self) -> RelayLock: ...
 
-    def relay_soon(self, relay: Callable[[], object]) -> None:
+    def relay_soon(self, relay: Callable[[], bool]) -> None:
         """Run ``relay`` soon, in the background of this process, and return at once.
         Requests made while one waits or runs share a run: under load, one relay carries
-        the events of many commands."""
+        the events of many commands. A ``relay`` that returns ``False`` (another relay held
+        the lock) is run again after a pause."""
         ...
 
     def is_transient(self, error: BaseException) -> bool:

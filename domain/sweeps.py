@@ -20,12 +20,10 @@ RELAY_MAX_BATCHES = 50
 
 @dataclass(frozen=True)
 class RelayEvents:
-    """Publish what the events outbox holds unpublished, in at most ``max_batches`` batches.
-    ``after_command``: the relay a command runs for its own events (routine: its log line
-    is a DEBUG line; the command's own line says it ran)."""
+    """Publish what the events outbox holds unpublished, in at most ``max_batches`` batches
+    (beat's relay sweep)."""
 
     max_batches: int = RELAY_MAX_BATCHES
-    after_command: bool = False
 
 
 @dataclass(frozen=True)

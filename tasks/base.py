@@ -58,7 +58,7 @@ from domain.rate_budget import RateLimited, calls_at
 from domain.redaction import mask_text, redact
 from domain.sweeps import RelayEvents
 from tasks import log_context
-from tasks.handlers.events import relay_events
+from tasks.handlers.events import COMMANDS_BATCHES, relay_for_commands
 from tasks.one_transaction import InOneTransaction
 from tasks.retry import RetryPolicy
 from tasks.runtime import ApplicationTask
@@ -67,9 +67,6 @@ logger = logging.getLogger(__name__)
 
 C = TypeVar("C", bound=Command)
 Handler = Callable[[C, HandlerContext], Result]
-
-AFTER_COMMAND_BATCHES = 2
-"""What a command relays at most before it returns; a backlog is beat's."""
 
 
 def relay_after_command(svc: Application) -> None:
@@ -81,13 +78,14 @@ def relay_after_command(svc: Application) -> None:
         svc.relay_soon(lambda: _relay_for_commands(svc))
 
 
-def _relay_for_commands(svc: Application) -> None:
-    """A failure here loses nothing (beat's sweep publishes what is left): logged, never
-    raised."""
+def _relay_for_commands(svc: Application) -> bool:
+    """``False``: another relay runs, ask again. A failure loses nothing (beat's sweep
+    publishes what is left): logged, never raised."""
     try:
-        relay_events(RelayEvents(max_batches=AFTER_COMMAND_BATCHES, after_command=True), svc)
+        return relay_for_commands(RelayEvents(max_batches=COMMANDS_BATCHES), svc)
     except Exception:
         logger.warning("could not relay events now; beat's sweep will", exc_info=True)
+        return True
 
 
 class CommandFailed(Exception):

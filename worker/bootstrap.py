@@ -139,7 +139,7 @@ class Services:
 
         return RedisRelayLock(self._redis(), f"{self.settings.events_stream}:relay-lock")
 
-    def relay_soon(self, relay: Callable[[], object]) -> None:
+    def relay_soon(self, relay: Callable[[], bool]) -> None:
         self._background_relay.request(relay)
 
     def flush_relay(self) -> None:

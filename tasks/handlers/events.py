@@ -1,8 +1,9 @@
 """The outbox's relay: events written with the changes that caused them are published onto
 the Redis stream and turned into webhook deliveries.
 
-Every command runs the relay right after its outcome is recorded, and beat runs it every
-``BILLING_EVENTS_RELAY_INTERVAL_SECONDS`` for what a dead worker left behind. One relay runs
+A worker process relays its commands' events as they finish, in the background and
+coalesced (:func:`relay_for_commands`), and beat relays every
+``BILLING_EVENTS_RELAY_INTERVAL_SECONDS`` what a dead worker left behind. One relay runs
 at a time (a Redis lock), taking the events in outbox order, so that the events of a subject
 go out in the order they happened. A relay that dies between adding events to the stream and
 recording that it did adds them again: delivery is at least once, and consumers deduplicate
@@ -25,14 +26,34 @@ MAX_RUN_SECONDS = 10.0
 """A run stops taking batches after this long (the relay's lock lasts 30 s)."""
 MAX_RUNS = 3
 """Runs one relay makes while events keep arriving behind it."""
+COMMANDS_BATCHES = 2
+"""What a worker process's relay for its commands publishes at most in one run; a backlog
+is beat's."""
+
+
+def relay_for_commands(request: RelayEvents, app: Application) -> bool:
+    """The relay a worker process runs for the commands it finished (coalesced:
+    ``Application.relay_soon``): one run, at most ``request.max_batches`` batches
+    (:data:`COMMANDS_BATCHES`). Returns
+    ``False`` when another relay holds the lock: the process asks again after its pause. (Its
+    note makes a sweep's relay run again; a commands' relay does not, so that the relays of
+    busy processes do not follow one another without a pause.)"""
+    lock = app.relay_lock()
+    if not lock.acquire():
+        return False
+    try:
+        published, _ = _publish_unpublished(app, request.max_batches)
+    finally:
+        lock.release()
+    if published:
+        logger.debug("relayed %d events", published)
+    return True
 
 
 def relay_events(request: RelayEvents, app: Application) -> int:
-    """Publish what the outbox holds unpublished; returns how many events went. Does nothing
-    when another relay runs: that one looks at the outbox again once it let go of the lock
-    (the lock tells it another relay came by), so an event committed while it ran is not
-    left for beat. A sweep's relay also runs again while a backlog is left; a command's
-    leaves a backlog to beat."""
+    """Beat's relay: publish what the outbox holds unpublished; returns how many events went.
+    Does nothing when another relay runs. Runs again (up to :data:`MAX_RUNS`) while a
+    backlog is left, or when another relay came by while it ran (the lock tells it)."""
     published = 0
     for _ in range(MAX_RUNS):
         lock = app.relay_lock()
@@ -44,11 +65,10 @@ def relay_events(request: RelayEvents, app: Application) -> int:
             published += went
         finally:
             wanted = lock.release()
-        if not wanted and (drained or request.after_command):
+        if not wanted and drained:
             break
     if published:
-        level = logging.DEBUG if request.after_command else logging.INFO
-        logger.log(level, "relayed %d events", published)
+        logger.info("relayed %d events", published)
     return published
 
 

@@ -15,10 +15,11 @@ class Relays:
         self.seconds = seconds
         self.ran = threading.Event()
 
-    def __call__(self) -> None:
+    def __call__(self) -> bool:
         time.sleep(self.seconds)
         self.runs += 1
         self.ran.set()
+        return True
 
 
 def test_an_idle_process_relays_as_soon_as_a_command_asks() -> None:
@@ -62,7 +63,7 @@ def test_a_process_that_stops_runs_the_relay_it_asked_for_first() -> None:
 def test_a_failing_relay_is_logged_and_the_next_request_still_runs() -> None:
     relay, relays = CoalescingRelay(min_interval=0.0), Relays()
 
-    def failing() -> None:
+    def failing() -> bool:
         raise ConnectionError("redis is down")
 
     relay.request(failing)
@@ -70,4 +71,18 @@ def test_a_failing_relay_is_logged_and_the_next_request_still_runs() -> None:
     relay.request(relays)
 
     assert relays.ran.wait(2.0)
+    relay.flush()
+
+
+def test_a_relay_that_found_the_lock_taken_runs_again_after_the_pause() -> None:
+    relay, relays = CoalescingRelay(min_interval=0.05), Relays()
+    answers = iter([False, False])
+
+    def busy_twice() -> bool:
+        return next(answers, None) is not False and relays()
+
+    relay.request(busy_twice)
+
+    assert relays.ran.wait(2.0)
+    assert relays.runs == 1
     relay.flush()

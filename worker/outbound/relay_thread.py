@@ -36,10 +36,12 @@ class CoalescingRelay:
         self._start = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pid = 0
-        self._relay: Callable[[], object] | None = None
+        self._relay: Callable[[], bool] | None = None
 
-    def request(self, relay: Callable[[], object]) -> None:
-        """Have ``relay`` run soon (coalesced with every other request of this process)."""
+    def request(self, relay: Callable[[], bool]) -> None:
+        """Have ``relay`` run soon (coalesced with every other request of this process). A
+        relay that returns ``False`` (another relay held the lock) is asked for again: it
+        runs once more after the pause."""
         self._relay = relay
         self._ensure_thread()
         self._wanted.set()
@@ -81,7 +83,8 @@ class CoalescingRelay:
             relay = self._relay
             if relay is not None:
                 try:
-                    relay()
+                    if not relay():
+                        self._wanted.set()
                 except Exception:  # beat's sweep relays what is left
                     logger.warning("could not relay events now; beat's sweep will", exc_info=True)
             if self._stopping.is_set():

@@ -146,7 +146,7 @@ class FakeApplication:
     def relay_lock(self) -> FakeRelayLock:
         return self.lock
 
-    def relay_soon(self, relay: Callable[[], object]) -> None:
+    def relay_soon(self, relay: Callable[[], bool]) -> None:
         """At once: a test sees the relay's effect when the command returns (the worker's
         background relay is proven in tests/integration/test_relay_thread.py)."""
         relay()
