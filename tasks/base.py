@@ -159,7 +159,7 @@ class CommandTask(ApplicationTask):
             outcome = self._in_one_transaction(svc, command_id, command_type, handler, payload)
             if outcome is not None:
                 if outcome.status is CommandStatus.SUCCEEDED:
-                    relay_after_command(svc)
+                    self._relay_after_return()
                 return self._replay(svc, outcome.status, outcome.result, outcome.error)
         # The API records its commands before publishing them; an entry first made here is a
         # command another service published straight onto the queue.
@@ -240,7 +240,7 @@ class CommandTask(ApplicationTask):
             # The work is done but its outcome is not recorded: run again later (handlers
             # are idempotent, so the provider sees no second effect), which records it.
             raise self.retry(countdown=self._policy(svc).delay(self.request.retries)) from error
-        relay_after_command(svc)
+        self._relay_after_return()
         return self._shown(svc, body)
 
     def _in_one_transaction(
@@ -285,8 +285,15 @@ class CommandTask(ApplicationTask):
             )
         )
 
+    def _relay_after_return(self) -> None:
+        """This delivery wrote events: ask for the relay once the task returned."""
+        self.request.relay_after_return = True  # type: ignore[attr-defined]
+
     def after_return(self, *args: Any, **kwargs: Any) -> None:
-        # Celery has logged the outcome by now (in the command's context).
+        # Celery has stored the result by now (a client waiting on it is told) and logged the
+        # outcome (in the command's context): the relay starts after both, not before.
+        if getattr(self.request, "relay_after_return", False):
+            relay_after_command(self.application)
         log_context.unbind()
 
     def on_failure(
@@ -389,7 +396,7 @@ class CommandTask(ApplicationTask):
             # The outcome could not be recorded: run again later rather than lose it.
             delay = self._policy(svc).delay(self.request.retries)
             raise self.retry(countdown=delay) from journal_error
-        relay_after_command(svc)
+        self._relay_after_return()
         # Not chained to the error it reports: Celery shows a failure's traceback (the
         # result backend), and the error's message may quote input (a provider's 4xx).
         ended = CommandRejected if rejected else CommandFailed

@@ -254,11 +254,17 @@ def run(worker: CommandApp, task_name: str, **kwargs: Any) -> dict[str, Any]:
         is_eager=True,
         called_directly=False,
     )
+    # As Celery's tracer: the task runs, then its ``after_return`` (which starts the relay).
+    state, result = "FAILURE", None
     try:
-        result: dict[str, Any] = task.run(**kwargs)
-        return result
+        returned: dict[str, Any] = task.run(**kwargs)
+        state, result = "SUCCESS", returned
+        return returned
     finally:
-        task.pop_request()
+        try:
+            task.after_return(state, result, "task-1", (), kwargs, None)  # type: ignore[arg-type]
+        finally:
+            task.pop_request()
 
 
 def test_a_rejected_command_is_an_event_carrying_its_error_and_is_relayed_at_once(
@@ -290,7 +296,7 @@ def test_a_failed_command_is_an_event_of_its_own_type_carrying_its_error(
     assert app.stream.types == ["command.failed"]
 
 
-def test_a_succeeded_command_relays_its_events_before_it_returns(
+def test_a_succeeded_command_relays_its_events_once_it_returned(
     worker: CommandApp, app: FakeApplication
 ) -> None:
     run(worker, EnableUser.TASK_NAME, command_id="e1", user_id="usr_1")

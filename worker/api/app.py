@@ -19,6 +19,7 @@ from worker.api.errors import install_error_handlers
 from worker.api.gateway import CommandGateway
 from worker.api.middleware import BodySizeLimit, HttpMetrics, ThrottledSources
 from worker.api.openapi import install_openapi
+from worker.api.results import ResultListener
 from worker.api.routes import (
     asyncapi,
     billing,
@@ -58,13 +59,15 @@ def create_app(svc: Services | None = None) -> FastAPI:
         resolved = svc or bootstrap()
         settings = resolved.settings
         redis = aioredis.Redis.from_url(settings.resolved_redis_url())
+        results = ResultListener(redis)
+        await results.start()
         app.state.api = ApiState(
             svc=resolved,
             gateway=CommandGateway(
                 resolved.commands,
                 resolved.celery_app(),
                 resolved.publisher(),
-                redis,
+                results,
                 settings.http_wait_timeout_seconds,
             ),
             authenticator=ClientAuthenticator(
@@ -83,6 +86,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
             ),
         )
         yield
+        await results.stop()
         await redis.aclose()
 
     # Swagger UI and ReDoc from a package's files, not a CDN: /docs works offline.

@@ -18,13 +18,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio as aioredis
 from anyio import to_thread
 from celery import Celery
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
-from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError
 
 from domain.errors import (
@@ -39,8 +37,8 @@ from domain.errors import (
 from domain.messages import Command, CommandStatus
 from domain.ports import CommandPublisher
 from worker.api.errors import HTTP_STATUS, ApiError
+from worker.api.results import ResultListener, Watch
 from worker.db.commands import CommandRecord, SqlCommandLog
-from worker.messaging.publisher import result_channel
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +51,7 @@ class CommandGateway:
     commands: SqlCommandLog
     celery: Celery
     publisher: CommandPublisher
-    redis: aioredis.Redis
+    results: ResultListener
     wait_timeout: float
 
     async def submit(
@@ -85,6 +83,7 @@ class CommandGateway:
             )
         fingerprint = _fingerprint(command_type.TASK_NAME, fields)
 
+        waits = not _prefers_async(request)
         record = await self._existing(client_id, key, fingerprint) if key else None
         if record is None:
             command_id = str(uuid.uuid4())
@@ -108,14 +107,20 @@ class CommandGateway:
                 return accepted
 
             try:
-                record = await to_thread.run_sync(accept_and_publish)
+                if waits:
+                    record = await self.accept_and_wait(
+                        command_id, accept_and_publish, self.wait_timeout
+                    )
+                else:
+                    record = await to_thread.run_sync(accept_and_publish)
             except IntegrityError:
                 # Another request with the same key won the race: answer with its command.
                 record = await self._existing(client_id, key, fingerprint) if key else None
                 if record is None:
                     raise
-
-        if not _prefers_async(request):
+                if waits:
+                    record = await self.wait(record.id, self.wait_timeout)
+        elif waits:
             record = await self.wait(record.id, self.wait_timeout)
         return respond(record, render, headers, field_names=field_names)
 
@@ -143,41 +148,41 @@ class CommandGateway:
                 extra={"command_id": record.id, "task": record.type},
             )
 
+    async def accept_and_wait(
+        self, command_id: str, accept: Callable[[], CommandRecord], timeout: float
+    ) -> CommandRecord:
+        """Run ``accept`` (record and publish the command ``command_id``) and wait for the
+        command to finish, watching for its end from before it is published (so that its
+        end cannot come unheard); the record as it stands when ``timeout`` ends, if it has
+        not finished."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        with self.results.watching(command_id) as watch:
+            record = await to_thread.run_sync(accept)
+            return await self._until_finished(record, watch, deadline)
+
     async def wait(self, command_id: str, timeout: float) -> CommandRecord:
         """The command's record once it finished, or as it stands when ``timeout`` ends."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        try:
-            return await self._wait_notified(command_id, deadline)
-        except RedisError:
-            logger.warning(
-                "redis unavailable while waiting for %s; polling",
-                command_id,
-                extra={"command_id": command_id},
-            )
-        while True:
+        deadline = asyncio.get_running_loop().time() + timeout
+        with self.results.watching(command_id) as watch:
             record = await to_thread.run_sync(self.commands.get, command_id)
             assert record is not None
-            if record.status.is_terminal or loop.time() >= deadline:
-                return record
-            await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
+            return await self._until_finished(record, watch, deadline)
 
-    async def _wait_notified(self, command_id: str, deadline: float) -> CommandRecord:
+    async def _until_finished(
+        self, record: CommandRecord, watch: Watch, deadline: float
+    ) -> CommandRecord:
+        """Read the log whenever the command's task reports an end, and at least every
+        second (a safety net should a message be missed), until it ended or ``deadline``."""
         loop = asyncio.get_running_loop()
-        channel = result_channel(command_id)
-        async with self.redis.pubsub() as pubsub:
-            await pubsub.subscribe(channel)
-            while True:
-                record = await to_thread.run_sync(self.commands.get, command_id)
-                assert record is not None
-                remaining = deadline - loop.time()
-                if record.status.is_terminal or remaining <= 0:
-                    return record
-                # Every state the task reports is published on its channel; the one-second
-                # cap is a safety net should a message be missed.
-                await pubsub.get_message(
-                    ignore_subscribe_messages=True, timeout=min(remaining, 1.0)
-                )
+        while not record.status.is_terminal:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return record
+            await watch.next_look(min(remaining, 1.0))
+            found = await to_thread.run_sync(self.commands.get, record.id)
+            assert found is not None
+            record = found
+        return record
 
 
 ENDED_IN_ERROR = (CommandStatus.FAILED, CommandStatus.REJECTED)

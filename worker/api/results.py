@@ -1,0 +1,143 @@
+"""How the API hears that a command it waits for has ended: one Redis connection per API
+process, subscribed to the channel of every task's result (``PSUBSCRIBE``), waking the
+requests that wait for those commands.
+
+A connection of its own per waiting request would cost a TCP connection and its handshake
+on every synchronous request; one pattern subscription costs a dictionary look-up per task
+state published. What a waiting request reads is the command log, the source of truth: a
+message only says when to read it. While Redis is unreachable the listener reconnects with
+backoff, and the requests read the log every half second instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import redis.asyncio as aioredis
+from celery.states import READY_STATES
+
+from worker.messaging.publisher import RESULT_CHANNEL_PREFIX
+
+logger = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.5
+"""How often a request reads the log while nothing listens."""
+STARTUP_SECONDS = 2.0
+"""How long the API's start waits for the subscription (Redis down: it starts polling)."""
+MAX_BACKOFF_SECONDS = 5.0
+
+_ENDED = frozenset(READY_STATES)
+
+
+class Watch:
+    """One request's wait for its command's end."""
+
+    def __init__(self, listener: ResultListener) -> None:
+        self._listener = listener
+        self._ended = asyncio.Event()
+
+    def wake(self) -> None:
+        self._ended.set()
+
+    async def next_look(self, timeout: float) -> None:
+        """Return when the command's task reports an end, or ``timeout`` passed: the moment to
+        read the log again. Polls (half a second) while nothing listens."""
+        if not self._listener.listening:
+            await asyncio.sleep(min(POLL_SECONDS, timeout))
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ended.wait(), timeout)
+        self._ended.clear()
+
+
+class ResultListener:
+    """The API process's one subscription to every task's result channel."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self._redis = redis
+        self._watches: dict[str, set[Watch]] = {}
+        self._subscribed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def listening(self) -> bool:
+        return self._subscribed.is_set()
+
+    async def start(self) -> None:
+        """Subscribe (in a task of its own), waiting at most :data:`STARTUP_SECONDS`."""
+        self._task = asyncio.create_task(self._run(), name="result-listener")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._subscribed.wait(), STARTUP_SECONDS)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    @contextlib.contextmanager
+    def watching(self, command_id: str) -> Iterator[Watch]:
+        """A :class:`Watch` of ``command_id`` for the block's time. Entered before the
+        command is published, so that its end cannot come unheard."""
+        watch = Watch(self)
+        self._watches.setdefault(command_id, set()).add(watch)
+        try:
+            yield watch
+        finally:
+            watches = self._watches.get(command_id)
+            if watches is not None:
+                watches.discard(watch)
+                if not watches:
+                    del self._watches[command_id]
+
+    async def _run(self) -> None:
+        backoff = 0.1
+        prefix = RESULT_CHANNEL_PREFIX.encode()
+        while True:
+            try:
+                async with self._redis.pubsub() as pubsub:
+                    await pubsub.psubscribe(RESULT_CHANNEL_PREFIX + "*")
+                    async for message in pubsub.listen():
+                        if message["type"] == "psubscribe":
+                            self._subscribed.set()
+                            backoff = 0.1
+                        elif message["type"] == "pmessage":
+                            self._dispatch(message, prefix)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                logger.warning("not listening for results (%s); requests poll the log", error)
+            self._subscribed.clear()
+            for watches in list(self._watches.values()):
+                for watch in list(watches):
+                    watch.wake()  # each reads the log, then polls
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+
+    def _dispatch(self, message: Mapping[str, Any], prefix: bytes) -> None:
+        channel = message.get("channel")
+        if not isinstance(channel, bytes) or not channel.startswith(prefix):
+            return
+        watches = self._watches.get(channel[len(prefix) :].decode(errors="replace"))
+        if watches and reports_an_end(message):
+            for watch in list(watches):
+                watch.wake()
+
+
+def reports_an_end(message: Mapping[str, Any]) -> bool:
+    """Whether a message of a task's result channel reports that the task ended (a success or
+    a failure), not that it started or waits for a retry; one that cannot be read counts as
+    an end (the log is read then)."""
+    data = message.get("data")
+    if not isinstance(data, bytes):
+        return True
+    try:
+        status = json.loads(data).get("status")
+    except (ValueError, AttributeError):
+        return True
+    return not isinstance(status, str) or status in _ENDED
