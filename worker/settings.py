@@ -271,8 +271,8 @@ class Settings(BaseSettings):
     events_relay_interval_seconds: float = Field(
         default=5.0,
         gt=0,
-        description="How often beat publishes events a worker left behind (each command "
-        "publishes its own events right after it commits).",
+        description="How often beat publishes events a worker left behind (each worker "
+        "process publishes its commands' events as they finish).",
     )
     events_relay_coalesce_seconds: float = Field(
         default=0.05,
