@@ -167,7 +167,8 @@ def run(
         starter, team = new_plan(ctx, "starter", 900), new_plan(ctx, "team", 2900)
         account = new_account(ctx)
         seeded = time.monotonic()
-        seed_period_end_changes(
+        # The handler yields each change as it is made: drain it (nothing is made unread).
+        made = seed_period_end_changes(
             SeedPeriodEndChanges(
                 org_id=account.org_id,
                 billing_account_id=account.id,
@@ -178,6 +179,7 @@ def run(
             ),
             ctx,
         )
+        assert len(list(made)) == size
         print(f"  {name}: seeded {size} in {time.monotonic() - seeded:.0f}s", flush=True)
         orgs = [
             create_organization(stack.sessions, SystemClock(), name=f"o-{uuid.uuid4().hex}").id
