@@ -29,8 +29,11 @@ from __future__ import annotations
 import base64
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
+import redis
 from celery.worker.consumer import Consumer
 from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
@@ -133,7 +136,24 @@ def _show_masked(envelope: dict[str, Any]) -> None:
 
 
 class GuardedChannel(_RedisChannel):  # type: ignore[misc]
-    """kombu's Redis channel, with every popped message checked before it is delivered."""
+    """kombu's Redis channel, with every popped message checked before it is delivered, and
+    one client for what it sends outside the poll."""
+
+    _sending_client: redis.Redis | None = None
+
+    @contextmanager
+    def conn_or_acquire(self, client: redis.Redis | None = None) -> Iterator[redis.Redis]:
+        """kombu (5.7) builds a new ``redis.Redis`` for each command sent outside the poll: a
+        publish, a task event. Building one (its response callbacks…) costs more than the
+        command's round trip; this channel keeps one over its connection pool instead (a
+        client is thread-safe, and takes a connection from the pool for each command)."""
+        if client is not None:
+            yield client
+            return
+        kept = self._sending_client
+        if kept is None or kept.connection_pool is not self.pool:
+            kept = self._sending_client = self._create_client()
+        yield kept
 
     def _guarded(self, raw: bytes, queue: str) -> dict[str, Any] | None:
         from worker.messaging.config import CONSUMED_QUEUES
@@ -178,7 +198,7 @@ class GuardedChannel(_RedisChannel):  # type: ignore[misc]
         with self.conn_or_acquire() as client:
             for priority in self.priority_steps:
                 while item := client.rpop(self._q_for_pri(queue, priority)):
-                    envelope = self._guarded(item, queue)
+                    envelope = self._guarded(cast(bytes, item), queue)
                     if envelope is not None:
                         self._maybe_update_queues_expire(client, queue)
                         return envelope
