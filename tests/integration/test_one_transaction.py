@@ -61,6 +61,16 @@ class Database:
             uow.users.add(User.new(user_id, spec, self.context.clock.now()))
             uow.commit()
 
+    def accept_as_the_api(self, command_id: str, user_id: str) -> None:
+        self.log.accept(
+            command_id=command_id,
+            command_type=ENABLE,
+            payload=payload(command_id, user_id),
+            client_id=None,
+            idempotency_key=None,
+            request_fingerprint=None,
+        )
+
     def enable(self, command_id: str, user_id: str) -> Callable[[UnitOfWork], dict[str, Any]]:
         """The runner's work for an enable-user command (the real handler)."""
         command = EnableUser(command_id=command_id, user_id=user_id)
@@ -123,14 +133,7 @@ def test_a_command_run_in_one_transaction_commits_its_change_event_and_outcome_t
 
 def test_a_command_the_api_accepted_ends_succeeded_on_its_entry(db: Database) -> None:
     db.add_user("usr_1")
-    db.log.accept(
-        command_id="c1",
-        command_type=ENABLE,
-        payload=payload("c1", "usr_1"),
-        client_id=None,
-        idempotency_key=None,
-        request_fingerprint=None,
-    )
+    db.accept_as_the_api("c1", "usr_1")
 
     outcome = db.run("c1", "usr_1")
 
@@ -207,14 +210,7 @@ def test_on_sqlite_a_delivery_that_changed_the_entry_meanwhile_rolls_the_command
     if backend != "sqlite":
         pytest.skip("PostgreSQL locks the entry: a racing delivery waits for the commit")
     db.add_user("usr_1")
-    db.log.accept(
-        command_id="c1",
-        command_type=ENABLE,
-        payload=payload("c1", "usr_1"),
-        client_id=None,
-        idempotency_key=None,
-        request_fingerprint=None,
-    )
+    db.accept_as_the_api("c1", "usr_1")
     enable = db.enable("c1", "usr_1")
 
     def raced(uow: UnitOfWork) -> dict[str, Any]:

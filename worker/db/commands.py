@@ -236,30 +236,23 @@ class SqlCommandLog:
         with self._sessions.begin() as session:
             row = session.get(CommandRow, command_id, with_for_update=True)
             if row is None:
-                row = CommandRow(
-                    id=command_id,
-                    type=command_type,
-                    status=CommandStatus.RUNNING.value,
-                    source=source,
-                    payload=payload,
-                    fingerprint=fingerprint,
-                    attempts=1,
-                    created_at=now,
-                    updated_at=now,
-                    published_at=now,
+                session.add(
+                    _new_entry(
+                        command_id,
+                        command_type,
+                        payload,
+                        fingerprint,
+                        source,
+                        now,
+                        status=CommandStatus.RUNNING,
+                    )
                 )
-                session.add(row)
                 return _LOGGED_NOW
-            # Entries logged before fingerprints were kept are taken at their type's word.
-            if row.type != command_type or row.fingerprint not in (None, fingerprint):
+            if _names_another_command(row, command_type, fingerprint):
                 raise CommandIdReused(command_id, row.type)
             if CommandStatus(row.status).is_terminal:
                 return CommandRecord.of(row)
-            if row.status == CommandStatus.RUNNING.value and now - row.updated_at < (
-                self._running_lease
-            ):
-                # Another delivery of this command is running it now (a duplicate message);
-                # one whose worker died stops counting once the lease is over.
+            if self._running_elsewhere(row, now):
                 raise CommandInProgress(command_id)
             row.status = CommandStatus.RUNNING.value
             row.attempts += 1
@@ -284,32 +277,26 @@ class SqlCommandLog:
         with self._sessions() as session:
             row = session.get(CommandRow, command_id, with_for_update=True)
             if row is not None:
-                if row.type != command_type or row.fingerprint not in (None, fingerprint):
+                if _names_another_command(row, command_type, fingerprint):
                     return None
                 if CommandStatus(row.status).is_terminal:
                     return CommandRecord.of(row)
-                if row.status == CommandStatus.RUNNING.value and started - row.updated_at < (
-                    self._running_lease
-                ):
+                if self._running_elsewhere(row, started):
                     return None
             result = work(SharedUnitOfWork(session))
             now = self._clock.now()
             logged_now = row is None
             if row is None:
-                row = CommandRow(
-                    id=command_id,
-                    type=command_type,
-                    status=CommandStatus.SUCCEEDED.value,
-                    source=source,
-                    payload=payload,
-                    fingerprint=fingerprint,
-                    attempts=1,
-                    result=result,
-                    created_at=started,
-                    updated_at=now,
-                    published_at=started,
-                    finished_at=now,
+                row = _new_entry(
+                    command_id,
+                    command_type,
+                    payload,
+                    fingerprint,
+                    source,
+                    started,
+                    status=CommandStatus.SUCCEEDED,
                 )
+                row.result, row.updated_at, row.finished_at = result, now, now
                 session.add(row)
                 record = None
             else:
@@ -354,6 +341,13 @@ class SqlCommandLog:
             command_type, CommandStatus.SUCCEEDED.value, record.created_at, now, result
         )
         return record
+
+    def _running_elsewhere(self, row: CommandRow, now: datetime) -> bool:
+        """Another delivery of this command is running it now (a duplicate message); one whose
+        worker died stops counting once the lease is over."""
+        return row.status == CommandStatus.RUNNING.value and (
+            now - row.updated_at < self._running_lease
+        )
 
     def succeed(self, command_id: str, result: dict[str, Any]) -> None:
         self._finish(command_id, CommandStatus.SUCCEEDED, result=result)
@@ -458,6 +452,36 @@ class SqlCommandLog:
                 metrics.command_ended_in_error(
                     finished.type, status.value, error_code(error).name, error_reason(error)
                 )
+
+
+def _new_entry(
+    command_id: str,
+    command_type: str,
+    payload: dict[str, Any],
+    fingerprint: str,
+    source: str,
+    now: datetime,
+    *,
+    status: CommandStatus,
+) -> CommandRow:
+    """The entry of a command first seen by a worker (another service published it)."""
+    return CommandRow(
+        id=command_id,
+        type=command_type,
+        status=status.value,
+        source=source,
+        payload=payload,
+        fingerprint=fingerprint,
+        attempts=1,
+        created_at=now,
+        updated_at=now,
+        published_at=now,
+    )
+
+
+def _names_another_command(row: CommandRow, command_type: str, fingerprint: str) -> bool:
+    # Entries logged before fingerprints were kept are taken at their type's word.
+    return row.type != command_type or row.fingerprint not in (None, fingerprint)
 
 
 _FINISHED = tuple(status.value for status in CommandStatus if status.is_terminal)

@@ -63,8 +63,7 @@ class SqlUnitOfWork:
             self.session.commit()
         except sa_exc.IntegrityError as error:
             self.session.rollback()
-            if _is_unique_violation(error):
-                raise UniquenessViolation(str(error.orig)) from error
+            _raise_as_uniqueness_violation(error)
             raise
 
     def rollback(self) -> None:
@@ -114,13 +113,19 @@ class SharedUnitOfWork(SqlUnitOfWork):
         try:
             self.session.flush()
         except sa_exc.IntegrityError as error:
-            if _is_unique_violation(error):
-                raise UniquenessViolation(str(error.orig)) from error
+            _raise_as_uniqueness_violation(error)
             raise
         self._flushes_committed = self._flushes
 
     def rollback(self) -> None:
         raise CannotRunInOneTransaction("a change cannot be rolled back alone")
+
+
+def _raise_as_uniqueness_violation(error: sa_exc.IntegrityError) -> None:
+    """A broken uniqueness rule is the domain's ``UniquenessViolation``; any other integrity
+    error returns, for the caller to raise."""
+    if _is_unique_violation(error):
+        raise UniquenessViolation(str(error.orig)) from error
 
 
 def _is_unique_violation(error: sa_exc.IntegrityError) -> bool:
