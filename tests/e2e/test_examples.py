@@ -20,7 +20,7 @@ from tests.support.records import create_user
 from tests.support.stack import Stack, eventually
 from worker.clock import SystemClock
 from worker.db.uow import SqlUnitOfWork
-from worker.local.embedded import free_port
+from worker.local.embedded import free_port, port_open
 
 pytestmark = pytest.mark.e2e
 
@@ -119,6 +119,9 @@ def test_the_webhook_receiver_of_the_readme_gets_signed_events(
             str(port),
             WEBHOOK_SECRET=endpoint.secret,
         ) as out:
+            # A delivery that finds no one listening is retried after a backoff longer than
+            # this test waits: the event is sent once the receiver listens.
+            eventually(lambda: port_open("127.0.0.1", port), 20, "the receiver to listen")
             user_id = enable_a_user(stack)
 
             eventually(
