@@ -6,25 +6,12 @@ import io
 import json
 import logging
 import sys
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tasks import log_context
 from worker.observability.logs import configure, remember_message
-
-
-@pytest.fixture
-def restore_root() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    hooks = sys.excepthook, threading.excepthook
-    yield
-    root.handlers, root.level = handlers, level
-    sys.excepthook, threading.excepthook = hooks
-    log_context.unbind()
 
 
 def logged(log_format: str, *args: Any, exc: BaseException | None = None, **extra: Any) -> str:

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
-import sys
-import threading
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -17,7 +14,6 @@ from celery.app.trace import LOG_RECEIVED, LOG_SUCCESS
 from celery.beat import Service
 from prometheus_client import REGISTRY
 
-from tasks import log_context
 from tasks.base import CommandTask
 from tasks.events import RELAY_EVENTS as RELAY
 from tasks.runtime import SweepTask
@@ -32,17 +28,6 @@ from worker.observability.sweeps import (
     seed_sweep_metrics,
 )
 from worker.settings import Settings
-
-
-@pytest.fixture
-def restore_root() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    hooks = sys.excepthook, threading.excepthook
-    yield
-    root.handlers, root.level = handlers, level
-    sys.excepthook, threading.excepthook = hooks
-    log_context.unbind()
 
 
 def sample(name: str, **labels: str) -> float | None:
