@@ -7,6 +7,7 @@ see these.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -524,6 +525,14 @@ class CommandPublisher(Protocol):
         priority: int | None = None,
     ) -> None:
         """Publish, retrying a broker hiccup briefly; raises if the message could not go."""
+        ...
+
+    def batch(self) -> AbstractContextManager[CommandPublisher]:
+        """A publisher whose messages go to the broker together when the block ends: one
+        round trip for a sweep's hundreds rather than one each. Inside the block ``publish``
+        raises only for a message that cannot be built. The end raises if the batch could
+        not go, and then any of its messages may have gone: a command is idempotent by its
+        id, so publishing one again is harmless."""
         ...
 
 

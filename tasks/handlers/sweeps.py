@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from domain.billing import redrive_registration
-from domain.ports import Application
+from domain.ports import Application, Claim
 from domain.rate_budget import CallKind
 from domain.sweeps import (
     ClaimDueChanges,
@@ -55,32 +55,41 @@ def publish_due_changes(sweep: PublishDueChanges, app: Application) -> int:
         ),
         app,
     )
-    publisher = app.publisher()
-    published = 0
-    for claim in claims:
-        command = apply_command_for(claim)
-        try:
-            publisher.publish(
-                command.TASK_NAME,
-                command.model_dump(mode="json"),
-                command_id=command.command_id,
-                queue=command.QUEUE,
-                # Behind interactive commands on the same queue (Redis serves 0 first).
-                priority=BULK_MESSAGE_PRIORITY,
-            )
-        except Exception:
-            logger.warning(
-                "could not publish %s; releasing it",
-                command.command_id,
-                exc_info=True,
-                extra={"command_id": command.command_id, "change_id": claim.change_id},
-            )
+    batched: list[Claim] = []
+    try:
+        with app.publisher().batch() as publisher:
+            for claim in claims:
+                command = apply_command_for(claim)
+                try:
+                    publisher.publish(
+                        command.TASK_NAME,
+                        command.model_dump(mode="json"),
+                        command_id=command.command_id,
+                        queue=command.QUEUE,
+                        # Behind interactive commands on the same queue (Redis serves 0 first).
+                        priority=BULK_MESSAGE_PRIORITY,
+                    )
+                except Exception:
+                    logger.warning(
+                        "could not publish %s; releasing it",
+                        command.command_id,
+                        exc_info=True,
+                        extra={"command_id": command.command_id, "change_id": claim.change_id},
+                    )
+                    release_claim(claim, app)
+                    continue
+                batched.append(claim)
+    except Exception:
+        # Any of them may have gone: claimed and published again, each applies once.
+        logger.warning(
+            "could not publish %d claimed plan changes; releasing them", len(batched), exc_info=True
+        )
+        for claim in batched:
             release_claim(claim, app)
-            continue
-        published += 1
+        batched.clear()
     if claims:
-        logger.info("claimed %d due plan changes, published %d", len(claims), published)
-    return published
+        logger.info("claimed %d due plan changes, published %d", len(claims), len(batched))
+    return len(batched)
 
 
 def republish_stalled_commands(sweep: RepublishStalledCommands, app: Application) -> int:

@@ -97,24 +97,29 @@ def fan_out(
 def publish_deliveries(request: PublishDeliveries, app: Application) -> int:
     """Send each claim's message; one that cannot go is left to the sweep (its lease runs
     out and it is taken again). Returns how many went."""
-    publisher = app.publisher()
     sent = 0
-    for claim in request.claims:
-        try:
-            publisher.publish(
-                DELIVER_WEBHOOK,
-                {"delivery_id": claim.delivery_id, "claim": claim.number},
-                command_id=f"deliver:{claim.delivery_id}:{claim.number}",
-                queue=WEBHOOKS_QUEUE,
-            )
-        except Exception:
-            logger.warning(
-                "could not publish delivery %s; the sweep sends it",
-                claim.delivery_id,
-                exc_info=True,
-            )
-            continue
-        sent += 1
+    try:
+        with app.publisher().batch() as publisher:
+            for claim in request.claims:
+                try:
+                    publisher.publish(
+                        DELIVER_WEBHOOK,
+                        {"delivery_id": claim.delivery_id, "claim": claim.number},
+                        command_id=f"deliver:{claim.delivery_id}:{claim.number}",
+                        queue=WEBHOOKS_QUEUE,
+                    )
+                except Exception:
+                    logger.warning(
+                        "could not publish delivery %s; the sweep sends it",
+                        claim.delivery_id,
+                        exc_info=True,
+                    )
+                    continue
+                sent += 1
+    except Exception:
+        # Any of them may have gone; those that did not are taken again when their leases end.
+        logger.warning("could not publish %d deliveries; the sweep sends them", sent, exc_info=True)
+        return 0
     return sent
 
 

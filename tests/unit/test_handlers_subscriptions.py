@@ -597,6 +597,22 @@ def test_a_claim_that_could_not_be_published_is_taken_by_the_next_sweep(
     assert message.command_id.endswith(":2")  # claimed again, a command of its own
 
 
+def test_claims_whose_batch_could_not_go_are_released_and_taken_by_the_next_sweep(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    app.clock.advance(31 * DAY)
+    app.published.fail_next_batch(ConnectionError("redis went away"))
+
+    assert publish_due_changes(PublishDueChanges(), app) == 0
+    assert app.published.published == []
+    app.clock.advance(timedelta(seconds=1))
+    assert publish_due_changes(PublishDueChanges(), app) == 1
+
+    [message] = app.published.published
+    assert message.command_id.endswith(":2")
+
+
 # --- the provider's truth, payments and previews -----------------------------------------------
 
 

@@ -253,6 +253,24 @@ def test_a_message_of_an_older_claim_does_nothing(app: FakeApplication) -> None:
     assert len(app.webhooks.sent) == 1
 
 
+def test_deliveries_whose_batch_could_not_go_are_sent_by_the_sweep_once_their_leases_end(
+    app: FakeApplication,
+) -> None:
+    an_endpoint(app)
+    an_endpoint(app, OTHER_URL)
+    app.published.fail_next_batch(ConnectionError("redis went away"))
+    an_event(app)
+    assert messages(app) == []
+
+    app.clock.advance(POLICY.lease - timedelta(seconds=1))
+    assert send_due_deliveries(SendDueDeliveries(), app) == 0
+    app.clock.advance(timedelta(seconds=2))
+    assert send_due_deliveries(SendDueDeliveries(), app) == 2
+    for message in messages(app):
+        assert run(app, message) is Outcome.SUCCEEDED
+    assert {sent.url for sent in app.webhooks.sent} == {URL, OTHER_URL}
+
+
 def test_a_message_that_waited_past_its_lease_still_attempts_if_no_sweep_took_it(
     app: FakeApplication,
 ) -> None:

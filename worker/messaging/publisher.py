@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from celery import Celery
 from celery.backends.base import KeyValueStoreBackend
+from kombu import Producer
 
 from worker.messaging.config import celery_config
 from worker.settings import Settings
@@ -18,8 +20,9 @@ class CeleryPublisher:
     """Sends a command as its task; the task id is the command id, so a re-publish of the
     same command is recognised by the task as the same command."""
 
-    def __init__(self, app: Celery) -> None:
+    def __init__(self, app: Celery, producer: Producer | None = None) -> None:
         self.app = app
+        self.producer = producer
 
     def publish(
         self,
@@ -41,8 +44,18 @@ class CeleryPublisher:
             task_id=command_id,
             retry=True,
             retry_policy=PUBLISH_RETRY_POLICY,
+            producer=self.producer,
             **options,
         )
+
+    @contextmanager
+    def batch(self) -> Iterator[CeleryPublisher]:
+        """kombu's publish batch (``Producer.batch``): on Redis, the messages and their
+        ``task-sent`` events are buffered in one pipeline and sent when the block ends (and
+        whenever 1,000 Redis commands are buffered, kombu's default). A failed batch is not
+        retried: it raises ``BatchPublishError``, its delivery uncertain."""
+        with self.app.producer_or_acquire(self.producer) as producer, producer.batch():
+            yield CeleryPublisher(self.app, producer)
 
 
 RESULT_CHANNEL_PREFIX = KeyValueStoreBackend.task_keyprefix

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ class FakePublisher:
     def __init__(self) -> None:
         self.published: list[Published] = []
         self._failures: list[Exception] = []
+        self._batch_failures: list[Exception] = []
 
     def fail_next(self, error: Exception, *, times: int = 1) -> None:
         self._failures.extend([error] * times)
@@ -38,6 +40,19 @@ class FakePublisher:
         if self._failures:
             raise self._failures.pop(0)
         self.published.append(Published(task_name, dict(payload), command_id, queue, priority))
+
+    def fail_next_batch(self, error: Exception) -> None:
+        """The next batch raises ``error`` at its end, and none of its messages went."""
+        self._batch_failures.append(error)
+
+    @contextmanager
+    def batch(self) -> Iterator[FakePublisher]:
+        staged = FakePublisher()
+        staged._failures = self._failures
+        yield staged
+        if self._batch_failures:
+            raise self._batch_failures.pop(0)
+        self.published.extend(staged.published)
 
 
 @dataclass(frozen=True)

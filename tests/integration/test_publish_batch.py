@@ -1,0 +1,114 @@
+"""The publisher's batch (``CeleryPublisher.batch``, kombu's ``Producer.batch``) on real Redis:
+a sweep's commands and their ``task-sent`` events go in one pipeline when the block ends."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from kombu.exceptions import KombuError
+
+from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY
+from worker.local.embedded import ProcessGroup, start_redis
+from worker.messaging.publisher import CeleryPublisher, publishing_app
+from worker.settings import Settings
+
+QUEUE = "billing.bulk"
+
+
+@pytest.fixture
+def redis_url(redis_server: str) -> Iterator[str]:
+    url = f"{redis_server}/9"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.close()
+
+
+def publisher_on(url: str) -> CeleryPublisher:
+    return CeleryPublisher(publishing_app(Settings(redis_url=url)))
+
+
+def publish(publisher: CeleryPublisher, count: int) -> list[str]:
+    ids = [f"cmd_{uuid.uuid4().hex}" for _ in range(count)]
+    for command_id in ids:
+        publisher.publish(
+            "billing.users.enable",
+            {"command_id": command_id, "user_id": "usr_1"},
+            command_id=command_id,
+            queue=QUEUE,
+            priority=BULK_MESSAGE_PRIORITY,
+        )
+    return ids
+
+
+def queued_ids(url: str) -> list[str]:
+    """The task ids waiting on the bulk queue's every priority list, oldest first."""
+    client = redis.Redis.from_url(url)
+    try:
+        keys = client.keys(f"{QUEUE}*")
+        return [
+            json.loads(raw)["headers"]["id"]
+            for key in keys
+            for raw in reversed(client.lrange(key, 0, -1))
+        ]
+    finally:
+        client.close()
+
+
+def test_a_batch_sends_its_commands_and_their_sent_events_when_the_block_ends(
+    redis_url: str,
+) -> None:
+    events = redis.Redis.from_url(redis_url).pubsub()  # type: ignore[no-untyped-call]
+    events.psubscribe("*celeryev*")
+    events.get_message(timeout=1)  # the subscription's confirmation
+
+    with publisher_on(redis_url).batch() as batch:
+        ids = publish(batch, 3)
+        assert queued_ids(redis_url) == [], "nothing goes before the block ends"
+
+    assert queued_ids(redis_url) == ids
+    sent_events = []
+    while (message := events.get_message(timeout=1)) is not None:
+        if message["type"] == "pmessage" and message["channel"].endswith(b"task.sent"):
+            sent_events.append(message)
+    assert len(sent_events) == 3
+    events.close()
+
+
+def test_a_block_that_raises_sends_none_of_its_commands(redis_url: str) -> None:
+    def sweep_failing_before_the_end() -> None:
+        with publisher_on(redis_url).batch() as batch:
+            publish(batch, 2)
+            raise RuntimeError("the sweep failed before the end")
+
+    with pytest.raises(RuntimeError):
+        sweep_failing_before_the_end()
+
+    assert queued_ids(redis_url) == []
+
+
+def test_a_batch_whose_redis_went_away_raises_at_its_end(tmp_path: Path) -> None:
+    group = ProcessGroup()
+    url = start_redis(group, tmp_path / "redis", log_path=tmp_path / "redis.log")
+
+    def redis_stopping_inside_the_block() -> None:
+        with publisher_on(url).batch() as batch:
+            publish(batch, 2)
+            group.stop()
+
+    try:
+        with pytest.raises(KombuError, match="delivery is uncertain"):
+            redis_stopping_inside_the_block()
+    finally:
+        group.stop()
+
+
+def test_commands_published_one_at_a_time_go_at_once(redis_url: str) -> None:
+    ids = publish(publisher_on(redis_url), 2)
+
+    assert queued_ids(redis_url) == ids
