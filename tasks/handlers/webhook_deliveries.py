@@ -97,6 +97,8 @@ def fan_out(
 def publish_deliveries(request: PublishDeliveries, app: Application) -> int:
     """Send each claim's message; one that cannot go is left to the sweep (its lease runs
     out and it is taken again). Returns how many went."""
+    if not request.claims:
+        return 0
     sent = 0
     try:
         with app.publisher().batch() as publisher:
