@@ -12,10 +12,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, select
 from sqlalchemy.exc import IntegrityError
 
 from domain.messages import CommandStatus
+from domain.provider_calls import CallOutcome, ProviderCall
 from domain.sweeps import PruneCommandLog
 from tasks.handlers.retention import prune_command_log
 from tests.support.environment import settings_environment
@@ -24,7 +25,8 @@ from worker.bootstrap import Services, build_services
 from worker.clock import SystemClock
 from worker.db.commands import SqlCommandLog
 from worker.db.engine import get_engine, session_factory
-from worker.db.models import CommandRow
+from worker.db.models import CommandRow, ProviderCallRow
+from worker.db.provider_calls import SqlProviderCallLog
 from worker.settings import Settings
 
 ENABLE = "users.enable"
@@ -112,6 +114,36 @@ def test_old_succeeded_and_expired_failed_commands_go_and_every_other_stays(
     assert log.kept(succeeded_31_days_ago, failed_91_days_ago) == [False, False]
     assert log.kept(succeeded_2_days_ago, failed_31_days_ago) == [True, True]
     assert log.kept(*unfinished_91_days_ago) == [True] * 4
+
+
+def test_a_pruned_commands_provider_calls_go_with_it_and_the_others_stay(
+    retention: Callable[..., Retention],
+) -> None:
+    log = retention()
+    calls = SqlProviderCallLog(log.app.database())
+    old = log.run(CommandStatus.SUCCEEDED)
+    log.clock.advance(timedelta(days=29))
+    recent = log.run(CommandStatus.SUCCEEDED)
+    for command_id, key in ((old, "k-old"), (recent, "k-recent"), (None, "k-operator")):
+        calls.record(
+            ProviderCall(
+                operation="create_customer",
+                subject="billing_account:ba_1",
+                command_id=command_id,
+                idempotency_key=key,
+                outcome=CallOutcome.SUCCEEDED,
+                error=None,
+                started_at=log.clock.now() - timedelta(days=29),
+                duration_ms=3,
+            )
+        )
+    log.clock.advance(timedelta(days=2))
+
+    assert prune_command_log(PruneCommandLog(), log.app).total == 1
+
+    with log.app.database()() as session:
+        kept = session.scalars(select(ProviderCallRow.idempotency_key)).all()
+    assert sorted(kept) == ["k-operator", "k-recent"]
 
 
 def test_rejected_commands_go_after_their_own_shorter_retention(
@@ -233,8 +265,9 @@ def test_more_candidates_than_a_batch_are_deleted_in_batches_each_its_own_commit
     assert (first_sweep.total, first_sweep.batches, first_sweep.complete) == (6, 3, False)
     assert left_after_the_first == [False] * 6 + [True]
     assert (second_sweep.total, second_sweep.batches, second_sweep.complete) == (1, 3, True)
-    # Each batch was one DELETE in a transaction of its own (failed and rejected found none).
-    assert [statements.count("DELETE") for statements in seen.with_a_delete()] == [1] * 6
+    # Each batch that found commands deleted their provider calls, then them, in a transaction
+    # of its own (failed and rejected found none, and deleted nothing).
+    assert [statements.count("DELETE") for statements in seen.with_a_delete()] == [2] * 4
     assert log.kept(*commands) == [False] * 7
 
 

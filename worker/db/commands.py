@@ -18,7 +18,7 @@ from domain.outcomes import error_code, error_line, error_reason
 from domain.ports import CannotRunInOneTransaction, Clock, UnitOfWork
 from domain.retention import PRUNABLE_STATUSES
 from worker.db.events import SqlEventOutbox
-from worker.db.models import CommandRow
+from worker.db.models import CommandRow, ProviderCallRow
 from worker.db.uow import SharedUnitOfWork
 from worker.observability import metrics
 
@@ -385,9 +385,10 @@ class SqlCommandLog:
 
     def prune_finished(self, status: CommandStatus, before: datetime, limit: int) -> int:
         """Delete the ``limit`` oldest commands that finished in ``status`` before ``before``
-        (one statement, one short transaction; the index on status and finished_at finds
-        them). On PostgreSQL the rows are taken ``FOR UPDATE SKIP LOCKED``: a row another
-        transaction holds (a replay under way) is left for a later call, never waited on."""
+        with the provider calls they made (one short transaction; the index on status and
+        finished_at finds them). On PostgreSQL the rows are taken ``FOR UPDATE SKIP LOCKED``:
+        a row another transaction holds (a replay under way) is left for a later call, never
+        waited on."""
         _refuse_unfinished(status)
         oldest = (
             select(CommandRow.id)
@@ -397,9 +398,18 @@ class SqlCommandLog:
             .with_for_update(skip_locked=True)
         )
         with self._sessions.begin() as session:
+            pruned = list(session.scalars(oldest))
+            if not pruned:
+                return 0
+            # A command's calls are part of its story (`accounts show`): they go with it.
+            session.execute(
+                delete(ProviderCallRow)
+                .where(ProviderCallRow.command_id.in_(pruned))
+                .execution_options(synchronize_session=False)
+            )
             deleted = session.execute(
                 delete(CommandRow)
-                .where(CommandRow.id.in_(oldest))
+                .where(CommandRow.id.in_(pruned))
                 .execution_options(synchronize_session=False)
             )
             return cast(CursorResult[Any], deleted).rowcount
