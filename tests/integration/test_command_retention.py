@@ -143,7 +143,7 @@ def test_a_pruned_commands_provider_calls_go_with_it_and_the_others_stay(
 
     with log.app.database()() as session:
         kept = session.scalars(select(ProviderCallRow.idempotency_key)).all()
-    assert sorted(kept) == ["k-operator", "k-recent"]
+    assert set(kept) == {"k-operator", "k-recent"}
 
 
 def test_rejected_commands_go_after_their_own_shorter_retention(
