@@ -17,6 +17,7 @@ from domain.billing import BillingAccount, ProviderCustomer
 from domain.change_previews import ChangePreview
 from domain.console import InvoiceView
 from domain.drift import RemoteCustomer, RemoteSubscription
+from domain.event_base import Event
 from domain.event_ports import (
     EventOutbox,
     EventStream,
@@ -26,7 +27,6 @@ from domain.event_ports import (
     WebhookEndpointRepository,
     WebhookSender,
 )
-from domain.events import Event
 from domain.messages import CommandStatus
 from domain.organizations import Organization
 from domain.plans import Plan, ProviderPlan, ProviderPrice

@@ -6,8 +6,8 @@ attempted until the receiver answers 2xx, retried with backoff and jitter for a 
 about a day, and then failed; an endpoint whose delivery fails for the whole budget is
 disabled with the reason recorded. A failed delivery can be replayed.
 
-Deliveries of one subject (``domain.events.Subject``) to one endpoint go in the order their
-events happened: a delivery waits while an earlier one of its subject is unfinished.
+Deliveries of one subject (``domain.event_base.Subject``) to one endpoint go in the order
+their events happened: a delivery waits while an earlier one of its subject is unfinished.
 """
 
 from __future__ import annotations

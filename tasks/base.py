@@ -37,6 +37,7 @@ from billiard.einfo import ExceptionInfo
 from celery.exceptions import Retry
 from pydantic import ValidationError
 
+from domain.command_events import CommandFailedEvent, CommandRejectedEvent
 from domain.errors import (
     CommandError,
     CommandIdReused,
@@ -50,7 +51,6 @@ from domain.errors import (
     field_violations,
     violations_of,
 )
-from domain.events import CommandFailedEvent, CommandRejectedEvent
 from domain.messages import Command, CommandStatus, Result, is_id, storable, unstorable_values
 from domain.outcomes import ended_as, error_line
 from domain.ports import Application, CommandOutcome, HandlerContext, UnitOfWork

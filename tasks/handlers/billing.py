@@ -16,6 +16,11 @@ from domain.billing import (
     CreateBillingAccount,
     RegisterBillingAccount,
 )
+from domain.billing_account_events import (
+    BillingAccountCreated,
+    BillingAccountRegistered,
+    BillingAccountRegistrationFailed,
+)
 from domain.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -26,11 +31,6 @@ from domain.errors import (
     error_info,
     found,
     resource_info,
-)
-from domain.events import (
-    BillingAccountCreated,
-    BillingAccountRegistered,
-    BillingAccountRegistrationFailed,
 )
 from domain.organizations import Organization
 from domain.ports import HandlerContext, UnitOfWork

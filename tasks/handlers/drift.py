@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass
 
 from domain.billing import BillingAccount, BillingAccountState
+from domain.billing_account_events import BillingAccountRegistered
 from domain.drift import (
     CustomerLink,
     Finding,
@@ -32,7 +33,6 @@ from domain.errors import (
     found,
     resource_info,
 )
-from domain.events import BillingAccountRegistered
 from domain.operator_requests import AdoptFindings, ReportDrift
 from domain.ports import HandlerContext
 from domain.rate_budget import Priority, calls_at

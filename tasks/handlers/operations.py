@@ -12,14 +12,13 @@ from __future__ import annotations
 import logging
 
 from domain.billing import RegisterBillingAccount
-from domain.console import SubscriptionStory
-from domain.errors import CommandError, FailedPrecondition, NotFound, error_info, found
-from domain.events import (
+from domain.billing_account_events import (
     BillingAccountMarkedOffline,
     BillingAccountRegistrationRetried,
-    CommandRetryRequested,
-    PlanChangeSkipped,
 )
+from domain.command_events import CommandRetryRequested
+from domain.console import SubscriptionStory
+from domain.errors import CommandError, FailedPrecondition, NotFound, error_info, found
 from domain.messages import CommandStatus
 from domain.operator_actions import (
     ActionTaken,
@@ -32,6 +31,7 @@ from domain.operator_actions import (
 from domain.ports import Application, HandlerContext
 from domain.rate_budget import Priority, calls_at
 from domain.scheduled_changes import ChangeReason, ChangeState
+from domain.subscription_events import PlanChangeSkipped
 from tasks.handlers.outbox import publish_recorded
 
 logger = logging.getLogger(__name__)

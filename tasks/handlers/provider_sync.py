@@ -25,13 +25,14 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from domain.billing_account_events import BillingAccountCustomerDeleted
 from domain.errors import CommandError, InvalidArgument
-from domain.events import BillingAccountCustomerDeleted, PlanChangeSkipped, SubscriptionSynced
 from domain.operator_requests import ResyncStripeObject
 from domain.ports import HandlerContext, UnitOfWork
 from domain.provider_sync import StripeObjectSynced, SyncSource, SyncStripeObject
 from domain.rate_budget import Priority, calls_at
 from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
+from domain.subscription_events import PlanChangeSkipped, SubscriptionSynced
 from domain.subscriptions import Subscription, SubscriptionState
 from domain.sweeps import ReconcileWithStripe
 

@@ -27,13 +27,7 @@ from domain.errors import (
     error_info,
     found,
 )
-from domain.events import (
-    Event,
-    PlanChangeApplied,
-    PlanChangeScheduled,
-    PlanChangeSkipped,
-    SubscriptionPlanChanged,
-)
+from domain.event_base import Event
 from domain.period_end import Step, period_end_step
 from domain.ports import BillingProvider, Claim, HandlerContext, UnitOfWork
 from domain.rate_budget import sweep_quota
@@ -44,6 +38,12 @@ from domain.scheduled_changes import (
     ChangeState,
     ScheduledChange,
     ScheduledChangeOutcome,
+)
+from domain.subscription_events import (
+    PlanChangeApplied,
+    PlanChangeScheduled,
+    PlanChangeSkipped,
+    SubscriptionPlanChanged,
 )
 from domain.subscriptions import ProviderSubscription, Subscription
 from domain.sweeps import ClaimDueChanges, TakeEffectOfStagedChanges

@@ -24,7 +24,6 @@ from domain.errors import (
     error_info,
     found,
 )
-from domain.events import PlanChangeCanceled, PlanChangeReplaced, PlanChangeScheduled
 from domain.plans import Plan
 from domain.ports import HandlerContext, UnitOfWork
 from domain.scheduled_changes import (
@@ -36,6 +35,7 @@ from domain.scheduled_changes import (
     ScheduledChange,
     change_id_for,
 )
+from domain.subscription_events import PlanChangeCanceled, PlanChangeReplaced, PlanChangeScheduled
 from domain.subscriptions import Subscription
 from tasks.handlers.scheduled_changes import apply_change
 

@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from domain.billing import BillingAccount, BillingDetails
+from domain.billing_account_events import BillingAccountCreated, BillingAccountRegistered
 from domain.errors import InvalidArgument
-from domain.events import BillingAccountCreated, BillingAccountRegistered
 from domain.plans import Plan, PlanSpec
 from domain.provider_calls import CallOutcome, ProviderCall
 from domain.scheduled_changes import ScheduledChange

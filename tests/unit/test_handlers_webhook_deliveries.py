@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from domain.event_base import Event
 from domain.event_ports import WebhookResponse
-from domain.events import Event, UserEnabledEvent
 from domain.sweeps import RelayEvents, SendDueDeliveries
+from domain.user_events import UserEnabledEvent
 from domain.webhooks import (
     DeliveryMessage,
     DeliveryPolicy,

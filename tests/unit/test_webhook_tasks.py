@@ -11,8 +11,8 @@ from celery.exceptions import Retry
 
 import tasks.webhooks
 from domain.event_ports import WebhookResponse
-from domain.events import UserEnabledEvent
 from domain.sweeps import RelayEvents
+from domain.user_events import UserEnabledEvent
 from domain.webhooks import DeliveryState, WebhookEndpoint
 from tasks.handlers.events import relay_events
 from tasks.runtime import CommandApp

@@ -32,7 +32,8 @@ from pydantic_core import core_schema
 
 from domain.billing import CreateBillingAccount, RegisterBillingAccount
 from domain.change_previews import PreviewPlanChange
-from domain.events import EVENT_TYPES, Event
+from domain.event_base import Event
+from domain.events import EVENT_TYPES
 from domain.messages import Command
 from domain.provider_sync import SyncStripeObject
 from domain.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from domain.errors import CommandIdReused, CommandInProgress, FailedPrecondition, error_info
-from domain.events import Event
+from domain.event_base import Event
 from domain.messages import CommandStatus, command_fingerprint
 from domain.outcomes import error_code, error_line, error_reason
 from domain.ports import CannotRunInOneTransaction, Clock, UnitOfWork

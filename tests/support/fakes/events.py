@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from domain.event_base import Event
 from domain.event_ports import RecordedEvent, WebhookResponse
-from domain.events import Event
 from domain.provider_sync import StripeEndpoint
 from domain.webhooks import DeliveryClaim, DeliveryState, WebhookDelivery, WebhookEndpoint
 

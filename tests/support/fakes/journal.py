@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from domain.errors import CommandIdReused, CommandInProgress
-from domain.events import Event
+from domain.event_base import Event
 from domain.messages import CommandStatus, command_fingerprint
 from domain.ports import UnitOfWork
 from domain.retention import PRUNABLE_STATUSES
