@@ -1,6 +1,6 @@
 """The drift report (``billing-worker stripe drift``): what Stripe has that we do not, what we
-have that Stripe does not, and where they disagree (the rules: ``domain/drift.py``); and the
-adoption of what can be linked safely.
+have that Stripe does not, and where they disagree (the rules: ``domain/drift_rules.py``); and
+the adoption of what can be linked safely.
 
 Our side is read first, then Stripe's: a registration or a subscription that completes in
 between shows as an orphan at Stripe (never as a row whose object is missing), and each
@@ -16,14 +16,8 @@ from dataclasses import dataclass
 
 from domain.billing import BillingAccount, BillingAccountState
 from domain.billing_account_events import BillingAccountRegistered
-from domain.drift import (
-    CustomerLink,
-    Finding,
-    OurSide,
-    ProviderSide,
-    SubscriptionRecord,
-    find_drift,
-)
+from domain.drift import CustomerLink, Finding, OurSide, ProviderSide, SubscriptionRecord
+from domain.drift_rules import find_drift
 from domain.errors import (
     AlreadyExists,
     CommandError,

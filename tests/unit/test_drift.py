@@ -1,4 +1,4 @@
-"""The drift report's rules (``domain/drift.py``): what differs between Stripe and the
+"""The drift report's rules (``domain/drift_rules.py``): what differs between Stripe and the
 database, what can be adopted safely, and what is not drift at all."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from domain.drift import (
     RemoteSubscription,
     SubscriptionRecord,
     existing_subscription,
-    find_drift,
     oldest_customer,
 )
+from domain.drift_rules import find_drift
 from domain.plans import Plan
 from domain.scheduled_changes import ScheduledChange
 from domain.subscriptions import ProviderSubscription, Subscription, SubscriptionState
