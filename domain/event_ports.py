@@ -1,5 +1,5 @@
 """Ports of the events outbox and of the webhooks: what the relay and the deliveries need
-from the outside world, as Protocols (``domain.ports`` re-exports them).
+from the outside world, as Protocols.
 
 Adapters in ``worker/`` implement them (``worker/db/events.py``, ``worker/outbound/stream.py``,
 ``worker/outbound/webhooks.py``).

@@ -38,6 +38,7 @@ from celery.exceptions import Retry
 from pydantic import ValidationError
 
 from domain.command_events import CommandFailedEvent, CommandRejectedEvent
+from domain.command_ports import CommandOutcome
 from domain.errors import (
     CommandError,
     CommandIdReused,
@@ -53,9 +54,10 @@ from domain.errors import (
 )
 from domain.messages import Command, CommandStatus, Result, is_id, storable, unstorable_values
 from domain.outcomes import ended_as, error_line
-from domain.ports import Application, CommandOutcome, HandlerContext, UnitOfWork
+from domain.ports import Application, HandlerContext
 from domain.rate_budget import RateLimited, calls_at
 from domain.redaction import mask_text, redact
+from domain.repositories import UnitOfWork
 from domain.sweeps import RelayEvents
 from tasks import log_context
 from tasks.handlers.events import COMMANDS_BATCHES, relay_for_commands

@@ -5,14 +5,10 @@ first, in a transaction of its own)."""
 
 from __future__ import annotations
 
-from domain.ports import (
-    BillingPolicy,
-    BillingProvider,
-    CannotRunInOneTransaction,
-    Clock,
-    HandlerContext,
-    UnitOfWork,
-)
+from domain.command_ports import CannotRunInOneTransaction
+from domain.ports import Clock, HandlerContext
+from domain.provider_ports import BillingPolicy, BillingProvider
+from domain.repositories import UnitOfWork
 
 
 class InOneTransaction:

@@ -1,6 +1,6 @@
 """Every provider call a command makes, recorded around the call (``domain/provider_calls.py``).
 
-:class:`RecordedProvider` is the :class:`~domain.ports.BillingProvider` the handlers are
+:class:`RecordedProvider` is the :class:`~domain.provider_ports.BillingProvider` the handlers are
 given: it passes each call on, then records what was asked (the operation, its subject, its
 idempotency key), for which command (the one the runner bound, ``tasks.log_context``), and
 how it ended. Handlers do not change: a registration retried four times and replayed once
@@ -21,8 +21,9 @@ from domain.console import InvoiceView
 from domain.drift import RemoteCustomer, RemoteSubscription
 from domain.errors import CommandError, TransientError
 from domain.plans import ProviderPlan, ProviderPrice
-from domain.ports import BillingProvider, Clock
+from domain.ports import Clock
 from domain.provider_calls import CallOutcome, ProviderCall, ProviderCallLog
+from domain.provider_ports import BillingProvider
 from domain.provider_sync import ProviderCustomerState, RegisteredEndpoint
 from domain.rate_budget import RateLimited
 from domain.redaction import mask_text

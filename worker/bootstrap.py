@@ -17,17 +17,13 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from domain.command_ports import CommandPublisher, DeadLetterStore
 from domain.console import ConsoleQueries
 from domain.event_ports import EventStream, RelayLock, WebhookSender
-from domain.ports import (
-    BillingProvider,
-    Clock,
-    CommandPublisher,
-    DeadLetterStore,
-    RunnerPolicy,
-    UnitOfWork,
-)
+from domain.ports import Clock, RunnerPolicy
+from domain.provider_ports import BillingProvider
 from domain.rate_budget import RateBudget
+from domain.repositories import UnitOfWork
 from domain.retention import CommandRetention
 from domain.scheduled_changes import ProrationBehavior
 from domain.webhooks import DeliveryPolicy

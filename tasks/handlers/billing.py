@@ -33,7 +33,8 @@ from domain.errors import (
     resource_info,
 )
 from domain.organizations import Organization
-from domain.ports import HandlerContext, UnitOfWork
+from domain.ports import HandlerContext
+from domain.repositories import UnitOfWork
 
 
 def create_billing_account(

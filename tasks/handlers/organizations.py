@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from domain.errors import AlreadyExists, UniquenessViolation, resource_info
 from domain.organizations import NewOrganization, Organization
-from domain.ports import HandlerContext, UnitOfWork
+from domain.ports import HandlerContext
+from domain.repositories import UnitOfWork
 from domain.rules import new_id
 
 

@@ -7,7 +7,7 @@ again later, which is harmless: tasks are idempotent by command id.
 
 from __future__ import annotations
 
-from domain.ports import CommandJournal, CommandPublisher, PublishableCommand
+from domain.command_ports import CommandJournal, CommandPublisher, PublishableCommand
 
 
 def publish_recorded(

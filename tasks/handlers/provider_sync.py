@@ -28,9 +28,10 @@ from typing import Any
 from domain.billing_account_events import BillingAccountCustomerDeleted
 from domain.errors import CommandError, InvalidArgument
 from domain.operator_requests import ResyncStripeObject
-from domain.ports import HandlerContext, UnitOfWork
+from domain.ports import HandlerContext
 from domain.provider_sync import StripeObjectSynced, SyncSource, SyncStripeObject
 from domain.rate_budget import Priority, calls_at
+from domain.repositories import UnitOfWork
 from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
 from domain.subscription_events import PlanChangeSkipped, SubscriptionSynced
 from domain.subscriptions import Subscription, SubscriptionState

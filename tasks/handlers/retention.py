@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from domain.messages import CommandStatus
-from domain.ports import Application, UnitOfWork
+from domain.ports import Application
+from domain.repositories import UnitOfWork
 from domain.sweeps import CountDueForPruning, PruneCommandLog, PruneOutbox
 from domain.webhooks import DeliveryState
 

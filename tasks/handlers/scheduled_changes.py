@@ -29,8 +29,10 @@ from domain.errors import (
 )
 from domain.event_base import Event
 from domain.period_end import Step, period_end_step
-from domain.ports import BillingProvider, Claim, HandlerContext, UnitOfWork
+from domain.ports import HandlerContext
+from domain.provider_ports import BillingProvider
 from domain.rate_budget import sweep_quota
+from domain.repositories import Claim, UnitOfWork
 from domain.scheduled_changes import (
     ApplyScheduledChange,
     ChangeKind,

@@ -25,7 +25,8 @@ from domain.errors import (
     found,
 )
 from domain.plans import Plan
-from domain.ports import HandlerContext, UnitOfWork
+from domain.ports import HandlerContext
+from domain.repositories import UnitOfWork
 from domain.scheduled_changes import (
     ApplyScheduledChange,
     ChangeReason,

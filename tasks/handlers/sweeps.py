@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 
 from domain.billing import redrive_registration
-from domain.ports import Application, Claim
+from domain.ports import Application
 from domain.rate_budget import CallKind
+from domain.repositories import Claim
 from domain.sweeps import (
     ClaimDueChanges,
     PublishDueChanges,

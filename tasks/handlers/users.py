@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from domain.errors import AlreadyExists, UniquenessViolation, found, resource_info
-from domain.ports import HandlerContext, UnitOfWork
+from domain.ports import HandlerContext
+from domain.repositories import UnitOfWork
 from domain.rules import new_id
 from domain.user_events import UserEnabledEvent
 from domain.users import EnableUser, NewUser, User, UserEnabled

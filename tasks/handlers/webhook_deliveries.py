@@ -30,7 +30,8 @@ from typing import Any
 from domain.errors import NotFound
 from domain.event_ports import RecordedEvent, WebhookResponse
 from domain.operator_requests import DisableEndpoint
-from domain.ports import Application, UnitOfWork
+from domain.ports import Application
+from domain.repositories import UnitOfWork
 from domain.sweeps import PublishDeliveries, SendDueDeliveries
 from domain.webhooks import (
     DeliveryClaim,

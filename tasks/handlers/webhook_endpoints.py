@@ -28,7 +28,8 @@ from domain.operator_requests import (
     ReplayFailed,
     RotateSecret,
 )
-from domain.ports import HandlerContext, UnitOfWork
+from domain.ports import HandlerContext
+from domain.repositories import UnitOfWork
 from domain.webhooks import DeliveryState, WebhookDelivery, WebhookEndpoint
 
 ENDPOINT = "webhook_endpoint"

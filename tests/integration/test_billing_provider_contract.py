@@ -1,6 +1,6 @@
-"""The billing provider's contract (``domain.ports.BillingProvider``) as the handlers rely on
-it, checked on the Stripe adapter (against the Stripe emulator) and on the fake the unit
-tests use: one object per idempotency key, customers found by their billing account (the
+"""The billing provider's contract (``domain.provider_ports.BillingProvider``) as the handlers
+rely on it, checked on the Stripe adapter (against the Stripe emulator) and on the fake the
+unit tests use: one object per idempotency key, customers found by their billing account (the
 oldest of several), every customer and subscription listed, a subscription found by our id,
 and refusals as ``InvalidArgument`` about the plan."""
 
@@ -15,7 +15,7 @@ import pytest
 from domain.billing import Address, ProviderCustomer
 from domain.errors import Internal, InvalidArgument
 from domain.plans import ProviderPlan
-from domain.ports import BillingProvider
+from domain.provider_ports import BillingProvider
 from domain.subscriptions import ProviderSubscription, SubscriptionState, SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client

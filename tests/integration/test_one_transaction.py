@@ -13,9 +13,10 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from domain.command_ports import CannotRunInOneTransaction
 from domain.errors import NotFound
 from domain.messages import CommandStatus
-from domain.ports import CannotRunInOneTransaction, UnitOfWork
+from domain.repositories import UnitOfWork
 from domain.users import EnableUser, NewUser, User, UserState
 from tasks.handlers.users import enable_user
 from tasks.one_transaction import InOneTransaction

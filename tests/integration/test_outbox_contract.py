@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from domain.errors import UniquenessViolation
-from domain.ports import UnitOfWork
+from domain.repositories import UnitOfWork
 from domain.user_events import UserEnabledEvent
 from domain.users import User, UserState
 from domain.webhooks import DeliveryClaim, DeliveryState, WebhookDelivery, WebhookEndpoint

@@ -13,7 +13,7 @@ import pytest
 from domain.billing import BillingAccount, BillingDetails
 from domain.errors import UniquenessViolation
 from domain.plans import Plan, PlanSpec, ProviderPrice
-from domain.ports import Claim
+from domain.repositories import Claim
 from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
 from domain.subscriptions import Subscription, SubscriptionState
 from tests.support.records import create_organization

@@ -14,7 +14,7 @@ from domain.billing import BillingAccount, BillingAccountState, BillingDetails
 from domain.errors import UniquenessViolation
 from domain.organizations import Organization
 from domain.plans import Plan
-from domain.ports import UnitOfWork
+from domain.repositories import UnitOfWork
 from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
 from domain.subscriptions import Subscription, SubscriptionState
 from tests.support.fakes.clock import T0

@@ -6,7 +6,8 @@ from __future__ import annotations
 from sqlalchemy.orm import Session, sessionmaker
 
 from domain.organizations import NewOrganization, Organization
-from domain.ports import BillingProvider, Clock
+from domain.ports import Clock
+from domain.provider_ports import BillingProvider
 from domain.users import NewUser, User
 from tasks.handlers import organizations, users
 from worker.bootstrap import Services, build_services

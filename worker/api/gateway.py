@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 
+from domain.command_ports import CommandPublisher
 from domain.errors import (
     BAD_REQUEST,
     ERROR_INFO,
@@ -35,7 +36,6 @@ from domain.errors import (
     violations_of,
 )
 from domain.messages import Command, CommandStatus
-from domain.ports import CommandPublisher
 from worker.api.errors import HTTP_STATUS, ApiError
 from worker.api.results import ResultListener, Watch
 from worker.db.commands import CommandRecord, SqlCommandLog

@@ -11,11 +11,13 @@ from sqlalchemy import CursorResult, delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from domain.command_ports import CannotRunInOneTransaction
 from domain.errors import CommandIdReused, CommandInProgress, FailedPrecondition, error_info
 from domain.event_base import Event
 from domain.messages import CommandStatus, command_fingerprint
 from domain.outcomes import error_code, error_line, error_reason
-from domain.ports import CannotRunInOneTransaction, Clock, UnitOfWork
+from domain.ports import Clock
+from domain.repositories import UnitOfWork
 from domain.retention import PRUNABLE_STATUSES
 from worker.db.events import SqlEventOutbox
 from worker.db.models import CommandRow, ProviderCallRow

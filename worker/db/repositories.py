@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from domain.billing import BillingAccount, BillingAccountState
 from domain.organizations import Organization
 from domain.plans import Plan
-from domain.ports import Claim
+from domain.repositories import Claim
 from domain.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
 from domain.subscriptions import Subscription, SubscriptionState
 from domain.users import User

@@ -157,7 +157,7 @@ def translate(
 
 
 class StripeBillingProvider:
-    """The :class:`domain.ports.BillingProvider` for Stripe."""
+    """The :class:`domain.provider_ports.BillingProvider` for Stripe."""
 
     name = PROVIDER_NAME
 

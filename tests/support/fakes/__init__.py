@@ -1,4 +1,5 @@
-"""In-memory fakes of the ports (``domain/ports.py``, ``domain/event_ports.py``), for fast
+"""In-memory fakes of the ports (``domain/ports.py``, ``domain/repositories.py``,
+``domain/provider_ports.py``, ``domain/command_ports.py``, ``domain/event_ports.py``), for fast
 tests of the real handlers and of the real task runner; one module an idea:
 
 * ``clock``: :class:`FakeClock`, which moves only when told to (and ``T0``, where it starts);

@@ -6,17 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from domain.command_ports import CommandJournal
 from domain.errors import FailedPrecondition, error_info
 from domain.event_ports import EventStream, RelayLock, WebhookSender
-from domain.ports import (
-    Application,
-    BillingProvider,
-    Clock,
-    CommandJournal,
-    RunnerPolicy,
-    UnitOfWork,
-)
+from domain.ports import Application, Clock, RunnerPolicy
+from domain.provider_ports import BillingProvider
 from domain.rate_budget import BudgetUsage, CallKind, Priority, RateBudget
+from domain.repositories import UnitOfWork
 from domain.retention import CommandRetention
 from domain.scheduled_changes import ProrationBehavior
 from domain.webhooks import DeliveryPolicy
@@ -49,7 +45,7 @@ class UnmeteredRateBudget:
 
 @dataclass(frozen=True)
 class FakeBillingPolicy:
-    """``domain.ports.BillingPolicy`` with the settings' defaults (Stripe's key window less
+    """``domain.provider_ports.BillingPolicy`` with the settings' defaults (Stripe's key window less
     an hour)."""
 
     default_currency: str = "usd"

@@ -230,7 +230,7 @@ class Transaction:
 
 
 class FakeUnitOfWork:
-    """One transaction of the :class:`FakeDatabase` (``domain.ports.UnitOfWork``)."""
+    """One transaction of the :class:`FakeDatabase` (``domain.repositories.UnitOfWork``)."""
 
     def __init__(self, db: FakeDatabase) -> None:
         self._db = db

@@ -28,7 +28,7 @@ from tests.support.fakes.provider_requests import RecordedRequests, rejected
 
 
 class FakeBillingProvider(RecordedRequests):
-    """An in-memory Stripe (``domain.ports.BillingProvider``)."""
+    """An in-memory Stripe (``domain.provider_ports.BillingProvider``)."""
 
     def __init__(self, clock: FakeClock, *, name: str = "fake") -> None:
         super().__init__(clock)

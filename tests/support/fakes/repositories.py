@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 from domain.billing import BillingAccount, BillingAccountState
 from domain.organizations import Organization
 from domain.plans import Plan
-from domain.ports import Claim
+from domain.repositories import Claim
 from domain.scheduled_changes import ChangeState, ScheduledChange
 from domain.subscriptions import Subscription
 from domain.users import User
