@@ -108,6 +108,16 @@ def test_a_batch_whose_redis_went_away_raises_at_its_end(tmp_path: Path) -> None
         group.stop()
 
 
+def test_a_batch_larger_than_kombus_flush_size_still_goes_whole_at_its_end(
+    redis_url: str,
+) -> None:
+    with publisher_on(redis_url).batch() as batch:
+        ids = publish(batch, 600)  # 1,200 Redis commands with their task-sent events
+        assert queued_ids(redis_url) == []
+
+    assert queued_ids(redis_url) == ids
+
+
 def test_commands_published_one_at_a_time_go_at_once(redis_url: str) -> None:
     ids = publish(publisher_on(redis_url), 2)
 

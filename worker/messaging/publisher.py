@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -51,10 +52,15 @@ class CeleryPublisher:
     @contextmanager
     def batch(self) -> Iterator[CeleryPublisher]:
         """kombu's publish batch (``Producer.batch``): on Redis, the messages and their
-        ``task-sent`` events are buffered in one pipeline and sent when the block ends (and
-        whenever 1,000 Redis commands are buffered, kombu's default). A failed batch is not
-        retried: it raises ``BatchPublishError``, its delivery uncertain."""
-        with self.app.producer_or_acquire(self.producer) as producer, producer.batch():
+        ``task-sent`` events are buffered in one pipeline and sent when the block ends. A
+        failed batch is not retried: it raises ``BatchPublishError``, its delivery uncertain.
+        Nothing is sent before the end (kombu would flush every 1,000 commands): a flush that
+        failed midway would fail messages their caller already counted as gone. The callers
+        bound a batch (a sweep's claims)."""
+        with (
+            self.app.producer_or_acquire(self.producer) as producer,
+            producer.batch(max_size=sys.maxsize),
+        ):
             yield CeleryPublisher(self.app, producer)
 
 
