@@ -3,7 +3,8 @@
 It speaks to real Stripe or to the project's emulator (``BILLING_STRIPE_API_BASE``) through the
 official SDK, with the SDK's own retries off: retries belong to the command runner, which
 backs off with jitter within a budget and keeps the command visible meanwhile. Every write
-carries an idempotency key chosen (and persisted) by the caller.
+carries an idempotency key chosen (and persisted) by the caller. What Stripe answers is read
+into our values by ``worker/provider/stripe_objects.py``, which needs no SDK.
 
 Errors leave this module as domain errors:
 
@@ -28,14 +29,14 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
 import stripe
 
 from domain.billing import ProviderCustomer
-from domain.change_previews import ChangePreview, PreviewLine
+from domain.change_previews import ChangePreview
 from domain.console import InvoiceView
 from domain.drift import (
     RemoteCustomer,
@@ -65,6 +66,13 @@ from worker.provider.stripe_fields import (
     plan_field,
     price_field,
     subscription_field,
+)
+from worker.provider.stripe_objects import (
+    _customer_of,
+    _invoice_of,
+    _listed_subscription_of,
+    _preview_of,
+    _subscription_of,
 )
 
 logger = logging.getLogger(__name__)
@@ -504,49 +512,6 @@ class StripeBillingProvider:
             after = str(page.data[-1].id)
 
 
-def _customer_of(customer: stripe.Customer) -> RemoteCustomer:
-    metadata = customer.metadata
-    return RemoteCustomer(
-        id=str(customer.id),
-        created=_time(customer.created),
-        metadata={str(k): str(v) for k, v in (metadata.to_dict() if metadata else {}).items()},
-    )
-
-
-def _listed_subscription_of(subscription: stripe.Subscription) -> RemoteSubscription:
-    customer = subscription.customer
-    metadata = subscription.metadata
-    return RemoteSubscription(
-        subscription=_subscription_of(subscription),
-        customer_id=str(customer if isinstance(customer, str) else customer.id),
-        created=_time(subscription.created),
-        metadata={str(k): str(v) for k, v in (metadata.to_dict() if metadata else {}).items()},
-    )
-
-
-def _optional_text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _invoice_of(document: dict[str, Any]) -> InvoiceView:
-    def when(name: str) -> datetime | None:
-        value = document.get(name)
-        return _time(value) if isinstance(value, int) else None
-
-    return InvoiceView(
-        id=str(document["id"]),
-        status=str(document.get("status") or ""),
-        number=_optional_text(document.get("number")),
-        currency=str(document.get("currency") or ""),
-        amount_due=int(document.get("amount_due") or 0),
-        amount_paid=int(document.get("amount_paid") or 0),
-        billing_reason=_optional_text(document.get("billing_reason")),
-        created=_time(int(document.get("created") or 0)),
-        period_start=when("period_start"),
-        period_end=when("period_end"),
-    )
-
-
 def _measured(operation: str, send: Callable[[], T]) -> T:
     """``send`` one request, counted by operation and HTTP status (``error``: no answer)."""
     label = operation.replace(" ", "_")
@@ -562,63 +527,6 @@ def _measured(operation: str, send: Callable[[], T]) -> T:
     finally:
         metrics.STRIPE_REQUESTS.labels(label, status).inc()
         metrics.STRIPE_REQUEST_SECONDS.labels(label).observe(time.perf_counter() - started)
-
-
-def _subscription_of(subscription: stripe.Subscription) -> ProviderSubscription:
-    """Our view of a Stripe subscription of one item. API 2026-10-28.endive keeps the current
-    period on the items, not on the subscription."""
-    items = subscription["items"].data
-    if not items:
-        raise Internal(
-            f"stripe subscription {subscription.id} has no items",
-            details=[error_info("PROVIDER_SUBSCRIPTION_WITHOUT_ITEMS", id=subscription.id)],
-        )
-    item = items[0]
-    recurring = item.price.recurring
-    return ProviderSubscription(
-        id=str(subscription.id),
-        status=str(subscription.status),
-        item_id=str(item.id),
-        price_id=str(item.price.id),
-        current_period_start=_time(item.current_period_start),
-        current_period_end=_time(item.current_period_end),
-        billing_cycle_anchor=_time(subscription.billing_cycle_anchor),
-        interval=str(recurring.interval) if recurring else "month",
-        interval_count=int(recurring.interval_count) if recurring else 1,
-        cancel_at=_time(subscription.cancel_at) if subscription.cancel_at else None,
-    )
-
-
-def _time(timestamp: int) -> datetime:
-    return datetime.fromtimestamp(timestamp, UTC)
-
-
-def _preview_of(invoice: stripe.Invoice) -> ChangePreview:
-    """Our view of a previewed invoice: its totals and lines (a line's price is read from its
-    ``pricing`` in API 2026-10-28.endive)."""
-    lines = []
-    for line in invoice.lines.data:
-        parent = line.parent
-        item_details = parent.subscription_item_details if parent else None
-        pricing = line.pricing
-        price_details = pricing.price_details if pricing else None
-        lines.append(
-            PreviewLine(
-                description=str(line.description or ""),
-                amount=int(line.amount),
-                proration=bool(item_details.proration) if item_details else False,
-                period_start=_time(line.period.start),
-                period_end=_time(line.period.end),
-                price_id=str(price_details.price) if price_details else None,
-            )
-        )
-    return ChangePreview(
-        currency=str(invoice.currency),
-        amount_due=int(invoice.amount_due),
-        subtotal=int(invoice.subtotal),
-        total=int(invoice.total),
-        lines=tuple(lines),
-    )
 
 
 def build_provider(
