@@ -68,11 +68,11 @@ from worker.provider.stripe_fields import (
     subscription_field,
 )
 from worker.provider.stripe_objects import (
-    _customer_of,
-    _invoice_of,
-    _listed_subscription_of,
-    _preview_of,
-    _subscription_of,
+    customer_of,
+    invoice_of,
+    listed_subscription_of,
+    preview_of,
+    subscription_of,
 )
 
 logger = logging.getLogger(__name__)
@@ -83,10 +83,10 @@ STRIPE_API_VERSION = "2026-10-28.endive"
 SDK's types are written for. An SDK upgrade that moves the SDK's own version fails a test, so
 that a new version is adopted on purpose, after reading Stripe's changelog."""
 RATE_LIMIT_RETRIES = 3
-LIST_PAGE_SIZE = 100
-"""Objects per page of a list or a search (Stripe's most)."""
 """429s answered to one call that are tried again through the budget before the call fails
 transiently (and the command's own backoff takes over)."""
+LIST_PAGE_SIZE = 100
+"""Objects per page of a list or a search (Stripe's most)."""
 T = TypeVar("T")
 
 
@@ -257,7 +257,7 @@ class StripeBillingProvider:
                 "search customers",
                 partial(self._client.v1.customers.search, params=params),  # type: ignore[arg-type]
             )
-            found.extend(_customer_of(customer) for customer in result.data)
+            found.extend(customer_of(customer) for customer in result.data)
             page = result.next_page
             if not result.has_more or not page:
                 break
@@ -338,7 +338,7 @@ class StripeBillingProvider:
             ),
             subscription_field,
         )
-        return _subscription_of(created)
+        return subscription_of(created)
 
     def get_subscription(self, provider_id: str) -> ProviderSubscription:
         found = self._call(
@@ -347,7 +347,7 @@ class StripeBillingProvider:
             lambda: self._client.v1.subscriptions.retrieve(provider_id),
             plan_field,
         )
-        return _subscription_of(found)
+        return subscription_of(found)
 
     def change_subscription_price(
         self,
@@ -378,7 +378,7 @@ class StripeBillingProvider:
             ),
             plan_field,
         )
-        return _subscription_of(updated)
+        return subscription_of(updated)
 
     def preview_change(
         self,
@@ -405,7 +405,7 @@ class StripeBillingProvider:
             ),
             plan_field,
         )
-        return _preview_of(invoice)
+        return preview_of(invoice)
 
     def register_webhook_endpoint(
         self, url: str, event_types: Sequence[str], known_ids: set[str]
@@ -452,7 +452,7 @@ class StripeBillingProvider:
     def list_customers(self) -> list[RemoteCustomer]:
         customers = self._client.v1.customers
         return [
-            _customer_of(customer)
+            customer_of(customer)
             for customer in self._pages(
                 "list customers", lambda params: customers.list(params=params), {}
             )
@@ -464,7 +464,7 @@ class StripeBillingProvider:
             params["customer"] = customer_id
         subscriptions = self._client.v1.subscriptions
         return [
-            _listed_subscription_of(subscription)
+            listed_subscription_of(subscription)
             for subscription in self._pages(
                 "list subscriptions", lambda page: subscriptions.list(params=page), params
             )
@@ -486,7 +486,7 @@ class StripeBillingProvider:
             "list invoices",
             lambda: self._client.v1.invoices.list(params=params),  # type: ignore[arg-type]
         )
-        return [_invoice_of(invoice.to_dict()) for invoice in page.data]
+        return [invoice_of(invoice.to_dict()) for invoice in page.data]
 
     def _pages(
         self,

@@ -121,7 +121,7 @@ class StripeInvoice(Protocol):
     def lines(self) -> _InvoiceLines: ...
 
 
-def _customer_of(customer: StripeCustomer) -> RemoteCustomer:
+def customer_of(customer: StripeCustomer) -> RemoteCustomer:
     metadata = customer.metadata
     return RemoteCustomer(
         id=str(customer.id),
@@ -130,11 +130,11 @@ def _customer_of(customer: StripeCustomer) -> RemoteCustomer:
     )
 
 
-def _listed_subscription_of(subscription: StripeSubscription) -> RemoteSubscription:
+def listed_subscription_of(subscription: StripeSubscription) -> RemoteSubscription:
     customer = subscription.customer
     metadata = subscription.metadata
     return RemoteSubscription(
-        subscription=_subscription_of(subscription),
+        subscription=subscription_of(subscription),
         customer_id=str(customer if isinstance(customer, str) else customer.id),
         created=_time(subscription.created),
         metadata={str(k): str(v) for k, v in (metadata.to_dict() if metadata else {}).items()},
@@ -145,7 +145,7 @@ def _optional_text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _invoice_of(document: dict[str, Any]) -> InvoiceView:
+def invoice_of(document: dict[str, Any]) -> InvoiceView:
     def when(name: str) -> datetime | None:
         value = document.get(name)
         return _time(value) if isinstance(value, int) else None
@@ -164,7 +164,7 @@ def _invoice_of(document: dict[str, Any]) -> InvoiceView:
     )
 
 
-def _subscription_of(subscription: StripeSubscription) -> ProviderSubscription:
+def subscription_of(subscription: StripeSubscription) -> ProviderSubscription:
     """Our view of a Stripe subscription of one item. API 2026-10-28.endive keeps the current
     period on the items, not on the subscription."""
     items = subscription["items"].data
@@ -193,7 +193,7 @@ def _time(timestamp: int) -> datetime:
     return datetime.fromtimestamp(timestamp, UTC)
 
 
-def _preview_of(invoice: StripeInvoice) -> ChangePreview:
+def preview_of(invoice: StripeInvoice) -> ChangePreview:
     """Our view of a previewed invoice: its totals and lines (a line's price is read from its
     ``pricing`` in API 2026-10-28.endive)."""
     lines = []
