@@ -32,7 +32,7 @@ from domain.ports import Application, HandlerContext
 from domain.rate_budget import Priority, calls_at
 from domain.scheduled_changes import ChangeReason, ChangeState
 from domain.subscription_events import PlanChangeSkipped
-from tasks.handlers.outbox import publish_recorded
+from tasks.handlers.outbox import publish_command, publish_recorded
 
 logger = logging.getLogger(__name__)
 
@@ -59,12 +59,7 @@ def retry_registration(command: RetryRegistration, ctx: Application) -> ActionTa
     register = RegisterBillingAccount(
         command_id=command.command_id, org_id=account.org_id, billing_account_id=account.id
     )
-    ctx.publisher().publish(
-        register.TASK_NAME,
-        register.model_dump(mode="json"),
-        command_id=register.command_id,
-        queue=register.QUEUE,
-    )
+    publish_command(register, ctx.publisher())
     logger.info("operator retried the registration of %s", account.id)
     return ActionTaken(
         action="retry_registration",

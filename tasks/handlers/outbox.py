@@ -8,6 +8,7 @@ again later, which is harmless: tasks are idempotent by command id.
 from __future__ import annotations
 
 from domain.command_ports import CommandJournal, CommandPublisher, PublishableCommand
+from domain.messages import Command
 
 
 def publish_recorded(
@@ -17,3 +18,17 @@ def publish_recorded(
     published; raises, leaving it unmarked for the sweep, if the message could not go."""
     publisher.publish(record.type, record.payload, command_id=record.id)
     journal.mark_published(record.id)
+
+
+def publish_command(
+    command: Command, publisher: CommandPublisher, *, priority: int | None = None
+) -> None:
+    """Publish ``command`` as its task, on its queue, under its command id (a command the
+    log does not hold: a sweep's or an operator's, idempotent by that id)."""
+    publisher.publish(
+        command.TASK_NAME,
+        command.model_dump(mode="json"),
+        command_id=command.command_id,
+        queue=command.QUEUE,
+        priority=priority,
+    )

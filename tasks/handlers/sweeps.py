@@ -15,7 +15,7 @@ from domain.sweeps import (
     RepublishStalledCommands,
     TakeEffectOfStagedChanges,
 )
-from tasks.handlers.outbox import publish_recorded
+from tasks.handlers.outbox import publish_command, publish_recorded
 from tasks.handlers.scheduled_changes import (
     apply_command_for,
     claim_due_changes,
@@ -62,14 +62,8 @@ def publish_due_changes(sweep: PublishDueChanges, app: Application) -> int:
             for claim in claims:
                 command = apply_command_for(claim)
                 try:
-                    publisher.publish(
-                        command.TASK_NAME,
-                        command.model_dump(mode="json"),
-                        command_id=command.command_id,
-                        queue=command.QUEUE,
-                        # Behind interactive commands on the same queue (Redis serves 0 first).
-                        priority=BULK_MESSAGE_PRIORITY,
-                    )
+                    # Behind interactive commands on the same queue (Redis serves 0 first).
+                    publish_command(command, publisher, priority=BULK_MESSAGE_PRIORITY)
                 except Exception:
                     logger.warning(
                         "could not publish %s; releasing it",
@@ -128,13 +122,7 @@ def redrive_pending_accounts(sweep: RedrivePendingAccounts, app: Application) ->
         if command is None:
             continue
         try:
-            publisher.publish(
-                command.TASK_NAME,
-                command.model_dump(mode="json"),
-                command_id=command.command_id,
-                queue=command.QUEUE,
-                priority=BULK_MESSAGE_PRIORITY,
-            )
+            publish_command(command, publisher, priority=BULK_MESSAGE_PRIORITY)
         except Exception:
             logger.warning(
                 "could not publish %s; the next sweep sends it",
