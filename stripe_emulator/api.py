@@ -232,7 +232,12 @@ class StripeAPI:
             return self._error(request, error)  # validation failed: nothing executed or stored
 
         # Latency may have let time pass: the write happens at the current emulator time.
-        ctx = Ctx(emulator.store, emulator.tick() if plan else request.now, path_params)
+        ctx = Ctx(
+            emulator.store,
+            emulator.tick() if plan else request.now,
+            path_params,
+            request.version.decode(),
+        )
         events = emulator.store.events
         writing = request.method != "GET"
         if writing:  # what the handler changes is recorded as caused by this request

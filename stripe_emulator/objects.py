@@ -160,6 +160,23 @@ def plan_from_price(price_record: Record) -> Record:
     }
 
 
+def billing_mode(mode: str, created: int) -> Record:
+    """A subscription's ``billing_mode`` as Stripe shows it (``classic`` or ``flexible``)."""
+    if mode == "classic":
+        return {"flexible": None, "type": "classic", "updated_at": None}
+    return {
+        "flexible": {"proration_discounts": "included"},
+        "type": "flexible",
+        "updated_at": created,
+    }
+
+
+def is_flexible(subscription: Record) -> bool:
+    """Whether ``subscription`` bills in flexible mode (its credits follow its debits)."""
+    mode: str = (subscription.get("billing_mode") or {}).get("type", "classic")
+    return mode == "flexible"
+
+
 def subscription(
     subscription_id: str, created: int, customer_id: str, currency: str, fields: dict[str, Any]
 ) -> Record:
@@ -172,12 +189,7 @@ def subscription(
         "automatic_tax": {"disabled_reason": None, "enabled": False, "liability": None},
         "billing_cycle_anchor": fields["billing_cycle_anchor"],
         "billing_cycle_anchor_config": None,
-        # Flexible is the default billing mode for new subscriptions since 2025-09-30.clover.
-        "billing_mode": {
-            "flexible": {"proration_discounts": "included"},
-            "type": "flexible",
-            "updated_at": created,
-        },
+        "billing_mode": billing_mode(fields.get("billing_mode", "flexible"), created),
         "billing_schedules": [],
         "billing_thresholds": None,
         "cancel_at": None,

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from stripe_emulator.config import API_VERSION
 from stripe_emulator.errors import invalid, resource_missing
 from stripe_emulator.objects import list_object
 from stripe_emulator.params import UNSET, Obj
@@ -14,11 +15,13 @@ from stripe_emulator.state import Record, Store
 
 @dataclass(slots=True)
 class Ctx:
-    """What a handler gets besides its parameters: the data, emulator time and path ids."""
+    """What a handler gets besides its parameters: the data, emulator time, path ids and the
+    request's API version (``Stripe-Version``, else the emulator's)."""
 
     store: Store
     now: int
     path: dict[str, str] = field(default_factory=dict)
+    version: str = API_VERSION
 
 
 Handler = Callable[[Ctx, dict[str, Any]], Record]

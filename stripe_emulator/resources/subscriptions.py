@@ -84,8 +84,18 @@ MAX_ITEMS = 20
 
 COLLECTION = Enum("charge_automatically", "send_invoice")
 
+# API versions from which new subscriptions default to flexible billing mode (2025-08-27.preview,
+# then 2025-09-30.clover); older versions default to classic.
+FLEXIBLE_BY_DEFAULT_SINCE = "2025-08-27"
+
 CREATE = schema(
     {
+        "billing_mode": Obj(
+            {
+                "flexible": Obj({"proration_discounts": Enum("included", "itemized")}),
+                "type": Enum("classic", "flexible", required=True),
+            }
+        ),
         "cancel_at_period_end": Bool(),
         "collection_method": COLLECTION,
         "customer": Str(required=True),
@@ -166,6 +176,7 @@ def create(ctx: Ctx, params: dict[str, Any]) -> Record:
         currency,
         {
             "billing_cycle_anchor": trial_end or now,
+            "billing_mode": _billing_mode(params, ctx.version),
             "collection_method": collection,
             "days_until_due": days_until_due,
             "description": params.get("description"),
@@ -188,6 +199,14 @@ def create(ctx: Ctx, params: dict[str, Any]) -> Record:
         customer["currency"] = currency  # Stripe fixes the customer's currency on first use
     _first_invoice(store, record, period, trial=trial_end is not None, now=now)
     return render_subscription(store, record)
+
+
+def _billing_mode(params: dict[str, Any], version: str) -> str:
+    """``billing_mode[type]``, else the API version's default."""
+    mode: str | None = params.get("billing_mode", {}).get("type")
+    if mode is not None:
+        return mode
+    return "flexible" if version[:10] >= FLEXIBLE_BY_DEFAULT_SINCE else "classic"
 
 
 def _first_invoice(

@@ -244,3 +244,21 @@ def test_a_subscription_that_sends_invoices_is_active_without_a_payment_method(
     assert subscription.status == "active"
     assert (subscription.collection_method, subscription.days_until_due) == ("send_invoice", 30)
     assert item.current_period_start < item.current_period_end
+
+
+def test_a_new_subscription_bills_in_flexible_mode_by_default_on_our_api_version(
+    stripe_target: StripeTarget,
+) -> None:
+    _, _, subscription = _subscribe(stripe_target)
+
+    assert subscription.billing_mode.type == "flexible"
+
+
+@pytest.mark.parametrize("mode", ["classic", "flexible"])
+def test_the_billing_mode_asked_for_is_the_subscriptions(
+    stripe_target: StripeTarget, mode: str
+) -> None:
+    _, _, subscription = _subscribe(stripe_target, billing_mode={"type": mode})
+
+    again = stripe_target.client.v1.subscriptions.retrieve(subscription.id)
+    assert subscription.billing_mode.type == again.billing_mode.type == mode

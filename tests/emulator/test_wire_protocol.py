@@ -320,3 +320,23 @@ def test_the_idempotency_key_is_echoed_on_posts(http: httpx.Client) -> None:
 
     assert response.headers["idempotency-key"] == "echo-me"
     assert response.headers["original-request"] == response.headers["request-id"]
+
+
+def test_an_api_version_before_flexible_became_the_default_creates_classic_subscriptions(
+    emulator_client: stripe.StripeClient,
+) -> None:
+    customer = emulator_client.v1.customers.create()
+    price = emulator_client.v1.prices.create(
+        params={
+            "currency": "usd",
+            "unit_amount": 900,
+            "recurring": {"interval": "month"},
+            "product_data": {"name": "Starter"},
+        }
+    )
+    subscription = emulator_client.v1.subscriptions.create(
+        params={"customer": customer.id, "items": [{"price": price.id}]},
+        options={"stripe_version": "2025-03-31.basil"},
+    )
+
+    assert subscription.billing_mode.type == "classic"

@@ -77,6 +77,25 @@ def test_a_plan_is_one_product_with_one_recurring_price_per_key(
     assert len([r for r in admin.requests("/v1/prices", "POST") if not r.replayed]) == 1
 
 
+def test_a_subscription_is_created_in_flexible_billing_mode_whatever_the_account_default(
+    provider: StripeBillingProvider, admin: EmulatorAdmin, sdk: stripe.StripeClient
+) -> None:
+    starter, _ = prices(provider)
+    created = provider.create_subscription(
+        customer_id(provider),
+        starter.price_id,
+        SubscriptionTerms(days_until_due=14),
+        metadata=METADATA,
+        idempotency_key="sub_local_1:create",
+    )
+
+    (request,) = admin.requests("/v1/subscriptions", "POST")
+    assert request.form["billing_mode"] == {"type": "flexible"}
+    mode = sdk.v1.subscriptions.retrieve(created.id).billing_mode
+    assert mode is not None
+    assert mode.type == "flexible"
+
+
 def test_a_subscription_sent_invoices_is_active_with_its_period_from_the_item(
     provider: StripeBillingProvider, sdk: stripe.StripeClient
 ) -> None:

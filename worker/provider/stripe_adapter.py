@@ -324,6 +324,9 @@ class StripeBillingProvider:
             "items": [{"price": price_id}],
             "metadata": metadata,
             "collection_method": terms.collection_method,
+            # Pinned rather than left to the API version or the account's default: flexible
+            # mode credits a change from what the customer was actually debited.
+            "billing_mode": {"type": "flexible"},
         }
         if terms.collection_method == "send_invoice":
             params["days_until_due"] = terms.days_until_due
