@@ -27,7 +27,7 @@ class LineSpec:
 
     ``invoice_item`` is the id of the invoice item behind a proration line (``None`` for the
     subscription's own lines); ``credited`` is ``(invoice, [line ids])``, the debit lines a
-    credit proration gives back.
+    credit proration gives back; ``consumes`` the debit a flexible-mode credit gives back.
     """
 
     amount: int
@@ -41,6 +41,8 @@ class LineSpec:
     proration: bool = False
     invoice_item: str | None = None
     credited: tuple[str, list[str]] | None = None
+    # A flexible-mode credit: the index of the debit it gives back (see debits.py).
+    consumes: int | None = None
 
 
 def _pricing(price: Record) -> Record:

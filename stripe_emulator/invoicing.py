@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from stripe_emulator import currencies, invoice_objects, recorder
+from stripe_emulator import currencies, debits, invoice_objects, recorder
 from stripe_emulator.ids import new_id
 from stripe_emulator.invoice_objects import LineSpec
+from stripe_emulator.objects import is_flexible
+from stripe_emulator.rounding import prorate
 from stripe_emulator.state import Record, Store
 
 # (subscription item id, price id, quantity): an item as it is, or as a change would make it.
@@ -47,14 +49,9 @@ class Draft:
     new_items: list[Record] = field(default_factory=list)
     swept: list[str] = field(default_factory=list)
     credits: dict[str, list[Any]] = field(default_factory=dict)
-
-
-def prorate(amount: int, remaining: int, length: int) -> int:
-    """``amount * remaining / length`` rounded to the nearest integer, halves away from 0."""
-    if length <= 0 or remaining <= 0:
-        return 0
-    magnitude = (2 * abs(amount) * remaining + length) // (2 * length)
-    return magnitude if amount >= 0 else -magnitude
+    # The new lines (prorations, cycle) with their line ids: what they debit and credit is
+    # recorded when the invoice is committed (debits.record).
+    ledger: list[tuple[LineSpec, str | None]] = field(default_factory=list)
 
 
 def format_date(timestamp: int) -> str:
@@ -139,10 +136,17 @@ def proration_lines(
     at: int,
     period: tuple[int, int],
 ) -> list[LineSpec]:
-    """The credit for ``old`` (price id, quantity) and the debit for ``new`` after ``at``."""
+    """The credit for ``old`` (price id, quantity) and the debit for ``new`` after ``at``.
+
+    In flexible billing mode the credit is one line per debit of the item's period
+    (:mod:`stripe_emulator.debits`); in classic mode, ``old`` at its current price."""
     start, end = period
     when = format_date(at)
     specs = []
+    subscription = store.subscriptions[subscription_id]
+    if old is not None and is_flexible(subscription) and debits.tracked(store, subscription_id):
+        specs += _flexible_credits(store, subscription_id, item_id, at, when)
+        old = None
     for side, values in (("Unused", old), ("Remaining", new)):
         if values is None:
             continue
@@ -162,6 +166,32 @@ def proration_lines(
                 subscription_item=item_id,
                 proration=True,
                 credited=_billed(store, subscription_id, item_id) if side == "Unused" else None,
+            )
+        )
+    return specs
+
+
+def _flexible_credits(
+    store: Store, subscription_id: str, item_id: str, at: int, when: str
+) -> list[LineSpec]:
+    specs = []
+    for credit in debits.credits(store, subscription_id, item_id, at):
+        debit = credit.debit
+        price = store.prices[debit["price"]]
+        name = _counted(debit["quantity"], product_name(store, price))
+        specs.append(
+            LineSpec(
+                amount=-credit.amount,
+                currency=price["currency"],
+                description=f"Unused time on {name} after {when}",
+                period=credit.period,
+                price=price,
+                quantity=debit["quantity"],
+                subscription=subscription_id,
+                subscription_item=item_id,
+                proration=True,
+                credited=None if debit["line"] is None else (debit["invoice"], [debit["line"]]),
+                consumes=credit.index,
             )
         )
     return specs
@@ -197,6 +227,7 @@ def add_pending(store: Store, subscription: Record, specs: Sequence[LineSpec], n
         store.invoice_items[item["id"]] = item
         pending.append(item["id"])
         recorder.invoice_item(store, item)
+    debits.record(store, subscription["id"], ((spec, None) for spec in specs), None)
 
 
 def spec_of_item(store: Store, item: Record) -> LineSpec:
@@ -249,6 +280,11 @@ def compose(
     specs.extend(prorations)
     specs.extend(cycle)
     lines = [invoice_objects.line_item(new_id(line_prefix), invoice_id, spec) for spec in specs]
+    if not preview:
+        swept = len(draft.swept)
+        draft.ledger = [
+            (spec, line["id"]) for spec, line in zip(specs[swept:], lines[swept:], strict=True)
+        ]
     invoice = draft.invoice = invoice_objects.invoice(
         invoice_id,
         now,

@@ -37,7 +37,7 @@ Each step records its event (``invoice.paid`` and ``invoice.payment_succeeded``,
 
 from __future__ import annotations
 
-from stripe_emulator import pending_updates, recorder
+from stripe_emulator import debits, pending_updates, recorder
 from stripe_emulator.invoicing import Draft, apply_balance
 from stripe_emulator.state import Record, Store
 
@@ -94,6 +94,7 @@ def commit(store: Store, draft: Draft, now: int) -> Record:
         details = line["parent"]["subscription_item_details"]
         if not details["proration"]:
             billed[details["subscription_item"]] = [invoice_id, line["id"]]
+    debits.record(store, subscription["id"], draft.ledger, invoice_id)
     recorder.invoice(store, "invoice.finalized", invoice=invoice)
     return invoice
 

@@ -13,6 +13,7 @@ import stripe  # noqa: TID251 - these tests exercise the emulator through the re
 
 from tests.emulator.billing_support import (
     AFTER_RENEWAL,
+    DAY,
     amounts,
     invoices,
     is_proration,
@@ -253,3 +254,72 @@ def test_a_proration_date_outside_the_current_period_is_refused_naming_it(
 
     assert raised.value.http_status == 400
     assert raised.value.param == "proration_date"
+
+
+# Flexible billing mode (the default on our API version): a credit gives back what was debited
+# for the time credited, one credit per debit, and nothing where nothing was debited.
+
+
+def _credits(invoice: stripe.Invoice) -> list[int]:
+    return sorted(
+        line.amount for line in invoice.lines.data if is_proration(line) and line.amount < 0
+    )
+
+
+def test_in_a_period_cut_short_by_cancel_at_a_credit_never_exceeds_what_was_billed(
+    stripe_target: StripeTarget,
+) -> None:
+    customer, subscription = subscribe(stripe_target, monthly(stripe_target, 2900))
+    _, end = period(stripe_target, subscription.id)
+    cut = end + 2 * DAY  # the next period is two days long, billed pro rata
+    stripe_target.client.v1.subscriptions.update(subscription.id, params={"cancel_at": cut})
+    at = end + DAY  # half of that short period is left
+    move_to(stripe_target, customer.id, at)
+    renewal = latest_invoice(stripe_target, subscription.id)
+    (billed,) = [line.amount for line in renewal.lines.data if not is_proration(line)]
+
+    _change(
+        stripe_target,
+        subscription,
+        monthly(stripe_target, 900),
+        proration_behavior="always_invoice",
+        proration_date=at,
+    )
+
+    assert renewal.billing_reason == "subscription_cycle"
+    assert 0 < billed < 2900
+    assert _credits(latest_invoice(stripe_target, subscription.id)) == [-((billed + 1) // 2)]
+
+
+@pytest.mark.parametrize(("mode", "credits"), [("flexible", []), ("classic", [-1000])])
+def test_removing_an_item_that_was_never_debited_credits_nothing_in_flexible_mode_only(
+    stripe_target: StripeTarget, mode: str, credits: list[int]
+) -> None:
+    customer, subscription = subscribe(
+        stripe_target, monthly(stripe_target, 1000), billing_mode={"type": mode}
+    )
+    start, end = period(stripe_target, subscription.id)
+    added = stripe_target.client.v1.subscriptions.update(
+        subscription.id,
+        params={
+            "items": [{"price": monthly(stripe_target, 2000).id}],
+            "proration_behavior": "none",  # the added seat is not debited for this period
+        },
+    )
+    extra = next(item for item in added["items"].data if item.id != item_of(subscription).id)
+    half = start + (end - start) // 2
+    move_to(stripe_target, customer.id, half)
+
+    stripe_target.client.v1.subscriptions.update(
+        subscription.id,
+        params={
+            "items": [{"id": extra.id, "deleted": True}],
+            "proration_behavior": "create_prorations",
+            "proration_date": half,
+        },
+    )
+    pending = stripe_target.client.v1.invoice_items.list(
+        params={"customer": customer.id, "pending": True}
+    )
+
+    assert sorted(item.amount for item in pending.data) == credits

@@ -491,3 +491,59 @@ def test_a_new_interval_during_a_trial_applies_to_the_paid_periods_after_it(
     assert amounts(latest_invoice(StripeTarget("emulator", emulator_client, None), paid.id)) == [
         (9000, False)
     ]
+
+
+def _credit_lines(invoice: stripe.Invoice) -> list[tuple[int, int, int]]:
+    """Each credit proration's amount and period."""
+    return sorted(
+        (line.amount, line.period.start, line.period.end)
+        for line in invoice.lines.data
+        if is_proration(line) and line.amount < 0
+    )
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("flexible", "per debit"), ("classic", "list")])
+def test_a_credit_over_time_billed_by_two_debits_is_one_credit_per_debit_in_flexible_mode(
+    emulator_client: stripe.StripeClient, mode: str, expected: str
+) -> None:
+    subscription = _subscribe(
+        emulator_client, _price(emulator_client, 1000), billing_mode={"type": mode}
+    )
+    item = item_of(subscription)
+    start, end = item.current_period_start, item.current_period_end
+    eighth = (end - start) // 8
+    upgraded_at, credited_from = start + 2 * eighth, start + eighth
+    _change(  # 1000 for [start, end], then 2000 for [start + 1/4, end]: two debits
+        emulator_client,
+        subscription,
+        items=[{"id": item.id, "price": _price(emulator_client, 2000).id}],
+        proration_behavior="always_invoice",
+        proration_date=upgraded_at,
+    )
+    upgrade = latest_invoice(StripeTarget("emulator", emulator_client, None), subscription.id)
+    (debit,) = [line for line in upgrade.lines.data if line.amount > 0]
+
+    _change(  # back to 1000, prorated from an eighth into the period
+        emulator_client,
+        subscription,
+        items=[{"id": item.id, "price": _price(emulator_client, 1000).id}],
+        proration_behavior="always_invoice",
+        proration_date=credited_from,
+    )
+
+    invoice = latest_invoice(StripeTarget("emulator", emulator_client, None), subscription.id)
+    if expected == "per debit":  # the first period's eighth left uncredited, and the upgrade
+        assert _credit_lines(invoice) == [
+            (-1500, upgraded_at, end),
+            (-125, credited_from, upgraded_at),
+        ]
+        (credit,) = [line for line in invoice.lines.data if line.amount == -1500]
+        assert (
+            credit.parent.subscription_item_details.proration_details.credited_items.to_dict()
+            == {
+                "invoice": upgrade.id,
+                "invoice_line_items": [debit.id],
+            }
+        )
+    else:  # the new price's unused time, whatever was billed
+        assert _credit_lines(invoice) == [(-1750, credited_from, end)]

@@ -1,0 +1,99 @@
+"""What each subscription item's current period was debited: flexible billing mode's credits.
+
+In ``billing_mode=flexible`` (the default for new subscriptions since API version 2025-09-30)
+Stripe computes a credit proration from the amount originally debited for the time credited,
+not from the item's current price (the ``classic`` rule, :func:`invoicing.proration_lines`):
+"if the time period being credited was originally billed across multiple debits, Stripe
+generates multiple credit prorations: one for each debit", and no debit means no credit.
+
+The emulator keeps, per subscription item, the debits covering its current period
+(``Store.billing[sub]["debits"][item]``), each ``{amount, start, end, until, credited, price,
+quantity, invoice, line}``: a cycle line (which starts the list again: a renewal, a first
+invoice, a restarted cycle) or a debit proration ("Remaining time on ..."). ``until`` is where
+the part of the debit not yet credited ends: a credit for the time after ``t`` gives back
+``amount * (until - max(t, start)) / (end - start)``, rounded as every proration is
+(:func:`invoicing.prorate`) but never more than what is left of the debit (``amount -
+credited``), and moves ``until`` back to that point. The credits of one debit therefore add up
+to at most the debit, whatever the order and rounding of the changes, and a period cut short
+by ``cancel_at`` (billed pro rata) is credited pro rata of what it was billed.
+
+Debits and credits are recorded when the lines that carry them are made for good: pending
+invoice items at once, an invoice's lines when it is committed (:mod:`stripe_emulator.payments`);
+previews and refused changes record nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from stripe_emulator.invoice_objects import LineSpec
+from stripe_emulator.rounding import prorate
+from stripe_emulator.state import Record, Store
+
+
+@dataclass(frozen=True, slots=True)
+class Credit:
+    """What a credit proration gives back of one debit (``index`` in the item's list)."""
+
+    index: int
+    amount: int
+    period: tuple[int, int]
+    debit: Record
+
+
+def tracked(store: Store, subscription_id: str) -> bool:
+    """Whether the subscription's debits are known (not for state files older than them)."""
+    return "debits" in store.billing[subscription_id]
+
+
+def credits(store: Store, subscription_id: str, item_id: str, at: int) -> list[Credit]:
+    """One credit per debit of ``item_id`` still covering time after ``at`` (none without a
+    debit, or when it was all credited already)."""
+    found = []
+    debits = store.billing[subscription_id]["debits"].get(item_id, [])
+    for index, debit in enumerate(debits):
+        since = max(at, debit["start"])
+        if since >= debit["until"] or debit["amount"] <= 0:
+            continue
+        share = prorate(debit["amount"], debit["until"] - since, debit["end"] - debit["start"])
+        amount = min(share, debit["amount"] - debit["credited"])
+        if amount > 0:
+            found.append(Credit(index, amount, (since, debit["until"]), debit))
+    return found
+
+
+def record(
+    store: Store,
+    subscription_id: str,
+    lines: Iterable[tuple[LineSpec, str | None]],
+    invoice_id: str | None,
+) -> None:
+    """Record what ``lines`` (each with its invoice line id, if invoiced) debit and credit."""
+    state = store.billing[subscription_id]
+    ledger: dict[str, list[Any]] = state.setdefault("debits", {})
+    for spec, line_id in lines:
+        item_id = spec.subscription_item
+        if spec.proration and spec.consumes is not None:
+            debit = ledger[item_id][spec.consumes]
+            debit["until"] = spec.period[0]
+            debit["credited"] -= spec.amount  # a credit's amount is negative
+            continue
+        if spec.proration and spec.amount <= 0:
+            continue  # a classic-rule credit: it consumes no debit of its own
+        debit = {
+            "amount": spec.amount,
+            "start": spec.period[0],
+            "end": spec.period[1],
+            "until": spec.period[1],
+            "credited": 0,
+            "price": spec.price["id"],
+            "quantity": spec.quantity,
+            "invoice": invoice_id if line_id is not None else None,
+            "line": line_id,
+        }
+        if spec.proration:
+            ledger.setdefault(item_id, []).append(debit)
+        else:  # a cycle line: the item's period starts again
+            ledger[item_id] = [debit]
