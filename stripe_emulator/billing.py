@@ -145,6 +145,9 @@ def _period_ended(store: Store, subscription: Record, state: Record) -> None:
         period=previous,
         cycle=cycle,
     )
+    if payments.holds_renewals(store):  # finalized and collected an hour later
+        payments.hold_draft(store, draft, boundary)
+        return
     invoice = payments.commit(store, draft, boundary)
     # An unpaid subscription keeps invoicing, but Stripe stops attempting payments.
     payments.collect(store, invoice, boundary, attempt=subscription["status"] != "unpaid")

@@ -42,6 +42,8 @@ from stripe_emulator.invoicing import Draft, apply_balance
 from stripe_emulator.state import Record, Store
 
 DAY = 86_400
+# How long a renewal invoice stays a draft when webhook endpoints exist ("about an hour").
+DRAFT_HOLD_SECONDS = 3600
 FINAL_STATUSES = ("past_due", "unpaid", "canceled")
 # Subscription states a paid invoice brings back to active.
 _OWING = ("past_due", "unpaid", "incomplete")
@@ -56,27 +58,19 @@ def subscription_of(store: Store, invoice: Record) -> Record | None:
 
 
 def commit(store: Store, draft: Draft, now: int) -> Record:
-    """Finalize and store ``draft``: number, balance, invoice items; it is the subscription's
-    latest invoice."""
+    """Store ``draft`` and finalize it at once: it is the subscription's latest invoice."""
+    invoice = store_draft(store, draft, now)
+    finalize(store, invoice, now)
+    return invoice
+
+
+def store_draft(store: Store, draft: Draft, now: int) -> Record:
+    """Store ``draft`` as a ``draft`` invoice (``invoice.created``) with its invoice items: it
+    is the subscription's latest invoice."""
     invoice = draft.invoice
     invoice_id = invoice["id"]
     recorder.invoice(store, "invoice.created", invoice=invoice)
-    customer = store.customers[invoice["customer"]]
-    if customer["balance"] or invoice["total"] < 0:
-        recorder.customer(store, customer)  # the balance may change
     subscription = store.subscriptions[invoice["parent"]["subscription_details"]["subscription"]]
-    sequence = customer["next_invoice_sequence"]
-    customer["next_invoice_sequence"] = sequence + 1
-    customer["balance"] = apply_balance(invoice, customer["balance"])
-    invoice.update(
-        number=f"{customer['invoice_prefix']}-{sequence:04d}",
-        status="open",
-        effective_at=now,
-        webhooks_delivered_at=now,
-    )
-    invoice["status_transitions"]["finalized_at"] = now
-    if invoice["collection_method"] == "send_invoice":
-        invoice["due_date"] = now + (subscription["days_until_due"] or 0) * DAY
     store.add_invoice(invoice)
     for item in draft.new_items:
         item["invoice"] = invoice_id
@@ -95,8 +89,48 @@ def commit(store: Store, draft: Draft, now: int) -> Record:
         if not details["proration"]:
             billed[details["subscription_item"]] = [invoice_id, line["id"]]
     debits.record(store, subscription["id"], draft.ledger, invoice_id)
-    recorder.invoice(store, "invoice.finalized", invoice=invoice)
     return invoice
+
+
+def hold_draft(store: Store, draft: Draft, now: int) -> Record:
+    """Store a renewal's ``draft`` and finalize it :data:`DRAFT_HOLD_SECONDS` later (when
+    webhook endpoints exist: see :func:`holds_renewals`)."""
+    invoice = store_draft(store, draft, now)
+    finalizes_at = now + DRAFT_HOLD_SECONDS
+    invoice["automatically_finalizes_at"] = finalizes_at
+    if invoice["collection_method"] == "charge_automatically":
+        invoice["next_payment_attempt"] = finalizes_at
+    store.schedule(finalizes_at, invoice["id"])
+    return invoice
+
+
+def holds_renewals(store: Store) -> bool:
+    """Whether a renewal invoice stays a draft for a while: webhook endpoints exist."""
+    return any(endpoint["status"] == "enabled" for endpoint in store.webhook_endpoints.values())
+
+
+def finalize(store: Store, invoice: Record, now: int) -> None:
+    """Finalize a stored draft: number, the customer's balance, ``due_date``; ``open``."""
+    customer = store.customers[invoice["customer"]]
+    if customer["balance"] or invoice["total"] < 0:
+        recorder.customer(store, customer)  # the balance may change
+    subscription = store.subscriptions[invoice["parent"]["subscription_details"]["subscription"]]
+    sequence = customer["next_invoice_sequence"]
+    customer["next_invoice_sequence"] = sequence + 1
+    customer["balance"] = apply_balance(invoice, customer["balance"])
+    invoice.update(
+        number=f"{customer['invoice_prefix']}-{sequence:04d}",
+        status="open",
+        effective_at=now,
+        webhooks_delivered_at=now,
+        automatically_finalizes_at=None,
+        next_payment_attempt=None,
+    )
+    invoice["status_transitions"]["finalized_at"] = now
+    if invoice["collection_method"] == "send_invoice":
+        invoice["due_date"] = now + (subscription["days_until_due"] or 0) * DAY
+        store.schedule(invoice["due_date"], invoice["id"])
+    recorder.invoice(store, "invoice.finalized", invoice=invoice)
 
 
 def collect(store: Store, invoice: Record, now: int, *, attempt: bool = True) -> bool:
@@ -233,9 +267,21 @@ def open_invoices(store: Store, customer_id: str) -> list[Record]:
 
 
 def invoice_due(store: Store, invoice_id: str, when: int) -> bool:
-    """A timeline event of an invoice: a payment retry."""
+    """A timeline event of an invoice: a held draft's finalization, a ``send_invoice``
+    invoice's due date, or a payment retry."""
     invoice = store.invoices.get(invoice_id)
-    if invoice is None or invoice["status"] != "open" or invoice["next_payment_attempt"] != when:
+    if invoice is None:
+        return False
+    if invoice["status"] == "draft":
+        if invoice["automatically_finalizes_at"] != when:
+            return False
+        _finalize_held(store, invoice, when)
+        return True
+    if invoice["status"] != "open":
+        return False
+    if invoice["collection_method"] == "send_invoice":
+        return invoice["due_date"] == when and _overdue(store, invoice)
+    if invoice["next_payment_attempt"] != when:
         return False
     subscription = subscription_of(store, invoice)
     recorder.subscription(store, subscription)
@@ -243,6 +289,27 @@ def invoice_due(store: Store, invoice_id: str, when: int) -> bool:
         invoice["next_payment_attempt"] = None  # Stripe stops retrying for an ended one
         return False
     attempt_payment(store, invoice, when)
+    return True
+
+
+def _finalize_held(store: Store, invoice: Record, when: int) -> None:
+    subscription = subscription_of(store, invoice)
+    recorder.subscription(store, subscription)
+    finalize(store, invoice, when)
+    # An unpaid subscription keeps invoicing, but Stripe stops attempting payments.
+    collect(
+        store, invoice, when, attempt=subscription is None or subscription["status"] != "unpaid"
+    )
+
+
+def _overdue(store: Store, invoice: Record) -> bool:
+    """Stripe's rule for ``send_invoice``: a subscription whose invoice is not paid by its due
+    date becomes ``past_due`` (until it is paid)."""
+    subscription = subscription_of(store, invoice)
+    if subscription is None or subscription["status"] not in ("active", "trialing"):
+        return False
+    recorder.subscription(store, subscription)
+    subscription["status"] = "past_due"
     return True
 
 

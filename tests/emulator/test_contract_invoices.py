@@ -10,6 +10,7 @@ import stripe  # noqa: TID251 - these tests exercise the emulator through the re
 from tests.emulator.billing_support import (
     AFTER_RENEWAL,
     DAY,
+    HOUR,
     amounts,
     details,
     invoices,
@@ -205,3 +206,58 @@ def test_an_invoices_lines_are_listed_and_its_subscription_expands_it(
     assert invoice.id == subscription.latest_invoice
     assert [line.id for line in lines.data] == [line.id for line in invoice.lines.data]
     assert amounts(invoice) == [(1500, False)]
+
+
+def _listening(target: StripeTarget) -> None:
+    """A webhook endpoint for ``invoice.created``: Stripe then holds renewal drafts a while."""
+    url = "http://127.0.0.1:9/hook" if target.is_emulator else "https://example.com/hook"
+    target.webhook_endpoint(url=url, enabled_events=["invoice.created"])
+
+
+def test_with_webhook_endpoints_a_renewal_invoice_is_a_draft_before_it_is_charged(
+    stripe_target: StripeTarget,
+) -> None:
+    _listening(stripe_target)
+    customer, subscription = subscribe(stripe_target, monthly(stripe_target, 1200))
+    _, end = period(stripe_target, subscription.id)
+
+    move_to(stripe_target, customer.id, end + 60)
+    draft = latest_invoice(stripe_target, subscription.id)
+    status_then = stripe_target.client.v1.subscriptions.retrieve(subscription.id).status
+    # Stripe finalizes an hour after the last webhook was delivered, or after 72 h of failed
+    # deliveries (this endpoint answers nobody); the emulator an hour after the renewal.
+    move_to(stripe_target, customer.id, end + 3 * DAY + 2 * HOUR)
+    charged = stripe_target.client.v1.invoices.retrieve(draft.id or "")
+
+    assert (draft.billing_reason, draft.status, draft.number) == (
+        "subscription_cycle",
+        "draft",
+        None,
+    )
+    assert draft.total == 1200
+    assert status_then == "active"
+    assert charged.status == "paid"
+    assert charged.amount_paid == 1200
+    assert charged.status_transitions.finalized_at is not None
+    assert charged.status_transitions.finalized_at >= end + HOUR
+
+
+def test_a_sent_invoice_past_its_due_date_unpaid_makes_the_subscription_past_due(
+    stripe_target: StripeTarget,
+) -> None:
+    customer, subscription = subscribe(
+        stripe_target,
+        monthly(stripe_target, 900),
+        collection_method="send_invoice",
+        days_until_due=2,
+    )
+    invoice = latest_invoice(stripe_target, subscription.id)
+    assert invoice.due_date is not None
+
+    move_to(stripe_target, customer.id, invoice.due_date - HOUR)
+    before = stripe_target.client.v1.subscriptions.retrieve(subscription.id).status
+    move_to(stripe_target, customer.id, invoice.due_date + HOUR)
+    after = stripe_target.client.v1.subscriptions.retrieve(subscription.id).status
+
+    assert invoice.status == "open"
+    assert (before, after) == ("active", "past_due")

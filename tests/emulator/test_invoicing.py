@@ -187,8 +187,29 @@ def test_an_invoice_sent_to_the_customer_is_open_with_its_due_date_and_never_cha
     assert invoice.status == "open"
     assert invoice.due_date == invoice.created + 14 * DAY
     assert (later.status, later.attempted, later.attempt_count) == ("open", False, 0)
-    # Stripe would make it past_due now; the emulator leaves it active (see payments.py).
-    assert emulator_client.v1.subscriptions.retrieve(subscription.id).status == "active"
+
+
+def test_a_sent_invoice_unpaid_by_its_due_date_makes_the_subscription_past_due_until_paid(
+    emulator_client: stripe.StripeClient, admin: EmulatorAdmin
+) -> None:
+    subscription = _subscribe(
+        emulator_client,
+        _price(emulator_client, 900),
+        collection_method="send_invoice",
+        days_until_due=14,
+    )
+    invoice = latest_invoice(StripeTarget("emulator", emulator_client, None), subscription.id)
+    assert invoice.due_date is not None
+    assert invoice.id is not None
+    admin.set_time(invoice.due_date - 60)
+    before = emulator_client.v1.subscriptions.retrieve(subscription.id).status
+
+    admin.set_time(invoice.due_date)
+    overdue = emulator_client.v1.subscriptions.retrieve(subscription.id).status
+    emulator_client.v1.invoices.pay(invoice.id, params={"paid_out_of_band": True})
+    paid = emulator_client.v1.subscriptions.retrieve(subscription.id).status
+
+    assert (before, overdue, paid) == ("active", "past_due", "active")
 
 
 def test_a_preview_is_an_upcoming_invoice_that_creates_nothing(

@@ -17,6 +17,7 @@ from tests.emulator.webhook_support import Hook, Receiver, register
 pytestmark = pytest.mark.emulator_only
 
 DAY = 86_400
+HOUR = 3600
 
 
 def _subscription(client: stripe.StripeClient, **params: Any) -> stripe.Subscription:
@@ -99,8 +100,13 @@ def test_a_clock_advance_over_a_renewal_delivers_the_new_period_and_its_invoice(
 
     hook.admin.set_time(old.current_period_end + 60)
     hook.settle()
+    at_renewal = [event.type for event in hook.events()]
+    # With webhook endpoints, Stripe keeps a renewal invoice a draft for about an hour.
+    hook.admin.set_time(old.current_period_end + HOUR + 60)
+    hook.settle()
     events = list(hook.events())
 
+    assert at_renewal == ["customer.subscription.updated", "invoice.created"]
     assert [event.type for event in events] == [
         "customer.subscription.updated",
         "invoice.created",
@@ -108,6 +114,7 @@ def test_a_clock_advance_over_a_renewal_delivers_the_new_period_and_its_invoice(
         "invoice.paid",
         "invoice.payment_succeeded",
     ]
+    assert events[2].data.object.status_transitions.finalized_at == old.current_period_end + HOUR
     renewed = events[0].data.object["items"].data[0]
     previous = events[0].data.to_dict()["previous_attributes"]["items"]["data"][0]
     assert (renewed.current_period_start, renewed.current_period_end) == (
@@ -125,8 +132,12 @@ def test_failing_payments_deliver_payment_failed_and_the_subscription_past_due(
 ) -> None:
     subscription = _subscription(emulator_client)
     hook.admin.fail_payments(str(subscription.customer))
+    renewal = subscription["items"].data[0].current_period_end
+    hook.admin.set_time(renewal + 60)
+    hook.settle()
+    during_the_draft_hour = emulator_client.v1.subscriptions.retrieve(subscription.id).status
 
-    hook.admin.set_time(subscription["items"].data[0].current_period_end + 60)
+    hook.admin.set_time(renewal + HOUR + 60)
     hook.settle()
     by_type = {event.type: event for event in hook.events()}
 
@@ -137,6 +148,7 @@ def test_failing_payments_deliver_payment_failed_and_the_subscription_past_due(
         for event in hook.events()
         if event.type == "customer.subscription.updated" and event.data.object.status == "past_due"
     ]
+    assert during_the_draft_hour == "active"
     assert len(past_due) == 1
     assert past_due[0].data.to_dict()["previous_attributes"]["status"] == "active"
 
