@@ -15,19 +15,19 @@ When emulator time reaches a subscription's ``period_end``:
 * otherwise the next period starts (a trial's end starts the first paid one: ``trialing`` ->
   ``active``) and is invoiced at once: ``billing_reason: subscription_cycle``, one line per item
   at the price the item has at that instant times its quantity, for the new period, plus the
-  subscription's pending invoice items (prorations); the invoice is then collected
-  (:mod:`stripe_emulator.payments`). If the clock jumped over several periods, each one is
+  subscription's pending invoice items (prorations); the invoice is then finalized and
+  collected (:mod:`stripe_emulator.payments`). If the clock jumped over several periods, each one is
   renewed and invoiced in turn, at its own time. As on Stripe, the invoice's
   ``period_start``/``period_end`` are the period that just ended, its lines' ``period`` the new
   one.
 
 Other subscription events: a pending update expires (``pending_update.expires_at``: dropped,
 its invoice voided) and an ``incomplete`` subscription whose first invoice was not paid within
-23 h becomes ``incomplete_expired`` (invoice voided). Invoice events are payment retries (see
-payments.py).
+23 h becomes ``incomplete_expired`` (invoice voided).
 
-The invoice of a renewal is finalized at once; Stripe leaves it a draft for about an hour
-when webhook endpoints exist (see payments.py).
+The invoice of a renewal is finalized at once, or, when webhook endpoints exist, stays a
+draft for an hour and is finalized and collected then (see payments.py). Invoice events are
+that finalization, payment retries and ``send_invoice`` due dates.
 
 Each timeline entry is an event-recording operation of its own at its own time, with no
 request (:mod:`stripe_emulator.events`): a renewal records ``customer.subscription.updated``

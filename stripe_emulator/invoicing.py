@@ -13,7 +13,9 @@ Prorations follow Stripe's per-second rule. For a change at ``t`` (the request's
   "Remaining time on <product> after <date>",
 
 both with ``proration: true`` and ``period`` ``{start: t, end: e}`` (an added item only gets the
-debit, a deleted one only the credit). Each line is rounded on its own to the nearest minor
+debit, a deleted one only the credit). That credit is the ``classic`` billing mode's rule; in
+``flexible`` mode the credit is what was debited for that time instead, one credit per debit
+(:mod:`stripe_emulator.debits`). Each line is rounded on its own to the nearest minor
 unit, halves away from zero, in integer arithmetic: the same inputs always give the same
 amounts, and a preview made with ``proration_date=t`` matches the update made with it to the
 cent. During a trial nothing has been billed, so a change makes no proration lines (Stripe

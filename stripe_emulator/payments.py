@@ -8,16 +8,18 @@ every attempt fails with ``card_declined``, retries included, until
 
 * Invoices are finalized at once (``open``, numbered ``<invoice_prefix>-<0001>`` from the
   customer's ``next_invoice_sequence``): ``invoice.created`` (the draft) and
-  ``invoice.finalized`` are recorded one after the other. Stripe leaves a renewal invoice
-  ``draft`` for about an hour when webhook endpoints exist; the emulator does not wait, with
-  or without webhook endpoints.
+  ``invoice.finalized`` are recorded one after the other. Except a renewal's when an enabled
+  webhook endpoint exists: as on Stripe, which finalizes a subscription invoice about an hour
+  after its ``invoice.created`` was delivered, it stays ``draft`` (``automatically_finalizes_at``
+  set) for :data:`DRAFT_HOLD_SECONDS` of emulator time, then is finalized and collected on the
+  timeline (:func:`invoice_due`).
 * The customer's balance is applied on finalization; a total at or below 0 is paid at once
   (a negative total becomes credit on the customer's ``balance``).
 * ``charge_automatically``: one attempt at once. ``send_invoice``: no attempt, ``due_date`` =
   finalization + ``days_until_due`` days, and the invoice stays ``open`` until paid
-  (``POST /v1/invoices/{id}/pay``). Stripe also turns the subscription ``past_due`` once such
-  an invoice is past its due date; the emulator leaves it as it is (``active``), which is what
-  billing-worker's local stack relies on (its subscriptions send invoices nobody pays).
+  (``POST /v1/invoices/{id}/pay``). As on Stripe, once such an invoice is past its due date
+  unpaid its subscription becomes ``past_due`` (until it is paid; Stripe's later ``canceled`` or
+  ``unpaid`` after a further deadline is not emulated).
 * A failed attempt marks the customer ``delinquent`` and, for a renewal or an update's invoice,
   makes the subscription ``past_due``; the invoice is retried every
   ``retry_interval_seconds`` of emulator time up to ``retries`` times (``attempt_count``,

@@ -17,6 +17,11 @@ subscription stays ``incomplete``.) With ``collection_method=send_invoice`` the 
 ``active`` with an open invoice due in ``days_until_due`` days (required with send_invoice,
 refused otherwise). Items must share currency and billing interval.
 
+``billing_mode[type]`` is ``classic`` or ``flexible`` (how credits are computed, see
+:mod:`stripe_emulator.debits`); without it the request's API version decides, as on Stripe:
+flexible from 2025-08-27 (the preview that made it the default, then 2025-09-30.clover),
+classic before.
+
 Canceling (``DELETE``) ends the subscription now and discards a pending update; ``invoice_now``
 and ``prorate`` are accepted but make no final invoice.
 """
