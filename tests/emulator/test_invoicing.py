@@ -11,8 +11,9 @@ import pytest
 import stripe  # noqa: TID251 - these tests exercise the emulator through the real SDK
 
 from stripe_emulator import EmulatorAdmin
-from stripe_emulator.invoicing import TIMES, prorate
-from tests.emulator.billing_support import amounts, is_proration, item_of, latest_invoice
+from stripe_emulator.invoicing import TIMES
+from stripe_emulator.rounding import prorate
+from tests.emulator.billing_support import amounts, details, is_proration, item_of, latest_invoice
 from tests.emulator.support import StripeTarget
 
 pytestmark = pytest.mark.emulator_only
@@ -559,12 +560,9 @@ def test_a_credit_over_time_billed_by_two_debits_is_one_credit_per_debit_in_flex
             (-125, credited_from, upgraded_at),
         ]
         (credit,) = [line for line in invoice.lines.data if line.amount == -1500]
-        assert (
-            credit.parent.subscription_item_details.proration_details.credited_items.to_dict()
-            == {
-                "invoice": upgrade.id,
-                "invoice_line_items": [debit.id],
-            }
-        )
+        assert details(credit).proration_details.credited_items.to_dict() == {
+            "invoice": upgrade.id,
+            "invoice_line_items": [debit.id],
+        }
     else:  # the new price's unused time, whatever was billed
         assert _credit_lines(invoice) == [(-1750, credited_from, end)]
