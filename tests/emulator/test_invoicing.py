@@ -566,3 +566,17 @@ def test_a_credit_over_time_billed_by_two_debits_is_one_credit_per_debit_in_flex
         }
     else:  # the new price's unused time, whatever was billed
         assert _credit_lines(invoice) == [(-1750, credited_from, end)]
+
+
+def test_without_webhook_endpoints_a_renewal_invoice_is_finalized_and_charged_at_once(
+    emulator_client: stripe.StripeClient, admin: EmulatorAdmin
+) -> None:
+    subscription = _subscribe(emulator_client, _price(emulator_client, 1200))
+    end = item_of(subscription).current_period_end
+
+    admin.set_time(end + 1)
+    renewal = latest_invoice(StripeTarget("emulator", emulator_client, None), subscription.id)
+
+    assert (renewal.billing_reason, renewal.status) == ("subscription_cycle", "paid")
+    assert renewal.status_transitions.finalized_at == end
+    assert renewal.automatically_finalizes_at is None
