@@ -19,7 +19,8 @@ by ``cancel_at`` (billed pro rata) is credited pro rata of what it was billed.
 
 Debits and credits are recorded when the lines that carry them are made for good: pending
 invoice items at once, an invoice's lines when it is committed (:mod:`stripe_emulator.payments`);
-previews and refused changes record nothing.
+previews and refused changes record nothing, and voiding an invoice (a pending update dropped)
+undoes what it recorded.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ def record(
         item_id = spec.subscription_item
         if spec.proration and spec.consumes is not None:
             debit = ledger[item_id][spec.consumes]
+            if invoice_id is not None:  # what voiding that invoice gives back (see void)
+                debit.setdefault("voidable", []).append([invoice_id, debit["until"], -spec.amount])
             debit["until"] = spec.period[0]
             debit["credited"] -= spec.amount  # a credit's amount is negative
             continue
@@ -97,3 +100,17 @@ def record(
             ledger.setdefault(item_id, []).append(debit)
         else:  # a cycle line: the item's period starts again
             ledger[item_id] = [debit]
+
+
+def void(store: Store, subscription_id: str, invoice_id: str) -> None:
+    """``invoice_id`` was voided (a pending update's invoice, an expired first invoice): its
+    debits never happened and its credits are undone."""
+    ledger: dict[str, list[Any]] = store.billing[subscription_id].get("debits", {})
+    for item_id, item_debits in ledger.items():
+        kept = [debit for debit in item_debits if debit["invoice"] != invoice_id]
+        for debit in kept:
+            for voided in [entry for entry in debit.get("voidable", []) if entry[0] == invoice_id]:
+                debit["until"] = max(debit["until"], voided[1])
+                debit["credited"] -= voided[2]
+                debit["voidable"].remove(voided)
+        ledger[item_id] = kept

@@ -226,6 +226,9 @@ def void(store: Store, invoice: Record, now: int) -> None:
     invoice.update(status="void", next_payment_attempt=None, auto_advance=False)
     invoice["status_transitions"]["voided_at"] = now
     recorder.invoice(store, "invoice.voided", invoice=invoice)
+    subscription = subscription_of(store, invoice)
+    if subscription is not None:
+        debits.void(store, subscription["id"], invoice["id"])
     customer = store.customers.get(invoice["customer"])
     if customer is not None and invoice["starting_balance"] != invoice["ending_balance"]:
         recorder.customer(store, customer)

@@ -580,3 +580,33 @@ def test_without_webhook_endpoints_a_renewal_invoice_is_finalized_and_charged_at
     assert (renewal.billing_reason, renewal.status) == ("subscription_cycle", "paid")
     assert renewal.status_transitions.finalized_at == end
     assert renewal.automatically_finalizes_at is None
+
+
+def test_a_pending_update_dropped_unpaid_leaves_nothing_to_credit_but_the_first_debit(
+    emulator_client: stripe.StripeClient, admin: EmulatorAdmin
+) -> None:
+    subscription = _subscribe(emulator_client, _price(emulator_client, 1000))
+    item = item_of(subscription)
+    start, end = item.current_period_start, item.current_period_end
+    admin.fail_payments(str(subscription.customer))
+    _change(  # an upgrade whose invoice is never paid: dropped after 23 h, its invoice voided
+        emulator_client,
+        subscription,
+        items=[{"id": item.id, "price": _price(emulator_client, 2000).id}],
+        proration_behavior="always_invoice",
+        payment_behavior="pending_if_incomplete",
+    )
+    half = start + (end - start) // 2
+    admin.set_time(half)
+    admin.succeed_payments(str(subscription.customer))  # nothing left to pay
+
+    _change(
+        emulator_client,
+        subscription,
+        items=[{"id": item.id, "price": _price(emulator_client, 500).id}],
+        proration_behavior="always_invoice",
+        proration_date=half,
+    )
+
+    invoice = latest_invoice(StripeTarget("emulator", emulator_client, None), subscription.id)
+    assert _credit_lines(invoice) == [(-500, half, end)]
