@@ -9,7 +9,8 @@ subscription goes through the same states and the same provider call:
 
 ``applying`` is left for ``applied``, or ``skipped`` (the subscription ended meanwhile, or the
 provider refused the change for good); a ``scheduled`` change may be ``canceled`` (replaced by
-a newer request, superseded by an immediate change, or canceled on request). At most one
+a newer request, superseded by an immediate change, or canceled on request), and so may a
+``staged`` one once it is taken back at the provider, until a guard before its boundary. At most one
 change per subscription is ``scheduled`` or ``applying`` (a database uniqueness rule).
 
 The provider is called with the idempotency key ``{change_id}:apply`` for every attempt of one

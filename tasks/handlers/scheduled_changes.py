@@ -1,9 +1,12 @@
 """Applying plan changes: the one place the provider is told of a change, beat's claims of
 changes that fell due, and staged changes taking effect at their boundary.
 
-The provider is only ever called by :func:`apply_change`, with the key ``{change_id}:apply``
-(``{change_id}:apply-late`` for the correction of a change made after the provider renewed):
-one update call, whose repetitions the provider replays.
+The provider is told of a change by :func:`apply_change`, with the key ``{change_id}:apply``
+(``{change_id}:apply-late`` for the correction of a change made after the provider renewed,
+after ``{change_id}:realign-late`` when the on-time write itself arrived after the renewal),
+and a staged change is taken back by :func:`withdraw_staged_change` (``{change_id}:withdraw``,
+corrected the same way if it arrived after the renewal): each write under its own key, whose
+repetitions the provider replays.
 
 * An immediate change is sent blind; the subscription is read first only when an earlier
   attempt may be older than the provider's memory of the key (then the read tells whether it
