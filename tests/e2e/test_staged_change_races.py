@@ -9,6 +9,9 @@ period costs, net, the price of the plan our rows say it is on.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -78,11 +81,15 @@ def stack(
         # second claim would race the held write: keep it longer than the jumps.
         BILLING_SCHEDULED_CHANGE_LEASE_SECONDS="600",
     ) as system:
-        system.start_worker()
+        WORKERS[name] = system.start_worker()
         system.start_beat()
         system.start_api()
         system.client = system.new_client()
         yield system
+
+
+WORKERS: dict[str, subprocess.Popen[bytes]] = {}
+"""Each stack's worker process, which a test kills and starts again."""
 
 
 @dataclass(frozen=True)
@@ -332,3 +339,55 @@ def test_a_withdrawal_stripe_holds_across_the_renewal_is_corrected_to_the_old_pr
     ]
     assert net_from([renewal, correction]) == 900  # the plan it stays on
     assert stored_subscription(stack, sub.id).plan_id == catalog.starter.id
+
+
+def test_a_worker_killed_mid_withdrawal_leaves_the_change_held_and_the_redelivery_finishes_it(
+    stack: Stack,
+    api: httpx.Client,
+    ctx: Services,
+    catalog: Catalog,
+    sdk: stripe.StripeClient,
+    emulator: EmulatorAdmin,
+) -> None:
+    sub = subscribe(ctx, catalog.starter)
+    upgrade = staged(stack, api, sub, catalog.team)
+    boundary = upgrade.effective_at
+    move_to(stack, boundary - 2 * GUARD)
+    emulator.add_fault(
+        "latency", f"POST /v1/subscriptions/{sub.provider_id}", latency_ms=HELD, count=1
+    )
+    worker = WORKERS[stack.name]
+    with stack.http() as other:
+        cancel = threading.Thread(
+            target=lambda: change(other, sub, {"phase_change": {"cancel_upcoming_changes": True}})
+        )
+        cancel.start()
+        try:
+            eventually(
+                lambda: stored_change(stack, upgrade.id).is_withdrawing,
+                timeout=20,
+                what="the withdrawal to be on its way to Stripe",
+            )
+            os.killpg(worker.pid, signal.SIGKILL)  # kill -9, its write still held at Stripe
+            worker.wait(30)
+            move_to(stack, boundary + timedelta(seconds=1))  # Stripe renews at the staged price
+            assert stored_change(stack, upgrade.id).is_withdrawing  # not taken effect here
+        finally:
+            WORKERS[stack.name] = stack.start_worker(f"w{len(WORKERS)}-again")
+            cancel.join(60)
+
+    eventually(
+        lambda: stored_change(stack, upgrade.id).state is ChangeState.CANCELED,
+        timeout=90,
+        what="the redelivered cancel to finish the withdrawal",
+    )
+    renewal, correction = billed_from(sdk, sub, boundary)
+    assert subscription_lines(renewal) == [(2900, False, catalog.team.provider_price_id)]
+    assert net_from([renewal, correction]) == 900
+    assert stored_subscription(stack, sub.id).plan_id == catalog.starter.id
+    withdrawals = [
+        entry
+        for entry in emulator.requests(f"/v1/subscriptions/{sub.provider_id}", "POST")
+        if entry.idempotency_key == f"{upgrade.id}:withdraw" and not entry.replayed
+    ]
+    assert len(withdrawals) <= 1 or all(entry.status != 200 for entry in withdrawals[1:])
