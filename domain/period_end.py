@@ -13,6 +13,13 @@ made after the provider renewed (workers down across the boundary, a clock that 
 is a correction: prorated from the start of the new period and invoiced at once, so that the
 new period costs the new price net, the correction visible as proration lines.
 
+The provider may also renew *while* the on-time change is on its way (a write held across the
+boundary): its answer then shows the new period begun, billed at the old price. The same
+correction follows, after the old price is put back on the item without proration (a
+correction prorates from the price the item has): :func:`renewal_correction`. A staged change
+taken back before its boundary (:func:`withdrawal`) is corrected the same way when the provider
+renewed first, the other way round.
+
 A change to a price of another interval (month → year) restarts Stripe's billing cycle and
 invoices the new period at once, whenever it is made. Made ahead of the boundary, the new
 period starts then (``lead`` early), the unused rest of the old period is credited on that same
@@ -54,6 +61,65 @@ class PeriodEndStep:
     reason: ChangeReason | None = None
     effective_at: datetime | None = None
     """For ``reschedule``: the boundary as the provider has it now."""
+    correct_renewal: bool = False
+    """The provider renewed at the old price after the change was made: correct the new
+    period (:func:`renewal_correction`) before recording the change applied."""
+
+
+@dataclass(frozen=True)
+class PriceWrite:
+    """One update of the subscription item's price at the provider."""
+
+    price_id: str
+    proration_behavior: ProrationBehavior
+    idempotency_key: str
+    proration_date: datetime | None = None
+
+
+def renewed_since(remote: ProviderSubscription, boundary: datetime) -> bool:
+    """Whether the provider's subscription shows the period from ``boundary`` begun (it
+    renewed, and invoiced that period at the price its item had then)."""
+    return remote.current_period_start >= boundary
+
+
+def renewal_correction(
+    remote: ProviderSubscription,
+    *,
+    billed_price_id: str,
+    wanted_price_id: str,
+    realign_key: str,
+    correction_key: str,
+) -> list[PriceWrite]:
+    """The writes that make the period the provider renewed at ``billed_price_id`` cost
+    ``wanted_price_id`` net: the billed price back on the item without proration if the item
+    left it since (nothing invoiced), then the late correction, prorated from the period's
+    start and invoiced at once (a credit of the billed price for the whole period, a charge
+    of the wanted one). Each under its own key, so that a repetition replays it."""
+    writes = []
+    if remote.price_id != billed_price_id:
+        writes.append(PriceWrite(billed_price_id, "none", realign_key))
+    writes.append(
+        PriceWrite(
+            wanted_price_id,
+            "always_invoice",
+            correction_key,
+            proration_date=remote.current_period_start,
+        )
+    )
+    return writes
+
+
+def staged_too_late(change: ScheduledChange, answer: ProviderSubscription) -> bool:
+    """Whether the provider's answer to the change sent ahead of its boundary shows that it
+    renewed first (the write was held across the boundary): the renewal billed the old price
+    for a period that should cost the new one."""
+    return renewed_since(answer, change.effective_at)
+
+
+def withdrawal(change: ScheduledChange, from_price_id: str) -> PriceWrite:
+    """The write that takes a staged change back: the item on the price it had before,
+    without proration (the period that ends bills nothing more)."""
+    return PriceWrite(from_price_id, "none", change.withdrawal_key)
 
 
 def period_end_step(
@@ -72,6 +138,10 @@ def period_end_step(
         return PeriodEndStep(Step.SKIP, reason=ChangeReason.SUBSCRIPTION_ENDS)
     if remote.price_id == target_price_id:
         # An earlier attempt went through (its outcome was lost with its worker).
+        if renewed and change.corrects_late:
+            # …after the provider renewed, and the correction may not have gone out: it goes
+            # (again: a repetition is a replay of each write).
+            return PeriodEndStep(Step.APPLY, correct_renewal=True)
         on_time = remote.current_period_end == boundary and not interval_changes
         return PeriodEndStep(Step.STAGE if on_time else Step.APPLY)
     if renewed:

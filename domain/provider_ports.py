@@ -148,6 +148,13 @@ class BillingPolicy(Protocol):
         ...
 
     @property
+    def staged_change_guard(self) -> timedelta:
+        """How long before its boundary a change staged at the provider can no longer be
+        withdrawn (a cancel, a replacement, an immediate change): the withdrawal must reach
+        the provider before it renews."""
+        ...
+
+    @property
     def change_lease(self) -> timedelta:
         """How long a claimed plan change is left to its worker before a sweep takes it
         again (a worker killed mid-change)."""

@@ -9,7 +9,8 @@ subscription goes through the same states and the same provider call:
 
 ``applying`` is left for ``applied``, or ``skipped`` (the subscription ended meanwhile, or the
 provider refused the change for good); a ``scheduled`` change may be ``canceled`` (replaced by
-a newer request, superseded by an immediate change, or canceled on request). At most one
+a newer request, superseded by an immediate change, or canceled on request), and so may a
+``staged`` one once it is taken back at the provider, until a guard before its boundary. At most one
 change per subscription is ``scheduled`` or ``applying`` (a database uniqueness rule).
 
 The provider is called with the idempotency key ``{change_id}:apply`` for every attempt of one
@@ -82,6 +83,11 @@ class ChangeReason(StrEnum):
     """The provider refused the change for good (the message follows the reason)."""
     SKIPPED_BY_OPERATOR = "skipped_by_operator"
     """An operator skipped it before it was sent (their reason follows)."""
+    CORRECTED_LATE = "corrected_late"
+    """Of an applied change: the provider renewed (at the old price) before the change sent
+    ahead of its boundary reached it, and the new period was corrected (prorated from its
+    start, invoiced at once). Recorded before the correction is sent, so that a retry
+    corrects too."""
 
     @classmethod
     def subscription_in(cls, state: SubscriptionState) -> ChangeReason:
@@ -189,6 +195,37 @@ class ScheduledChange:
         made: another request than the on-time one, so under a key of its own."""
         return f"{self.id}:apply-late"
 
+    @property
+    def late_realign_key(self) -> str:
+        """The key of the write that puts the price the provider's renewal billed back on the
+        item, when the on-time change reached the provider only after it renewed: the late
+        correction (:attr:`late_correction_key`) then prorates from that price."""
+        return f"{self.id}:realign-late"
+
+    @property
+    def withdrawal_key(self) -> str:
+        """The key of the write that takes a staged change back at the provider (its item
+        back on the price it had, without proration)."""
+        return f"{self.id}:withdraw"
+
+    @property
+    def withdrawal_realign_key(self) -> str:
+        """Like :attr:`late_realign_key`, for a withdrawal the provider made after it
+        renewed (at the staged price)."""
+        return f"{self.id}:withdraw-realign"
+
+    @property
+    def withdrawal_correction_key(self) -> str:
+        """Like :attr:`late_correction_key`, for a withdrawal the provider made after it
+        renewed: the new period is prorated back to the price the change had replaced."""
+        return f"{self.id}:withdraw-late"
+
+    @property
+    def is_withdrawing(self) -> bool:
+        """A staged change being taken back at the provider: it does not take effect here
+        at its boundary while the withdrawal's lease runs."""
+        return self.state is ChangeState.STAGED and self.lease_until is not None
+
     def claimable_from(self, lead: timedelta) -> datetime:
         """When beat may take the change: a change at the period's end is made at the
         provider ``lead`` before its boundary, so that the renewal bills the new price."""
@@ -263,8 +300,9 @@ class ScheduledChange:
         self.updated_at = now
 
     def ensure_not_staged(self) -> None:
-        """A staged change is made at the provider already: it can no longer be replaced or
-        canceled before its boundary (the new period is about to be billed at its price)."""
+        """A staged change is made at the provider already: it is not canceled as a scheduled
+        one is (a request withdraws it first, :meth:`begin_withdrawal`; an operator's skip is
+        refused)."""
         if self.state is ChangeState.STAGED:
             raise FailedPrecondition(
                 f"the change {self.id!r} to plan {self.target_plan_id!r} is already made at "
@@ -279,6 +317,35 @@ class ScheduledChange:
                 ],
             )
 
+    def begin_withdrawal(self, now: datetime, guard: timedelta, lease: timedelta) -> None:
+        """Take a staged change back (a cancel, a replacement or an immediate change asked
+        after it was staged): allowed until ``guard`` before its boundary, so that the
+        provider holds the old price again before it renews; a withdrawal under way (a
+        retry) goes on whatever the time. Held for ``lease``: meanwhile the change does not
+        take effect here."""
+        if not self.is_withdrawing and now >= self.effective_at - guard:
+            raise FailedPrecondition(
+                f"the change {self.id!r} to plan {self.target_plan_id!r} takes effect at the "
+                f"billing provider at {self.effective_at.isoformat()}, in less than "
+                f"{guard.total_seconds():g} s: it can no longer be withdrawn before that "
+                "renewal; request another change once that period has started",
+                details=[
+                    error_info(
+                        "CHANGE_ALREADY_STAGED",
+                        change_id=self.id,
+                        effective_at=self.effective_at.isoformat(),
+                        withdrawable_until=(self.effective_at - guard).isoformat(),
+                    )
+                ],
+            )
+        self.lease_until = now + lease
+        self.updated_at = now
+
+    def withdrawal_refused(self, now: datetime) -> None:
+        """The provider refused to take the change back: it stays staged, and takes effect."""
+        self.lease_until = None
+        self.updated_at = now
+
     def cancel(self, reason: ChangeReason, now: datetime) -> None:
         self._finish(ChangeState.CANCELED, reason.value, now)
 
@@ -286,6 +353,18 @@ class ScheduledChange:
         self._finish(
             ChangeState.SKIPPED, f"{reason.value}: {detail}" if detail else reason.value, now
         )
+
+    @property
+    def corrects_late(self) -> bool:
+        """Whether the provider renewed before this change reached it, so that the new
+        period is being corrected (see :attr:`ChangeReason.CORRECTED_LATE`)."""
+        return self.reason == ChangeReason.CORRECTED_LATE.value
+
+    def correct_late(self, now: datetime) -> None:
+        """The provider renewed before the change sent ahead of the boundary reached it:
+        recorded before the correction goes out."""
+        self.reason = ChangeReason.CORRECTED_LATE.value
+        self.updated_at = now
 
     def restore(self, now: datetime) -> None:
         """Undo a supersession whose immediate change the provider refused."""

@@ -48,6 +48,7 @@ class BillingSettings:
     proration_behavior: ProrationBehavior = "create_prorations"
     change_lease: timedelta = timedelta(minutes=15)
     period_end_lead: timedelta = timedelta(hours=1)
+    staged_change_guard: timedelta = timedelta(seconds=5)
 
     @classmethod
     def of(cls, settings: Settings) -> BillingSettings:
@@ -59,6 +60,7 @@ class BillingSettings:
             proration_behavior=settings.proration_behavior,
             change_lease=timedelta(seconds=settings.scheduled_change_lease_seconds),
             period_end_lead=timedelta(seconds=settings.period_end_lead_seconds),
+            staged_change_guard=timedelta(seconds=settings.staged_change_guard_seconds),
         )
 
 

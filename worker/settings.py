@@ -115,6 +115,14 @@ class Settings(BaseSettings):
         "at the new price; longer than a period-end burst takes to drain at the Stripe budget "
         "(10,000 changes at 25 writes/s: 400 s).",
     )
+    staged_change_guard_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="A plan change already made at Stripe ahead of its period's end (within "
+        "the lead) is taken back for a cancel, a replacement or an immediate change until "
+        "this long before the boundary; later such requests get 400 CHANGE_ALREADY_STAGED. "
+        "A withdrawal Stripe receives after it renewed is corrected (prorated back).",
+    )
     reconcile_interval_seconds: float = Field(
         default=10.0,
         gt=0,

@@ -1,9 +1,12 @@
 """Applying plan changes: the one place the provider is told of a change, beat's claims of
 changes that fell due, and staged changes taking effect at their boundary.
 
-The provider is only ever called by :func:`apply_change`, with the key ``{change_id}:apply``
-(``{change_id}:apply-late`` for the correction of a change made after the provider renewed):
-one update call, whose repetitions the provider replays.
+The provider is told of a change by :func:`apply_change`, with the key ``{change_id}:apply``
+(``{change_id}:apply-late`` for the correction of a change made after the provider renewed,
+after ``{change_id}:realign-late`` when the on-time write itself arrived after the renewal),
+and a staged change is taken back by :func:`withdraw_staged_change` (``{change_id}:withdraw``,
+corrected the same way if it arrived after the renewal): each write under its own key, whose
+repetitions the provider replays.
 
 * An immediate change is sent blind; the subscription is read first only when an earlier
   attempt may be older than the provider's memory of the key (then the read tells whether it
@@ -28,7 +31,16 @@ from domain.errors import (
     found,
 )
 from domain.event_base import Event
-from domain.period_end import Step, period_end_step
+from domain.period_end import (
+    PeriodEndStep,
+    PriceWrite,
+    Step,
+    period_end_step,
+    renewal_correction,
+    renewed_since,
+    staged_too_late,
+    withdrawal,
+)
 from domain.ports import HandlerContext
 from domain.provider_ports import BillingProvider
 from domain.rate_budget import sweep_quota
@@ -43,6 +55,8 @@ from domain.scheduled_changes import (
 )
 from domain.subscription_events import (
     PlanChangeApplied,
+    PlanChangeCanceled,
+    PlanChangeReplaced,
     PlanChangeScheduled,
     PlanChangeSkipped,
     SubscriptionPlanChanged,
@@ -85,6 +99,9 @@ def apply_change(command: ApplyScheduledChange, svc: HandlerContext) -> Schedule
             _log_outcome(change)
             return change
         price_id = _price_of(uow, change.target_plan_id)
+        from_price_id = (
+            _price_of(uow, change.from_plan_id) if change.kind is ChangeKind.END_OF_PERIOD else ""
+        )
         interval_changes = _interval_changes(uow, change)
         read_first = change.outcome_may_be_forgotten(now, svc.billing.provider_idempotency_window)
         change.about_to_send(now)
@@ -93,7 +110,12 @@ def apply_change(command: ApplyScheduledChange, svc: HandlerContext) -> Schedule
 
     if change.kind is ChangeKind.END_OF_PERIOD:
         return _reach_the_boundary(
-            change, subscription, price_id, svc, command_id, interval_changes=interval_changes
+            change,
+            subscription,
+            (from_price_id, price_id),
+            svc,
+            command_id,
+            interval_changes=interval_changes,
         )
     provider = svc.billing_provider()
     try:
@@ -109,14 +131,16 @@ def apply_change(command: ApplyScheduledChange, svc: HandlerContext) -> Schedule
 def _reach_the_boundary(
     change: ScheduledChange,
     subscription: Subscription,
-    price_id: str,
+    prices: tuple[str, str],
     svc: HandlerContext,
     command_id: str,
     *,
     interval_changes: bool,
 ) -> ScheduledChange:
     """A change at the period's end: read the subscription, decide on what the provider
-    holds (``domain/period_end.py``), send if needed, record."""
+    holds (``domain/period_end.py``), send if needed, record. ``prices``: the price the
+    change leaves and the one it makes."""
+    from_price_id, price_id = prices
     provider = svc.billing_provider()
     try:
         remote = provider.get_subscription(subscription.provider_id)
@@ -137,6 +161,30 @@ def _reach_the_boundary(
         except InvalidArgument as refusal:
             remote = _after_refusal(provider, subscription, change, refusal, svc, command_id)
             step = period_end_step(change, remote, price_id, interval_changes=interval_changes)
+        else:
+            if step.step is Step.STAGE and staged_too_late(change, remote):
+                _mark_corrected_late(change.id, svc)
+                step = PeriodEndStep(Step.APPLY, correct_renewal=True)
+    if step.correct_renewal:
+        logger.warning(
+            "change %s of %s reached the provider after it renewed at the old price: "
+            "correcting the period from %s",
+            change.id,
+            change.subscription_id,
+            remote.current_period_start.isoformat(),
+        )
+        remote = _send_writes(
+            provider,
+            subscription.provider_id,
+            remote,
+            renewal_correction(
+                remote,
+                billed_price_id=from_price_id,
+                wanted_price_id=price_id,
+                realign_key=change.late_realign_key,
+                correction_key=change.late_correction_key,
+            ),
+        )
     if step.step is Step.APPLY:
         return _record_sent(change.id, remote, price_id, svc, command_id)
 
@@ -167,6 +215,134 @@ def _reach_the_boundary(
         uow.commit()
     _log_outcome(change)
     return change
+
+
+def withdraw_staged_change(
+    subscription_id: str, reason: ChangeReason, svc: HandlerContext, command_id: str
+) -> ScheduledChange | None:
+    """Take back the subscription's change staged at the provider, for a request that
+    replaces, cancels or supersedes it; returns it canceled (for ``reason``), or ``None``
+    when no change is staged.
+
+    Allowed until ``staged_change_guard`` before its boundary (else ``400
+    CHANGE_ALREADY_STAGED``): the item goes back to the price it had, without proration,
+    under the change's withdrawal key. If the provider renewed before that write reached it
+    (held across the boundary), the renewal billed the staged price: the new period is
+    corrected to the old one (:func:`domain.period_end.renewal_correction`). Meanwhile the
+    change is held (a lease): it does not take effect here at its boundary, and a retry of
+    the request sends the same writes again (replays)."""
+    with svc.unit_of_work() as uow:
+        pending = uow.scheduled_changes.pending_for(subscription_id)
+        if pending is None or pending.state is not ChangeState.STAGED:
+            return None
+        change, subscription = _locked(uow, pending.id)
+        if change.state is not ChangeState.STAGED:
+            return None
+        change.begin_withdrawal(
+            svc.clock.now(), svc.billing.staged_change_guard, svc.billing.change_lease
+        )
+        from_price_id = _price_of(uow, change.from_plan_id)
+        staged_price_id = _price_of(uow, change.target_plan_id)
+        uow.scheduled_changes.save(change)
+        uow.commit()
+
+    provider = svc.billing_provider()
+    write = withdrawal(change, from_price_id)
+    try:
+        item_id = subscription.provider_item_id
+        if item_id is None:
+            item_id = provider.get_subscription(subscription.provider_id).item_id
+        remote = provider.change_subscription_price(
+            subscription.provider_id,
+            item_id,
+            write.price_id,
+            proration_behavior=write.proration_behavior,
+            idempotency_key=write.idempotency_key,
+        )
+    except InvalidArgument:
+        _withdrawal_refused(change.id, svc)
+        raise
+    if renewed_since(remote, change.effective_at):
+        logger.warning(
+            "withdrawal of change %s of %s reached the provider after it renewed at the "
+            "staged price: correcting the period from %s",
+            change.id,
+            change.subscription_id,
+            remote.current_period_start.isoformat(),
+        )
+        remote = _send_writes(
+            provider,
+            subscription.provider_id,
+            remote,
+            renewal_correction(
+                remote,
+                billed_price_id=staged_price_id,
+                wanted_price_id=from_price_id,
+                realign_key=change.withdrawal_realign_key,
+                correction_key=change.withdrawal_correction_key,
+            ),
+        )
+
+    with svc.unit_of_work() as uow:
+        change, subscription = _locked(uow, change.id)
+        if change.state is not ChangeState.STAGED:
+            return None  # a concurrent request withdrew it first
+        now = svc.clock.now()
+        subscription.synced(remote, now)
+        change.cancel(reason, now)
+        uow.subscriptions.save(subscription)
+        uow.scheduled_changes.save(change)
+        event = PlanChangeReplaced if reason is ChangeReason.REPLACED else PlanChangeCanceled
+        uow.events.add(event.of(change, command_id=command_id, now=now, subscription=subscription))
+        uow.commit()
+    logger.info(
+        "change %s of %s withdrawn at the provider (%s)",
+        change.id,
+        change.subscription_id,
+        reason.value,
+    )
+    return change
+
+
+def _withdrawal_refused(change_id: str, svc: HandlerContext) -> None:
+    with svc.unit_of_work() as uow:
+        change = uow.scheduled_changes.get(change_id, for_update=True)
+        if change is None or not change.is_withdrawing:
+            return
+        change.withdrawal_refused(svc.clock.now())
+        uow.scheduled_changes.save(change)
+        uow.commit()
+
+
+def _mark_corrected_late(change_id: str, svc: HandlerContext) -> None:
+    """Record, before the correction goes out, that the provider renewed before the change
+    reached it: a retry whose read finds the new price corrects too."""
+    with svc.unit_of_work() as uow:
+        change = uow.scheduled_changes.get(change_id, for_update=True)
+        if change is None or change.state is not ChangeState.APPLYING:
+            return
+        change.correct_late(svc.clock.now())
+        uow.scheduled_changes.save(change)
+        uow.commit()
+
+
+def _send_writes(
+    provider: BillingProvider,
+    provider_id: str,
+    remote: ProviderSubscription,
+    writes: list[PriceWrite],
+) -> ProviderSubscription:
+    """Send the price writes in order, each under its own key; returns the last answer."""
+    for write in writes:
+        remote = provider.change_subscription_price(
+            provider_id,
+            remote.item_id,
+            write.price_id,
+            proration_behavior=write.proration_behavior,
+            proration_date=write.proration_date,
+            idempotency_key=write.idempotency_key,
+        )
+    return remote
 
 
 def _after_refusal(
@@ -287,7 +463,11 @@ def take_effect_of_staged_changes(sweep: TakeEffectOfStagedChanges, svc: Handler
         due = uow.scheduled_changes.staged_due(now, sweep.batch_size)
         for change_id in due:
             change, subscription = _locked(uow, change_id)
-            if change.state is not ChangeState.STAGED:
+            if change.state is not ChangeState.STAGED or (
+                change.is_withdrawing
+                and change.lease_until is not None
+                and change.lease_until >= now
+            ):
                 continue
             period_end = change.staged_period_end or subscription.current_period_end
             subscription.entered_period(change.target_plan_id, change.effective_at, period_end, now)

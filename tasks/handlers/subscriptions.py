@@ -38,7 +38,7 @@ from domain.scheduled_changes import (
 )
 from domain.subscription_events import PlanChangeCanceled, PlanChangeReplaced, PlanChangeScheduled
 from domain.subscriptions import Subscription
-from tasks.handlers.scheduled_changes import apply_change
+from tasks.handlers.scheduled_changes import apply_change, withdraw_staged_change
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,7 @@ def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanCha
         stored = None if change is not None else _subscription_under(uow, command, lock=False)
     if stored is not None and not stored.state.accepts_plan_changes:
         _follow_the_provider(command, svc)  # refuse on what the provider holds, not on us
+    withdrawn = [] if stored is None else _withdraw_staged(command, ChangeReason.SUPERSEDED, svc)
     with svc.unit_of_work() as uow:
         change = uow.scheduled_changes.get(change_id)
         if change is None:  # not a redelivery
@@ -98,7 +99,7 @@ def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanCha
         phase=change.phase,
         subscription_id=change.subscription_id,
         change=change.to_view(),
-        canceled_changes=superseded,
+        canceled_changes=withdrawn + superseded,
     )
 
 
@@ -132,6 +133,7 @@ def _change_at_period_end(command: ChangeSubscriptionPlan, svc: HandlerContext) 
         # The state is judged once the provider is read: a subscription stored past due may
         # have been paid since.
         _target_plan(uow, subscription, command, check_state=False)
+    withdrawn = _withdraw_staged(command, ChangeReason.REPLACED, svc, check_state=False)
 
     # The period's end as the provider sees it now (outside any transaction).
     remote = svc.billing_provider().get_subscription(subscription.provider_id)
@@ -163,7 +165,7 @@ def _change_at_period_end(command: ChangeSubscriptionPlan, svc: HandlerContext) 
         plan.id,
         change.effective_at.isoformat(),
     )
-    return _planned(change, replaced)
+    return _planned(change, withdrawn + replaced)
 
 
 def preview_plan_change(command: PreviewPlanChange, svc: HandlerContext) -> PlanChangePreviewed:
@@ -225,10 +227,11 @@ def preview_plan_change(command: PreviewPlanChange, svc: HandlerContext) -> Plan
 
 def _cancel_upcoming_changes(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanChanged:
     """Cancel the pending change; the answer is the phase the subscription is in. Allowed in
-    every state: it never reaches the provider."""
+    every state; it reaches the provider only to withdraw a change staged there."""
+    withdrawn = _withdraw_staged(command, ChangeReason.CANCELED_ON_REQUEST, svc)
     with svc.unit_of_work() as uow:
         subscription = _subscription_under(uow, command)
-        canceled = _make_room(
+        canceled = withdrawn + _make_room(
             uow,
             subscription,
             ChangeReason.CANCELED_ON_REQUEST,
@@ -296,6 +299,25 @@ def _target_plan(
             [("plan", "must be billed in the subscription's currency")],
         )
     return plan
+
+
+def _withdraw_staged(
+    command: ChangeSubscriptionPlan,
+    reason: ChangeReason,
+    svc: HandlerContext,
+    *,
+    check_state: bool = True,
+) -> list[str]:
+    """Take back the subscription's change staged at the provider, if any, once the request
+    is known to be acceptable (a bad request withdraws nothing); the id of the change
+    withdrawn. A withdrawn change is not restored if the request then fails at the
+    provider: it would have to be staged again."""
+    with svc.unit_of_work() as uow:
+        subscription = _subscription_under(uow, command, lock=False)
+        if command.plan is not None:
+            _target_plan(uow, subscription, command, check_state=check_state)
+    withdrawn = withdraw_staged_change(subscription.id, reason, svc, command.command_id)
+    return [withdrawn.id] if withdrawn is not None else []
 
 
 def _make_room(

@@ -676,14 +676,47 @@ def test_a_subscription_stored_past_due_that_the_provider_shows_active_accepts_a
     assert subscription(app, sub).state is SubscriptionState.ACTIVE
 
 
-def test_a_staged_change_can_neither_be_replaced_nor_canceled_before_its_boundary(
-    app: FakeApplication, sub: Subscribed
-) -> None:
+def staged(app: FakeApplication, sub: Subscribed, before_boundary: timedelta) -> ScheduledChange:
     change_subscription_plan(request(sub, "c1", plan="team"), app)
     [scheduled] = changes(app, sub)
     app.clock.advance(scheduled.effective_at - app.clock.now() - timedelta(minutes=30))
     [claim] = claim_due_changes(ClaimDueChanges(10), app)
     apply(app, claim.change_id)
+    app.clock.advance(timedelta(minutes=30) - before_boundary)
+    [change] = changes(app, sub)
+    assert change.state is ChangeState.STAGED
+    return change
+
+
+@pytest.mark.parametrize(
+    "attempt",
+    [
+        {"plan": "scale"},
+        {"cancel_upcoming_changes": True},
+        {"plan": "scale", "immediate": True},
+    ],
+    ids=["replaced", "canceled", "superseded"],
+)
+def test_a_staged_change_is_withdrawn_at_the_provider_without_proration_before_the_guard(
+    app: FakeApplication, sub: Subscribed, attempt: dict[str, Any]
+) -> None:
+    change = staged(app, sub, timedelta(minutes=30))
+
+    answer = change_subscription_plan(request(sub, "c2", **attempt), app)
+
+    assert change.id in answer.canceled_changes
+    [withdrawn] = [u for u in updates(app) if u.idempotency_key == f"{change.id}:withdraw"]
+    assert withdrawn.arguments[2:4] == ("price_starter", "none")
+    assert app.provider.subscriptions[sub.provider_id].price_id != "price_team"
+    [old] = [c for c in changes(app, sub) if c.id == change.id]
+    assert old.state is ChangeState.CANCELED
+
+
+def test_a_staged_change_is_not_withdrawn_in_the_last_seconds_before_its_boundary(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    guard = FakeBillingPolicy().staged_change_guard
+    staged(app, sub, guard / 2)
 
     for attempt in (
         request(sub, "c2", plan="scale"),
@@ -693,6 +726,7 @@ def test_a_staged_change_can_neither_be_replaced_nor_canceled_before_its_boundar
         with pytest.raises(FailedPrecondition) as raised:
             change_subscription_plan(attempt, app)
         assert raised.value.details[0]["reason"] == "CHANGE_ALREADY_STAGED"
+        assert "withdrawable_until" in raised.value.details[0]["metadata"]
     [still] = changes(app, sub)
     assert still.state is ChangeState.STAGED
 

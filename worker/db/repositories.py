@@ -260,7 +260,12 @@ class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChan
         return list(
             self._session.scalars(
                 select(row.id)
-                .where(row.state == ChangeState.STAGED.value, row.effective_at <= now)
+                .where(
+                    row.state == ChangeState.STAGED.value,
+                    row.effective_at <= now,
+                    # not while a request withdraws it (unless that request gave up)
+                    or_(row.lease_until.is_(None), row.lease_until < now),
+                )
                 .order_by(row.effective_at, row.id)
                 .limit(limit)
             ).all()

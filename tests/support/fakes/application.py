@@ -53,6 +53,7 @@ class FakeBillingPolicy:
     proration_behavior: ProrationBehavior = "create_prorations"
     change_lease: timedelta = timedelta(minutes=15)
     period_end_lead: timedelta = timedelta(hours=1)
+    staged_change_guard: timedelta = timedelta(seconds=5)
 
 
 DEFAULT_RUNNER_POLICY = RunnerPolicy(

@@ -226,7 +226,9 @@ class FakeScheduledChangeRepository(_Repository[ScheduledChange]):
             (
                 change
                 for change in self._all()
-                if change.state is ChangeState.STAGED and change.effective_at <= now
+                if change.state is ChangeState.STAGED
+                and change.effective_at <= now
+                and (change.lease_until is None or change.lease_until < now)
             ),
             key=lambda change: (change.effective_at, change.id),
         )
