@@ -40,6 +40,7 @@ from tests.support.subscriptions import (
     stored_subscription,
 )
 from worker.bootstrap import Services
+from worker.db.timelines import phases_of
 
 pytestmark = pytest.mark.e2e
 
@@ -150,7 +151,10 @@ def test_an_upgrade_on_day_ten_takes_effect_when_made_and_is_invoiced_and_paid_f
         if row.type == "subscription.plan_changed"
     ]
     assert datetime.fromisoformat(announced["data"]["effective_at"]) == effective_at
-    assert stored_subscription(stack, sub.id).current_period_start == period_start
+    now_on = stored_subscription(stack, sub.id)
+    assert now_on.current_period_start == period_start  # the period goes on
+    phases = [(p.source, p.plan_id, p.effective_at) for p in phases_of(now_on, [made])]
+    assert ("applied", catalog.team.id, effective_at) in phases
 
     # Paid when granted: the upgrade's prorations are invoiced at once and charged, from the
     # very time the change is recorded as effective.
