@@ -24,6 +24,7 @@ from pydantic import AwareDatetime
 from domain.errors import InvalidArgument
 from domain.messages import Command, ResourceId, Result
 from domain.plans import PlanRef
+from domain.subscriptions import Subscription
 
 PREVIEW_VALIDITY = timedelta(minutes=5)
 """How long after a preview the change it previewed may be prorated as of the preview's time:
@@ -131,22 +132,25 @@ class IssuedPreview:
 
 
 def ensure_previewed(
+    subscription: Subscription,
+    plan_id: str,
     proration_date: datetime,
     preview: IssuedPreview | None,
-    *,
-    subscription_id: str,
-    from_plan_id: str,
-    plan_id: str,
     now: datetime,
 ) -> None:
-    """A change names a ``proration_date`` only as a preview of that very change answered it,
-    and not longer than :data:`PREVIEW_VALIDITY` ago (see the module's docstring)."""
+    """A change of ``subscription`` to ``plan_id`` names ``proration_date`` only as
+    ``preview`` (the one recorded under the change's :meth:`IssuedPreview.id_for`, if any)
+    answered it, not longer than :data:`PREVIEW_VALIDITY` ago, and within the current period
+    (see the module's docstring)."""
+    subscription.ensure_proration_date(proration_date, now)
     minutes = int(PREVIEW_VALIDITY.total_seconds() // 60)
-    when = proration_date.isoformat()
+    change = (
+        f"the change of subscription {subscription.id!r} from plan {subscription.plan_id!r} "
+        f"to {plan_id!r}"
+    )
     if preview is None:
         raise InvalidArgument.for_fields(
-            f"no preview of the change of subscription {subscription_id!r} from plan "
-            f"{from_plan_id!r} to {plan_id!r} answered the proration date {when}",
+            f"no preview of {change} answered the proration date {proration_date.isoformat()}",
             [
                 (
                     "proration_date",
@@ -158,8 +162,8 @@ def ensure_previewed(
         )
     if now > preview.expires_at():
         raise InvalidArgument.for_fields(
-            f"the preview of the change of subscription {subscription_id!r} to plan "
-            f"{plan_id!r} at {when} expired at {preview.expires_at().isoformat()}",
+            f"the preview of {change} at {proration_date.isoformat()} expired at "
+            f"{preview.expires_at().isoformat()}",
             [
                 (
                     "proration_date",

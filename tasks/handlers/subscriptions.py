@@ -77,7 +77,11 @@ def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanCha
             plan = _target_plan(uow, subscription, command)
             now = svc.clock.now()
             if command.proration_date is not None:
-                _ensure_previewed(uow, subscription, plan, command.proration_date, now)
+                when = command.proration_date
+                preview = uow.change_previews.get(
+                    IssuedPreview.id_for(subscription.id, subscription.plan_id, plan.id, when)
+                )
+                ensure_previewed(subscription, plan.id, when, preview, now)
             superseded = _make_room(
                 uow, subscription, ChangeReason.SUPERSEDED, now, command.command_id
             )
@@ -241,35 +245,6 @@ def preview_plan_change(command: PreviewPlanChange, svc: HandlerContext) -> Plan
     )
 
 
-def _record_preview(issued: IssuedPreview, svc: HandlerContext) -> None:
-    """Remember the answered preview (the change may name its time for a few minutes), and
-    forget the subscription's expired ones."""
-    with svc.unit_of_work() as uow:
-        uow.change_previews.prune(issued.subscription_id, issued.created_at - PREVIEW_VALIDITY)
-        if uow.change_previews.get(issued.id) is None:
-            uow.change_previews.add(issued)
-        # A concurrent preview of the same change, in the same second, may have recorded it.
-        with contextlib.suppress(UniquenessViolation):
-            uow.commit()
-
-
-def _ensure_previewed(
-    uow: UnitOfWork, subscription: Subscription, plan: Plan, when: datetime, now: datetime
-) -> None:
-    """An immediate change prorated as of ``when``: only as a recent preview of this very
-    change answered it (``domain/change_previews.py``)."""
-    subscription.ensure_proration_date(when, now)
-    preview_id = IssuedPreview.id_for(subscription.id, subscription.plan_id, plan.id, when)
-    ensure_previewed(
-        when,
-        uow.change_previews.get(preview_id),
-        subscription_id=subscription.id,
-        from_plan_id=subscription.plan_id,
-        plan_id=plan.id,
-        now=now,
-    )
-
-
 def _cancel_upcoming_changes(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanChanged:
     """Cancel the pending change; the answer is the phase the subscription is in. Allowed in
     every state: it never reaches the provider."""
@@ -318,6 +293,18 @@ def _follow_the_provider(command: ChangeSubscriptionPlan, svc: HandlerContext) -
         subscription = _subscription_under(uow, command)
         if subscription.synced(remote, svc.clock.now()):
             uow.subscriptions.save(subscription)
+            uow.commit()
+
+
+def _record_preview(issued: IssuedPreview, svc: HandlerContext) -> None:
+    """Remember the answered preview (the change may name its time for a few minutes), and
+    forget the subscription's expired ones."""
+    with svc.unit_of_work() as uow:
+        uow.change_previews.prune(issued.subscription_id, issued.created_at - PREVIEW_VALIDITY)
+        if uow.change_previews.get(issued.id) is None:
+            uow.change_previews.add(issued)
+        # A concurrent preview of the same change, in the same second, may have recorded it.
+        with contextlib.suppress(UniquenessViolation):
             uow.commit()
 
 

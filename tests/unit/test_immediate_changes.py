@@ -13,6 +13,7 @@ from domain.errors import InvalidArgument
 from domain.immediate_changes import charges_at_once, immediate_proration
 from domain.plans import Plan, PlanInterval
 from domain.scheduled_changes import ProrationBehavior
+from domain.subscriptions import Subscription, SubscriptionState
 from tests.support.errors import field_violations
 from tests.support.fakes.data import a_plan
 
@@ -65,14 +66,19 @@ def test_a_preview_is_found_by_the_second_it_answered_whatever_the_offset_it_is_
 
 
 def names(preview: IssuedPreview | None, now: datetime) -> None:
-    ensure_previewed(
-        NOW,
-        preview,
-        subscription_id="sub_1",
-        from_plan_id="plan_team",
-        plan_id="plan_starter",
-        now=now,
+    subscription = Subscription(
+        id="sub_1",
+        billing_account_id="ba_1",
+        plan_id="plan_team",
+        state=SubscriptionState.ACTIVE,
+        provider="fake",
+        provider_id="sub_remote_1",
+        current_period_start=NOW - timedelta(days=20),
+        current_period_end=NOW + timedelta(days=10),
+        created_at=NOW - timedelta(days=20),
+        updated_at=NOW - timedelta(days=20),
     )
+    ensure_previewed(subscription, "plan_starter", NOW, preview, now)
 
 
 def test_a_proration_date_a_preview_answered_is_honoured_until_the_preview_expires() -> None:
