@@ -3,18 +3,33 @@
 
 The preview answers the time it prorates at (``proration_date``); an immediate change that
 names the same time (``plan_change.proration_date``) invoices the same amounts to the cent.
+
+Stripe prorates as of any ``proration_date`` in the current period, so a caller free to name
+one could back-date a downgrade to the period's start and be credited for time it used on the
+dearer plan. So a change honours only a time a preview answered (an :class:`IssuedPreview` is
+recorded with each answer) for the same change (the same subscription, from the same plan, to
+the same plan), within :data:`PREVIEW_VALIDITY` of that time; anything else is refused,
+naming the field.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from pydantic import AwareDatetime
 
+from domain.errors import InvalidArgument
 from domain.messages import Command, ResourceId, Result
 from domain.plans import PlanRef
+from domain.subscriptions import Subscription
+
+PREVIEW_VALIDITY = timedelta(minutes=5)
+"""How long after a preview the change it previewed may be prorated as of the preview's time:
+long enough for a customer to read the price and confirm, short enough that the credit a
+late change earns by its earlier time stays a fraction of a cent on a monthly plan."""
 
 
 @dataclass(frozen=True)
@@ -68,3 +83,92 @@ class PlanChangePreviewed(Result):
     subtotal: int
     total: int
     lines: list[dict[str, Any]]
+
+
+@dataclass
+class IssuedPreview:
+    """A preview answered to a caller: the one ``proration_date`` an immediate change of
+    ``subscription_id`` from ``from_plan_id`` to ``plan_id`` may name, until
+    ``proration_date + PREVIEW_VALIDITY``. Its id is derived from all four, so the change finds
+    it by what it names."""
+
+    id: str
+    subscription_id: str
+    from_plan_id: str
+    plan_id: str
+    proration_date: datetime
+    created_at: datetime
+
+    @classmethod
+    def of(
+        cls,
+        subscription_id: str,
+        from_plan_id: str,
+        plan_id: str,
+        proration_date: datetime,
+        now: datetime,
+    ) -> IssuedPreview:
+        return cls(
+            id=cls.id_for(subscription_id, from_plan_id, plan_id, proration_date),
+            subscription_id=subscription_id,
+            from_plan_id=from_plan_id,
+            plan_id=plan_id,
+            proration_date=proration_date,
+            created_at=now,
+        )
+
+    @staticmethod
+    def id_for(
+        subscription_id: str, from_plan_id: str, plan_id: str, proration_date: datetime
+    ) -> str:
+        # Whole seconds, as the provider prorates: a caller may send the time back with or
+        # without its zero microseconds, in any offset.
+        second = int(proration_date.timestamp())
+        key = f"billing-worker:preview:{subscription_id}:{from_plan_id}:{plan_id}:{second}"
+        return "prv_" + uuid.uuid5(uuid.NAMESPACE_URL, key).hex
+
+    def expires_at(self) -> datetime:
+        return self.proration_date + PREVIEW_VALIDITY
+
+
+def ensure_previewed(
+    subscription: Subscription,
+    plan_id: str,
+    proration_date: datetime,
+    preview: IssuedPreview | None,
+    now: datetime,
+) -> None:
+    """A change of ``subscription`` to ``plan_id`` names ``proration_date`` only as
+    ``preview`` (the one recorded under the change's :meth:`IssuedPreview.id_for`, if any)
+    answered it, not longer than :data:`PREVIEW_VALIDITY` ago, and within the current period
+    (see the module's docstring)."""
+    subscription.ensure_proration_date(proration_date, now)
+    minutes = int(PREVIEW_VALIDITY.total_seconds() // 60)
+    change = (
+        f"the change of subscription {subscription.id!r} from plan {subscription.plan_id!r} "
+        f"to {plan_id!r}"
+    )
+    if preview is None:
+        raise InvalidArgument.for_fields(
+            f"no preview of {change} answered the proration date {proration_date.isoformat()}",
+            [
+                (
+                    "proration_date",
+                    "must be the proration_date a preview of this same change answered "
+                    f"(within the last {minutes} minutes); preview the change, or leave "
+                    "proration_date out to prorate as of now",
+                )
+            ],
+        )
+    if now > preview.expires_at():
+        raise InvalidArgument.for_fields(
+            f"the preview of {change} at {proration_date.isoformat()} expired at "
+            f"{preview.expires_at().isoformat()}",
+            [
+                (
+                    "proration_date",
+                    f"comes from a preview older than {minutes} minutes; preview the change "
+                    "again, or leave proration_date out to prorate as of now",
+                )
+            ],
+        )

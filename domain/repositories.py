@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Protocol, Self
 
 from domain.billing import BillingAccount
+from domain.change_previews import IssuedPreview
 from domain.event_ports import (
     EventOutbox,
     StripeEndpointRepository,
@@ -172,6 +173,19 @@ class ScheduledChangeRepository(Protocol):
         ...
 
 
+class ChangePreviewRepository(Protocol):
+    """The previews answered lately (``domain/change_previews.py``)."""
+
+    def get(self, preview_id: str) -> IssuedPreview | None: ...
+
+    def add(self, preview: IssuedPreview) -> None: ...
+
+    def prune(self, subscription_id: str, before: datetime) -> None:
+        """Forget the subscription's previews whose ``proration_date`` is before ``before``
+        (expired: no change may name them any more)."""
+        ...
+
+
 class UnitOfWork(Protocol):
     """One database transaction. Leaving the block without ``commit()`` rolls back.
 
@@ -196,6 +210,9 @@ class UnitOfWork(Protocol):
 
     @property
     def scheduled_changes(self) -> ScheduledChangeRepository: ...
+
+    @property
+    def change_previews(self) -> ChangePreviewRepository: ...
 
     @property
     def events(self) -> EventOutbox: ...

@@ -440,9 +440,11 @@ class ChangeSubscriptionPlan(Command):
     cancel_upcoming_changes: StrictBool = False
     proration_date: AwareDatetime | None = Field(
         default=None,
-        description="For an immediate change: prorate as of this time (within the current "
-        "period, not in the future), such as the `proration_date` a preview answered, so "
-        "that the change invoices what the preview showed to the cent. Default: now.",
+        description="For an immediate change: prorate as of this time, which must be the "
+        "`proration_date` a preview of this same change (subscription, current plan, target "
+        "plan) answered at most 5 minutes ago (else the command is rejected, naming this "
+        "field), so that the change invoices what the preview showed to the cent. Default: "
+        "now.",
     )
 
     @model_validator(mode="after")

@@ -105,7 +105,9 @@ class Settings(BaseSettings):
     proration_behavior: ProrationBehavior = Field(
         default="create_prorations",
         description="Stripe's proration_behavior for immediate plan changes (a change at a "
-        "period's end is never prorated).",
+        "period's end is never prorated). With create_prorations an upgrade is still invoiced "
+        "at once and made only if paid (always_invoice); a downgrade's credit waits for the "
+        "next invoice.",
     )
     period_end_lead_seconds: float = Field(
         default=3600.0,

@@ -383,9 +383,13 @@ def _record_sent(
             return change  # a concurrent run recorded it first
         now = svc.clock.now()
         if remote.price_id == price_id:
-            if remote.current_period_start < change.effective_at:
+            if (
+                change.kind is ChangeKind.END_OF_PERIOD
+                and remote.current_period_start < change.effective_at
+            ):
                 # The provider restarted the cycle (another interval) when it made the
-                # change: the new phase began then.
+                # change ahead of its boundary: the new phase began then. (An immediate
+                # change began when it was made, within the period that goes on.)
                 change.effective_at = remote.current_period_start
             subscription.switched(change.target_plan_id, remote, now)
             change.applied(now)

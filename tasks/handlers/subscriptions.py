@@ -9,11 +9,18 @@ one caller of the provider's update.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import datetime
 from typing import NoReturn
 
-from domain.change_previews import PlanChangePreviewed, PreviewPlanChange
+from domain.change_previews import (
+    PREVIEW_VALIDITY,
+    IssuedPreview,
+    PlanChangePreviewed,
+    PreviewPlanChange,
+    ensure_previewed,
+)
 from domain.errors import (
     Internal,
     InvalidArgument,
@@ -24,6 +31,7 @@ from domain.errors import (
     error_info,
     found,
 )
+from domain.immediate_changes import immediate_proration
 from domain.plans import Plan
 from domain.ports import HandlerContext
 from domain.repositories import UnitOfWork
@@ -70,7 +78,11 @@ def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanCha
             plan = _target_plan(uow, subscription, command)
             now = svc.clock.now()
             if command.proration_date is not None:
-                subscription.ensure_proration_date(command.proration_date, now)
+                when = command.proration_date
+                preview = uow.change_previews.get(
+                    IssuedPreview.id_for(subscription.id, subscription.plan_id, plan.id, when)
+                )
+                ensure_previewed(subscription, plan.id, when, preview, now)
             superseded = _make_room(
                 uow, subscription, ChangeReason.SUPERSEDED, now, command.command_id
             )
@@ -78,7 +90,9 @@ def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanCha
                 change_id,
                 subscription,
                 plan,
-                proration_behavior=svc.billing.proration_behavior,
+                proration_behavior=immediate_proration(
+                    svc.billing.proration_behavior, uow.plans.get(subscription.plan_id), plan
+                ),
                 lease=svc.billing.change_lease,
                 now=now,
                 command_id=command.command_id,
@@ -174,6 +188,9 @@ def preview_plan_change(command: PreviewPlanChange, svc: HandlerContext) -> Plan
     with svc.unit_of_work() as uow:
         subscription = _subscription_under(uow, command, lock=False)
         plan = _target_plan(uow, subscription, command, check_state=False)
+        behavior = immediate_proration(
+            svc.billing.proration_behavior, uow.plans.get(subscription.plan_id), plan
+        )
         price_id = plan.provider_price_id
         if price_id is None:
             raise Internal(
@@ -193,13 +210,18 @@ def preview_plan_change(command: PreviewPlanChange, svc: HandlerContext) -> Plan
     # Whole seconds: the provider prorates per second, and a change naming this time must
     # prorate exactly as the preview did.
     proration_date = svc.clock.now().replace(microsecond=0)
-    behavior = svc.billing.proration_behavior
     preview = provider.preview_change(
         remote.id,
         remote.item_id,
         price_id,
         proration_behavior=behavior,
         proration_date=proration_date,
+    )
+    _record_preview(
+        IssuedPreview.of(
+            subscription.id, subscription.plan_id, plan.id, proration_date, svc.clock.now()
+        ),
+        svc,
     )
     return PlanChangePreviewed(
         subscription_id=subscription.id,
@@ -274,6 +296,18 @@ def _follow_the_provider(command: ChangeSubscriptionPlan, svc: HandlerContext) -
         subscription = _subscription_under(uow, command)
         if subscription.synced(remote, svc.clock.now()):
             uow.subscriptions.save(subscription)
+            uow.commit()
+
+
+def _record_preview(issued: IssuedPreview, svc: HandlerContext) -> None:
+    """Remember the answered preview (the change may name its time for a few minutes), and
+    forget the subscription's expired ones."""
+    with svc.unit_of_work() as uow:
+        uow.change_previews.prune(issued.subscription_id, issued.created_at - PREVIEW_VALIDITY)
+        if uow.change_previews.get(issued.id) is None:
+            uow.change_previews.add(issued)
+        # A concurrent preview of the same change, in the same second, may have recorded it.
+        with contextlib.suppress(UniquenessViolation):
             uow.commit()
 
 

@@ -122,7 +122,11 @@ def test_an_immediate_change_reaches_stripe_at_once_and_answers_the_new_phase(
     assert "Deprecation" not in response.headers
     assert item_price(sdk, sub) == catalog.team.provider_price_id
     [update] = executed_updates(emulator, sub.provider_id)
-    assert update.form["proration_behavior"] == "create_prorations"
+    # An upgrade is invoiced at once and made only if paid (domain/immediate_changes.py).
+    assert (update.form["proration_behavior"], update.form["payment_behavior"]) == (
+        "always_invoice",
+        "error_if_incomplete",
+    )
     [made] = changes_of(stack, sub.id)
     assert update.idempotency_key == f"{made.id}:apply"
     assert (made.kind.value, made.state, made.effective_at) == (

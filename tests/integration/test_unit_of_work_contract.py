@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from domain.billing import BillingAccount, BillingAccountState, BillingDetails
+from domain.change_previews import IssuedPreview
 from domain.errors import UniquenessViolation
 from domain.organizations import Organization
 from domain.plans import Plan
@@ -336,3 +337,25 @@ def test_pending_accounts_opened_by_a_moment_are_found_oldest_first_up_to_a_limi
 
     assert [made.id for made in found] == [opened[1].id, opened[2].id, opened[0].id]
     assert [made.id for made in limited] == [opened[1].id, opened[2].id]
+
+
+def test_a_preview_is_found_by_its_id_and_a_subscriptions_expired_previews_are_pruned(
+    store: Store,
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    older = IssuedPreview.of(f"sub_{suffix}", "plan_a", "plan_b", T0, T0)
+    newer = IssuedPreview.of(f"sub_{suffix}", "plan_a", "plan_c", T0 + timedelta(minutes=6), T0)
+    of_another = IssuedPreview.of(f"sub_other_{suffix}", "plan_a", "plan_b", T0, T0)
+    with store.uow() as uow:
+        for preview in (older, newer, of_another):
+            uow.change_previews.add(preview)
+        uow.commit()
+    with store.uow() as uow:
+        found = uow.change_previews.get(older.id)
+        uow.change_previews.prune(f"sub_{suffix}", T0 + timedelta(minutes=1))
+        uow.commit()
+
+    assert found == older
+    with store.uow() as uow:
+        kept = [uow.change_previews.get(p.id) for p in (older, newer, of_another)]
+    assert kept == [None, newer, of_another]

@@ -781,3 +781,76 @@ def test_a_declined_immediate_change_leaves_the_period_end_change_it_superseded_
 
     states = {change.target_plan_id: change.state for change in changes(invoicing_app, sub)}
     assert states == {sub.scale.id: ChangeState.SKIPPED, sub.team.id: ChangeState.SCHEDULED}
+
+
+def preview(app: FakeApplication, sub: Subscribed, plan: str, command_id: str = "p1") -> Any:
+    return preview_plan_change(
+        PreviewPlanChange(
+            command_id=command_id,
+            org_id=sub.org_id,
+            billing_account_id=sub.account_id,
+            subscription_id=sub.subscription_id,
+            plan=plan,
+        ),
+        app,
+    )
+
+
+def test_a_change_naming_the_time_its_preview_answered_is_prorated_and_effective_then(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.clock.advance(10 * DAY + timedelta(microseconds=500))
+    previewed = preview(app, sub, "team")
+    app.clock.advance(timedelta(minutes=4))
+
+    changed = change_subscription_plan(
+        request(sub, plan="team", immediate=True, proration_date=previewed.proration_date), app
+    )
+
+    assert changed.phase.effective_at == previewed.proration_date
+    [update] = updates(app, "executed")
+    assert update.arguments[4] == previewed.proration_date
+    [made] = changes(app, sub)
+    assert made.apply_lag_seconds == 240.0
+
+
+def test_a_proration_date_no_recent_preview_of_the_same_change_answered_is_refused(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    period_start = subscription(app, sub).current_period_start
+    app.clock.advance(20 * DAY)
+    of_another_plan = preview(app, sub, "scale", "p1")
+    of_this_plan = preview(app, sub, "team", "p2")
+    app.clock.advance(timedelta(minutes=6))
+
+    for when in (period_start, of_another_plan.proration_date, of_this_plan.proration_date):
+        with pytest.raises(InvalidArgument) as raised:
+            change_subscription_plan(
+                request(sub, plan="team", immediate=True, proration_date=when), app
+            )
+        assert raised.value.details[0]["fieldViolations"][0]["field"] == "proration_date"
+    assert updates(app) == []
+    assert changes(app, sub) == []
+
+
+def test_a_subscriptions_expired_previews_are_forgotten_with_its_next_preview(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    preview(app, sub, "team", "p1")
+    app.clock.advance(timedelta(minutes=6))
+    latest = preview(app, sub, "scale", "p2")
+
+    assert [row.proration_date for row in app.db.rows("change_previews")] == [latest.proration_date]
+
+
+def test_an_upgrade_is_invoiced_at_once_and_made_only_if_paid_with_default_settings(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.db.seed(replace(sub.team, amount=sub.starter.amount * 3))
+
+    change_subscription_plan(request(sub, plan="team", immediate=True), app)
+
+    [update] = updates(app, "executed")
+    assert update.arguments[3:] == ("always_invoice", app.clock.now(), "error_if_incomplete")
+    [made] = changes(app, sub)
+    assert made.proration_behavior == "always_invoice"

@@ -63,9 +63,10 @@ class PlanChange(_Closed):
     )
     proration_date: datetime | None = Field(
         default=None,
-        description="With `immediate: true`: prorate as of this time (within the current "
-        "period, not in the future), such as the `proration_date` a preview answered; the "
-        "change then invoices what the preview showed, to the cent. Default: now.",
+        description="With `immediate: true`: prorate as of this time, which must be the "
+        "`proration_date` a preview of this same change (subscription, current plan, target "
+        "plan) answered at most 5 minutes ago, else `400` naming this field; the change then "
+        "invoices what the preview showed, to the cent. Default: now.",
     )
 
 
@@ -165,16 +166,17 @@ class PreviewLineView(BaseModel):
 
 class ChangePreviewAnswer(BaseModel):
     """What an immediate change would invoice, as Stripe's `invoices.create_preview` answers.
-    Send the same `proration_date` with the change (`plan_change.proration_date`) to be
-    invoiced exactly these amounts."""
+    Send the same `proration_date` with the change (`plan_change.proration_date`), within 5
+    minutes, to be invoiced exactly these amounts."""
 
     subscription_id: str
     plan_id: str
     proration_date: Timestamp
     proration_behavior: Literal["create_prorations", "always_invoice", "none"]
     billed: Literal["now", "next_invoice"] = Field(
-        description="`now`: the change invoices these lines at once (`always_invoice`); "
-        "`next_invoice`: they wait for the next renewal (`create_prorations`)."
+        description="`now`: the change invoices these lines at once (`always_invoice`, "
+        "which an upgrade always is unless proration is `none`); `next_invoice`: they wait "
+        "for the next renewal (`create_prorations`: a downgrade's credit)."
     )
     currency: str
     amount_due: int = Field(description="Minor units of the currency.")

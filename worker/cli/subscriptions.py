@@ -106,7 +106,7 @@ def subscriptions_preview_change(
 ) -> None:
     """What changing SUBSCRIPTION_ID to --plan now would invoice, from Stripe's preview
     (amounts in minor units); changes nothing. Send the printed proration date with the
-    change (`plan_change.proration_date`) to be invoiced exactly this."""
+    change (`plan_change.proration_date`) within 5 minutes to be invoiced exactly this."""
     import uuid
 
     from domain.change_previews import PreviewPlanChange

@@ -217,6 +217,20 @@ class ScheduledChangeRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class ChangePreviewRow(Base):
+    """Previews answered lately: the proration times a change may name
+    (``domain/change_previews.py``); a subscription's expired ones go with its next preview."""
+
+    __tablename__ = "change_previews"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    subscription_id: Mapped[str] = mapped_column(String(128), index=True)
+    from_plan_id: Mapped[str] = mapped_column(String(128))
+    plan_id: Mapped[str] = mapped_column(String(128))
+    proration_date: Mapped[datetime] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 UNPUBLISHED_EVENTS = "published_at IS NULL"
 
 

@@ -9,6 +9,7 @@ from sqlalchemy import ColumnElement, Select, and_, delete, func, or_, select, u
 from sqlalchemy.orm import Session
 
 from domain.billing import BillingAccount, BillingAccountState
+from domain.change_previews import IssuedPreview
 from domain.organizations import Organization
 from domain.plans import Plan
 from domain.repositories import Claim
@@ -20,6 +21,7 @@ from worker.db.mapping import RowMapping
 from worker.db.models import (
     Base,
     BillingAccountRow,
+    ChangePreviewRow,
     OrganizationRow,
     PlanRow,
     ScheduledChangeRow,
@@ -214,6 +216,21 @@ def _claimable(now: datetime, lead: timedelta) -> ColumnElement[bool]:
         ),
         and_(row.state == ChangeState.APPLYING.value, row.lease_until < now),
     )
+
+
+class SqlChangePreviewRepository(_RowRepository[IssuedPreview, ChangePreviewRow]):
+    mapping = RowMapping(IssuedPreview, ChangePreviewRow)
+
+    def get(self, preview_id: str) -> IssuedPreview | None:
+        return self._by_id(preview_id)
+
+    def prune(self, subscription_id: str, before: datetime) -> None:
+        self._session.execute(
+            delete(ChangePreviewRow).where(
+                ChangePreviewRow.subscription_id == subscription_id,
+                ChangePreviewRow.proration_date < before,
+            )
+        )
 
 
 class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChangeRow]):

@@ -20,6 +20,7 @@ from worker.db.events import (
 )
 from worker.db.repositories import (
     SqlBillingAccountRepository,
+    SqlChangePreviewRepository,
     SqlOrganizationRepository,
     SqlPlanRepository,
     SqlScheduledChangeRepository,
@@ -44,6 +45,7 @@ class SqlUnitOfWork:
         self.plans = SqlPlanRepository(self.session)
         self.subscriptions = SqlSubscriptionRepository(self.session)
         self.scheduled_changes = SqlScheduledChangeRepository(self.session)
+        self.change_previews = SqlChangePreviewRepository(self.session)
         self.events = SqlEventOutbox(self.session)
         self.webhook_endpoints = SqlWebhookEndpointRepository(self.session)
         self.webhook_deliveries = SqlWebhookDeliveryRepository(self.session)

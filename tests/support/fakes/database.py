@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from domain.billing import BillingAccount, BillingAccountState
+from domain.change_previews import IssuedPreview
 from domain.errors import UniquenessViolation
 from domain.organizations import Organization
 from domain.plans import Plan
@@ -35,6 +36,7 @@ from tests.support.fakes.events import (
 )
 from tests.support.fakes.repositories import (
     FakeBillingAccountRepository,
+    FakeChangePreviewRepository,
     FakeOrganizationRepository,
     FakePlanRepository,
     FakeScheduledChangeRepository,
@@ -85,6 +87,7 @@ UNIQUE_RULES: dict[str, tuple[_UniqueRule, ...]] = {
     "scheduled_changes": (
         _UniqueRule("uq_scheduled_changes_pending_subscription_id", _pending_change_subscription),
     ),
+    "change_previews": (),
     "events": (),
     "webhook_endpoints": (),
     "webhook_deliveries": (
@@ -179,6 +182,7 @@ def _table_of(entity: Any) -> str:
         Plan: "plans",
         Subscription: "subscriptions",
         ScheduledChange: "scheduled_changes",
+        IssuedPreview: "change_previews",
         WebhookEndpoint: "webhook_endpoints",
         WebhookDelivery: "webhook_deliveries",
     }
@@ -241,6 +245,7 @@ class FakeUnitOfWork:
         self.plans = FakePlanRepository(self._tx)
         self.subscriptions = FakeSubscriptionRepository(self._tx)
         self.scheduled_changes = FakeScheduledChangeRepository(self._tx)
+        self.change_previews = FakeChangePreviewRepository(self._tx)
         self.events = FakeEventOutbox(self._tx)
         self.webhook_endpoints = FakeWebhookEndpointRepository(self._tx)
         self.webhook_deliveries = FakeWebhookDeliveryRepository(self._tx)

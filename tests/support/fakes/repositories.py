@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from domain.billing import BillingAccount, BillingAccountState
+from domain.change_previews import IssuedPreview
 from domain.organizations import Organization
 from domain.plans import Plan
 from domain.repositories import Claim
@@ -178,6 +179,18 @@ def _claimable(change: ScheduledChange, now: datetime, lead: timedelta) -> bool:
         and change.lease_until is not None
         and change.lease_until < now
     )
+
+
+class FakeChangePreviewRepository(_Repository[IssuedPreview]):
+    table = "change_previews"
+
+    def get(self, preview_id: str) -> IssuedPreview | None:
+        return self._get(preview_id)
+
+    def prune(self, subscription_id: str, before: datetime) -> None:
+        for preview in self._all():
+            if preview.subscription_id == subscription_id and preview.proration_date < before:
+                self._tx.delete(self.table, preview.id)
 
 
 class FakeScheduledChangeRepository(_Repository[ScheduledChange]):

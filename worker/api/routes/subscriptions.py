@@ -106,7 +106,8 @@ def _preview(result: dict[str, Any]) -> dict[str, Any]:
     description="Asks Stripe (`invoices.create_preview`) what changing the plan now would "
     "invoice: the amount due, the currency, the lines (prorations as credits and debits, in "
     "minor units) and the `proration_date` they are computed at. An immediate change sent "
-    "with that `plan_change.proration_date` invoices the same amounts to the cent. Needs the "
+    "with that `plan_change.proration_date` within 5 minutes invoices the same amounts to the "
+    "cent (a proration date no preview of that change answered is a `400`). Needs the "
     "`subscriptions:change` scope.",
     **command_operation(
         request=PreviewPlanChangeRequest,
