@@ -296,7 +296,6 @@ class CommandTask(ApplicationTask):
         # outcome (in the command's context): the relay starts after both, not before.
         if getattr(self.request, "relay_after_return", False):
             relay_after_command(self.application)
-        log_context.unbind()
 
     def on_failure(
         self,
