@@ -137,9 +137,10 @@ def _orphan_subscription(remote: RemoteSubscription, context: _Context) -> Findi
             f"customer is billing account {account.id}'s",
             "find out which account it belongs to; cancel it at Stripe if it is nobody's",
         )
-    if account.state is BillingAccountState.DISABLED:
+    if account.state in (BillingAccountState.DISABLED, BillingAccountState.DELETED):
         return needs_a_person(
-            f"its billing account {account.id} is disabled", "cancel it at Stripe if it bills"
+            f"its billing account {account.id} is {account.state.value}",
+            "cancel it at Stripe if it bills",
         )
     if plan is None:
         return needs_a_person(

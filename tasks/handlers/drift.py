@@ -152,6 +152,7 @@ def record_subscription(record: SubscriptionRecord, svc: HandlerContext) -> Subs
             "billing_account",
             record.billing_account_id,
         )
+        account.ensure_customer_exists()
         if account.state is BillingAccountState.DISABLED:
             raise FailedPrecondition(
                 f"billing account {account.id!r} is disabled",
