@@ -4,13 +4,23 @@ leaves nothing bound for the next run in the same process, a sweep for instance.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from celery import Celery
 from celery.signals import task_postrun
 
 from tasks import log_context
 from tasks.runtime import ApplicationTask
+
+
+@pytest.fixture(autouse=True)
+def nothing_bound() -> Iterator[None]:
+    """This process's context as a worker's pool process starts: no command bound."""
+    log_context.unbind()
+    yield
+    log_context.unbind()
 
 
 def fields_of(command_id: str) -> dict[str, str | int]:
