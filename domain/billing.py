@@ -51,11 +51,21 @@ def _error(kind: str, message: str) -> PydanticCustomError:
 
 class BillingAccountState(StrEnum):
     """``pending``: being registered with the provider; ``active``: usable (registered, or
-    offline); ``disabled``: closed, no longer counts as the organization's account."""
+    offline); ``disabled``: closed, no longer counts as the organization's account;
+    ``deleted``: its customer was deleted at the provider (Stripe's ``customer.deleted``, or
+    the reconciliation found it so): it bills nothing more, its subscriptions ended with it,
+    commands on it are refused (``BILLING_ACCOUNT_CUSTOMER_DELETED``), and it no longer
+    counts as the organization's account, which may open a new one."""
 
     PENDING = "pending"
     ACTIVE = "active"
     DISABLED = "disabled"
+    DELETED = "deleted"
+
+    @property
+    def is_live(self) -> bool:
+        """Whether it counts as its organization's account (``pending`` or ``active``)."""
+        return self in (BillingAccountState.PENDING, BillingAccountState.ACTIVE)
 
 
 class Address(Message):
@@ -375,12 +385,35 @@ class BillingAccount:
         self.updated_at = now
 
     def customer_deleted(self, now: datetime) -> bool:
-        """The provider's customer is gone; returns whether that is news."""
-        if self.customer_deleted_at is not None:
+        """The provider's customer is gone: the account is ``deleted``; returns whether that
+        is news."""
+        if self.customer_deleted_at is not None and self.state is BillingAccountState.DELETED:
             return False
-        self.customer_deleted_at = now
+        self.customer_deleted_at = self.customer_deleted_at or now
+        self.state = BillingAccountState.DELETED
         self.updated_at = now
         return True
+
+    def ensure_customer_exists(self) -> None:
+        """Refuse a command that needs the provider's customer once it was deleted there."""
+        if self.state is BillingAccountState.DELETED:
+            raise FailedPrecondition(
+                f"billing account {self.id!r} is deleted: its Stripe customer "
+                f"{self.provider_id} was deleted at Stripe"
+                + (
+                    f" ({self.customer_deleted_at.isoformat()})"
+                    if self.customer_deleted_at is not None
+                    else ""
+                )
+                + "; open a new billing account for the organization",
+                details=[
+                    error_info(
+                        "BILLING_ACCOUNT_CUSTOMER_DELETED",
+                        billing_account_id=self.id,
+                        customer_id=self.provider_id or "",
+                    )
+                ],
+            )
 
     def provider_customer(self) -> ProviderCustomer:
         metadata = {key: _metadata_text(value) for key, value in self.metadata.items()}

@@ -42,6 +42,7 @@ def customer_drift(ours: OurSide, theirs: ProviderSide) -> list[Finding]:
             account.provider_id is not None
             and account.provider_id not in customer_ids
             and account.state is not BillingAccountState.DISABLED
+            and account.state is not BillingAccountState.DELETED  # known: not drift
         ):
             findings.append(
                 Finding(

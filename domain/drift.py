@@ -19,6 +19,8 @@ from enum import StrEnum
 from typing import Any
 
 from domain.billing import BillingAccount
+from domain.change_previews import PreviewLine
+from domain.currencies import format_amount
 from domain.plans import Plan
 from domain.scheduled_changes import ScheduledChange
 from domain.subscriptions import ProviderSubscription, Subscription
@@ -50,6 +52,62 @@ class DriftKind(StrEnum):
     """The provider's current period is not on the row's billing cycle."""
     STATE_MISMATCH = "state_mismatch"
     """The provider's state is not the row's (beyond a trial that ended since)."""
+    RENEWAL_MISMATCH = "renewal_mismatch"
+    """The latest renewal invoice billed another price or amount than the plan our rows had
+    in force at that period's start (and no correction nets it to that plan's)."""
+
+
+@dataclass(frozen=True)
+class PriceTerms:
+    """What a price bills: an amount in minor units per interval (``None`` where unknown)."""
+
+    price_id: str | None
+    amount: int | None
+    currency: str | None
+    interval: str | None = None
+    interval_count: int = 1
+
+    @classmethod
+    def of_plan(cls, plan: Plan) -> PriceTerms:
+        return cls(plan.provider_price_id, plan.amount, plan.currency, plan.interval.value)
+
+    def shown(self) -> str:
+        """``15.00 USD/month (price_…)``."""
+        amount = (
+            format_amount(self.amount, self.currency)
+            if self.amount is not None and self.currency
+            else "an unknown amount"
+        )
+        every = (
+            ""
+            if self.interval is None
+            else f"/{self.interval}"
+            if self.interval_count == 1
+            else f"/{self.interval_count} {self.interval}s"
+        )
+        return f"{amount}{every} ({self.price_id or 'no price'})"
+
+    def to_view(self) -> dict[str, Any]:
+        return {
+            "price_id": self.price_id,
+            "amount": self.amount,
+            "currency": self.currency,
+            "interval": self.interval,
+            "interval_count": self.interval_count,
+        }
+
+
+@dataclass(frozen=True)
+class BilledInvoice:
+    """An invoice of a subscription as the money check reads it: why it was made, its
+    currency and its lines (amounts in minor units, credits negative)."""
+
+    id: str
+    status: str
+    billing_reason: str | None
+    currency: str
+    created: datetime
+    lines: tuple[PreviewLine, ...]
 
 
 @dataclass(frozen=True)
@@ -142,6 +200,10 @@ class Finding:
     provider_subscription_id: str | None = None
     adoption: Adoption | None = None
     """What ``--adopt`` does; ``None``: it needs a person."""
+    stripe_bills: PriceTerms | None = None
+    """What the provider bills (a plan or renewal mismatch)."""
+    we_bill: PriceTerms | None = None
+    """What our rows say it should bill."""
 
     @property
     def adoptable(self) -> bool:
@@ -172,23 +234,30 @@ class Finding:
             "description": self.description,
             "adoptable": self.adoptable,
             "action": self.action,
+            "stripe_bills": None if self.stripe_bills is None else self.stripe_bills.to_view(),
+            "we_bill": None if self.we_bill is None else self.we_bill.to_view(),
         }
 
 
 @dataclass(frozen=True)
 class OurSide:
-    """What the database holds: every account, subscription and plan, and the pending plan
-    changes (scheduled, applying or staged)."""
+    """What the database holds: every account, subscription and plan, the pending plan
+    changes (scheduled, applying or staged), and the changes made (applied), by which the
+    money check knows the plan in force at a period's start."""
 
     accounts: Sequence[BillingAccount]
     subscriptions: Sequence[Subscription]
     plans: Sequence[Plan]
     pending_changes: Sequence[ScheduledChange] = ()
+    applied_changes: Sequence[ScheduledChange] = ()
 
 
 @dataclass(frozen=True)
 class ProviderSide:
-    """What the provider lists: every customer, and every subscription whatever its status."""
+    """What the provider lists: every customer, every subscription whatever its status, and
+    the latest invoices of each of our subscriptions (by the provider's subscription id; the
+    money check's; empty when not read)."""
 
     customers: Sequence[RemoteCustomer]
     subscriptions: Sequence[RemoteSubscription]
+    invoices: Mapping[str, Sequence[BilledInvoice]] = field(default_factory=dict)

@@ -1,5 +1,6 @@
 """Every drift rule: the customers' (``domain.customer_drift``), then the subscriptions'
-(``domain.subscription_drift``), over the values of ``domain.drift``.
+(``domain.subscription_drift``), then the money of their renewals (``domain.renewal_drift``),
+over the values of ``domain.drift``.
 
 Pure rules: the handler (``tasks/handlers/drift.py``) reads both sides, every customer and
 every subscription at the provider (lists, which see every write at once: Stripe's search
@@ -23,9 +24,15 @@ from __future__ import annotations
 
 from domain.customer_drift import customer_drift
 from domain.drift import Finding, OurSide, ProviderSide
+from domain.renewal_drift import renewal_drift
 from domain.subscription_drift import subscription_drift
 
 
 def find_drift(ours: OurSide, theirs: ProviderSide) -> list[Finding]:
-    """Every difference, customers first, then subscriptions, each in a stable order."""
-    return [*customer_drift(ours, theirs), *subscription_drift(ours, theirs)]
+    """Every difference, customers first, then subscriptions, then the money of their latest
+    renewals (``domain.renewal_drift``), each in a stable order."""
+    return [
+        *customer_drift(ours, theirs),
+        *subscription_drift(ours, theirs),
+        *renewal_drift(ours, theirs),
+    ]

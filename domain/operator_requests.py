@@ -108,6 +108,9 @@ class ListStripeEndpointSecrets:
 class ReportDrift:
     """Every difference between Stripe and the database (changes nothing)."""
 
+    read_invoices: bool = True
+    """Whether the money check reads each subscription's latest invoices (one read each)."""
+
 
 @dataclass(frozen=True)
 class AdoptFindings:

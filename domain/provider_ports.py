@@ -16,7 +16,7 @@ from typing import Protocol
 from domain.billing import ProviderCustomer
 from domain.change_previews import ChangePreview
 from domain.console import InvoiceView
-from domain.drift import RemoteCustomer, RemoteSubscription
+from domain.drift import BilledInvoice, RemoteCustomer, RemoteSubscription
 from domain.plans import ProviderPlan, ProviderPrice
 from domain.provider_sync import ProviderCustomerState, RegisteredEndpoint
 from domain.scheduled_changes import PaymentBehavior, ProrationBehavior
@@ -123,6 +123,13 @@ class BillingProvider(Protocol):
 
     def list_invoices(self, provider_subscription_id: str, limit: int) -> list[InvoiceView]:
         """Up to ``limit`` of the subscription's invoices, newest first (one read)."""
+        ...
+
+    def list_billed_invoices(
+        self, provider_subscription_id: str, limit: int
+    ) -> list[BilledInvoice]:
+        """Up to ``limit`` of the subscription's invoices with their lines, newest first (one
+        read): what the money check of the drift report compares with our plans."""
         ...
 
 

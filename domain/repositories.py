@@ -52,7 +52,8 @@ class BillingAccountRepository(Protocol):
     def get(self, account_id: str, *, for_update: bool = False) -> BillingAccount | None: ...
 
     def current_for_organization(self, org_id: str) -> BillingAccount | None:
-        """The organization's account that is not disabled, if any."""
+        """The organization's account that counts as its own (``pending`` or ``active``), if
+        any: a disabled or deleted one does not."""
         ...
 
     def add(self, account: BillingAccount) -> None: ...

@@ -18,6 +18,7 @@ from domain.drift import (
     DriftKind,
     Finding,
     OurSide,
+    PriceTerms,
     ProviderSide,
     RemoteSubscription,
     SubscriptionRecord,
@@ -137,9 +138,10 @@ def _orphan_subscription(remote: RemoteSubscription, context: _Context) -> Findi
             f"customer is billing account {account.id}'s",
             "find out which account it belongs to; cancel it at Stripe if it is nobody's",
         )
-    if account.state is BillingAccountState.DISABLED:
+    if account.state in (BillingAccountState.DISABLED, BillingAccountState.DELETED):
         return needs_a_person(
-            f"its billing account {account.id} is disabled", "cancel it at Stripe if it bills"
+            f"its billing account {account.id} is {account.state.value}",
+            "cancel it at Stripe if it bills",
         )
     if plan is None:
         return needs_a_person(
@@ -164,7 +166,13 @@ def _orphan_subscription(remote: RemoteSubscription, context: _Context) -> Findi
 def _pair_drift(
     row: Subscription, remote: ProviderSubscription, context: _Context
 ) -> list[Finding]:
-    def finding(kind: DriftKind, description: str, action: str) -> Finding:
+    def finding(
+        kind: DriftKind,
+        description: str,
+        action: str,
+        stripe_bills: PriceTerms | None = None,
+        we_bill: PriceTerms | None = None,
+    ) -> Finding:
         return Finding(
             kind,
             f"subscription {row.id} ({remote.id}): {description}",
@@ -172,6 +180,8 @@ def _pair_drift(
             billing_account_id=row.billing_account_id,
             subscription_id=row.id,
             provider_subscription_id=remote.id,
+            stripe_bills=stripe_bills,
+            we_bill=we_bill,
         )
 
     findings: list[Finding] = []
@@ -180,13 +190,18 @@ def _pair_drift(
     if remote.price_id != expected_price and not _in_flight(row, remote, context):
         billed = context.plans_by_price.get(remote.price_id)
         billed_as = f"plan {billed.name}'s" if billed is not None else "none of our plans'"
+        stripe_bills = stripe_terms(remote, billed)
+        we_bill = PriceTerms.of_plan(plan) if plan is not None else None
+        ours_shown = we_bill.shown() if we_bill is not None else str(expected_price)
         findings.append(
             finding(
                 DriftKind.PLAN_MISMATCH,
-                f"on plan {plan.name if plan else row.plan_id} here ({expected_price}), Stripe "
-                f"bills {remote.price_id} ({billed_as} price)",
+                f"on plan {plan.name if plan else row.plan_id} here at {ours_shown}, Stripe "
+                f"bills {stripe_bills.shown()} ({billed_as} price)",
                 "find out who changed the price at Stripe; change it back there, or change the "
                 "subscription's plan here to the one Stripe bills",
+                stripe_bills,
+                we_bill,
             )
         )
     behind = _renewed_since(row, remote)
@@ -242,3 +257,16 @@ def _renewed_since(row: Subscription, remote: ProviderSubscription) -> bool:
     except ValueError:
         return False
     return boundary == row.current_period_end
+
+
+def stripe_terms(remote: ProviderSubscription, billed: Plan | None = None) -> PriceTerms:
+    """What the provider's subscription bills, as its price says (where the provider did
+    not say, as the plan of that price says)."""
+    unknown = remote.unit_amount is None and billed is not None
+    return PriceTerms(
+        remote.price_id,
+        billed.amount if unknown and billed is not None else remote.unit_amount,
+        billed.currency if unknown and billed is not None else remote.currency,
+        remote.interval,
+        remote.interval_count,
+    )

@@ -79,6 +79,9 @@ class ProviderSubscription:
     cancel_at: datetime | None = None
     """When the subscription is set to end (``cancel_at_period_end`` sets it to the period's
     end); ``None`` if it renews."""
+    unit_amount: int | None = None
+    """What its price bills per interval, in the currency's minor units (``None``: unknown)."""
+    currency: str | None = None
 
     @property
     def state(self) -> SubscriptionState:
@@ -128,6 +131,9 @@ class Subscription:
     """When the subscription is set to end at the provider, if it is."""
     synced_at: datetime | None = None
     """When the provider's subscription was last read in full (the sweep's order)."""
+    billed_price_id: str | None = None
+    """The price the provider bills, as last read (a price that is none of our plans, or
+    another plan's, shows here while ``plan_id`` keeps ours: the off-plan gauge counts it)."""
 
     @classmethod
     def started(
@@ -151,6 +157,7 @@ class Subscription:
             created_at=now,
             updated_at=now,
             provider_item_id=remote.item_id,
+            billed_price_id=remote.price_id,
         )
 
     @staticmethod
@@ -243,6 +250,7 @@ class Subscription:
             if before != value:
                 changes[name] = [json_value(before), json_value(value)]
                 setattr(self, name, value)
+        self.billed_price_id = remote.price_id  # kept, not a change: the plan is what changes
         self.synced_at = now
         if changes:
             self.updated_at = now

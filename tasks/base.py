@@ -296,7 +296,7 @@ class CommandTask(ApplicationTask):
         # outcome (in the command's context): the relay starts after both, not before.
         if getattr(self.request, "relay_after_return", False):
             relay_after_command(self.application)
-        log_context.unbind()
+        log_context.unbind()  # a retry has no after_return: task_postrun resets it then
 
     def on_failure(
         self,

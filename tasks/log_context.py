@@ -11,7 +11,7 @@ publisher cannot put an email into a log line through an id field.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any
 
 from domain.messages import is_id
@@ -55,6 +55,22 @@ def bind(fields: LogFields) -> None:
 
 def unbind() -> None:
     _fields.set(None)
+
+
+def begin_run() -> Token[LogFields | None]:
+    """A task run begins with nothing bound, whatever an earlier run in this process left
+    (a run that ended in a retry is not followed by Celery's ``after_return``): a sweep runs
+    as no command, a command only as itself. Returns the token :func:`end_run` takes."""
+    return _fields.set(None)
+
+
+def end_run(token: Token[LogFields | None]) -> None:
+    """The run is over, however it ended (success, failure, retry): what was bound before it
+    is bound again."""
+    try:
+        _fields.reset(token)
+    except ValueError:  # made in another context (cannot happen in a worker): start clean
+        _fields.set(None)
 
 
 def current() -> LogFields:

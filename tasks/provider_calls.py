@@ -18,7 +18,7 @@ from typing import TypeVar
 from domain.billing import ProviderCustomer
 from domain.change_previews import ChangePreview
 from domain.console import InvoiceView
-from domain.drift import RemoteCustomer, RemoteSubscription
+from domain.drift import BilledInvoice, RemoteCustomer, RemoteSubscription
 from domain.errors import CommandError, TransientError
 from domain.plans import ProviderPlan, ProviderPrice
 from domain.ports import Clock
@@ -243,4 +243,14 @@ class RecordedProvider:
             f"provider_subscription:{provider_subscription_id}",
             None,
             lambda: self._provider.list_invoices(provider_subscription_id, limit),
+        )
+
+    def list_billed_invoices(
+        self, provider_subscription_id: str, limit: int
+    ) -> list[BilledInvoice]:
+        return self._recorded(
+            "list_billed_invoices",
+            f"provider_subscription:{provider_subscription_id}",
+            None,
+            lambda: self._provider.list_billed_invoices(provider_subscription_id, limit),
         )

@@ -11,8 +11,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from celery import Celery, Task
+from celery.signals import task_postrun
 
 from domain.ports import Application
+from tasks import log_context
 
 if TYPE_CHECKING:
     _TaskBase = Task[Any, Any]
@@ -39,6 +41,25 @@ class ApplicationTask(_TaskBase):
                 f"task {self.name} runs in a CommandApp (worker.celery_app), not {app!r}"
             )
         return app.application()
+
+    def before_start(self, task_id: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Every run (a first delivery, a retry, a redelivery, a sweep) starts with no command
+        bound in this process's context; the token puts the context back when it ends
+        (:func:`_end_log_context`, on every outcome including a retry)."""
+        self.request.log_context_token = log_context.begin_run()  # type: ignore[attr-defined]
+
+
+def _end_log_context(sender: Any = None, **_: Any) -> None:
+    request: Any = getattr(sender, "request", None)
+    token = getattr(request, "log_context_token", None)
+    if token is not None:
+        request.log_context_token = None
+        log_context.end_run(token)
+
+
+# Celery sends task_postrun after every run, a retry included, and after its own log line
+# about the outcome (still in the command's context).
+task_postrun.connect(_end_log_context, weak=False)
 
 
 class SweepTask(ApplicationTask):

@@ -89,6 +89,7 @@ def register_billing_account(
         account = uow.billing_accounts.get(command.billing_account_id)
         if account is None or account.org_id != command.org_id:
             raise NotFound.resource("billing_account", command.billing_account_id)
+        account.ensure_customer_exists()
     if not account.is_registered:
         account = _register(account.id, svc, command.command_id)
     return BillingAccountReady(

@@ -2,6 +2,10 @@
 have that Stripe does not, and where they disagree (the rules: ``domain/drift_rules.py``); and
 the adoption of what can be linked safely.
 
+The money check reads each of our subscriptions' latest invoices (one list call each, at bulk
+priority) and compares its latest renewal with the plan in force at that period's start
+(``domain/renewal_drift.py``); ``--skip-invoices`` leaves it out.
+
 Our side is read first, then Stripe's: a registration or a subscription that completes in
 between shows as an orphan at Stripe (never as a row whose object is missing), and each
 adoption checks its account or subscription again in its own transaction, so what another
@@ -31,26 +35,51 @@ from domain.operator_requests import AdoptFindings, ReportDrift
 from domain.ports import HandlerContext
 from domain.rate_budget import Priority, calls_at
 from domain.rules import new_id
+from domain.scheduled_changes import ChangeState
 from domain.subscriptions import Subscription
 
 logger = logging.getLogger(__name__)
 
 
+RENEWAL_INVOICES = 10
+"""How many of a subscription's latest invoices the money check reads (one list call): its
+latest renewal and the corrections made since."""
+
+
 def drift_report(request: ReportDrift, svc: HandlerContext) -> list[Finding]:
-    """Every difference between Stripe and the database (changes nothing)."""
+    """Every difference between Stripe and the database (changes nothing); with
+    ``read_invoices``, the money of each subscription's latest renewal too."""
     with svc.unit_of_work() as uow:
+        subscriptions = uow.subscriptions.list_all()
         ours = OurSide(
             accounts=uow.billing_accounts.list_all(),
-            subscriptions=uow.subscriptions.list_all(),
+            subscriptions=subscriptions,
             plans=uow.plans.list(),
             pending_changes=uow.scheduled_changes.all_pending(),
+            applied_changes=[
+                change
+                for row in subscriptions
+                for change in uow.scheduled_changes.for_subscription(row.id)
+                if change.state is ChangeState.APPLIED
+            ]
+            if request.read_invoices
+            else [],
         )
     provider = svc.billing_provider()
     with calls_at(Priority.BULK):
-        theirs = ProviderSide(
-            customers=provider.list_customers(), subscriptions=provider.list_subscriptions()
+        customers = provider.list_customers()
+        listed = provider.list_subscriptions()
+        at_stripe = {remote.id for remote in listed}
+        invoices = (
+            {
+                row.provider_id: provider.list_billed_invoices(row.provider_id, RENEWAL_INVOICES)
+                for row in subscriptions
+                if row.provider_id in at_stripe
+            }
+            if request.read_invoices
+            else {}
         )
-    return find_drift(ours, theirs)
+    return find_drift(ours, ProviderSide(customers, listed, invoices))
 
 
 @dataclass(frozen=True)
@@ -152,6 +181,7 @@ def record_subscription(record: SubscriptionRecord, svc: HandlerContext) -> Subs
             "billing_account",
             record.billing_account_id,
         )
+        account.ensure_customer_exists()
         if account.state is BillingAccountState.DISABLED:
             raise FailedPrecondition(
                 f"billing account {account.id!r} is disabled",

@@ -9,8 +9,9 @@ leave our rows equal to what Stripe holds now.
   Stripe (except while a change staged ahead of its boundary holds the new price there: its
   plan takes effect here at the boundary). A subscription that ended at Stripe skips its
   pending changes.
-* A customer: deleted at Stripe → the account says so (``customer_deleted_at``), its
-  subscriptions read ``canceled`` and their pending changes are skipped.
+* A customer: deleted at Stripe → the account says so (state ``deleted``,
+  ``customer_deleted_at``), its subscriptions read ``canceled`` and their pending changes are
+  skipped.
 
 What changed is emitted as events (``subscription.synced``,
 ``billing_account.customer_deleted``) and returned as drift kinds, which the worker counts
@@ -162,8 +163,10 @@ def _sync_customer(
         assert account is not None
         now = svc.clock.now()
         account.synced_at = now
+        state_before = account.state.value
         if remote.deleted and account.customer_deleted(now):
             changes["customer_deleted_at"] = [None, now.isoformat()]
+            changes["state"] = [state_before, account.state.value]
             uow.events.add(
                 BillingAccountCustomerDeleted.of(account, command_id=command_id, now=now)
             )

@@ -59,6 +59,7 @@ def create_subscription(request: CreateSubscription, svc: HandlerContext) -> Sub
         account = uow.billing_accounts.get(billing_account_id)
         if account is None or account.org_id != org_id:
             raise NotFound.resource("billing_account", billing_account_id)
+        account.ensure_customer_exists()
         if account.state is not BillingAccountState.ACTIVE or account.provider_id is None:
             raise FailedPrecondition(
                 f"billing account {account.id!r} is not registered with the provider "

@@ -284,6 +284,7 @@ def _subscription_under(
         or account.org_id != command.org_id
     ):
         raise NotFound.resource("subscription", command.subscription_id)
+    account.ensure_customer_exists()
     return subscription
 
 

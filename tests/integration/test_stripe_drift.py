@@ -22,15 +22,23 @@ from sqlalchemy.orm import Session, sessionmaker
 from domain.billing import BillingAccount, BillingDetails, CreateBillingAccount
 from domain.drift import DriftKind
 from domain.errors import TransientError
-from domain.operator_requests import CreatePlan, CreateSubscription, ReportDrift
+from domain.operator_requests import (
+    CreatePlan,
+    CreateSubscription,
+    ReportDrift,
+    ResyncStripeObject,
+)
 from domain.organizations import Organization
 from domain.plans import Plan, PlanSpec
 from domain.rate_budget import BudgetUsage, CallKind, Priority
+from domain.rules import new_id
+from domain.scheduled_changes import ScheduledChange
 from domain.subscriptions import Subscription, SubscriptionState, SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tasks.handlers.billing import create_billing_account
 from tasks.handlers.drift import drift_report
 from tasks.handlers.plans import create_plan
+from tasks.handlers.provider_sync import resync_stripe_object
 from tasks.handlers.subscribe import create_subscription
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
@@ -351,7 +359,7 @@ def test_a_price_changed_at_stripe_behind_our_back_is_a_plan_mismatch(world: Wor
     [finding] = done.findings()
     assert (finding["kind"], finding["subscription_id"]) == ("plan_mismatch", subscription.id)
     assert (
-        f"Stripe bills {team.provider_price_id} (plan {team.name}'s price)"
+        f"Stripe bills 29.00 USD/month ({team.provider_price_id}) (plan {team.name}'s price)"
         in (finding["description"])
     )
     assert finding["outcome"] == "needs a person"
@@ -475,3 +483,146 @@ def test_the_report_reads_stripe_at_bulk_priority_on_the_shared_budget(
 
     assert finding.kind is DriftKind.ORPHAN_CUSTOMER
     assert budget.calls == [(CallKind.READ, Priority.BULK)] * 2
+
+
+# --- money: what Stripe bills against what we think (issue 29) ---------------------------------
+
+
+def off_plan(world: World) -> dict[str, float]:
+    """Beat's gauge of subscriptions billed off their plan, as a scrape reads it."""
+    families = list(world.services.system_collector().collect())
+    return {
+        sample.labels["kind"]: sample.value
+        for family in families
+        if family.name == "billing_subscriptions_off_plan"
+        for sample in family.samples
+    }
+
+
+def resync(world: World, provider_id: str) -> None:
+    resync_stripe_object(
+        ResyncStripeObject(object_type="subscription", object_id=provider_id, source="operator"),
+        world.services,
+    )
+
+
+def test_a_dashboard_price_is_shown_with_its_amount_counted_by_the_gauge_and_its_renewal_caught(
+    world: World,
+) -> None:
+    account = world.registered_account()
+    starter = world.plan("starter", 900)
+    subscription = world.subscribe(account, starter, terms=SubscriptionTerms(days_until_due=365))
+    dashboard = world.sdk.v1.prices.create(
+        params={
+            "currency": "usd",
+            "unit_amount": 1500,
+            "recurring": {"interval": "month"},
+            "product": str(starter.provider_product_id),
+        }
+    )
+    world.sdk.v1.subscriptions.update(  # someone, in Stripe's dashboard
+        subscription.provider_id,
+        params={
+            "items": [{"id": str(subscription.provider_item_id), "price": str(dashboard.id)}],
+            "proration_behavior": "none",
+        },
+    )
+    assert off_plan(world) == {"unknown_price": 0, "other_plan": 0}  # not read yet
+
+    resync(world, subscription.provider_id)  # a webhook, the sweep or `stripe sync`
+    counted = off_plan(world)
+    resync(world, subscription.provider_id)  # every sweep reads it again: still one
+    again = off_plan(world)
+    world.admin.advance_clock(31 * 86_400)  # the renewal bills Stripe's price
+    findings = {found["kind"]: found for found in world.drift("--json").findings()}
+    ids_only = world.drift("--json", "--skip-invoices").findings()
+
+    assert counted == again == {"unknown_price": 1, "other_plan": 0}
+    renewals = world.sdk.v1.invoices.list(
+        params={"subscription": subscription.provider_id, "limit": 10}
+    ).data
+    [renewal] = [invoice for invoice in renewals if invoice.billing_reason == "subscription_cycle"]
+    assert [line.amount for line in renewal.lines.data] == [1500]  # what the customer pays
+    assert sorted(findings) == ["plan_mismatch", "renewal_mismatch"]
+    mismatch = findings["plan_mismatch"]
+    assert mismatch["stripe_bills"] == {
+        "price_id": dashboard.id,
+        "amount": 1500,
+        "currency": "usd",
+        "interval": "month",
+        "interval_count": 1,
+    }
+    assert (mismatch["we_bill"]["price_id"], mismatch["we_bill"]["amount"]) == (
+        starter.provider_price_id,
+        900,
+    )
+    assert "Stripe bills 15.00 USD/month" in mismatch["description"]
+    assert "9.00 USD/month" in mismatch["description"]
+    caught = findings["renewal_mismatch"]
+    assert (caught["subscription_id"], caught["stripe_bills"]["amount"]) == (subscription.id, 1500)
+    assert caught["we_bill"]["amount"] == 900
+    assert [found["kind"] for found in ids_only] == ["plan_mismatch"]
+
+    world.sdk.v1.subscriptions.update(  # put right at Stripe
+        subscription.provider_id,
+        params={
+            "items": [
+                {"id": str(subscription.provider_item_id), "price": str(starter.provider_price_id)}
+            ],
+            "proration_behavior": "none",
+        },
+    )
+    resync(world, subscription.provider_id)
+    assert off_plan(world) == {"unknown_price": 0, "other_plan": 0}
+
+
+def test_a_renewal_billed_at_the_old_price_while_our_row_says_the_new_plan_is_caught(
+    world: World,
+) -> None:
+    """Row 1's record: team→starter recorded at the boundary, the write reached Stripe after
+    it renewed at team's price. The price at Stripe is starter's now: ids agree, money not."""
+    account = world.registered_account()
+    starter, team = world.plan("starter", 900), world.plan("team", 2900)
+    subscription = world.subscribe(account, team, terms=SubscriptionTerms(days_until_due=365))
+    boundary = subscription.current_period_end
+    world.admin.advance_clock(int(boundary.timestamp()) - world.admin.now() + 60)
+    late_write = world.services.billing_provider().change_subscription_price(
+        subscription.provider_id,
+        str(subscription.provider_item_id),
+        str(starter.provider_price_id),
+        proration_behavior="none",
+        idempotency_key=f"{subscription.id}:late",
+    )
+    now = SystemClock().now()
+    with world.services.unit_of_work() as uow:
+        row = uow.subscriptions.get(subscription.id, for_update=True)
+        assert row is not None
+        change = ScheduledChange.at_period_end(new_id("chg"), row, starter, now=now)
+        change.applied(now)
+        row.entered_period(
+            starter.id, late_write.current_period_start, late_write.current_period_end, now
+        )
+        row.billed_price_id = late_write.price_id
+        uow.scheduled_changes.add(change)
+        uow.subscriptions.save(row)
+        uow.commit()
+
+    findings = world.drift("--json").findings()
+    ids_only = world.drift("--json", "--skip-invoices")
+
+    invoices = world.sdk.v1.invoices.list(params={"subscription": subscription.provider_id}).data
+    [renewal] = [invoice for invoice in invoices if invoice.billing_reason == "subscription_cycle"]
+    assert [line.amount for line in renewal.lines.data] == [2900]
+    assert late_write.current_period_start == boundary
+    assert (ids_only.status, ids_only.findings()) == (0, [])  # the ids agree
+    [caught] = findings
+    assert (caught["kind"], caught["subscription_id"]) == ("renewal_mismatch", subscription.id)
+    assert (caught["stripe_bills"]["amount"], caught["stripe_bills"]["price_id"]) == (
+        2900,
+        team.provider_price_id,
+    )
+    assert (caught["we_bill"]["amount"], caught["we_bill"]["price_id"]) == (
+        900,
+        starter.provider_price_id,
+    )
+    assert f"plan {starter.name} (9.00 USD/month" in caught["description"]

@@ -11,6 +11,7 @@ from domain.drift import (
     DriftKind,
     Finding,
     OurSide,
+    PriceTerms,
     ProviderSide,
     RemoteCustomer,
     RemoteSubscription,
@@ -67,6 +68,8 @@ def remote(
     start: datetime = T0,
     end: datetime | None = None,
     anchor: datetime | None = None,
+    unit_amount: int | None = None,
+    currency: str | None = None,
 ) -> ProviderSubscription:
     return ProviderSubscription(
         id=provider_id,
@@ -78,6 +81,8 @@ def remote(
         billing_cycle_anchor=anchor or start,
         interval="day",
         interval_count=30,
+        unit_amount=unit_amount,
+        currency=currency,
     )
 
 
@@ -318,8 +323,32 @@ def test_stripe_billing_another_price_than_the_plans_is_a_plan_mismatch() -> Non
     [finding] = drift(rows=[here], remotes=[listed(there)])
 
     assert finding.kind is DriftKind.PLAN_MISMATCH
-    assert "Stripe bills price_team (plan team's price)" in finding.description
+    assert "(price_team) (plan team's price)" in finding.description
+    assert finding.we_bill == PriceTerms.of_plan(STARTER)
+    assert finding.stripe_bills is not None
+    assert (finding.stripe_bills.price_id, finding.stripe_bills.amount) == (
+        "price_team",
+        TEAM.amount,
+    )
     assert not finding.adoptable
+
+
+def test_a_dashboard_price_mismatch_shows_what_stripe_bills_against_what_we_think() -> None:
+    here = row(remote())
+    there = remote(price_id="price_dashboard", unit_amount=1500, currency="usd")
+
+    [finding] = drift(rows=[here], remotes=[listed(there)])
+
+    assert finding.kind is DriftKind.PLAN_MISMATCH
+    view = finding.to_view()
+    assert view["stripe_bills"]["price_id"] == "price_dashboard"
+    assert (view["stripe_bills"]["amount"], view["stripe_bills"]["currency"]) == (1500, "usd")
+    assert (view["we_bill"]["price_id"], view["we_bill"]["amount"]) == (
+        "price_starter",
+        STARTER.amount,
+    )
+    assert "Stripe bills 15.00 USD/" in finding.description
+    assert "(none of our plans' price)" in finding.description
 
 
 def test_a_price_that_is_the_target_of_the_pending_change_is_in_flight_not_drift() -> None:
@@ -377,6 +406,8 @@ def test_a_finding_shows_its_kind_ids_description_and_whether_it_can_be_adopted(
         "description": finding.description,
         "adoptable": True,
         "action": "adopt: register billing account ba_1 with customer cus_1",
+        "stripe_bills": None,
+        "we_bill": None,
     }
 
 

@@ -156,6 +156,8 @@ def test_a_deleted_customer_marks_the_account_and_ends_its_subscriptions(
     assert synced["drift"] == ["customer_deleted"]
     account = app.db.row("billing_accounts", sub.account_id)
     assert account.customer_deleted_at == app.clock.now()
+    assert account.state == "deleted"
+    assert synced["changes"]["state"] == ["active", "deleted"]
     assert stored(app, sub).state is SubscriptionState.CANCELED
     assert "billing_account.customer_deleted" in event_types(app)
 

@@ -46,7 +46,9 @@ def accounts_show(org_or_account: str, as_json: bool) -> None:
 
 
 @accounts.command("list", settings_env=DATABASE_ENV)
-@click.option("--state", type=click.Choice(["pending", "active", "disabled"]), default=None)
+@click.option(
+    "--state", type=click.Choice(["pending", "active", "disabled", "deleted"]), default=None
+)
 @click.option("--org", "org_id", default=None, help="Of this organization.")
 @paged
 def accounts_list(

@@ -71,8 +71,14 @@ def stripe_budget(as_json: bool) -> None:
     "customer naming it; an orphan subscription naming an id of ours, of a linked customer, "
     "on one of our plans' prices); say what the rest needs from a person.",
 )
+@click.option(
+    "--skip-invoices",
+    is_flag=True,
+    help="Leave out the money check (it reads each subscription's latest invoices: one Stripe "
+    "read per subscription).",
+)
 @as_json_option
-def stripe_drift(adopt: bool, as_json: bool) -> None:
+def stripe_drift(adopt: bool, skip_invoices: bool, as_json: bool) -> None:
     """Compare every customer and subscription at Stripe (listed, status all) with the
     database, and print each difference: its kind, the ids involved, what differs, and
     whether it can be adopted (or what a person should do).
@@ -86,9 +92,14 @@ def stripe_drift(adopt: bool, as_json: bool) -> None:
       missing_customer      an account's customer is not at Stripe
       orphan_subscription   a Stripe subscription without a row here
       missing_subscription  a row whose Stripe subscription is gone
-      plan_mismatch         Stripe bills another price than the row's plan's
+      plan_mismatch         Stripe bills another price than the row's plan's (what
+                            Stripe bills against what we think: amount, currency,
+                            interval)
       period_mismatch       Stripe's period is on another billing cycle than the row's
       state_mismatch        Stripe's state is not the row's
+      renewal_mismatch      the latest renewal invoice billed other money than the plan
+                            our rows had in force at that period's start (corrections
+                            as of the period's start included)
 
     \b
     Exit status: 0 no drift (with --adopt: none left, everything found was adopted);
@@ -100,7 +111,7 @@ def stripe_drift(adopt: bool, as_json: bool) -> None:
     from tasks.handlers.drift import adopt_findings, drift_report
 
     svc = services()
-    findings = drift_report(ReportDrift(), svc)
+    findings = drift_report(ReportDrift(read_invoices=not skip_invoices), svc)
     adoptions = adopt_findings(AdoptFindings(findings), svc) if adopt else None
     if as_json:
         click.echo(json.dumps(_drift_views(findings, adoptions), indent=2, sort_keys=True))

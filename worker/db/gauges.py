@@ -6,17 +6,20 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from domain.billing import BillingAccountState
 from domain.messages import CommandStatus
 from domain.scheduled_changes import ChangeKind, ChangeState
+from domain.subscriptions import SubscriptionState
 from worker.db.models import (
     BillingAccountRow,
     CommandRow,
     EventRow,
+    PlanRow,
     ScheduledChangeRow,
+    SubscriptionRow,
     WebhookDeliveryRow,
     WebhookEndpointRow,
 )
@@ -101,6 +104,7 @@ class SqlSystemFigures:
                     BillingAccountRow.state == BillingAccountState.PENDING.value
                 )
             ).one()
+            off_plan = _subscriptions_off_plan(session)
         return DatabaseFigures(
             changes_by_state=by_state,
             oldest_due_change=oldest_due,
@@ -111,7 +115,49 @@ class SqlSystemFigures:
             unpublished_events=unpublished,
             pending_accounts=int(pending_count or 0),
             oldest_pending_account=oldest_pending,
+            subscriptions_off_plan=off_plan,
         )
+
+
+def _subscriptions_off_plan(session: Session) -> dict[str, int]:
+    """Live subscriptions whose billed price (as last read) is not their plan's, by kind;
+    one whose pending change holds that price at Stripe (being made, or staged ahead of its
+    boundary) is in flight, not off."""
+    sub, plan, billed, change, target = (
+        SubscriptionRow,
+        aliased(PlanRow),
+        aliased(PlanRow),
+        ScheduledChangeRow,
+        aliased(PlanRow),
+    )
+    over = [state.value for state in SubscriptionState if state.is_over]
+    in_flight = (
+        select(change.id)
+        .join(target, target.id == change.target_plan_id)
+        .where(
+            change.subscription_id == sub.id,
+            change.state.in_([ChangeState.APPLYING.value, ChangeState.STAGED.value]),
+            target.provider_price_id == sub.billed_price_id,
+        )
+        .exists()
+    )
+    rows = session.execute(
+        select(billed.id.is_not(None), func.count())
+        .select_from(sub)
+        .join(plan, plan.id == sub.plan_id)
+        .outerjoin(billed, billed.provider_price_id == sub.billed_price_id)
+        .where(
+            sub.state.not_in(over),
+            sub.billed_price_id.is_not(None),
+            or_(plan.provider_price_id.is_(None), plan.provider_price_id != sub.billed_price_id),
+            ~in_flight,
+        )
+        .group_by(billed.id.is_not(None))
+    ).all()
+    counts = {"unknown_price": 0, "other_plan": 0}
+    for known, count in rows:
+        counts["other_plan" if known else "unknown_price"] += int(count)
+    return counts
 
 
 def _count_by(session: Session, column: Any) -> dict[str, int]:

@@ -175,6 +175,7 @@ class SubscriptionRow(Base):
     provider_item_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
     cancel_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     synced_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
+    billed_price_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
 PENDING_CHANGE_STATES = "state IN ('scheduled', 'applying', 'staged')"

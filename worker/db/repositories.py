@@ -103,7 +103,11 @@ class SqlBillingAccountRepository(_RowRepository[BillingAccount, BillingAccountR
         return self._one(
             select(BillingAccountRow)
             .where(BillingAccountRow.org_id == org_id)
-            .where(BillingAccountRow.state != BillingAccountState.DISABLED.value)
+            .where(
+                BillingAccountRow.state.in_(
+                    [state.value for state in BillingAccountState if state.is_live]
+                )
+            )
             .limit(1)
         )
 

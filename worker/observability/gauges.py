@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +40,13 @@ class DatabaseFigures:
     unpublished_events: int
     pending_accounts: int
     oldest_pending_account: datetime | None
+    subscriptions_off_plan: Mapping[str, int] = field(default_factory=dict)
+    """Live subscriptions Stripe bills at a price that is not their plan's, by kind
+    (``unknown_price``: none of our plans'; ``other_plan``: another plan's)."""
+
+
+OFF_PLAN_KINDS = ("unknown_price", "other_plan")
+"""The kinds of ``billing_subscriptions_off_plan``, each always exported (0 when none)."""
 
 
 class SystemCollector(Collector):
@@ -165,9 +172,21 @@ class SystemCollector(Collector):
             "again every BILLING_PENDING_ACCOUNT_REDRIVE_AFTER_SECONDS.",
             value=_age(now, figures.oldest_pending_account),
         )
+        off_plan = GaugeMetricFamily(
+            "billing_subscriptions_off_plan",
+            "Live subscriptions that Stripe bills, as last read, at a price that is not their "
+            "plan's here (set in Stripe's dashboard, say), by kind: unknown_price (none of our "
+            "plans' prices) or other_plan (another plan's). A change being made or staged at "
+            "Stripe is not counted. Back to 0 once the price or the plan is put right and the "
+            "subscription read again (webhook, reconciliation sweep, `stripe sync`).",
+            labels=["kind"],
+        )
+        for kind in OFF_PLAN_KINDS:
+            off_plan.add_metric([kind], figures.subscriptions_off_plan.get(kind, 0))
         return [
             changes,
             age,
+            off_plan,
             failed_commands,
             rejected_commands,
             deliveries,

@@ -39,6 +39,7 @@ from domain.billing import ProviderCustomer
 from domain.change_previews import ChangePreview
 from domain.console import InvoiceView
 from domain.drift import (
+    BilledInvoice,
     RemoteCustomer,
     RemoteSubscription,
     existing_subscription,
@@ -68,6 +69,7 @@ from worker.provider.stripe_fields import (
     subscription_field,
 )
 from worker.provider.stripe_objects import (
+    billed_invoice_of,
     customer_of,
     invoice_of,
     listed_subscription_of,
@@ -490,6 +492,20 @@ class StripeBillingProvider:
             lambda: self._client.v1.invoices.list(params=params),  # type: ignore[arg-type]
         )
         return [invoice_of(invoice.to_dict()) for invoice in page.data]
+
+    def list_billed_invoices(
+        self, provider_subscription_id: str, limit: int
+    ) -> list[BilledInvoice]:
+        params: dict[str, Any] = {
+            "subscription": provider_subscription_id,
+            "limit": max(1, min(limit, LIST_PAGE_SIZE)),
+        }
+        page = self._call(
+            CallKind.READ,
+            "list invoices",
+            lambda: self._client.v1.invoices.list(params=params),  # type: ignore[arg-type]
+        )
+        return [billed_invoice_of(invoice) for invoice in page.data]
 
     def _pages(
         self,

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from domain.change_previews import ChangePreview, PreviewLine
 from domain.console import InvoiceView
-from domain.drift import RemoteCustomer, RemoteSubscription
+from domain.drift import BilledInvoice, RemoteCustomer, RemoteSubscription
 from domain.errors import Internal, error_info
 from domain.subscriptions import ProviderSubscription
 
@@ -119,6 +119,7 @@ class StripeInvoice(Protocol):
     def total(self) -> int: ...
     @property
     def lines(self) -> _InvoiceLines: ...
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 def customer_of(customer: StripeCustomer) -> RemoteCustomer:
@@ -186,7 +187,13 @@ def subscription_of(subscription: StripeSubscription) -> ProviderSubscription:
         interval=str(recurring.interval) if recurring else "month",
         interval_count=int(recurring.interval_count) if recurring else 1,
         cancel_at=_time(subscription.cancel_at) if subscription.cancel_at else None,
+        unit_amount=_optional_int(item.price.unit_amount),
+        currency=_optional_text(item.price.currency),
     )
+
+
+def _optional_int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _time(timestamp: int) -> datetime:
@@ -196,26 +203,42 @@ def _time(timestamp: int) -> datetime:
 def preview_of(invoice: StripeInvoice) -> ChangePreview:
     """Our view of a previewed invoice: its totals and lines (a line's price is read from its
     ``pricing`` in API 2026-10-28.endive)."""
-    lines = []
-    for line in invoice.lines.data:
-        parent = line.parent
-        item_details = parent.subscription_item_details if parent else None
-        pricing = line.pricing
-        price_details = pricing.price_details if pricing else None
-        lines.append(
-            PreviewLine(
-                description=str(line.description or ""),
-                amount=int(line.amount),
-                proration=bool(item_details.proration) if item_details else False,
-                period_start=_time(line.period.start),
-                period_end=_time(line.period.end),
-                price_id=str(price_details.price) if price_details else None,
-            )
-        )
+    lines = [line_of(line) for line in invoice.lines.data]
     return ChangePreview(
         currency=str(invoice.currency),
         amount_due=int(invoice.amount_due),
         subtotal=int(invoice.subtotal),
         total=int(invoice.total),
         lines=tuple(lines),
+    )
+
+
+def line_of(line: _InvoiceLine) -> PreviewLine:
+    """One invoice line: its amount, whether it is a proration, its period and its price
+    (read from its ``pricing`` in API 2026-10-28.endive)."""
+    parent = line.parent
+    item_details = parent.subscription_item_details if parent else None
+    pricing = line.pricing
+    price_details = pricing.price_details if pricing else None
+    return PreviewLine(
+        description=str(line.description or ""),
+        amount=int(line.amount),
+        proration=bool(item_details.proration) if item_details else False,
+        period_start=_time(line.period.start),
+        period_end=_time(line.period.end),
+        price_id=str(price_details.price) if price_details else None,
+    )
+
+
+def billed_invoice_of(invoice: StripeInvoice) -> BilledInvoice:
+    """An invoice with its lines (the first page of them, as Stripe embeds them: a renewal of
+    one item has one line, and its corrections a few)."""
+    document = invoice.to_dict()
+    return BilledInvoice(
+        id=str(document["id"]),
+        status=str(document.get("status") or ""),
+        billing_reason=_optional_text(document.get("billing_reason")),
+        currency=str(invoice.currency),
+        created=_time(int(document.get("created") or 0)),
+        lines=tuple(line_of(line) for line in invoice.lines.data),
     )

@@ -17,7 +17,13 @@ from typing import Any
 from domain.billing import ProviderCustomer
 from domain.change_previews import ChangePreview, PreviewLine
 from domain.console import InvoiceView
-from domain.drift import RemoteCustomer, RemoteSubscription, existing_subscription, oldest_customer
+from domain.drift import (
+    BilledInvoice,
+    RemoteCustomer,
+    RemoteSubscription,
+    existing_subscription,
+    oldest_customer,
+)
 from domain.errors import PaymentFailed, error_info
 from domain.plans import ProviderPlan, ProviderPrice
 from domain.provider_sync import ProviderCustomerState, RegisteredEndpoint
@@ -45,6 +51,8 @@ class FakeBillingProvider(RecordedRequests):
         self.customers_created: dict[str, datetime] = {}
         self.subscription_owners: dict[str, _Owner] = {}
         self.invoices: dict[str, list[InvoiceView]] = {}
+        self.billed_invoices: dict[str, list[BilledInvoice]] = {}
+        """By provider subscription id, newest first: what the money check reads."""
         """Provider subscription id → its invoices, newest first."""
 
     @property
@@ -364,6 +372,17 @@ class FakeBillingProvider(RecordedRequests):
             None,
             (provider_subscription_id, limit),
             lambda: list(self.invoices.get(provider_subscription_id, []))[:limit],
+        )
+        return found
+
+    def list_billed_invoices(
+        self, provider_subscription_id: str, limit: int
+    ) -> list[BilledInvoice]:
+        found: list[BilledInvoice] = self._call(
+            "list_billed_invoices",
+            None,
+            (provider_subscription_id, limit),
+            lambda: list(self.billed_invoices.get(provider_subscription_id, []))[:limit],
         )
         return found
 

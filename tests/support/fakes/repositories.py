@@ -80,7 +80,7 @@ class FakeBillingAccountRepository(_Repository[BillingAccount]):
             (
                 account
                 for account in self._all()
-                if account.org_id == org_id and account.state is not BillingAccountState.DISABLED
+                if account.org_id == org_id and account.state.is_live
             ),
             None,
         )
