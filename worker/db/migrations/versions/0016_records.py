@@ -4,8 +4,8 @@ column is a plain string and the live-account index covers ``pending`` and ``act
 so no index changes); and each subscription keeps the price Stripe bills as last read
 (``billed_price_id``), which the off-plan gauge compares with its plan's.
 
-Revision ID: 0015_records
-Revises: 0014
+Revision ID: 0016
+Revises: 0015
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0015_records"
-down_revision = "0014"
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 
