@@ -20,6 +20,7 @@ repetitions the provider replays.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 
 from domain.errors import (
@@ -217,8 +218,19 @@ def _reach_the_boundary(
     return change
 
 
+@dataclass(frozen=True)
+class WithdrawStagedChange:
+    """Take back the subscription's change staged at the provider, on behalf of the command
+    ``command_id`` that replaces, cancels or supersedes it for ``reason``. A step of that
+    command's handler, never queued on its own."""
+
+    subscription_id: str
+    reason: ChangeReason
+    command_id: str
+
+
 def withdraw_staged_change(
-    subscription_id: str, reason: ChangeReason, svc: HandlerContext, command_id: str
+    request: WithdrawStagedChange, svc: HandlerContext
 ) -> ScheduledChange | None:
     """Take back the subscription's change staged at the provider, for a request that
     replaces, cancels or supersedes it; returns it canceled (for ``reason``), or ``None``
@@ -232,7 +244,7 @@ def withdraw_staged_change(
     change is held (a lease): it does not take effect here at its boundary, and a retry of
     the request sends the same writes again (replays)."""
     with svc.unit_of_work() as uow:
-        pending = uow.scheduled_changes.pending_for(subscription_id)
+        pending = uow.scheduled_changes.pending_for(request.subscription_id)
         if pending is None or pending.state is not ChangeState.STAGED:
             return None
         change, subscription = _locked(uow, pending.id)
@@ -289,17 +301,21 @@ def withdraw_staged_change(
             return None  # a concurrent request withdrew it first
         now = svc.clock.now()
         subscription.synced(remote, now)
-        change.cancel(reason, now)
+        change.cancel(request.reason, now)
         uow.subscriptions.save(subscription)
         uow.scheduled_changes.save(change)
-        event = PlanChangeReplaced if reason is ChangeReason.REPLACED else PlanChangeCanceled
-        uow.events.add(event.of(change, command_id=command_id, now=now, subscription=subscription))
+        event = (
+            PlanChangeReplaced if request.reason is ChangeReason.REPLACED else PlanChangeCanceled
+        )
+        uow.events.add(
+            event.of(change, command_id=request.command_id, now=now, subscription=subscription)
+        )
         uow.commit()
     logger.info(
         "change %s of %s withdrawn at the provider (%s)",
         change.id,
         change.subscription_id,
-        reason.value,
+        request.reason.value,
     )
     return change
 

@@ -46,7 +46,11 @@ from domain.scheduled_changes import (
 )
 from domain.subscription_events import PlanChangeCanceled, PlanChangeReplaced, PlanChangeScheduled
 from domain.subscriptions import Subscription
-from tasks.handlers.scheduled_changes import apply_change, withdraw_staged_change
+from tasks.handlers.scheduled_changes import (
+    WithdrawStagedChange,
+    apply_change,
+    withdraw_staged_change,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -351,7 +355,9 @@ def _withdraw_staged(
         subscription = _subscription_under(uow, command, lock=False)
         if command.plan is not None:
             _target_plan(uow, subscription, command, check_state=check_state)
-    withdrawn = withdraw_staged_change(subscription.id, reason, svc, command.command_id)
+    withdrawn = withdraw_staged_change(
+        WithdrawStagedChange(subscription.id, reason, command.command_id), svc
+    )
     return [withdrawn.id] if withdrawn is not None else []
 
 
