@@ -38,17 +38,6 @@ def test_a_flood_of_keys_is_forgotten_rather_than_kept_growing() -> None:
     assert throttle.retry_after("cli_249", now=1.0) is not None
 
 
-def test_a_forgiven_failure_no_longer_counts() -> None:
-    throttle = FailureThrottle(limit=2, window=60.0)
-    throttle.failed("cli_1", now=0.0)
-    pending = throttle.failed("cli_1", now=1.0)
-    assert throttle.retry_after("cli_1", now=2.0) is not None
-
-    throttle.forgive("cli_1", pending)
-
-    assert throttle.retry_after("cli_1", now=2.0) is None
-
-
 def test_refusals_are_held_up_to_the_capacity_and_sent_at_once_beyond_it() -> None:
     hold = RefusalHold(seconds=0.2, capacity=1)
 
