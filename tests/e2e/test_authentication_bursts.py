@@ -71,12 +71,16 @@ def get_unknown_command(http: httpx.Client) -> int:
     return http.get(f"/v1beta1/commands/{uuid.uuid4()}").status_code
 
 
-def burst(stack: Stack, credentials: list[tuple[str, str]]) -> list[int]:
-    """One request per credentials, all sent at once, each on a connection of its own."""
+def burst(stack: Stack, credentials: list[tuple[str, str]], source: str = "127.0.0.1") -> list[int]:
+    """One request per credentials, all sent at once from ``source``, each on a connection
+    of its own."""
     ready = threading.Barrier(len(credentials))
 
     def send(auth: tuple[str, str]) -> int:
-        with httpx.Client(base_url=stack.api_url, auth=auth, timeout=60) as http:
+        transport = httpx.HTTPTransport(local_address=source)
+        with httpx.Client(
+            base_url=stack.api_url, auth=auth, timeout=60, transport=transport
+        ) as http:
             ready.wait()
             return get_unknown_command(http)
 
@@ -102,7 +106,9 @@ def test_wrong_secrets_sent_at_once_are_hashed_no_more_than_the_failure_limit(
     victim = auth_api.new_client(f"guessed-{uuid.uuid4().hex[:6]}")
     before = verifications(auth_api)
 
-    statuses = burst(auth_api, [(victim.client_id, f"guess-{n}") for n in range(20)])
+    # From a source of its own: the other tests' sources keep a clean record.
+    guesses = [(victim.client_id, f"guess-{n}") for n in range(20)]
+    statuses = burst(auth_api, guesses, source="127.0.0.3")
 
     # BILLING_AUTH_MAX_FAILURES_PER_CLIENT (10) guesses verified and failed; the rest
     # refused without a hash.
@@ -145,8 +151,8 @@ def test_another_source_s_flood_of_wrong_secrets_does_not_hold_back_a_new_client
     auth_api: Stack,
 ) -> None:
     """The flood comes from 127.0.0.2 and keeps 24 wrong secrets waiting for the one hashing
-    thread; the new client (from 127.0.0.1) waits for the hash under way and at most one of
-    the flood's turns, not for the flood's whole queue."""
+    thread; the new client (from 127.0.0.1, a source without failures) waits for the hash
+    under way, not for the flood's queue."""
     client = auth_api.new_client(f"fresh-{uuid.uuid4().hex[:6]}")
     answered = itertools.count()
     flood_answers: list[int] = []
@@ -175,5 +181,5 @@ def test_another_source_s_flood_of_wrong_secrets_does_not_hold_back_a_new_client
             done.result()
 
     assert status == 404
-    # The hash under way when it arrived, one turn of the flood's, and answers in transit.
-    assert overtaken_by <= 4, overtaken_by
+    # The hash under way when it arrived, and an answer in transit then.
+    assert overtaken_by <= 2, overtaken_by

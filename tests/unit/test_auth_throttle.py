@@ -116,3 +116,30 @@ def test_a_waiter_given_up_leaves_its_place_and_the_slot_passes_on() -> None:
     asyncio.run(hold_and_cancel())
 
     assert served == ["c"]
+
+
+def test_a_source_without_failures_is_served_before_those_with_some() -> None:
+    turns = FairTurns(slots=1)
+    served: list[str] = []
+
+    async def flood_then_clean_newcomer() -> None:
+        release = asyncio.Event()
+
+        async def hash_for(source: str, preferred: bool, hold: asyncio.Event | None = None) -> None:
+            async with turns.turn(source, preferred=preferred):
+                served.append(source)
+                if hold is not None:
+                    await hold.wait()
+
+        under_way = asyncio.create_task(hash_for("flood", False, release))
+        await asyncio.sleep(0)
+        waiting = [asyncio.create_task(hash_for("flood", False)) for _ in range(3)]
+        await asyncio.sleep(0)
+        waiting.append(asyncio.create_task(hash_for("newcomer", True)))
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(under_way, *waiting)
+
+    asyncio.run(flood_then_clean_newcomer())
+
+    assert served == ["flood", "newcomer", "flood", "flood", "flood"]

@@ -8,9 +8,9 @@
   the limit while they are verified, an attempt in flight holds a place under its client
   id's and its source's limits until it ends: a further attempt waits for a place (it is
   refused once failures alone fill the limit).
-- **Sources take turns**: hashes are handed out one source at a time, in turn, so a new
-  client waits behind at most one hash of each other source that has some waiting, never
-  behind a whole flood.
+- **Sources take turns**: hashes are handed out one source at a time, in turn, and to
+  sources without a recent failure first, so a new client waits for the hashes under way,
+  never behind a flood of wrong secrets from another source.
 """
 
 from __future__ import annotations
@@ -78,58 +78,68 @@ class AttemptLimit:
 
 
 class FairTurns:
-    """At most ``slots`` holders at once; waiting requests are served one source at a time,
+    """At most ``slots`` holders at once. Waiting requests are served one source at a time,
     in turn (round robin), so many waiting requests of one source delay another source's
-    first by one turn, not by all of theirs."""
+    first by one turn, not by all of theirs; and sources without a recent failure before
+    the others, so a new client waits for the hashes under way, not for a flood's turns."""
 
     def __init__(self, slots: int) -> None:
         self._free = slots
-        self._waiting: OrderedDict[str, deque[asyncio.Future[None]]] = OrderedDict()
+        self._preferred: OrderedDict[str, deque[asyncio.Future[None]]] = OrderedDict()
+        self._others: OrderedDict[str, deque[asyncio.Future[None]]] = OrderedDict()
 
     @contextlib.asynccontextmanager
-    async def turn(self, source: str) -> AsyncIterator[None]:
-        await self._acquire(source)
+    async def turn(self, source: str, *, preferred: bool = False) -> AsyncIterator[None]:
+        await self._acquire(source, self._preferred if preferred else self._others)
         try:
             yield
         finally:
             self._release()
 
-    async def _acquire(self, source: str) -> None:
-        if self._free > 0 and not self._waiting:
+    async def _acquire(
+        self, source: str, queues: OrderedDict[str, deque[asyncio.Future[None]]]
+    ) -> None:
+        if self._free > 0 and not self._preferred and not self._others:
             self._free -= 1
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(source, deque()).append(waiter)
+        queues.setdefault(source, deque()).append(waiter)
         try:
             await waiter
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
                 self._release()  # handed the slot as it was cancelled: pass it on
             else:
-                self._forget(source, waiter)
+                self._forget(queues, source, waiter)
             raise
 
     def _release(self) -> None:
-        while self._waiting:
-            source, waiters = next(iter(self._waiting.items()))
-            waiter = waiters.popleft()
-            if waiters:
-                self._waiting.move_to_end(source)
-            else:
-                del self._waiting[source]
-            if not waiter.done():
-                waiter.set_result(None)  # the slot passes on: _free is unchanged
-                return
+        for queues in (self._preferred, self._others):
+            while queues:
+                source, waiters = next(iter(queues.items()))
+                waiter = waiters.popleft()
+                if waiters:
+                    queues.move_to_end(source)
+                else:
+                    del queues[source]
+                if not waiter.done():
+                    waiter.set_result(None)  # the slot passes on: _free is unchanged
+                    return
         self._free += 1
 
-    def _forget(self, source: str, waiter: asyncio.Future[None]) -> None:
-        waiters = self._waiting.get(source)
+    @staticmethod
+    def _forget(
+        queues: OrderedDict[str, deque[asyncio.Future[None]]],
+        source: str,
+        waiter: asyncio.Future[None],
+    ) -> None:
+        waiters = queues.get(source)
         if waiters is None:
             return
         with contextlib.suppress(ValueError):
             waiters.remove(waiter)
         if not waiters:
-            del self._waiting[source]
+            del queues[source]
 
 
 class Verifications:
@@ -173,7 +183,8 @@ class Verifications:
         return await asyncio.shield(task)
 
     async def _verify(self, client_id: str, secret: str, source: str) -> Grant | None:
-        async with self._turns.turn(source):
+        preferred = not self._by_source.failures.failures(source)
+        async with self._turns.turn(source, preferred=preferred):
             return await self._authenticator.verify_async(client_id, secret)
 
     def _settle(
