@@ -336,7 +336,11 @@ class Settings(BaseSettings):
         "are retried like any transient error.",
     )
     auth_cache_seconds: float = Field(
-        default=60.0, ge=0, description="How long a verified client secret is trusted."
+        default=60.0,
+        ge=0,
+        description="How long a verified client secret is trusted. A client that uses it past "
+        "half this time has it verified again in the background, so an active client never "
+        "waits for a hash, and a disabled client or a rotated secret is seen within this time.",
     )
     auth_max_failures_per_client: int = Field(
         default=10,
@@ -471,3 +475,20 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process's settings, read once."""
     return Settings()
+
+
+def masked_url(url: str) -> str:
+    """``url`` with its password shown as ``***``: what is printed of a URL (an error may name
+    the URL it tried; ``up``'s banner names Redis's and the database's)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = parts.username or ""
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+    except ValueError:
+        return "(an unreadable URL)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,6 +28,9 @@ from worker.local.embedded import free_port
 from worker.local.seed import DEMO_DATA
 
 pytestmark = pytest.mark.e2e
+
+USUAL_UMASK = 0o022
+"""What ``up`` is started with here, as on most machines: it must not rely on a stricter one."""
 
 DAY = 86_400
 
@@ -85,6 +89,7 @@ def start_up(data_dir: Path, *extra: str) -> Up:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        umask=USUAL_UMASK,
     )
     assert process.stdout is not None
     banner: list[str] = []
@@ -218,3 +223,57 @@ def test_a_second_up_prints_a_working_secret_after_a_rotation_and_keeps_the_cloc
             assert session.get(OrganizationRow, "org_demo") is not None
     finally:
         fresh.stop()
+
+
+def readable_by_others(directory: Path) -> list[str]:
+    """Every directory and file in ``directory`` (itself included) that its group or other
+    users may read, write or enter, with its mode."""
+    found = []
+    for root, _, files in os.walk(directory):
+        for path in (Path(root), *(Path(root) / name for name in files)):
+            mode = path.lstat().st_mode
+            if not stat.S_ISLNK(mode) and mode & 0o077:
+                found.append(f"{path.relative_to(directory)} {stat.filemode(mode)}")
+    return found
+
+
+def test_up_keeps_its_data_directory_to_its_owner_and_its_redis_password_out_of_the_banner(
+    tmp_path: Path,
+) -> None:
+    # A data directory from an earlier run, made under the usual umask.
+    data_dir = tmp_path / "data"
+    logs = data_dir / "logs"
+    logs.mkdir(parents=True)
+    (logs / "api.log").write_text("a line of an earlier run\n")
+    for path, mode in ((data_dir, 0o755), (logs, 0o755), (logs / "api.log", 0o644)):
+        path.chmod(mode)
+
+    started = start_up(data_dir)
+    try:
+        eventually(lambda: (data_dir / "redis" / "appendonlydir").is_dir(), 30, "Redis's files")
+        while_running = readable_by_others(data_dir)
+        redis_line = started.printed("Redis")
+    finally:
+        started.stop()
+
+    assert while_running == []
+    # Nor what the children write as they stop: each of them wrote its files by now.
+    assert [name for name in CHILDREN_S_FILES if not any(data_dir.glob(name))] == []
+    assert readable_by_others(data_dir) == []
+    password = (data_dir / "redis" / "redis-password").read_text().strip()
+    assert all(password not in line for line in started.banner)
+    assert redis_line.startswith("redis://:***@127.0.0.1:")
+    assert str(data_dir / "redis" / "redis-password") in redis_line
+
+
+CHILDREN_S_FILES = (
+    # The database, Redis's append-only files, beat's schedule, Flower's database, the
+    # worker's metrics, the emulator's state, the logs.
+    "billing.db",
+    "redis/appendonlydir/*",
+    "celerybeat-schedule*",
+    "flower.db*",
+    "metrics/worker/*",
+    "stripe-emulator.json",
+    "logs/worker.log",
+)

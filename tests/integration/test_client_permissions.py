@@ -3,12 +3,15 @@ clients disabled, and clients from before permissions keeping every scope."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from alembic import command
 from sqlalchemy import text
 
 from domain.errors import NotFound
 from domain.permissions import ALL_SCOPES, DEFAULT_SCOPES, Grant, Scope
+from tests.support.stack import eventually
 from worker.clock import SystemClock
 from worker.db.api_clients import (
     ClientAuthenticator,
@@ -76,6 +79,28 @@ def test_a_rotated_secret_replaces_the_old_one(fresh_database: str) -> None:
     assert rotated.secret != client.secret
     assert authenticator.verify(client.client_id, rotated.secret) is not None
     assert authenticator.verify(client.client_id, client.secret) is None
+
+
+def test_a_verification_in_use_is_refreshed_before_it_ends_and_forgotten_once_disabled(
+    fresh_database: str,
+) -> None:
+    sessions = session_factory(fresh_database)
+    client = create_client(sessions, CLOCK, "steady")
+    lifetime = 4.0  # half of it leaves the refresh's hash time on a loaded machine
+    authenticator = ClientAuthenticator(sessions, ttl=lifetime)
+    assert authenticator.verify(client.client_id, client.secret) is not None
+
+    # In use for two lifetimes: never found expired, so never a hash in the request's way.
+    until = time.monotonic() + 2 * lifetime
+    misses = 0
+    while time.monotonic() < until:
+        misses += authenticator.cached(client.client_id, client.secret) is None
+        time.sleep(0.05)
+    assert misses == 0
+
+    update_client(sessions, CLOCK, client.client_id, enabled=False)
+    # The next refresh reads the database: the client is no longer trusted.
+    eventually(lambda: authenticator.cached(client.client_id, client.secret) is None, lifetime)
 
 
 def test_changing_an_unknown_client_is_not_found(fresh_database: str) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from worker.api.state import RefusalHold
+from worker.api.verifications import FairTurns
 from worker.db.api_clients import FailureThrottle
 
 
@@ -38,17 +39,6 @@ def test_a_flood_of_keys_is_forgotten_rather_than_kept_growing() -> None:
     assert throttle.retry_after("cli_249", now=1.0) is not None
 
 
-def test_a_forgiven_failure_no_longer_counts() -> None:
-    throttle = FailureThrottle(limit=2, window=60.0)
-    throttle.failed("cli_1", now=0.0)
-    pending = throttle.failed("cli_1", now=1.0)
-    assert throttle.retry_after("cli_1", now=2.0) is not None
-
-    throttle.forgive("cli_1", pending)
-
-    assert throttle.retry_after("cli_1", now=2.0) is None
-
-
 def test_refusals_are_held_up_to_the_capacity_and_sent_at_once_beyond_it() -> None:
     hold = RefusalHold(seconds=0.2, capacity=1)
 
@@ -67,3 +57,89 @@ def test_refusals_are_held_up_to_the_capacity_and_sent_at_once_beyond_it() -> No
     assert first >= 0.2  # held
     assert second < 0.2  # the one slot was taken: sent at once
     assert hold.held == 0
+
+
+def test_sources_waiting_for_a_hash_are_served_in_turn() -> None:
+    turns = FairTurns(slots=1)
+    served: list[str] = []
+
+    async def flood_then_newcomer() -> None:
+        release = asyncio.Event()
+
+        async def hash_for(source: str, hold: asyncio.Event | None = None) -> None:
+            async with turns.turn(source):
+                served.append(source)
+                if hold is not None:
+                    await hold.wait()
+
+        under_way = asyncio.create_task(hash_for("flood", release))
+        await asyncio.sleep(0)  # it took the one slot: the others below wait
+        waiting = [asyncio.create_task(hash_for("flood")) for _ in range(5)]
+        await asyncio.sleep(0)
+        waiting.append(asyncio.create_task(hash_for("newcomer")))
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(under_way, *waiting)
+
+    asyncio.run(flood_then_newcomer())
+
+    # The flood's hash under way, one turn of the flood's, then the newcomer's.
+    assert served == ["flood", "flood", "newcomer", "flood", "flood", "flood", "flood"]
+
+
+def test_a_waiter_given_up_leaves_its_place_and_the_slot_passes_on() -> None:
+    turns = FairTurns(slots=1)
+    served: list[str] = []
+
+    async def hold_and_cancel() -> None:
+        release = asyncio.Event()
+
+        async def holder() -> None:
+            async with turns.turn("a"):
+                await release.wait()
+
+        async def waiter(source: str) -> None:
+            async with turns.turn(source):
+                served.append(source)
+
+        held = asyncio.create_task(holder())
+        await asyncio.sleep(0)
+        gone = asyncio.create_task(waiter("b"))
+        stays = asyncio.create_task(waiter("c"))
+        await asyncio.sleep(0)
+        gone.cancel()
+        release.set()
+        await asyncio.gather(held, stays)
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+
+    asyncio.run(hold_and_cancel())
+
+    assert served == ["c"]
+
+
+def test_a_source_without_failures_is_served_before_those_with_some() -> None:
+    turns = FairTurns(slots=1)
+    served: list[str] = []
+
+    async def flood_then_clean_newcomer() -> None:
+        release = asyncio.Event()
+
+        async def hash_for(source: str, preferred: bool, hold: asyncio.Event | None = None) -> None:
+            async with turns.turn(source, preferred=preferred):
+                served.append(source)
+                if hold is not None:
+                    await hold.wait()
+
+        under_way = asyncio.create_task(hash_for("flood", False, release))
+        await asyncio.sleep(0)
+        waiting = [asyncio.create_task(hash_for("flood", False)) for _ in range(3)]
+        await asyncio.sleep(0)
+        waiting.append(asyncio.create_task(hash_for("newcomer", True)))
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(under_way, *waiting)
+
+    asyncio.run(flood_then_clean_newcomer())
+
+    assert served == ["flood", "newcomer", "flood", "flood", "flood"]

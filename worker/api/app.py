@@ -33,6 +33,7 @@ from worker.api.routes import (
     webhooks,
 )
 from worker.api.state import ApiState, RefusalHold
+from worker.api.verifications import Verifications
 from worker.bootstrap import Services, bootstrap, configure_logging
 from worker.db.api_clients import ClientAuthenticator, FailureThrottle
 from worker.db.engine import session_factory
@@ -61,6 +62,17 @@ def create_app(svc: Services | None = None) -> FastAPI:
         redis = aioredis.Redis.from_url(settings.resolved_redis_url())
         results = ResultListener(redis)
         await results.start()
+        authenticator = ClientAuthenticator(
+            session_factory(),
+            settings.auth_cache_seconds,
+            max_concurrent_hashes=settings.auth_max_concurrent_hashes,
+        )
+        failures_by_client = FailureThrottle(
+            settings.auth_max_failures_per_client, settings.auth_failure_window_seconds
+        )
+        failures_by_source = FailureThrottle(
+            settings.auth_max_failures_per_source, settings.auth_failure_window_seconds
+        )
         app.state.api = ApiState(
             svc=resolved,
             gateway=CommandGateway(
@@ -70,17 +82,10 @@ def create_app(svc: Services | None = None) -> FastAPI:
                 results,
                 settings.http_wait_timeout_seconds,
             ),
-            authenticator=ClientAuthenticator(
-                session_factory(),
-                settings.auth_cache_seconds,
-                max_concurrent_hashes=settings.auth_max_concurrent_hashes,
-            ),
-            failures_by_client=FailureThrottle(
-                settings.auth_max_failures_per_client, settings.auth_failure_window_seconds
-            ),
-            failures_by_source=FailureThrottle(
-                settings.auth_max_failures_per_source, settings.auth_failure_window_seconds
-            ),
+            authenticator=authenticator,
+            failures_by_client=failures_by_client,
+            failures_by_source=failures_by_source,
+            verifications=Verifications(authenticator, failures_by_client, failures_by_source),
             refusal_hold=RefusalHold(
                 settings.auth_throttled_hold_seconds, settings.auth_max_held_refusals
             ),

@@ -15,6 +15,7 @@ from domain.errors import CommandError, ErrorCode, error_info
 from domain.permissions import Grant, Scope
 from worker.api.errors import ApiError
 from worker.api.state import State
+from worker.api.verifications import TOO_MANY_FAILURES, Throttled
 from worker.db.api_clients import FailureThrottle
 
 
@@ -33,12 +34,15 @@ def basic_credentials(header: str) -> tuple[str, str] | None:
 def throttled(throttles: Sequence[tuple[FailureThrottle, str]]) -> ApiError | None:
     """The 429 for keys over their failed-authentication limit, if any is."""
     waits = [wait for throttle, key in throttles if (wait := throttle.retry_after(key))]
-    if not waits:
-        return None
-    seconds = max(1, math.ceil(max(waits)))
+    return refusal(max(waits)) if waits else None
+
+
+def refusal(retry_after: float, reason: str = TOO_MANY_FAILURES) -> ApiError:
+    """The 429 of an attempt refused before any hash, ``retry_after`` seconds away."""
+    seconds = max(1, math.ceil(retry_after))
     return ApiError(
         ErrorCode.RESOURCE_EXHAUSTED,
-        f"too many failed authentications; try again in {seconds}s",
+        f"{reason}; try again in {seconds}s",
         details=[error_info("AUTHENTICATION_THROTTLED", retry_after_seconds=str(seconds))],
         status=429,
         headers={"Retry-After": str(seconds)},
@@ -64,31 +68,18 @@ async def authenticated_client(request: Request, state: State) -> Caller:
     if credentials is None:
         raise ApiError(ErrorCode.UNAUTHENTICATED, "malformed Basic credentials", headers=challenge)
     client_id, secret = credentials
-    authenticator = state.authenticator
     # Cached: no thread, no hash, unaffected by floods.
-    if (grant := authenticator.cached(client_id, secret)) is not None:
+    if (grant := state.authenticator.cached(client_id, secret)) is not None:
         return Caller(client_id, grant)
     # The source is the peer address: behind a proxy, the proxy's limits are the ones to set.
     source = request.client.host if request.client else "?"
-    throttles = ((state.failures_by_client, client_id), (state.failures_by_source, source))
-    refusal = throttled(throttles)
-    if refusal is not None:
-        await state.refusal_hold.hold()
-        raise refusal
-    # Counted as failed before the hash, so that guesses sent at once cannot overrun the
-    # limit while they are being verified; forgiven if the secret proves right.
-    attempts = [(throttle, key, throttle.failed(key)) for throttle, key in throttles]
     try:
-        grant = await authenticator.verify_async(client_id, secret)
-    except Exception:
-        # Not a wrong secret (the database is unreachable, say): it must not count as one.
-        for throttle, key, at in attempts:
-            throttle.forgive(key, at)
-        raise
+        grant = await state.verifications.verify(client_id, secret, source)
+    except Throttled as refused:
+        await state.refusal_hold.hold()
+        raise refusal(refused.retry_after, refused.reason) from None
     if grant is None:
         raise ApiError(ErrorCode.UNAUTHENTICATED, "invalid client credentials", headers=challenge)
-    for throttle, key, at in attempts:
-        throttle.forgive(key, at)
     return Caller(client_id, grant)
 
 

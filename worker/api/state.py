@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from worker.api.gateway import CommandGateway
+from worker.api.verifications import Verifications
 from worker.bootstrap import Services
 from worker.db.api_clients import ClientAuthenticator, FailureThrottle
 
@@ -41,6 +42,7 @@ class ApiState:
     authenticator: ClientAuthenticator
     failures_by_client: FailureThrottle
     failures_by_source: FailureThrottle
+    verifications: Verifications
     refusal_hold: RefusalHold
     ready_until: float = 0.0
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from worker.settings import get_settings
+from worker.settings import get_settings, masked_url
 
 if TYPE_CHECKING:
     from worker.bootstrap import Services
@@ -192,22 +192,6 @@ def _with_violations(error: Any) -> str:
     if not reasons or all(reason in error.message for reason in reasons):
         return str(error.message)
     return f"{error.message}: {'; '.join(reasons)}"
-
-
-def masked_url(url: str) -> str:
-    """``url`` with its password shown as ``***``: an error may name the URL it tried."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        user = parts.username or ""
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port is not None else ""
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
-    except ValueError:
-        return "(an unreadable URL)"
 
 
 def _no_stack_hint(*, needs_running: bool = False) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from worker.cli.base import DATA_DIR, DATABASE_ENV, REDIS_ENV, STRIPE_ENV, BillingGroup
+from worker.launch.private import create_files_for_owner_only
 from worker.settings import get_settings
 
 WORKER_ENV = (
@@ -165,6 +166,7 @@ def _confirm_fresh(data_dir: Path, assume_yes: bool) -> None:
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def worker(celery_args: tuple[str, ...]) -> None:
     """Run a Celery worker on every queue (extra arguments go to `celery worker`)."""
+    create_files_for_owner_only()  # what it writes in the data directory is private
     from worker.launch.commands import celery_worker_argv, worker_metrics_env
     from worker.observability.metrics import MULTIPROC_DIR_ENV
 
@@ -182,6 +184,7 @@ def worker(celery_args: tuple[str, ...]) -> None:
 @click.command(cls=BillingGroup.command_class, settings_env=BEAT_ENV)
 def beat() -> None:
     """Run celery beat (the periodic sweeps)."""
+    create_files_for_owner_only()  # what it writes in the data directory is private
     from worker.launch.commands import celery_beat_argv
 
     settings = get_settings()
@@ -197,6 +200,7 @@ def beat() -> None:
 @click.option("--port", type=int, default=None, help="[env BILLING_API_PORT; default 8080]")
 def api(host: str | None, port: int | None) -> None:
     """Run the HTTP API (uvicorn)."""
+    create_files_for_owner_only()  # what it writes in the data directory is private
     import uvicorn
 
     from worker.launch.commands import API_HTTP_PROTOCOL, MAX_REQUEST_HEAD_BYTES
@@ -217,6 +221,7 @@ def api(host: str | None, port: int | None) -> None:
 @click.option("--port", type=int, default=None, help="[env BILLING_FLOWER_PORT; default 5555]")
 def flower(port: int | None) -> None:
     """Run Flower, with basic auth from BILLING_FLOWER_USER / BILLING_FLOWER_PASSWORD."""
+    create_files_for_owner_only()  # what it writes in the data directory is private
     from worker.launch.commands import flower_argv, flower_env
 
     settings = get_settings()
@@ -236,6 +241,7 @@ def flower(port: int | None) -> None:
 @click.command(cls=BillingGroup.command_class, settings_env=DATABASE_ENV)
 def migrate() -> None:
     """Apply database migrations."""
+    create_files_for_owner_only()  # what it writes in the data directory is private
     from worker.db.migrate import upgrade
 
     settings = get_settings()
@@ -254,6 +260,7 @@ def migrate() -> None:
 def stripe_emulator(emulator_args: tuple[str, ...]) -> None:
     """Run the Stripe emulator alone (`--help` lists its options: --host, --port, --api-key,
     --rate-limit, --state-file)."""
+    create_files_for_owner_only()  # what it writes in the data directory is private
     from worker.local.start import require_emulator
 
     require_emulator()

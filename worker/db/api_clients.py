@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import threading
@@ -26,6 +27,9 @@ from domain.errors import found
 from domain.permissions import Grant, parse_scopes
 from domain.ports import Clock
 from worker.db.models import ApiClientRow
+from worker.observability import metrics
+
+logger = logging.getLogger(__name__)
 
 _hasher = PasswordHasher()
 
@@ -207,19 +211,20 @@ class FailureThrottle:
                 return None
             return failures[0] + self.window - now
 
+    def failures(self, key: str, now: float | None = None) -> int:
+        """How many failures of ``key`` are in the window."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            return sum(1 for at in self._failures.get(key, ()) if at > now - self.window)
+
     def failed(self, key: str, now: float | None = None) -> float:
-        """Count a failure of ``key``; its time is returned, for :meth:`forgive`."""
+        """Count a failure of ``key`` (an attempt that failed); its time is returned."""
         now = time.monotonic() if now is None else now
         with self._lock:
             if len(self._failures) >= self.max_keys:
                 self._failures.clear()  # a flood of keys forgets all rather than grow
             self._failures.setdefault(key, deque(maxlen=self.limit)).append(now)
         return now
-
-    def forgive(self, key: str, at: float) -> None:
-        """Take back the failure counted at ``at`` (an attempt that turned out valid)."""
-        with self._lock, contextlib.suppress(KeyError, ValueError):
-            self._failures[key].remove(at)
 
 
 def _yield_cpu() -> None:
@@ -232,6 +237,13 @@ def _yield_cpu() -> None:
         os.sched_setscheduler(threading.get_native_id(), os.SCHED_IDLE, os.sched_param(0))
 
 
+@dataclass(frozen=True)
+class _Verified:
+    grant: Grant
+    refresh_at: float
+    expires_at: float
+
+
 class ClientAuthenticator:
     """Verifies Basic credentials against stored clients.
 
@@ -241,6 +253,12 @@ class ClientAuthenticator:
     Failures are never cached. Slow verifications run in a pool of ``max_concurrent_hashes``
     threads of their own, at a lower CPU priority than the rest of the process, so a flood
     of wrong secrets cannot take the cores from clients already verified.
+
+    Refreshed ahead: a cached verification used once half its ``ttl`` has passed is verified
+    again in the background (against the database, so a disabled client or a rotated secret
+    is seen), by one thread at normal priority that a flood of wrong secrets cannot hold
+    up; an active client never finds its verification expired, and one that fails the
+    refresh is forgotten at once.
     """
 
     def __init__(
@@ -254,25 +272,35 @@ class ClientAuthenticator:
         self._ttl = ttl
         self._max_entries = max_entries
         self._key = os.urandom(32)
-        self._verified: dict[bytes, tuple[float, Grant]] = {}
+        self._verified: dict[bytes, _Verified] = {}
+        self._refreshing: set[bytes] = set()
         self._lock = threading.Lock()
+        self.max_concurrent_hashes = max_concurrent_hashes
         self._hashing = ThreadPoolExecutor(
             max_concurrent_hashes, thread_name_prefix="verify-secret", initializer=_yield_cpu
         )
+        self._refreshes = ThreadPoolExecutor(1, thread_name_prefix="refresh-verification")
         self._decoy_hash = _hasher.hash(secrets.token_urlsafe(16))
 
-    def _fingerprint(self, client_id: str, secret: str) -> bytes:
+    def fingerprint(self, client_id: str, secret: str) -> bytes:
+        """What identifies these credentials in this process (an HMAC; never the secret)."""
         return hmac.new(self._key, f"{client_id}\x00{secret}".encode(), hashlib.sha256).digest()
 
     def cached(self, client_id: str, secret: str) -> Grant | None:
         """The client's grant if these credentials were verified within the last ``ttl``
-        seconds, else ``None``."""
-        fingerprint = self._fingerprint(client_id, secret)
+        seconds, else ``None``. Past half the ``ttl``, starts their refresh (once)."""
+        fingerprint = self.fingerprint(client_id, secret)
+        now = time.monotonic()
         with self._lock:
             entry = self._verified.get(fingerprint)
-        if entry is None or entry[0] <= time.monotonic():
-            return None
-        return entry[1]
+            if entry is None or entry.expires_at <= now:
+                return None
+            refresh = entry.refresh_at <= now and fingerprint not in self._refreshing
+            if refresh:
+                self._refreshing.add(fingerprint)
+        if refresh:
+            self._refreshes.submit(self._refresh, fingerprint, client_id, secret)
+        return entry.grant
 
     def verify(self, client_id: str, secret: str) -> Grant | None:
         """The grant of the client these credentials belong to, or ``None`` if they are
@@ -282,30 +310,49 @@ class ClientAuthenticator:
         return self._hashing.submit(self._verify_slowly, client_id, secret).result()
 
     async def verify_async(self, client_id: str, secret: str) -> Grant | None:
-        """:meth:`verify` for the event loop: it waits for the hashing pool without a thread."""
+        """:meth:`verify` for the event loop: it waits for the hashing pool without a thread.
+        The API schedules these calls (:class:`worker.api.verifications.Verifications`)."""
         if grant := self.cached(client_id, secret):
             return grant
         future = self._hashing.submit(self._verify_slowly, client_id, secret)
         return await asyncio.wrap_future(future)
 
-    def _verify_slowly(self, client_id: str, secret: str) -> Grant | None:
-        fingerprint = self._fingerprint(client_id, secret)
+    def _refresh(self, fingerprint: bytes, client_id: str, secret: str) -> None:
+        try:
+            if self._verify_slowly(client_id, secret, reason="refresh") is None:
+                with self._lock:
+                    self._verified.pop(fingerprint, None)
+        except Exception:
+            # The database is unreachable, say: the verification stays trusted until it
+            # expires, and the next request past its refresh point tries again.
+            logger.warning("could not refresh a client's verification", exc_info=True)
+        finally:
+            with self._lock:
+                self._refreshing.discard(fingerprint)
+
+    def _verify_slowly(self, client_id: str, secret: str, reason: str = "request") -> Grant | None:
+        fingerprint = self.fingerprint(client_id, secret)
         now = time.monotonic()
-        with self._sessions() as session:
-            row = session.get(ApiClientRow, client_id)
-            live = row if row is not None and row.enabled else None
-            stored = live.secret_hash if live is not None else None
-            grant = _grant_of(live) if live is not None else None
+        try:
+            with self._sessions() as session:
+                row = session.get(ApiClientRow, client_id)
+                live = row if row is not None and row.enabled else None
+                stored = live.secret_hash if live is not None else None
+                grant = _grant_of(live) if live is not None else None
+        except Exception:
+            metrics.CLIENT_VERIFICATIONS.labels(reason, "error").inc()
+            raise
         try:
             # An unknown client costs the same as a wrong secret: ids can't be probed by time.
             _hasher.verify(stored or self._decoy_hash, secret)
         except (VerificationError, InvalidHashError):
-            return None
+            grant = None
+        metrics.CLIENT_VERIFICATIONS.labels(reason, "valid" if grant else "invalid").inc()
         if grant is None:
             return None
 
         with self._lock:
             if len(self._verified) >= self._max_entries:
                 self._verified.clear()
-            self._verified[fingerprint] = (now + self._ttl, grant)
+            self._verified[fingerprint] = _Verified(grant, now + self._ttl / 2, now + self._ttl)
         return grant

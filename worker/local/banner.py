@@ -18,6 +18,7 @@ from worker.local.seed import (
     DemoCredentials,
     DemoRecord,
 )
+from worker.settings import masked_url
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,9 @@ class Started:
     flower_user: str
     flower_password: str
     redis_url: str
+    redis_password_file: Path | None
+    """Where the embedded Redis's password is kept; ``None`` for a Redis of
+    ``BILLING_REDIS_URL``."""
     database_url: str
     stripe_emulator_url: str | None
     logs: Path
@@ -65,6 +69,13 @@ def clock_line(offset_seconds: float | None) -> str:
     )
 
 
+def redis_password_where(started: Started) -> str:
+    """Where Redis's password is, since the banner masks it."""
+    if started.redis_password_file is None:
+        return "its password is BILLING_REDIS_URL's"
+    return f"password in {started.redis_password_file}; the whole URL in stack.json"
+
+
 def banner(started: Started) -> list[str]:
     """The lines ``up`` prints, blank lines included."""
     s = started
@@ -78,8 +89,8 @@ def banner(started: Started) -> list[str]:
         f"  API            {api}   (docs: {api}/docs)",
         f"  Contracts      {api}/openapi.json   {api}/asyncapi.json (queues, events)",
         f"  Flower         {s.flower_url}   user {s.flower_user}, password {s.flower_password}",
-        f"  Redis          {s.redis_url}",
-        f"  Database       {s.database_url}",
+        f"  Redis          {masked_url(s.redis_url)}   ({redis_password_where(s)})",
+        f"  Database       {masked_url(s.database_url)}",
         f"  Stripe         {s.stripe_emulator_url or 'api.stripe.com (BILLING_STRIPE_API_KEY)'}",
         f"  Clock          {clock_line(s.clock_offset_seconds)}",
         f"  Logs           {s.logs}",

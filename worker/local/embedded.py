@@ -149,11 +149,15 @@ class ProcessGroup:
         self.children.clear()
 
 
+REDIS_PASSWORD_FILENAME = "redis-password"  # noqa: S105 - a file name, not a password
+"""The file of the embedded Redis's password, in its data directory."""
+
+
 def redis_password(data_dir: Path) -> str:
     """The embedded Redis's password, made once and kept (0600) beside its data, so that a
     restart on the same data directory keeps the URL every process and publisher uses."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / "redis-password"
+    path = data_dir / REDIS_PASSWORD_FILENAME
     if not path.exists():
         path.touch(mode=0o600)
         path.write_text(secrets.token_urlsafe(24))

@@ -25,8 +25,16 @@ from worker.launch.commands import (
     flower_env,
     worker_metrics_env,
 )
+from worker.launch.private import create_files_for_owner_only, make_private
 from worker.local.banner import Started, banner
-from worker.local.embedded import ProcessGroup, free_port, port_open, start_redis, wait_until
+from worker.local.embedded import (
+    REDIS_PASSWORD_FILENAME,
+    ProcessGroup,
+    free_port,
+    port_open,
+    start_redis,
+    wait_until,
+)
 from worker.local.seed import (
     DEMO_CLIENT_FILE,
     DemoCredentials,
@@ -169,6 +177,11 @@ class LocalStack:
     def start(self, echo: Callable[[str], None]) -> dict[str, Any]:
         began = time.monotonic()
         settings = self.settings
+        # Before anything is made: every file of the stack, its children's included, is the
+        # owner's alone, and what an earlier run left readable is tightened.
+        create_files_for_owner_only()
+        for path in make_private(self.data_dir):
+            echo(f"warning: {path} is not yours: it stays readable by others")
         logs = self.data_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         host = settings.api_host
@@ -277,6 +290,9 @@ class LocalStack:
             flower_user=settings.flower_user,
             flower_password=flower_password,
             redis_url=redis_url,
+            redis_password_file=(
+                None if settings.redis_url else self.data_dir / "redis" / REDIS_PASSWORD_FILENAME
+            ),
             database_url=database_url,
             stripe_emulator_url=emulator_url,
             logs=logs,

@@ -130,6 +130,13 @@ HTTP_REQUEST_SECONDS = Histogram(
     ["route", "method"],
     buckets=REQUEST_BUCKETS,
 )
+CLIENT_VERIFICATIONS = Counter(
+    "billing_api_client_verifications",
+    "Slow (argon2id) verifications of a client secret by the API, by reason (request: a "
+    "request found no cached verification; refresh: a cached one refreshed ahead of its end) "
+    "and outcome (valid, invalid, error: the database could not be read).",
+    ["reason", "outcome"],
+)
 WEBHOOK_DELIVERIES = Counter(
     "billing_webhook_deliveries",
     "Webhook delivery attempts, by outcome: succeeded (2xx), retrying (failed, retry "
