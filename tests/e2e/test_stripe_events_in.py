@@ -19,7 +19,7 @@ import stripe  # noqa: TID251 - the tests change the emulator's objects through 
 
 from domain.plans import Plan
 from domain.subscriptions import SubscriptionState
-from tests.support.stack import Stack, eventually
+from tests.support.stack import Stack, another_api, eventually
 from tests.support.stripe_events import ROTATED_SECRET, event, signature
 from tests.support.subscriptions import (
     Subscribed,
@@ -30,8 +30,6 @@ from tests.support.subscriptions import (
 )
 from worker.bootstrap import Services
 from worker.db.models import CommandRow
-from worker.launch.commands import api_argv
-from worker.local.embedded import ProcessGroup, free_port, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -384,30 +382,12 @@ FAILURES_ALLOWED = 3
 def guarded_api(stack: Stack) -> Iterator[str]:
     """Another API process of the stack, allowing each source address only
     ``FAILURES_ALLOWED`` deliveries refused for their signature in the window."""
-    group = ProcessGroup()
-    port = free_port()
-    group.start(
+    with another_api(
+        stack,
         "api-guarded",
-        api_argv("127.0.0.1", port),
-        env={
-            **stack.env,
-            "BILLING_STRIPE_WEBHOOK_MAX_FAILURES_PER_SOURCE": str(FAILURES_ALLOWED),
-        },
-        log_path=stack.workdir / "api-guarded.log",
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: _healthy(url), 30, "the guarded api")
+        BILLING_STRIPE_WEBHOOK_MAX_FAILURES_PER_SOURCE=str(FAILURES_ALLOWED),
+    ) as url:
         yield url
-    finally:
-        group.stop()
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 ATTACKER = "127.0.0.2"

@@ -266,3 +266,23 @@ def stack_of_its_own(
     finally:
         system.stop()
         emulator.stop()
+
+
+@contextlib.contextmanager
+def another_api(stack: Stack, name: str, **settings: str) -> Iterator[str]:
+    """One more API process of ``stack`` (same database and Redis), with ``settings`` over
+    the stack's own; its URL, for as long as the block runs."""
+    group = ProcessGroup()
+    port = free_port()
+    group.start(
+        name,
+        api_argv("127.0.0.1", port),
+        env={**stack.env, **settings},
+        log_path=stack.workdir / f"{name}.log",
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _answers(f"{url}/healthz"), 30, name)
+        yield url
+    finally:
+        group.stop()
