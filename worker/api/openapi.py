@@ -58,7 +58,8 @@ ERROR_MEANINGS: dict[int, str] = {
     "the permission is named in an `ErrorInfo` detail.",
     404: "The requested resource was not found.",
     408: "The request did not arrive within the server's deadline.",
-    409: "The resource already exists (`6 ALREADY_EXISTS`).",
+    409: "The resource already exists (`6 ALREADY_EXISTS`), or the request met a change "
+    "under way and can be sent again shortly (`10 ABORTED`).",
     413: "The body is larger than 4 MiB.",
     415: "The body is not `application/json` in UTF-8.",
     422: "The `Idempotency-Key` was used before with a different request.",

@@ -106,13 +106,15 @@ def _preview(result: dict[str, Any]) -> dict[str, Any]:
     description="Asks Stripe (`invoices.create_preview`) what changing the plan now would "
     "invoice: the amount due, the currency, the lines (prorations as credits and debits, in "
     "minor units) and the `proration_date` they are computed at. An immediate change sent "
-    "with that `plan_change.proration_date` invoices the same amounts to the cent. Needs the "
+    "with that `plan_change.proration_date` invoices the same amounts to the cent. A "
+    "preview asked while Stripe rolls the subscription's period over is a 409 `ABORTED` "
+    "(reason `BILLING_PERIOD_ROLLING_OVER`): ask again in a few seconds. Needs the "
     "`subscriptions:change` scope.",
     **command_operation(
         request=PreviewPlanChangeRequest,
         answer=ChangePreviewAnswer,
         answer_description="The invoice the change would make.",
-        errors=[503],
+        errors=[409, 503],
         examples={"to team": {"plan": "team"}},
     ),
 )
