@@ -8,8 +8,9 @@ a 5xx for three days), and whether it is recorded is decided before anything is 
 
 * a bad, missing, stale or future signature is a 400, and a body over 256 KiB a 413; both
   count against the source address, whose deliveries are answered 429 before their body is
-  read once it failed ``BILLING_STRIPE_WEBHOOK_MAX_FAILURES_PER_SOURCE`` times in the window
-  (Stripe's own addresses never fail: they sign every delivery afresh);
+  read (held like a throttled login's refusal) once it failed
+  ``BILLING_STRIPE_WEBHOOK_MAX_FAILURES_PER_SOURCE`` times in the window (Stripe's own
+  addresses never fail: they sign every delivery afresh);
 * a signed body is read as strict JSON (no duplicate names, no NaN, at most 32 levels deep),
   and the event's id, ``type``, ``created`` and the id of the object it routes to are
   checked (Stripe's id alphabet, our caps): a signed body that is not such an event is a 400
@@ -100,6 +101,9 @@ async def receive_stripe_event(request: Request, state: State) -> JSONResponse:
     failures = state.stripe_failures_by_source
     wait = failures.retry_after(source)
     if wait is not None:
+        # Held like a throttled login (a timer, not a read): the flooder waits instead of
+        # sending its next forgery at once.
+        await state.refusal_hold.hold()
         return _throttled(wait)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_EVENT_BYTES:
