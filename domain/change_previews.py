@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from pydantic import AwareDatetime
 
-from domain.errors import InvalidArgument
+from domain.errors import Aborted, InvalidArgument, error_info
 from domain.messages import Command, ResourceId, Result
 from domain.plans import PlanRef
 from domain.subscriptions import Subscription
@@ -54,6 +54,29 @@ class ChangePreview:
     subtotal: int
     total: int
     lines: tuple[PreviewLine, ...]
+
+
+def ensure_in_current_period(
+    subscription_id: str, period_start: datetime, period_end: datetime, at: datetime
+) -> None:
+    """A preview prorates at ``at``, which the provider takes only within the subscription's
+    current period there. Outside it, the period is being rolled over (our clock is past its
+    end before the provider renewed it, or behind its start just after): not the request's
+    fault, and gone within seconds, so :class:`Aborted` (409, ask again), never a 400
+    blaming the plan."""
+    if period_start <= at <= period_end:
+        return
+    raise Aborted(
+        f"subscription {subscription_id!r} is between billing periods at the provider (its "
+        f"period ends {period_end.isoformat()}); ask for the preview again in a few seconds",
+        details=[
+            error_info(
+                "BILLING_PERIOD_ROLLING_OVER",
+                subscription_id=subscription_id,
+                period_end=period_end.isoformat(),
+            )
+        ],
+    )
 
 
 class PreviewPlanChange(Command):

@@ -169,6 +169,13 @@ class PermissionDenied(CommandError):
     code = ErrorCode.PERMISSION_DENIED
 
 
+class Aborted(CommandError):
+    """The request met a change under way (gRPC's ``ABORTED``, HTTP 409): the same request,
+    sent again shortly, can succeed."""
+
+    code = ErrorCode.ABORTED
+
+
 class Internal(CommandError):
     code = ErrorCode.INTERNAL
 

@@ -144,6 +144,14 @@ class Settings(BaseSettings):
         "whose events this deployment accepts, besides those `billing-worker stripe webhooks "
         "register` stored; several during a rotation.",
     )
+    stripe_webhook_max_failures_per_source: int = Field(
+        default=20,
+        ge=1,
+        description="Stripe webhook deliveries from one source address refused for their "
+        "signature (or size) within `BILLING_AUTH_FAILURE_WINDOW_SECONDS` before that source's "
+        "deliveries are answered 429 before their body is read. Stripe signs every delivery "
+        "afresh, so only a misconfigured secret or someone else fails here.",
+    )
     scheduled_changes_interval_seconds: float = Field(
         default=1.0,
         gt=0,

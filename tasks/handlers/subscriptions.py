@@ -19,6 +19,7 @@ from domain.change_previews import (
     IssuedPreview,
     PlanChangePreviewed,
     PreviewPlanChange,
+    ensure_in_current_period,
     ensure_previewed,
 )
 from domain.errors import (
@@ -214,13 +215,25 @@ def preview_plan_change(command: PreviewPlanChange, svc: HandlerContext) -> Plan
     # Whole seconds: the provider prorates per second, and a change naming this time must
     # prorate exactly as the preview did.
     proration_date = svc.clock.now().replace(microsecond=0)
-    preview = provider.preview_change(
-        remote.id,
-        remote.item_id,
-        price_id,
-        proration_behavior=behavior,
-        proration_date=proration_date,
+    ensure_in_current_period(
+        subscription.id, remote.current_period_start, remote.current_period_end, proration_date
     )
+    try:
+        preview = provider.preview_change(
+            remote.id,
+            remote.item_id,
+            price_id,
+            proration_behavior=behavior,
+            proration_date=proration_date,
+        )
+    except InvalidArgument:
+        # The provider may have rolled the period over since it was read: then that, not
+        # the plan, is why it refused.
+        again = provider.get_subscription(remote.id)
+        ensure_in_current_period(
+            subscription.id, again.current_period_start, again.current_period_end, proration_date
+        )
+        raise
     _record_preview(
         IssuedPreview.of(
             subscription.id, subscription.plan_id, plan.id, proration_date, svc.clock.now()

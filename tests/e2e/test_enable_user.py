@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.locks import user_row_locked
 from tests.support.records import create_user, user_state
-from tests.support.stack import Stack, basic, eventually
+from tests.support.stack import Stack, another_api, basic, eventually
 from worker.celery_app import create_celery_app
 from worker.clock import SystemClock
 from worker.settings import Settings
@@ -133,6 +133,28 @@ def test_prefer_respond_async_answers_202_with_a_location_to_follow(stack: Stack
             lambda: (r := http.get(location)).json()["status"] == "succeeded" and r, what="success"
         )
     assert final.json()["result"] == {"user_id": user_id, "was_already_enabled": False}
+
+
+def test_a_synchronous_wait_that_runs_out_answers_202_without_claiming_a_preference(
+    stack: Stack,
+) -> None:
+    assert stack.client is not None
+    user_id = disabled_user(stack)
+    # An API that waits no time at all: its every synchronous wait runs out.
+    with (
+        another_api(stack, "api-no-wait", BILLING_HTTP_WAIT_TIMEOUT_SECONDS="0") as url,
+        httpx.Client(
+            base_url=url, auth=(stack.client.client_id, stack.client.secret), timeout=30
+        ) as http,
+    ):
+        waited = enable(http, user_id)
+        asked = enable(http, disabled_user(stack), headers={"Prefer": "respond-async"})
+
+    assert waited.status_code == 202, waited.text
+    assert waited.headers["Location"] == f"/v1beta1/commands/{waited.json()['command_id']}"
+    assert "Preference-Applied" not in waited.headers
+    assert asked.status_code == 202
+    assert asked.headers["Preference-Applied"] == "respond-async"
 
 
 def test_the_same_idempotency_key_returns_the_same_command(stack: Stack) -> None:

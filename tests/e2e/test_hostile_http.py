@@ -3,6 +3,7 @@ a 500, a traceback or a guess at what it meant."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -186,6 +187,42 @@ def read_answer(conn: socket.socket) -> bytes:
     while chunk := conn.recv(65536):
         answer += chunk
     return answer
+
+
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        pytest.param(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Note: a\x00b\r\n\r\n", 400, id="nul"),
+        pytest.param(
+            b"POST /webhooks/stripe HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+            400,
+            id="content-length-abc",
+        ),
+        pytest.param(
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Note: " + b"a" * 70_000 + b"\r\n",
+            431,
+            id="unfinished-head-over-64-KiB",
+        ),
+    ],
+)
+def test_a_request_that_is_not_http_gets_the_spec_s_error_body_not_plain_text(
+    stack: Stack, api: httpx.Client, head: bytes, status: int
+) -> None:
+    address = urlparse(stack.api_url)
+    with socket.create_connection((address.hostname, address.port), timeout=10) as conn:
+        with contextlib.suppress(OSError):  # the server may hang up before it read it all
+            conn.sendall(head)
+        answer = read_answer(conn)
+
+    response_head, _, body = answer.partition(b"\r\n\r\n")
+    assert response_head.startswith(f"HTTP/1.1 {status} ".encode()), answer
+    assert b"content-type: application/json" in response_head.lower()
+    error = json.loads(body)
+    assert set(error) == {"code", "message", "details"}
+    assert error["code"] == 3
+    assert b"\x00" not in body  # nothing of the request echoed
+    assert b"abc" not in body
+    assert api.get("/healthz").status_code == 200
 
 
 def test_a_request_head_sent_too_slowly_gets_a_408_and_is_disconnected(

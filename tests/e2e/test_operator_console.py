@@ -119,6 +119,33 @@ def test_the_operations_api_needs_its_scope_and_a_client_of_every_organization(
     }
 
 
+@pytest.mark.parametrize("listed", ["organizations", "users", "billing-accounts", "subscriptions"])
+def test_an_id_ordered_list_refuses_a_cursor_no_page_of_it_gave_with_a_400_naming_after(
+    stack: Stack, listed: str
+) -> None:
+    for _ in range(2):
+        create_organization(stack.sessions, SystemClock(), name=f"cur-{uuid.uuid4().hex[:8]}")
+    with stack.http() as api:
+        other = api.get("/v1beta1/operations/organizations", params={"limit": 1})
+        cursor_of_another_list = other.json()["next_cursor"]
+        assert cursor_of_another_list
+        answers = [
+            api.get(f"/v1beta1/operations/{listed}", params={"after": after})
+            for after in ("x", "org_0001", "not base64!")
+        ]
+        if listed != "organizations":
+            answers.append(
+                api.get(f"/v1beta1/operations/{listed}", params={"after": cursor_of_another_list})
+            )
+
+    for answer in answers:
+        assert answer.status_code == 400, answer.text
+        body = answer.json()
+        assert set(body) == {"code", "message", "details"}
+        assert body["code"] == 3
+        assert body["details"][0]["fieldViolations"][0]["field"] == "after"
+
+
 def test_lists_over_http_page_and_refuse_a_cursor_no_page_gave(stack: Stack) -> None:
     for _ in range(2):
         create_organization(stack.sessions, SystemClock(), name=f"lst-{uuid.uuid4().hex[:8]}")

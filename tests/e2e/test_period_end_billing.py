@@ -9,9 +9,11 @@ for the new period.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -40,6 +42,7 @@ from tests.support.subscriptions import (
     stored_subscription,
 )
 from worker.bootstrap import Services
+from worker.clock import REFRESH_SECONDS, ShiftableClock
 from worker.db.uow import SqlUnitOfWork
 
 pytestmark = pytest.mark.e2e
@@ -398,6 +401,30 @@ def test_a_subscription_stored_past_due_and_active_at_stripe_accepts_a_change(
 
     assert response.status_code == 200, response.text
     assert stored_subscription(stack, sub.id).state is SubscriptionState.ACTIVE
+
+
+def test_a_preview_racing_the_period_s_roll_is_a_409_to_ask_again_not_a_400_blaming_the_plan(
+    stack: Stack, api: httpx.Client, sub: Subscribed, catalog: Catalog
+) -> None:
+    period_end = stored_subscription(stack, sub.id).current_period_end
+    move_to(stack, period_end - timedelta(seconds=30))
+    # Our clock passes the period's end while Stripe's has not renewed the subscription yet.
+    ShiftableClock(stack.redis_url).advance(60)
+    time.sleep(REFRESH_SECONDS + 0.1)  # every process has read the new offset
+    try:
+        racing = api.post(f"{sub.change_url}/preview", json={"plan": catalog.team.name})
+    finally:
+        with stack.stripe as emulator:  # Stripe renews it: the clocks agree again
+            emulator.advance_clock(60)
+    again = api.post(f"{sub.change_url}/preview", json={"plan": catalog.team.name})
+
+    assert racing.status_code == 409, racing.text
+    error = racing.json()
+    assert error["code"] == 10  # ABORTED
+    assert error["details"][0]["reason"] == "BILLING_PERIOD_ROLLING_OVER"
+    assert "plan" not in json.dumps(error["details"])
+    assert again.status_code == 200, again.text
+    assert datetime.fromisoformat(again.json()["proration_date"]) > period_end
 
 
 def test_a_preview_and_the_change_made_right_after_invoice_the_same_amounts_to_the_cent(

@@ -5,9 +5,13 @@ it, on SQLite and PostgreSQL. The events are signed here as Stripe signs them.""
 from __future__ import annotations
 
 import json
+import re
+import socket
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 import pytest
@@ -15,7 +19,7 @@ import stripe  # noqa: TID251 - the tests change the emulator's objects through 
 
 from domain.plans import Plan
 from domain.subscriptions import SubscriptionState
-from tests.support.stack import Stack, eventually
+from tests.support.stack import Stack, another_api, eventually
 from tests.support.stripe_events import ROTATED_SECRET, event, signature
 from tests.support.subscriptions import (
     Subscribed,
@@ -180,3 +184,250 @@ def test_a_body_larger_than_an_event_is_a_413(http: httpx.Client) -> None:
     answer = deliver(http, body, signature(body))
 
     assert answer.status_code == 413
+
+
+def raw_event(event_id: Any = "evt_raw", **fields: Any) -> dict[str, Any]:
+    """A Stripe event's fields, with ``fields`` replacing or adding some."""
+    document: dict[str, Any] = json.loads(
+        event("customer.subscription.updated", {"id": "sub_raw", "object": "subscription"})
+    )
+    return {**document, "id": event_id, **fields}
+
+
+def refused_as_not_an_event(answer: httpx.Response, field: str) -> None:
+    assert answer.status_code == 400, answer.text
+    error = answer.json()
+    assert set(error) == {"code", "message", "details"}
+    assert error["code"] == 3
+    assert error["details"][0]["reason"] == "STRIPE_EVENT_INVALID"
+    assert error["details"][1]["fieldViolations"][0]["field"].startswith(field)
+
+
+SUBSCRIPTION_OF = {"id": "sub_ok1", "object": "subscription"}
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        pytest.param(raw_event("evt_" + "a" * 66), "id", id="event-id-70-characters"),
+        pytest.param(raw_event("evt_with space"), "id", id="event-id-with-a-space"),
+        pytest.param(raw_event("evt_a/b"), "id", id="event-id-with-a-slash"),
+        pytest.param(raw_event("evt_café"), "id", id="event-id-not-ascii"),
+        pytest.param(raw_event(""), "id", id="event-id-empty"),
+        pytest.param(raw_event(12345), "id", id="event-id-a-number"),
+        pytest.param(
+            raw_event("evt_objspace", data={"object": {"id": "sub_a b", "object": "subscription"}}),
+            "data.object.id",
+            id="object-id-with-a-space",
+        ),
+        pytest.param(
+            raw_event(
+                "evt_objlong", data={"object": {"id": "sub_" + "x" * 196, "object": "subscription"}}
+            ),
+            "data.object.id",
+            id="object-id-200-characters",
+        ),
+        pytest.param(
+            raw_event(
+                "evt_invoicesub",
+                type="invoice.paid",
+                data={"object": {"id": "in_1", "object": "invoice", "subscription": "sub_a/b"}},
+            ),
+            "data.object.subscription",
+            id="invoice-subscription-id-with-a-slash",
+        ),
+        pytest.param(raw_event("evt_created", created=10**20), "created", id="created-1e20"),
+        pytest.param(raw_event("evt_createds", created="yesterday"), "created", id="created-text"),
+        pytest.param(raw_event("evt_notype", type=None), "type", id="type-missing"),
+    ],
+)
+def test_a_signed_event_that_is_not_a_stripe_event_is_a_400_naming_the_field_and_records_nothing(
+    stack: Stack, http: httpx.Client, document: dict[str, Any], field: str
+) -> None:
+    body = json.dumps(document).encode()
+
+    answer = deliver(http, body, signature(body))
+
+    refused_as_not_an_event(answer, field)
+    if isinstance(document["id"], str):
+        assert commands_for(stack, document["id"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        pytest.param(
+            b'{"id": "evt_deep1", "type": "charge.refunded", "data": {"object": '
+            + b"[" * 100_000
+            + b"]" * 100_000
+            + b"}}",
+            "body",
+            id="arrays-100000-deep",
+        ),
+        pytest.param(
+            b'{"id": "evt_deep2", "type": "charge.refunded", "data": {"object": '
+            + b"[" * 40
+            + b"]" * 40
+            + b"}}",
+            "data.object",
+            id="arrays-40-deep",
+        ),
+        pytest.param(
+            b'{"id": "evt_twice_a", "id": "evt_twice_b", "type": "charge.refunded"}',
+            "id",
+            id="a-name-twice",
+        ),
+        pytest.param(
+            b'{"id": "evt_nan", "type": "charge.refunded", "created": NaN}', "body", id="nan"
+        ),
+        pytest.param(b'["evt_list"]', "body", id="not-an-object"),
+    ],
+)
+def test_a_signed_body_outside_strict_json_is_a_400_and_records_nothing(
+    stack: Stack, http: httpx.Client, body: bytes, field: str
+) -> None:
+    answer = deliver(http, body, signature(body))
+
+    refused_as_not_an_event(answer, field)
+
+
+def test_an_empty_event_id_is_never_recorded_so_no_later_one_is_its_duplicate(
+    stack: Stack, http: httpx.Client
+) -> None:
+    answers = []
+    for _ in range(2):
+        body = json.dumps(raw_event("", data={"object": SUBSCRIPTION_OF})).encode()
+        answers.append(deliver(http, body, signature(body)))
+
+    assert [answer.status_code for answer in answers] == [400, 400]
+    assert commands_for(stack, "") == 0
+
+
+def test_an_event_text_holding_a_line_break_is_still_an_event(
+    stack: Stack, http: httpx.Client
+) -> None:
+    document = raw_event(
+        "evt_linebreak1",
+        type="invoice.paid",
+        data={"object": {"id": "in_1", "object": "invoice", "footer": "Thanks!\r\nACME"}},
+    )
+    body = json.dumps(document).encode()
+
+    answer = deliver(http, body, signature(body))
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"received": True, "handled": False}  # no subscription to sync
+
+
+@pytest.mark.parametrize("ahead", [3600, 10 * 365 * 86400], ids=["1-hour", "10-years"])
+def test_a_signature_dated_in_the_future_is_refused(
+    stack: Stack, http: httpx.Client, ahead: int
+) -> None:
+    event_id = f"evt_future{ahead}"
+    body = json.dumps(raw_event(event_id, data={"object": SUBSCRIPTION_OF})).encode()
+
+    answer = deliver(http, body, signature(body, at=int(time.time()) + ahead))
+
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["details"][0]["reason"] == "STRIPE_SIGNATURE_INVALID"
+    assert "future" in answer.json()["message"]
+    assert commands_for(stack, event_id) == 0
+
+
+def test_a_future_timestamp_hidden_behind_a_valid_one_is_refused(
+    stack: Stack, http: httpx.Client
+) -> None:
+    body = json.dumps(raw_event("evt_twostamps", data={"object": SUBSCRIPTION_OF})).encode()
+    future = signature(body, at=int(time.time()) + 3600)
+
+    answer = deliver(http, body, f"{future},t={int(time.time())}")  # the SDK reads the first
+
+    assert answer.status_code == 400, answer.text
+    assert commands_for(stack, "evt_twostamps") == 0
+
+
+def metric_samples(stack: Stack) -> dict[tuple[str, str], float]:
+    """``billing_stripe_events_total`` of the API, by (type, outcome)."""
+    text = httpx.get(f"{stack.api_url}/metrics", timeout=10).text
+    found: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        if line.startswith("billing_stripe_events_total{"):
+            labels, _, value = line.partition("} ")
+            pairs = dict(
+                part.split("=", 1)
+                for part in labels.removeprefix("billing_stripe_events_total{").split(",")
+            )
+            found[(pairs["type"].strip('"'), pairs["outcome"].strip('"'))] = float(value)
+    return found
+
+
+def test_event_types_we_do_not_handle_are_counted_under_one_label(
+    stack: Stack, http: httpx.Client
+) -> None:
+    before = metric_samples(stack)
+    invented = [f"made.up_{uuid.uuid4().hex[:12]}" for _ in range(3)]
+    for event_type in invented:
+        body = event(event_type, {"id": "x_1", "object": "thing"})
+        assert deliver(http, body, signature(body)).status_code == 200
+
+    after = metric_samples(stack)
+    assert not [key for key in after if any(name in key[0] for name in invented)]
+    assert after[("other", "ignored")] - before.get(("other", "ignored"), 0) >= 3
+
+
+FAILURES_ALLOWED = 3
+
+
+@pytest.fixture
+def guarded_api(stack: Stack) -> Iterator[str]:
+    """Another API process of the stack, allowing each source address only
+    ``FAILURES_ALLOWED`` deliveries refused for their signature in the window."""
+    with another_api(
+        stack,
+        "api-guarded",
+        BILLING_STRIPE_WEBHOOK_MAX_FAILURES_PER_SOURCE=str(FAILURES_ALLOWED),
+    ) as url:
+        yield url
+
+
+ATTACKER = "127.0.0.2"
+"""Another loopback address: a source of its own, as Stripe's 127.0.0.1 is."""
+
+
+def test_a_source_sending_bad_signatures_is_refused_before_its_body_is_read_and_stripe_is_not(
+    stack: Stack, guarded_api: str
+) -> None:
+    forged = json.dumps(raw_event("evt_forged1", data={"object": SUBSCRIPTION_OF})).encode()
+    transport = httpx.HTTPTransport(local_address=ATTACKER)
+    with httpx.Client(base_url=guarded_api, transport=transport, timeout=10) as attacker:
+        refusals = [
+            deliver(attacker, forged, signature(forged, "whsec_guessed")).status_code
+            for _ in range(FAILURES_ALLOWED)
+        ]
+    # The next one declares a large body and sends none of it: a 429 comes back at once,
+    # where reading the body first would have ended in the 408 of the read deadline.
+    address = urlparse(guarded_api)
+    with socket.create_connection(
+        (address.hostname, address.port), timeout=10, source_address=(ATTACKER, 0)
+    ) as conn:
+        conn.sendall(
+            b"POST /webhooks/stripe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Stripe-Signature: t=1,v1=00\r\nContent-Length: 200000\r\n\r\n"
+        )
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    head, _, error = answer.partition(b"\r\n\r\n")
+    # Stripe, from its own address, is not held back by the attacker's failures.
+    valid = json.dumps(raw_event("evt_unharmed1", data={"object": SUBSCRIPTION_OF})).encode()
+    with httpx.Client(base_url=guarded_api, timeout=10) as stripe_side:
+        delivered = deliver(stripe_side, valid, signature(valid))
+
+    assert refusals == [400] * FAILURES_ALLOWED
+    assert head.startswith(b"HTTP/1.1 429"), answer
+    assert re.search(rb"(?im)^retry-after: *[1-9][0-9]*\r?$", head), head
+    body = json.loads(error)
+    assert (body["code"], body["details"][0]["reason"]) == (8, "STRIPE_SIGNATURES_THROTTLED")
+    assert delivered.status_code == 200, delivered.text
+    assert commands_for(stack, "evt_unharmed1") == 1
+    assert commands_for(stack, "evt_forged1") == 0

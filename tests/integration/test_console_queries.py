@@ -201,7 +201,7 @@ def test_lists_page_by_id_with_a_cursor_and_filter(ledger: Ledger) -> None:
     active = ledger.console.billing_accounts(state="active", org_id=None, limit=2, after=None)
 
     assert [item.id for item in first.items + second.items] == accounts
-    assert first.next_cursor == accounts[1]
+    assert first.next_cursor is not None
     assert second.next_cursor is None
     assert active.items == []
 
@@ -239,3 +239,26 @@ def test_a_cursor_that_no_page_gave_is_an_invalid_argument_naming_after(
     assert refused.value.details[0]["fieldViolations"][0]["field"] == "after"
     with pytest.raises(InvalidArgument):
         ledger.console.organizations(state=None, limit=5, after="../etc")
+
+
+@pytest.mark.parametrize("cursor", ["x", "org_0001", "not base64!", "Zm9v"])
+def test_an_id_ordered_list_takes_no_cursor_its_pages_did_not_give(
+    ledger: Ledger, cursor: str
+) -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        ledger.console.users(state=None, limit=5, after=cursor)
+    assert refused.value.details[0]["fieldViolations"][0]["field"] == "after"
+    with pytest.raises(InvalidArgument):
+        ledger.console.billing_accounts(state=None, org_id=None, limit=5, after=cursor)
+
+
+def test_a_cursor_of_one_list_is_refused_by_another(ledger: Ledger) -> None:
+    for _ in range(2):
+        open_account(ledger, f"cur-{uuid.uuid4().hex[:6]}")
+    first = ledger.console.billing_accounts(state=None, org_id=None, limit=1, after=None)
+    assert first.next_cursor is not None
+
+    with pytest.raises(InvalidArgument):
+        ledger.console.subscriptions(
+            state=None, billing_account_id=None, plan_id=None, limit=1, after=first.next_cursor
+        )

@@ -47,6 +47,7 @@ TEST_SETTINGS = {
     "BILLING_API_READ_TIMEOUT_SECONDS": "3",
     # Every test talks from 127.0.0.1: the per-source throttle is a unit test's business.
     "BILLING_AUTH_MAX_FAILURES_PER_SOURCE": "100000",
+    "BILLING_STRIPE_WEBHOOK_MAX_FAILURES_PER_SOURCE": "100000",
     # The tests' webhook receivers listen on 127.0.0.1.
     "BILLING_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
     # Stripe events the tests sign themselves (tests/support/stripe_events.py).
@@ -265,3 +266,23 @@ def stack_of_its_own(
     finally:
         system.stop()
         emulator.stop()
+
+
+@contextlib.contextmanager
+def another_api(stack: Stack, name: str, **settings: str) -> Iterator[str]:
+    """One more API process of ``stack`` (same database and Redis), with ``settings`` over
+    the stack's own; its URL, for as long as the block runs."""
+    group = ProcessGroup()
+    port = free_port()
+    group.start(
+        name,
+        api_argv("127.0.0.1", port),
+        env={**stack.env, **settings},
+        log_path=stack.workdir / f"{name}.log",
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _answers(f"{url}/healthz"), 30, name)
+        yield url
+    finally:
+        group.stop()

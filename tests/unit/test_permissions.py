@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from domain.errors import ErrorCode, PermissionDenied
-from domain.permissions import ALL_SCOPES, DEFAULT_SCOPES, Grant, Scope, parse_scopes
+from domain.permissions import (
+    ALL_SCOPES,
+    DEFAULT_SCOPES,
+    OPERATOR_SCOPES,
+    Grant,
+    Scope,
+    parse_scopes,
+)
 
 
 def test_a_new_client_may_only_read_back_its_commands() -> None:
@@ -56,3 +66,21 @@ def test_scope_names_parse_and_a_star_means_every_scope() -> None:
 def test_an_unknown_scope_name_is_refused_listing_the_known_ones() -> None:
     with pytest.raises(ValueError, match=r"unknown scope 'billing:delete' \(known: .*users:enable"):
         parse_scopes(["billing:delete"])
+
+
+def permissions_table() -> dict[str, str]:
+    """The HTTP API page's permissions table: each scope and what it allows."""
+    page = (Path(__file__).resolve().parents[2] / "docs/reference/http-api.md").read_text()
+    section = page.split("## Permissions", 1)[1].split("\n## ", 1)[0]
+    return {
+        match.group(1): match.group(2)
+        for match in re.finditer(r"^\| `([a-z:]+)` \| (.*) \|$", section, re.MULTILINE)
+    }
+
+
+def test_the_http_api_page_lists_every_scope_and_says_which_span_every_organization() -> None:
+    table = permissions_table()
+
+    assert set(table) == {scope.value for scope in ALL_SCOPES}
+    for scope in OPERATOR_SCOPES:
+        assert "every organization" in table[scope.value], scope

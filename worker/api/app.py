@@ -89,6 +89,10 @@ def create_app(svc: Services | None = None) -> FastAPI:
             refusal_hold=RefusalHold(
                 settings.auth_throttled_hold_seconds, settings.auth_max_held_refusals
             ),
+            stripe_failures_by_source=FailureThrottle(
+                settings.stripe_webhook_max_failures_per_source,
+                settings.auth_failure_window_seconds,
+            ),
         )
         yield
         await results.stop()

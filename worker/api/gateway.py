@@ -122,7 +122,7 @@ class CommandGateway:
                     record = await self.wait(record.id, self.wait_timeout)
         elif waits:
             record = await self.wait(record.id, self.wait_timeout)
-        return respond(record, render, headers, field_names=field_names)
+        return respond(record, render, headers, field_names=field_names, respond_async=not waits)
 
     async def _existing(self, client_id: str, key: str, fingerprint: str) -> CommandRecord | None:
         record = await to_thread.run_sync(self.commands.find_by_idempotency_key, client_id, key)
@@ -194,8 +194,13 @@ def respond(
     headers: Mapping[str, str] | None = None,
     *,
     field_names: Mapping[str, str] | None = None,
+    respond_async: bool = False,
 ) -> Response:
     """200 with the rendered result, the recorded error, or 202 while still in flight.
+
+    A 202 says ``Preference-Applied: respond-async`` only when the client asked for it
+    (``respond_async``): a synchronous wait that ran out is not a preference applied (RFC
+    7240 §3).
 
     The command's error names the command's fields (what a queue publisher sends); the
     answer names the request's, renamed here by ``field_names`` (command field → request
@@ -209,14 +214,13 @@ def respond(
         error = CommandError.from_body(record.error)
         body = {**error.to_body(), "details": in_request_terms(error.details, field_names or {})}
         return JSONResponse(body, status_code=HTTP_STATUS[error.code], headers=common)
+    accepted = {**common, "Location": f"/v1beta1/commands/{record.id}"}
+    if respond_async:
+        accepted["Preference-Applied"] = "respond-async"
     return JSONResponse(
         {"command_id": record.id, "status": record.status.value},
         status_code=202,
-        headers={
-            **common,
-            "Location": f"/v1beta1/commands/{record.id}",
-            "Preference-Applied": "respond-async",
-        },
+        headers=accepted,
     )
 
 

@@ -58,7 +58,8 @@ ERROR_MEANINGS: dict[int, str] = {
     "the permission is named in an `ErrorInfo` detail.",
     404: "The requested resource was not found.",
     408: "The request did not arrive within the server's deadline.",
-    409: "The resource already exists (`6 ALREADY_EXISTS`).",
+    409: "The resource already exists (`6 ALREADY_EXISTS`), or the request met a change "
+    "under way and can be sent again shortly (`10 ABORTED`).",
     413: "The body is larger than 4 MiB.",
     415: "The body is not `application/json` in UTF-8.",
     422: "The `Idempotency-Key` was used before with a different request.",
@@ -82,7 +83,14 @@ ERROR_HEADERS: dict[int, dict[str, Any]] = {
 COMMON_ERRORS = (400, 401, 403, 404, 408, 413, 415, 429, 500)
 
 
+_DECLARED_REQUEST_MODELS: dict[str, type[BaseModel]] = {}
+"""Every request model a route declared through :func:`command_operation` or
+:func:`direct_operation`: its schema goes into the document's components with
+:data:`REQUEST_MODELS`', so that no route's ``$ref`` points at nothing."""
+
+
 def _json(model: type[BaseModel]) -> dict[str, Any]:
+    _DECLARED_REQUEST_MODELS.setdefault(model.__name__, model)
     return {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}
 
 
@@ -148,7 +156,11 @@ def command_operation(
                 "headers": {
                     **COMMAND_ID_HEADER,
                     "Location": {"description": "`/v1beta1/commands/{id}`", **_STRING},
-                    "Preference-Applied": {"description": "`respond-async`", **_STRING},
+                    "Preference-Applied": {
+                        "description": "`respond-async`, when the request asked for it "
+                        "(`Prefer: respond-async`); absent when a synchronous wait ran out.",
+                        **_STRING,
+                    },
                 },
                 "links": {
                     "GetCommand": {
@@ -218,7 +230,10 @@ def install_openapi(app: FastAPI) -> None:
         components = document.setdefault("components", {})
         schemas = components.setdefault("schemas", {})
         _, definitions = models_json_schema(
-            [(model, "validation") for model in REQUEST_MODELS],
+            [
+                (model, "validation")
+                for model in dict.fromkeys([*REQUEST_MODELS, *_DECLARED_REQUEST_MODELS.values()])
+            ],
             ref_template="#/components/schemas/{model}",
         )
         for name, schema in definitions.get("$defs", {}).items():

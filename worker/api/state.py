@@ -44,6 +44,8 @@ class ApiState:
     failures_by_source: FailureThrottle
     verifications: Verifications
     refusal_hold: RefusalHold
+    stripe_failures_by_source: FailureThrottle
+    """Stripe webhook deliveries refused for their signature or size, per source address."""
     ready_until: float = 0.0
 
 

@@ -1,8 +1,9 @@
 """The console's lists: one page each, in a stable order, with a cursor to the next.
 
 Organizations, users, billing accounts and subscriptions are listed by id, and their cursor
-is the last id of the page. Commands are listed oldest first (by creation, then id), and
-their cursor encodes both. A page of ``limit`` rows has a cursor when one more row exists.
+encodes the list and the last id of the page. Commands are listed oldest first (by creation,
+then id), and their cursor encodes both. A page of ``limit`` rows has a cursor when one more
+row exists.
 """
 
 from __future__ import annotations
@@ -62,13 +63,32 @@ def _by_id(
 ) -> tuple[list[Any], str | None]:
     """A page of ``query`` ordered by ``column`` (an id) after the cursor ``after``."""
     checked_limit(limit)
+    listed = column.class_.__tablename__
     if after is not None:
-        if not is_id(after):
-            raise _bad("after", "must be the next_cursor of the page before")
-        query = query.where(column > after)
+        query = query.where(column > _id_after(after, listed))
     rows = list(session.scalars(query.order_by(column).limit(limit + 1)).all())
     page = rows[:limit]
-    return page, (str(getattr(page[-1], column.key)) if len(rows) > limit else None)
+    if len(rows) <= limit:
+        return page, None
+    return page, _id_cursor(listed, str(getattr(page[-1], column.key)))
+
+
+def _id_cursor(listed: str, last_id: str) -> str:
+    """The cursor after ``last_id`` in the list of ``listed`` (a table): opaque, and naming
+    its list, so that a cursor no page of that list gave is refused rather than taken for
+    an id (``after=x`` would otherwise be a valid, empty, page)."""
+    return base64.urlsafe_b64encode(f"{listed}|{last_id}".encode()).decode().rstrip("=")
+
+
+def _id_after(cursor: str, listed: str) -> str:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise _bad("after", "must be the next_cursor of the page before") from None
+    cursor_of, _, last_id = raw.partition("|")
+    if cursor_of != listed or not is_id(last_id):
+        raise _bad("after", "must be the next_cursor of the page before")
+    return last_id
 
 
 def _filtered(query: Select[Any], **equal: tuple[Any, str | None]) -> Select[Any]:

@@ -33,6 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.registry import Collector
 
 from domain.errors import CommandInProgress, TransientError
+from domain.provider_sync import HANDLED_EVENT_TYPES
 from domain.rate_budget import RateLimited
 
 logger = logging.getLogger(__name__)
@@ -147,8 +148,10 @@ WEBHOOK_OUTCOMES = ("succeeded", "retrying", "failed")
 STRIPE_EVENTS = Counter(
     "billing_stripe_events",
     "Stripe webhook deliveries received, by event type and outcome: accepted (a command "
-    "recorded), duplicate (the event's command exists), ignored (a type we do not handle), "
-    "rejected (bad, missing or stale signature: type unknown), too_large.",
+    "recorded), duplicate (the event's command exists), ignored (a type we do not handle, "
+    "counted as type other), rejected (bad, missing, stale or future signature: type "
+    "unknown), malformed (signed, but not a Stripe event we can route), too_large, "
+    "throttled (the source failed verification too often).",
     ["type", "outcome"],
 )
 STRIPE_DRIFT = Counter(
@@ -305,7 +308,11 @@ def retry_reason(
 
 
 def stripe_event_received(event_type: str, outcome: str) -> None:
-    STRIPE_EVENTS.labels(event_type[:64], outcome).inc()
+    """Count a delivery under its type if we handle it, ``unknown`` if it was refused before
+    its type was read, and ``other`` for any other type: whatever a sender puts in ``type``
+    never becomes a label value of its own (the series stay bounded)."""
+    label = event_type if event_type in HANDLED_EVENT_TYPES or event_type == "unknown" else "other"
+    STRIPE_EVENTS.labels(label, outcome).inc()
 
 
 def stripe_drift_found(result: object) -> None:

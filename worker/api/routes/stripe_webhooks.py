@@ -3,16 +3,26 @@
 No Basic auth: Stripe signs every delivery (``Stripe-Signature``) with the endpoint's secret,
 verified here over the raw body against every secret we accept (those `billing-worker stripe
 webhooks register` stored, and ``BILLING_STRIPE_WEBHOOK_SECRETS``), within Stripe's 300 s
-tolerance. A verified event we handle is recorded as one command, ``stripe:{event_id}`` (a
-second delivery of it is the same command), and published; the answer is 200 once it is
-recorded, before it runs. An event of a type we do not handle is answered 200 and counted.
-A bad, missing or stale signature is a 400 with the error body, and records nothing; a body
-over 256 KiB is a 413. Bad signatures cost an HMAC each and are never held back, so a flood
-of them does not slow Stripe's valid deliveries.
+tolerance either way. Every signed delivery is answered 2xx or 4xx, never 5xx (Stripe retries
+a 5xx for three days), and whether it is recorded is decided before anything is recorded:
+
+* a bad, missing, stale or future signature is a 400, and a body over 256 KiB a 413; both
+  count against the source address, whose deliveries are answered 429 before their body is
+  read (held like a throttled login's refusal) once it failed
+  ``BILLING_STRIPE_WEBHOOK_MAX_FAILURES_PER_SOURCE`` times in the window (Stripe's own
+  addresses never fail: they sign every delivery afresh);
+* a signed body is read as strict JSON (no duplicate names, no NaN, at most 32 levels deep),
+  and the event's id, ``type``, ``created`` and the id of the object it routes to are
+  checked (Stripe's id alphabet, our caps): a signed body that is not such an event is a 400
+  naming the field, recording nothing;
+* an event we handle is recorded as one command, ``stripe:{event_id}`` (a second delivery of
+  it is the same command), and published; the answer is 200 once it is recorded, before it
+  runs. An event of a type we do not handle is answered 200 and counted (as ``other``).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -21,13 +31,16 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError
 
-from domain.errors import ErrorCode, error_info
+from domain.errors import ErrorCode, error_info, field_violations
 from domain.operator_requests import ListStripeEndpointSecrets
 from domain.provider_sync import SyncStripeObject
 from tasks.handlers.stripe_endpoints import stripe_endpoint_secrets
+from worker.api.contract import ErrorBody
 from worker.api.state import ApiState, State
+from worker.api.strict_json import BodyRejected, parse_object
 from worker.observability import metrics
-from worker.provider.stripe_adapter import BadSignature, verify_stripe_event
+from worker.provider.stripe_adapter import BadSignature, verify_stripe_signature
+from worker.provider.stripe_events import NotAStripeEvent, event_of
 
 router = APIRouter()
 
@@ -36,43 +49,88 @@ MAX_EVENT_BYTES = 256 * 1024
 SECRETS_CACHE_SECONDS = 5.0
 
 
-def _error(status: int, code: ErrorCode, message: str, reason: str) -> JSONResponse:
-    body = {"code": int(code), "message": message, "details": [error_info(reason)]}
-    return JSONResponse(body, status_code=status)
+def _error(
+    status: int,
+    code: ErrorCode,
+    message: str,
+    reason: str,
+    *,
+    violation: tuple[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    details = [error_info(reason)]
+    if violation is not None:
+        details.append(field_violations([violation]))
+    body = {"code": int(code), "message": message, "details": details}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 @router.post(
     "/webhooks/stripe",
     operation_id="receive_stripe_event",
     summary="Stripe's webhook events (signed by Stripe; no Basic auth)",
-    description="Verifies `Stripe-Signature` over the raw body, records one command per "
-    "event (`stripe:{event_id}`: a redelivery is the same command) and answers 200 before "
-    "the event is processed. Unhandled event types are answered 200 and counted. A bad, "
-    "missing or stale signature is a 400 and records nothing; a body over 256 KiB is a 413.",
+    description="Verifies `Stripe-Signature` over the raw body (within 300 s of now, either "
+    "way), records one command per event (`stripe:{event_id}`: a redelivery is the same "
+    "command) and answers 200 before the event is processed. Unhandled event types are "
+    "answered 200 and counted. A bad, missing, stale or future signature is a 400 and "
+    "records nothing, as is a signed body that is not a Stripe event (strict JSON, Stripe's "
+    "id alphabet); a body over 256 KiB is a 413. A source address whose deliveries failed "
+    "verification too often is answered 429 (with `Retry-After`) before its body is read.",
     responses={
         200: {"description": "Received (recorded, a duplicate, or a type not handled)."},
-        400: {"description": "The signature does not verify: nothing recorded."},
-        413: {"description": "The body is larger than an event can be."},
+        400: {
+            "model": ErrorBody,
+            "description": "The signature does not verify, or the signed body is not a "
+            "Stripe event: nothing recorded.",
+        },
+        413: {"model": ErrorBody, "description": "The body is larger than an event can be."},
+        429: {
+            "model": ErrorBody,
+            "description": "Too many deliveries from this address failed verification.",
+            "headers": {
+                "Retry-After": {
+                    "description": "Seconds to wait before trying again.",
+                    "schema": {"type": "integer", "minimum": 0},
+                }
+            },
+        },
     },
 )
 async def receive_stripe_event(request: Request, state: State) -> JSONResponse:
+    source = request.client.host if request.client else "?"
+    failures = state.stripe_failures_by_source
+    wait = failures.retry_after(source)
+    if wait is not None:
+        # Held like a throttled login (a timer, not a read): the flooder waits instead of
+        # sending its next forgery at once.
+        await state.refusal_hold.hold()
+        return _throttled(wait)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_EVENT_BYTES:
+        failures.failed(source)
         return _too_large()
     body = bytearray()
     async for chunk in request.stream():
         body.extend(chunk)
         if len(body) > MAX_EVENT_BYTES:
+            failures.failed(source)
             return _too_large()
     secrets = await _secrets(state)
     try:
-        event = verify_stripe_event(bytes(body), request.headers.get("stripe-signature"), secrets)
+        verify_stripe_signature(bytes(body), request.headers.get("stripe-signature"), secrets)
     except BadSignature as refusal:
+        failures.failed(source)
         metrics.stripe_event_received("unknown", "rejected")
         return _error(
             400, ErrorCode.INVALID_ARGUMENT, f"invalid Stripe webhook: {refusal}",
             "STRIPE_SIGNATURE_INVALID",
         )  # fmt: skip
+    try:
+        event = event_of(parse_object(bytes(body), control_characters=True))
+    except BodyRejected as rejected:
+        return _not_an_event(rejected.message, rejected.violations[0])
+    except NotAStripeEvent as malformed:
+        return _not_an_event(str(malformed), (malformed.field, malformed.description))
     if not event.is_handled:
         metrics.stripe_event_received(event.type, "ignored")
         return JSONResponse({"received": True, "handled": False})
@@ -95,6 +153,27 @@ async def receive_stripe_event(request: Request, state: State) -> JSONResponse:
             "duplicate": duplicate,
         }
     )
+
+
+def _not_an_event(message: str, violation: tuple[str, str]) -> JSONResponse:
+    """A body signed with our secret that is not a Stripe event we can route: refused
+    (never a 500, which Stripe would retry for days), recorded nowhere."""
+    metrics.stripe_event_received("unknown", "malformed")
+    return _error(
+        400, ErrorCode.INVALID_ARGUMENT, f"not a Stripe event: {message}",
+        "STRIPE_EVENT_INVALID", violation=violation,
+    )  # fmt: skip
+
+
+def _throttled(wait: float) -> JSONResponse:
+    metrics.stripe_event_received("unknown", "throttled")
+    seconds = max(1, math.ceil(wait))
+    return _error(
+        429, ErrorCode.RESOURCE_EXHAUSTED,
+        f"too many Stripe deliveries from this address failed verification; try again in "
+        f"{seconds}s",
+        "STRIPE_SIGNATURES_THROTTLED", headers={"Retry-After": str(seconds)},
+    )  # fmt: skip
 
 
 def _too_large() -> JSONResponse:

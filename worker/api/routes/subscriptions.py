@@ -107,13 +107,15 @@ def _preview(result: dict[str, Any]) -> dict[str, Any]:
     "invoice: the amount due, the currency, the lines (prorations as credits and debits, in "
     "minor units) and the `proration_date` they are computed at. An immediate change sent "
     "with that `plan_change.proration_date` within 5 minutes invoices the same amounts to the "
-    "cent (a proration date no preview of that change answered is a `400`). Needs the "
+    "cent (a proration date no preview of that change answered is a `400`). A preview asked "
+    "while Stripe rolls the subscription's period over is a 409 `ABORTED` (reason "
+    "`BILLING_PERIOD_ROLLING_OVER`): ask again in a few seconds. Needs the "
     "`subscriptions:change` scope.",
     **command_operation(
         request=PreviewPlanChangeRequest,
         answer=ChangePreviewAnswer,
         answer_description="The invoice the change would make.",
-        errors=[503],
+        errors=[409, 503],
         examples={"to team": {"plan": "team"}},
     ),
 )
