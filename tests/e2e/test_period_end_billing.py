@@ -31,6 +31,7 @@ from domain.subscriptions import SubscriptionState, SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tasks.handlers.subscribe import create_subscription
 from tests.support.events import outbox_rows
+from tests.support.invoices import Invoice, invoices_of, pay_open_invoices
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from tests.support.subscriptions import (
     Subscribed,
@@ -119,8 +120,11 @@ def subscribe(ctx: Services, plan: Plan, terms: SubscriptionTerms | None = None)
 
 
 @pytest.fixture
-def sub(ctx: Services, catalog: Catalog) -> Subscribed:
-    return subscribe(ctx, catalog.starter)
+def sub(ctx: Services, catalog: Catalog, sdk: stripe.StripeClient) -> Subscribed:
+    """A starter subscription whose customer has paid what it was sent."""
+    subscribed = subscribe(ctx, catalog.starter)
+    pay_open_invoices(sdk, subscribed.provider_id)
+    return subscribed
 
 
 def at_period_end(stack: Stack, api: httpx.Client, sub: Subscribed, plan: Plan) -> ScheduledChange:
@@ -150,52 +154,9 @@ def wait_for(stack: Stack, change: ScheduledChange, state: ChangeState) -> Sched
     return eventually(reached, timeout=20, what=f"change {change.id} to be {state.value}")
 
 
-@dataclass(frozen=True)
-class Line:
-    amount: int
-    proration: bool
-    price: str | None
-    start: datetime
-    end: datetime
-
-
-@dataclass(frozen=True)
-class Invoice:
-    id: str
-    billing_reason: str
-    status: str
-    total: int
-    lines: list[Line]
-
-
 def invoices(sdk: stripe.StripeClient, sub: Subscribed) -> list[Invoice]:
     """The subscription's invoices, oldest first."""
-    listed = sdk.v1.invoices.list(params={"subscription": sub.provider_id, "limit": 100})
-    found = []
-    for invoice in reversed(listed.data):
-        lines = []
-        for line in invoice.lines.data:
-            details = line.parent.subscription_item_details if line.parent else None
-            pricing = line.pricing.price_details if line.pricing else None
-            lines.append(
-                Line(
-                    amount=int(line.amount),
-                    proration=bool(details.proration) if details else False,
-                    price=str(pricing.price) if pricing else None,
-                    start=datetime.fromtimestamp(line.period.start, UTC),
-                    end=datetime.fromtimestamp(line.period.end, UTC),
-                )
-            )
-        found.append(
-            Invoice(
-                str(invoice.id),
-                str(invoice.billing_reason),
-                str(invoice.status),
-                int(invoice.total),
-                lines,
-            )
-        )
-    return found
+    return invoices_of(sdk, sub.provider_id)
 
 
 def billed_from(sdk: stripe.StripeClient, sub: Subscribed, start: datetime) -> list[Invoice]:

@@ -28,7 +28,6 @@ from domain.plans import Plan
 from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
 from stripe_emulator import EmulatorAdmin
 from tests.e2e.test_period_end_billing import (
-    Invoice,
     at_period_end,
     billed_from,
     invoices,
@@ -36,6 +35,7 @@ from tests.e2e.test_period_end_billing import (
     subscribe,
     wait_for,
 )
+from tests.support.invoices import Invoice, pay_open_invoices
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from tests.support.subscriptions import (
     Subscribed,
@@ -158,6 +158,7 @@ def test_a_change_whose_write_stripe_holds_across_the_renewal_nets_the_new_perio
     emulator: EmulatorAdmin,
 ) -> None:
     sub = subscribe(ctx, catalog.team)
+    pay_open_invoices(sdk, sub.provider_id)
     change = at_period_end(stack, api, sub, catalog.starter)
     boundary = change.effective_at
     emulator.add_fault(
@@ -197,6 +198,7 @@ def test_a_staged_upgrade_canceled_half_an_hour_before_the_boundary_renews_at_th
     stack: Stack, api: httpx.Client, ctx: Services, catalog: Catalog, sdk: stripe.StripeClient
 ) -> None:
     sub = subscribe(ctx, catalog.starter)
+    pay_open_invoices(sdk, sub.provider_id)
     upgrade = staged(stack, api, sub, catalog.team)
     boundary = upgrade.effective_at
 
@@ -218,6 +220,7 @@ def test_a_staged_change_replaced_before_the_boundary_renews_at_the_replacements
     stack: Stack, api: httpx.Client, ctx: Services, catalog: Catalog, sdk: stripe.StripeClient
 ) -> None:
     sub = subscribe(ctx, catalog.starter)
+    pay_open_invoices(sdk, sub.provider_id)
     first = staged(stack, api, sub, catalog.team)
     boundary = first.effective_at
 
@@ -245,6 +248,7 @@ def test_an_immediate_change_after_a_change_was_staged_is_made_and_the_renewal_b
     stack: Stack, api: httpx.Client, ctx: Services, catalog: Catalog, sdk: stripe.StripeClient
 ) -> None:
     sub = subscribe(ctx, catalog.starter)
+    pay_open_invoices(sdk, sub.provider_id)
     first = staged(stack, api, sub, catalog.team)
     boundary = first.effective_at
     before = len(invoices(sdk, sub))
@@ -277,6 +281,7 @@ def test_in_the_last_seconds_a_staged_change_is_not_taken_back_and_the_answer_sa
     stack: Stack, api: httpx.Client, ctx: Services, catalog: Catalog, sdk: stripe.StripeClient
 ) -> None:
     sub = subscribe(ctx, catalog.starter)
+    pay_open_invoices(sdk, sub.provider_id)
     upgrade = staged(stack, api, sub, catalog.team)
     boundary = upgrade.effective_at
     move_to(stack, boundary - GUARD / 2)
@@ -304,6 +309,7 @@ def test_a_withdrawal_stripe_holds_across_the_renewal_is_corrected_to_the_old_pr
     emulator: EmulatorAdmin,
 ) -> None:
     sub = subscribe(ctx, catalog.starter)
+    pay_open_invoices(sdk, sub.provider_id)
     upgrade = staged(stack, api, sub, catalog.team)
     boundary = upgrade.effective_at
     move_to(stack, boundary - 2 * GUARD)
@@ -350,6 +356,7 @@ def test_a_worker_killed_mid_withdrawal_leaves_the_change_held_and_the_redeliver
     emulator: EmulatorAdmin,
 ) -> None:
     sub = subscribe(ctx, catalog.starter)
+    pay_open_invoices(sdk, sub.provider_id)
     upgrade = staged(stack, api, sub, catalog.team)
     boundary = upgrade.effective_at
     move_to(stack, boundary - 2 * GUARD)

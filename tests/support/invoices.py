@@ -75,3 +75,13 @@ def pending_items(sdk: stripe.StripeClient, customer_id: str) -> list[Line]:
         )
         for item in reversed(listed.data)
     ]
+
+
+def pay_open_invoices(sdk: stripe.StripeClient, provider_id: str) -> None:
+    """Pay the subscription's open invoices out of band, as a customer paying what it is sent
+    would: a ``send_invoice`` subscription whose invoice passes its due date unpaid goes
+    ``past_due`` (as on Stripe), and a month whose length exceeds ``days_until_due`` gets
+    there before the period ends."""
+    listed = sdk.v1.invoices.list(params={"subscription": provider_id, "status": "open"})
+    for invoice in listed.data:
+        sdk.v1.invoices.pay(str(invoice.id), params={"paid_out_of_band": True})
