@@ -334,6 +334,19 @@ class Settings(BaseSettings):
         description="Failed authentications of one client id within the window before its "
         "requests are refused (429) without a hash.",
     )
+    client_commands_per_second: float = Field(
+        default=10.0,
+        ge=0,
+        description="New commands one API client may send per second, sustained (previews, "
+        "changes, creations alike; 0: no limit). Beyond it and its burst a request is refused "
+        "(429, Retry-After) before anything is recorded, so that one client cannot fill the "
+        "workers ahead of every organization's period end.",
+    )
+    client_command_burst: int = Field(
+        default=20,
+        ge=0,
+        description="New commands one API client may send at once on top of its rate.",
+    )
     auth_max_failures_per_source: int = Field(
         default=30,
         ge=1,
