@@ -1,7 +1,7 @@
 """The period-end burst: N plan changes fall due at once, Stripe allows R writes a second.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_period_end_burst.py [--sizes 1000,10000]
-[--rates 25,100] [--late]``
+[--rates 25,100] [--late] [--stripe-events]``
 
 For each size and rate, in the same run, with the shared rate budget on and then off (calls
 go out as fast as workers make them, as before the budget existed): a fresh system on
@@ -21,6 +21,12 @@ their own), lag p50/p99 from the moment the changes fell due, 429s, failed comma
 claimed more than once, the time the staged changes took to take effect, and the interactive
 creation's p50/p95 idle and during the burst. A run that has not drained after ``--cap`` times
 its floor is stopped and reported as such.
+
+With ``--stripe-events`` (and ``--late``, so that Stripe renews every subscription during the
+drain) each size and rate runs with the budget on, first without Stripe's events, then with
+the emulator's webhooks wired to the API (its own renewal events: 3 or 4 handled per renewal,
+all at the boundary), and prints the drain time with them ÷ without: the syncs they ask for
+wait behind the due changes, so the target is at most 1.10.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ from sqlalchemy import func, select
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from domain.operator_requests import SeedPeriodEndChanges  # noqa: E402
+from domain.operator_requests import RegisterStripeEndpoint, SeedPeriodEndChanges  # noqa: E402
+from tasks.handlers.stripe_endpoints import register_stripe_endpoint  # noqa: E402
 from tasks.handlers.subscribe import seed_period_end_changes  # noqa: E402
 from tests.support.emulator import EMULATOR_KEY, start_emulator  # noqa: E402
 from tests.support.records import create_organization, services_on  # noqa: E402
@@ -94,6 +101,8 @@ class Outcome:
     burst_p50: float
     burst_p95: float
     burst_errors: int
+    stripe_events: bool = False
+    syncs: int = 0
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -141,8 +150,9 @@ def run(
     budget: bool,
     cap: float,
     late: bool,
+    stripe_events: bool = False,
 ) -> Outcome:
-    name = f"burst_{size}_{rate}_{'on' if budget else 'off'}"
+    name = f"burst_{size}_{rate}_{'on' if budget else 'off'}{'_events' if stripe_events else ''}"
     base = workdir / name
     base.mkdir()
     database_url = f"sqlite:///{base / 'billing.db'}"
@@ -189,6 +199,10 @@ def run(
         stack.start_worker("w2", concurrency=4)
         stack.start_api()
         stack.client = stack.new_client()
+        if stripe_events:
+            register_stripe_endpoint(
+                RegisterStripeEndpoint(f"{stack.api_url}/webhooks/stripe"), ctx
+            )
         idle = [create_account(stack, orgs.pop())[0] for _ in range(20)]
         with stack.stripe as admin:
             admin.set_rate_limit(rate)
@@ -247,6 +261,14 @@ def run(
                 )
                 or 0
             )
+            syncs = int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(CommandRow)
+                    .where(CommandRow.type == "stripe.sync_object")
+                )
+                or 0
+            )
         lags = [(at - due_at).total_seconds() for at, _ in rows if at is not None]
         with stack.stripe as admin:
             requests = admin.requests()
@@ -270,6 +292,8 @@ def run(
             burst_p50=percentile(burst, 0.5),
             burst_p95=percentile(burst, 0.95),
             burst_errors=errors,
+            stripe_events=stripe_events,
+            syncs=syncs,
         )
     finally:
         stack.stop()
@@ -302,6 +326,11 @@ def main() -> None:
     parser.add_argument(
         "--late", action="store_true", help="jump over the boundaries (corrections)"
     )
+    parser.add_argument(
+        "--stripe-events",
+        action="store_true",
+        help="each size and rate without, then with, Stripe's own webhooks (budget on)",
+    )
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     rates = [int(rate) for rate in args.rates.split(",")]
@@ -313,9 +342,17 @@ def main() -> None:
         try:
             for size in sizes:
                 for rate in rates:
-                    for budget in (True, False):
+                    runs = (
+                        [(True, False), (True, True)]
+                        if args.stripe_events
+                        else [
+                            (True, False),
+                            (False, False),
+                        ]
+                    )
+                    for budget, events in runs:
                         outcome = run(
-                            workdir, redis_base, 3, size, rate, budget, args.cap, args.late
+                            workdir, redis_base, 3, size, rate, budget, args.cap, args.late, events
                         )
                         outcomes.append(outcome)
                         print(f"  {outcome}", flush=True)
@@ -339,7 +376,19 @@ def main() -> None:
             f"| {o.burst_p50 * 1000:.0f} / {o.burst_p95 * 1000:.0f} ms"
             + (f", {o.burst_errors} not 200" if o.burst_errors else "")
             + f" ({o.idle_p50 * 1000:.0f} / {o.idle_p95 * 1000:.0f} ms) |"
+            + (f" Stripe's events: {o.syncs:,} syncs |" if o.stripe_events else "")
         )
+    if args.stripe_events:
+        print()
+        print("| N | Stripe rate | drain with Stripe's events ÷ without (target ≤ 1.10) |")
+        print("|---|---|---|")
+        for without, with_events in zip(outcomes[::2], outcomes[1::2], strict=True):
+            print(
+                f"| {without.size:,} | {without.rate}/s "
+                f"| {with_events.drain_seconds / without.drain_seconds:.2f} "
+                f"({with_events.drain_seconds:.1f} s ÷ {without.drain_seconds:.1f} s, "
+                f"{with_events.syncs:,} syncs) |"
+            )
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ worker with two processes, beat, the API) and measures, in the same run:
    ``customer.subscription.updated``) to ``POST /webhooks/stripe``: accepted events per
    second (verified, joined to its subscription's waiting sync or recorded and published as
    a new one, 200), and the time until the worker has run every sync they made (coalesced
-   per subscription: ``syncs_for_the_events`` says how many). **Baseline**: the same clients post ``N`` enable-user commands
-   with ``Prefer: respond-async`` (recorded and published, 202): the API's command path.
+   per subscription: ``syncs_for_the_events`` says how many). **Baseline**: the same clients
+   post ``N`` enable-user commands with ``Prefer: respond-async`` (recorded and published,
+   202): the API's command path.
 2. **Reconciliation sweep**: with webhooks silent, beat's sweep runs every second with
    ``R`` reads per second allowed: Stripe reads per second it made over ``S`` seconds
    (counted in the emulator's request log), beside ``R``, the budget it was given.

@@ -139,9 +139,11 @@ WEBHOOK_DELIVERIES = Counter(
 WEBHOOK_OUTCOMES = ("succeeded", "retrying", "failed")
 STRIPE_EVENTS = Counter(
     "billing_stripe_events",
-    "Stripe webhook deliveries received, by event type and outcome: accepted (a command "
-    "recorded), duplicate (the event's command exists), ignored (a type we do not handle), "
-    "rejected (bad, missing or stale signature: type unknown), too_large.",
+    "Stripe webhook deliveries received, by event type and outcome: accepted (a sync of its "
+    "object recorded), coalesced (it joined its object's sync that has not read yet, or the "
+    "one an earlier delivery of it recorded), already_read (a read of its object began after "
+    "it), ignored (a type we do not handle), rejected (bad, missing or stale signature: type "
+    "unknown), too_large.",
     ["type", "outcome"],
 )
 STRIPE_DRIFT = Counter(
