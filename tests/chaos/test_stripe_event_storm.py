@@ -149,7 +149,8 @@ def test_the_events_of_one_subscription_make_one_read_and_none_is_lost(
 ) -> None:
     stack = make_stack({})
     ctx = operator(stack)
-    sub = subscribe(ctx, new_account(ctx), new_plan(ctx, "coalesced", 1900))
+    plan = new_plan(ctx, "coalesced", 1900)
+    sub, raced = subscribe(ctx, new_account(ctx), plan), subscribe(ctx, new_account(ctx), plan)
     stack.start_api()
     with stack.stripe as emulator:
         emulator.clear_requests()
@@ -160,7 +161,18 @@ def test_the_events_of_one_subscription_make_one_read_and_none_is_lost(
         assert {answer["command_id"] for answer in answers} == {first["command_id"]}
         assert len(syncs_of(stack, sub)) == 1
 
+        # A sync a worker has begun (marked running, as a worker does before it reads) may
+        # have read already: an event arriving now gets a read of its own, after it.
+        started = deliver(stack, http, raced)["command_id"]
+        begun = stack.command(started)
+        stack.commands.begin(started, begun.type, begun.payload, source="worker")
+        during = deliver(stack, http, raced)
+        assert during["duplicate"] is False
+        assert during["command_id"] != started
+
         stack.start_worker("w1", concurrency=1)
+        assert stack.finished(during["command_id"]).status.value == "succeeded"
+        assert reads_of(stack, raced) == 1
         assert stack.finished(first["command_id"]).status.value == "succeeded"
         assert reads_of(stack, sub) == 1
 
