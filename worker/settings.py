@@ -335,12 +335,14 @@ class Settings(BaseSettings):
         "requests are refused (429) without a hash.",
     )
     client_commands_per_second: float = Field(
-        default=10.0,
+        default=2.0,
         ge=0,
         description="New commands one API client may send per second, sustained (previews, "
         "changes, creations alike; 0: no limit). Beyond it and its burst a request is refused "
-        "(429, Retry-After) before anything is recorded, so that one client cannot fill the "
-        "workers ahead of every organization's period end.",
+        "(429, Retry-After) before anything is recorded, so that one client cannot take the "
+        "workers and Stripe's budget from every organization's period end: interactive "
+        "commands go first on both, so keep a client's rate times its commands' Stripe calls "
+        "a small part of BILLING_STRIPE_RATE_PER_SECOND.",
     )
     client_command_burst: int = Field(
         default=20,
