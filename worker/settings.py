@@ -335,7 +335,7 @@ class Settings(BaseSettings):
         "requests are refused (429) without a hash.",
     )
     client_commands_per_second: float = Field(
-        default=2.0,
+        default=1.0,
         ge=0,
         description="New commands one API client may send per second, sustained (previews, "
         "changes, creations alike; 0: no limit). Beyond it and its burst a request is refused "
