@@ -10,13 +10,15 @@ webhooks are down, late or never configured.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from domain.messages import Command, ResourceId, Result
+from domain.messages import Command, CommandStatus, ResourceId, Result
 from domain.rate_budget import Priority
 
 SUBSCRIPTION_EVENTS = frozenset(
@@ -98,10 +100,38 @@ class RegisteredEndpoint:
     replaced: tuple[str, ...] = ()
 
 
+COMMAND_ID_LENGTH = 64
+"""The longest command id (``domain.messages.CommandId``)."""
+GENERATION_DIGITS = 11
+"""Room for a sync's generation (a Unix second, counted up) in its command id."""
+GENERATIONS_AFTER_A_READ = 20
+"""Generations tried after the one of an object's last read before counting from now."""
+
+SYNC_NOT_YET_READ = frozenset({CommandStatus.QUEUED, CommandStatus.WAITING, CommandStatus.RETRYING})
+"""A sync in these states reads its object from Stripe later (queued; waiting for a token of
+the rate budget; due for another attempt, which reads again): an event that arrives now is
+covered by that read, and joins it instead of asking for one of its own. Once a sync is
+running, its read may be under way already: a later event takes the next generation."""
+
+STRIPE_CLOCK_MARGIN = timedelta(seconds=60)
+"""How far Stripe's clock (an event's ``created``, in whole seconds) and ours may disagree.
+An event needs no read when one began at least this long after it was created."""
+
+
+def read_since(event_created: datetime, last_read: datetime | None) -> bool:
+    """Whether a read of the object began after the event, for certain: then what the event
+    reports is in our rows already (a late redelivery, a retry storm after an outage)."""
+    if last_read is None:
+        return False
+    return event_created + timedelta(seconds=1) + STRIPE_CLOCK_MARGIN <= last_read
+
+
 class SyncStripeObject(Command):
     """Re-read a Stripe object and bring our rows in line with it (a subscription: state,
     period, price → plan, ``cancel_at``; a customer: deleted or not). Recorded by the Stripe
-    webhook endpoint with the command id ``stripe:{event_id}``, and run by beat's sweep."""
+    webhook endpoint, one command per read of an object (``command_ids_for``: the events that
+    arrive while it waits join it; ``event_id`` and ``event_type`` name the first), and run
+    by beat's sweep and operators. Published at the lowest priority, after bulk work."""
 
     TASK_NAME: ClassVar[str] = "stripe.sync_object"
     QUEUE: ClassVar[str] = "billing"
@@ -114,9 +144,29 @@ class SyncStripeObject(Command):
     event_type: str | None = Field(default=None, max_length=255)
 
     @staticmethod
-    def command_id_for(event_id: str) -> str:
-        """One command per Stripe event: a second delivery is the same command."""
-        return f"stripe:{event_id}"
+    def command_ids_for(
+        object_type: ObjectType, object_id: str, last_read: datetime | None, now: datetime
+    ) -> Iterator[str]:
+        """The ids a sync of one object may take, in the order the webhook route tries them:
+        ``stripe:{object_type}:{object_id}:{generation}``. Each id is one read of the object.
+        The generation is the second the object's last read began (``last_read``; for one of
+        ours never read, the second we began keeping it), so every event between two reads
+        finds the sync waiting for the next one under the same id and joins it
+        (:data:`SYNC_NOT_YET_READ`); an event that finds it started takes the next generation.
+        An object not ours (``None``) counts from ``now``'s second, and so does one whose
+        generations after its last read are all taken (syncs that failed). An object id too
+        long for a command id is replaced by its hash."""
+        name = f"{object_type}:{object_id}"
+        if len(f"stripe:{name}:") + GENERATION_DIGITS > COMMAND_ID_LENGTH:
+            name = f"{object_type}:{hashlib.sha256(object_id.encode()).hexdigest()[:24]}"
+        if last_read is not None:
+            first = int(last_read.timestamp())
+            for generation in range(first, first + GENERATIONS_AFTER_A_READ):
+                yield f"stripe:{name}:{generation}"
+        generation = int(now.timestamp())
+        while True:
+            yield f"stripe:{name}:{generation}"
+            generation += 1
 
 
 class StripeObjectSynced(Result):

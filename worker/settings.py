@@ -356,6 +356,21 @@ class Settings(BaseSettings):
         description="Failed authentications of one client id within the window before its "
         "requests are refused (429) without a hash.",
     )
+    client_commands_per_second: float = Field(
+        default=1.0,
+        ge=0,
+        description="New commands one API client may send per second, sustained (previews, "
+        "changes, creations alike; 0: no limit). Beyond it and its burst a request is refused "
+        "(429, Retry-After) before anything is recorded, so that one client cannot take the "
+        "workers and Stripe's budget from every organization's period end: interactive "
+        "commands go first on both, so keep a client's rate times its commands' Stripe calls "
+        "a small part of BILLING_STRIPE_RATE_PER_SECOND.",
+    )
+    client_command_burst: int = Field(
+        default=20,
+        ge=0,
+        description="New commands one API client may send at once on top of its rate.",
+    )
     auth_max_failures_per_source: int = Field(
         default=30,
         ge=1,

@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
 
+from domain.billing import BillingAccount
 from domain.billing_account_events import BillingAccountCustomerDeleted
 from domain.errors import CommandError, InvalidArgument
 from domain.operator_requests import ResyncStripeObject
 from domain.ports import HandlerContext
-from domain.provider_sync import StripeObjectSynced, SyncSource, SyncStripeObject
+from domain.provider_sync import ObjectType, StripeObjectSynced, SyncSource, SyncStripeObject
 from domain.rate_budget import Priority, calls_at
 from domain.repositories import UnitOfWork
 from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
@@ -81,6 +83,28 @@ def resync_stripe_object(request: ResyncStripeObject, svc: HandlerContext) -> St
     )
 
 
+@dataclass(frozen=True)
+class ReadsOf:
+    """Where our copy of a Stripe object stands: when its last read from Stripe began
+    (``None``: never), and since when we keep it (``None``: not ours)."""
+
+    last_read: datetime | None
+    kept_since: datetime | None
+
+
+def reads_of(object_type: ObjectType, object_id: str, svc: HandlerContext) -> ReadsOf:
+    """Where our copy of the Stripe object ``object_id`` stands (one indexed read)."""
+    with svc.unit_of_work() as uow:
+        found: BillingAccount | Subscription | None
+        if object_type == "customer":
+            found = uow.billing_accounts.by_provider_id(object_id)
+        else:
+            found = uow.subscriptions.by_provider_id(object_id)
+    if found is None:
+        return ReadsOf(last_read=None, kept_since=None)
+    return ReadsOf(last_read=found.synced_at, kept_since=found.created_at)
+
+
 def _sync_subscription(
     provider_id: str,
     svc: HandlerContext,
@@ -93,6 +117,7 @@ def _sync_subscription(
         known = uow.subscriptions.by_provider_id(provider_id)
     if known is None:  # not ours: the drift report's business
         return StripeObjectSynced(object_type="subscription", object_id=provider_id, ours=False)
+    read_at = svc.clock.now()  # synced_at: what Stripe held at least from then on is here
     try:
         with calls_at(Priority.BULK):
             remote = svc.billing_provider().get_subscription(provider_id)
@@ -101,7 +126,7 @@ def _sync_subscription(
         with svc.unit_of_work() as uow:  # read: the sweep moves on to the others
             gone = uow.subscriptions.by_provider_id(provider_id, for_update=True)
             assert gone is not None
-            gone.synced_at = svc.clock.now()
+            gone.synced_at = read_at
             uow.subscriptions.save(gone)
             uow.commit()
         return StripeObjectSynced(
@@ -119,6 +144,7 @@ def _sync_subscription(
             expected_price=_price_in_flight(uow, pending),
             now=now,
         )
+        subscription.synced_at = read_at
         drift = sorted({DRIFT_OF_FIELD[name] for name in changes})
         if plan is None:
             drift.append("unknown_price")
@@ -155,6 +181,7 @@ def _sync_customer(
         known = uow.billing_accounts.by_provider_id(customer_id)
     if known is None:
         return StripeObjectSynced(object_type="customer", object_id=customer_id, ours=False)
+    read_at = svc.clock.now()
     with calls_at(Priority.BULK):
         remote = svc.billing_provider().get_customer(customer_id)
     changes: dict[str, list[Any]] = {}
@@ -162,7 +189,7 @@ def _sync_customer(
         account = uow.billing_accounts.by_provider_id(customer_id, for_update=True)
         assert account is not None
         now = svc.clock.now()
-        account.synced_at = now
+        account.synced_at = read_at
         state_before = account.state.value
         if remote.deleted and account.customer_deleted(now):
             changes["customer_deleted_at"] = [None, now.isoformat()]

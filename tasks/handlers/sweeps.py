@@ -28,10 +28,17 @@ logger = logging.getLogger(__name__)
 SWEEP_SLACK_SECONDS = 3.0
 """Work claimed beyond the next sweeps, for a sweep that runs late."""
 
-BULK_MESSAGE_PRIORITY = 9
+BULK_MESSAGE_PRIORITY = 6
 """Message priority of bulk commands. Redis keeps one list per priority step of a queue and
-a worker takes from the 0 list first, so interactive commands (published without a priority)
-never wait behind a period-end burst of due changes."""
+a worker takes every queue's 0 list first, so interactive commands (published without a
+priority) never wait behind a period-end burst of due changes."""
+
+STRIPE_SYNC_MESSAGE_PRIORITY = 9
+"""Message priority of the syncs Stripe's events ask for (``stripe.sync_object``), below bulk:
+an event reports work done, and its sync only re-reads what Stripe holds, so a storm of them
+(3 or 4 per renewal, all at the boundary) never holds back the due changes or an interactive
+command; they run when the workers have nothing else to do. The route of the task sets it
+(``worker/messaging/config.py``), so that every publisher of the command gets it."""
 
 
 def publish_due_changes(sweep: PublishDueChanges, app: Application) -> int:

@@ -1,7 +1,7 @@
 """The period-end burst: N plan changes fall due at once, Stripe allows R writes a second.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_period_end_burst.py [--sizes 1000,10000]
-[--rates 25,100] [--late]``
+[--rates 25,100] [--late] [--stripe-events | --preview-flood]``
 
 For each size and rate, in the same run, with the shared rate budget on and then off (calls
 go out as fast as workers make them, as before the budget existed): a fresh system on
@@ -21,6 +21,15 @@ their own), lag p50/p99 from the moment the changes fell due, 429s, failed comma
 claimed more than once, the time the staged changes took to take effect, and the interactive
 creation's p50/p95 idle and during the burst. A run that has not drained after ``--cap`` times
 its floor is stopped and reported as such.
+
+With ``--stripe-events`` (and ``--late``, so that Stripe renews every subscription during the
+drain) each size and rate runs with the budget on, first without Stripe's events, then with
+the emulator's webhooks wired to the API (its own renewal events: 3 or 4 handled per renewal,
+all at the boundary), and prints the drain time with them ÷ without: the syncs they ask for
+wait behind the due changes, so the target is at most 1.10. With ``--preview-flood`` the
+second run has a client holding ``subscriptions:change`` for one other organization send
+synchronous previews from 8 threads through the drain (waiting out each ``Retry-After`` of
+its share, ``BILLING_CLIENT_COMMANDS_PER_SECOND`` at its default): the target is the same.
 """
 
 from __future__ import annotations
@@ -32,22 +41,28 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import httpx
 import redis
 from sqlalchemy import func, select
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from domain.operator_requests import SeedPeriodEndChanges  # noqa: E402
+from domain.operator_requests import RegisterStripeEndpoint, SeedPeriodEndChanges  # noqa: E402
+from domain.permissions import Grant, Scope  # noqa: E402
+from domain.plans import Plan  # noqa: E402
+from tasks.handlers.stripe_endpoints import register_stripe_endpoint  # noqa: E402
 from tasks.handlers.subscribe import seed_period_end_changes  # noqa: E402
 from tests.support.emulator import EMULATOR_KEY, start_emulator  # noqa: E402
 from tests.support.records import create_organization, services_on  # noqa: E402
 from tests.support.stack import Stack, stack_env  # noqa: E402
-from tests.support.subscriptions import DAY, new_account, new_plan  # noqa: E402
+from tests.support.subscriptions import DAY, new_account, new_plan, subscribe  # noqa: E402
+from worker.bootstrap import Services  # noqa: E402
 from worker.clock import ShiftableClock, SystemClock  # noqa: E402
 from worker.db.migrate import upgrade  # noqa: E402
 from worker.db.models import CommandRow, ScheduledChangeRow  # noqa: E402
@@ -70,6 +85,8 @@ README_SETTINGS = {
     "BILLING_LOG_LEVEL": "WARNING",
     "BILLING_SHIFTABLE_CLOCK": "true",
     "BILLING_PERIOD_END_LEAD_SECONDS": "3600",
+    "BILLING_CLIENT_COMMANDS_PER_SECOND": "1",
+    "BILLING_CLIENT_COMMAND_BURST": "20",
 }
 
 
@@ -94,6 +111,10 @@ class Outcome:
     burst_p50: float
     burst_p95: float
     burst_errors: int
+    stripe_events: bool = False
+    syncs: int = 0
+    preview_flood: bool = False
+    previews: Counter[int] = field(default_factory=Counter)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -141,8 +162,11 @@ def run(
     budget: bool,
     cap: float,
     late: bool,
+    stripe_events: bool = False,
+    preview_flood: bool = False,
 ) -> Outcome:
-    name = f"burst_{size}_{rate}_{'on' if budget else 'off'}"
+    name = f"burst_{size}_{rate}_{'on' if budget else 'off'}{'_events' if stripe_events else ''}"
+    name += "_flood" if preview_flood else ""
     base = workdir / name
     base.mkdir()
     database_url = f"sqlite:///{base / 'billing.db'}"
@@ -189,7 +213,12 @@ def run(
         stack.start_worker("w2", concurrency=4)
         stack.start_api()
         stack.client = stack.new_client()
+        if stripe_events:
+            register_stripe_endpoint(
+                RegisterStripeEndpoint(f"{stack.api_url}/webhooks/stripe"), ctx
+            )
         idle = [create_account(stack, orgs.pop())[0] for _ in range(20)]
+        target = _flooded(stack, ctx, starter, team) if preview_flood else None
         with stack.stripe as admin:
             admin.set_rate_limit(rate)
             admin.clear_requests()
@@ -217,6 +246,13 @@ def run(
 
         client = threading.Thread(target=interactive, daemon=True)
         client.start()
+        previews: Counter[int] = Counter()
+        flood = [
+            threading.Thread(target=_preview_flood, args=(stack, target, stop, previews))
+            for _ in range(8 if preview_flood else 0)
+        ]
+        for thread in flood:
+            thread.start()
         deadline = began + max(cap * floor, 60.0)
         applied = 0
         while time.monotonic() < deadline:
@@ -227,6 +263,8 @@ def run(
         drain = time.monotonic() - began
         stop.set()
         client.join()
+        for thread in flood:
+            thread.join()
         floor = (size + len(burst)) / rate
         lags_rows = _made_at(stack)
         take_effect = 0.0
@@ -244,6 +282,14 @@ def run(
                     select(func.count())
                     .select_from(CommandRow)
                     .where(CommandRow.status == "failed")
+                )
+                or 0
+            )
+            syncs = int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(CommandRow)
+                    .where(CommandRow.type == "stripe.sync_object")
                 )
                 or 0
             )
@@ -270,10 +316,43 @@ def run(
             burst_p50=percentile(burst, 0.5),
             burst_p95=percentile(burst, 0.95),
             burst_errors=errors,
+            stripe_events=stripe_events,
+            syncs=syncs,
+            preview_flood=preview_flood,
+            previews=previews,
         )
     finally:
         stack.stop()
         emulator.stop()
+
+
+@dataclass(frozen=True)
+class Flooded:
+    """A subscription of another organization and a client limited to that organization."""
+
+    url: str
+    plan: str
+    auth: tuple[str, str]
+
+
+def _flooded(stack: Stack, ctx: Services, starter: Plan, team: Plan) -> Flooded:
+    sub = subscribe(ctx, new_account(ctx), starter)
+    grant = Grant(scopes=frozenset({Scope.SUBSCRIPTIONS_CHANGE}), org_ids=frozenset({sub.org_id}))
+    client = stack.new_client("flooder", grant=grant)
+    return Flooded(f"{sub.change_url}/preview", team.name, (client.client_id, client.secret))
+
+
+def _preview_flood(
+    stack: Stack, target: Flooded | None, stop: threading.Event, answers: Counter[int]
+) -> None:
+    """Synchronous previews, one after another, until ``stop``; a 429 is waited out."""
+    assert target is not None
+    with httpx.Client(base_url=stack.api_url, auth=target.auth, timeout=30) as http:
+        while not stop.is_set():
+            answer = http.post(target.url, json={"plan": target.plan})
+            answers[answer.status_code] += 1
+            if answer.status_code == 429:
+                stop.wait(float(answer.headers.get("Retry-After", "1")))
 
 
 def _made_at(stack: Stack) -> list[tuple[datetime | None, int]]:
@@ -302,6 +381,16 @@ def main() -> None:
     parser.add_argument(
         "--late", action="store_true", help="jump over the boundaries (corrections)"
     )
+    parser.add_argument(
+        "--stripe-events",
+        action="store_true",
+        help="each size and rate without, then with, Stripe's own webhooks (budget on)",
+    )
+    parser.add_argument(
+        "--preview-flood",
+        action="store_true",
+        help="each size and rate without, then with, one client's preview flood (budget on)",
+    )
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     rates = [int(rate) for rate in args.rates.split(",")]
@@ -313,9 +402,18 @@ def main() -> None:
         try:
             for size in sizes:
                 for rate in rates:
-                    for budget in (True, False):
+                    compared = args.stripe_events or args.preview_flood
+                    # With a comparison: the budget on, without then with what is compared.
+                    runs = (
+                        [(True, False), (True, True)]
+                        if compared
+                        else [(True, False), (False, False)]
+                    )
+                    for budget, second in runs:
                         outcome = run(
-                            workdir, redis_base, 3, size, rate, budget, args.cap, args.late
+                            *(workdir, redis_base, 3, size, rate, budget, args.cap, args.late),
+                            stripe_events=second and args.stripe_events,
+                            preview_flood=second and args.preview_flood,
                         )
                         outcomes.append(outcome)
                         print(f"  {outcome}", flush=True)
@@ -339,7 +437,24 @@ def main() -> None:
             f"| {o.burst_p50 * 1000:.0f} / {o.burst_p95 * 1000:.0f} ms"
             + (f", {o.burst_errors} not 200" if o.burst_errors else "")
             + f" ({o.idle_p50 * 1000:.0f} / {o.idle_p95 * 1000:.0f} ms) |"
+            + (f" Stripe's events: {o.syncs:,} syncs |" if o.stripe_events else "")
         )
+    if args.stripe_events or args.preview_flood:
+        what = "Stripe's events" if args.stripe_events else "one client's preview flood"
+        print()
+        print(f"| N | Stripe rate | drain with {what} ÷ without (target ≤ 1.10) |")
+        print("|---|---|---|")
+        for without, with_it in zip(outcomes[::2], outcomes[1::2], strict=True):
+            extra = (
+                f"{with_it.syncs:,} syncs"
+                if args.stripe_events
+                else f"previews answered {dict(sorted(with_it.previews.items()))}"
+            )
+            print(
+                f"| {without.size:,} | {without.rate}/s "
+                f"| {with_it.drain_seconds / without.drain_seconds:.2f} "
+                f"({with_it.drain_seconds:.1f} s ÷ {without.drain_seconds:.1f} s, {extra}) |"
+            )
 
 
 if __name__ == "__main__":

@@ -8,9 +8,11 @@ worker with two processes, beat, the API) and measures, in the same run:
 
 1. **Inbound endpoint**: ``C`` HTTP clients post ``N`` signed Stripe events (each a distinct
    ``customer.subscription.updated``) to ``POST /webhooks/stripe``: accepted events per
-   second (verified, one command recorded and published, 200), and the time until the
-   worker has run them all. **Baseline**: the same clients post ``N`` enable-user commands
-   with ``Prefer: respond-async`` (recorded and published, 202): the API's command path.
+   second (verified, joined to its subscription's waiting sync or recorded and published as
+   a new one, 200), and the time until the worker has run every sync they made (coalesced
+   per subscription: ``syncs_for_the_events`` says how many). **Baseline**: the same clients
+   post ``N`` enable-user commands with ``Prefer: respond-async`` (recorded and published,
+   202): the API's command path.
 2. **Reconciliation sweep**: with webhooks silent, beat's sweep runs every second with
    ``R`` reads per second allowed: Stripe reads per second it made over ``S`` seconds
    (counted in the emulator's request log), beside ``R``, the budget it was given.
@@ -75,16 +77,14 @@ def hammer(clients: int, jobs: list[Callable[[httpx.Client], int]], stack: Stack
     return time.perf_counter() - began
 
 
-def finished(stack: Stack, prefix: str) -> int:
+def syncs(stack: Stack, *, unfinished: bool) -> int:
+    """The syncs the events made (coalesced per subscription: fewer than the events), or
+    those of them not finished yet."""
+    query = select(func.count()).select_from(CommandRow).where(CommandRow.id.startswith("stripe:"))
+    if unfinished:
+        query = query.where(CommandRow.status.not_in(("succeeded", "failed", "rejected")))
     with stack.sessions() as session:
-        return int(
-            session.scalar(
-                select(func.count())
-                .select_from(CommandRow)
-                .where(CommandRow.id.startswith(prefix), CommandRow.status == "succeeded")
-            )
-            or 0
-        )
+        return int(session.scalar(query) or 0)
 
 
 def main() -> None:
@@ -158,9 +158,10 @@ def main() -> None:
 
             accepted = hammer(args.clients, [deliver(i) for i in range(args.events)], stack)
             began = time.perf_counter()
-            while finished(stack, "stripe:") < args.events and time.perf_counter() - began < 600:
+            while syncs(stack, unfinished=True) and time.perf_counter() - began < 600:
                 time.sleep(0.5)
             processed = time.perf_counter() - began + accepted
+            reads_made = syncs(stack, unfinished=False)
 
             with stack.stripe as admin:
                 admin.clear_requests()
@@ -187,6 +188,7 @@ def main() -> None:
         "inbound_accepted_per_second": args.events / accepted,
         "enable_user_accepted_per_second": args.events / baseline,
         "inbound_processed_per_second": args.events / processed,
+        "syncs_for_the_events": reads_made,
         "sweep_reads_per_second": read_rate,
         "sweep_budget_per_second": args.sweep_rate,
     }

@@ -24,6 +24,8 @@ from stripe_emulator import EmulatorAdmin
 from tests.support.environment import settings_environment
 from tests.support.local_up import http_status, running_up
 from tests.support.stack import eventually
+from worker.db.engine import session_factory
+from worker.db.models import CommandRow
 from worker.local.embedded import free_port
 
 pytestmark = pytest.mark.e2e
@@ -239,7 +241,14 @@ def test_up_wires_the_emulator_s_webhooks_to_its_own_api(local_stack: dict[str, 
         [attempt] = admin.deliveries(event=event.id)
     # Verified by our API and recorded (a customer none of ours: the sync says so).
     assert attempt.status == 200
-    shown = _cli(local_stack, "commands", "show", f"stripe:{event.id}")
+    with session_factory(local_stack["database_url"])() as session:
+        [sync] = [
+            row.id
+            for row in session.query(CommandRow).filter(CommandRow.type == "stripe.sync_object")
+            if row.payload["object_id"] == customer.id
+        ]
+    assert sync.startswith(f"stripe:customer:{customer.id}:")
+    shown = _cli(local_stack, "commands", "show", sync)
     assert "stripe.sync_object" in shown
 
 

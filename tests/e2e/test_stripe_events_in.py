@@ -20,7 +20,8 @@ import stripe  # noqa: TID251 - the tests change the emulator's objects through 
 from domain.plans import Plan
 from domain.subscriptions import SubscriptionState
 from tests.support.stack import Stack, another_api, eventually
-from tests.support.stripe_events import ROTATED_SECRET, event, signature
+from tests.support.stripe_events import ROTATED_SECRET, signature
+from tests.support.stripe_events import event as stripe_event
 from tests.support.subscriptions import (
     Subscribed,
     new_account,
@@ -58,8 +59,17 @@ def deliver(http: httpx.Client, body: bytes, header: str | None) -> httpx.Respon
 
 
 def commands_for(stack: Stack, event_id: str) -> int:
+    """The syncs recorded for the event (the one each read's command names first)."""
     with stack.sessions() as session:
-        return session.query(CommandRow).filter(CommandRow.id == f"stripe:{event_id}").count()
+        rows = session.query(CommandRow).filter(CommandRow.type == "stripe.sync_object").all()
+    return [row.payload["event_id"] for row in rows].count(event_id)
+
+
+def event(stack: Stack, event_type: str, obj: dict[str, Any], event_id: str) -> bytes:
+    """The event as Stripe makes it, at the emulator's time (the stack's clock may have been
+    moved by other tests)."""
+    with stack.stripe as emulator:
+        return stripe_event(event_type, obj, event_id, created=emulator.now())
 
 
 def subscription_object(sdk: stripe.StripeClient, sub: Subscribed) -> dict[str, Any]:
@@ -74,29 +84,35 @@ def test_a_signed_event_makes_our_row_follow_what_stripe_holds(
     stack: Stack, http: httpx.Client, sub: Subscribed, sdk: stripe.StripeClient
 ) -> None:
     sdk.v1.subscriptions.cancel(sub.provider_id)
-    body = event("customer.subscription.deleted", subscription_object(sdk, sub), "evt_follow1")
+    body = event(
+        stack, "customer.subscription.deleted", subscription_object(sdk, sub), "evt_follow1"
+    )
 
     answer = deliver(http, body, signature(body))
 
     assert answer.status_code == 200, answer.text
+    sync = answer.json()["command_id"]
     assert answer.json() == {
         "received": True,
         "handled": True,
-        "command_id": "stripe:evt_follow1",
+        "command_id": sync,
         "duplicate": False,
     }
+    assert sync.startswith(f"stripe:subscription:{sub.provider_id}:")
     eventually(
         lambda: stored_subscription(stack, sub.id).state is SubscriptionState.CANCELED or None,
         timeout=15,
         what="the subscription to read canceled",
     )
-    assert stack.finished("stripe:evt_follow1").status.value == "succeeded"
+    assert stack.finished(sync).status.value == "succeeded"
 
 
 def test_two_deliveries_of_one_event_make_one_command(
     stack: Stack, http: httpx.Client, sub: Subscribed, sdk: stripe.StripeClient
 ) -> None:
-    body = event("customer.subscription.updated", subscription_object(sdk, sub), "evt_twice1")
+    body = event(
+        stack, "customer.subscription.updated", subscription_object(sdk, sub), "evt_twice1"
+    )
 
     first = deliver(http, body, signature(body))
     second = deliver(http, body, signature(body))
@@ -113,14 +129,14 @@ def test_a_stale_event_delivered_last_leaves_our_row_equal_to_stripe(
     stale = subscription_object(sdk, sub)  # still active
     sdk.v1.subscriptions.update(sub.provider_id, params={"cancel_at_period_end": True})
     fresh = subscription_object(sdk, sub)
-    newer = event("customer.subscription.updated", fresh, "evt_order_new")
-    older = event("customer.subscription.updated", stale, "evt_order_old")
+    newer = event(stack, "customer.subscription.updated", fresh, "evt_order_new")
+    older = event(stack, "customer.subscription.updated", stale, "evt_order_old")
 
-    deliver(http, newer, signature(newer))
-    deliver(http, older, signature(older))  # arrives last, says "no cancel_at"
+    first = deliver(http, newer, signature(newer))
+    last = deliver(http, older, signature(older))  # arrives last, says "no cancel_at"
 
-    stack.finished("stripe:evt_order_new")
-    stack.finished("stripe:evt_order_old")
+    stack.finished(first.json()["command_id"])
+    stack.finished(last.json()["command_id"])
     row = stored_subscription(stack, sub.id)
     assert row.cancel_at is not None
     assert int(row.cancel_at.timestamp()) == fresh["cancel_at"]
@@ -134,7 +150,9 @@ def test_a_stale_event_delivered_last_leaves_our_row_equal_to_stripe(
 def test_a_bad_signature_is_a_400_with_the_error_body_and_records_nothing(
     stack: Stack, http: httpx.Client, sub: Subscribed, sdk: stripe.StripeClient, header: str | None
 ) -> None:
-    body = event("customer.subscription.updated", subscription_object(sdk, sub), "evt_badsig1")
+    body = event(
+        stack, "customer.subscription.updated", subscription_object(sdk, sub), "evt_badsig1"
+    )
 
     answer = deliver(http, body, header)
 
@@ -147,7 +165,7 @@ def test_a_bad_signature_is_a_400_with_the_error_body_and_records_nothing(
 def test_a_signature_older_than_stripe_s_tolerance_is_refused(
     stack: Stack, http: httpx.Client, sub: Subscribed, sdk: stripe.StripeClient
 ) -> None:
-    body = event("customer.subscription.updated", subscription_object(sdk, sub), "evt_old1")
+    body = event(stack, "customer.subscription.updated", subscription_object(sdk, sub), "evt_old1")
 
     answer = deliver(http, body, signature(body, at=int(time.time()) - 301))
 
@@ -158,7 +176,9 @@ def test_a_signature_older_than_stripe_s_tolerance_is_refused(
 def test_either_secret_of_a_rotation_is_accepted(
     stack: Stack, http: httpx.Client, sub: Subscribed, sdk: stripe.StripeClient
 ) -> None:
-    body = event("customer.subscription.updated", subscription_object(sdk, sub), "evt_rotated1")
+    body = event(
+        stack, "customer.subscription.updated", subscription_object(sdk, sub), "evt_rotated1"
+    )
 
     answer = deliver(http, body, signature(body, ROTATED_SECRET))
 
@@ -169,7 +189,7 @@ def test_either_secret_of_a_rotation_is_accepted(
 def test_an_event_type_we_do_not_handle_is_answered_and_not_recorded(
     stack: Stack, http: httpx.Client
 ) -> None:
-    body = event("charge.refunded", {"id": "ch_1", "object": "charge"}, "evt_ignored1")
+    body = event(stack, "charge.refunded", {"id": "ch_1", "object": "charge"}, "evt_ignored1")
 
     answer = deliver(http, body, signature(body))
 
@@ -189,7 +209,7 @@ def test_a_body_larger_than_an_event_is_a_413(http: httpx.Client) -> None:
 def raw_event(event_id: Any = "evt_raw", **fields: Any) -> dict[str, Any]:
     """A Stripe event's fields, with ``fields`` replacing or adding some."""
     document: dict[str, Any] = json.loads(
-        event("customer.subscription.updated", {"id": "sub_raw", "object": "subscription"})
+        stripe_event("customer.subscription.updated", {"id": "sub_raw", "object": "subscription"})
     )
     return {**document, "id": event_id, **fields}
 
@@ -367,7 +387,7 @@ def test_event_types_we_do_not_handle_are_counted_under_one_label(
     before = metric_samples(stack)
     invented = [f"made.up_{uuid.uuid4().hex[:12]}" for _ in range(3)]
     for event_type in invented:
-        body = event(event_type, {"id": "x_1", "object": "thing"})
+        body = stripe_event(event_type, {"id": "x_1", "object": "thing"})
         assert deliver(http, body, signature(body)).status_code == 200
 
     after = metric_samples(stack)

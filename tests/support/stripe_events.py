@@ -21,14 +21,17 @@ def signature(payload: bytes, secret: str = TEST_SECRET, at: int | None = None) 
     return f"t={timestamp},v1={mac.hexdigest()}"
 
 
-def event(event_type: str, obj: dict[str, Any], event_id: str | None = None) -> bytes:
-    """A Stripe event's body around ``obj`` (its ``data.object``)."""
+def event(
+    event_type: str, obj: dict[str, Any], event_id: str | None = None, created: int | None = None
+) -> bytes:
+    """A Stripe event's body around ``obj`` (its ``data.object``), ``created`` at Stripe's
+    time (now by default; a test moving the emulator's clock passes the emulator's now)."""
     return json.dumps(
         {
             "id": event_id or f"evt_{uuid.uuid4().hex[:24]}",
             "object": "event",
             "api_version": "2026-10-28.endive",
-            "created": int(time.time()),
+            "created": int(time.time()) if created is None else created,
             "data": {"object": obj, "previous_attributes": {}},
             "livemode": False,
             "pending_webhooks": 1,

@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from worker.api.body import MAX_BODY_BYTES
+from worker.api.client_share import ClientShare
 from worker.api.errors import install_error_handlers
 from worker.api.gateway import CommandGateway
 from worker.api.middleware import BodySizeLimit, HttpMetrics, ThrottledSources
@@ -81,6 +82,9 @@ def create_app(svc: Services | None = None) -> FastAPI:
                 resolved.publisher(),
                 results,
                 settings.http_wait_timeout_seconds,
+                ClientShare(
+                    redis, settings.client_commands_per_second, settings.client_command_burst
+                ),
             ),
             authenticator=authenticator,
             failures_by_client=failures_by_client,

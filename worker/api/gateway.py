@@ -36,6 +36,7 @@ from domain.errors import (
     violations_of,
 )
 from domain.messages import Command, CommandStatus
+from worker.api.client_share import ClientShare
 from worker.api.errors import HTTP_STATUS, ApiError
 from worker.api.results import ResultListener, Watch
 from worker.db.commands import CommandRecord, SqlCommandLog
@@ -53,6 +54,8 @@ class CommandGateway:
     publisher: CommandPublisher
     results: ResultListener
     wait_timeout: float
+    client_share: ClientShare | None = None
+    """Each client's rate of new commands (``None``: no limit)."""
 
     async def submit(
         self,
@@ -91,6 +94,8 @@ class CommandGateway:
                 command = command_type.model_validate({**fields, "command_id": command_id})
             except ValidationError as error:
                 raise _bad_request(error, field_names or {}) from None
+            if self.client_share is not None:  # a new command: within the client's share
+                await self.client_share.take(client_id)
             payload = command.model_dump(mode="json")
 
             def accept_and_publish() -> CommandRecord:

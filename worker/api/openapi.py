@@ -63,7 +63,10 @@ ERROR_MEANINGS: dict[int, str] = {
     413: "The body is larger than 4 MiB.",
     415: "The body is not `application/json` in UTF-8.",
     422: "The `Idempotency-Key` was used before with a different request.",
-    429: "Too many failed authentications from this client id or address.",
+    429: "Too many failed authentications from this client id or address, or (`8 "
+    "RESOURCE_EXHAUSTED`, reason `CLIENT_COMMAND_RATE_EXCEEDED`) more new commands than the "
+    "client's share (`BILLING_CLIENT_COMMANDS_PER_SECOND`); `Retry-After` says when to try "
+    "again.",
     500: "Internal server error: something is wrong on the server.",
     503: "A dependency stayed unavailable for the whole retry budget.",
 }

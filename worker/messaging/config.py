@@ -15,7 +15,7 @@ from kombu import Queue
 from domain.provider_sync import SyncStripeObject
 from tasks.billing import REDRIVE_PENDING_ACCOUNTS
 from tasks.events import RELAY_EVENTS
-from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY
+from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY, STRIPE_SYNC_MESSAGE_PRIORITY
 from tasks.maintenance import PRUNE_COMMAND_LOG, REPUBLISH_STALLED_COMMANDS
 from tasks.stripe_sync import RECONCILE_WITH_STRIPE
 from tasks.subscriptions import ENQUEUE_DUE_CHANGES
@@ -28,6 +28,7 @@ __all__ = [
     "ENQUEUE_DUE_CHANGES",
     "QUEUES",
     "REDRIVE_PENDING_ACCOUNTS",
+    "STRIPE_SYNC_MESSAGE_PRIORITY",
     "SWEEPS",
     "TASK_MODULES",
     "celery_config",
@@ -90,7 +91,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             # (kombu's default scans every ~100 s).
             "unacked_restore_interval": max(1.0, min(10.0, visibility / 3)),
             "unacked_restore_throttle": 1,
-            "priority_steps": [0, BULK_MESSAGE_PRIORITY],
+            # Interactive (0), bulk (the due changes), then the syncs of Stripe's events.
+            # A message of any other priority lands in the step at or below it (9 reads 9).
+            "priority_steps": [0, BULK_MESSAGE_PRIORITY, STRIPE_SYNC_MESSAGE_PRIORITY],
         },
         "broker_connection_retry_on_startup": True,
         "task_queues": [Queue(name) for name in CONSUMED_QUEUES],
@@ -101,7 +104,13 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             # A sweep, not a delivery: never behind the deliveries it publishes.
             SEND_DUE_DELIVERIES: {"queue": "maintenance"},
             RECONCILE_WITH_STRIPE: {"queue": "maintenance"},
-            SyncStripeObject.TASK_NAME: {"queue": SyncStripeObject.QUEUE},
+            # Whoever publishes it (the webhook route, the stalled-command sweep, an operator's
+            # retry) publishes it last in line: a route's options fill in what the publisher
+            # left unset.
+            SyncStripeObject.TASK_NAME: {
+                "queue": SyncStripeObject.QUEUE,
+                "priority": STRIPE_SYNC_MESSAGE_PRIORITY,
+            },
             REDRIVE_PENDING_ACCOUNTS: {"queue": "maintenance"},
             **{f"{name}.*": {"queue": name} for name in QUEUES},
         },

@@ -147,11 +147,12 @@ WEBHOOK_DELIVERIES = Counter(
 WEBHOOK_OUTCOMES = ("succeeded", "retrying", "failed")
 STRIPE_EVENTS = Counter(
     "billing_stripe_events",
-    "Stripe webhook deliveries received, by event type and outcome: accepted (a command "
-    "recorded), duplicate (the event's command exists), ignored (a type we do not handle, "
-    "counted as type other), rejected (bad, missing, stale or future signature: type "
-    "unknown), malformed (signed, but not a Stripe event we can route), too_large, "
-    "throttled (the source failed verification too often).",
+    "Stripe webhook deliveries received, by event type and outcome: accepted (a sync of its "
+    "object recorded), coalesced (it joined its object's sync that has not read yet, or the "
+    "one an earlier delivery of it recorded), already_read (a read of its object began after "
+    "it), ignored (a type we do not handle, counted as type other), rejected (bad, missing, "
+    "stale or future signature: type unknown), malformed (signed, but not a Stripe event we "
+    "can route), too_large, throttled (the source failed verification too often).",
     ["type", "outcome"],
 )
 STRIPE_DRIFT = Counter(

@@ -14,13 +14,13 @@ import re
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from domain.provider_sync import HANDLED_EVENT_TYPES, ProviderEvent, SyncStripeObject
+from domain.provider_sync import HANDLED_EVENT_TYPES, ProviderEvent
 
 STRIPE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]*")
 """Stripe's ids: a prefix, an underscore and base-62 characters (``evt_1Q…``, ``sub_…``)."""
-MAX_EVENT_ID_LENGTH = 64 - len(SyncStripeObject.command_id_for(""))
-"""An event's command is ``stripe:{event_id}``, and a command id is at most 64 characters
-(:data:`domain.messages.CommandId`): 57. Stripe's event ids are 28."""
+MAX_EVENT_ID_LENGTH = 57
+"""Stripe's event ids are 28 characters; ours is the cap the endpoint has always held them to
+(the event names the sync it recorded, ``SyncStripeObject.event_id``)."""
 MAX_OBJECT_ID_LENGTH = 128
 """Our resource ids' cap (:data:`domain.messages.ResourceId`); Stripe's are about 30."""
 MAX_EVENT_TYPE_LENGTH = 255

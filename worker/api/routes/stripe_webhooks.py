@@ -1,4 +1,4 @@
-"""``POST /webhooks/stripe``: Stripe's events in, verified, one command each.
+"""``POST /webhooks/stripe``: Stripe's events in, verified, one read of their object each.
 
 No Basic auth: Stripe signs every delivery (``Stripe-Signature``) with the endpoint's secret,
 verified here over the raw body against every secret we accept (those `billing-worker stripe
@@ -15,9 +15,11 @@ a 5xx for three days), and whether it is recorded is decided before anything is 
   and the event's id, ``type``, ``created`` and the id of the object it routes to are
   checked (Stripe's id alphabet, our caps): a signed body that is not such an event is a 400
   naming the field, recording nothing;
-* an event we handle is recorded as one command, ``stripe:{event_id}`` (a second delivery of
-  it is the same command), and published; the answer is 200 once it is recorded, before it
-  runs. An event of a type we do not handle is answered 200 and counted (as ``other``).
+* an event we handle asks for a read of its object, coalesced per object
+  (``worker/api/stripe_syncs.py``): it joins the object's sync still waiting for a worker, or
+  records and publishes a new one, ``stripe:{object_type}:{object_id}:{generation}``, or
+  needs none (a read began after it); the answer is 200 once that is settled, before the
+  read. An event of a type we do not handle is answered 200 and counted (as ``other``).
 """
 
 from __future__ import annotations
@@ -29,15 +31,14 @@ from typing import Any
 from anyio import to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import IntegrityError
 
 from domain.errors import ErrorCode, error_info, field_violations
 from domain.operator_requests import ListStripeEndpointSecrets
-from domain.provider_sync import SyncStripeObject
 from tasks.handlers.stripe_endpoints import stripe_endpoint_secrets
 from worker.api.contract import ErrorBody
 from worker.api.state import ApiState, State
 from worker.api.strict_json import BodyRejected, parse_object
+from worker.api.stripe_syncs import take_in
 from worker.observability import metrics
 from worker.provider.stripe_adapter import BadSignature, verify_stripe_signature
 from worker.provider.stripe_events import NotAStripeEvent, event_of
@@ -70,12 +71,14 @@ def _error(
     operation_id="receive_stripe_event",
     summary="Stripe's webhook events (signed by Stripe; no Basic auth)",
     description="Verifies `Stripe-Signature` over the raw body (within 300 s of now, either "
-    "way), records one command per event (`stripe:{event_id}`: a redelivery is the same "
-    "command) and answers 200 before the event is processed. Unhandled event types are "
-    "answered 200 and counted. A bad, missing, stale or future signature is a 400 and "
-    "records nothing, as is a signed body that is not a Stripe event (strict JSON, Stripe's "
-    "id alphabet); a body over 256 KiB is a 413. A source address whose deliveries failed "
-    "verification too often is answered 429 (with `Retry-After`) before its body is read.",
+    "way) and answers 200 once the re-read of the event's object is recorded, before it runs: "
+    "the events of one object that arrive while its sync waits join that sync (`duplicate`: "
+    "true, its `command_id`), and an event older than the object's last read needs none "
+    "(`command_id`: null). Unhandled event types are answered 200 and counted. A bad, "
+    "missing, stale or future signature is a 400 and records nothing, as is a signed body "
+    "that is not a Stripe event (strict JSON, Stripe's id alphabet); a body over 256 KiB is a "
+    "413. A source address whose deliveries failed verification too often is answered 429 "
+    "(with `Retry-After`) before its body is read.",
     responses={
         200: {"description": "Received (recorded, a duplicate, or a type not handled)."},
         400: {
@@ -134,23 +137,14 @@ async def receive_stripe_event(request: Request, state: State) -> JSONResponse:
     if not event.is_handled:
         metrics.stripe_event_received(event.type, "ignored")
         return JSONResponse({"received": True, "handled": False})
-    assert event.object_type is not None
-    assert event.object_id is not None
-    command = SyncStripeObject(
-        command_id=SyncStripeObject.command_id_for(event.id),
-        object_type=event.object_type,
-        object_id=event.object_id,
-        event_id=event.id,
-        event_type=event.type,
-    )
-    duplicate = not await to_thread.run_sync(_record, state, command)
-    metrics.stripe_event_received(event.type, "duplicate" if duplicate else "accepted")
+    intake = await to_thread.run_sync(take_in, state, event)
+    metrics.stripe_event_received(event.type, intake.outcome)
     return JSONResponse(
         {
             "received": True,
             "handled": True,
-            "command_id": command.command_id,
-            "duplicate": duplicate,
+            "command_id": intake.command_id,
+            "duplicate": not intake.recorded,
         }
     )
 
@@ -182,24 +176,6 @@ def _too_large() -> JSONResponse:
         413, ErrorCode.INVALID_ARGUMENT, f"a Stripe event is at most {MAX_EVENT_BYTES} bytes",
         "STRIPE_EVENT_TOO_LARGE",
     )  # fmt: skip
-
-
-def _record(state: ApiState, command: SyncStripeObject) -> bool:
-    """Record and publish the event's command; ``False`` when it was recorded before."""
-    gateway = state.gateway
-    try:
-        record = gateway.commands.accept(
-            command_id=command.command_id,
-            command_type=command.TASK_NAME,
-            payload=command.model_dump(mode="json"),
-            client_id=None,
-            idempotency_key=None,
-            request_fingerprint=None,
-        )
-    except IntegrityError:
-        return False
-    gateway.publish(record)
-    return True
 
 
 _cached: dict[str, Any] = {"at": -1e9, "secrets": []}

@@ -1,0 +1,60 @@
+"""Each client's share of new commands, on a real Redis: a burst, then the rate, per client;
+the refusal is the spec's 429 with ``Retry-After``. Each ``ClientShare`` stands for an API
+process: they share nothing but Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from redis.asyncio import Redis
+
+from domain.errors import ErrorCode
+from worker.api.client_share import ClientShare
+from worker.api.errors import ApiError
+
+
+def test_a_client_gets_its_burst_then_a_429_saying_when_and_others_keep_theirs(
+    redis_server: str,
+) -> None:
+    async def scenario() -> tuple[int, ApiError, int]:
+        redis = Redis.from_url(f"{redis_server}/5")
+        try:
+            # Two API processes, one Redis: one token a minute, a burst of 3 on top.
+            first, second = (ClientShare(redis, rate=1 / 60, burst=3) for _ in range(2))
+            busy, other = f"cli_{uuid.uuid4().hex}", f"cli_{uuid.uuid4().hex}"
+            taken = 0
+            for share in (first, second, first, second):
+                await share.take(busy)
+                taken += 1
+            with pytest.raises(ApiError) as refused:
+                await second.take(busy)
+            others = 0
+            for _ in range(4):
+                await first.take(other)
+                others += 1
+            return taken, refused.value, others
+        finally:
+            await redis.aclose()
+
+    taken, refusal, others = asyncio.run(scenario())
+
+    assert taken == 4  # the first token and the burst
+    assert (refusal.status, refusal.code) == (429, ErrorCode.RESOURCE_EXHAUSTED)
+    assert 55 <= int(refusal.headers["Retry-After"]) <= 60
+    assert refusal.details[0]["reason"] == "CLIENT_COMMAND_RATE_EXCEEDED"
+    assert others == 4  # another client's share is its own
+
+
+def test_a_rate_of_zero_is_no_limit(redis_server: str) -> None:
+    async def scenario() -> None:
+        redis = Redis.from_url(f"{redis_server}/5")
+        try:
+            share = ClientShare(redis, rate=0, burst=0)
+            for _ in range(100):
+                await share.take("cli_unlimited")
+        finally:
+            await redis.aclose()
+
+    asyncio.run(scenario())

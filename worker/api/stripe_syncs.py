@@ -1,0 +1,97 @@
+"""Stripe's events in, coalesced per object: the command each handled event leads to.
+
+An event is only a hint to re-read its object, so the reads, not the events, are what we
+count: the events of one object that arrive while its sync waits for a worker join that sync
+(one read for all of them), and an event older than the object's last read asks for none.
+Nothing is lost: an event joins only a sync that has not started reading yet
+(``SYNC_NOT_YET_READ``); once one runs, the next event records the next one, whose read comes
+after it (``SyncStripeObject.command_ids_for``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.exc import IntegrityError
+
+from domain.provider_sync import SYNC_NOT_YET_READ, ProviderEvent, SyncStripeObject, read_since
+from tasks.handlers.provider_sync import reads_of
+from worker.api.state import ApiState
+from worker.db.commands import CommandRecord
+
+MAX_GENERATIONS_TRIED = 200
+"""Generations of one object tried before giving up (a taken one is a sync that started
+reading since the object's last read, or within the last moments: there are never many)."""
+
+
+@dataclass(frozen=True)
+class Intake:
+    """What became of one event: the sync that reads its object for it (``None``: a read
+    began after the event already), and whether that sync is new."""
+
+    command_id: str | None
+    recorded: bool
+
+    @property
+    def outcome(self) -> str:
+        """Its label in ``billing_stripe_events_received_total``."""
+        if self.recorded:
+            return "accepted"
+        return "coalesced" if self.command_id is not None else "already_read"
+
+
+def take_in(state: ApiState, event: ProviderEvent) -> Intake:
+    """Record the sync ``event`` asks for and publish it, unless a pending sync of its object
+    covers it (then the event joins that one) or a read began after it."""
+    assert event.object_type is not None
+    assert event.object_id is not None
+    svc = state.svc
+    ours = reads_of(event.object_type, event.object_id, svc)
+    if read_since(event.created, ours.last_read):
+        return Intake(command_id=None, recorded=False)
+    gateway = state.gateway
+    candidates = SyncStripeObject.command_ids_for(
+        event.object_type, event.object_id, ours.last_read or ours.kept_since, svc.clock.now()
+    )
+    for _, command_id in zip(range(MAX_GENERATIONS_TRIED), candidates, strict=False):
+        existing = gateway.commands.get(command_id)
+        if existing is not None:
+            if _waits(existing) or _recorded_for(existing, event):
+                return Intake(command_id=existing.id, recorded=False)
+            continue  # it started reading, or is done: the next generation
+        command = SyncStripeObject(
+            command_id=command_id,
+            object_type=event.object_type,
+            object_id=event.object_id,
+            event_id=event.id,
+            event_type=event.type,
+        )
+        try:
+            record = gateway.commands.accept(
+                command_id=command_id,
+                command_type=command.TASK_NAME,
+                payload=command.model_dump(mode="json"),
+                client_id=None,
+                idempotency_key=None,
+                request_fingerprint=None,
+            )
+        except IntegrityError:
+            # Another delivery recorded it at this instant: join it if it still waits.
+            existing = gateway.commands.get(command_id)
+            if existing is not None and _waits(existing):
+                return Intake(command_id=existing.id, recorded=False)
+            continue
+        gateway.publish(record)
+        return Intake(command_id=record.id, recorded=True)
+    raise RuntimeError(f"no free sync generation for {event.object_type} {event.object_id}")
+
+
+def _recorded_for(record: CommandRecord, event: ProviderEvent) -> bool:
+    """Whether an earlier delivery of ``event`` recorded this sync (Stripe delivers at least
+    once): its read began after that delivery, and covers the event."""
+    return record.type == SyncStripeObject.TASK_NAME and record.payload.get("event_id") == event.id
+
+
+def _waits(record: CommandRecord) -> bool:
+    """Whether the sync has not started reading yet (an event now is covered by its read)."""
+    return record.type == SyncStripeObject.TASK_NAME and record.status in SYNC_NOT_YET_READ
