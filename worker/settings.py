@@ -359,8 +359,9 @@ class Settings(BaseSettings):
     client_commands_per_second: float = Field(
         default=1.0,
         ge=0,
-        description="New commands one API client may send per second, sustained (previews, "
-        "changes, creations alike; 0: no limit). Beyond it and its burst a request is refused "
+        description="New commands one API client may send per second for one organization, "
+        "sustained (previews, changes, creations alike; a command of no organization counts "
+        "under the client alone; 0: no limit). Beyond it and its burst a request is refused "
         "(429, Retry-After) before anything is recorded, so that one client cannot take the "
         "workers and Stripe's budget from every organization's period end: interactive "
         "commands go first on both, so keep a client's rate times its commands' Stripe calls "
@@ -369,7 +370,8 @@ class Settings(BaseSettings):
     client_command_burst: int = Field(
         default=20,
         ge=0,
-        description="New commands one API client may send at once on top of its rate.",
+        description="New commands one API client may send at once for one organization, on "
+        "top of its rate.",
     )
     auth_max_failures_per_source: int = Field(
         default=30,

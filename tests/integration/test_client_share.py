@@ -58,3 +58,33 @@ def test_a_rate_of_zero_is_no_limit(redis_server: str) -> None:
             await redis.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_client_s_share_is_counted_per_organization(redis_server: str) -> None:
+    async def scenario() -> tuple[ApiError, int, int]:
+        redis = Redis.from_url(f"{redis_server}/5")
+        try:
+            share = ClientShare(redis, rate=1 / 60, burst=1)
+            client = f"cli_{uuid.uuid4().hex}"
+            await share.take(client, "org_flooded")
+            await share.take(client, "org_flooded")
+            with pytest.raises(ApiError) as refused:
+                await share.take(client, "org_flooded")
+            elsewhere = 0
+            for _ in range(2):  # the same client, for another organization
+                await share.take(client, "org_other")
+                elsewhere += 1
+            unscoped = 0
+            for _ in range(2):  # a command of no organization: the client's own share
+                await share.take(client)
+                unscoped += 1
+            return refused.value, elsewhere, unscoped
+        finally:
+            await redis.aclose()
+
+    refusal, elsewhere, unscoped = asyncio.run(scenario())
+
+    assert refusal.status == 429
+    assert "org_flooded" in refusal.message
+    assert elsewhere == 2
+    assert unscoped == 2

@@ -1,14 +1,20 @@
-"""Each API client's fair share of the workers: a rate of commands per client, in Redis.
+"""Each API client's fair share of the workers: a rate of commands per client and
+organization, in Redis.
 
 Commands sent over HTTP are interactive: workers take them before any bulk work (the
 period end's due changes, published at a lower message priority), so a client sending as
 fast as its answers come back (synchronous previews from a few threads) would keep every
 worker busy and hold back every organization's period end. Each client may therefore send
-``BILLING_CLIENT_COMMANDS_PER_SECOND`` new commands a second, with a burst of
-``BILLING_CLIENT_COMMAND_BURST`` on top; beyond that, the request is refused before anything
-is recorded: ``429`` with ``Retry-After`` and the error body (reason
+``BILLING_CLIENT_COMMANDS_PER_SECOND`` new commands a second for each organization, with a
+burst of ``BILLING_CLIENT_COMMAND_BURST`` on top; beyond that, the request is refused before
+anything is recorded: ``429`` with ``Retry-After`` and the error body (reason
 ``CLIENT_COMMAND_RATE_EXCEEDED``). An idempotent replay (a known ``Idempotency-Key``) makes
 no new command and is never refused.
+
+The share is counted per client *and organization* (a command that names none, such as
+enabling a user, counts under the client alone): fairness is between organizations, so the
+platform's own client, acting for every organization, has a share in each, while a flood
+aimed at one organization, by a client limited to it or not, is held to one share.
 
 Why not a library: ``limits`` and ``pyrate-limiter`` would do, but the budget of Stripe's
 calls (``worker/provider/rate_budget.py``) already keeps GCRA in one Lua script on the same
@@ -61,14 +67,16 @@ class ClientShare:
     def __post_init__(self) -> None:
         self._take = self.redis.register_script(_TAKE)
 
-    async def take(self, client_id: str) -> None:
-        """Take one of the client's tokens, or raise the 429 saying when the next is due."""
+    async def take(self, client_id: str, org_id: str | None = None) -> None:
+        """Take one of the client's tokens for ``org_id`` (``None``: a command of no
+        organization), or raise the 429 saying when the next is due."""
         if self.rate <= 0:
             return
+        key = (
+            f"{KEY_PREFIX}:{client_id}" if org_id is None else f"{KEY_PREFIX}:{client_id}:{org_id}"
+        )
         try:
-            answer = await self._take(
-                keys=[f"{KEY_PREFIX}:{client_id}"], args=[str(self.rate), str(self.burst)]
-            )
+            answer = await self._take(keys=[key], args=[str(self.rate), str(self.burst)])
             wait = float(answer)
         except RedisError:
             logger.warning("the client command limit is unavailable; letting it through")
@@ -78,7 +86,9 @@ class ClientShare:
         seconds = max(1, math.ceil(wait))
         raise ApiError(
             ErrorCode.RESOURCE_EXHAUSTED,
-            f"this client sends commands faster than {self.rate:g} a second; "
+            f"this client sends commands faster than {self.rate:g} a second"
+            + ("" if org_id is None else f" for organization {org_id!r}")
+            + f"; "
             f"try again in {seconds}s",
             details=[error_info("CLIENT_COMMAND_RATE_EXCEEDED", retry_after_seconds=str(seconds))],
             status=429,

@@ -95,7 +95,7 @@ class CommandGateway:
             except ValidationError as error:
                 raise _bad_request(error, field_names or {}) from None
             if self.client_share is not None:  # a new command: within the client's share
-                await self.client_share.take(client_id)
+                await self.client_share.take(client_id, getattr(command, "org_id", None))
             payload = command.model_dump(mode="json")
 
             def accept_and_publish() -> CommandRecord:
