@@ -46,10 +46,12 @@ class Measured:
 
 @dataclass(frozen=True)
 class Script:
-    """A ``bench_*.py`` script of its own, run as it is (full size) or with ``quick`` flags."""
+    """A ``bench_*.py`` script of its own, run with ``arguments`` (full size) or with
+    ``quick`` flags."""
 
     script: str
     quick: tuple[str, ...] = ()
+    arguments: tuple[str, ...] = ()
 
     @property
     def title(self) -> str:
@@ -78,6 +80,18 @@ REGISTRY: dict[str, Benchmark] = {
         ("--events", "50", "--subscriptions", "10", "--sweep-seconds", "3"),
     ),
     "webhook-retries": Script("bench_webhook_retries.py", ("--runs", "200")),
+    # Fair shares (docs/explanation/fair-share.md): a period end of 300 changes at test mode's
+    # 25 calls a second, without then with what competes with it; target: ≤ 1.10 × without.
+    "storm": Script(
+        "bench_period_end_burst.py",
+        ("--sizes", "20", "--rates", "25", "--late", "--stripe-events"),
+        arguments=("--sizes", "300", "--rates", "25", "--late", "--stripe-events"),
+    ),
+    "preview-flood": Script(
+        "bench_period_end_burst.py",
+        ("--sizes", "20", "--rates", "25", "--late", "--preview-flood"),
+        arguments=("--sizes", "300", "--rates", "25", "--late", "--preview-flood"),
+    ),
 }
 
 
@@ -131,7 +145,7 @@ def run_measured(ctx: BenchContext, benchmark: Measured) -> dict[str, Any]:
 
 def run_script(quick: bool, benchmark: Script) -> dict[str, Any]:
     argv = [sys.executable, str(Path(__file__).parent / benchmark.script)]
-    argv += list(benchmark.quick) if quick else []
+    argv += list(benchmark.quick) if quick else list(benchmark.arguments)
     print(f"### {benchmark.title}\n\n+ {' '.join(argv[1:])}", flush=True)
     process = subprocess.Popen(
         argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
