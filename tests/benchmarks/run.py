@@ -81,7 +81,7 @@ REGISTRY: dict[str, Benchmark] = {
     ),
     "webhook-retries": Script("bench_webhook_retries.py", ("--runs", "200")),
     # Fair shares (docs/explanation/fair-share.md): a period end of 300 changes at test mode's
-    # 25 calls a second, without then with what competes with it; target: ≤ 1.10 × without.
+    # 25 calls a second, without then with what competes with it (target: 1.10 times at most).
     "storm": Script(
         "bench_period_end_burst.py",
         ("--sizes", "20", "--rates", "25", "--late", "--stripe-events"),
