@@ -92,14 +92,23 @@ class ReadsOf:
     kept_since: datetime | None
 
 
-def reads_of(object_type: ObjectType, object_id: str, svc: HandlerContext) -> ReadsOf:
-    """Where our copy of the Stripe object ``object_id`` stands (one indexed read)."""
+@dataclass(frozen=True)
+class FindReadsOf:
+    """Ask where our copy of the Stripe object ``object_id`` stands (the webhook endpoint,
+    before it records a sync of it)."""
+
+    object_type: ObjectType
+    object_id: str
+
+
+def reads_of(query: FindReadsOf, svc: HandlerContext) -> ReadsOf:
+    """Where our copy of the Stripe object stands (one indexed read)."""
     with svc.unit_of_work() as uow:
         found: BillingAccount | Subscription | None
-        if object_type == "customer":
-            found = uow.billing_accounts.by_provider_id(object_id)
+        if query.object_type == "customer":
+            found = uow.billing_accounts.by_provider_id(query.object_id)
         else:
-            found = uow.subscriptions.by_provider_id(object_id)
+            found = uow.subscriptions.by_provider_id(query.object_id)
     if found is None:
         return ReadsOf(last_read=None, kept_since=None)
     return ReadsOf(last_read=found.synced_at, kept_since=found.created_at)

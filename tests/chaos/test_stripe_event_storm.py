@@ -95,8 +95,9 @@ def until(check: Callable[[], bool], what: str) -> None:
 def test_stripe_s_syncs_wait_behind_the_due_changes_and_an_account_creation(
     make_stack: StackFactory,
 ) -> None:
-    # Beat's sweeps expire after four intervals: some are still fresh once the worker is up.
-    stack = make_stack({"BILLING_SCHEDULED_CHANGES_INTERVAL_SECONDS": "2"})
+    # Beat's sweep expires four intervals after it is queued (40 s here): still fresh once the
+    # worker is up, however long a loaded machine takes to start it.
+    stack = make_stack({"BILLING_SCHEDULED_CHANGES_INTERVAL_SECONDS": "10"})
     _, change_ids, _ = schedule_changes(stack, 6)
     ctx = operator(stack)
     plan = new_plan(ctx, "storm", 1900)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy.exc import IntegrityError
 
 from domain.provider_sync import SYNC_NOT_YET_READ, ProviderEvent, SyncStripeObject, read_since
-from tasks.handlers.provider_sync import reads_of
+from tasks.handlers.provider_sync import FindReadsOf, reads_of
 from worker.api.state import ApiState
 from worker.db.commands import CommandRecord
 
@@ -46,7 +46,7 @@ def take_in(state: ApiState, event: ProviderEvent) -> Intake:
     assert event.object_type is not None
     assert event.object_id is not None
     svc = state.svc
-    ours = reads_of(event.object_type, event.object_id, svc)
+    ours = reads_of(FindReadsOf(event.object_type, event.object_id), svc)
     if read_since(event.created, ours.last_read):
         return Intake(command_id=None, recorded=False)
     gateway = state.gateway
