@@ -47,11 +47,8 @@ from domain.scheduled_changes import (
 )
 from domain.subscription_events import PlanChangeCanceled, PlanChangeReplaced, PlanChangeScheduled
 from domain.subscriptions import Subscription
-from tasks.handlers.scheduled_changes import (
-    WithdrawStagedChange,
-    apply_change,
-    withdraw_staged_change,
-)
+from tasks.handlers.scheduled_changes import apply_change
+from tasks.handlers.staged_withdrawals import WithdrawStagedChange, withdraw_staged_change
 
 logger = logging.getLogger(__name__)
 
