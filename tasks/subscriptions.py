@@ -13,10 +13,11 @@ from domain.change_previews import PreviewPlanChange
 from domain.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan
 from domain.sweeps import PublishDueChanges
 from tasks.base import CommandTask
+from tasks.handlers.previews import preview_plan_change
 from tasks.handlers.scheduled_changes import (
     apply_scheduled_change as handle_apply_scheduled_change,
 )
-from tasks.handlers.subscriptions import change_subscription_plan, preview_plan_change
+from tasks.handlers.subscriptions import change_subscription_plan
 from tasks.handlers.sweeps import publish_due_changes
 from tasks.runtime import SweepTask
 

@@ -9,31 +9,20 @@ one caller of the provider's update.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from datetime import datetime
 from typing import NoReturn
 
-from domain.change_previews import (
-    PREVIEW_VALIDITY,
-    IssuedPreview,
-    PlanChangePreviewed,
-    PreviewPlanChange,
-    ensure_in_current_period,
-    ensure_previewed,
-)
+from domain.change_previews import IssuedPreview, ensure_previewed
 from domain.errors import (
     Internal,
     InvalidArgument,
-    NotFound,
     PaymentFailed,
     TransientError,
     UniquenessViolation,
     error_info,
-    found,
 )
 from domain.immediate_changes import immediate_proration
-from domain.plans import Plan
 from domain.ports import HandlerContext
 from domain.repositories import UnitOfWork
 from domain.scheduled_changes import (
@@ -47,11 +36,9 @@ from domain.scheduled_changes import (
 )
 from domain.subscription_events import PlanChangeCanceled, PlanChangeReplaced, PlanChangeScheduled
 from domain.subscriptions import Subscription
-from tasks.handlers.scheduled_changes import (
-    WithdrawStagedChange,
-    apply_change,
-    withdraw_staged_change,
-)
+from tasks.handlers.change_requests import subscription_under, target_plan
+from tasks.handlers.scheduled_changes import apply_change
+from tasks.handlers.staged_withdrawals import WithdrawStagedChange, withdraw_staged_change
 
 logger = logging.getLogger(__name__)
 
@@ -72,15 +59,15 @@ def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanCha
     superseded: list[str] = []
     with svc.unit_of_work() as uow:
         change = uow.scheduled_changes.get(change_id)
-        stored = None if change is not None else _subscription_under(uow, command, lock=False)
+        stored = None if change is not None else subscription_under(uow, command, lock=False)
     if stored is not None and not stored.state.accepts_plan_changes:
         _follow_the_provider(command, svc)  # refuse on what the provider holds, not on us
     withdrawn = [] if stored is None else _withdraw_staged(command, ChangeReason.SUPERSEDED, svc)
     with svc.unit_of_work() as uow:
         change = uow.scheduled_changes.get(change_id)
         if change is None:  # not a redelivery
-            subscription = _subscription_under(uow, command)
-            plan = _target_plan(uow, subscription, command)
+            subscription = subscription_under(uow, command)
+            plan = target_plan(uow, subscription, command)
             now = svc.clock.now()
             if command.proration_date is not None:
                 when = command.proration_date
@@ -134,7 +121,7 @@ def _not_applied(
             [("plan", reason.removeprefix(f"{ChangeReason.PROVIDER_REJECTED.value}: "))],
         )
     with svc.unit_of_work() as uow:
-        subscription = _subscription_under(uow, command, lock=False)
+        subscription = subscription_under(uow, command, lock=False)
     subscription.ensure_accepts_plan_changes()  # it ended at the provider meanwhile
     raise Internal(
         f"change {change.id} ended {change.state.value}: {reason}",
@@ -148,24 +135,24 @@ def _change_at_period_end(command: ChangeSubscriptionPlan, svc: HandlerContext) 
         existing = uow.scheduled_changes.get(change_id)
         if existing is not None:  # a redelivery: the change was made
             return _planned(existing, [])
-        subscription = _subscription_under(uow, command, lock=False)
+        subscription = subscription_under(uow, command, lock=False)
         # The state is judged once the provider is read: a subscription stored past due may
         # have been paid since.
-        _target_plan(uow, subscription, command, check_state=False)
+        target_plan(uow, subscription, command, check_state=False)
     withdrawn = _withdraw_staged(command, ChangeReason.REPLACED, svc, check_state=False)
 
     # The period's end as the provider sees it now (outside any transaction).
     remote = svc.billing_provider().get_subscription(subscription.provider_id)
 
     with svc.unit_of_work() as uow:
-        subscription = _subscription_under(uow, command)
+        subscription = subscription_under(uow, command)
         now = svc.clock.now()
         if subscription.synced(remote, now):
             uow.subscriptions.save(subscription)
         if not subscription.state.accepts_plan_changes:
             uow.commit()  # keep what the provider told us, then refuse
             subscription.ensure_accepts_plan_changes()
-        plan = _target_plan(uow, subscription, command)
+        plan = target_plan(uow, subscription, command)
         replaced = _make_room(uow, subscription, ChangeReason.REPLACED, now, command.command_id)
         change = ScheduledChange.at_period_end(
             change_id, subscription, plan, now=now, command_id=command.command_id
@@ -187,89 +174,12 @@ def _change_at_period_end(command: ChangeSubscriptionPlan, svc: HandlerContext) 
     return _planned(change, withdrawn + replaced)
 
 
-def preview_plan_change(command: PreviewPlanChange, svc: HandlerContext) -> PlanChangePreviewed:
-    """What an immediate change to the plan would invoice if made now: the provider's own
-    preview, at a proration time the answer names (changes nothing)."""
-    with svc.unit_of_work() as uow:
-        subscription = _subscription_under(uow, command, lock=False)
-        plan = _target_plan(uow, subscription, command, check_state=False)
-        behavior = immediate_proration(
-            svc.billing.proration_behavior, uow.plans.get(subscription.plan_id), plan
-        )
-        price_id = plan.provider_price_id
-        if price_id is None:
-            raise Internal(
-                f"plan {plan.id!r} has no price at the provider",
-                details=[error_info("PLAN_WITHOUT_PRICE", plan_id=plan.id)],
-            )
-    provider = svc.billing_provider()
-    remote = provider.get_subscription(subscription.provider_id)
-    if remote.state is not subscription.state:
-        with svc.unit_of_work() as uow:
-            stored = _subscription_under(uow, command)
-            if stored.synced(remote, svc.clock.now()):
-                uow.subscriptions.save(stored)
-                uow.commit()
-            subscription = stored
-    subscription.ensure_accepts_plan_changes()
-    # Whole seconds: the provider prorates per second, and a change naming this time must
-    # prorate exactly as the preview did.
-    proration_date = svc.clock.now().replace(microsecond=0)
-    ensure_in_current_period(
-        subscription.id, remote.current_period_start, remote.current_period_end, proration_date
-    )
-    try:
-        preview = provider.preview_change(
-            remote.id,
-            remote.item_id,
-            price_id,
-            proration_behavior=behavior,
-            proration_date=proration_date,
-        )
-    except InvalidArgument:
-        # The provider may have rolled the period over since it was read: then that, not
-        # the plan, is why it refused.
-        again = provider.get_subscription(remote.id)
-        ensure_in_current_period(
-            subscription.id, again.current_period_start, again.current_period_end, proration_date
-        )
-        raise
-    _record_preview(
-        IssuedPreview.of(
-            subscription.id, subscription.plan_id, plan.id, proration_date, svc.clock.now()
-        ),
-        svc,
-    )
-    return PlanChangePreviewed(
-        subscription_id=subscription.id,
-        plan_id=plan.id,
-        proration_date=proration_date,
-        proration_behavior=behavior,
-        billed="now" if behavior == "always_invoice" else "next_invoice",
-        currency=preview.currency,
-        amount_due=preview.amount_due,
-        subtotal=preview.subtotal,
-        total=preview.total,
-        lines=[
-            {
-                "description": line.description,
-                "amount": line.amount,
-                "proration": line.proration,
-                "period_start": line.period_start.isoformat(),
-                "period_end": line.period_end.isoformat(),
-                "price_id": line.price_id,
-            }
-            for line in preview.lines
-        ],
-    )
-
-
 def _cancel_upcoming_changes(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanChanged:
     """Cancel the pending change; the answer is the phase the subscription is in. Allowed in
     every state; it reaches the provider only to withdraw a change staged there."""
     withdrawn = _withdraw_staged(command, ChangeReason.CANCELED_ON_REQUEST, svc)
     with svc.unit_of_work() as uow:
-        subscription = _subscription_under(uow, command)
+        subscription = subscription_under(uow, command)
         canceled = withdrawn + _make_room(
             uow,
             subscription,
@@ -288,69 +198,16 @@ def _cancel_upcoming_changes(command: ChangeSubscriptionPlan, svc: HandlerContex
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _subscription_under(
-    uow: UnitOfWork, command: ChangeSubscriptionPlan | PreviewPlanChange, *, lock: bool = True
-) -> Subscription:
-    """The subscription, if it belongs to the billing account of the organization."""
-    subscription = uow.subscriptions.get(command.subscription_id, for_update=lock)
-    account = uow.billing_accounts.get(command.billing_account_id)
-    if (
-        subscription is None
-        or account is None
-        or subscription.billing_account_id != account.id
-        or account.org_id != command.org_id
-    ):
-        raise NotFound.resource("subscription", command.subscription_id)
-    account.ensure_customer_exists()
-    return subscription
-
-
 def _follow_the_provider(command: ChangeSubscriptionPlan, svc: HandlerContext) -> None:
     """Read the subscription at the provider and keep what it shows (its state above all)."""
     with svc.unit_of_work() as uow:
-        provider_id = _subscription_under(uow, command, lock=False).provider_id
+        provider_id = subscription_under(uow, command, lock=False).provider_id
     remote = svc.billing_provider().get_subscription(provider_id)
     with svc.unit_of_work() as uow:
-        subscription = _subscription_under(uow, command)
+        subscription = subscription_under(uow, command)
         if subscription.synced(remote, svc.clock.now()):
             uow.subscriptions.save(subscription)
             uow.commit()
-
-
-def _record_preview(issued: IssuedPreview, svc: HandlerContext) -> None:
-    """Remember the answered preview (the change may name its time for a few minutes), and
-    forget the subscription's expired ones."""
-    with svc.unit_of_work() as uow:
-        uow.change_previews.prune(issued.subscription_id, issued.created_at - PREVIEW_VALIDITY)
-        if uow.change_previews.get(issued.id) is None:
-            uow.change_previews.add(issued)
-        # A concurrent preview of the same change, in the same second, may have recorded it.
-        with contextlib.suppress(UniquenessViolation):
-            uow.commit()
-
-
-def _target_plan(
-    uow: UnitOfWork,
-    subscription: Subscription,
-    command: ChangeSubscriptionPlan | PreviewPlanChange,
-    *,
-    check_state: bool = True,
-) -> Plan:
-    """The plan asked for, checked against the subscription (404, then 400s)."""
-    assert command.plan is not None  # the command's validation guarantees it
-    plan = found(uow.plans.find(command.plan), "plan", command.plan)
-    if check_state:
-        subscription.ensure_accepts_plan_changes()
-    subscription.ensure_not_on(plan)
-    plan.ensure_available()
-    current = uow.plans.get(subscription.plan_id)
-    if current is not None and current.currency != plan.currency:
-        raise InvalidArgument.for_fields(
-            f"plan {plan.name!r} is billed in {plan.currency}, the subscription in "
-            f"{current.currency}",
-            [("plan", "must be billed in the subscription's currency")],
-        )
-    return plan
 
 
 def _withdraw_staged(
@@ -365,9 +222,9 @@ def _withdraw_staged(
     withdrawn. A withdrawn change is not restored if the request then fails at the
     provider: it would have to be staged again."""
     with svc.unit_of_work() as uow:
-        subscription = _subscription_under(uow, command, lock=False)
+        subscription = subscription_under(uow, command, lock=False)
         if command.plan is not None:
-            _target_plan(uow, subscription, command, check_state=check_state)
+            target_plan(uow, subscription, command, check_state=check_state)
     withdrawn = withdraw_staged_change(
         WithdrawStagedChange(subscription.id, reason, command.command_id), svc
     )

@@ -15,13 +15,13 @@ from domain.sweeps import (
     RepublishStalledCommands,
     TakeEffectOfStagedChanges,
 )
-from tasks.handlers.outbox import publish_command, publish_recorded
-from tasks.handlers.scheduled_changes import (
+from tasks.handlers.due_changes import (
     apply_command_for,
     claim_due_changes,
     release_claim,
     take_effect_of_staged_changes,
 )
+from tasks.handlers.outbox import publish_command, publish_recorded
 
 logger = logging.getLogger(__name__)
 

@@ -28,8 +28,10 @@ from domain.scheduled_changes import (
 )
 from domain.subscriptions import Subscription, SubscriptionState
 from domain.sweeps import ClaimDueChanges, PublishDueChanges
-from tasks.handlers.scheduled_changes import apply_scheduled_change, claim_due_changes
-from tasks.handlers.subscriptions import change_subscription_plan, preview_plan_change
+from tasks.handlers.due_changes import claim_due_changes
+from tasks.handlers.previews import preview_plan_change
+from tasks.handlers.scheduled_changes import apply_scheduled_change
+from tasks.handlers.subscriptions import change_subscription_plan
 from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY, publish_due_changes
 from tests.support.fakes.application import FakeApplication, FakeBillingPolicy
 from tests.support.fakes.data import Subscribed, a_plan, subscribed

@@ -13,8 +13,9 @@ from domain.provider_sync import SyncStripeObject
 from domain.scheduled_changes import ApplyScheduledChange, ChangeState, ChangeSubscriptionPlan
 from domain.subscriptions import Subscription, SubscriptionState
 from domain.sweeps import ClaimDueChanges, ReconcileWithStripe
+from tasks.handlers.due_changes import claim_due_changes
 from tasks.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
-from tasks.handlers.scheduled_changes import apply_change, claim_due_changes
+from tasks.handlers.scheduled_changes import apply_change
 from tasks.handlers.subscriptions import change_subscription_plan
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.data import Subscribed, subscribed

@@ -333,7 +333,7 @@ def test_beat_sweeps_for_due_changes_every_second_on_the_maintenance_queue(
 
 def test_each_claim_of_a_change_is_one_apply_command() -> None:
     from domain.repositories import Claim
-    from tasks.handlers.scheduled_changes import apply_command_for
+    from tasks.handlers.due_changes import apply_command_for
 
     first = apply_command_for(Claim("chg_1", 1))
 

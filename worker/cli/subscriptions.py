@@ -110,7 +110,7 @@ def subscriptions_preview_change(
     import uuid
 
     from domain.change_previews import PreviewPlanChange
-    from tasks.handlers.subscriptions import preview_plan_change
+    from tasks.handlers.previews import preview_plan_change
 
     preview = preview_plan_change(
         PreviewPlanChange(

@@ -1,0 +1,85 @@
+"""Pieces the plan-change handlers share (applying a change, withdrawing a staged one, and
+beat's taking effect of staged changes): the change and its subscription locked in the one
+order every request takes them, a plan's price at the provider, the price writes sent in
+order under their own keys, and the event of how a change ended.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from domain.errors import Internal, error_info, found
+from domain.event_base import Event
+from domain.period_end import PriceWrite
+from domain.provider_ports import BillingProvider
+from domain.repositories import UnitOfWork
+from domain.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
+from domain.subscription_events import PlanChangeApplied, PlanChangeSkipped, SubscriptionPlanChanged
+from domain.subscriptions import ProviderSubscription, Subscription
+
+
+def locked_change(uow: UnitOfWork, change_id: str) -> tuple[ScheduledChange, Subscription]:
+    """The change and its subscription, locked in the order every request locks them
+    (subscription first), so that PostgreSQL never sees two transactions wait on each other."""
+    peek = found(uow.scheduled_changes.get(change_id), "scheduled_change", change_id)
+    subscription = _existing_subscription(uow, peek.subscription_id)
+    change = uow.scheduled_changes.get(change_id, for_update=True)
+    assert change is not None  # changes are never deleted
+    return change, subscription
+
+
+def _existing_subscription(uow: UnitOfWork, subscription_id: str) -> Subscription:
+    subscription = found(
+        uow.subscriptions.get(subscription_id, for_update=True), "subscription", subscription_id
+    )
+    return subscription
+
+
+def price_of(uow: UnitOfWork, plan_id: str) -> str:
+    plan = uow.plans.get(plan_id)
+    if plan is None or plan.provider_price_id is None:
+        raise Internal(
+            f"plan {plan_id!r} has no price at the provider",
+            details=[error_info("PLAN_WITHOUT_PRICE", plan_id=plan_id)],
+        )
+    return plan.provider_price_id
+
+
+def send_writes(
+    provider: BillingProvider,
+    provider_id: str,
+    remote: ProviderSubscription,
+    writes: list[PriceWrite],
+) -> ProviderSubscription:
+    """Send the price writes in order, each under its own key; returns the last answer."""
+    for write in writes:
+        remote = provider.change_subscription_price(
+            provider_id,
+            remote.item_id,
+            write.price_id,
+            proration_behavior=write.proration_behavior,
+            proration_date=write.proration_date,
+            idempotency_key=write.idempotency_key,
+        )
+    return remote
+
+
+def record_outcome(
+    uow: UnitOfWork,
+    change: ScheduledChange,
+    subscription: Subscription | None,
+    command_id: str | None,
+    now: datetime,
+) -> None:
+    """The event of how the change ended: made now (an immediate change), applied at the
+    period's end, or skipped."""
+    if change.state is ChangeState.APPLIED:
+        applied = (
+            SubscriptionPlanChanged if change.kind is ChangeKind.IMMEDIATE else PlanChangeApplied
+        )
+        event: Event = applied.of(change, command_id=command_id, now=now, subscription=subscription)
+    else:
+        event = PlanChangeSkipped.of(
+            change, command_id=command_id, now=now, subscription=subscription
+        )
+    uow.events.add(event)
