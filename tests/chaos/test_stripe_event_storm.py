@@ -8,6 +8,7 @@ emulator's request log: counts and order, no timings."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -20,6 +21,7 @@ import redis
 from domain.billing import CreateBillingAccount
 from domain.provider_sync import SyncStripeObject
 from domain.scheduled_changes import ApplyScheduledChange, ChangeState
+from tasks.subscriptions import ENQUEUE_DUE_CHANGES
 from tests.chaos.conftest import StackFactory
 from tests.chaos.test_scheduled_changes import schedule_changes, states
 from tests.support.records import create_organization
@@ -82,10 +84,15 @@ def reads_of(stack: Stack, sub: Subscribed) -> int:
         return len(emulator.requests(f"/v1/subscriptions/{sub.provider_id}", method="GET"))
 
 
-def queued_in(stack: Stack, queue: str) -> int:
-    """Messages waiting on ``queue``, over its priority lists (kombu names them after it)."""
+def queued_tasks(stack: Stack, queue: str) -> list[str]:
+    """The names of the tasks waiting on ``queue``, over its priority lists (kombu names
+    them after it)."""
     client = redis.Redis.from_url(stack.redis_url)
-    return sum(int(client.llen(key)) for key in client.scan_iter(f"{queue}*"))
+    return [
+        json.loads(message)["headers"]["task"]
+        for key in client.scan_iter(f"{queue}*")
+        for message in client.lrange(key, 0, -1)
+    ]
 
 
 def until(check: Callable[[], bool], what: str) -> None:
@@ -122,7 +129,10 @@ def test_stripe_s_syncs_wait_behind_the_due_changes_and_an_account_creation(
     creation_id = created.headers["Command-Id"]
     # Beat's sweep is queued before the worker starts: the worker finds the whole backlog.
     stack.start_beat()
-    until(lambda: queued_in(stack, "maintenance") > 0, "beat's sweep queued")
+    until(
+        lambda: ENQUEUE_DUE_CHANGES in queued_tasks(stack, "maintenance"),
+        "beat's due-changes sweep queued",
+    )
     stack.start_worker("w1", concurrency=1)
 
     until(lambda: states(stack, change_ids)[ChangeState.APPLIED] == 6, "the changes applied")
