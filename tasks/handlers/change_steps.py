@@ -6,16 +6,19 @@ order under their own keys, and the event of how a change ended.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from domain.errors import Internal, error_info, found
 from domain.event_base import Event
-from domain.period_end import PriceWrite
+from domain.period_end import renewal_correction
 from domain.provider_ports import BillingProvider
 from domain.repositories import UnitOfWork
 from domain.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
 from domain.subscription_events import PlanChangeApplied, PlanChangeSkipped, SubscriptionPlanChanged
 from domain.subscriptions import ProviderSubscription, Subscription
+
+logger = logging.getLogger(__name__)
 
 
 def locked_change(uow: UnitOfWork, change_id: str) -> tuple[ScheduledChange, Subscription]:
@@ -45,16 +48,41 @@ def price_of(uow: UnitOfWork, plan_id: str) -> str:
     return plan.provider_price_id
 
 
-def send_writes(
+def correct_renewal(
     provider: BillingProvider,
-    provider_id: str,
+    change: ScheduledChange,
+    subscription: Subscription,
     remote: ProviderSubscription,
-    writes: list[PriceWrite],
+    *,
+    billed_price_id: str,
+    wanted_price_id: str,
+    keys: tuple[str, str],
+    what: str,
 ) -> ProviderSubscription:
-    """Send the price writes in order, each under its own key; returns the last answer."""
+    """The provider renewed at ``billed_price_id`` before ``what`` (a write about ``change``)
+    reached it: send the writes that make the new period cost ``wanted_price_id`` net
+    (:func:`domain.period_end.renewal_correction`, under ``keys``: the realignment's and the
+    correction's), in order; returns the provider's last answer."""
+    logger.warning(
+        "%s of change %s of %s reached the provider after it renewed at price %s: "
+        "correcting the period from %s",
+        what,
+        change.id,
+        change.subscription_id,
+        billed_price_id,
+        remote.current_period_start.isoformat(),
+    )
+    realign_key, correction_key = keys
+    writes = renewal_correction(
+        remote,
+        billed_price_id=billed_price_id,
+        wanted_price_id=wanted_price_id,
+        realign_key=realign_key,
+        correction_key=correction_key,
+    )
     for write in writes:
         remote = provider.change_subscription_price(
-            provider_id,
+            subscription.provider_id,
             remote.item_id,
             write.price_id,
             proration_behavior=write.proration_behavior,

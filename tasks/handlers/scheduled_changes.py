@@ -27,7 +27,6 @@ from domain.period_end import (
     PeriodEndStep,
     Step,
     period_end_step,
-    renewal_correction,
     staged_too_late,
 )
 from domain.ports import HandlerContext
@@ -43,7 +42,7 @@ from domain.scheduled_changes import (
 )
 from domain.subscription_events import PlanChangeScheduled
 from domain.subscriptions import ProviderSubscription, Subscription
-from tasks.handlers.change_steps import locked_change, price_of, record_outcome, send_writes
+from tasks.handlers.change_steps import correct_renewal, locked_change, price_of, record_outcome
 
 logger = logging.getLogger(__name__)
 
@@ -147,24 +146,15 @@ def _reach_the_boundary(
                 _mark_corrected_late(change.id, svc)
                 step = PeriodEndStep(Step.APPLY, correct_renewal=True)
     if step.correct_renewal:
-        logger.warning(
-            "change %s of %s reached the provider after it renewed at the old price: "
-            "correcting the period from %s",
-            change.id,
-            change.subscription_id,
-            remote.current_period_start.isoformat(),
-        )
-        remote = send_writes(
+        remote = correct_renewal(
             provider,
-            subscription.provider_id,
+            change,
+            subscription,
             remote,
-            renewal_correction(
-                remote,
-                billed_price_id=from_price_id,
-                wanted_price_id=price_id,
-                realign_key=change.late_realign_key,
-                correction_key=change.late_correction_key,
-            ),
+            billed_price_id=from_price_id,
+            wanted_price_id=price_id,
+            keys=(change.late_realign_key, change.late_correction_key),
+            what="the write",
         )
     if step.step is Step.APPLY:
         return _record_sent(change.id, remote, price_id, svc, command_id)

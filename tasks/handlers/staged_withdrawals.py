@@ -12,11 +12,11 @@ import logging
 from dataclasses import dataclass
 
 from domain.errors import InvalidArgument
-from domain.period_end import renewal_correction, renewed_since, withdrawal
+from domain.period_end import renewed_since, withdrawal
 from domain.ports import HandlerContext
 from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
 from domain.subscription_events import PlanChangeCanceled, PlanChangeReplaced
-from tasks.handlers.change_steps import locked_change, price_of, send_writes
+from tasks.handlers.change_steps import correct_renewal, locked_change, price_of
 
 logger = logging.getLogger(__name__)
 
@@ -78,24 +78,15 @@ def withdraw_staged_change(
         _withdrawal_refused(change.id, svc)
         raise
     if renewed_since(remote, change.effective_at):
-        logger.warning(
-            "withdrawal of change %s of %s reached the provider after it renewed at the "
-            "staged price: correcting the period from %s",
-            change.id,
-            change.subscription_id,
-            remote.current_period_start.isoformat(),
-        )
-        remote = send_writes(
+        remote = correct_renewal(
             provider,
-            subscription.provider_id,
+            change,
+            subscription,
             remote,
-            renewal_correction(
-                remote,
-                billed_price_id=staged_price_id,
-                wanted_price_id=from_price_id,
-                realign_key=change.withdrawal_realign_key,
-                correction_key=change.withdrawal_correction_key,
-            ),
+            billed_price_id=staged_price_id,
+            wanted_price_id=from_price_id,
+            keys=(change.withdrawal_realign_key, change.withdrawal_correction_key),
+            what="the withdrawal",
         )
 
     with svc.unit_of_work() as uow:
