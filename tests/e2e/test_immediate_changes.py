@@ -155,6 +155,7 @@ def test_an_upgrade_on_day_ten_takes_effect_when_made_and_is_invoiced_and_paid_f
     assert now_on.current_period_start == period_start  # the period goes on
     phases = [(p.source, p.plan_id, p.effective_at) for p in phases_of(now_on, [made])]
     assert ("applied", catalog.team.id, effective_at) in phases
+    assert ("current", catalog.team.id, effective_at) in phases  # on team since it was made
 
     # Paid when granted: the upgrade's prorations are invoiced at once and charged, from the
     # very time the change is recorded as effective.

@@ -280,9 +280,12 @@ def phases_of(subscription: Subscription, changes: Sequence[ScheduledChange]) ->
         for change in applied
     ]
     current = subscription.current_phase()
-    phases.append(
-        PhaseView(effective_at=current.effective_at, plan_id=current.plan_id, source="current")
-    )
+    since = current.effective_at
+    if applied and applied[-1].target_plan_id == current.plan_id:
+        # Changed within the period (an immediate change): the plan began then, not at the
+        # period's start.
+        since = max(since, applied[-1].effective_at)
+    phases.append(PhaseView(effective_at=since, plan_id=current.plan_id, source="current"))
     phases += [
         PhaseView(
             effective_at=change.effective_at,
