@@ -58,7 +58,9 @@ from domain.permissions import Grant, Scope  # noqa: E402
 from domain.plans import Plan  # noqa: E402
 from tasks.handlers.stripe_endpoints import register_stripe_endpoint  # noqa: E402
 from tasks.handlers.subscribe import seed_period_end_changes  # noqa: E402
+from tests.emulator.support import sdk_client  # noqa: E402
 from tests.support.emulator import EMULATOR_KEY, start_emulator  # noqa: E402
+from tests.support.invoices import pay_open_invoices  # noqa: E402
 from tests.support.records import create_organization, services_on  # noqa: E402
 from tests.support.stack import Stack, stack_env  # noqa: E402
 from tests.support.subscriptions import DAY, new_account, new_plan, subscribe  # noqa: E402
@@ -337,6 +339,9 @@ class Flooded:
 
 def _flooded(stack: Stack, ctx: Services, starter: Plan, team: Plan) -> Flooded:
     sub = subscribe(ctx, new_account(ctx), starter)
+    # Paid, so that it stays changeable over the jump (a send_invoice subscription unpaid past
+    # its due date is past_due, and its previews a cheap 400): every preview is a whole one.
+    pay_open_invoices(sdk_client(stack.stripe_url), sub.provider_id)
     grant = Grant(scopes=frozenset({Scope.SUBSCRIPTIONS_CHANGE}), org_ids=frozenset({sub.org_id}))
     client = stack.new_client("flooder", grant=grant)
     return Flooded(f"{sub.change_url}/preview", team.name, (client.client_id, client.secret))
