@@ -9,6 +9,7 @@ import pytest
 import stripe  # noqa: TID251 - the tests look at the emulator's objects through the SDK
 from celery import Celery
 
+from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.message_check import MessageCheck
 from tests.support.stack import Stack
@@ -35,6 +36,15 @@ def api(stack: Stack) -> Iterator[httpx.Client]:
 def sdk(stack: Stack) -> stripe.StripeClient:
     """The real Stripe SDK on the stack's emulator."""
     return sdk_client(stack.stripe_url)
+
+
+@pytest.fixture
+def emulator(stack: Stack) -> Iterator[EmulatorAdmin]:
+    """The stack's emulator, through its admin API; the faults a test added end with it."""
+    admin = stack.stripe
+    yield admin
+    admin.clear_faults()
+    admin.close()
 
 
 @pytest.fixture

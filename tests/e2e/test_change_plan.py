@@ -13,7 +13,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,13 +21,13 @@ import pytest
 import stripe  # noqa: TID251 - the tests look at the emulator's subscriptions through the SDK
 from celery import Celery
 
-from domain.plans import Plan
 from domain.scheduled_changes import ChangeState
 from stripe_emulator import EmulatorAdmin
 from tests.support.errors import field_violations
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import (
     DAY,
+    Catalog,
     Subscribed,
     change_in,
     changes_of,
@@ -39,6 +38,7 @@ from tests.support.subscriptions import (
     stored_change,
     stored_subscription,
     subscribe,
+    three_plans,
 )
 from worker.bootstrap import Services
 
@@ -48,20 +48,9 @@ SWEEPS = 1.5
 """Three sweep intervals of TEST_SETTINGS: long enough for beat to have looked."""
 
 
-@dataclass(frozen=True)
-class Catalog:
-    starter: Plan
-    team: Plan
-    scale: Plan
-
-
 @pytest.fixture(scope="module")
 def catalog(ctx: Services) -> Catalog:
-    return Catalog(
-        starter=new_plan(ctx, "starter", 900),
-        team=new_plan(ctx, "team", 2900),
-        scale=new_plan(ctx, "scale", 9900),
-    )
+    return three_plans(ctx)
 
 
 @pytest.fixture(scope="module")
@@ -72,14 +61,6 @@ def beat(stack: Stack) -> Iterator[subprocess.Popen[bytes]]:
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(15)
-
-
-@pytest.fixture
-def emulator(stack: Stack) -> Iterator[EmulatorAdmin]:
-    admin = stack.stripe
-    yield admin
-    admin.clear_faults()
-    admin.close()
 
 
 @pytest.fixture

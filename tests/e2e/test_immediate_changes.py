@@ -11,8 +11,6 @@ and announce, on SQLite and PostgreSQL, with default settings (``create_proratio
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,23 +19,22 @@ import pytest
 import stripe  # noqa: TID251 - the tests read the emulator's invoices through the SDK
 
 from domain.change_previews import PREVIEW_VALIDITY
-from domain.operator_requests import CreateSubscription
 from domain.plans import Plan
 from domain.scheduled_changes import ChangeState
 from domain.subscriptions import SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
-from tasks.handlers.subscribe import create_subscription
+from tests.e2e.test_period_end_billing import subscribe
 from tests.support.errors import field_violations
 from tests.support.events import outbox_rows
 from tests.support.invoices import invoices_of, pending_items
 from tests.support.stack import Stack
 from tests.support.subscriptions import (
     DAY,
+    Catalog,
     Subscribed,
     changes_of,
-    new_account,
-    new_plan,
     stored_subscription,
+    three_plans,
 )
 from worker.bootstrap import Services
 from worker.db.timelines import phases_of
@@ -47,41 +44,9 @@ pytestmark = pytest.mark.e2e
 AUTOMATIC = SubscriptionTerms(collection_method="charge_automatically")
 
 
-@dataclass(frozen=True)
-class Catalog:
-    starter: Plan
-    team: Plan
-    scale: Plan
-
-
 @pytest.fixture(scope="module")
 def catalog(ctx: Services) -> Catalog:
-    return Catalog(
-        starter=new_plan(ctx, "starter", 900),
-        team=new_plan(ctx, "team", 2900),
-        scale=new_plan(ctx, "scale", 9900),
-    )
-
-
-@pytest.fixture
-def emulator(stack: Stack) -> Iterator[EmulatorAdmin]:
-    admin = stack.stripe
-    yield admin
-    admin.close()
-
-
-def subscribe(ctx: Services, plan: Plan, terms: SubscriptionTerms | None = None) -> Subscribed:
-    account = new_account(ctx)
-    subscription = create_subscription(
-        CreateSubscription(
-            org_id=account.org_id,
-            billing_account_id=account.id,
-            plan_ref=plan.name,
-            terms=terms or SubscriptionTerms(),
-        ),
-        ctx,
-    )
-    return Subscribed(account.org_id, account.id, subscription.id, subscription.provider_id)
+    return three_plans(ctx)
 
 
 def change_now(

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -24,14 +23,6 @@ from worker.clock import SystemClock
 pytestmark = pytest.mark.e2e
 
 ACCOUNT = {"body": {"name": "Acme Ltd", "email": "billing@acme.example"}}
-
-
-@pytest.fixture
-def emulator(stack: Stack) -> Iterator[EmulatorAdmin]:
-    admin = stack.stripe
-    yield admin
-    admin.clear_faults()
-    admin.close()
 
 
 def cli(stack: Stack, *args: str) -> str:

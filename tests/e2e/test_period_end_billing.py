@@ -98,13 +98,6 @@ def catalog(ctx: Services) -> Catalog:
     )
 
 
-@pytest.fixture
-def emulator(stack: Stack) -> Iterator[EmulatorAdmin]:
-    admin = stack.stripe
-    yield admin
-    admin.close()
-
-
 def subscribe(ctx: Services, plan: Plan, terms: SubscriptionTerms | None = None) -> Subscribed:
     account = new_account(ctx)
     subscription = create_subscription(

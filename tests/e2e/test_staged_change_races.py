@@ -14,7 +14,6 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -38,11 +37,12 @@ from tests.e2e.test_period_end_billing import (
 from tests.support.invoices import Invoice, pay_open_invoices
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from tests.support.subscriptions import (
+    Catalog,
     Subscribed,
     changes_of,
-    new_plan,
     stored_change,
     stored_subscription,
+    three_plans,
 )
 from worker.bootstrap import Services
 from worker.db.models import ProviderCallRow
@@ -92,28 +92,9 @@ WORKERS: dict[str, subprocess.Popen[bytes]] = {}
 """Each stack's worker process, which a test kills and starts again."""
 
 
-@dataclass(frozen=True)
-class Catalog:
-    starter: Plan
-    team: Plan
-    scale: Plan
-
-
 @pytest.fixture(scope="module")
 def catalog(ctx: Services) -> Catalog:
-    return Catalog(
-        starter=new_plan(ctx, "starter", 900),
-        team=new_plan(ctx, "team", 2900),
-        scale=new_plan(ctx, "scale", 4900),
-    )
-
-
-@pytest.fixture
-def emulator(stack: Stack) -> Iterator[EmulatorAdmin]:
-    admin = stack.stripe
-    yield admin
-    admin.clear_faults()
-    admin.close()
+    return three_plans(ctx, scale_amount=4900)
 
 
 def staged(stack: Stack, api: httpx.Client, sub: Subscribed, plan: Plan) -> ScheduledChange:

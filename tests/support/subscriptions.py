@@ -40,6 +40,24 @@ def new_plan(ctx: Services, name: str, amount: int, interval: str = "month") -> 
     return create_plan(CreatePlan(spec), ctx)
 
 
+@dataclass(frozen=True)
+class Catalog:
+    """Three monthly plans, dearer each: what the plan-change tests move between."""
+
+    starter: Plan
+    team: Plan
+    scale: Plan
+
+
+def three_plans(ctx: Services, scale_amount: int = 9900) -> Catalog:
+    """Starter (900), team (2900) and scale (``scale_amount``), monthly."""
+    return Catalog(
+        starter=new_plan(ctx, "starter", 900),
+        team=new_plan(ctx, "team", 2900),
+        scale=new_plan(ctx, "scale", scale_amount),
+    )
+
+
 def new_account(ctx: Services) -> BillingAccount:
     """An enabled organization with a billing account registered at the emulator."""
     org = create_organization(ctx.database(), ctx.clock, name=f"org-{uuid.uuid4().hex[:12]}")
