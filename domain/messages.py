@@ -18,7 +18,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
-from domain.rate_budget import Priority
+from domain.provider.rate_budget import Priority
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$"
 """Every identifier: letters, digits and ``_ . : -``, starting with a letter or digit."""
@@ -168,11 +168,11 @@ class CommandStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     """Ended without doing its work for a reason an operator acts on (a dependency down for
-    the whole retry budget, our own fault), then replays (``domain.outcomes``)."""
+    the whole retry budget, our own fault), then replays (``domain.operations.outcomes``)."""
     REJECTED = "rejected"
     """Ended without doing its work because the caller got it wrong (invalid, not found, a
     conflict, not permitted, refused by the provider for its data): the caller sends a
-    corrected command; nobody replays it (``domain.outcomes``)."""
+    corrected command; nobody replays it (``domain.operations.outcomes``)."""
 
     @property
     def is_terminal(self) -> bool:

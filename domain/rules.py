@@ -1,6 +1,6 @@
 """Input rules shared by every way in (the HTTP API, the queue and the command line), so an
 email, a name or an id is valid or not whichever way it arrives (a currency's rules are in
-``domain/currencies.py``)."""
+``domain/billing/currencies.py``)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ attempted until the receiver answers 2xx, retried with backoff and jitter for a 
 about a day, and then failed; an endpoint whose delivery fails for the whole budget is
 disabled with the reason recorded. A failed delivery can be replayed.
 
-Deliveries of one subject (``domain.event_base.Subject``) to one endpoint go in the order
+Deliveries of one subject (``domain.events.base.Subject``) to one endpoint go in the order
 their events happened: a delivery waits while an earlier one of its subject is unfinished.
 """
 
@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, StrictInt
 
 from domain.errors import FailedPrecondition, InvalidArgument, error_info
-from domain.events import EVENT_TYPES
+from domain.events.catalog import EVENT_TYPES
 from domain.messages import Message, ResourceId
 from domain.rules import new_id
 

@@ -8,7 +8,7 @@ A :class:`RateLimited` is no failure at all: the command waits (re-queued until 
 provider's rate budget has its token), and its retry budget stays whole.
 
 A command that ends without doing its work ends ``rejected`` (the caller's mistake) or
-``failed`` (for an operator), as ``domain.outcomes`` decides from its error body; each is
+``failed`` (for an operator), as ``domain.operations.outcomes`` decides from its error body; each is
 recorded with its event (``command.rejected``, ``command.failed``).
 
 **What Celery shows of it.** Both end the task in Celery's ``FAILURE`` state, raising
@@ -37,8 +37,11 @@ from billiard.einfo import ExceptionInfo
 from celery.exceptions import Retry
 from pydantic import ValidationError
 
-from domain.command_events import CommandFailedEvent, CommandRejectedEvent
-from domain.command_ports import CommandOutcome
+from application import log_context
+from application.handlers.events import COMMANDS_BATCHES, relay_for_commands
+from application.one_transaction import InOneTransaction
+from application.requests.sweeps import RelayEvents
+from application.retry import RetryPolicy
 from domain.errors import (
     CommandError,
     CommandIdReused,
@@ -52,17 +55,14 @@ from domain.errors import (
     field_violations,
     violations_of,
 )
+from domain.events.commands import CommandFailedEvent, CommandRejectedEvent
 from domain.messages import Command, CommandStatus, Result, is_id, storable, unstorable_values
-from domain.outcomes import ended_as, error_line
-from domain.ports import Application, HandlerContext
-from domain.rate_budget import RateLimited, calls_at
+from domain.operations.outcomes import ended_as, error_line
+from domain.ports.application import Application, HandlerContext
+from domain.ports.commands import CommandOutcome
+from domain.ports.repositories import UnitOfWork
+from domain.provider.rate_budget import RateLimited, calls_at
 from domain.redaction import mask_text, redact
-from domain.repositories import UnitOfWork
-from domain.sweeps import RelayEvents
-from tasks import log_context
-from tasks.handlers.events import COMMANDS_BATCHES, relay_for_commands
-from tasks.one_transaction import InOneTransaction
-from tasks.retry import RetryPolicy
 from tasks.runtime import ApplicationTask
 
 logger = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ class CommandFailed(Exception):
 
 
 class CommandRejected(CommandFailed):
-    """The command was the caller's mistake (``rejected``, ``domain.outcomes``); a
+    """The command was the caller's mistake (``rejected``, ``domain.operations.outcomes``); a
     :class:`CommandFailed`, so that code catching that catches both."""
 
 
@@ -276,7 +276,8 @@ class CommandTask(ApplicationTask):
             return None
 
     def _log_as(self, command_id: str, values: dict[str, Any]) -> None:
-        """Every line logged while this delivery runs names the command (tasks.log_context)."""
+        """Every line logged while this delivery runs names the command
+        (application.log_context)."""
         log_context.bind(
             log_context.command_fields(
                 command_id=command_id,
@@ -380,7 +381,8 @@ class CommandTask(ApplicationTask):
         )
 
     def _fail(self, svc: Application, command_id: str, error: CommandError) -> dict[str, Any]:
-        """End the command ``rejected`` or ``failed`` (``domain.outcomes``), with its event."""
+        """End the command ``rejected`` or ``failed`` (``domain.operations.outcomes``), with its
+        event."""
         body = error.to_body()
         now = svc.clock.now()
         rejected = ended_as(body) is CommandStatus.REJECTED

@@ -7,11 +7,11 @@ from typing import Any
 
 from celery import shared_task
 
-from domain.billing import CreateBillingAccount, RegisterBillingAccount
-from domain.sweeps import RedrivePendingAccounts
+from application.handlers.billing import create_billing_account, register_billing_account
+from application.handlers.sweeps import redrive_pending_accounts as redrive
+from application.requests.sweeps import RedrivePendingAccounts
+from domain.billing.accounts import CreateBillingAccount, RegisterBillingAccount
 from tasks.base import CommandTask
-from tasks.handlers.billing import create_billing_account, register_billing_account
-from tasks.handlers.sweeps import redrive_pending_accounts as redrive
 from tasks.runtime import SweepTask
 
 REDRIVE_PENDING_ACCOUNTS = "billing.redrive_pending_accounts"

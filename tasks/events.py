@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from domain.sweeps import RelayEvents
-from tasks.handlers.events import relay_events
+from application.handlers.events import relay_events
+from application.requests.sweeps import RelayEvents
 from tasks.runtime import SweepTask
 
 RELAY_EVENTS = "events.relay"

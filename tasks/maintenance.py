@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from domain.sweeps import PruneCommandLog, PruneOutbox, RepublishStalledCommands
-from tasks.handlers.retention import prune_command_log as prune
-from tasks.handlers.retention import prune_outbox
-from tasks.handlers.sweeps import republish_stalled_commands as republish
+from application.handlers.retention import prune_command_log as prune
+from application.handlers.retention import prune_outbox
+from application.handlers.sweeps import republish_stalled_commands as republish
+from application.requests.sweeps import PruneCommandLog, PruneOutbox, RepublishStalledCommands
 from tasks.runtime import SweepTask
 
 REPUBLISH_STALLED_COMMANDS = "maintenance.republish_stalled_commands"

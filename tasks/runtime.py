@@ -2,7 +2,7 @@
 
 Tasks are declared with ``@shared_task``, so this package names no Celery app. The
 composition root (``worker.celery_app``) creates a :class:`CommandApp` carrying the factory
-of this process's :class:`~domain.ports.Application`; a task reads it from ``self.app``.
+of this process's :class:`~domain.ports.application.Application`; a task reads it from ``self.app``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from celery import Celery, Task
 from celery.signals import task_postrun
 
-from domain.ports import Application
-from tasks import log_context
+from application import log_context
+from domain.ports.application import Application
 
 if TYPE_CHECKING:
     _TaskBase = Task[Any, Any]

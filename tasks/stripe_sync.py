@@ -7,10 +7,10 @@ from typing import Any
 
 from celery import shared_task
 
-from domain.provider_sync import SyncStripeObject
-from domain.sweeps import ReconcileWithStripe
+from application.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
+from application.requests.sweeps import ReconcileWithStripe
+from domain.provider.sync import SyncStripeObject
 from tasks.base import CommandTask
-from tasks.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
 from tasks.runtime import SweepTask
 
 RECONCILE_WITH_STRIPE = "stripe.reconcile"

@@ -9,16 +9,16 @@ from typing import Any
 
 from celery import shared_task
 
-from domain.change_previews import PreviewPlanChange
-from domain.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan
-from domain.sweeps import PublishDueChanges
-from tasks.base import CommandTask
-from tasks.handlers.previews import preview_plan_change
-from tasks.handlers.scheduled_changes import (
+from application.handlers.previews import preview_plan_change
+from application.handlers.scheduled_changes import (
     apply_scheduled_change as handle_apply_scheduled_change,
 )
-from tasks.handlers.subscriptions import change_subscription_plan
-from tasks.handlers.sweeps import publish_due_changes
+from application.handlers.subscriptions import change_subscription_plan
+from application.handlers.sweeps import publish_due_changes
+from application.requests.sweeps import PublishDueChanges
+from domain.subscriptions.change_previews import PreviewPlanChange
+from domain.subscriptions.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan
+from tasks.base import CommandTask
 from tasks.runtime import SweepTask
 
 ENQUEUE_DUE_CHANGES = "subscriptions.enqueue_due_changes"

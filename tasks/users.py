@@ -6,9 +6,9 @@ from typing import Any
 
 from celery import shared_task
 
+from application.handlers.users import enable_user as handle_enable_user
 from domain.users import EnableUser
 from tasks.base import CommandTask
-from tasks.handlers.users import enable_user as handle_enable_user
 
 
 @shared_task(name=EnableUser.TASK_NAME, base=CommandTask, bind=True)

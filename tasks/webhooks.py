@@ -14,17 +14,17 @@ from typing import Any
 from celery import shared_task
 from pydantic import ValidationError
 
-from domain.ports import Application
-from domain.sweeps import SendDueDeliveries
-from domain.webhooks import DeliveryMessage
-from tasks.handlers.webhook_deliveries import (
+from application.handlers.webhook_deliveries import (
     DELIVER_WEBHOOK,
     SEND_DUE_DELIVERIES,
     WEBHOOKS_QUEUE,
     deliver,
     send_due_deliveries,
 )
-from tasks.retry import RetryPolicy
+from application.requests.sweeps import SendDueDeliveries
+from application.retry import RetryPolicy
+from domain.ports.application import Application
+from domain.webhooks import DeliveryMessage
 from tasks.runtime import ApplicationTask, SweepTask
 
 __all__ = ["DELIVER_WEBHOOK", "SEND_DUE_DELIVERIES", "deliver_webhook", "send_due"]

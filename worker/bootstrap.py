@@ -1,7 +1,8 @@
 """The composition root: the one place where adapters are chosen and wired.
 
 :func:`bootstrap` gives this process's :class:`Services`, the
-:class:`domain.ports.Application` that tasks, the API and the CLI run handlers with. Every
+:class:`domain.ports.application.Application` that tasks, the API and the CLI run handlers with.
+Every
 client (database engine, Redis, Stripe, the rate budget) is built on first use, never at
 import, and built again in a forked child.
 """
@@ -17,15 +18,15 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.command_ports import CommandPublisher, DeadLetterStore
-from domain.console import ConsoleQueries
-from domain.event_ports import EventStream, RelayLock, WebhookSender
-from domain.ports import Clock, RunnerPolicy
-from domain.provider_ports import BillingProvider
-from domain.rate_budget import RateBudget
-from domain.repositories import UnitOfWork
-from domain.retention import CommandRetention
-from domain.scheduled_changes import ProrationBehavior
+from domain.operations.console import ConsoleQueries
+from domain.operations.retention import CommandRetention
+from domain.ports.application import Clock, RunnerPolicy
+from domain.ports.commands import CommandPublisher, DeadLetterStore
+from domain.ports.events import EventStream, RelayLock, WebhookSender
+from domain.ports.provider import BillingProvider
+from domain.ports.repositories import UnitOfWork
+from domain.provider.rate_budget import RateBudget
+from domain.subscriptions.scheduled_changes import ProrationBehavior
 from domain.webhooks import DeliveryPolicy
 from worker.clock import ShiftableClock, SystemClock
 from worker.db.commands import SqlCommandLog
@@ -225,11 +226,11 @@ class Services:
         return SqlUnitOfWork(self.database())
 
     def billing_provider(self) -> BillingProvider:
-        """The provider, each call of a command recorded (``tasks/provider_calls.py``)."""
+        """The provider, each call of a command recorded (``application/provider_calls.py``)."""
         if self._provider is None:
             self._provider = provider_for(self.settings, self.rate_budget())
         if self._recorded_provider is None:
-            from tasks.provider_calls import RecordedProvider
+            from application.provider_calls import RecordedProvider
             from worker.db.provider_calls import SqlProviderCallLog
 
             log = SqlProviderCallLog(self.database())
@@ -369,8 +370,8 @@ def connect_metrics(celery: Celery | None = None) -> None:
     ``celery``: the process's app (the workers' and beat's), handed to its services."""
     if get_settings().benchmark_without_metrics:
         return
-    from domain.provider_sync import SyncStripeObject
-    from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK
+    from application.handlers.webhook_deliveries import DELIVER_WEBHOOK
+    from domain.provider.sync import SyncStripeObject
     from tasks.stripe_sync import RECONCILE_WITH_STRIPE
     from worker.messaging.config import SWEEPS
     from worker.observability import metrics, signals

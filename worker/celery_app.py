@@ -20,7 +20,7 @@ from celery.signals import (
     worker_process_shutdown,
 )
 
-from domain.ports import Application
+from domain.ports.application import Application
 from tasks.runtime import CommandApp
 from worker.bootstrap import bootstrap, configure_logging, connect_metrics
 from worker.messaging.config import CONSUMED_QUEUES, TASK_MODULES, celery_config

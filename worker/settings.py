@@ -16,8 +16,8 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from domain.currencies import currency_code
-from domain.scheduled_changes import ProrationBehavior
+from domain.billing.currencies import currency_code
+from domain.subscriptions.scheduled_changes import ProrationBehavior
 
 STACK_FILE = "stack.json"
 DATA_DIR_NAME = ".billing-worker"

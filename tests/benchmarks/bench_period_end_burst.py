@@ -53,11 +53,11 @@ from sqlalchemy import func, select
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from domain.operator_requests import RegisterStripeEndpoint, SeedPeriodEndChanges  # noqa: E402
+from application.handlers.stripe_endpoints import register_stripe_endpoint  # noqa: E402
+from application.handlers.subscribe import seed_period_end_changes  # noqa: E402
+from application.requests.operator_requests import RegisterStripeEndpoint, SeedPeriodEndChanges  # noqa: E402
 from domain.permissions import Grant, Scope  # noqa: E402
-from domain.plans import Plan  # noqa: E402
-from tasks.handlers.stripe_endpoints import register_stripe_endpoint  # noqa: E402
-from tasks.handlers.subscribe import seed_period_end_changes  # noqa: E402
+from domain.subscriptions.plans import Plan  # noqa: E402
 from tests.emulator.support import sdk_client  # noqa: E402
 from tests.support.emulator import EMULATOR_KEY, start_emulator  # noqa: E402
 from tests.support.invoices import pay_open_invoices  # noqa: E402

@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python tests/benchmarks/bench_webhook_retries.py [--runs 2000]``
 
 Simulates deliveries to a receiver that never answers 2xx, with the real backoff
-(``tasks.retry.RetryPolicy``: full jitter between 0 and ``min(max, base·2ⁿ)``) and the real
+(``application.retry.RetryPolicy``: full jitter between 0 and ``min(max, base·2ⁿ)``) and the real
 rule that ends a delivery (``WebhookDelivery.attempt_failed``: a retry that would fall past
 the budget, counted from the first attempt, is not made), at the default settings (base 5 s,
 max 1 h, budget 24 h). The baseline, in the same run, is the same schedule without jitter
@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from application.retry import RetryPolicy  # noqa: E402
 from domain.webhooks import DeliveryState, WebhookDelivery  # noqa: E402
-from tasks.retry import RetryPolicy  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -8,10 +8,10 @@ from datetime import timedelta
 
 from sqlalchemy import select, text, update
 
-from domain.scheduled_changes import ChangeKind, ChangeState
-from domain.subscriptions import SubscriptionState
-from domain.sweeps import PublishDueChanges
-from tasks.handlers.sweeps import publish_due_changes
+from application.handlers.sweeps import publish_due_changes
+from application.requests.sweeps import PublishDueChanges
+from domain.subscriptions.scheduled_changes import ChangeKind, ChangeState
+from domain.subscriptions.subscription import SubscriptionState
 from tests.benchmarks.figures import Figure, Target
 from tests.benchmarks.harness import (
     BenchContext,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from domain.billing import BillingAccountState
+from domain.billing.accounts import BillingAccountState
 from tests.chaos.conftest import StackFactory
 from tests.support.environment import settings_environment
 from tests.support.records import create_organization

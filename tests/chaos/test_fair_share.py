@@ -14,9 +14,9 @@ import httpx
 import pytest
 import redis
 
-from domain.change_previews import PreviewPlanChange
 from domain.permissions import Grant, Scope
-from domain.scheduled_changes import ChangeState
+from domain.subscriptions.change_previews import PreviewPlanChange
+from domain.subscriptions.scheduled_changes import ChangeState
 from tests.chaos.conftest import StackFactory
 from tests.chaos.test_scheduled_changes import schedule_changes, states
 from tests.support.stack import Stack, eventually

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from domain.scheduled_changes import ChangeState, ScheduledChange
+from domain.subscriptions.scheduled_changes import ChangeState, ScheduledChange
 from tests.chaos.conftest import StackFactory
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import (

@@ -18,9 +18,9 @@ import httpx
 import pytest
 import redis
 
-from domain.billing import CreateBillingAccount
-from domain.provider_sync import SyncStripeObject
-from domain.scheduled_changes import ApplyScheduledChange, ChangeState
+from domain.billing.accounts import CreateBillingAccount
+from domain.provider.sync import SyncStripeObject
+from domain.subscriptions.scheduled_changes import ApplyScheduledChange, ChangeState
 from tasks.subscriptions import ENQUEUE_DUE_CHANGES
 from tests.chaos.conftest import StackFactory
 from tests.chaos.test_scheduled_changes import schedule_changes, states

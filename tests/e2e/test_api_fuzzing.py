@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from domain.operator_requests import DisableEndpoint, ListEndpoints
+from application.handlers import webhook_endpoints
+from application.requests.operator_requests import DisableEndpoint, ListEndpoints
 from domain.permissions import ALL_SCOPES, Grant
-from tasks.handlers import webhook_endpoints
 from tests.support.records import create_organization, services_on
 from tests.support.stack import Stack
 from worker.clock import SystemClock

@@ -21,7 +21,7 @@ import pytest
 import stripe  # noqa: TID251 - the tests look at the emulator's subscriptions through the SDK
 from celery import Celery
 
-from domain.scheduled_changes import ChangeState
+from domain.subscriptions.scheduled_changes import ChangeState
 from stripe_emulator import EmulatorAdmin
 from tests.support.errors import field_violations
 from tests.support.stack import Stack, eventually
@@ -103,7 +103,8 @@ def test_an_immediate_change_reaches_stripe_at_once_and_answers_the_new_phase(
     assert "Deprecation" not in response.headers
     assert item_price(sdk, sub) == catalog.team.provider_price_id
     [update] = executed_updates(emulator, sub.provider_id)
-    # An upgrade is invoiced at once and made only if paid (domain/immediate_changes.py).
+    # An upgrade is invoiced at once and made only if paid
+    # (domain/subscriptions/immediate_changes.py).
     assert (update.form["proration_behavior"], update.form["payment_behavior"]) == (
         "always_invoice",
         "error_if_incomplete",

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis
 
-from domain.events import parse_event
+from domain.events.catalog import parse_event
 from tests.support.events import STREAM, outbox_rows, read_group
 from tests.support.records import create_organization, create_user
 from tests.support.stack import Stack, eventually

@@ -18,10 +18,10 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - the tests read the emulator's invoices through the SDK
 
-from domain.change_previews import PREVIEW_VALIDITY
-from domain.plans import Plan
-from domain.scheduled_changes import ChangeState
-from domain.subscriptions import SubscriptionTerms
+from domain.subscriptions.change_previews import PREVIEW_VALIDITY
+from domain.subscriptions.plans import Plan
+from domain.subscriptions.scheduled_changes import ChangeState
+from domain.subscriptions.subscription import SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tests.e2e.test_period_end_billing import subscribe
 from tests.support.errors import field_violations

@@ -24,12 +24,12 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - the tests read the emulator's invoices through the SDK
 
-from domain.operator_requests import CreateSubscription
-from domain.plans import Plan
-from domain.scheduled_changes import ChangeState, ScheduledChange
-from domain.subscriptions import SubscriptionState, SubscriptionTerms
+from application.handlers.subscribe import create_subscription
+from application.requests.operator_requests import CreateSubscription
+from domain.subscriptions.plans import Plan
+from domain.subscriptions.scheduled_changes import ChangeState, ScheduledChange
+from domain.subscriptions.subscription import SubscriptionState, SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
-from tasks.handlers.subscribe import create_subscription
 from tests.support.events import outbox_rows
 from tests.support.invoices import Invoice, invoices_of, pay_open_invoices
 from tests.support.stack import Stack, eventually, stack_of_its_own

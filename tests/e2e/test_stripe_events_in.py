@@ -17,8 +17,8 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - the tests change the emulator's objects through the SDK
 
-from domain.plans import Plan
-from domain.subscriptions import SubscriptionState
+from domain.subscriptions.plans import Plan
+from domain.subscriptions.subscription import SubscriptionState
 from tests.support.stack import Stack, another_api, eventually
 from tests.support.stripe_events import ROTATED_SECRET, signature
 from tests.support.stripe_events import event as stripe_event

@@ -20,7 +20,7 @@ import pytest
 import redis
 import stripe  # noqa: TID251 - the test acts as Stripe's dashboard through the SDK
 
-from domain.subscriptions import SubscriptionState
+from domain.subscriptions.subscription import SubscriptionState
 from tests.emulator.support import real_stripe_key
 from tests.support.stack import Stack, eventually, stack_env
 from tests.support.stripe_events import signature

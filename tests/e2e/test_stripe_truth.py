@@ -13,12 +13,12 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - the tests act as Stripe's dashboard through the SDK
 
-from domain.operator_requests import RegisterStripeEndpoint
-from domain.plans import Plan
-from domain.scheduled_changes import ChangeState
-from domain.subscriptions import SubscriptionState
+from application.handlers.stripe_endpoints import register_stripe_endpoint
+from application.requests.operator_requests import RegisterStripeEndpoint
+from domain.subscriptions.plans import Plan
+from domain.subscriptions.scheduled_changes import ChangeState
+from domain.subscriptions.subscription import SubscriptionState
 from stripe_emulator import EmulatorAdmin
-from tasks.handlers.stripe_endpoints import register_stripe_endpoint
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from tests.support.subscriptions import (
     Subscribed,

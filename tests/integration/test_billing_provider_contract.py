@@ -1,4 +1,4 @@
-"""The billing provider's contract (``domain.provider_ports.BillingProvider``) as the handlers
+"""The billing provider's contract (``domain.ports.provider.BillingProvider``) as the handlers
 rely on it, checked on the Stripe adapter (against the Stripe emulator) and on the fake the
 unit tests use: one object per idempotency key, customers found by their billing account (the
 oldest of several), every customer and subscription listed, a subscription found by our id,
@@ -12,11 +12,15 @@ from datetime import timedelta
 
 import pytest
 
-from domain.billing import Address, ProviderCustomer
+from domain.billing.accounts import Address, ProviderCustomer
 from domain.errors import Internal, InvalidArgument
-from domain.plans import ProviderPlan
-from domain.provider_ports import BillingProvider
-from domain.subscriptions import ProviderSubscription, SubscriptionState, SubscriptionTerms
+from domain.ports.provider import BillingProvider
+from domain.subscriptions.plans import ProviderPlan
+from domain.subscriptions.subscription import (
+    ProviderSubscription,
+    SubscriptionState,
+    SubscriptionTerms,
+)
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess

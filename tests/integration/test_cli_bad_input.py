@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from domain.permissions import Scope
-from domain.plans import Plan, PlanSpec
+from domain.subscriptions.plans import Plan, PlanSpec
 from tests.support.cli import assert_refused_in_one_line, billing_worker
 from tests.support.records import create_organization, create_user, services_on
 from worker.cli import main

@@ -1,4 +1,4 @@
-"""The command journal's contract (``domain.command_ports.CommandJournal``), checked on the real
+"""The command journal's contract (``domain.ports.commands.CommandJournal``), checked on the real
 command log (SQLite, PostgreSQL) and on the fake the runner's unit tests use."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from domain.command_ports import CommandJournal
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.messages import CommandStatus
+from domain.ports.commands import CommandJournal
 from tests.support.fakes.clock import FakeClock
 from tests.support.fakes.journal import FakeCommandJournal
 from worker.db.commands import SqlCommandLog

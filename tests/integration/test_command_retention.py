@@ -15,10 +15,10 @@ import pytest
 from sqlalchemy import event, select
 from sqlalchemy.exc import IntegrityError
 
+from application.handlers.retention import prune_command_log
+from application.requests.sweeps import PruneCommandLog
 from domain.messages import CommandStatus
-from domain.provider_calls import CallOutcome, ProviderCall
-from domain.sweeps import PruneCommandLog
-from tasks.handlers.retention import prune_command_log
+from domain.provider.calls import CallOutcome, ProviderCall
 from tests.support.environment import settings_environment
 from tests.support.fakes.clock import FakeClock
 from worker.bootstrap import Services, build_services

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from domain.billing import BillingAccount, BillingDetails
+from domain.billing.accounts import BillingAccount, BillingDetails
 from tests.support.cli import Done, billing_worker
 from tests.support.records import create_organization, create_user
 from worker.clock import SystemClock

@@ -12,13 +12,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.billing import BillingAccount, BillingDetails
-from domain.billing_account_events import BillingAccountCreated, BillingAccountRegistered
+from domain.billing.accounts import BillingAccount, BillingDetails
 from domain.errors import InvalidArgument
-from domain.plans import Plan, PlanSpec
-from domain.provider_calls import CallOutcome, ProviderCall
-from domain.scheduled_changes import ScheduledChange
-from domain.subscriptions import ProviderSubscription, Subscription
+from domain.events.billing_accounts import BillingAccountCreated, BillingAccountRegistered
+from domain.provider.calls import CallOutcome, ProviderCall
+from domain.subscriptions.plans import Plan, PlanSpec
+from domain.subscriptions.scheduled_changes import ScheduledChange
+from domain.subscriptions.subscription import ProviderSubscription, Subscription
 from tests.support.fakes.clock import FakeClock
 from tests.support.records import create_organization
 from worker.db.commands import SqlCommandLog

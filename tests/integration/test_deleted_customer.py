@@ -16,18 +16,18 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from domain.billing import BillingAccountState, BillingDetails, CreateBillingAccount
+from application.handlers.billing import create_billing_account
+from application.handlers.plans import create_plan
+from application.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
+from application.handlers.subscribe import create_subscription
+from application.requests.operator_requests import CreatePlan, CreateSubscription
+from application.requests.sweeps import ReconcileWithStripe
+from domain.billing.accounts import BillingAccountState, BillingDetails, CreateBillingAccount
 from domain.errors import FailedPrecondition
-from domain.operator_requests import CreatePlan, CreateSubscription
-from domain.plans import PlanSpec
-from domain.provider_sync import SyncStripeObject
-from domain.subscriptions import SubscriptionState
-from domain.sweeps import ReconcileWithStripe
+from domain.provider.sync import SyncStripeObject
+from domain.subscriptions.plans import PlanSpec
+from domain.subscriptions.subscription import SubscriptionState
 from stripe_emulator import EmulatorAdmin
-from tasks.handlers.billing import create_billing_account
-from tasks.handlers.plans import create_plan
-from tasks.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
-from tasks.handlers.subscribe import create_subscription
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
 from tests.support.environment import settings_environment

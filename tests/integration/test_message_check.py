@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.user_events import UserEnabledEvent
+from domain.events.users import UserEnabledEvent
 from domain.users import User, UserState
 from tests.support.message_check import MessageCheck
 from worker.clock import SystemClock

@@ -9,10 +9,10 @@ import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
-from domain.billing import BillingAccount, BillingDetails
-from domain.plans import Plan, PlanSpec
-from domain.scheduled_changes import ScheduledChange
-from domain.subscriptions import ProviderSubscription, Subscription, SubscriptionState
+from domain.billing.accounts import BillingAccount, BillingDetails
+from domain.subscriptions.plans import Plan, PlanSpec
+from domain.subscriptions.scheduled_changes import ScheduledChange
+from domain.subscriptions.subscription import ProviderSubscription, Subscription, SubscriptionState
 from tests.support.records import create_organization
 from worker.bootstrap import build_services
 from worker.clock import SystemClock

@@ -13,13 +13,13 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.command_ports import CannotRunInOneTransaction
+from application.handlers.users import enable_user
+from application.one_transaction import InOneTransaction
 from domain.errors import NotFound
 from domain.messages import CommandStatus
-from domain.repositories import UnitOfWork
+from domain.ports.commands import CannotRunInOneTransaction
+from domain.ports.repositories import UnitOfWork
 from domain.users import EnableUser, NewUser, User, UserState
-from tasks.handlers.users import enable_user
-from tasks.one_transaction import InOneTransaction
 from tests.support.fakes.application import FakeBillingPolicy
 from tests.support.fakes.clock import FakeClock
 from worker.db.commands import SqlCommandLog

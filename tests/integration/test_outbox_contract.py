@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 
 from domain.errors import UniquenessViolation
-from domain.repositories import UnitOfWork
-from domain.user_events import UserEnabledEvent
+from domain.events.users import UserEnabledEvent
+from domain.ports.repositories import UnitOfWork
 from domain.users import User, UserState
 from domain.webhooks import DeliveryClaim, DeliveryState, WebhookDelivery, WebhookEndpoint
 from tests.support.fakes.clock import T0

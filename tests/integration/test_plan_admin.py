@@ -8,7 +8,14 @@ from collections.abc import Callable
 
 import pytest
 
-from domain.billing import BillingAccount, BillingDetails
+from application.handlers.plans import create_plan
+from application.handlers.subscribe import create_subscription, subscription_report
+from application.requests.operator_requests import (
+    CreatePlan,
+    CreateSubscription,
+    ReportSubscription,
+)
+from domain.billing.accounts import BillingAccount, BillingDetails
 from domain.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -16,12 +23,9 @@ from domain.errors import (
     NotFound,
     TransientError,
 )
-from domain.operator_requests import CreatePlan, CreateSubscription, ReportSubscription
-from domain.plans import PlanSpec
-from domain.subscriptions import SubscriptionState
+from domain.subscriptions.plans import PlanSpec
+from domain.subscriptions.subscription import SubscriptionState
 from stripe_emulator import EmulatorAdmin
-from tasks.handlers.plans import create_plan
-from tasks.handlers.subscribe import create_subscription, subscription_report
 from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
 from tests.support.records import create_organization, services_on
 from worker.bootstrap import Services

@@ -12,7 +12,7 @@ import pytest
 import redis
 from kombu.exceptions import KombuError
 
-from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY
+from application.handlers.sweeps import BULK_MESSAGE_PRIORITY
 from worker.local.embedded import ProcessGroup, start_redis
 from worker.messaging.publisher import CeleryPublisher, publishing_app
 from worker.settings import Settings

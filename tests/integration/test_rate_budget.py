@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from domain.rate_budget import CallKind, Priority, RateLimited
+from domain.provider.rate_budget import CallKind, Priority, RateLimited
 from worker.provider.rate_budget import BudgetConfig, RedisRateBudget, default_rate, mode_of
 
 RATE = 20.0

@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from domain.billing import Address, BillingAccount, BillingAccountState, TaxEntry
-from domain.organizations import Organization, OrganizationState
-from domain.plans import Plan, PlanInterval
-from domain.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
-from domain.subscriptions import Subscription, SubscriptionState
+from domain.billing.accounts import Address, BillingAccount, BillingAccountState, TaxEntry
+from domain.billing.organizations import Organization, OrganizationState
+from domain.subscriptions.plans import Plan, PlanInterval
+from domain.subscriptions.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
+from domain.subscriptions.subscription import Subscription, SubscriptionState
 from domain.users import User, UserState
 from worker.db.engine import session_factory
 from worker.db.mapping import RowMapping

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from domain.billing import BillingAccount, BillingDetails
+from domain.billing.accounts import BillingAccount, BillingDetails
 from domain.errors import UniquenessViolation
-from domain.plans import Plan, PlanSpec, ProviderPrice
-from domain.repositories import Claim
-from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
-from domain.subscriptions import Subscription, SubscriptionState
+from domain.ports.repositories import Claim
+from domain.subscriptions.plans import Plan, PlanSpec, ProviderPrice
+from domain.subscriptions.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
+from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.records import create_organization
 from worker.clock import SystemClock
 from worker.db.engine import session_factory

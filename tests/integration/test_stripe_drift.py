@@ -19,27 +19,27 @@ import stripe  # noqa: TID251 - the tests make what a crash leaves at the emulat
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.billing import BillingAccount, BillingDetails, CreateBillingAccount
-from domain.drift import DriftKind
-from domain.errors import TransientError
-from domain.operator_requests import (
+from application.handlers.billing import create_billing_account
+from application.handlers.drift import drift_report
+from application.handlers.plans import create_plan
+from application.handlers.provider_sync import resync_stripe_object
+from application.handlers.subscribe import create_subscription
+from application.requests.operator_requests import (
     CreatePlan,
     CreateSubscription,
     ReportDrift,
     ResyncStripeObject,
 )
-from domain.organizations import Organization
-from domain.plans import Plan, PlanSpec
-from domain.rate_budget import BudgetUsage, CallKind, Priority
+from domain.billing.accounts import BillingAccount, BillingDetails, CreateBillingAccount
+from domain.billing.organizations import Organization
+from domain.drift.report import DriftKind
+from domain.errors import TransientError
+from domain.provider.rate_budget import BudgetUsage, CallKind, Priority
 from domain.rules import new_id
-from domain.scheduled_changes import ScheduledChange
-from domain.subscriptions import Subscription, SubscriptionState, SubscriptionTerms
+from domain.subscriptions.plans import Plan, PlanSpec
+from domain.subscriptions.scheduled_changes import ScheduledChange
+from domain.subscriptions.subscription import Subscription, SubscriptionState, SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
-from tasks.handlers.billing import create_billing_account
-from tasks.handlers.drift import drift_report
-from tasks.handlers.plans import create_plan
-from tasks.handlers.provider_sync import resync_stripe_object
-from tasks.handlers.subscribe import create_subscription
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
 from tests.support.environment import settings_environment

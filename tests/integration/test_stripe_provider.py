@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
-from domain.billing import Address, ProviderCustomer, TaxEntry
+from domain.billing.accounts import Address, ProviderCustomer, TaxEntry
 from domain.errors import FailedPrecondition, Internal, InvalidArgument, TransientError, Unavailable
-from domain.plans import ProviderPlan
-from domain.subscriptions import SubscriptionTerms
+from domain.subscriptions.plans import ProviderPlan
+from domain.subscriptions.subscription import SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess

@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 import stripe  # noqa: TID251 - the tests look at the emulator's objects through the SDK
 
-from domain.billing import Address, ProviderCustomer
+from domain.billing.accounts import Address, ProviderCustomer
 from domain.errors import InvalidArgument, TransientError
-from domain.plans import ProviderPlan, ProviderPrice
-from domain.subscriptions import SubscriptionState, SubscriptionTerms
+from domain.subscriptions.plans import ProviderPlan, ProviderPrice
+from domain.subscriptions.subscription import SubscriptionState, SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess

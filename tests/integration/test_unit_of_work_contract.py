@@ -10,14 +10,14 @@ from datetime import timedelta
 
 import pytest
 
-from domain.billing import BillingAccount, BillingAccountState, BillingDetails
-from domain.change_previews import IssuedPreview
+from domain.billing.accounts import BillingAccount, BillingAccountState, BillingDetails
+from domain.billing.organizations import Organization
 from domain.errors import UniquenessViolation
-from domain.organizations import Organization
-from domain.plans import Plan
-from domain.repositories import UnitOfWork
-from domain.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
-from domain.subscriptions import Subscription, SubscriptionState
+from domain.ports.repositories import UnitOfWork
+from domain.subscriptions.change_previews import IssuedPreview
+from domain.subscriptions.plans import Plan
+from domain.subscriptions.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
+from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.fakes.clock import T0
 from tests.support.fakes.data import a_plan, an_organization
 from tests.support.fakes.database import FakeDatabase

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.organizations import NewOrganization, Organization
-from domain.ports import Clock
-from domain.provider_ports import BillingProvider
+from application.handlers import organizations, users
+from domain.billing.organizations import NewOrganization, Organization
+from domain.ports.application import Clock
+from domain.ports.provider import BillingProvider
 from domain.users import NewUser, User
-from tasks.handlers import organizations, users
 from worker.bootstrap import Services, build_services
 from worker.clock import SystemClock
 from worker.db.uow import SqlUnitOfWork

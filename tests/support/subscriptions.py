@@ -6,15 +6,15 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from domain.billing import BillingAccount, BillingDetails, CreateBillingAccount
-from domain.operator_requests import CreatePlan, CreateSubscription
-from domain.plans import Plan, PlanSpec
-from domain.scheduled_changes import ChangeState, ScheduledChange
-from domain.subscriptions import Subscription
+from application.handlers.billing import create_billing_account
+from application.handlers.plans import create_plan
+from application.handlers.subscribe import create_subscription
+from application.requests.operator_requests import CreatePlan, CreateSubscription
+from domain.billing.accounts import BillingAccount, BillingDetails, CreateBillingAccount
+from domain.subscriptions.plans import Plan, PlanSpec
+from domain.subscriptions.scheduled_changes import ChangeState, ScheduledChange
+from domain.subscriptions.subscription import Subscription
 from stripe_emulator import EmulatorAdmin, LoggedRequest
-from tasks.handlers.billing import create_billing_account
-from tasks.handlers.plans import create_plan
-from tasks.handlers.subscribe import create_subscription
 from tests.support.emulator import EMULATOR_KEY
 from tests.support.records import create_organization, services_on
 from tests.support.stack import Stack

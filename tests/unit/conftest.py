@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tasks import log_context
+from application import log_context
 from tasks.runtime import CommandApp
 from tests.support.fakes.application import FakeApplication
 from worker.observability.logs import ROUTED_TO_ROOT

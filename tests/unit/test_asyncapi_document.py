@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 from jsonschema.protocols import Validator
 
-from domain.events import EVENT_TYPES
+from domain.events.catalog import EVENT_TYPES
 from worker.contracts.schemas import (
     ASYNCAPI_FILE,
     COMMAND_TYPES,

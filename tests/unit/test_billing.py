@@ -8,14 +8,14 @@ import pytest
 from pydantic import ValidationError
 from stripe.params import _customer_create_params as stripe_params  # noqa: TID251
 
-from domain.billing import (
+from domain.billing.accounts import (
     BillingAccount,
     BillingAccountState,
     BillingDetails,
     CreateBillingAccount,
 )
-from domain.organizations import Organization, OrganizationState
-from domain.tax_ids import STRIPE_TAX_ID_TYPES, UnmappableTaxType, resolve_tax_type
+from domain.billing.organizations import Organization, OrganizationState
+from domain.billing.tax_ids import STRIPE_TAX_ID_TYPES, UnmappableTaxType, resolve_tax_type
 from tests.support.errors import validation_messages
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

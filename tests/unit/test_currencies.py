@@ -1,19 +1,19 @@
-"""The currencies Stripe accepts and their amounts in minor units (domain/currencies.py)."""
+"""The currencies Stripe accepts and their amounts in minor units (domain/billing/currencies.py)."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from domain.billing import BillingDetails
-from domain.currencies import (
+from domain.billing.accounts import BillingDetails
+from domain.billing.currencies import (
     STRIPE_CURRENCIES,
     THREE_DECIMAL_CURRENCIES,
     ZERO_DECIMAL_CURRENCIES,
     decimals,
     format_amount,
 )
-from domain.plans import PlanSpec
+from domain.subscriptions.plans import PlanSpec
 from tests.support.errors import validation_messages
 from worker.settings import Settings
 

@@ -1,12 +1,12 @@
-"""The drift report's rules (``domain/drift_rules.py``): what differs between Stripe and the
+"""The drift report's rules (``domain/drift/rules.py``): what differs between Stripe and the
 database, what can be adopted safely, and what is not drift at all."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from domain.billing import BillingAccount, BillingAccountState, BillingDetails
-from domain.drift import (
+from domain.billing.accounts import BillingAccount, BillingAccountState, BillingDetails
+from domain.drift.report import (
     CustomerLink,
     DriftKind,
     Finding,
@@ -19,10 +19,10 @@ from domain.drift import (
     existing_subscription,
     oldest_customer,
 )
-from domain.drift_rules import find_drift
-from domain.plans import Plan
-from domain.scheduled_changes import ScheduledChange
-from domain.subscriptions import ProviderSubscription, Subscription, SubscriptionState
+from domain.drift.rules import find_drift
+from domain.subscriptions.plans import Plan
+from domain.subscriptions.scheduled_changes import ScheduledChange
+from domain.subscriptions.subscription import ProviderSubscription, Subscription, SubscriptionState
 from tests.support.fakes.clock import T0
 from tests.support.fakes.data import a_plan, an_organization
 

@@ -12,20 +12,24 @@ import pytest
 from celery import Task
 
 import tasks.users  # noqa: F401  (registers the tasks with every app)
-from domain.billing import BillingDetails, CreateBillingAccount
+from application.handlers.billing import create_billing_account
+from application.handlers.events import relay_events
+from application.handlers.retention import prune_outbox
+from application.handlers.scheduled_changes import apply_scheduled_change
+from application.handlers.subscriptions import change_subscription_plan
+from application.handlers.users import enable_user
+from application.handlers.webhook_deliveries import DELIVER_WEBHOOK, WEBHOOKS_QUEUE
+from application.requests.sweeps import PruneOutbox, RelayEvents
+from domain.billing.accounts import BillingDetails, CreateBillingAccount
 from domain.errors import InvalidArgument, TransientError
-from domain.events import EVENT_TYPES, parse_event
-from domain.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan, change_id_for
-from domain.sweeps import PruneOutbox, RelayEvents
+from domain.events.catalog import EVENT_TYPES, parse_event
+from domain.subscriptions.scheduled_changes import (
+    ApplyScheduledChange,
+    ChangeSubscriptionPlan,
+    change_id_for,
+)
 from domain.users import EnableUser
 from domain.webhooks import DeliveryState, WebhookEndpoint
-from tasks.handlers.billing import create_billing_account
-from tasks.handlers.events import relay_events
-from tasks.handlers.retention import prune_outbox
-from tasks.handlers.scheduled_changes import apply_scheduled_change
-from tasks.handlers.subscriptions import change_subscription_plan
-from tasks.handlers.users import enable_user
-from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK, WEBHOOKS_QUEUE
 from tasks.runtime import CommandApp
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.data import a_user, an_organization, subscribed

@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-import tasks.handlers
+import application.handlers
 from domain.messages import Message
-from domain.ports import Application, HandlerContext
+from domain.ports.application import Application, HandlerContext
 
 CONTEXTS = (HandlerContext, Application)
 
 
 def public_functions() -> Iterator[tuple[str, Callable[..., Any]]]:
-    for info in pkgutil.iter_modules(tasks.handlers.__path__):
-        module = importlib.import_module(f"{tasks.handlers.__name__}.{info.name}")
+    for info in pkgutil.iter_modules(application.handlers.__path__):
+        module = importlib.import_module(f"{application.handlers.__name__}.{info.name}")
         for name, function in inspect.getmembers(module, inspect.isfunction):
             if not name.startswith("_") and function.__module__ == module.__name__:
                 yield f"{info.name}.{name}", function

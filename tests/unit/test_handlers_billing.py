@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from domain.billing import (
+from application.handlers.billing import create_billing_account, register_billing_account
+from domain.billing.accounts import (
     BillingAccountState,
     BillingDetails,
     CreateBillingAccount,
@@ -21,7 +22,6 @@ from domain.errors import (
     NotFound,
     TransientError,
 )
-from tasks.handlers.billing import create_billing_account, register_billing_account
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.data import an_organization, stored_account
 

@@ -1,4 +1,4 @@
-"""The drift report and its adoptions (``tasks/handlers/drift.py``), on in-memory ports."""
+"""The drift report and its adoptions (``application/handlers/drift.py``), on in-memory ports."""
 
 from __future__ import annotations
 
@@ -6,18 +6,18 @@ from datetime import timedelta
 
 import pytest
 
-from domain.billing import BillingAccount, BillingAccountState, BillingDetails
-from domain.drift import CustomerLink, DriftKind
-from domain.errors import FailedPrecondition
-from domain.operator_requests import AdoptFindings, ReportDrift
-from domain.subscriptions import ProviderSubscription, Subscription, SubscriptionTerms
-from tasks.handlers.drift import (
+from application.handlers.drift import (
     ADOPTED,
     NEEDS_A_PERSON,
     adopt_findings,
     drift_report,
     link_customer,
 )
+from application.requests.operator_requests import AdoptFindings, ReportDrift
+from domain.billing.accounts import BillingAccount, BillingAccountState, BillingDetails
+from domain.drift.report import CustomerLink, DriftKind
+from domain.errors import FailedPrecondition
+from domain.subscriptions.subscription import ProviderSubscription, Subscription, SubscriptionTerms
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.data import a_plan, an_organization, stored_account
 

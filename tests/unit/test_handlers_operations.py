@@ -7,24 +7,24 @@ from typing import Any
 
 import pytest
 
-from domain.billing import BillingAccount, BillingAccountState, BillingDetails
-from domain.errors import FailedPrecondition, NotFound
-from domain.messages import CommandStatus
-from domain.operator_actions import (
+from application.handlers.operations import (
+    mark_account_offline,
+    retry_command,
+    retry_registration,
+    skip_scheduled_change,
+)
+from application.handlers.subscriptions import change_subscription_plan
+from application.requests.operator_actions import (
     MarkAccountOffline,
     RetryCommand,
     RetryRegistration,
     SkipScheduledChange,
     new_action_id,
 )
-from domain.scheduled_changes import ChangeState, ChangeSubscriptionPlan
-from tasks.handlers.operations import (
-    mark_account_offline,
-    retry_command,
-    retry_registration,
-    skip_scheduled_change,
-)
-from tasks.handlers.subscriptions import change_subscription_plan
+from domain.billing.accounts import BillingAccount, BillingAccountState, BillingDetails
+from domain.errors import FailedPrecondition, NotFound
+from domain.messages import CommandStatus
+from domain.subscriptions.scheduled_changes import ChangeState, ChangeSubscriptionPlan
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.data import an_organization, subscribed
 

@@ -1,4 +1,4 @@
-"""Subscribing an account (``tasks/handlers/subscribe.py``), on in-memory ports: a retried
+"""Subscribing an account (``application/handlers/subscribe.py``), on in-memory ports: a retried
 creation takes the subscription an earlier attempt made at the provider, never a second."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from domain.billing import BillingAccount, BillingDetails
+from application.handlers.subscribe import create_subscription
+from application.requests.operator_requests import CreateSubscription
+from domain.billing.accounts import BillingAccount, BillingDetails
 from domain.errors import FailedPrecondition, TransientError
-from domain.operator_requests import CreateSubscription
-from domain.subscriptions import Subscription, SubscriptionTerms
-from tasks.handlers.subscribe import create_subscription
+from domain.subscriptions.subscription import Subscription, SubscriptionTerms
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.data import a_plan, an_organization
 

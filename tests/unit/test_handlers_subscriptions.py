@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 
-from domain.change_previews import PreviewPlanChange
+from application.handlers.due_changes import claim_due_changes
+from application.handlers.previews import preview_plan_change
+from application.handlers.scheduled_changes import apply_scheduled_change
+from application.handlers.subscriptions import change_subscription_plan
+from application.handlers.sweeps import BULK_MESSAGE_PRIORITY, publish_due_changes
+from application.requests.sweeps import ClaimDueChanges, PublishDueChanges
 from domain.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -17,8 +22,9 @@ from domain.errors import (
     PaymentFailed,
     TransientError,
 )
-from domain.plans import PlanInterval
-from domain.scheduled_changes import (
+from domain.subscriptions.change_previews import PreviewPlanChange
+from domain.subscriptions.plans import PlanInterval
+from domain.subscriptions.scheduled_changes import (
     ApplyScheduledChange,
     ChangeKind,
     ChangeState,
@@ -26,13 +32,7 @@ from domain.scheduled_changes import (
     ScheduledChange,
     change_id_for,
 )
-from domain.subscriptions import Subscription, SubscriptionState
-from domain.sweeps import ClaimDueChanges, PublishDueChanges
-from tasks.handlers.due_changes import claim_due_changes
-from tasks.handlers.previews import preview_plan_change
-from tasks.handlers.scheduled_changes import apply_scheduled_change
-from tasks.handlers.subscriptions import change_subscription_plan
-from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY, publish_due_changes
+from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.fakes.application import FakeApplication, FakeBillingPolicy
 from tests.support.fakes.data import Subscribed, a_plan, subscribed
 

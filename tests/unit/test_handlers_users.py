@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import pytest
 
+from application.handlers.users import enable_user
 from domain.errors import NotFound
 from domain.users import EnableUser, UserState
-from tasks.handlers.users import enable_user
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.clock import T0
 from tests.support.fakes.data import a_user

@@ -9,25 +9,25 @@ from typing import Any
 
 import pytest
 
-from domain.event_base import Event
-from domain.event_ports import WebhookResponse
-from domain.sweeps import RelayEvents, SendDueDeliveries
-from domain.user_events import UserEnabledEvent
-from domain.webhooks import (
-    DeliveryMessage,
-    DeliveryPolicy,
-    DeliveryState,
-    WebhookDelivery,
-    WebhookEndpoint,
-)
-from tasks.handlers.events import relay_events
-from tasks.handlers.webhook_deliveries import (
+from application.handlers.events import relay_events
+from application.handlers.webhook_deliveries import (
     DELIVER_WEBHOOK,
     WEBHOOKS_QUEUE,
     Outcome,
     deliver,
     event_body,
     send_due_deliveries,
+)
+from application.requests.sweeps import RelayEvents, SendDueDeliveries
+from domain.events.base import Event
+from domain.events.users import UserEnabledEvent
+from domain.ports.events import WebhookResponse
+from domain.webhooks import (
+    DeliveryMessage,
+    DeliveryPolicy,
+    DeliveryState,
+    WebhookDelivery,
+    WebhookEndpoint,
 )
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.data import a_user

@@ -7,9 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from domain.errors import ErrorCode, FailedPrecondition, InvalidArgument, NotFound
-from domain.events import EVENT_TYPES
-from domain.operator_requests import (
+from application.handlers import webhook_endpoints as handlers
+from application.requests.operator_requests import (
     AddEndpoint,
     DisableEndpoint,
     EnableEndpoint,
@@ -20,8 +19,9 @@ from domain.operator_requests import (
     ReplayFailed,
     RotateSecret,
 )
+from domain.errors import ErrorCode, FailedPrecondition, InvalidArgument, NotFound
+from domain.events.catalog import EVENT_TYPES
 from domain.webhooks import DeliveryState, EndpointState, WebhookDelivery, WebhookEndpoint
-from tasks.handlers import webhook_endpoints as handlers
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.clock import T0
 

@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from domain.change_previews import PREVIEW_VALIDITY, IssuedPreview, ensure_previewed
 from domain.errors import InvalidArgument
-from domain.immediate_changes import charges_at_once, immediate_proration
-from domain.plans import Plan, PlanInterval
-from domain.scheduled_changes import ProrationBehavior
-from domain.subscriptions import Subscription, SubscriptionState
+from domain.subscriptions.change_previews import PREVIEW_VALIDITY, IssuedPreview, ensure_previewed
+from domain.subscriptions.immediate_changes import charges_at_once, immediate_proration
+from domain.subscriptions.plans import Plan, PlanInterval
+from domain.subscriptions.scheduled_changes import ProrationBehavior
+from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.errors import field_violations
 from tests.support.fakes.data import a_plan
 

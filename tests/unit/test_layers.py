@@ -1,4 +1,4 @@
-"""Dependencies point worker → tasks → domain, and the Stripe emulator stands apart: read from
+"""Dependencies point worker → tasks → application → domain, and the Stripe emulator stands apart: read from
 the source's imports."""
 
 from __future__ import annotations
@@ -12,11 +12,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 FORBIDDEN = {
     "domain": (
-        *("tasks", "worker", "stripe_emulator"),
+        *("application", "tasks", "worker", "stripe_emulator"),
         *("celery", "kombu", "sqlalchemy", "stripe", "fastapi", "redis"),
     ),
+    "application": (
+        *("tasks", "worker", "stripe_emulator"),
+        *("celery", "kombu", "billiard", "sqlalchemy", "stripe", "fastapi", "redis"),
+    ),
     "tasks": ("worker", "stripe_emulator", "sqlalchemy", "stripe", "fastapi", "redis"),
-    "stripe_emulator": ("domain", "tasks", "worker"),
+    "stripe_emulator": ("domain", "application", "tasks", "worker"),
 }
 
 
@@ -64,7 +68,7 @@ def test_the_worker_imports_the_stripe_emulator_only_inside_the_functions_that_r
     assert offending == []
 
 
-PRODUCT = ("domain", "tasks", "worker")
+PRODUCT = ("domain", "application", "tasks", "worker")
 
 ADAPTER_WINGS = ("db", "provider", "messaging", "outbound", "observability", "contracts")
 """The wings of ``worker/`` that adapt a technology to the ports (or serve the others)."""
@@ -75,7 +79,7 @@ ENTRY_POINTS = (
 )
 """What runs the system: the composition root, the processes and what starts them."""
 
-OBSERVABILITY_MAY_IMPORT = ("domain", "tasks.log_context", "worker.observability")
+OBSERVABILITY_MAY_IMPORT = ("domain", "application.log_context", "worker.observability")
 """Observability is told everything it records; from below it knows only the domain's
 vocabulary and the runner's log context."""
 

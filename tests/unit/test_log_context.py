@@ -1,4 +1,4 @@
-"""The running command's context (``tasks.log_context``) is set and reset with tokens around
+"""The running command's context (``application.log_context``) is set and reset with tokens around
 each task run, however the run ends: a retry (after which Celery calls no ``after_return``)
 leaves nothing bound for the next run in the same process, a sweep for instance."""
 
@@ -11,7 +11,7 @@ import pytest
 from celery import Celery
 from celery.signals import task_postrun
 
-from tasks import log_context
+from application import log_context
 from tasks.runtime import ApplicationTask
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tasks import log_context
+from application import log_context
 from worker.observability.logs import configure, remember_message
 
 
@@ -129,7 +129,7 @@ def test_an_exception_nothing_caught_is_a_json_line_too() -> None:
 
 
 def test_a_publishers_task_name_or_id_that_is_not_an_id_cannot_reach_a_log_line() -> None:
-    from tasks.log_context import command_fields
+    from application.log_context import command_fields
 
     fields = command_fields(
         command_id="c1",

@@ -16,9 +16,9 @@ from celery.exceptions import Retry
 from prometheus_client import REGISTRY
 from sqlalchemy.exc import OperationalError
 
+from application.handlers.webhook_deliveries import DELIVER_WEBHOOK, Outcome
 from domain.errors import CommandInProgress, TransientError
-from domain.rate_budget import CallKind, RateLimited
-from tasks.handlers.webhook_deliveries import DELIVER_WEBHOOK, Outcome
+from domain.provider.rate_budget import CallKind, RateLimited
 from worker.bootstrap import connect_metrics
 from worker.db.uow import is_transient_db_error
 from worker.messaging.queue_depths import queue_lists

@@ -6,8 +6,8 @@ import io
 import pytest
 from PIL import Image
 
+from domain.billing.organizations import MAX_AVATAR_CHARACTERS, validate_avatar
 from domain.errors import InvalidArgument
-from domain.organizations import MAX_AVATAR_CHARACTERS, validate_avatar
 
 
 def image(image_format: str = "PNG", size: tuple[int, int] = (8, 8)) -> bytes:

@@ -1,4 +1,5 @@
-"""Rejected or failed (``domain.outcomes``): who acts on a command that ended in an error."""
+"""Rejected or failed (``domain.operations.outcomes``): who acts on a command that ended in an
+error."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from domain.errors import (
     field_violations,
 )
 from domain.messages import CommandStatus
-from domain.outcomes import ended_as, error_line, error_reason, is_callers_mistake
+from domain.operations.outcomes import ended_as, error_line, error_reason, is_callers_mistake
 
 
 @pytest.mark.parametrize(

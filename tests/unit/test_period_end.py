@@ -1,4 +1,5 @@
-"""How a period-end change reaches Stripe when Stripe renews before it (``domain/period_end.py``):
+"""How a period-end change reaches Stripe when Stripe renews before it
+(``domain/subscriptions/period_end.py``):
 the decisions alone; ``tests/e2e/test_staged_change_races.py`` proves them on the emulator's
 invoices."""
 
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from domain.period_end import (
+from domain.subscriptions.period_end import (
     PriceWrite,
     Step,
     period_end_step,
@@ -14,8 +15,8 @@ from domain.period_end import (
     staged_too_late,
     withdrawal,
 )
-from domain.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
-from domain.subscriptions import ProviderSubscription
+from domain.subscriptions.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
+from domain.subscriptions.subscription import ProviderSubscription
 
 BOUNDARY = datetime(2026, 12, 1, tzinfo=UTC)
 NEXT = datetime(2027, 1, 1, tzinfo=UTC)

@@ -9,14 +9,18 @@ from typing import Any
 
 import pytest
 
-from domain.provider_sync import SyncStripeObject
-from domain.scheduled_changes import ApplyScheduledChange, ChangeState, ChangeSubscriptionPlan
-from domain.subscriptions import Subscription, SubscriptionState
-from domain.sweeps import ClaimDueChanges, ReconcileWithStripe
-from tasks.handlers.due_changes import claim_due_changes
-from tasks.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
-from tasks.handlers.scheduled_changes import apply_change
-from tasks.handlers.subscriptions import change_subscription_plan
+from application.handlers.due_changes import claim_due_changes
+from application.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
+from application.handlers.scheduled_changes import apply_change
+from application.handlers.subscriptions import change_subscription_plan
+from application.requests.sweeps import ClaimDueChanges, ReconcileWithStripe
+from domain.provider.sync import SyncStripeObject
+from domain.subscriptions.scheduled_changes import (
+    ApplyScheduledChange,
+    ChangeState,
+    ChangeSubscriptionPlan,
+)
+from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.data import Subscribed, subscribed
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from domain.rate_budget import sweep_quota
-from domain.scheduled_changes import ScheduledChange
+from domain.provider.rate_budget import sweep_quota
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from tests.unit.test_subscriptions import NOW, plan, subscription
 
 WINDOW = timedelta(hours=23)

@@ -1,4 +1,4 @@
-"""Beat's re-drive of accounts stuck ``pending`` (``tasks/handlers/sweeps.py``), on in-memory
+"""Beat's re-drive of accounts stuck ``pending`` (``application/handlers/sweeps.py``), on in-memory
 ports: one registration command per account and period, collapsing duplicates."""
 
 from __future__ import annotations
@@ -7,16 +7,16 @@ from datetime import timedelta
 
 import pytest
 
-from domain.billing import (
+from application.handlers.billing import register_billing_account
+from application.handlers.sweeps import BULK_MESSAGE_PRIORITY, redrive_pending_accounts
+from application.requests.sweeps import RedrivePendingAccounts
+from domain.billing.accounts import (
     BillingAccount,
     BillingAccountState,
     BillingDetails,
     RegisterBillingAccount,
     redrive_registration,
 )
-from domain.sweeps import RedrivePendingAccounts
-from tasks.handlers.billing import register_billing_account
-from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY, redrive_pending_accounts
 from tests.support.environment import clear_settings
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.clock import T0

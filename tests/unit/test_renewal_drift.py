@@ -1,4 +1,4 @@
-"""The money check (``domain/renewal_drift.py``): each subscription's latest renewal line
+"""The money check (``domain/drift/renewals.py``): each subscription's latest renewal line
 against the plan our rows had in force at that period's start, corrections included."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
-from domain.change_previews import PreviewLine
-from domain.drift import (
+from domain.drift.renewals import plan_in_force, renewal_drift
+from domain.drift.report import (
     BilledInvoice,
     DriftKind,
     OurSide,
@@ -15,10 +15,10 @@ from domain.drift import (
     ProviderSide,
     RemoteSubscription,
 )
-from domain.drift_rules import find_drift
-from domain.renewal_drift import plan_in_force, renewal_drift
-from domain.scheduled_changes import ScheduledChange
-from domain.subscriptions import ProviderSubscription, Subscription
+from domain.drift.rules import find_drift
+from domain.subscriptions.change_previews import PreviewLine
+from domain.subscriptions.scheduled_changes import ScheduledChange
+from domain.subscriptions.subscription import ProviderSubscription, Subscription
 from tests.support.fakes.clock import T0
 from tests.support.fakes.data import a_plan
 

@@ -1,4 +1,4 @@
-"""Pruning the command log (``tasks.handlers.retention``) on the in-memory journal, and beat's
+"""Pruning the command log (``application.handlers.retention``) on the in-memory journal, and beat's
 schedule of it."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
+from application.handlers.retention import due_for_pruning, prune_command_log
+from application.requests.sweeps import CountDueForPruning, PruneCommandLog
 from domain.messages import CommandStatus
-from domain.sweeps import CountDueForPruning, PruneCommandLog
-from tasks.handlers.retention import due_for_pruning, prune_command_log
 from tests.support.environment import clear_settings
 from tests.support.fakes.application import DEFAULT_RUNNER_POLICY, FakeApplication
 

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from tasks.retry import RetryPolicy
+from application.retry import RetryPolicy
 
 POLICY = RetryPolicy(max_attempts=5, base_delay=1.0, max_delay=30.0)
 

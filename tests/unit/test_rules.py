@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from domain.billing import BillingDetails
+from domain.billing.accounts import BillingDetails
+from domain.billing.organizations import NewOrganization
 from domain.errors import AlreadyExists, ErrorCode, InvalidArgument, UniquenessViolation
-from domain.organizations import NewOrganization
 from domain.rules import checked_id, checked_name
 from domain.users import NewUser
 

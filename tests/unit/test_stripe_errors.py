@@ -16,7 +16,7 @@ from domain.errors import (
     Unavailable,
 )
 from domain.messages import CommandStatus
-from domain.outcomes import ended_as
+from domain.operations.outcomes import ended_as
 from worker.provider.stripe_adapter import STRIPE_API_VERSION, translate
 from worker.provider.stripe_fields import (
     field_for_param,

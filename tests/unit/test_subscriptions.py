@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from domain.errors import ErrorCode, FailedPrecondition, InvalidArgument
-from domain.plans import Plan, PlanSpec, ProviderPrice
-from domain.scheduled_changes import (
+from domain.subscriptions.plans import Plan, PlanSpec, ProviderPrice
+from domain.subscriptions.scheduled_changes import (
     ChangeKind,
     ChangeReason,
     ChangeState,
@@ -18,7 +18,12 @@ from domain.scheduled_changes import (
     ScheduledChange,
     change_id_for,
 )
-from domain.subscriptions import Phase, ProviderSubscription, Subscription, SubscriptionState
+from domain.subscriptions.subscription import (
+    Phase,
+    ProviderSubscription,
+    Subscription,
+    SubscriptionState,
+)
 from tests.support.environment import clear_settings
 from tests.support.errors import field_violations
 
@@ -332,8 +337,8 @@ def test_beat_sweeps_for_due_changes_every_second_on_the_maintenance_queue(
 
 
 def test_each_claim_of_a_change_is_one_apply_command() -> None:
-    from domain.repositories import Claim
-    from tasks.handlers.due_changes import apply_command_for
+    from application.handlers.due_changes import apply_command_for
+    from domain.ports.repositories import Claim
 
     first = apply_command_for(Claim("chg_1", 1))
 

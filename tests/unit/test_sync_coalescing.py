@@ -7,7 +7,7 @@ import itertools
 from datetime import UTC, datetime, timedelta
 
 from domain.messages import is_id
-from domain.provider_sync import (
+from domain.provider.sync import (
     COMMAND_ID_LENGTH,
     GENERATIONS_AFTER_A_READ,
     STRIPE_CLOCK_MARGIN,

@@ -10,11 +10,11 @@ from celery import Task
 from celery.exceptions import Retry
 
 import tasks.webhooks
-from domain.event_ports import WebhookResponse
-from domain.sweeps import RelayEvents
-from domain.user_events import UserEnabledEvent
+from application.handlers.events import relay_events
+from application.requests.sweeps import RelayEvents
+from domain.events.users import UserEnabledEvent
+from domain.ports.events import WebhookResponse
 from domain.webhooks import DeliveryState, WebhookEndpoint
-from tasks.handlers.events import relay_events
 from tasks.runtime import CommandApp
 from tests.support.environment import clear_settings
 from tests.support.fakes.application import FakeApplication

@@ -14,11 +14,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from domain.billing import Address, BillingAccountState, BillingDetails, TaxEntry
-from domain.events import EVENT_TYPES
+from domain.billing.accounts import Address, BillingAccountState, BillingDetails, TaxEntry
+from domain.billing.organizations import OrganizationState
+from domain.events.catalog import EVENT_TYPES
 from domain.messages import ID_PATTERN, CommandStatus
-from domain.organizations import OrganizationState
-from domain.subscriptions import Phase
+from domain.subscriptions.subscription import Phase
 from domain.webhooks import ALL_EVENTS, DeliveryState, EndpointState
 
 

@@ -25,7 +25,6 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 
-from domain.command_ports import CommandPublisher
 from domain.errors import (
     BAD_REQUEST,
     ERROR_INFO,
@@ -36,6 +35,7 @@ from domain.errors import (
     violations_of,
 )
 from domain.messages import Command, CommandStatus
+from domain.ports.commands import CommandPublisher
 from worker.api.client_share import ClientShare
 from worker.api.errors import HTTP_STATUS, ApiError
 from worker.api.results import ResultListener, Watch

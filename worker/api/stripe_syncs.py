@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 
-from domain.provider_sync import SYNC_NOT_YET_READ, ProviderEvent, SyncStripeObject, read_since
-from tasks.handlers.provider_sync import FindReadsOf, reads_of
+from application.handlers.provider_sync import FindReadsOf, reads_of
+from domain.provider.sync import SYNC_NOT_YET_READ, ProviderEvent, SyncStripeObject, read_since
 from worker.api.state import ApiState
 from worker.db.commands import CommandRecord
 

@@ -77,8 +77,8 @@ def _account_id(org_or_account: str) -> str:
 def accounts_retry(org_or_account: str, reason: str, as_json: bool) -> None:
     """Send a pending account's registration with Stripe again now (same idempotency key:
     one customer however often it runs); a worker runs it."""
-    from domain.operator_actions import RetryRegistration, new_action_id
-    from tasks.handlers.operations import retry_registration
+    from application.handlers.operations import retry_registration
+    from application.requests.operator_actions import RetryRegistration, new_action_id
 
     action = RetryRegistration(
         command_id=new_action_id("retry-registration"),
@@ -101,8 +101,8 @@ def accounts_mark_offline(org_or_account: str, reason: str, as_json: bool) -> No
     """Make a pending account active without Stripe (its registration abandoned; it can be
     registered later). A registration still retrying registers it when it gets through:
     mark it offline once its command has failed."""
-    from domain.operator_actions import MarkAccountOffline, new_action_id
-    from tasks.handlers.operations import mark_account_offline
+    from application.handlers.operations import mark_account_offline
+    from application.requests.operator_actions import MarkAccountOffline, new_action_id
 
     action = MarkAccountOffline(
         command_id=new_action_id("mark-offline"),
@@ -121,8 +121,8 @@ def accounts_mark_offline(org_or_account: str, reason: str, as_json: bool) -> No
 def commands_retry(command_id: str, reason: str, as_json: bool) -> None:
     """Run a retrying, waiting or queued command now instead of at its next retry (a failed
     one is replayed with `commands replay`)."""
-    from domain.operator_actions import RetryCommand, new_action_id
-    from tasks.handlers.operations import retry_command
+    from application.handlers.operations import retry_command
+    from application.requests.operator_actions import RetryCommand, new_action_id
 
     action = RetryCommand(
         command_id=new_action_id("retry-command"), target_command_id=command_id, reason=reason
@@ -138,8 +138,8 @@ def commands_retry(command_id: str, reason: str, as_json: bool) -> None:
 def subscriptions_skip_change(change_id: str, reason: str, as_json: bool) -> None:
     """Skip a scheduled plan change (`subscriptions show` lists them): it will not be made.
     A staged change (made at Stripe already) or one being applied is refused."""
-    from domain.operator_actions import SkipScheduledChange, new_action_id
-    from tasks.handlers.operations import skip_scheduled_change
+    from application.handlers.operations import skip_scheduled_change
+    from application.requests.operator_actions import SkipScheduledChange, new_action_id
 
     action = SkipScheduledChange(
         command_id=new_action_id("skip-change"), change_id=change_id, reason=reason

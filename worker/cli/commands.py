@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 import click
 
 from domain.messages import CommandStatus
-from domain.outcomes import error_line
+from domain.operations.outcomes import error_line
 from worker.cli.base import DATABASE_ENV, REDIS_ENV, BillingGroup, fail
 from worker.cli.dead_letters import dead_letter_store
 from worker.cli.tables import echo_list
 
 if TYPE_CHECKING:
-    from tasks.handlers.retention import Pruned
+    from application.handlers.retention import Pruned
     from worker.db.commands import CommandRecord
 
 
@@ -87,7 +87,7 @@ def commands_replay(command_ids: tuple[str, ...]) -> None:
     """Run finished commands again (same command id, so still idempotent). A rejected
     command is refused, with its reason: it was the caller's mistake and would be rejected
     again."""
-    from tasks.handlers.outbox import publish_recorded
+    from application.handlers.outbox import publish_recorded
     from worker.bootstrap import bootstrap
     from worker.db.commands import not_replayable
 
@@ -125,8 +125,8 @@ def commands_prune(dry_run: bool) -> None:
     BILLING_FAILED_COMMAND_RETENTION_DAYS, rejected after
     BILLING_REJECTED_COMMAND_RETENTION_DAYS; never a command that has not finished), in
     batches of short transactions, until none is due. Their idempotency keys go with them."""
-    from domain.sweeps import CountDueForPruning, PruneCommandLog
-    from tasks.handlers.retention import due_for_pruning, prune_command_log
+    from application.handlers.retention import due_for_pruning, prune_command_log
+    from application.requests.sweeps import CountDueForPruning, PruneCommandLog
     from worker.bootstrap import bootstrap
 
     app = bootstrap()

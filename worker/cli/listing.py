@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from domain.console import (
+from domain.operations.console import (
     DEFAULT_PAGE_SIZE,
     IN_FLIGHT_STATUSES,
     MAX_PAGE_SIZE,

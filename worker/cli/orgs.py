@@ -36,8 +36,8 @@ def orgs_create(
     as_json: bool,
 ) -> None:
     """Create an organization."""
-    from domain.organizations import NewOrganization
-    from tasks.handlers.organizations import create_organization
+    from application.handlers.organizations import create_organization
+    from domain.billing.organizations import NewOrganization
 
     avatar = base64.b64encode(avatar_file.read_bytes()).decode() if avatar_file else None
     spec = NewOrganization(name=name, title=title, id=org_id, avatar=avatar, disabled=disabled)

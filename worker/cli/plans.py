@@ -42,9 +42,9 @@ def plans_create(
 ) -> None:
     """Create a plan, with its product and price at the provider. Running it again after a
     failure resumes the same plan."""
-    from domain.operator_requests import CreatePlan
-    from domain.plans import PlanSpec
-    from tasks.handlers.plans import create_plan
+    from application.handlers.plans import create_plan
+    from application.requests.operator_requests import CreatePlan
+    from domain.subscriptions.plans import PlanSpec
 
     spec = PlanSpec(name=name, title=title, amount=amount, currency=currency, interval=interval)
     plan = create_plan(CreatePlan(spec, plan_id=plan_id), services())
@@ -55,9 +55,9 @@ def plans_create(
 @as_json_option
 def plans_list(as_json: bool) -> None:
     """List the plans, each with its price in the currency's units (49.00 USD, 500 JPY)."""
-    from domain.currencies import format_amount
-    from domain.operator_requests import ListPlans
-    from tasks.handlers.plans import list_plans
+    from application.handlers.plans import list_plans
+    from application.requests.operator_requests import ListPlans
+    from domain.billing.currencies import format_amount
 
     found = list_plans(ListPlans(), services())
     if as_json:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from domain.console import (
+from domain.operations.console import (
     AccountStory,
     CommandView,
     EventView,

@@ -19,8 +19,8 @@ from worker.cli.base import (
 from worker.settings import get_settings
 
 if TYPE_CHECKING:
-    from domain.drift import Finding
-    from tasks.handlers.drift import Adoption
+    from application.handlers.drift import Adoption
+    from domain.drift.report import Finding
 
 DRIFT_FOUND = 1
 """``stripe drift``'s exit status when drift is found (left, with ``--adopt``)."""
@@ -107,8 +107,8 @@ def stripe_drift(adopt: bool, skip_invoices: bool, as_json: bool) -> None:
     request refused (one line on stderr: no Stripe key); 3 the database or Stripe is
     unreachable.
     """
-    from domain.operator_requests import AdoptFindings, ReportDrift
-    from tasks.handlers.drift import adopt_findings, drift_report
+    from application.handlers.drift import adopt_findings, drift_report
+    from application.requests.operator_requests import AdoptFindings, ReportDrift
 
     svc = services()
     findings = drift_report(ReportDrift(read_invoices=not skip_invoices), svc)

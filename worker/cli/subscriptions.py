@@ -51,9 +51,9 @@ def subscriptions_create(
 ) -> None:
     """Subscribe a registered billing account to a plan at the provider. To retry a creation
     that failed midway, run it again with the same --id."""
-    from domain.operator_requests import CreateSubscription
-    from domain.subscriptions import SubscriptionTerms
-    from tasks.handlers.subscribe import create_subscription
+    from application.handlers.subscribe import create_subscription
+    from application.requests.operator_requests import CreateSubscription
+    from domain.subscriptions.subscription import SubscriptionTerms
 
     terms = SubscriptionTerms(
         collection_method=cast(Literal["send_invoice", "charge_automatically"], collection),
@@ -80,10 +80,10 @@ def subscriptions_show(subscription_id: str, as_json: bool) -> None:
     """A subscription: its phases (past, current, to come), its plan changes (scheduled,
     staged, applied with their lag, skipped…), its newest invoices at Stripe, and a timeline
     of the commands, Stripe calls and events that concern it."""
+    from application.handlers.operations import subscription_story
+    from application.requests.operator_actions import ShowSubscription
     from domain.errors import found
-    from domain.operator_actions import ShowSubscription
     from domain.rules import checked_id
-    from tasks.handlers.operations import subscription_story
     from worker.cli.stories import subscription_text
 
     svc = services()
@@ -109,8 +109,8 @@ def subscriptions_preview_change(
     change (`plan_change.proration_date`) within 5 minutes to be invoiced exactly this."""
     import uuid
 
-    from domain.change_previews import PreviewPlanChange
-    from tasks.handlers.previews import preview_plan_change
+    from application.handlers.previews import preview_plan_change
+    from domain.subscriptions.change_previews import PreviewPlanChange
 
     preview = preview_plan_change(
         PreviewPlanChange(
@@ -145,8 +145,8 @@ def subscriptions_seed_period_end(
 ) -> None:
     """Make COUNT subscriptions, each with a plan change at its period's end: the period-end
     burst (then `billing-worker clock advance 31d` on a local stack makes them all due)."""
-    from domain.operator_requests import SeedPeriodEndChanges
-    from tasks.handlers.subscribe import seed_period_end_changes
+    from application.handlers.subscribe import seed_period_end_changes
+    from application.requests.operator_requests import SeedPeriodEndChanges
 
     began = time.monotonic()
     seeding = SeedPeriodEndChanges(

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from domain.console import CommandView
+from domain.operations.console import CommandView
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

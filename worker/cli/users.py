@@ -20,8 +20,8 @@ def users() -> None:
 @as_json_option
 def users_create(email: str, name: str, user_id: str | None, disabled: bool, as_json: bool) -> None:
     """Create a user."""
+    from application.handlers.users import create_user
     from domain.users import NewUser
-    from tasks.handlers.users import create_user
 
     user = create_user(NewUser(email=email, name=name, id=user_id, disabled=disabled), services())
     emit(as_json, user.to_view(), user.id)

@@ -97,8 +97,8 @@ def _duration(seconds: float) -> str:
 @as_json_option
 def webhooks_add(url: str, events: tuple[str, ...], description: str, as_json: bool) -> None:
     """Add an endpoint; its signing secret is printed once and never again."""
-    from domain.operator_requests import AddEndpoint
-    from tasks.handlers.webhook_endpoints import add_endpoint
+    from application.handlers.webhook_endpoints import add_endpoint
+    from application.requests.operator_requests import AddEndpoint
 
     svc = services()
     added = add_endpoint(
@@ -123,8 +123,8 @@ def webhooks_add(url: str, events: tuple[str, ...], description: str, as_json: b
 @as_json_option
 def webhooks_list(as_json: bool) -> None:
     """Every endpoint: id, state, URL, events and why it is disabled (never a secret)."""
-    from domain.operator_requests import ListEndpoints
-    from tasks.handlers.webhook_endpoints import list_endpoints
+    from application.handlers.webhook_endpoints import list_endpoints
+    from application.requests.operator_requests import ListEndpoints
 
     found = list_endpoints(ListEndpoints(), services())
     if as_json:
@@ -142,8 +142,8 @@ def webhooks_list(as_json: bool) -> None:
 @as_json_option
 def webhooks_show(endpoint_id: str, as_json: bool) -> None:
     """One endpoint (never its secret)."""
-    from domain.operator_requests import GetEndpoint
-    from tasks.handlers.webhook_endpoints import get_endpoint
+    from application.handlers.webhook_endpoints import get_endpoint
+    from application.requests.operator_requests import GetEndpoint
 
     endpoint = get_endpoint(GetEndpoint(endpoint_id), services())
     emit(as_json, endpoint.to_view(), table(ENDPOINT_HEADERS, [_endpoint_row(endpoint)]))
@@ -156,8 +156,8 @@ def webhooks_show(endpoint_id: str, as_json: bool) -> None:
 def webhooks_disable(endpoint_id: str, reason: str, as_json: bool) -> None:
     """Stop sending to an endpoint. Its unfinished deliveries are marked failed; replay them
     once it is enabled again."""
-    from domain.operator_requests import DisableEndpoint
-    from tasks.handlers.webhook_endpoints import disable_endpoint
+    from application.handlers.webhook_endpoints import disable_endpoint
+    from application.requests.operator_requests import DisableEndpoint
 
     disabled = disable_endpoint(DisableEndpoint(endpoint_id, reason), services())
     emit(
@@ -173,8 +173,8 @@ def webhooks_disable(endpoint_id: str, reason: str, as_json: bool) -> None:
 @as_json_option
 def webhooks_enable(endpoint_id: str, as_json: bool) -> None:
     """Send to an endpoint again (its failed deliveries stay failed until replayed)."""
-    from domain.operator_requests import EnableEndpoint
-    from tasks.handlers.webhook_endpoints import enable_endpoint
+    from application.handlers.webhook_endpoints import enable_endpoint
+    from application.requests.operator_requests import EnableEndpoint
 
     endpoint = enable_endpoint(EnableEndpoint(endpoint_id), services())
     emit(as_json, endpoint.to_view(), f"{endpoint_id} enabled")
@@ -188,8 +188,8 @@ def webhooks_rotate_secret(endpoint_id: str, as_json: bool) -> None:
     BILLING_WEBHOOK_SECRET_GRACE_SECONDS, so that the receiver can switch."""
     from datetime import timedelta
 
-    from domain.operator_requests import RotateSecret
-    from tasks.handlers.webhook_endpoints import rotate_secret
+    from application.handlers.webhook_endpoints import rotate_secret
+    from application.requests.operator_requests import RotateSecret
 
     svc = services()
     grace = svc.settings.webhook_secret_grace_seconds
@@ -227,9 +227,9 @@ def webhooks_deliveries(
     as_json: bool,
 ) -> None:
     """Deliveries, newest first: state, endpoint, event, attempts and the last error."""
-    from domain.operator_requests import ListDeliveries
+    from application.handlers.webhook_endpoints import list_deliveries
+    from application.requests.operator_requests import ListDeliveries
     from domain.webhooks import DeliveryState
-    from tasks.handlers.webhook_endpoints import list_deliveries
 
     if failed_only and state not in (None, DeliveryState.FAILED.value):
         usage_error(f"--failed and --state {state}: only failed deliveries, or those {state}")
@@ -264,8 +264,8 @@ def webhooks_replay(
     """Send failed deliveries again, with a new retry budget: DELIVERY_ID…, or every failed
     delivery of an endpoint (--endpoint ID --failed). Its endpoint must be enabled. The
     sweep sends them within seconds."""
-    from domain.operator_requests import ReplayDeliveries, ReplayFailed
-    from tasks.handlers.webhook_endpoints import replay_deliveries, replay_failed
+    from application.handlers.webhook_endpoints import replay_deliveries, replay_failed
+    from application.requests.operator_requests import ReplayDeliveries, ReplayFailed
 
     if delivery_ids and (endpoint_id or all_failed):
         raise click.UsageError("give DELIVERY_IDs, or --endpoint ID --failed, not both")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from domain.event_base import Event
+from domain.events.base import Event
 from domain.messages import Command
 
 EVENTS_STREAM = "billing:events"

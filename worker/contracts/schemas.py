@@ -8,7 +8,7 @@ The files under ``schemas/`` are generated from the pydantic models, never edite
 - ``schemas/commands/<task name>.v<version>.json``: a command's keyword arguments as a
   publisher sends them (``domain.messages.Command``);
 - ``schemas/events/<type>.v<version>.json``: an event's JSON document as the webhooks, the
-  Redis stream and the ``events`` table carry it (``domain.events``);
+  Redis stream and the ``events`` table carry it (``domain.events.catalog``);
 - ``schemas/asyncapi.json``: the AsyncAPI 3.0.0 document of the queues, the webhooks and the
   stream (``worker.contracts.asyncapi``), also served at ``GET /asyncapi.json``.
 
@@ -30,13 +30,13 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import core_schema
 
-from domain.billing import CreateBillingAccount, RegisterBillingAccount
-from domain.change_previews import PreviewPlanChange
-from domain.event_base import Event
-from domain.events import EVENT_TYPES
+from domain.billing.accounts import CreateBillingAccount, RegisterBillingAccount
+from domain.events.base import Event
+from domain.events.catalog import EVENT_TYPES
 from domain.messages import Command
-from domain.provider_sync import SyncStripeObject
-from domain.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan
+from domain.provider.sync import SyncStripeObject
+from domain.subscriptions.change_previews import PreviewPlanChange
+from domain.subscriptions.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan
 from domain.users import EnableUser
 from worker.contracts.asyncapi import asyncapi_document
 

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from domain.errors import found
 from domain.permissions import Grant, parse_scopes
-from domain.ports import Clock
+from domain.ports.application import Clock
 from worker.db.models import ApiClientRow
 from worker.observability import metrics
 

@@ -11,14 +11,14 @@ from sqlalchemy import CursorResult, delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.command_ports import CannotRunInOneTransaction
 from domain.errors import CommandIdReused, CommandInProgress, FailedPrecondition, error_info
-from domain.event_base import Event
+from domain.events.base import Event
 from domain.messages import CommandStatus, command_fingerprint
-from domain.outcomes import error_code, error_line, error_reason
-from domain.ports import Clock
-from domain.repositories import UnitOfWork
-from domain.retention import PRUNABLE_STATUSES
+from domain.operations.outcomes import error_code, error_line, error_reason
+from domain.operations.retention import PRUNABLE_STATUSES
+from domain.ports.application import Clock
+from domain.ports.commands import CannotRunInOneTransaction
+from domain.ports.repositories import UnitOfWork
 from worker.db.events import SqlEventOutbox
 from worker.db.models import CommandRow, ProviderCallRow
 from worker.db.uow import SharedUnitOfWork

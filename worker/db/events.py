@@ -9,9 +9,9 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from domain.event_base import Event
-from domain.event_ports import RecordedEvent
-from domain.provider_sync import StripeEndpoint
+from domain.events.base import Event
+from domain.ports.events import RecordedEvent
+from domain.provider.sync import StripeEndpoint
 from domain.webhooks import (
     DeliveryClaim,
     DeliveryState,

@@ -9,10 +9,10 @@ from typing import Any
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session, aliased, sessionmaker
 
-from domain.billing import BillingAccountState
+from domain.billing.accounts import BillingAccountState
 from domain.messages import CommandStatus
-from domain.scheduled_changes import ChangeKind, ChangeState
-from domain.subscriptions import SubscriptionState
+from domain.subscriptions.scheduled_changes import ChangeKind, ChangeState
+from domain.subscriptions.subscription import SubscriptionState
 from worker.db.models import (
     BillingAccountRow,
     CommandRow,

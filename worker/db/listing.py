@@ -17,7 +17,9 @@ from typing import Any
 from sqlalchemy import Select, and_, or_, select, text
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from domain.console import (
+from domain.errors import InvalidArgument
+from domain.messages import CommandStatus, is_id
+from domain.operations.console import (
     IN_FLIGHT_STATUSES,
     MAX_PAGE_SIZE,
     BillingAccountItem,
@@ -31,8 +33,6 @@ from domain.console import (
     UserItem,
     UserPage,
 )
-from domain.errors import InvalidArgument
-from domain.messages import CommandStatus, is_id
 from worker.db.models import (
     PENDING_CHANGE_STATES,
     BillingAccountRow,

@@ -182,7 +182,8 @@ PENDING_CHANGE_STATES = "state IN ('scheduled', 'applying', 'staged')"
 
 
 class ScheduledChangeRow(Base):
-    """Plan changes of subscriptions, pending and past (see ``domain/scheduled_changes.py``)."""
+    """Plan changes of subscriptions, pending and past (see
+    ``domain/subscriptions/scheduled_changes.py``)."""
 
     __tablename__ = "scheduled_changes"
     __table_args__ = (
@@ -220,7 +221,8 @@ class ScheduledChangeRow(Base):
 
 class ChangePreviewRow(Base):
     """Previews answered lately: the proration times a change may name
-    (``domain/change_previews.py``); a subscription's expired ones go with its next preview."""
+    (``domain/subscriptions/change_previews.py``); a subscription's expired ones go with its next
+    preview."""
 
     __tablename__ = "change_previews"
 
@@ -335,7 +337,7 @@ class WebhookDeliveryRow(Base):
 
 
 class ProviderCallRow(Base):
-    """Every call made to the billing provider for a command (``domain/provider_calls.py``)."""
+    """Every call made to the billing provider for a command (``domain/provider/calls.py``)."""
 
     __tablename__ = "provider_calls"
 

@@ -1,4 +1,4 @@
-"""The provider-call record (``domain/provider_calls.py``): one row per call, each written in
+"""The provider-call record (``domain/provider/calls.py``): one row per call, each written in
 a short transaction of its own."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.provider_calls import ProviderCall
+from domain.provider.calls import ProviderCall
 from worker.db.models import ProviderCallRow
 
 
 class SqlProviderCallLog:
-    """The :class:`domain.provider_calls.ProviderCallLog` on the database."""
+    """The :class:`domain.provider.calls.ProviderCallLog` on the database."""
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self._sessions = sessions

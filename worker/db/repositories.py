@@ -8,13 +8,13 @@ from typing import Generic, Protocol, TypeVar
 from sqlalchemy import ColumnElement, Select, and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from domain.billing import BillingAccount, BillingAccountState
-from domain.change_previews import IssuedPreview
-from domain.organizations import Organization
-from domain.plans import Plan
-from domain.repositories import Claim
-from domain.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
-from domain.subscriptions import Subscription, SubscriptionState
+from domain.billing.accounts import BillingAccount, BillingAccountState
+from domain.billing.organizations import Organization
+from domain.ports.repositories import Claim
+from domain.subscriptions.change_previews import IssuedPreview
+from domain.subscriptions.plans import Plan
+from domain.subscriptions.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
+from domain.subscriptions.subscription import Subscription, SubscriptionState
 from domain.users import User
 from worker.db.claims import claim_due_rows
 from worker.db.mapping import RowMapping

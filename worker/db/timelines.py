@@ -1,4 +1,5 @@
-"""The operator console's reads (``domain/console.py``): the story of a billing account and of
+"""The operator console's reads (``domain/operations/console.py``): the story of a billing account
+and of
 a subscription, from the command log, the provider-call record and the outbox.
 
 A command belongs to an account's story when its payload names the account or its
@@ -14,7 +15,7 @@ from collections.abc import Collection, Iterable, Sequence
 from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.console import (
+from domain.operations.console import (
     AccountStory,
     BillingAccountPage,
     CommandPage,
@@ -27,8 +28,8 @@ from domain.console import (
     SubscriptionStory,
     UserPage,
 )
-from domain.scheduled_changes import ChangeState, ScheduledChange
-from domain.subscriptions import Subscription
+from domain.subscriptions.scheduled_changes import ChangeState, ScheduledChange
+from domain.subscriptions.subscription import Subscription
 from worker.db import listing
 from worker.db.listing import command_view
 from worker.db.models import BillingAccountRow, CommandRow, EventRow, ProviderCallRow
@@ -77,7 +78,7 @@ def _payload_names(names: Iterable[tuple[str, str]]) -> ColumnElement[bool]:
 
 
 class SqlConsole:
-    """The :class:`domain.console.ConsoleQueries` on the database."""
+    """The :class:`domain.operations.console.ConsoleQueries` on the database."""
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self._sessions = sessions

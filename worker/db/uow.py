@@ -9,8 +9,8 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.command_ports import CannotRunInOneTransaction
 from domain.errors import UniquenessViolation
+from domain.ports.commands import CannotRunInOneTransaction
 from worker.db.engine import session_factory
 from worker.db.events import (
     SqlEventOutbox,

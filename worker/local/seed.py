@@ -105,11 +105,11 @@ def _save_demo_credentials(settings: Settings, credentials: DemoCredentials) -> 
 
 def seed_records(svc: Services) -> None:
     """The organizations and the user, each made unless it exists."""
+    from application.handlers.organizations import create_organization
+    from application.handlers.users import create_user
+    from domain.billing.organizations import NewOrganization
     from domain.errors import AlreadyExists
-    from domain.organizations import NewOrganization
     from domain.users import NewUser
-    from tasks.handlers.organizations import create_organization
-    from tasks.handlers.users import create_user
 
     for make in (
         lambda: create_organization(
@@ -184,13 +184,13 @@ def seed_billing(svc: Services) -> None:
     """Demo billing, made once: two plans, the demo organization's billing account
     (registered with the provider ``svc`` names: the emulator) and a subscription to the first
     plan."""
-    from domain.billing import BillingDetails, CreateBillingAccount
-    from domain.operator_requests import CreatePlan, CreateSubscription, ListPlans
-    from domain.plans import PlanSpec
-    from domain.subscriptions import SubscriptionTerms
-    from tasks.handlers.billing import create_billing_account
-    from tasks.handlers.plans import create_plan, list_plans
-    from tasks.handlers.subscribe import create_subscription
+    from application.handlers.billing import create_billing_account
+    from application.handlers.plans import create_plan, list_plans
+    from application.handlers.subscribe import create_subscription
+    from application.requests.operator_requests import CreatePlan, CreateSubscription, ListPlans
+    from domain.billing.accounts import BillingDetails, CreateBillingAccount
+    from domain.subscriptions.plans import PlanSpec
+    from domain.subscriptions.subscription import SubscriptionTerms
 
     existing = {plan.name for plan in list_plans(ListPlans(), svc)}
     with svc.unit_of_work() as uow:
@@ -228,7 +228,7 @@ def seed_billing(svc: Services) -> None:
 def wire_stripe_events(svc: Services, url: str) -> None:
     """The emulator's events go to this stack's API, as Stripe's would go to a deployment's
     (`billing-worker stripe webhooks register`)."""
-    from domain.operator_requests import RegisterStripeEndpoint
-    from tasks.handlers.stripe_endpoints import register_stripe_endpoint
+    from application.handlers.stripe_endpoints import register_stripe_endpoint
+    from application.requests.operator_requests import RegisterStripeEndpoint
 
     register_stripe_endpoint(RegisterStripeEndpoint(url), svc)

@@ -12,10 +12,10 @@ from typing import Any
 
 from kombu import Queue
 
-from domain.provider_sync import SyncStripeObject
+from application.handlers.sweeps import BULK_MESSAGE_PRIORITY, STRIPE_SYNC_MESSAGE_PRIORITY
+from domain.provider.sync import SyncStripeObject
 from tasks.billing import REDRIVE_PENDING_ACCOUNTS
 from tasks.events import RELAY_EVENTS
-from tasks.handlers.sweeps import BULK_MESSAGE_PRIORITY, STRIPE_SYNC_MESSAGE_PRIORITY
 from tasks.maintenance import PRUNE_COMMAND_LOG, REPUBLISH_STALLED_COMMANDS
 from tasks.stripe_sync import RECONCILE_WITH_STRIPE
 from tasks.subscriptions import ENQUEUE_DUE_CHANGES

@@ -22,9 +22,9 @@ from typing import Any
 from celery.app.amqp import AMQP
 from celery.utils.saferepr import saferepr
 
+from application.log_context import command_fields
 from domain.messages import is_id
 from domain.redaction import redact
-from tasks.log_context import command_fields
 
 REPR_MAX_SIZE = 1024
 """As Celery's own ``argsrepr``/``kwargsrepr``."""
@@ -42,7 +42,7 @@ def mask_argument_reprs(headers: dict[str, Any], args: Any, kwargs: Any) -> None
 
 
 def message_log_fields(headers: dict[str, Any], kwargs: Any) -> dict[str, str | int]:
-    """The log fields (``tasks.log_context``) of a task message, from its headers and
+    """The log fields (``application.log_context``) of a task message, from its headers and
     keyword arguments: what Celery's lines about it carry before its command runs."""
     values = kwargs if isinstance(kwargs, dict) else {}
     task_id = str(headers.get("id"))

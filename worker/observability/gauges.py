@@ -18,9 +18,9 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from domain.ports import Clock
-from domain.rate_budget import RateBudget
-from domain.scheduled_changes import ChangeState
+from domain.ports.application import Clock
+from domain.provider.rate_budget import RateBudget
+from domain.subscriptions.scheduled_changes import ChangeState
 from domain.webhooks import DeliveryState, EndpointState
 
 logger = logging.getLogger(__name__)

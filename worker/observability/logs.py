@@ -6,7 +6,7 @@ Celery's loggers go through it) whose filters, in order:
 
 * add the running command's fields to each record (:class:`AddCommandContext`: ``command_id``,
   ``task``, ``task_id``, ``attempt`` and the ids the command touches, bound by the runner in
-  :mod:`tasks.log_context`; Celery's lines about a message it received name its task and
+  :mod:`application.log_context`; Celery's lines about a message it received name its task and
   command too);
 * mask emails and international phone numbers in the message and the exception text
   (:class:`MaskPersonalData`, :mod:`domain.redaction`): call sites log ids, never payloads, and
@@ -35,9 +35,9 @@ from typing import Any, Literal, TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
+from application import log_context
+from application.log_context import ID_FIELDS, LogFields
 from domain.redaction import mask_text
-from tasks import log_context
-from tasks.log_context import ID_FIELDS, LogFields
 from worker.observability.sweeps import QuietSweeps
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

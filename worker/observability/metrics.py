@@ -33,8 +33,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.registry import Collector
 
 from domain.errors import CommandInProgress, TransientError
-from domain.provider_sync import HANDLED_EVENT_TYPES
-from domain.rate_budget import RateLimited
+from domain.provider.rate_budget import RateLimited
+from domain.provider.sync import HANDLED_EVENT_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -220,7 +220,8 @@ def command_finished(
 
 
 def command_ended_in_error(command_type: str, outcome: str, code: str, reason: str) -> None:
-    """Count a rejected or failed command by its code and reason (``domain.outcomes``)."""
+    """Count a rejected or failed command by its code and reason
+    (``domain.operations.outcomes``)."""
     COMMAND_ERRORS.labels(command_type, outcome, code, reason).inc()
 
 

@@ -34,7 +34,7 @@ CELERY_LINES_ABOUT_A_TASK = (
 )
 CELERY_RECEIVED_LINE = "celery.worker.strategy"
 """Task NAME[ID] received: every task's outcome line follows it, so it is routine."""
-OUR_PACKAGES = frozenset({"tasks", "domain", "worker"})
+OUR_PACKAGES = frozenset({"tasks", "application", "domain", "worker"})
 """Loggers whose INFO lines during a sweep say it did something: they stay at INFO."""
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import redis
 
-from domain.event_ports import RecordedEvent
+from domain.ports.events import RecordedEvent
 
 RELAY_LOCK_SECONDS = 30.0
 """A relay that died holding the lock frees it after this long."""

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 from standardwebhooks import Webhook
 
-from domain.event_ports import WebhookResponse
+from domain.ports.events import WebhookResponse
 from domain.redaction import mask_text
 from domain.webhooks import is_private_host
 

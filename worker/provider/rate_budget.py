@@ -32,7 +32,7 @@ from typing import Any, cast
 
 import redis
 
-from domain.rate_budget import (
+from domain.provider.rate_budget import (
     BudgetUsage,
     CallKind,
     KindUsage,
@@ -173,7 +173,7 @@ class BudgetConfig:
 
 
 class RedisRateBudget:
-    """The :class:`domain.rate_budget.RateBudget` of one Stripe account, kept in Redis."""
+    """The :class:`domain.provider.rate_budget.RateBudget` of one Stripe account, kept in Redis."""
 
     def __init__(
         self,

@@ -35,10 +35,8 @@ from typing import Any, TypeVar
 
 import stripe
 
-from domain.billing import ProviderCustomer
-from domain.change_previews import ChangePreview
-from domain.console import InvoiceView
-from domain.drift import (
+from domain.billing.accounts import ProviderCustomer
+from domain.drift.report import (
     BilledInvoice,
     RemoteCustomer,
     RemoteSubscription,
@@ -55,11 +53,13 @@ from domain.errors import (
     error_info,
     field_violations,
 )
-from domain.plans import ProviderPlan, ProviderPrice
-from domain.provider_sync import ProviderCustomerState, RegisteredEndpoint
-from domain.rate_budget import CallKind, RateBudget, current_priority
-from domain.scheduled_changes import PaymentBehavior, ProrationBehavior
-from domain.subscriptions import ProviderSubscription, SubscriptionTerms
+from domain.operations.console import InvoiceView
+from domain.provider.rate_budget import CallKind, RateBudget, current_priority
+from domain.provider.sync import ProviderCustomerState, RegisteredEndpoint
+from domain.subscriptions.change_previews import ChangePreview
+from domain.subscriptions.plans import ProviderPlan, ProviderPrice
+from domain.subscriptions.scheduled_changes import PaymentBehavior, ProrationBehavior
+from domain.subscriptions.subscription import ProviderSubscription, SubscriptionTerms
 from worker.observability import metrics
 from worker.provider.stripe_fields import (
     field_for_param,
@@ -166,7 +166,7 @@ def translate(
 
 
 class StripeBillingProvider:
-    """The :class:`domain.provider_ports.BillingProvider` for Stripe."""
+    """The :class:`domain.ports.provider.BillingProvider` for Stripe."""
 
     name = PROVIDER_NAME
 

@@ -14,7 +14,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from domain.provider_sync import HANDLED_EVENT_TYPES, ProviderEvent
+from domain.provider.sync import HANDLED_EVENT_TYPES, ProviderEvent
 
 STRIPE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]*")
 """Stripe's ids: a prefix, an underscore and base-62 characters (``evt_1Q…``, ``sub_…``)."""

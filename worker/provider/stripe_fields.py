@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 # Stripe's parameter names → the fields of the create command's billing details
-# (``account`` of :class:`domain.billing.CreateBillingAccount`), where every value of a
+# (``account`` of :class:`domain.billing.accounts.CreateBillingAccount`), where every value of a
 # customer comes from.
 _FIELD_OF_PARAM = {
     "name": "account.name",
@@ -39,12 +39,12 @@ def field_for_param(param: str | None) -> str:
 
 def plan_field(param: str | None) -> str:
     """Every parameter of a subscription's update (or read) comes from the plan asked for (the
-    ``plan`` of :class:`domain.scheduled_changes.ChangeSubscriptionPlan`)."""
+    ``plan`` of :class:`domain.subscriptions.scheduled_changes.ChangeSubscriptionPlan`)."""
     return "plan"
 
 
 # Stripe's parameters of a subscription creation → the inputs of ``subscriptions create``
-# (``tasks/handlers/subscribe.py::create_subscription``, its terms named as the CLI shows
+# (``application/handlers/subscribe.py::create_subscription``, its terms named as the CLI shows
 # them); ``subscription`` when Stripe named none or one we do not take from an input.
 _SUBSCRIPTION_FIELD_OF_PARAM = {
     "customer": "billing_account",
@@ -54,7 +54,8 @@ _SUBSCRIPTION_FIELD_OF_PARAM = {
     "days_until_due": "days_until_due",
     "trial_period_days": "trial_days",
 }
-# Stripe's parameters of a price creation → the fields of :class:`domain.plans.PlanSpec`;
+# Stripe's parameters of a price creation → the fields of
+# :class:`domain.subscriptions.plans.PlanSpec`;
 # ``plan`` when Stripe named none or one we do not take from a field.
 _PRICE_FIELD_OF_PARAM = {
     "currency": "currency",

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from domain.change_previews import ChangePreview, PreviewLine
-from domain.console import InvoiceView
-from domain.drift import BilledInvoice, RemoteCustomer, RemoteSubscription
+from domain.drift.report import BilledInvoice, RemoteCustomer, RemoteSubscription
 from domain.errors import Internal, error_info
-from domain.subscriptions import ProviderSubscription
+from domain.operations.console import InvoiceView
+from domain.subscriptions.change_previews import ChangePreview, PreviewLine
+from domain.subscriptions.subscription import ProviderSubscription
 
 
 class _Metadata(Protocol):

@@ -1,5 +1,5 @@
-"""In-memory fakes of the ports (``domain/ports.py``, ``domain/repositories.py``,
-``domain/provider_ports.py``, ``domain/command_ports.py``, ``domain/event_ports.py``), for fast
+"""In-memory fakes of the ports (``domain/ports/application.py``, ``domain/ports/repositories.py``,
+``domain/ports/provider.py``, ``domain/ports/commands.py``, ``domain/ports/events.py``), for fast
 tests of the real handlers and of the real task runner; one module an idea:
 
 * ``clock``: :class:`FakeClock`, which moves only when told to (and ``T0``, where it starts);

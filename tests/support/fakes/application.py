@@ -6,15 +6,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from domain.command_ports import CommandJournal
 from domain.errors import FailedPrecondition, error_info
-from domain.event_ports import EventStream, RelayLock, WebhookSender
-from domain.ports import Application, Clock, RunnerPolicy
-from domain.provider_ports import BillingProvider
-from domain.rate_budget import BudgetUsage, CallKind, Priority, RateBudget
-from domain.repositories import UnitOfWork
-from domain.retention import CommandRetention
-from domain.scheduled_changes import ProrationBehavior
+from domain.operations.retention import CommandRetention
+from domain.ports.application import Application, Clock, RunnerPolicy
+from domain.ports.commands import CommandJournal
+from domain.ports.events import EventStream, RelayLock, WebhookSender
+from domain.ports.provider import BillingProvider
+from domain.ports.repositories import UnitOfWork
+from domain.provider.rate_budget import BudgetUsage, CallKind, Priority, RateBudget
+from domain.subscriptions.scheduled_changes import ProrationBehavior
 from domain.webhooks import DeliveryPolicy
 from tests.support.fakes.clock import FakeClock
 from tests.support.fakes.database import DatabaseUnavailable, FakeDatabase, FakeUnitOfWork
@@ -25,7 +25,8 @@ from tests.support.fakes.provider import FakeBillingProvider
 
 
 class UnmeteredRateBudget:
-    """A budget that never makes a call wait (``domain.rate_budget.RateBudget``), as the real
+    """A budget that never makes a call wait (``domain.provider.rate_budget.RateBudget``), as the
+    real
     one is when no Stripe key is set."""
 
     enabled = False
@@ -45,7 +46,7 @@ class UnmeteredRateBudget:
 
 @dataclass(frozen=True)
 class FakeBillingPolicy:
-    """``domain.provider_ports.BillingPolicy`` with the settings' defaults (Stripe's key window less
+    """``domain.ports.provider.BillingPolicy`` with the settings' defaults (Stripe's key window less
     an hour)."""
 
     default_currency: str = "usd"
@@ -81,7 +82,8 @@ DEFAULT_DELIVERY_POLICY = DeliveryPolicy(
 
 
 class FakeApplication:
-    """Every port in memory: a ``domain.ports.Application`` (and so a ``HandlerContext``).
+    """Every port in memory: a ``domain.ports.application.Application`` (and so a
+    ``HandlerContext``).
 
     Each part is an attribute a test reads and scripts: ``db``, ``provider``, ``commands``,
     ``published``, ``dead``. ``is_transient`` says yes to :class:`DatabaseUnavailable`, the

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from domain.billing import BillingAccount, BillingDetails
-from domain.organizations import Organization, OrganizationState
-from domain.plans import Plan, PlanInterval
-from domain.subscriptions import ProviderSubscription, Subscription
+from domain.billing.accounts import BillingAccount, BillingDetails
+from domain.billing.organizations import Organization, OrganizationState
+from domain.subscriptions.plans import Plan, PlanInterval
+from domain.subscriptions.subscription import ProviderSubscription, Subscription
 from domain.users import User, UserState
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.clock import T0

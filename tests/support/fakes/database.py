@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
-from domain.billing import BillingAccount, BillingAccountState
-from domain.change_previews import IssuedPreview
+from domain.billing.accounts import BillingAccount, BillingAccountState
+from domain.billing.organizations import Organization
 from domain.errors import UniquenessViolation
-from domain.organizations import Organization
-from domain.plans import Plan
-from domain.scheduled_changes import ScheduledChange
-from domain.subscriptions import Subscription
+from domain.subscriptions.change_previews import IssuedPreview
+from domain.subscriptions.plans import Plan
+from domain.subscriptions.scheduled_changes import ScheduledChange
+from domain.subscriptions.subscription import Subscription
 from domain.users import User
 from domain.webhooks import WebhookDelivery, WebhookEndpoint
 from tests.support.fakes.events import (
@@ -234,7 +234,7 @@ class Transaction:
 
 
 class FakeUnitOfWork:
-    """One transaction of the :class:`FakeDatabase` (``domain.repositories.UnitOfWork``)."""
+    """One transaction of the :class:`FakeDatabase` (``domain.ports.repositories.UnitOfWork``)."""
 
     def __init__(self, db: FakeDatabase) -> None:
         self._db = db

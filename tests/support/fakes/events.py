@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from domain.event_base import Event
-from domain.event_ports import RecordedEvent, WebhookResponse
-from domain.provider_sync import StripeEndpoint
+from domain.events.base import Event
+from domain.ports.events import RecordedEvent, WebhookResponse
+from domain.provider.sync import StripeEndpoint
 from domain.webhooks import DeliveryClaim, DeliveryState, WebhookDelivery, WebhookEndpoint
 
 if TYPE_CHECKING:

@@ -10,17 +10,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from domain.errors import CommandIdReused, CommandInProgress
-from domain.event_base import Event
+from domain.events.base import Event
 from domain.messages import CommandStatus, command_fingerprint
-from domain.repositories import UnitOfWork
-from domain.retention import PRUNABLE_STATUSES
+from domain.operations.retention import PRUNABLE_STATUSES
+from domain.ports.repositories import UnitOfWork
 from tests.support.fakes.clock import FakeClock
 from tests.support.fakes.database import FakeDatabase
 
 
 @dataclass
 class JournalEntry:
-    """A command as ``SqlCommandLog`` records it (``domain.command_ports.CommandOutcome``)."""
+    """A command as ``SqlCommandLog`` records it (``domain.ports.commands.CommandOutcome``)."""
 
     id: str
     type: str
@@ -39,7 +39,8 @@ class JournalEntry:
 
 
 class FakeCommandJournal:
-    """The command log in memory (``domain.command_ports.CommandJournal``), as ``SqlCommandLog``."""
+    """The command log in memory (``domain.ports.commands.CommandJournal``), as
+    ``SqlCommandLog``."""
 
     def __init__(self, clock: FakeClock, running_lease: timedelta = timedelta(minutes=10)) -> None:
         self._clock = clock

@@ -18,7 +18,7 @@ class Published:
 
 
 class FakePublisher:
-    """Records what would go onto the queues (``domain.command_ports.CommandPublisher``)."""
+    """Records what would go onto the queues (``domain.ports.commands.CommandPublisher``)."""
 
     def __init__(self) -> None:
         self.published: list[Published] = []
@@ -65,7 +65,7 @@ class DeadLetter:
 
 
 class FakeDeadLetters:
-    """Keeps refused messages in a list (``domain.command_ports.DeadLetterStore``)."""
+    """Keeps refused messages in a list (``domain.ports.commands.DeadLetterStore``)."""
 
     def __init__(self) -> None:
         self.letters: list[DeadLetter] = []

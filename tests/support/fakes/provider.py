@@ -14,10 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from domain.billing import ProviderCustomer
-from domain.change_previews import ChangePreview, PreviewLine
-from domain.console import InvoiceView
-from domain.drift import (
+from domain.billing.accounts import ProviderCustomer
+from domain.drift.report import (
     BilledInvoice,
     RemoteCustomer,
     RemoteSubscription,
@@ -25,16 +23,18 @@ from domain.drift import (
     oldest_customer,
 )
 from domain.errors import PaymentFailed, error_info
-from domain.plans import ProviderPlan, ProviderPrice
-from domain.provider_sync import ProviderCustomerState, RegisteredEndpoint
-from domain.scheduled_changes import PaymentBehavior, ProrationBehavior
-from domain.subscriptions import ProviderSubscription, SubscriptionTerms
+from domain.operations.console import InvoiceView
+from domain.provider.sync import ProviderCustomerState, RegisteredEndpoint
+from domain.subscriptions.change_previews import ChangePreview, PreviewLine
+from domain.subscriptions.plans import ProviderPlan, ProviderPrice
+from domain.subscriptions.scheduled_changes import PaymentBehavior, ProrationBehavior
+from domain.subscriptions.subscription import ProviderSubscription, SubscriptionTerms
 from tests.support.fakes.clock import T0, FakeClock
 from tests.support.fakes.provider_requests import RecordedRequests, rejected
 
 
 class FakeBillingProvider(RecordedRequests):
-    """An in-memory Stripe (``domain.provider_ports.BillingProvider``)."""
+    """An in-memory Stripe (``domain.ports.provider.BillingProvider``)."""
 
     def __init__(self, clock: FakeClock, *, name: str = "fake") -> None:
         super().__init__(clock)

@@ -7,13 +7,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from domain.billing import BillingAccount, BillingAccountState
-from domain.change_previews import IssuedPreview
-from domain.organizations import Organization
-from domain.plans import Plan
-from domain.repositories import Claim
-from domain.scheduled_changes import ChangeState, ScheduledChange
-from domain.subscriptions import Subscription
+from domain.billing.accounts import BillingAccount, BillingAccountState
+from domain.billing.organizations import Organization
+from domain.ports.repositories import Claim
+from domain.subscriptions.change_previews import IssuedPreview
+from domain.subscriptions.plans import Plan
+from domain.subscriptions.scheduled_changes import ChangeState, ScheduledChange
+from domain.subscriptions.subscription import Subscription
 from domain.users import User
 
 if TYPE_CHECKING:

@@ -3,7 +3,8 @@
 
 Reads need the ``operations:read`` scope, actions ``operations:write``; both span every
 organization, so a client limited to organizations holds neither. Reads answer the console's
-views (``domain/console.py``); an action runs its handler (``tasks/handlers/operations.py``)
+views (``domain/operations/console.py``); an action runs its handler
+(``application/handlers/operations.py``)
 at once, in a thread, and answers what it did. Nothing here is a command of the log.
 """
 
@@ -17,7 +18,26 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from domain.console import (
+from application.handlers import operations as handlers
+from application.requests.operator_actions import (
+    ActionTaken,
+    MarkAccountOffline,
+    RetryCommand,
+    RetryRegistration,
+    ShowSubscription,
+    SkipScheduledChange,
+    new_action_id,
+)
+from domain.errors import (
+    CommandError,
+    ErrorCode,
+    NotFound,
+    TransientError,
+    found,
+    violations_of,
+)
+from domain.messages import ID_PATTERN
+from domain.operations.console import (
     DEFAULT_PAGE_SIZE,
     IN_FLIGHT_STATUSES,
     MAX_PAGE_SIZE,
@@ -29,26 +49,7 @@ from domain.console import (
     SubscriptionStory,
     UserPage,
 )
-from domain.errors import (
-    CommandError,
-    ErrorCode,
-    NotFound,
-    TransientError,
-    found,
-    violations_of,
-)
-from domain.messages import ID_PATTERN
-from domain.operator_actions import (
-    ActionTaken,
-    MarkAccountOffline,
-    RetryCommand,
-    RetryRegistration,
-    ShowSubscription,
-    SkipScheduledChange,
-    new_action_id,
-)
 from domain.permissions import Scope
-from tasks.handlers import operations as handlers
 from worker.api.auth import Caller, permitted
 from worker.api.body import Body
 from worker.api.contract import OperatorActionRequest

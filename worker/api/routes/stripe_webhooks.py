@@ -32,9 +32,9 @@ from anyio import to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from application.handlers.stripe_endpoints import stripe_endpoint_secrets
+from application.requests.operator_requests import ListStripeEndpointSecrets
 from domain.errors import ErrorCode, error_info, field_violations
-from domain.operator_requests import ListStripeEndpointSecrets
-from tasks.handlers.stripe_endpoints import stripe_endpoint_secrets
 from worker.api.contract import ErrorBody
 from worker.api.state import ApiState, State
 from worker.api.strict_json import BodyRejected, parse_object

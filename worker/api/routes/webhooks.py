@@ -1,7 +1,7 @@
 """``/v1beta1/webhooks``: webhook endpoints, their secrets and their deliveries.
 
 These are configuration, not billing commands: each route runs its handler
-(``tasks.handlers.webhook_endpoints``) synchronously, in a thread, and answers with the
+(``application.handlers.webhook_endpoints``) synchronously, in a thread, and answers with the
 outcome; nothing is journalled in the command log or published on a queue, so there is no
 ``202``, ``Idempotency-Key`` or ``Command-Id`` here. Every route needs the
 ``webhooks:manage`` scope, which is not limited to organizations (an endpoint receives the
@@ -22,9 +22,8 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from domain.errors import CommandError, violations_of
-from domain.messages import ID_PATTERN
-from domain.operator_requests import (
+from application.handlers import webhook_endpoints as handlers
+from application.requests.operator_requests import (
     AddEndpoint,
     DisableEndpoint,
     EnableEndpoint,
@@ -34,9 +33,10 @@ from domain.operator_requests import (
     ReplayDeliveries,
     RotateSecret,
 )
+from domain.errors import CommandError, violations_of
+from domain.messages import ID_PATTERN
 from domain.permissions import Scope
 from domain.webhooks import DeliveryState
-from tasks.handlers import webhook_endpoints as handlers
 from worker.api.auth import Caller, permitted
 from worker.api.body import Body, require_empty
 from worker.api.contract import (

@@ -1,7 +1,7 @@
 """failed commands whose error is the caller's mistake become rejected
 
 Until this revision every command that ended in an error was ``failed``. Those whose error
-is a caller's mistake (``domain.outcomes``) become ``rejected``: they leave
+is a caller's mistake (``domain.operations.outcomes``) become ``rejected``: they leave
 ``billing-worker commands failed``, the ``billing_failed_commands`` gauge and its alert, and
 the rejected retention applies to them from their finish time. The rule is copied here as
 it stands at this revision, so that this migration does what it did whatever the rule
@@ -42,7 +42,7 @@ commands = sa.table(
 
 
 def is_callers_mistake(error: Any) -> bool:
-    """``domain.outcomes.is_callers_mistake`` as it stands at revision 0013."""
+    """``domain.operations.outcomes.is_callers_mistake`` as it stands at revision 0013."""
     if not isinstance(error, dict):
         return False
     try:

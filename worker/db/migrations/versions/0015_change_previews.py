@@ -1,6 +1,6 @@
 """change_previews: the previews answered lately, so that an immediate change may name a
 preview's proration_date only for that very change and for a few minutes
-(``domain/change_previews.py``)
+(``domain/subscriptions/change_previews.py``)
 
 Revision ID: 0015
 Revises: 0014

@@ -1,0 +1,93 @@
+"""Beat's side of plan changes: claims of changes that fell due (and their release when the
+apply command could not be published), the apply command for each claim, and staged changes
+taking effect here (plan and period) once their boundary passes, without calling the
+provider again.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from application.handlers.change_steps import locked_change, record_outcome
+from application.requests.sweeps import ClaimDueChanges, TakeEffectOfStagedChanges
+from domain.ports.application import HandlerContext
+from domain.ports.repositories import Claim
+from domain.provider.rate_budget import sweep_quota
+from domain.subscriptions.scheduled_changes import ApplyScheduledChange, ChangeState
+
+logger = logging.getLogger(__name__)
+
+
+def take_effect_of_staged_changes(sweep: TakeEffectOfStagedChanges, svc: HandlerContext) -> int:
+    """Staged changes whose boundary passed take effect here: the subscription moves to the
+    new plan and period, and the change is ``applied`` (its lag counted from the boundary).
+    No provider call: the provider holds the new price since the change was staged. One
+    transaction per batch, each subscription locked before its change (the order every
+    request locks them in)."""
+    now = svc.clock.now()
+    with svc.unit_of_work() as uow:
+        due = uow.scheduled_changes.staged_due(now, sweep.batch_size)
+        for change_id in due:
+            change, subscription = locked_change(uow, change_id)
+            if change.state is not ChangeState.STAGED or (
+                change.is_withdrawing
+                and change.lease_until is not None
+                and change.lease_until >= now
+            ):
+                continue
+            period_end = change.staged_period_end or subscription.current_period_end
+            subscription.entered_period(change.target_plan_id, change.effective_at, period_end, now)
+            change.applied(now)
+            uow.subscriptions.save(subscription)
+            uow.scheduled_changes.save(change)
+            record_outcome(uow, change, subscription, change.command_id, now)
+        uow.commit()
+    if due:
+        logger.info("%d staged plan changes took effect", len(due))
+    return len(due)
+
+
+def claim_due_changes(sweep: ClaimDueChanges, svc: HandlerContext) -> list[Claim]:
+    """Take changes that fell due (and those a dead worker left), for beat's sweep; the rest
+    wait for the next sweep.
+
+    With an ``apply_rate`` (changes per second the provider's budget allows now), take no more
+    than can be applied within ``horizon_seconds``, counting the claimed changes not yet
+    applied: the burst is fed to the workers at the provider's pace, and no claim waits in a
+    queue until its lease runs out. Without one, take up to ``batch_size``.
+    """
+    batch_size, apply_rate = sweep.batch_size, sweep.apply_rate
+    now = svc.clock.now()
+    with svc.unit_of_work() as uow:
+        limit = batch_size
+        if apply_rate is not None:
+            limit = sweep_quota(
+                rate_per_second=apply_rate,
+                horizon_seconds=min(
+                    sweep.horizon_seconds, svc.billing.change_lease.total_seconds() / 2
+                ),
+                in_flight=uow.scheduled_changes.count_in_flight(now),
+                batch_size=batch_size,
+            )
+        if limit == 0:
+            return []
+        claims = uow.scheduled_changes.claim_due(
+            now, now + svc.billing.change_lease, limit, lead=svc.billing.period_end_lead
+        )
+        uow.commit()
+    return claims
+
+
+def release_claim(claim: Claim, svc: HandlerContext) -> None:
+    """The apply command could not be published: let the next sweep take the change."""
+    with svc.unit_of_work() as uow:
+        uow.scheduled_changes.release(claim, svc.clock.now())
+        uow.commit()
+
+
+def apply_command_for(claim: Claim) -> ApplyScheduledChange:
+    """One command per claim: duplicates of a claim's message are one command in the log,
+    and a change claimed again (its worker died) gets a command of its own."""
+    return ApplyScheduledChange(
+        command_id=f"apply:{claim.change_id}:{claim.number}", change_id=claim.change_id
+    )

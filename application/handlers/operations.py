@@ -1,0 +1,189 @@
+"""The operator console's actions and its subscription story (``billing-worker accounts``,
+``subscriptions``, ``commands``; ``/v1beta1/operations``).
+
+Each action is one handler ``(command, ctx)``: it decides in a unit of work, writes its
+event to the outbox in that transaction, and only after the commit puts what it sets going
+on the queue (a crash in between leaves the event and no message: beat's re-drive and
+stalled-command sweeps still send what is due, and the action can be taken again).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from application.handlers.outbox import publish_command, publish_recorded
+from application.requests.operator_actions import (
+    ActionTaken,
+    MarkAccountOffline,
+    RetryCommand,
+    RetryRegistration,
+    ShowSubscription,
+    SkipScheduledChange,
+)
+from domain.billing.accounts import RegisterBillingAccount
+from domain.errors import CommandError, FailedPrecondition, NotFound, error_info, found
+from domain.events.billing_accounts import (
+    BillingAccountMarkedOffline,
+    BillingAccountRegistrationRetried,
+)
+from domain.events.commands import CommandRetryRequested
+from domain.events.subscriptions import PlanChangeSkipped
+from domain.messages import CommandStatus
+from domain.operations.console import SubscriptionStory
+from domain.ports.application import Application, HandlerContext
+from domain.provider.rate_budget import Priority, calls_at
+from domain.subscriptions.scheduled_changes import ChangeReason, ChangeState
+
+logger = logging.getLogger(__name__)
+
+RETRYABLE_STATUSES = (CommandStatus.QUEUED, CommandStatus.RETRYING, CommandStatus.WAITING)
+INVOICES_SHOWN = 20
+
+
+def retry_registration(command: RetryRegistration, ctx: Application) -> ActionTaken:
+    """Send a ``pending`` account's registration now, as the command ``command.command_id``
+    (the account's stored idempotency key makes it one customer however often it runs)."""
+    with ctx.unit_of_work() as uow:
+        account = found(
+            uow.billing_accounts.get(command.billing_account_id, for_update=True),
+            "billing_account",
+            command.billing_account_id,
+        )
+        account.ensure_registration_pending()
+        uow.events.add(
+            BillingAccountRegistrationRetried.of(
+                account, command_id=command.command_id, now=ctx.clock.now()
+            )
+        )
+        uow.commit()
+    register = RegisterBillingAccount(
+        command_id=command.command_id, org_id=account.org_id, billing_account_id=account.id
+    )
+    publish_command(register, ctx.publisher())
+    logger.info("operator retried the registration of %s", account.id)
+    return ActionTaken(
+        action="retry_registration",
+        command_id=command.command_id,
+        subject=f"billing_account:{account.id}",
+        state=account.state.value,
+        changed=True,
+        sent_command_id=register.command_id,
+    )
+
+
+def mark_account_offline(command: MarkAccountOffline, ctx: HandlerContext) -> ActionTaken:
+    """Make a ``pending`` account ``active`` without the provider. A registration still
+    retrying registers it all the same when it gets through (``register`` is what an
+    offline account takes): mark it offline once its command has failed."""
+    with ctx.unit_of_work() as uow:
+        account = found(
+            uow.billing_accounts.get(command.billing_account_id, for_update=True),
+            "billing_account",
+            command.billing_account_id,
+        )
+        now = ctx.clock.now()
+        changed = account.mark_offline(now)
+        if changed:
+            uow.billing_accounts.save(account)
+            uow.events.add(
+                BillingAccountMarkedOffline.of(account, command_id=command.command_id, now=now)
+            )
+            uow.commit()
+    return ActionTaken(
+        action="mark_offline",
+        command_id=command.command_id,
+        subject=f"billing_account:{account.id}",
+        state=account.state.value,
+        changed=changed,
+    )
+
+
+def retry_command(command: RetryCommand, ctx: Application) -> ActionTaken:
+    """Send a ``retrying``, ``waiting`` or ``queued`` command again now, under its own id.
+    The delivery already waiting for its turn finds it finished (or running) when it comes,
+    and does nothing twice. A failed command is replayed (``commands replay``) instead."""
+    target = command.target_command_id
+    record = ctx.commands.get(target)
+    if record is None:
+        raise NotFound.resource("command", target)
+    if record.status not in RETRYABLE_STATUSES:
+        hint = "; replay it instead" if record.status is CommandStatus.FAILED else ""
+        raise FailedPrecondition(
+            f"command {target!r} is {record.status.value}: only a queued, retrying or waiting "
+            f"command is retried now{hint}",
+            details=[error_info("COMMAND_NOT_WAITING", command_id=target)],
+        )
+    with ctx.unit_of_work() as uow:
+        uow.events.add(
+            CommandRetryRequested.of(
+                target, record.type, record.status.value, by=command.command_id, now=ctx.clock.now()
+            )
+        )
+        uow.commit()
+    publish_recorded(record, ctx.publisher(), ctx.commands)
+    return ActionTaken(
+        action="retry_command",
+        command_id=command.command_id,
+        subject=f"command:{target}",
+        state=record.status.value,
+        changed=True,
+        sent_command_id=target,
+    )
+
+
+def skip_scheduled_change(command: SkipScheduledChange, ctx: HandlerContext) -> ActionTaken:
+    """Skip a ``scheduled`` change: it is never sent. A ``staged`` one is made at the
+    provider already, and one being applied is under way: both are refused."""
+    with ctx.unit_of_work() as uow:
+        change = found(
+            uow.scheduled_changes.get(command.change_id, for_update=True),
+            "scheduled_change",
+            command.change_id,
+        )
+        if change.state is ChangeState.SKIPPED:
+            return ActionTaken(
+                action="skip_change",
+                command_id=command.command_id,
+                subject=f"scheduled_change:{change.id}",
+                state=change.state.value,
+                changed=False,
+            )
+        change.ensure_not_staged()
+        if change.state is not ChangeState.SCHEDULED:
+            raise FailedPrecondition(
+                f"change {change.id!r} is {change.state.value}: only a scheduled change is skipped",
+                details=[error_info("CHANGE_NOT_SCHEDULED", change_id=change.id)],
+            )
+        now = ctx.clock.now()
+        change.skip(ChangeReason.SKIPPED_BY_OPERATOR, now, command.reason)
+        uow.scheduled_changes.save(change)
+        subscription = uow.subscriptions.get(change.subscription_id)
+        uow.events.add(
+            PlanChangeSkipped.of(
+                change, command_id=command.command_id, now=now, subscription=subscription
+            )
+        )
+        uow.commit()
+    return ActionTaken(
+        action="skip_change",
+        command_id=command.command_id,
+        subject=f"scheduled_change:{change.id}",
+        state=change.state.value,
+        changed=True,
+    )
+
+
+def subscription_story(query: ShowSubscription, ctx: HandlerContext) -> SubscriptionStory:
+    """The subscription's story as the console read it, with its newest invoices read from
+    the provider (at bulk priority: interactive commands go first). When the provider cannot
+    be read, the story says why instead of failing."""
+    story = query.story
+    provider_id = str(story.subscription["provider_id"])
+    try:
+        with calls_at(Priority.BULK):
+            invoices = ctx.billing_provider().list_invoices(provider_id, INVOICES_SHOWN)
+    except CommandError as error:
+        return story.model_copy(update={"invoices_error": error.message})
+    except Exception as error:  # the provider's hiccup is no reason to hide the rest
+        return story.model_copy(update={"invoices_error": f"{type(error).__name__}: {error}"})
+    return story.model_copy(update={"invoices": invoices})

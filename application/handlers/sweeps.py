@@ -1,0 +1,149 @@
+"""Beat's sweeps, as application handlers: what fell due or was lost is published again."""
+
+from __future__ import annotations
+
+import logging
+
+from application.handlers.due_changes import (
+    apply_command_for,
+    claim_due_changes,
+    release_claim,
+    take_effect_of_staged_changes,
+)
+from application.handlers.outbox import publish_command, publish_recorded
+from application.requests.sweeps import (
+    ClaimDueChanges,
+    PublishDueChanges,
+    RedrivePendingAccounts,
+    RepublishStalledCommands,
+    TakeEffectOfStagedChanges,
+)
+from domain.billing.accounts import redrive_registration
+from domain.ports.application import Application
+from domain.ports.repositories import Claim
+from domain.provider.rate_budget import CallKind
+
+logger = logging.getLogger(__name__)
+
+SWEEP_SLACK_SECONDS = 3.0
+"""Work claimed beyond the next sweeps, for a sweep that runs late."""
+
+BULK_MESSAGE_PRIORITY = 6
+"""Message priority of bulk commands. Redis keeps one list per priority step of a queue and
+a worker takes every queue's 0 list first, so interactive commands (published without a
+priority) never wait behind a period-end burst of due changes."""
+
+STRIPE_SYNC_MESSAGE_PRIORITY = 9
+"""Message priority of the syncs Stripe's events ask for (``stripe.sync_object``), below bulk:
+an event reports work done, and its sync only re-reads what Stripe holds, so a storm of them
+(3 or 4 per renewal, all at the boundary) never holds back the due changes or an interactive
+command; they run when the workers have nothing else to do. The route of the task sets it
+(``worker/messaging/config.py``), so that every publisher of the command gets it."""
+
+
+def publish_due_changes(sweep: PublishDueChanges, app: Application) -> int:
+    """Claim the plan changes that fell due, with a lease, and publish one apply command for
+    each; returns how many were published. Any number of sweeps may run at once: a change is
+    claimed by one sweep, and claimed again only once its lease ran out."""
+    policy = app.policy
+    # Staged changes whose boundary passed take effect first: no provider call, a few
+    # statements per batch.
+    staged = TakeEffectOfStagedChanges(batch_size=policy.due_changes_batch_size)
+    while take_effect_of_staged_changes(staged, app) == staged.batch_size:
+        pass
+    budget = app.rate_budget()
+    claims = claim_due_changes(
+        ClaimDueChanges(
+            batch_size=policy.due_changes_batch_size,
+            # One provider call applies a change; feed the workers what the budget can apply
+            # before the sweep after next (and a late sweep), so they never idle and no claim
+            # waits out its lease.
+            apply_rate=budget.effective_rate(CallKind.WRITE) if budget.enabled else None,
+            horizon_seconds=2 * policy.due_changes_interval_seconds + SWEEP_SLACK_SECONDS,
+        ),
+        app,
+    )
+    batched: list[Claim] = []
+    try:
+        with app.publisher().batch() as publisher:
+            for claim in claims:
+                command = apply_command_for(claim)
+                try:
+                    # Behind interactive commands on the same queue (Redis serves 0 first).
+                    publish_command(command, publisher, priority=BULK_MESSAGE_PRIORITY)
+                except Exception:
+                    logger.warning(
+                        "could not publish %s; releasing it",
+                        command.command_id,
+                        exc_info=True,
+                        extra={"command_id": command.command_id, "change_id": claim.change_id},
+                    )
+                    release_claim(claim, app)
+                    continue
+                batched.append(claim)
+    except Exception:
+        # Any of them may have gone: claimed and published again, each applies once.
+        logger.warning(
+            "could not publish %d claimed plan changes; releasing them", len(batched), exc_info=True
+        )
+        for claim in batched:
+            release_claim(claim, app)
+        batched.clear()
+    if claims:
+        logger.info("claimed %d due plan changes, published %d", len(claims), len(batched))
+    return len(batched)
+
+
+def republish_stalled_commands(sweep: RepublishStalledCommands, app: Application) -> int:
+    """Publish again what the API recorded but no worker started: the publish failed (Redis
+    was down) or the message was lost with a Redis that kept no data. Tasks are idempotent
+    by command id, so a duplicate is harmless."""
+    stalled = app.commands.stalled(app.policy.stalled_after)
+    publisher = app.publisher()
+    for record in stalled:
+        publish_recorded(record, publisher, app.commands)
+    if stalled:
+        logger.warning("republished %d stalled commands", len(stalled))
+    return len(stalled)
+
+
+REDRIVE_BATCH_SIZE = 1000
+"""The most stuck accounts one re-drive sweep publishes (the oldest first)."""
+
+
+def redrive_pending_accounts(sweep: RedrivePendingAccounts, app: Application) -> int:
+    """Send the registration of every account ``pending`` for longer than the policy's
+    ``pending_account_redrive_after`` again (a registration that exhausted its retries, or
+    whose message was lost, stays pending until then); returns how many were published.
+    Each attempt's command id is derived from the account and the attempt
+    (:func:`domain.billing.accounts.redrive_registration`), so sweeps that send one attempt twice
+    run
+    it once, and a registration is idempotent in any case (its key is stored)."""
+    now = app.clock.now()
+    after = app.policy.pending_account_redrive_after
+    with app.unit_of_work() as uow:
+        stuck = uow.billing_accounts.pending_created_before(now - after, REDRIVE_BATCH_SIZE)
+    publisher = app.publisher()
+    published = 0
+    for account in stuck:
+        command = redrive_registration(account, now, after)
+        if command is None:
+            continue
+        try:
+            publish_command(command, publisher, priority=BULK_MESSAGE_PRIORITY)
+        except Exception:
+            logger.warning(
+                "could not publish %s; the next sweep sends it",
+                command.command_id,
+                exc_info=True,
+                extra={"command_id": command.command_id, "billing_account_id": account.id},
+            )
+            continue
+        published += 1
+    if stuck:
+        logger.warning(
+            "sent the registration of %d billing accounts pending for over %ds again",
+            published,
+            after.total_seconds(),
+        )
+    return published

@@ -1,0 +1,2 @@
+"""Ports, as Protocols: the repositories and the unit of work, the provider, the command log and
+publishing, the outbox and webhooks, and the application a task runs with."""

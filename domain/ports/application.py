@@ -1,0 +1,108 @@
+"""Ports: what the handlers need from the outside world, as Protocols.
+
+Adapters in ``worker/`` implement them (SQLAlchemy, Stripe); the handlers in ``tasks/`` only
+see these. This module holds the application's: the clock, what a handler is given
+(:class:`HandlerContext`) and what a task runs with (:class:`Application`). The ports they are
+made of live with their aggregates: the repositories and the unit of work in
+``domain.ports.repositories``, the billing provider in ``domain.ports.provider``, the command log,
+publishing and the dead letters in ``domain.ports.commands``, the outbox and the webhooks in
+``domain.ports.events``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from domain.operations.retention import CommandRetention
+from domain.ports.commands import CommandJournal, CommandPublisher, DeadLetterStore
+from domain.ports.events import EventStream, RelayLock, WebhookSender
+from domain.ports.provider import BillingPolicy, BillingProvider
+from domain.ports.repositories import UnitOfWork
+from domain.provider.rate_budget import RateBudget
+from domain.webhooks import DeliveryPolicy
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current time, timezone-aware UTC."""
+        ...
+
+
+class HandlerContext(Protocol):
+    """What a command handler is given to work with."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def billing(self) -> BillingPolicy: ...
+
+    def unit_of_work(self) -> UnitOfWork: ...
+
+    def billing_provider(self) -> BillingProvider:
+        """The provider client (built on first use); a ``CommandError`` if none is set up."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunnerPolicy:
+    """How the runner and the sweeps pace work (from the settings)."""
+
+    retry_max_attempts: int
+    retry_base_delay_seconds: float
+    retry_max_delay_seconds: float
+    stalled_after: timedelta
+    due_changes_batch_size: int
+    due_changes_interval_seconds: float
+    command_retention: CommandRetention
+    reconcile_reads_per_sweep: int = 0
+    """Rows the reconciliation sweep re-reads from the provider each time it runs."""
+    mask_personal_data: bool = True
+    """Whether what Celery shows of a command (its result, its error) has personal data
+    masked (``domain.redaction``)."""
+    pending_account_redrive_after: timedelta = timedelta(seconds=900)
+    """How long an account stays ``pending`` before beat sends its registration again."""
+    relay_after_command: bool = True
+    """Whether a command relays the outbox as it finishes (off only in benchmarks: beat's
+    sweep relays the events then)."""
+
+
+class Application(HandlerContext, Protocol):
+    """Everything a Celery task runs with: the handler context, plus the command log, the
+    publisher, the dead letters and the rate budget. Built once per process by the
+    composition root (``worker.bootstrap``) and handed to the tasks through their app."""
+
+    @property
+    def commands(self) -> CommandJournal: ...
+
+    @property
+    def policy(self) -> RunnerPolicy: ...
+
+    def publisher(self) -> CommandPublisher: ...
+
+    def dead_letters(self) -> DeadLetterStore: ...
+
+    def rate_budget(self) -> RateBudget: ...
+
+    def event_stream(self) -> EventStream: ...
+
+    def webhook_sender(self) -> WebhookSender: ...
+
+    @property
+    def deliveries(self) -> DeliveryPolicy: ...
+
+    def relay_lock(self) -> RelayLock: ...
+
+    def relay_soon(self, relay: Callable[[], bool]) -> None:
+        """Run ``relay`` soon, in the background of this process, and return at once.
+        Requests made while one waits or runs share a run: under load, one relay carries
+        the events of many commands. A ``relay`` that returns ``False`` (another relay held
+        the lock) is run again after a pause."""
+        ...
+
+    def is_transient(self, error: BaseException) -> bool:
+        """Whether ``error`` is an infrastructure hiccup (a busy or unreachable database)."""
+        ...

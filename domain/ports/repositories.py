@@ -1,0 +1,241 @@
+"""Ports of persistence: the repositories of the aggregates (users, organizations, billing
+accounts, plans, subscriptions, scheduled plan changes) and the unit of work that holds them,
+as Protocols.
+
+A handler reaches the aggregates only through a unit of work (one database transaction), so
+that what it changes is committed or rolled back as one; the outbox and the webhook tables
+are in that transaction too, their ports in ``domain.ports.events``. Adapters in ``worker/``
+implement them (``worker/db/uow.py``, ``worker/db/repositories.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Protocol, Self
+
+from domain.billing.accounts import BillingAccount
+from domain.billing.organizations import Organization
+from domain.ports.events import (
+    EventOutbox,
+    StripeEndpointRepository,
+    WebhookDeliveryRepository,
+    WebhookEndpointRepository,
+)
+from domain.subscriptions.change_previews import IssuedPreview
+from domain.subscriptions.plans import Plan
+from domain.subscriptions.scheduled_changes import ScheduledChange
+from domain.subscriptions.subscription import Subscription
+from domain.users import User
+
+
+class UserRepository(Protocol):
+    def get(self, user_id: str, *, for_update: bool = False) -> User | None: ...
+
+    def by_email(self, email: str) -> User | None: ...
+
+    def add(self, user: User) -> None: ...
+
+    def save(self, user: User) -> None: ...
+
+
+class OrganizationRepository(Protocol):
+    def get(self, org_id: str) -> Organization | None: ...
+
+    def by_name(self, name: str) -> Organization | None: ...
+
+    def add(self, organization: Organization) -> None: ...
+
+
+class BillingAccountRepository(Protocol):
+    def get(self, account_id: str, *, for_update: bool = False) -> BillingAccount | None: ...
+
+    def current_for_organization(self, org_id: str) -> BillingAccount | None:
+        """The organization's account that counts as its own (``pending`` or ``active``), if
+        any: a disabled or deleted one does not."""
+        ...
+
+    def add(self, account: BillingAccount) -> None: ...
+
+    def save(self, account: BillingAccount) -> None: ...
+
+    def remove(self, account_id: str) -> None: ...
+
+    def by_provider_id(
+        self, provider_id: str, *, for_update: bool = False
+    ) -> BillingAccount | None: ...
+
+    def least_recently_synced(self, limit: int) -> list[str]:
+        """Ids of up to ``limit`` registered accounts whose customer is not known deleted,
+        read from the provider longest ago (never read first)."""
+        ...
+
+    def list_all(self) -> list[BillingAccount]:
+        """Every account, whatever its state (the drift report), by id."""
+        ...
+
+    def pending_created_before(self, before: datetime, limit: int) -> list[BillingAccount]:
+        """Up to ``limit`` accounts still ``pending`` that were opened at or before
+        ``before``, oldest first (beat's re-drive of stuck registrations)."""
+        ...
+
+
+class PlanRepository(Protocol):
+    def get(self, plan_id: str) -> Plan | None: ...
+
+    def by_name(self, name: str) -> Plan | None: ...
+
+    def find(self, id_or_name: str) -> Plan | None:
+        """The plan with this id, else the plan with this name."""
+        ...
+
+    def list(self) -> list[Plan]: ...
+
+    def by_provider_price(self, price_id: str) -> Plan | None: ...
+
+    def add(self, plan: Plan) -> None: ...
+
+    def save(self, plan: Plan) -> None: ...
+
+
+class SubscriptionRepository(Protocol):
+    def get(self, subscription_id: str, *, for_update: bool = False) -> Subscription | None: ...
+
+    def by_provider_id(
+        self, provider_id: str, *, for_update: bool = False
+    ) -> Subscription | None: ...
+
+    def of_account(self, billing_account_id: str) -> list[Subscription]: ...
+
+    def least_recently_synced(self, limit: int) -> list[str]:
+        """Ids of up to ``limit`` subscriptions that are not over, read from the provider
+        longest ago (never read first)."""
+        ...
+
+    def add(self, subscription: Subscription) -> None: ...
+
+    def save(self, subscription: Subscription) -> None: ...
+
+    def list_all(self) -> list[Subscription]:
+        """Every subscription, whatever its state (the drift report), by id."""
+        ...
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A change a sweep took to apply: its id and the claim's number (a fencing token)."""
+
+    change_id: str
+    number: int
+
+
+class ScheduledChangeRepository(Protocol):
+    def get(self, change_id: str, *, for_update: bool = False) -> ScheduledChange | None: ...
+
+    def pending_for(
+        self, subscription_id: str, *, for_update: bool = False
+    ) -> ScheduledChange | None:
+        """The subscription's ``scheduled`` or ``applying`` change (there is at most one)."""
+        ...
+
+    def for_subscription(self, subscription_id: str) -> list[ScheduledChange]:
+        """Every change of the subscription, newest first."""
+        ...
+
+    def add(self, change: ScheduledChange) -> None: ...
+
+    def save(self, change: ScheduledChange) -> None: ...
+
+    def claim_due(
+        self, now: datetime, lease_until: datetime, limit: int, *, lead: timedelta
+    ) -> list[Claim]:
+        """Atomically take up to ``limit`` changes that are ``scheduled`` and due (a change
+        at the period's end ``lead`` before its boundary), or ``applying`` with an expired
+        lease: each becomes ``applying`` until ``lease_until`` with its claim count raised.
+        Two sweeps never take the same change."""
+        ...
+
+    def staged_due(self, now: datetime, limit: int) -> list[str]:
+        """The ids of up to ``limit`` ``staged`` changes whose boundary passed, oldest
+        first."""
+        ...
+
+    def release(self, claim: Claim, now: datetime) -> None:
+        """Let the next sweep take the change again (its lease ends now)."""
+        ...
+
+    def count_in_flight(self, now: datetime) -> int:
+        """Changes being applied under a lease that still runs (claimed, not yet done)."""
+        ...
+
+    def all_pending(self) -> list[ScheduledChange]:
+        """Every ``scheduled``, ``applying`` or ``staged`` change (the drift report)."""
+        ...
+
+
+class ChangePreviewRepository(Protocol):
+    """The previews answered lately (``domain/subscriptions/change_previews.py``)."""
+
+    def get(self, preview_id: str) -> IssuedPreview | None: ...
+
+    def add(self, preview: IssuedPreview) -> None: ...
+
+    def prune(self, subscription_id: str, before: datetime) -> None:
+        """Forget the subscription's previews whose ``proration_date`` is before ``before``
+        (expired: no change may name them any more)."""
+        ...
+
+
+class UnitOfWork(Protocol):
+    """One database transaction. Leaving the block without ``commit()`` rolls back.
+
+    ``commit()`` raises :class:`domain.errors.UniquenessViolation` when the transaction would
+    break a uniqueness rule (a racing transaction got there first).
+    """
+
+    @property
+    def users(self) -> UserRepository: ...
+
+    @property
+    def organizations(self) -> OrganizationRepository: ...
+
+    @property
+    def billing_accounts(self) -> BillingAccountRepository: ...
+
+    @property
+    def plans(self) -> PlanRepository: ...
+
+    @property
+    def subscriptions(self) -> SubscriptionRepository: ...
+
+    @property
+    def scheduled_changes(self) -> ScheduledChangeRepository: ...
+
+    @property
+    def change_previews(self) -> ChangePreviewRepository: ...
+
+    @property
+    def events(self) -> EventOutbox: ...
+
+    @property
+    def webhook_endpoints(self) -> WebhookEndpointRepository: ...
+
+    @property
+    def webhook_deliveries(self) -> WebhookDeliveryRepository: ...
+
+    @property
+    def stripe_endpoints(self) -> StripeEndpointRepository: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
