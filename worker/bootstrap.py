@@ -2,8 +2,7 @@
 
 :func:`bootstrap` gives this process's :class:`Services`, the
 :class:`domain.ports.application.Application` that tasks, the API and the CLI run handlers with.
-Every
-client (database engine, Redis, Stripe, the rate budget) is built on first use, never at
+Every client (database engine, Redis, Stripe, the rate budget) is built on first use, never at
 import, and built again in a forked child.
 """
 

@@ -66,8 +66,7 @@ def correct_renewal(
     """The provider renewed at ``billed_price_id`` before ``what`` (a write about ``change``)
     reached it: send the writes that make the new period cost ``wanted_price_id`` net
     (:func:`domain.subscriptions.period_end.renewal_correction`, under ``keys``: the realignment's
-    and the
-    correction's), in order; returns the provider's last answer."""
+    and the correction's), in order; returns the provider's last answer."""
     logger.warning(
         "%s of change %s of %s reached the provider after it renewed at price %s: "
         "correcting the period from %s",

@@ -12,8 +12,7 @@ staged ones take effect in ``application/handlers/due_changes.py``.)
   went through), and after a refusal (to tell an ended subscription from a rejected change).
 * A change at the period's end is claimed ``period_end_lead`` before its boundary; the
   subscription is always read first, and ``domain/subscriptions/period_end.py`` decides on what it
-  shows.
-  Made ahead of the boundary, the change is ``staged``; beat's sweep makes it take effect
+  shows. Made ahead of the boundary, the change is ``staged``; beat's sweep makes it take effect
   (``application/handlers/due_changes.py``) once the boundary passes, without calling the provider
   again.
 """
@@ -125,8 +124,7 @@ def _reach_the_boundary(
 ) -> ScheduledChange:
     """A change at the period's end: read the subscription, decide on what the provider
     holds (``domain/subscriptions/period_end.py``), send if needed, record. ``prices``: the price
-    the
-    change leaves and the one it makes."""
+    the change leaves and the one it makes."""
     from_price_id, price_id = prices
     provider = svc.billing_provider()
     try:

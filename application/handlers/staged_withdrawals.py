@@ -39,14 +39,13 @@ def withdraw_staged_change(
     replaces, cancels or supersedes it; returns it canceled (for ``reason``), or ``None``
     when no change is staged.
 
-    Allowed until ``staged_change_guard`` before its boundary (else ``400
-    CHANGE_ALREADY_STAGED``): the item goes back to the price it had, without proration,
-    under the change's withdrawal key. If the provider renewed before that write reached it
-    (held across the boundary), the renewal billed the staged price: the new period is
-    corrected to the old one (:func:`domain.subscriptions.period_end.renewal_correction`).
-    Meanwhile the
-    change is held (a lease): it does not take effect here at its boundary, and a retry of
-    the request sends the same writes again (replays)."""
+    Allowed until ``staged_change_guard`` before its boundary (else ``400 CHANGE_ALREADY_STAGED``):
+    the item goes back to the price it had, without proration, under the change's withdrawal key. If
+    the provider renewed before that write reached it (held across the boundary), the renewal billed
+    the staged price: the new period is corrected to the old one
+    (:func:`domain.subscriptions.period_end.renewal_correction`). Meanwhile the change is held (a
+    lease): it does not take effect here at its boundary, and a retry of the request sends the same
+    writes again (replays)."""
     with svc.unit_of_work() as uow:
         pending = uow.scheduled_changes.pending_for(request.subscription_id)
         if pending is None or pending.state is not ChangeState.STAGED:

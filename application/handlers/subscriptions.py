@@ -2,8 +2,7 @@
 transaction with the change's own idempotency key, record the outcome.
 
 Every change is a row (``domain/subscriptions/scheduled_changes.py``) whose id is derived from the
-command id,
-so a redelivered command finds its change again instead of making another. An immediate
+command id, so a redelivered command finds its change again instead of making another. An immediate
 change is applied at once through :func:`application.handlers.scheduled_changes.apply_change`, the
 one caller of the provider's update.
 """

@@ -113,12 +113,11 @@ REDRIVE_BATCH_SIZE = 1000
 
 def redrive_pending_accounts(sweep: RedrivePendingAccounts, app: Application) -> int:
     """Send the registration of every account ``pending`` for longer than the policy's
-    ``pending_account_redrive_after`` again (a registration that exhausted its retries, or
-    whose message was lost, stays pending until then); returns how many were published.
-    Each attempt's command id is derived from the account and the attempt
+    ``pending_account_redrive_after`` again (a registration that exhausted its retries, or whose
+    message was lost, stays pending until then); returns how many were published. Each attempt's
+    command id is derived from the account and the attempt
     (:func:`domain.billing.accounts.redrive_registration`), so sweeps that send one attempt twice
-    run
-    it once, and a registration is idempotent in any case (its key is stored)."""
+    run it once, and a registration is idempotent in any case (its key is stored)."""
     now = app.clock.now()
     after = app.policy.pending_account_redrive_after
     with app.unit_of_work() as uow:

@@ -9,8 +9,7 @@ frozen dataclass, not part of the queue's contract. The handler checks what it i
 
 Actions that take an operator's description of a new thing take that description itself:
 ``NewOrganization``, ``NewUser`` (domain/billing/organizations.py, domain/users.py),
-``CustomerLink``
-and ``SubscriptionRecord`` (domain/drift/report.py).
+``CustomerLink`` and ``SubscriptionRecord`` (domain/drift/report.py).
 """
 
 from __future__ import annotations

@@ -114,8 +114,7 @@ class CommandJournal(Protocol):
 
     def reject(self, command_id: str, error: dict[str, Any], events: Sequence[Event] = ()) -> None:
         """Record the rejection (``rejected``: the caller's mistake,
-        ``domain.operations.outcomes``), and
-        ``events`` in the same transaction."""
+        ``domain.operations.outcomes``), and ``events`` in the same transaction."""
         ...
 
     def retrying(

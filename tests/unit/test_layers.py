@@ -1,5 +1,5 @@
-"""Dependencies point worker → tasks → application → domain, and the Stripe emulator stands apart: read from
-the source's imports."""
+"""Dependencies point worker → tasks → application → domain, and the Stripe emulator stands
+apart: read from the source's imports."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """How a period-end change reaches Stripe when Stripe renews before it
-(``domain/subscriptions/period_end.py``):
-the decisions alone; ``tests/e2e/test_staged_change_races.py`` proves them on the emulator's
-invoices."""
+(``domain/subscriptions/period_end.py``): the decisions alone;
+``tests/e2e/test_staged_change_races.py`` proves them on the emulator's invoices."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The operator console's reads (``domain/operations/console.py``): the story of a billing account
-and of
-a subscription, from the command log, the provider-call record and the outbox.
+and of a subscription, from the command log, the provider-call record and the outbox.
 
 A command belongs to an account's story when its payload names the account or its
 organization, or when it emitted one of the account's events or made one of its provider

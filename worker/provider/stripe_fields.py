@@ -55,8 +55,8 @@ _SUBSCRIPTION_FIELD_OF_PARAM = {
     "trial_period_days": "trial_days",
 }
 # Stripe's parameters of a price creation → the fields of
-# :class:`domain.subscriptions.plans.PlanSpec`;
-# ``plan`` when Stripe named none or one we do not take from a field.
+# :class:`domain.subscriptions.plans.PlanSpec`; ``plan`` when Stripe named none or one we do not
+# take from a field.
 _PRICE_FIELD_OF_PARAM = {
     "currency": "currency",
     "unit_amount": "amount",

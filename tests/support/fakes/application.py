@@ -26,8 +26,7 @@ from tests.support.fakes.provider import FakeBillingProvider
 
 class UnmeteredRateBudget:
     """A budget that never makes a call wait (``domain.provider.rate_budget.RateBudget``), as the
-    real
-    one is when no Stripe key is set."""
+    real one is when no Stripe key is set."""
 
     enabled = False
 

@@ -2,10 +2,10 @@
 ``billing-worker accounts``, ``subscriptions``, ``commands``, ``orgs`` and ``users``.
 
 Reads need the ``operations:read`` scope, actions ``operations:write``; both span every
-organization, so a client limited to organizations holds neither. Reads answer the console's
-views (``domain/operations/console.py``); an action runs its handler
-(``application/handlers/operations.py``)
-at once, in a thread, and answers what it did. Nothing here is a command of the log.
+organization, so a client limited to organizations holds neither. Reads answer the console's views
+(``domain/operations/console.py``); an action runs its handler
+(``application/handlers/operations.py``) at once, in a thread, and answers what it did. Nothing here
+is a command of the log.
 """
 
 from __future__ import annotations
