@@ -15,6 +15,9 @@ change per subscription is ``scheduled`` or ``applying`` (a database uniqueness 
 
 The provider is called with the idempotency key ``{change_id}:apply`` for every attempt of one
 change, so a change reaches the provider once however often it is retried or re-claimed.
+
+The states, kinds and reasons are in :mod:`domain.subscriptions.change_states`; the commands
+that make and apply a change in :mod:`domain.subscriptions.change_commands`.
 """
 
 from __future__ import annotations
