@@ -28,7 +28,7 @@ from domain.provider.sync import ProviderCustomerState, RegisteredEndpoint
 from domain.redaction import mask_text
 from domain.subscriptions.change_previews import ChangePreview
 from domain.subscriptions.plans import ProviderPlan, ProviderPrice
-from domain.subscriptions.scheduled_changes import PaymentBehavior, ProrationBehavior
+from domain.subscriptions.proration import PaymentBehavior, ProrationBehavior
 from domain.subscriptions.subscription import ProviderSubscription, SubscriptionTerms
 
 logger = logging.getLogger(__name__)

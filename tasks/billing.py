@@ -10,7 +10,7 @@ from celery import shared_task
 from application.handlers.billing import create_billing_account, register_billing_account
 from application.handlers.sweeps import redrive_pending_accounts as redrive
 from application.requests.sweeps import RedrivePendingAccounts
-from domain.billing.accounts import CreateBillingAccount, RegisterBillingAccount
+from domain.billing.account_commands import CreateBillingAccount, RegisterBillingAccount
 from tasks.base import CommandTask
 from tasks.runtime import SweepTask
 

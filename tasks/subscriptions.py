@@ -16,8 +16,8 @@ from application.handlers.scheduled_changes import (
 from application.handlers.subscriptions import change_subscription_plan
 from application.handlers.sweeps import publish_due_changes
 from application.requests.sweeps import PublishDueChanges
+from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan
 from domain.subscriptions.change_previews import PreviewPlanChange
-from domain.subscriptions.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan
 from tasks.base import CommandTask
 from tasks.runtime import SweepTask
 

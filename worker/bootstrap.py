@@ -25,7 +25,7 @@ from domain.ports.events import EventStream, RelayLock, WebhookSender
 from domain.ports.provider import BillingProvider
 from domain.ports.repositories import UnitOfWork
 from domain.provider.rate_budget import RateBudget
-from domain.subscriptions.scheduled_changes import ProrationBehavior
+from domain.subscriptions.proration import ProrationBehavior
 from domain.webhooks import DeliveryPolicy
 from worker.clock import ShiftableClock, SystemClock
 from worker.db.commands import SqlCommandLog

@@ -17,7 +17,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from domain.billing.currencies import currency_code
-from domain.subscriptions.scheduled_changes import ProrationBehavior
+from domain.subscriptions.proration import ProrationBehavior
 
 STACK_FILE = "stack.json"
 DATA_DIR_NAME = ".billing-worker"

@@ -9,13 +9,12 @@ with the same key and gets the same customer. Once the key may have expired at t
 
 from __future__ import annotations
 
-from domain.billing.accounts import (
-    BillingAccount,
+from domain.billing.account_commands import (
     BillingAccountReady,
-    BillingAccountState,
     CreateBillingAccount,
     RegisterBillingAccount,
 )
+from domain.billing.accounts import BillingAccount, BillingAccountState
 from domain.billing.organizations import Organization
 from domain.errors import (
     AlreadyExists,

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from domain.errors import InvalidArgument, NotFound, found
 from domain.ports.repositories import UnitOfWork
+from domain.subscriptions.change_commands import ChangeSubscriptionPlan
 from domain.subscriptions.change_previews import PreviewPlanChange
 from domain.subscriptions.plans import Plan
-from domain.subscriptions.scheduled_changes import ChangeSubscriptionPlan
 from domain.subscriptions.subscription import Subscription
 
 

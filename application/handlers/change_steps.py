@@ -18,8 +18,9 @@ from domain.events.subscriptions import (
 )
 from domain.ports.provider import BillingProvider
 from domain.ports.repositories import UnitOfWork
+from domain.subscriptions.change_states import ChangeKind, ChangeState
 from domain.subscriptions.period_end import renewal_correction
-from domain.subscriptions.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription, Subscription
 
 logger = logging.getLogger(__name__)

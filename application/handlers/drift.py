@@ -35,7 +35,7 @@ from domain.events.billing_accounts import BillingAccountRegistered
 from domain.ports.application import HandlerContext
 from domain.provider.rate_budget import Priority, calls_at
 from domain.rules import new_id
-from domain.subscriptions.scheduled_changes import ChangeState
+from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.subscription import Subscription
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,8 @@ from application.requests.sweeps import ClaimDueChanges, TakeEffectOfStagedChang
 from domain.ports.application import HandlerContext
 from domain.ports.repositories import Claim
 from domain.provider.rate_budget import sweep_quota
-from domain.subscriptions.scheduled_changes import ApplyScheduledChange, ChangeState
+from domain.subscriptions.change_commands import ApplyScheduledChange
+from domain.subscriptions.change_states import ChangeState
 
 logger = logging.getLogger(__name__)
 

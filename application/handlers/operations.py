@@ -20,7 +20,7 @@ from application.requests.operator_actions import (
     ShowSubscription,
     SkipScheduledChange,
 )
-from domain.billing.accounts import RegisterBillingAccount
+from domain.billing.account_commands import RegisterBillingAccount
 from domain.errors import CommandError, FailedPrecondition, NotFound, error_info, found
 from domain.events.billing_accounts import (
     BillingAccountMarkedOffline,
@@ -32,7 +32,7 @@ from domain.messages import CommandStatus
 from domain.operations.console import SubscriptionStory
 from domain.ports.application import Application, HandlerContext
 from domain.provider.rate_budget import Priority, calls_at
-from domain.subscriptions.scheduled_changes import ChangeReason, ChangeState
+from domain.subscriptions.change_states import ChangeReason, ChangeState
 
 logger = logging.getLogger(__name__)
 

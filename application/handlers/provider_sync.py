@@ -37,7 +37,8 @@ from domain.ports.application import HandlerContext
 from domain.ports.repositories import UnitOfWork
 from domain.provider.rate_budget import Priority, calls_at
 from domain.provider.sync import ObjectType, StripeObjectSynced, SyncSource, SyncStripeObject
-from domain.subscriptions.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
+from domain.subscriptions.change_states import ChangeReason, ChangeState
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 
 logger = logging.getLogger(__name__)

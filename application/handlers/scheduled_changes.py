@@ -33,20 +33,15 @@ from domain.events.subscriptions import PlanChangeScheduled
 from domain.ports.application import HandlerContext
 from domain.ports.provider import BillingProvider
 from domain.ports.repositories import UnitOfWork
+from domain.subscriptions.change_commands import ApplyScheduledChange, ScheduledChangeOutcome
+from domain.subscriptions.change_states import ChangeKind, ChangeReason, ChangeState
 from domain.subscriptions.period_end import (
     PeriodEndStep,
     Step,
     period_end_step,
     staged_too_late,
 )
-from domain.subscriptions.scheduled_changes import (
-    ApplyScheduledChange,
-    ChangeKind,
-    ChangeReason,
-    ChangeState,
-    ScheduledChange,
-    ScheduledChangeOutcome,
-)
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription, Subscription
 
 logger = logging.getLogger(__name__)

@@ -15,8 +15,9 @@ from application.handlers.change_steps import correct_renewal, locked_change, pr
 from domain.errors import InvalidArgument
 from domain.events.subscriptions import PlanChangeCanceled, PlanChangeReplaced
 from domain.ports.application import HandlerContext
+from domain.subscriptions.change_states import ChangeReason, ChangeState
 from domain.subscriptions.period_end import renewed_since, withdrawal
-from domain.subscriptions.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
+from domain.subscriptions.scheduled_changes import ScheduledChange
 
 logger = logging.getLogger(__name__)
 

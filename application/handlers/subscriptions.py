@@ -27,17 +27,15 @@ from domain.errors import (
 from domain.events.subscriptions import PlanChangeCanceled, PlanChangeReplaced, PlanChangeScheduled
 from domain.ports.application import HandlerContext
 from domain.ports.repositories import UnitOfWork
-from domain.subscriptions.change_previews import IssuedPreview, ensure_previewed
-from domain.subscriptions.immediate_changes import immediate_proration
-from domain.subscriptions.scheduled_changes import (
+from domain.subscriptions.change_commands import (
     ApplyScheduledChange,
-    ChangeReason,
-    ChangeState,
     ChangeSubscriptionPlan,
     PlanChanged,
-    ScheduledChange,
-    change_id_for,
 )
+from domain.subscriptions.change_previews import IssuedPreview, ensure_previewed
+from domain.subscriptions.change_states import ChangeReason, ChangeState
+from domain.subscriptions.immediate_changes import immediate_proration
+from domain.subscriptions.scheduled_changes import ScheduledChange, change_id_for
 from domain.subscriptions.subscription import Subscription
 
 logger = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from application.requests.sweeps import (
     RepublishStalledCommands,
     TakeEffectOfStagedChanges,
 )
-from domain.billing.accounts import redrive_registration
+from domain.billing.registration_redrive import redrive_registration
 from domain.ports.application import Application
 from domain.ports.repositories import Claim
 from domain.provider.rate_budget import CallKind
@@ -116,8 +116,9 @@ def redrive_pending_accounts(sweep: RedrivePendingAccounts, app: Application) ->
     ``pending_account_redrive_after`` again (a registration that exhausted its retries, or whose
     message was lost, stays pending until then); returns how many were published. Each attempt's
     command id is derived from the account and the attempt
-    (:func:`domain.billing.accounts.redrive_registration`), so sweeps that send one attempt twice
-    run it once, and a registration is idempotent in any case (its key is stored)."""
+    (:func:`domain.billing.registration_redrive.redrive_registration`), so sweeps that send one
+    attempt twice run it once, and a registration is idempotent in any case (its key is
+    stored)."""
     now = app.clock.now()
     after = app.policy.pending_account_redrive_after
     with app.unit_of_work() as uow:

@@ -1,8 +1,9 @@
-"""Billing accounts (spec sections 2.1, 3 and 4.1).
+"""Billing accounts (spec sections 2.1, 3 and 4.1): the account, its states and its
+registration with the provider, and what the provider is told about it
+(:class:`ProviderCustomer`).
 
-The command messages validate what can be judged from the message alone: formats, sizes,
-whether a tax type can be resolved. Everything that needs the database (does the organization
-exist, is it enabled, does it already have an account) is decided by the handler.
+What a caller may send is validated in :mod:`domain.billing.account_details`; the commands are
+in :mod:`domain.billing.account_commands`.
 """
 
 from __future__ import annotations
@@ -12,41 +13,12 @@ import uuid
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Self
+from typing import Any
 
-import phonenumbers
-import pycountry
-from pydantic import (
-    Field,
-    StrictBool,
-    StringConstraints,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
-from pydantic_core import InitErrorDetails, PydanticCustomError
-
-from domain.billing.currencies import currency_code
+from domain.billing.account_details import Address, BillingDetails, TaxEntry
 from domain.billing.organizations import Organization
-from domain.billing.tax_ids import resolve_tax_type
 from domain.errors import FailedPrecondition, error_info
-from domain.messages import Command, Message, ResourceId, Result, json_value
-from domain.rules import normalized_email
-
-PROVIDER_METADATA_KEYS = ("org_id", "billing_account_id")
-"""Metadata keys we set on the provider's customer; callers may not use them."""
-
-MAX_METADATA_KEYS = 50 - len(PROVIDER_METADATA_KEYS)  # Stripe allows 50 keys in all
-MAX_METADATA_KEY_LENGTH = 40
-MAX_METADATA_VALUE_LENGTH = 500
-MAX_TAX_ENTRIES = 25
-
-Line = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
-
-
-def _error(kind: str, message: str) -> PydanticCustomError:
-    return PydanticCustomError(kind, message)
+from domain.messages import json_value
 
 
 class BillingAccountState(StrEnum):
@@ -66,198 +38,6 @@ class BillingAccountState(StrEnum):
     def is_live(self) -> bool:
         """Whether it counts as its organization's account (``pending`` or ``active``)."""
         return self in (BillingAccountState.PENDING, BillingAccountState.ACTIVE)
-
-
-class Address(Message):
-    line1: Line = ""
-    line2: Line = ""
-    city: Line = ""
-    state: Line = ""
-    postal_code: Annotated[str, StringConstraints(strip_whitespace=True, max_length=20)] = ""
-    country: Annotated[str, StringConstraints(strip_whitespace=True, to_upper=True)] = ""
-
-    @field_validator("country")
-    @classmethod
-    def _iso_country(cls, value: str) -> str:
-        if value and (len(value) != 2 or pycountry.countries.get(alpha_2=value) is None):
-            raise _error("country", "must be an ISO 3166-1 alpha-2 country code, such as US or DE")
-        return value
-
-    @property
-    def is_empty(self) -> bool:
-        return not any(self.model_dump().values())
-
-
-class TaxEntry(Message):
-    type: Annotated[
-        str, StringConstraints(strip_whitespace=True, to_lower=True, min_length=1, max_length=32)
-    ]
-    id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
-
-
-class BillingDetails(Message):
-    """The ``body`` of a create request: the billing account as the caller describes it.
-
-    ``name`` and ``email`` are required (an invoice needs both); the rest is optional.
-    Fields are declared in dependency order: ``phone`` and ``tax_data`` read the country.
-    """
-
-    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
-    email: Annotated[str, StringConstraints(strip_whitespace=True, max_length=320)]
-    address: Address = Field(default_factory=Address)
-    phone: Annotated[str, StringConstraints(strip_whitespace=True, max_length=32)] = ""
-    currency: str | None = Field(
-        default=None,
-        description="ISO 4217, one Stripe accepts (usd, EUR); stored lower case; default: "
-        "configured",
-    )
-    tax_data: list[TaxEntry] = Field(default_factory=list, max_length=MAX_TAX_ENTRIES)
-    metadata: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Flat: string, number or boolean values (the provider keeps strings).",
-    )
-
-    @field_validator("email")
-    @classmethod
-    def _email(cls, value: str) -> str:
-        return normalized_email(value)
-
-    @field_validator("phone")
-    @classmethod
-    def _phone(cls, value: str, info: ValidationInfo) -> str:
-        """Stored in E.164; a national number is read in the address country."""
-        if not value:
-            return value
-        address = info.data.get("address")
-        region = address.country if isinstance(address, Address) and address.country else None
-        try:
-            number = phonenumbers.parse(value, region)
-        except phonenumbers.NumberParseException:
-            number = None
-        if number is None or not phonenumbers.is_valid_number(number):
-            raise _error(
-                "phone",
-                "must be a valid phone number in E.164 form (+14155550123), or a national "
-                "number of the address country",
-            )
-        return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
-
-    @field_validator("currency")
-    @classmethod
-    def _currency(cls, value: str | None) -> str | None:
-        return None if value is None else currency_code(value)
-
-    @field_validator("metadata")
-    @classmethod
-    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if len(value) > MAX_METADATA_KEYS:
-            raise _error("metadata", f"at most {MAX_METADATA_KEYS} keys")
-        for key in value:
-            if key in PROVIDER_METADATA_KEYS:
-                raise _error("metadata", f"the key {key!r} is reserved")
-            if not key or len(key) > MAX_METADATA_KEY_LENGTH or "[" in key or "]" in key:
-                raise _error(
-                    "metadata",
-                    f"keys are 1 to {MAX_METADATA_KEY_LENGTH} characters without square "
-                    f"brackets: {key[:50]!r}",
-                )
-            item = value[key]
-            if isinstance(item, str):
-                if len(item) > MAX_METADATA_VALUE_LENGTH:
-                    raise _error(
-                        "metadata",
-                        f"the value of {key!r} is longer than {MAX_METADATA_VALUE_LENGTH} "
-                        "characters",
-                    )
-            elif item is None or not isinstance(item, (int, float)):
-                raise _error(
-                    "metadata", f"the value of {key!r} must be a string, a number or a boolean"
-                )
-        return value
-
-    @model_validator(mode="after")
-    def _tax_types_resolve(self) -> Self:
-        problems: list[InitErrorDetails] = []
-        seen: set[tuple[str, str]] = set()
-        for index, entry in enumerate(self.tax_data):
-            try:
-                resolved = resolve_tax_type(entry.type, self.address.country or None)
-            except ValueError as error:
-                problems.append(
-                    InitErrorDetails(
-                        type=_error("tax_type", str(error)),
-                        loc=("tax_data", index, "type"),
-                        input=entry.type,
-                    )
-                )
-                continue
-            if (resolved, entry.id) in seen:
-                problems.append(
-                    InitErrorDetails(
-                        type=_error("tax_id", "the same tax id is listed twice"),
-                        loc=("tax_data", index, "id"),
-                        input=entry.id,
-                    )
-                )
-            seen.add((resolved, entry.id))
-        if problems:
-            raise ValidationError.from_exception_data(type(self).__name__, problems)
-        return self
-
-    def resolved_tax_data(self) -> list[TaxEntry]:
-        """The tax entries with Stripe's own types (validated to resolve)."""
-        country = self.address.country or None
-        return [
-            TaxEntry(type=resolve_tax_type(entry.type, country), id=entry.id)
-            for entry in self.tax_data
-        ]
-
-
-def _account_id_for(command_id: str) -> str:
-    return "ba_" + uuid.uuid5(uuid.NAMESPACE_URL, f"billing-worker:{command_id}").hex
-
-
-class CreateBillingAccount(Command):
-    """Create an organization's billing account (``POST .../organizations/{org_id}/billing``).
-
-    ``billing_account_id`` may be chosen by the publisher; by default it is derived from
-    ``command_id``, so a redelivered command always reaches the same account.
-    """
-
-    TASK_NAME: ClassVar[str] = "billing.create_account"
-    QUEUE: ClassVar[str] = "billing"
-    OMITTABLE: ClassVar[frozenset[str]] = frozenset({"command_id", "billing_account_id"})
-
-    org_id: ResourceId
-    billing_account_id: ResourceId
-    account: BillingDetails
-    offline: StrictBool = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_account_id(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "billing_account_id" not in data:
-            command_id = data.get("command_id")
-            if isinstance(command_id, str) and command_id:
-                return {**data, "billing_account_id": _account_id_for(command_id)}
-        return data
-
-
-class RegisterBillingAccount(Command):
-    """Register an offline (or still pending) billing account with the provider."""
-
-    TASK_NAME: ClassVar[str] = "billing.register_account"
-    QUEUE: ClassVar[str] = "billing"
-
-    org_id: ResourceId
-    billing_account_id: ResourceId
-
-
-class BillingAccountReady(Result):
-    """The account as it now stands, with its organization (the create response)."""
-
-    billing_account: dict[str, Any]
-    organization: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -445,32 +225,3 @@ class BillingAccount:
 def _metadata_text(value: Any) -> str:
     """Provider metadata values are strings: ``true``, ``42``, ``1.5`` as JSON writes them."""
     return value if isinstance(value, str) else json.dumps(value)
-
-
-REDRIVE_COMMAND_PREFIX = "redrive"
-
-
-def redrive_registration(
-    account: BillingAccount, now: datetime, after: timedelta
-) -> RegisterBillingAccount | None:
-    """The command that sends the registration of an account stuck ``pending`` again, once
-    it has been pending for ``after`` (its registration exhausted its retries, or its message
-    was lost); ``None`` for any other account.
-
-    Its id names the account and the attempt, the number of whole ``after`` periods since
-    the account was opened: every sweep within one period sends the same command, which the
-    command log runs once (a duplicate replays its outcome); the next period sends the next
-    attempt."""
-    if account.state is not BillingAccountState.PENDING or account.is_registered:
-        return None
-    age = now - account.created_at
-    if age < after or after <= timedelta(0):
-        return None
-    attempt = int(age / after)
-    command_id = f"{REDRIVE_COMMAND_PREFIX}:{account.id}:{attempt}"
-    if len(command_id) > 64:  # a command id's longest; an account id may be 128 long
-        digest = uuid.uuid5(uuid.NAMESPACE_URL, f"billing-worker:{account.id}").hex
-        command_id = f"{REDRIVE_COMMAND_PREFIX}:{digest}:{attempt}"
-    return RegisterBillingAccount(
-        command_id=command_id, org_id=account.org_id, billing_account_id=account.id
-    )

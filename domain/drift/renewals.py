@@ -33,8 +33,9 @@ from domain.drift.report import (
     ProviderSide,
 )
 from domain.subscriptions.change_previews import PreviewLine
+from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan
-from domain.subscriptions.scheduled_changes import ChangeState, ScheduledChange
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription
 
 RENEWAL_REASON = "subscription_cycle"

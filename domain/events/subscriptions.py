@@ -12,7 +12,8 @@ from pydantic import AwareDatetime, Field
 
 from domain.events.base import Event, Subject
 from domain.messages import Message
-from domain.subscriptions.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
+from domain.subscriptions.change_states import ChangeKind, ChangeState
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription
 
 

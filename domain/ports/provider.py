@@ -19,7 +19,7 @@ from domain.operations.console import InvoiceView
 from domain.provider.sync import ProviderCustomerState, RegisteredEndpoint
 from domain.subscriptions.change_previews import ChangePreview
 from domain.subscriptions.plans import ProviderPlan, ProviderPrice
-from domain.subscriptions.scheduled_changes import PaymentBehavior, ProrationBehavior
+from domain.subscriptions.proration import PaymentBehavior, ProrationBehavior
 from domain.subscriptions.subscription import ProviderSubscription, SubscriptionTerms
 
 

@@ -13,7 +13,7 @@ paid, else nothing, and the request ends with ``PAYMENT_FAILED``
 from __future__ import annotations
 
 from domain.subscriptions.plans import Plan
-from domain.subscriptions.scheduled_changes import ProrationBehavior
+from domain.subscriptions.proration import ProrationBehavior
 
 
 def charges_at_once(current: Plan | None, target: Plan) -> bool:

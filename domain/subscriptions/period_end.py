@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from domain.subscriptions.scheduled_changes import ChangeReason, ProrationBehavior, ScheduledChange
+from domain.subscriptions.change_states import ChangeReason
+from domain.subscriptions.proration import ProrationBehavior
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription
 
 

@@ -1,4 +1,4 @@
-"""Plan changes of subscriptions (spec sections 4.3 and 9) and their command messages.
+"""Plan changes of subscriptions (spec sections 4.3 and 9): the change and its life.
 
 A plan change is a :class:`ScheduledChange` row whatever its timing, so that every change of a
 subscription goes through the same states and the same provider call:
@@ -15,6 +15,9 @@ change per subscription is ``scheduled`` or ``applying`` (a database uniqueness 
 
 The provider is called with the idempotency key ``{change_id}:apply`` for every attempt of one
 change, so a change reaches the provider once however often it is retried or re-claimed.
+
+The states, kinds and reasons are in :mod:`domain.subscriptions.change_states`; the commands
+that make and apply a change in :mod:`domain.subscriptions.change_commands`.
 """
 
 from __future__ import annotations
@@ -22,81 +25,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
-from typing import Any, ClassVar, Literal, Self
-
-from pydantic import AwareDatetime, ConfigDict, Field, StrictBool, model_validator
-from pydantic_core import PydanticCustomError
+from typing import Any
 
 from domain.errors import FailedPrecondition, error_info
-from domain.messages import Command, ResourceId, Result
-from domain.provider.rate_budget import Priority
-from domain.subscriptions.plans import Plan, PlanRef
+from domain.subscriptions.change_states import ChangeKind, ChangeReason, ChangeState
+from domain.subscriptions.plans import Plan
+from domain.subscriptions.proration import AT_PERIOD_BOUNDARY, ProrationBehavior
 from domain.subscriptions.subscription import Phase, Subscription, SubscriptionState
-
-ProrationBehavior = Literal["create_prorations", "always_invoice", "none"]
-AT_PERIOD_BOUNDARY: ProrationBehavior = "none"
-"""A change at the period's end bills nothing for the period that ended."""
-PaymentBehavior = Literal["allow_incomplete", "error_if_incomplete", "pending_if_incomplete"]
-
-
-class ChangeState(StrEnum):
-    SCHEDULED = "scheduled"
-    APPLYING = "applying"
-    STAGED = "staged"
-    """Made at the provider ahead of its boundary; it takes effect here at ``effective_at``."""
-    APPLIED = "applied"
-    CANCELED = "canceled"
-    SKIPPED = "skipped"
-
-    @property
-    def is_pending(self) -> bool:
-        return self in (ChangeState.SCHEDULED, ChangeState.APPLYING, ChangeState.STAGED)
-
-
-class ChangeKind(StrEnum):
-    IMMEDIATE = "immediate"
-    END_OF_PERIOD = "end_of_period"
-
-
-class ChangeReason(StrEnum):
-    """Why a change was canceled or skipped (``reason`` of the change)."""
-
-    REPLACED = "replaced"
-    """A newer end-of-period request took its place."""
-    SUPERSEDED = "superseded"
-    """An immediate change was made before it fell due."""
-    CANCELED_ON_REQUEST = "canceled_on_request"
-    """``phase_change.cancel_upcoming_changes``."""
-    SUBSCRIPTION_CANCELED = "subscription_canceled"
-    SUBSCRIPTION_ENDED = "subscription_ended"
-    SUBSCRIPTION_PAST_DUE = "subscription_past_due"
-    """An immediate change found the subscription not in good standing at the provider."""
-    SUBSCRIPTION_ENDS = "subscription_ends"
-    """The subscription is set to end at or before the change's boundary: nothing is billed
-    from there on, so there is nothing to change."""
-    CUSTOMER_DELETED = "customer_deleted"
-    """The subscription's customer was deleted at the provider, which ended it."""
-    PAYMENT_FAILED = "payment_failed"
-    """The provider could not collect the invoice of an immediate change, and made nothing."""
-    PROVIDER_REJECTED = "provider_rejected"
-    """The provider refused the change for good (the message follows the reason)."""
-    SKIPPED_BY_OPERATOR = "skipped_by_operator"
-    """An operator skipped it before it was sent (their reason follows)."""
-    CORRECTED_LATE = "corrected_late"
-    """Of an applied change: the provider renewed (at the old price) before the change sent
-    ahead of its boundary reached it, and the new period was corrected (prorated from its
-    start, invoiced at once). Recorded before the correction is sent, so that a retry
-    corrects too."""
-
-    @classmethod
-    def subscription_in(cls, state: SubscriptionState) -> ChangeReason:
-        """Why a change of a subscription in ``state`` (canceled, ended, past due) is skipped."""
-        if state is SubscriptionState.ENDED:
-            return cls.SUBSCRIPTION_ENDED
-        if state is SubscriptionState.PAST_DUE:
-            return cls.SUBSCRIPTION_PAST_DUE
-        return cls.SUBSCRIPTION_CANCELED
 
 
 def change_id_for(command_id: str) -> str:
@@ -406,92 +341,3 @@ class ScheduledChange:
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
         }
-
-
-# --- messages ---------------------------------------------------------------------------------
-
-
-class ChangeSubscriptionPlan(Command):
-    """Change a subscription's plan now or at the end of its period, or cancel the upcoming
-    change (``POST …/subscriptions/{id}/change``). Exactly one of ``plan`` and
-    ``cancel_upcoming_changes`` is given; ``immediate`` goes with ``plan``."""
-
-    TASK_NAME: ClassVar[str] = "subscriptions.change_plan"
-    QUEUE: ClassVar[str] = "subscriptions"
-
-    # ``_one_thing_to_do`` as JSON Schema, for the message's published schema: canceling
-    # takes no plan (nor ``immediate``); anything else needs a plan.
-    model_config = ConfigDict(
-        json_schema_extra={
-            "if": {
-                "properties": {"cancel_upcoming_changes": {"const": True}},
-                "required": ["cancel_upcoming_changes"],
-            },
-            "then": {"properties": {"plan": {"type": "null"}, "immediate": {"const": False}}},
-            "else": {"required": ["plan"], "properties": {"plan": {"type": "string"}}},
-        }
-    )
-
-    org_id: ResourceId
-    billing_account_id: ResourceId
-    subscription_id: ResourceId
-    plan: PlanRef | None = None
-    immediate: StrictBool = False
-    cancel_upcoming_changes: StrictBool = False
-    proration_date: AwareDatetime | None = Field(
-        default=None,
-        description="For an immediate change: prorate as of this time, which must be the "
-        "`proration_date` a preview of this same change (subscription, current plan, target "
-        "plan) answered at most 5 minutes ago (else the command is rejected, naming this "
-        "field), so that the change invoices what the preview showed to the cent. Default: "
-        "now.",
-    )
-
-    @model_validator(mode="after")
-    def _one_thing_to_do(self) -> Self:
-        if self.plan is not None and self.cancel_upcoming_changes:
-            raise PydanticCustomError(
-                "conflict", "a plan change and cancel_upcoming_changes cannot go together"
-            )
-        if self.plan is None and not self.cancel_upcoming_changes:
-            raise PydanticCustomError(
-                "nothing_requested", "give a plan to change to, or cancel_upcoming_changes: true"
-            )
-        if self.immediate and self.plan is None:
-            raise PydanticCustomError("immediate_without_plan", "immediate needs a plan")
-        if self.proration_date is not None and not self.immediate:
-            raise PydanticCustomError(
-                "proration_date_without_immediate",
-                "proration_date goes with an immediate change only",
-            )
-        return self
-
-
-class ApplyScheduledChange(Command):
-    """Apply a due plan change at the provider, then locally. Published by beat's sweep
-    (``command_id`` ``apply:{change_id}:{claim}``); applying an applied change does nothing."""
-
-    TASK_NAME: ClassVar[str] = "subscriptions.apply_scheduled_change"
-    QUEUE: ClassVar[str] = "subscriptions"
-    PRIORITY: ClassVar[Priority] = Priority.BULK
-
-    change_id: ResourceId
-
-
-class PlanChanged(Result):
-    """The phase the request leads to (the HTTP response is ``{"phase": …}``).
-
-    ``change`` is the change made (``None`` when upcoming changes were canceled);
-    ``canceled_changes`` the ids of the pending changes it canceled or replaced.
-    """
-
-    phase: Phase
-    subscription_id: str
-    change: dict[str, Any] | None = None
-    canceled_changes: list[str] = Field(default_factory=list)
-
-
-class ScheduledChangeOutcome(Result):
-    """Where a change ended: ``applied`` (with its lag), ``skipped`` (with the reason)…"""
-
-    change: dict[str, Any]

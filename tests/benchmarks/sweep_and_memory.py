@@ -10,7 +10,7 @@ from sqlalchemy import select, text, update
 
 from application.handlers.sweeps import publish_due_changes
 from application.requests.sweeps import PublishDueChanges
-from domain.subscriptions.scheduled_changes import ChangeKind, ChangeState
+from domain.subscriptions.change_states import ChangeKind, ChangeState
 from domain.subscriptions.subscription import SubscriptionState
 from tests.benchmarks.figures import Figure, Target
 from tests.benchmarks.harness import (

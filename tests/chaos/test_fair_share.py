@@ -16,7 +16,7 @@ import redis
 
 from domain.permissions import Grant, Scope
 from domain.subscriptions.change_previews import PreviewPlanChange
-from domain.subscriptions.scheduled_changes import ChangeState
+from domain.subscriptions.change_states import ChangeState
 from tests.chaos.conftest import StackFactory
 from tests.chaos.test_scheduled_changes import schedule_changes, states
 from tests.support.stack import Stack, eventually

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from domain.subscriptions.scheduled_changes import ChangeState
+from domain.subscriptions.change_states import ChangeState
 from stripe_emulator import LoggedRequest
 from tests.chaos.conftest import StackFactory
 from tests.chaos.test_scheduled_changes import schedule_changes, states

@@ -11,7 +11,8 @@ from collections import Counter
 
 import pytest
 
-from domain.subscriptions.scheduled_changes import ChangeState, ScheduledChange
+from domain.subscriptions.change_states import ChangeState
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from tests.chaos.conftest import StackFactory
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import (

@@ -18,9 +18,10 @@ import httpx
 import pytest
 import redis
 
-from domain.billing.accounts import CreateBillingAccount
+from domain.billing.account_commands import CreateBillingAccount
 from domain.provider.sync import SyncStripeObject
-from domain.subscriptions.scheduled_changes import ApplyScheduledChange, ChangeState
+from domain.subscriptions.change_commands import ApplyScheduledChange
+from domain.subscriptions.change_states import ChangeState
 from tasks.subscriptions import ENQUEUE_DUE_CHANGES
 from tests.chaos.conftest import StackFactory
 from tests.chaos.test_scheduled_changes import schedule_changes, states

@@ -21,7 +21,7 @@ import pytest
 import stripe  # noqa: TID251 - the tests look at the emulator's subscriptions through the SDK
 from celery import Celery
 
-from domain.subscriptions.scheduled_changes import ChangeState
+from domain.subscriptions.change_states import ChangeState
 from stripe_emulator import EmulatorAdmin
 from tests.support.errors import field_violations
 from tests.support.stack import Stack, eventually

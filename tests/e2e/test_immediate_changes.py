@@ -19,8 +19,8 @@ import pytest
 import stripe  # noqa: TID251 - the tests read the emulator's invoices through the SDK
 
 from domain.subscriptions.change_previews import PREVIEW_VALIDITY
+from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan
-from domain.subscriptions.scheduled_changes import ChangeState
 from domain.subscriptions.subscription import SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tests.e2e.test_period_end_billing import subscribe

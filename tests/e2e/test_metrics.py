@@ -16,7 +16,7 @@ import pytest
 from celery import Celery
 from prometheus_client.parser import text_string_to_metric_families
 
-from domain.subscriptions.scheduled_changes import ChangeState
+from domain.subscriptions.change_states import ChangeState
 from tests.support.records import create_organization, create_user
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import new_account, new_plan, operator, subscribe

@@ -26,8 +26,9 @@ import stripe  # noqa: TID251 - the tests read the emulator's invoices through t
 
 from application.handlers.subscribe import create_subscription
 from application.requests.operator_requests import CreateSubscription
+from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan
-from domain.subscriptions.scheduled_changes import ChangeState, ScheduledChange
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import SubscriptionState, SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tests.support.events import outbox_rows

@@ -23,8 +23,9 @@ import pytest
 import stripe  # noqa: TID251 - the tests read the emulator's invoices through the SDK
 from sqlalchemy import select
 
+from domain.subscriptions.change_states import ChangeReason, ChangeState
 from domain.subscriptions.plans import Plan
-from domain.subscriptions.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from stripe_emulator import EmulatorAdmin
 from tests.e2e.test_period_end_billing import (
     at_period_end,

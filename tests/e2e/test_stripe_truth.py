@@ -15,8 +15,8 @@ import stripe  # noqa: TID251 - the tests act as Stripe's dashboard through the 
 
 from application.handlers.stripe_endpoints import register_stripe_endpoint
 from application.requests.operator_requests import RegisterStripeEndpoint
+from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan
-from domain.subscriptions.scheduled_changes import ChangeState
 from domain.subscriptions.subscription import SubscriptionState
 from stripe_emulator import EmulatorAdmin
 from tests.support.stack import Stack, eventually, stack_of_its_own

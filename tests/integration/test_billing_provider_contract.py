@@ -12,7 +12,8 @@ from datetime import timedelta
 
 import pytest
 
-from domain.billing.accounts import Address, ProviderCustomer
+from domain.billing.account_details import Address
+from domain.billing.accounts import ProviderCustomer
 from domain.errors import Internal, InvalidArgument
 from domain.ports.provider import BillingProvider
 from domain.subscriptions.plans import ProviderPlan

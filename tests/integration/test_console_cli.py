@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from domain.billing.accounts import BillingAccount, BillingDetails
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount
 from tests.support.cli import Done, billing_worker
 from tests.support.records import create_organization, create_user
 from worker.clock import SystemClock

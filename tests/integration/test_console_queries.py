@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.billing.accounts import BillingAccount, BillingDetails
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount
 from domain.errors import InvalidArgument
 from domain.events.billing_accounts import BillingAccountCreated, BillingAccountRegistered
 from domain.provider.calls import CallOutcome, ProviderCall

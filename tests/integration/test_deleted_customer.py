@@ -22,7 +22,9 @@ from application.handlers.provider_sync import reconcile_with_stripe, sync_strip
 from application.handlers.subscribe import create_subscription
 from application.requests.operator_requests import CreatePlan, CreateSubscription
 from application.requests.sweeps import ReconcileWithStripe
-from domain.billing.accounts import BillingAccountState, BillingDetails, CreateBillingAccount
+from domain.billing.account_commands import CreateBillingAccount
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccountState
 from domain.errors import FailedPrecondition
 from domain.provider.sync import SyncStripeObject
 from domain.subscriptions.plans import PlanSpec

@@ -9,7 +9,8 @@ import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
-from domain.billing.accounts import BillingAccount, BillingDetails
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount
 from domain.subscriptions.plans import Plan, PlanSpec
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription, Subscription, SubscriptionState

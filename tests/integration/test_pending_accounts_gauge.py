@@ -10,7 +10,8 @@ from datetime import timedelta
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from domain.billing.accounts import BillingAccount, BillingDetails
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount
 from tests.support.records import create_organization
 from worker.bootstrap import build_services
 from worker.clock import SystemClock

@@ -15,7 +15,8 @@ from application.requests.operator_requests import (
     CreateSubscription,
     ReportSubscription,
 )
-from domain.billing.accounts import BillingAccount, BillingDetails
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount
 from domain.errors import (
     AlreadyExists,
     FailedPrecondition,

@@ -12,10 +12,12 @@ import pytest
 from sqlalchemy import String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from domain.billing.accounts import Address, BillingAccount, BillingAccountState, TaxEntry
+from domain.billing.account_details import Address, TaxEntry
+from domain.billing.accounts import BillingAccount, BillingAccountState
 from domain.billing.organizations import Organization, OrganizationState
+from domain.subscriptions.change_states import ChangeKind, ChangeState
 from domain.subscriptions.plans import Plan, PlanInterval
-from domain.subscriptions.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from domain.users import User, UserState
 from worker.db.engine import session_factory

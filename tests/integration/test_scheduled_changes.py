@@ -10,11 +10,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from domain.billing.accounts import BillingAccount, BillingDetails
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount
 from domain.errors import UniquenessViolation
 from domain.ports.repositories import Claim
+from domain.subscriptions.change_states import ChangeReason, ChangeState
 from domain.subscriptions.plans import Plan, PlanSpec, ProviderPrice
-from domain.subscriptions.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.records import create_organization
 from worker.clock import SystemClock

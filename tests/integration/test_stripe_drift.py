@@ -30,7 +30,9 @@ from application.requests.operator_requests import (
     ReportDrift,
     ResyncStripeObject,
 )
-from domain.billing.accounts import BillingAccount, BillingDetails, CreateBillingAccount
+from domain.billing.account_commands import CreateBillingAccount
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount
 from domain.billing.organizations import Organization
 from domain.drift.report import DriftKind
 from domain.errors import TransientError

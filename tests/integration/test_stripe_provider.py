@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from domain.billing.accounts import Address, ProviderCustomer, TaxEntry
+from domain.billing.account_details import Address, TaxEntry
+from domain.billing.accounts import ProviderCustomer
 from domain.errors import FailedPrecondition, Internal, InvalidArgument, TransientError, Unavailable
 from domain.subscriptions.plans import ProviderPlan
 from domain.subscriptions.subscription import SubscriptionTerms

@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 import stripe  # noqa: TID251 - the tests look at the emulator's objects through the SDK
 
-from domain.billing.accounts import Address, ProviderCustomer
+from domain.billing.account_details import Address
+from domain.billing.accounts import ProviderCustomer
 from domain.errors import InvalidArgument, TransientError
 from domain.subscriptions.plans import ProviderPlan, ProviderPrice
 from domain.subscriptions.subscription import SubscriptionState, SubscriptionTerms

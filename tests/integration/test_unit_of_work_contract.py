@@ -10,13 +10,15 @@ from datetime import timedelta
 
 import pytest
 
-from domain.billing.accounts import BillingAccount, BillingAccountState, BillingDetails
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount, BillingAccountState
 from domain.billing.organizations import Organization
 from domain.errors import UniquenessViolation
 from domain.ports.repositories import UnitOfWork
 from domain.subscriptions.change_previews import IssuedPreview
+from domain.subscriptions.change_states import ChangeReason, ChangeState
 from domain.subscriptions.plans import Plan
-from domain.subscriptions.scheduled_changes import ChangeReason, ChangeState, ScheduledChange
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.fakes.clock import T0
 from tests.support.fakes.data import a_plan, an_organization

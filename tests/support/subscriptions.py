@@ -10,9 +10,12 @@ from application.handlers.billing import create_billing_account
 from application.handlers.plans import create_plan
 from application.handlers.subscribe import create_subscription
 from application.requests.operator_requests import CreatePlan, CreateSubscription
-from domain.billing.accounts import BillingAccount, BillingDetails, CreateBillingAccount
+from domain.billing.account_commands import CreateBillingAccount
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount
+from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan, PlanSpec
-from domain.subscriptions.scheduled_changes import ChangeState, ScheduledChange
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription
 from stripe_emulator import EmulatorAdmin, LoggedRequest
 from tests.support.emulator import EMULATOR_KEY

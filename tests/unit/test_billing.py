@@ -8,12 +8,9 @@ import pytest
 from pydantic import ValidationError
 from stripe.params import _customer_create_params as stripe_params  # noqa: TID251
 
-from domain.billing.accounts import (
-    BillingAccount,
-    BillingAccountState,
-    BillingDetails,
-    CreateBillingAccount,
-)
+from domain.billing.account_commands import CreateBillingAccount
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount, BillingAccountState
 from domain.billing.organizations import Organization, OrganizationState
 from domain.billing.tax_ids import STRIPE_TAX_ID_TYPES, UnmappableTaxType, resolve_tax_type
 from tests.support.errors import validation_messages

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from domain.billing.accounts import BillingDetails
+from domain.billing.account_details import BillingDetails
 from domain.billing.currencies import (
     STRIPE_CURRENCIES,
     THREE_DECIMAL_CURRENCIES,

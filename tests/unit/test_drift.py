@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from domain.billing.accounts import BillingAccount, BillingAccountState, BillingDetails
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount, BillingAccountState
 from domain.drift.report import (
     CustomerLink,
     DriftKind,

@@ -20,14 +20,12 @@ from application.handlers.subscriptions import change_subscription_plan
 from application.handlers.users import enable_user
 from application.handlers.webhook_deliveries import DELIVER_WEBHOOK, WEBHOOKS_QUEUE
 from application.requests.sweeps import PruneOutbox, RelayEvents
-from domain.billing.accounts import BillingDetails, CreateBillingAccount
+from domain.billing.account_commands import CreateBillingAccount
+from domain.billing.account_details import BillingDetails
 from domain.errors import InvalidArgument, TransientError
 from domain.events.catalog import EVENT_TYPES, parse_event
-from domain.subscriptions.scheduled_changes import (
-    ApplyScheduledChange,
-    ChangeSubscriptionPlan,
-    change_id_for,
-)
+from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan
+from domain.subscriptions.scheduled_changes import change_id_for
 from domain.users import EnableUser
 from domain.webhooks import DeliveryState, WebhookEndpoint
 from tasks.runtime import CommandApp

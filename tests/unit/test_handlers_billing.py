@@ -9,12 +9,9 @@ from typing import Any
 import pytest
 
 from application.handlers.billing import create_billing_account, register_billing_account
-from domain.billing.accounts import (
-    BillingAccountState,
-    BillingDetails,
-    CreateBillingAccount,
-    RegisterBillingAccount,
-)
+from domain.billing.account_commands import CreateBillingAccount, RegisterBillingAccount
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccountState
 from domain.errors import (
     AlreadyExists,
     FailedPrecondition,

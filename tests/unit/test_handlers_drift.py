@@ -14,7 +14,8 @@ from application.handlers.drift import (
     link_customer,
 )
 from application.requests.operator_requests import AdoptFindings, ReportDrift
-from domain.billing.accounts import BillingAccount, BillingAccountState, BillingDetails
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount, BillingAccountState
 from domain.drift.report import CustomerLink, DriftKind
 from domain.errors import FailedPrecondition
 from domain.subscriptions.subscription import ProviderSubscription, Subscription, SubscriptionTerms

@@ -21,10 +21,12 @@ from application.requests.operator_actions import (
     SkipScheduledChange,
     new_action_id,
 )
-from domain.billing.accounts import BillingAccount, BillingAccountState, BillingDetails
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount, BillingAccountState
 from domain.errors import FailedPrecondition, NotFound
 from domain.messages import CommandStatus
-from domain.subscriptions.scheduled_changes import ChangeState, ChangeSubscriptionPlan
+from domain.subscriptions.change_commands import ChangeSubscriptionPlan
+from domain.subscriptions.change_states import ChangeState
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.data import an_organization, subscribed
 

@@ -9,7 +9,8 @@ import pytest
 
 from application.handlers.subscribe import create_subscription
 from application.requests.operator_requests import CreateSubscription
-from domain.billing.accounts import BillingAccount, BillingDetails
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount
 from domain.errors import FailedPrecondition, TransientError
 from domain.subscriptions.subscription import Subscription, SubscriptionTerms
 from tests.support.fakes.application import FakeApplication

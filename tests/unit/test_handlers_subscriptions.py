@@ -22,16 +22,11 @@ from domain.errors import (
     PaymentFailed,
     TransientError,
 )
+from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan
 from domain.subscriptions.change_previews import PreviewPlanChange
+from domain.subscriptions.change_states import ChangeKind, ChangeState
 from domain.subscriptions.plans import PlanInterval
-from domain.subscriptions.scheduled_changes import (
-    ApplyScheduledChange,
-    ChangeKind,
-    ChangeState,
-    ChangeSubscriptionPlan,
-    ScheduledChange,
-    change_id_for,
-)
+from domain.subscriptions.scheduled_changes import ScheduledChange, change_id_for
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.fakes.application import FakeApplication, FakeBillingPolicy
 from tests.support.fakes.data import Subscribed, a_plan, subscribed

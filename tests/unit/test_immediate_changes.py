@@ -12,7 +12,7 @@ from domain.errors import InvalidArgument
 from domain.subscriptions.change_previews import PREVIEW_VALIDITY, IssuedPreview, ensure_previewed
 from domain.subscriptions.immediate_changes import charges_at_once, immediate_proration
 from domain.subscriptions.plans import Plan, PlanInterval
-from domain.subscriptions.scheduled_changes import ProrationBehavior
+from domain.subscriptions.proration import ProrationBehavior
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.errors import field_violations
 from tests.support.fakes.data import a_plan

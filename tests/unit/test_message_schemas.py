@@ -13,13 +13,13 @@ import pytest
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
-from domain.billing.accounts import CreateBillingAccount
+from domain.billing.account_commands import CreateBillingAccount
 from domain.events.base import Event, Subject
 from domain.events.catalog import EVENT_TYPES
 from domain.events.commands import CommandFailedEvent
 from domain.events.users import UserEnabledEvent
 from domain.messages import Command
-from domain.subscriptions.scheduled_changes import ChangeSubscriptionPlan
+from domain.subscriptions.change_commands import ChangeSubscriptionPlan
 from domain.users import EnableUser
 from tasks.base import CommandTask
 from worker.celery_app import app as celery_app

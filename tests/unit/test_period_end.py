@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from domain.subscriptions.change_states import ChangeKind, ChangeState
 from domain.subscriptions.period_end import (
     PriceWrite,
     Step,
@@ -14,7 +15,7 @@ from domain.subscriptions.period_end import (
     staged_too_late,
     withdrawal,
 )
-from domain.subscriptions.scheduled_changes import ChangeKind, ChangeState, ScheduledChange
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription
 
 BOUNDARY = datetime(2026, 12, 1, tzinfo=UTC)

@@ -15,11 +15,8 @@ from application.handlers.scheduled_changes import apply_change
 from application.handlers.subscriptions import change_subscription_plan
 from application.requests.sweeps import ClaimDueChanges, ReconcileWithStripe
 from domain.provider.sync import SyncStripeObject
-from domain.subscriptions.scheduled_changes import (
-    ApplyScheduledChange,
-    ChangeState,
-    ChangeSubscriptionPlan,
-)
+from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan
+from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.data import Subscribed, subscribed

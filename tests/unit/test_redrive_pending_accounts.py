@@ -10,13 +10,10 @@ import pytest
 from application.handlers.billing import register_billing_account
 from application.handlers.sweeps import BULK_MESSAGE_PRIORITY, redrive_pending_accounts
 from application.requests.sweeps import RedrivePendingAccounts
-from domain.billing.accounts import (
-    BillingAccount,
-    BillingAccountState,
-    BillingDetails,
-    RegisterBillingAccount,
-    redrive_registration,
-)
+from domain.billing.account_commands import RegisterBillingAccount
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount, BillingAccountState
+from domain.billing.registration_redrive import redrive_registration
 from tests.support.environment import clear_settings
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.clock import T0

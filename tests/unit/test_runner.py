@@ -24,7 +24,8 @@ from celery.exceptions import Retry
 import tasks.billing
 import tasks.subscriptions
 import tasks.users
-from domain.billing.accounts import BillingAccountState, CreateBillingAccount
+from domain.billing.account_commands import CreateBillingAccount
+from domain.billing.accounts import BillingAccountState
 from domain.errors import ErrorCode, InvalidArgument, TransientError
 from domain.messages import CommandStatus
 from domain.users import EnableUser, UserState

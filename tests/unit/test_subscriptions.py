@@ -9,15 +9,10 @@ import pytest
 from pydantic import ValidationError
 
 from domain.errors import ErrorCode, FailedPrecondition, InvalidArgument
+from domain.subscriptions.change_commands import ChangeSubscriptionPlan
+from domain.subscriptions.change_states import ChangeKind, ChangeReason, ChangeState
 from domain.subscriptions.plans import Plan, PlanSpec, ProviderPrice
-from domain.subscriptions.scheduled_changes import (
-    ChangeKind,
-    ChangeReason,
-    ChangeState,
-    ChangeSubscriptionPlan,
-    ScheduledChange,
-    change_id_for,
-)
+from domain.subscriptions.scheduled_changes import ScheduledChange, change_id_for
 from domain.subscriptions.subscription import (
     Phase,
     ProviderSubscription,

@@ -1,5 +1,5 @@
 """The body of ``POST …/subscriptions/{id}/change`` (spec 4.3 and 9) resolved into the fields
-of :class:`~domain.subscriptions.scheduled_changes.ChangeSubscriptionPlan`.
+of :class:`~domain.subscriptions.change_commands.ChangeSubscriptionPlan`.
 
 The request has two spellings of a plan change (``plan_change.plan`` and the deprecated
 top-level ``plan``/``immediate``) and a ``phase_change``; the command has one flat set of

@@ -14,7 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from domain.billing.accounts import Address, BillingAccountState, BillingDetails, TaxEntry
+from domain.billing.account_details import Address, BillingDetails, TaxEntry
+from domain.billing.accounts import BillingAccountState
 from domain.billing.organizations import OrganizationState
 from domain.events.catalog import EVENT_TYPES
 from domain.messages import ID_PATTERN, CommandStatus

@@ -30,13 +30,13 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import core_schema
 
-from domain.billing.accounts import CreateBillingAccount, RegisterBillingAccount
+from domain.billing.account_commands import CreateBillingAccount, RegisterBillingAccount
 from domain.events.base import Event
 from domain.events.catalog import EVENT_TYPES
 from domain.messages import Command
 from domain.provider.sync import SyncStripeObject
+from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan
 from domain.subscriptions.change_previews import PreviewPlanChange
-from domain.subscriptions.scheduled_changes import ApplyScheduledChange, ChangeSubscriptionPlan
 from domain.users import EnableUser
 from worker.contracts.asyncapi import asyncapi_document
 

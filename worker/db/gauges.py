@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from domain.billing.accounts import BillingAccountState
 from domain.messages import CommandStatus
-from domain.subscriptions.scheduled_changes import ChangeKind, ChangeState
+from domain.subscriptions.change_states import ChangeKind, ChangeState
 from domain.subscriptions.subscription import SubscriptionState
 from worker.db.models import (
     BillingAccountRow,

@@ -27,7 +27,8 @@ from domain.operations.console import (
     SubscriptionStory,
     UserPage,
 )
-from domain.subscriptions.scheduled_changes import ChangeState, ScheduledChange
+from domain.subscriptions.change_states import ChangeState
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription
 from worker.db import listing
 from worker.db.listing import command_view

@@ -188,7 +188,8 @@ def seed_billing(svc: Services) -> None:
     from application.handlers.plans import create_plan, list_plans
     from application.handlers.subscribe import create_subscription
     from application.requests.operator_requests import CreatePlan, CreateSubscription, ListPlans
-    from domain.billing.accounts import BillingDetails, CreateBillingAccount
+    from domain.billing.account_commands import CreateBillingAccount
+    from domain.billing.account_details import BillingDetails
     from domain.subscriptions.plans import PlanSpec
     from domain.subscriptions.subscription import SubscriptionTerms
 

@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 
 from domain.ports.application import Clock
 from domain.provider.rate_budget import RateBudget
-from domain.subscriptions.scheduled_changes import ChangeState
+from domain.subscriptions.change_states import ChangeState
 from domain.webhooks import DeliveryState, EndpointState
 
 logger = logging.getLogger(__name__)

@@ -58,7 +58,7 @@ from domain.provider.rate_budget import CallKind, RateBudget, current_priority
 from domain.provider.sync import ProviderCustomerState, RegisteredEndpoint
 from domain.subscriptions.change_previews import ChangePreview
 from domain.subscriptions.plans import ProviderPlan, ProviderPrice
-from domain.subscriptions.scheduled_changes import PaymentBehavior, ProrationBehavior
+from domain.subscriptions.proration import PaymentBehavior, ProrationBehavior
 from domain.subscriptions.subscription import ProviderSubscription, SubscriptionTerms
 from worker.observability import metrics
 from worker.provider.stripe_fields import (

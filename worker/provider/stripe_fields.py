@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 # Stripe's parameter names → the fields of the create command's billing details
-# (``account`` of :class:`domain.billing.accounts.CreateBillingAccount`), where every value of a
-# customer comes from.
+# (``account`` of :class:`domain.billing.account_commands.CreateBillingAccount`), where every
+# value of a customer comes from.
 _FIELD_OF_PARAM = {
     "name": "account.name",
     "email": "account.email",
@@ -39,7 +39,7 @@ def field_for_param(param: str | None) -> str:
 
 def plan_field(param: str | None) -> str:
     """Every parameter of a subscription's update (or read) comes from the plan asked for (the
-    ``plan`` of :class:`domain.subscriptions.scheduled_changes.ChangeSubscriptionPlan`)."""
+    ``plan`` of :class:`domain.subscriptions.change_commands.ChangeSubscriptionPlan`)."""
     return "plan"
 
 

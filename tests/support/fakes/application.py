@@ -14,7 +14,7 @@ from domain.ports.events import EventStream, RelayLock, WebhookSender
 from domain.ports.provider import BillingProvider
 from domain.ports.repositories import UnitOfWork
 from domain.provider.rate_budget import BudgetUsage, CallKind, Priority, RateBudget
-from domain.subscriptions.scheduled_changes import ProrationBehavior
+from domain.subscriptions.proration import ProrationBehavior
 from domain.webhooks import DeliveryPolicy
 from tests.support.fakes.clock import FakeClock
 from tests.support.fakes.database import DatabaseUnavailable, FakeDatabase, FakeUnitOfWork

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from domain.billing.accounts import BillingAccount, BillingDetails
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount
 from domain.billing.organizations import Organization, OrganizationState
 from domain.subscriptions.plans import Plan, PlanInterval
 from domain.subscriptions.subscription import ProviderSubscription, Subscription

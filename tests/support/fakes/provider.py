@@ -27,7 +27,7 @@ from domain.operations.console import InvoiceView
 from domain.provider.sync import ProviderCustomerState, RegisteredEndpoint
 from domain.subscriptions.change_previews import ChangePreview, PreviewLine
 from domain.subscriptions.plans import ProviderPlan, ProviderPrice
-from domain.subscriptions.scheduled_changes import PaymentBehavior, ProrationBehavior
+from domain.subscriptions.proration import PaymentBehavior, ProrationBehavior
 from domain.subscriptions.subscription import ProviderSubscription, SubscriptionTerms
 from tests.support.fakes.clock import T0, FakeClock
 from tests.support.fakes.provider_requests import RecordedRequests, rejected

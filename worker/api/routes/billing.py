@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from domain.billing.accounts import CreateBillingAccount, RegisterBillingAccount
+from domain.billing.account_commands import CreateBillingAccount, RegisterBillingAccount
 from domain.permissions import Scope
 from worker.api.auth import Caller, permitted
 from worker.api.body import Body, PathId, require_empty

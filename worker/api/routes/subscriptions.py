@@ -10,8 +10,8 @@ from fastapi.responses import Response
 from domain.errors import CommandError, InvalidArgument
 from domain.messages import is_id
 from domain.permissions import Scope
+from domain.subscriptions.change_commands import ChangeSubscriptionPlan
 from domain.subscriptions.change_previews import PreviewPlanChange
-from domain.subscriptions.scheduled_changes import ChangeSubscriptionPlan
 from worker.api.auth import Caller, permitted
 from worker.api.body import Body, PathId
 from worker.api.change_request import resolve_change_request

@@ -1,0 +1,68 @@
+"""The states a plan change goes through (:class:`ChangeState`), its two kinds (now, or at the
+period's end) and why it was canceled or skipped (:class:`ChangeReason`); the change itself is
+:class:`domain.subscriptions.scheduled_changes.ScheduledChange`."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from domain.subscriptions.subscription import SubscriptionState
+
+
+class ChangeState(StrEnum):
+    SCHEDULED = "scheduled"
+    APPLYING = "applying"
+    STAGED = "staged"
+    """Made at the provider ahead of its boundary; it takes effect here at ``effective_at``."""
+    APPLIED = "applied"
+    CANCELED = "canceled"
+    SKIPPED = "skipped"
+
+    @property
+    def is_pending(self) -> bool:
+        return self in (ChangeState.SCHEDULED, ChangeState.APPLYING, ChangeState.STAGED)
+
+
+class ChangeKind(StrEnum):
+    IMMEDIATE = "immediate"
+    END_OF_PERIOD = "end_of_period"
+
+
+class ChangeReason(StrEnum):
+    """Why a change was canceled or skipped (``reason`` of the change)."""
+
+    REPLACED = "replaced"
+    """A newer end-of-period request took its place."""
+    SUPERSEDED = "superseded"
+    """An immediate change was made before it fell due."""
+    CANCELED_ON_REQUEST = "canceled_on_request"
+    """``phase_change.cancel_upcoming_changes``."""
+    SUBSCRIPTION_CANCELED = "subscription_canceled"
+    SUBSCRIPTION_ENDED = "subscription_ended"
+    SUBSCRIPTION_PAST_DUE = "subscription_past_due"
+    """An immediate change found the subscription not in good standing at the provider."""
+    SUBSCRIPTION_ENDS = "subscription_ends"
+    """The subscription is set to end at or before the change's boundary: nothing is billed
+    from there on, so there is nothing to change."""
+    CUSTOMER_DELETED = "customer_deleted"
+    """The subscription's customer was deleted at the provider, which ended it."""
+    PAYMENT_FAILED = "payment_failed"
+    """The provider could not collect the invoice of an immediate change, and made nothing."""
+    PROVIDER_REJECTED = "provider_rejected"
+    """The provider refused the change for good (the message follows the reason)."""
+    SKIPPED_BY_OPERATOR = "skipped_by_operator"
+    """An operator skipped it before it was sent (their reason follows)."""
+    CORRECTED_LATE = "corrected_late"
+    """Of an applied change: the provider renewed (at the old price) before the change sent
+    ahead of its boundary reached it, and the new period was corrected (prorated from its
+    start, invoiced at once). Recorded before the correction is sent, so that a retry
+    corrects too."""
+
+    @classmethod
+    def subscription_in(cls, state: SubscriptionState) -> ChangeReason:
+        """Why a change of a subscription in ``state`` (canceled, ended, past due) is skipped."""
+        if state is SubscriptionState.ENDED:
+            return cls.SUBSCRIPTION_ENDED
+        if state is SubscriptionState.PAST_DUE:
+            return cls.SUBSCRIPTION_PAST_DUE
+        return cls.SUBSCRIPTION_CANCELED
