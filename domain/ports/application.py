@@ -65,9 +65,6 @@ class RunnerPolicy:
     masked (``domain.redaction``)."""
     pending_account_redrive_after: timedelta = timedelta(seconds=900)
     """How long an account stays ``pending`` before beat sends its registration again."""
-    relay_after_command: bool = True
-    """Whether a command relays the outbox as it finishes (off only in benchmarks: beat's
-    sweep relays the events then)."""
 
 
 class Application(HandlerContext, Protocol):
