@@ -74,10 +74,8 @@ Handler = Callable[[C, HandlerContext], Result]
 def relay_after_command(svc: Application) -> None:
     """Ask for the outbox to be relayed once a command's outcome is recorded, and return: the
     process relays in the background, one relay for every command that finished meanwhile
-    (``Application.relay_soon``). Skipped only when a benchmark measures what the relay
-    costs (``RunnerPolicy.relay_after_command``): beat's sweep relays the events then."""
-    if svc.policy.relay_after_command:
-        svc.relay_soon(lambda: _relay_for_commands(svc))
+    (``Application.relay_soon``)."""
+    svc.relay_soon(lambda: _relay_for_commands(svc))
 
 
 def _relay_for_commands(svc: Application) -> bool:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from celery import Celery
     from prometheus_client.registry import Collector
 
-    from worker.outbound.relay_thread import CoalescingRelay
+    from worker.outbound.relay_thread import BackgroundRelay
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,9 @@ class Services:
     celery: Celery | None = field(default=None, repr=False)
     """The Celery app this process publishes with: the workers' own app in a worker (it
     hands itself over), else one built from the settings on first use."""
+    background_relay: BackgroundRelay | None = field(default=None, repr=False)
+    """What relays the outbox in the background once a command finished; ``None``: a
+    ``CoalescingRelay`` pausing as the settings say, built on first use."""
     _provider: BillingProvider | None = field(default=None, repr=False)
     _budget: RateBudget | None = field(default=None, repr=False)
     _redis_client: redis.Redis | None = field(default=None, repr=False)
@@ -111,7 +114,6 @@ class Services:
             pending_account_redrive_after=timedelta(
                 seconds=settings.pending_account_redrive_after_seconds
             ),
-            relay_after_command=not settings.benchmark_without_relay_after_command,
         )
 
     @cached_property
@@ -138,18 +140,16 @@ class Services:
         return RedisRelayLock(self._redis(), f"{self.settings.events_stream}:relay-lock")
 
     def relay_soon(self, relay: Callable[[], bool]) -> None:
-        self._background_relay.request(relay)
+        if self.background_relay is None:
+            from worker.outbound.relay_thread import CoalescingRelay
+
+            self.background_relay = CoalescingRelay(self.settings.events_relay_coalesce_seconds)
+        self.background_relay.request(relay)
 
     def flush_relay(self) -> None:
         """Run the relay this process asked for before it exits (a child that stops)."""
-        if "_background_relay" in self.__dict__:
-            self._background_relay.flush()
-
-    @cached_property
-    def _background_relay(self) -> CoalescingRelay:
-        from worker.outbound.relay_thread import CoalescingRelay
-
-        return CoalescingRelay(self.settings.events_relay_coalesce_seconds)
+        if self.background_relay is not None:
+            self.background_relay.flush()
 
     def webhook_sender(self) -> WebhookSender:
         from worker.outbound.webhooks import HttpWebhookSender
@@ -311,11 +311,13 @@ def build_services(
     clock: Clock | None = None,
     provider: BillingProvider | None = None,
     max_budget_wait_seconds: float | None = None,
+    background_relay: BackgroundRelay | None = None,
 ) -> Services:
     """The services these settings name. The options replace one adapter each: a database
-    (``sessions``), a ``clock`` or a ``provider`` (a test's, or ``up``'s own emulator), and
-    how long a provider call may wait its turn in the rate budget (a command line may wait
-    longer than a task, which has a queue to go back to)."""
+    (``sessions``), a ``clock`` or a ``provider`` (a test's, or ``up``'s own emulator), how
+    long a provider call may wait its turn in the rate budget (a command line may wait
+    longer than a task, which has a queue to go back to), and what relays the outbox after a
+    command (``background_relay``: a benchmark's leaves the events to beat's sweep)."""
     clock = clock or build_clock(settings)
     return Services(
         settings=settings,
@@ -329,6 +331,7 @@ def build_services(
         ),
         sessions=sessions,
         max_budget_wait_seconds=max_budget_wait_seconds,
+        background_relay=background_relay,
         _provider=provider,
     )
 
@@ -365,10 +368,8 @@ def configure_logging(level: str | int | None = None) -> None:
 
 def connect_metrics(celery: Celery | None = None) -> None:
     """Connect Celery's signals to the metrics (worker/observability/signals.py), wired to
-    this process's settings and services (none in a benchmark that measures their cost).
-    ``celery``: the process's app (the workers' and beat's), handed to its services."""
-    if get_settings().benchmark_without_metrics:
-        return
+    this process's settings and services. ``celery``: the process's app (the workers' and
+    beat's), handed to its services."""
     from application.handlers.webhook_deliveries import DELIVER_WEBHOOK
     from domain.provider.sync import SyncStripeObject
     from tasks.stripe_sync import RECONCILE_WITH_STRIPE

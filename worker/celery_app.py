@@ -2,6 +2,10 @@
 (``worker.messaging.config``), the tasks, and the process's signals (logging, metrics, fresh
 connections after a fork).
 
+``app`` (what ``celery -A worker.celery_app`` runs) is built, and its metrics connected, when
+first read rather than at import: a benchmark composes a worker of its own from
+:func:`worker_app` (``tests/benchmarks/workers/``) without production's metrics.
+
 Building the app connects to nothing; connections are made by the worker or beat that uses
 it. The app hands itself to the composition root (``worker.bootstrap``): the follow-ups its
 tasks publish go out through the same app, so a worker process holds one app and one
@@ -11,6 +15,7 @@ publisher. Processes that only publish (the API, the CLI) never import this modu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from celery.signals import (
@@ -26,20 +31,26 @@ from worker.bootstrap import bootstrap, configure_logging, connect_metrics
 from worker.messaging.config import CONSUMED_QUEUES, TASK_MODULES, celery_config
 from worker.settings import Settings, get_settings
 
-__all__ = ["CONSUMED_QUEUES", "app", "create_celery_app"]
+__all__ = ["CONSUMED_QUEUES", "app", "create_celery_app", "worker_app"]
+
+ApplicationFactory = Callable[[CommandApp], Application]
+"""This process's application, given the app its tasks run in (which it publishes with)."""
 
 
-def create_celery_app(settings: Settings | None = None) -> CommandApp:
-    """The Celery app; its tasks run with this process's application (``worker.bootstrap``),
-    built on first use."""
+def _bootstrapped(app: CommandApp) -> Application:
+    return bootstrap(celery=app)
+
+
+def create_celery_app(
+    settings: Settings | None = None, *, application: ApplicationFactory = _bootstrapped
+) -> CommandApp:
+    """The Celery app; its tasks run with ``application``: by default this process's
+    (``worker.bootstrap``), built on first use."""
     settings = settings or get_settings()
-
-    def application() -> Application:
-        return bootstrap(celery=app)
 
     app = CommandApp(
         "billing_worker",
-        application=application,
+        application=lambda: application(app),
         include=TASK_MODULES,
         # Messages we publish show their arguments masked (worker/messaging/masking.py).
         amqp="worker.messaging.masking:MaskingAMQP" if settings.mask_personal_data else None,
@@ -48,7 +59,28 @@ def create_celery_app(settings: Settings | None = None) -> CommandApp:
     return app
 
 
-app = create_celery_app()
+def worker_app(
+    *, metrics: bool = True, application: ApplicationFactory = _bootstrapped
+) -> CommandApp:
+    """The app a worker node or beat runs: :func:`create_celery_app` with, unless ``metrics``
+    is off, the run time and retries of each delivery and the exporters connected to Celery's
+    signals (once per process). The process's other signals below are connected at import."""
+    built = create_celery_app(application=application)
+    if metrics:
+        connect_metrics(built)
+    return built
+
+
+app: CommandApp
+"""The workers' and beat's app (``celery -A worker.celery_app``), built by :func:`__getattr__`."""
+
+
+def __getattr__(name: str) -> CommandApp:
+    # Module attributes are looked up here only when missing: `app` is built on first read.
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    built = globals()["app"] = worker_app()
+    return built
 
 
 @setup_logging.connect
@@ -81,7 +113,3 @@ def _relay_before_exit(**_: Any) -> None:
     # A child that stops (a warm shutdown, its task limit) relays the events of its last
     # commands now rather than leave them for beat's next relay sweep.
     bootstrap().flush_relay()
-
-
-# Run time and retries of each delivery, and the worker's and beat's exporters.
-connect_metrics(app)

@@ -424,19 +424,6 @@ class Settings(BaseSettings):
         "commands are shown: Flower, Celery's events, the result backend and log lines. "
         "Off: shown whole, for local debugging only.",
     )
-    benchmark_without_metrics: bool = Field(
-        default=False,
-        description="For benchmarks only (`python3 -m worker.dev bench p8`): workers and beat "
-        "record no metrics, to measure what metrics cost per command. Never switch on in "
-        "production: nothing is exported and the alerts go blind.",
-    )
-    benchmark_without_relay_after_command: bool = Field(
-        default=False,
-        description="For benchmarks only (`python3 -m worker.dev bench p8`): a command leaves "
-        "its events in the outbox for beat's relay instead of relaying them as it finishes, to "
-        "measure what the relay costs per command. Never switch on in production: events go "
-        "out only every BILLING_EVENTS_RELAY_INTERVAL_SECONDS.",
-    )
 
     @field_validator("default_currency")
     @classmethod

@@ -17,7 +17,7 @@ import time
 
 from application.handlers.webhook_deliveries import fan_out, publish_deliveries
 from application.requests.sweeps import PublishDeliveries, RelayEvents
-from domain.ports.application import Application
+from domain.ports.application import OutboxContext
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +31,9 @@ COMMANDS_BATCHES = 2
 is beat's."""
 
 
-def relay_for_commands(request: RelayEvents, app: Application) -> bool:
+def relay_for_commands(request: RelayEvents, app: OutboxContext) -> bool:
     """The relay a worker process runs for the commands it finished (coalesced:
-    ``Application.relay_soon``): one run, at most ``request.max_batches`` batches
+    ``OutboxContext.relay_soon``): one run, at most ``request.max_batches`` batches
     (:data:`COMMANDS_BATCHES`). Returns
     ``False`` when another relay holds the lock: the process asks again after its pause. (Its
     note makes a sweep's relay run again; a commands' relay does not, so that the relays of
@@ -50,7 +50,7 @@ def relay_for_commands(request: RelayEvents, app: Application) -> bool:
     return True
 
 
-def relay_events(request: RelayEvents, app: Application) -> int:
+def relay_events(request: RelayEvents, app: OutboxContext) -> int:
     """Beat's relay: publish what the outbox holds unpublished; returns how many events went.
     Does nothing when another relay runs. Runs again (up to :data:`MAX_RUNS`) while a
     backlog is left, or when another relay came by while it ran (the lock tells it)."""
@@ -72,7 +72,7 @@ def relay_events(request: RelayEvents, app: Application) -> int:
     return published
 
 
-def _publish_unpublished(app: Application, max_batches: int) -> tuple[int, bool]:
+def _publish_unpublished(app: OutboxContext, max_batches: int) -> tuple[int, bool]:
     """Batches in outbox order, for at most :data:`MAX_RUN_SECONDS`: well within the lock's
     life, so that no other relay can start meanwhile and overtake a subject's events. Returns
     how many went, and whether the outbox was drained."""

@@ -30,7 +30,7 @@ from domain.events.commands import CommandRetryRequested
 from domain.events.subscriptions import PlanChangeSkipped
 from domain.messages import CommandStatus
 from domain.operations.console import SubscriptionStory
-from domain.ports.application import Application, HandlerContext
+from domain.ports.application import CommandLogContext, HandlerContext
 from domain.provider.rate_budget import Priority, calls_at
 from domain.subscriptions.change_states import ChangeReason, ChangeState
 
@@ -40,7 +40,7 @@ RETRYABLE_STATUSES = (CommandStatus.QUEUED, CommandStatus.RETRYING, CommandStatu
 INVOICES_SHOWN = 20
 
 
-def retry_registration(command: RetryRegistration, ctx: Application) -> ActionTaken:
+def retry_registration(command: RetryRegistration, ctx: CommandLogContext) -> ActionTaken:
     """Send a ``pending`` account's registration now, as the command ``command.command_id``
     (the account's stored idempotency key makes it one customer however often it runs)."""
     with ctx.unit_of_work() as uow:
@@ -98,7 +98,7 @@ def mark_account_offline(command: MarkAccountOffline, ctx: HandlerContext) -> Ac
     )
 
 
-def retry_command(command: RetryCommand, ctx: Application) -> ActionTaken:
+def retry_command(command: RetryCommand, ctx: CommandLogContext) -> ActionTaken:
     """Send a ``retrying``, ``waiting`` or ``queued`` command again now, under its own id.
     The delivery already waiting for its turn finds it finished (or running) when it comes,
     and does nothing twice. A failed command is replayed (``commands replay``) instead."""

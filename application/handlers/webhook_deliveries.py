@@ -32,7 +32,7 @@ from application.requests.operator_requests import DisableEndpoint
 from application.requests.sweeps import PublishDeliveries, SendDueDeliveries
 from application.retry import RetryPolicy
 from domain.errors import NotFound
-from domain.ports.application import Application
+from domain.ports.application import OutboxContext
 from domain.ports.events import RecordedEvent, WebhookResponse
 from domain.ports.repositories import UnitOfWork
 from domain.webhooks import (
@@ -95,7 +95,7 @@ def fan_out(
     return claims
 
 
-def publish_deliveries(request: PublishDeliveries, app: Application) -> int:
+def publish_deliveries(request: PublishDeliveries, app: OutboxContext) -> int:
     """Send each claim's message; one that cannot go is left to the sweep (its lease runs
     out and it is taken again). Returns how many went."""
     if not request.claims:
@@ -126,7 +126,7 @@ def publish_deliveries(request: PublishDeliveries, app: Application) -> int:
     return sent
 
 
-def send_due_deliveries(sweep: SendDueDeliveries, app: Application) -> int:
+def send_due_deliveries(sweep: SendDueDeliveries, app: OutboxContext) -> int:
     """Beat's sweep: claim the deliveries that are due (a retry's time came, a predecessor
     finished, a worker died holding one) and publish them; returns how many were claimed.
     Sweeps may overlap: a delivery is claimed by one of them."""
@@ -166,7 +166,7 @@ class _Attempt:
     secrets: list[str]
 
 
-def deliver(message: DeliveryMessage, app: Application) -> Outcome:
+def deliver(message: DeliveryMessage, app: OutboxContext) -> Outcome:
     """Attempt the delivery under the message's claim: POST the event to its endpoint and
     record the answer. Never raises for what the receiver did; a database error is raised
     (the task retries it, and the lease makes a second message harmless)."""
@@ -190,7 +190,7 @@ def deliver(message: DeliveryMessage, app: Application) -> Outcome:
     return _record(app, delivery_id, claim, response)
 
 
-def _prepare(app: Application, delivery_id: str, claim: int) -> Outcome | _Attempt:
+def _prepare(app: OutboxContext, delivery_id: str, claim: int) -> Outcome | _Attempt:
     """Check the claim, the endpoint and the order: the request to send, or what was done
     instead of an attempt."""
     now = app.clock.now()
@@ -244,7 +244,7 @@ def _next_move(earlier: WebhookDelivery) -> datetime:
     return earlier.next_attempt_at
 
 
-def _record(app: Application, delivery_id: str, claim: int, response: WebhookResponse) -> Outcome:
+def _record(app: OutboxContext, delivery_id: str, claim: int, response: WebhookResponse) -> Outcome:
     policy = app.deliveries
     now = app.clock.now()
     with app.unit_of_work() as uow:
@@ -317,7 +317,7 @@ def _claim_next(
     return DeliveryClaim(follower.id, number)
 
 
-def _disable_endpoint(app: Application, delivery: WebhookDelivery, budget: timedelta) -> None:
+def _disable_endpoint(app: OutboxContext, delivery: WebhookDelivery, budget: timedelta) -> None:
     """The budget is spent: the endpoint is disabled with the reason, and its other
     unfinished deliveries fail (each can be replayed once the receiver is back), as an
     operator disables it (the endpoint locked first, then each delivery)."""

@@ -1,8 +1,10 @@
 """Ports: what the handlers need from the outside world, as Protocols.
 
-Adapters in ``worker/`` implement them (SQLAlchemy, Stripe); the handlers in ``tasks/`` only
+Adapters in ``worker/`` implement them (SQLAlchemy, Stripe); the handlers in
+``application/`` only
 see these. This module holds the application's: the clock, what a handler is given
-(:class:`HandlerContext`) and what a task runs with (:class:`Application`). The ports they are
+(:class:`HandlerContext`) and what a task runs with (:class:`Application`), in named parts: the
+publisher, the command log's side, the outbox's side, the provider's budget. The ports they are
 made of live with their aggregates: the repositories and the unit of work in
 ``domain.ports.repositories``, the billing provider in ``domain.ports.provider``, the command log,
 publishing and the dead letters in ``domain.ports.commands``, the outbox and the webhooks in
@@ -65,34 +67,33 @@ class RunnerPolicy:
     masked (``domain.redaction``)."""
     pending_account_redrive_after: timedelta = timedelta(seconds=900)
     """How long an account stays ``pending`` before beat sends its registration again."""
-    relay_after_command: bool = True
-    """Whether a command relays the outbox as it finishes (off only in benchmarks: beat's
-    sweep relays the events then)."""
 
 
-class Application(HandlerContext, Protocol):
-    """Everything a Celery task runs with: the handler context, plus the command log, the
-    publisher, the dead letters and the rate budget. Built once per process by the
-    composition root (``worker.bootstrap``) and handed to the tasks through their app."""
+class PublishingContext(HandlerContext, Protocol):
+    """The handler context and the publisher: what sends messages onto the queue (commands
+    sent again, webhook deliveries), once the change they follow is committed."""
+
+    def publisher(self) -> CommandPublisher: ...
+
+
+class CommandLogContext(PublishingContext, Protocol):
+    """The command log's side: what was asked (the journal), beside the publisher that sends
+    commands again, and the dead letters of what could not be read. What an operator's retry
+    runs with."""
 
     @property
     def commands(self) -> CommandJournal: ...
 
-    @property
-    def policy(self) -> RunnerPolicy: ...
-
-    def publisher(self) -> CommandPublisher: ...
-
     def dead_letters(self) -> DeadLetterStore: ...
 
-    def rate_budget(self) -> RateBudget: ...
+
+class OutboxContext(PublishingContext, Protocol):
+    """The outbox's side: the event stream the relay appends to, the lock one relay holds at a
+    time, the relay in the background of this process, and the webhooks' sender and delivery
+    policy (deliveries go out through the publisher). What the relay and the webhooks' handlers
+    run with."""
 
     def event_stream(self) -> EventStream: ...
-
-    def webhook_sender(self) -> WebhookSender: ...
-
-    @property
-    def deliveries(self) -> DeliveryPolicy: ...
 
     def relay_lock(self) -> RelayLock: ...
 
@@ -102,6 +103,30 @@ class Application(HandlerContext, Protocol):
         the events of many commands. A ``relay`` that returns ``False`` (another relay held
         the lock) is run again after a pause."""
         ...
+
+    def webhook_sender(self) -> WebhookSender: ...
+
+    @property
+    def deliveries(self) -> DeliveryPolicy: ...
+
+
+class ProviderBudget(Protocol):
+    """The provider account's rate budget, shared by every process: what a sweep may claim."""
+
+    def rate_budget(self) -> RateBudget: ...
+
+
+class Application(CommandLogContext, OutboxContext, ProviderBudget, Protocol):
+    """Everything a Celery task runs with, in parts: the handler context and its publisher
+    (:class:`PublishingContext`), the command log's side (:class:`CommandLogContext`), the
+    outbox's side (:class:`OutboxContext`), the provider's rate budget
+    (:class:`ProviderBudget`); and here, how the runner and the sweeps pace work and which
+    errors the runner retries. Built once per process by the composition root
+    (``worker.bootstrap``) and handed to the tasks through their app. A handler or sweep
+    declares the narrowest part it needs."""
+
+    @property
+    def policy(self) -> RunnerPolicy: ...
 
     def is_transient(self, error: BaseException) -> bool:
         """Whether ``error`` is an infrastructure hiccup (a busy or unreachable database)."""

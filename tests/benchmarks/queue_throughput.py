@@ -19,15 +19,18 @@ from tests.benchmarks.harness import (
     system,
     worker_processes,
 )
+from worker.launch.commands import WORKER_APP
 
 
 @dataclass(frozen=True)
 class Setup:
-    """How the workers run: processes per node, their log level, settings switched."""
+    """How the workers run: processes per node, their log level, settings switched, and the
+    module of their Celery app (production's, or a benchmark's own: tests/benchmarks/workers/)."""
 
     nodes: Sequence[int] = (2,)
     loglevel: str = "INFO"
     settings: dict[str, str] = field(default_factory=dict)
+    app: str = WORKER_APP
 
 
 def enable_throughput(ctx: BenchContext, name: str, backend: str, setup: Setup) -> Throughput:
@@ -35,7 +38,9 @@ def enable_throughput(ctx: BenchContext, name: str, backend: str, setup: Setup) 
     count, warm_up = ctx.size(100, 3000), ctx.size(20, 200)
     with system(ctx, name, backend, settings=setup.settings) as stack:
         for index, concurrency in enumerate(setup.nodes, start=1):
-            stack.start_worker(f"w{index}", concurrency=concurrency, loglevel=setup.loglevel)
+            stack.start_worker(
+                f"w{index}", concurrency=concurrency, loglevel=setup.loglevel, app=setup.app
+            )
         users = seed_users(stack, warm_up + count)
         enable_users(stack, users[:warm_up], [])
         return enable_users(stack, users[warm_up:], worker_processes(stack))
@@ -70,14 +75,16 @@ def p1(ctx: BenchContext) -> list[Figure]:
 
 
 CAPABILITIES = {
-    "metrics": Setup(settings={"BILLING_BENCHMARK_WITHOUT_METRICS": "true"}),
+    "metrics": Setup(app="tests.benchmarks.workers.without_metrics"),
     "logs": Setup(loglevel="WARNING", settings={"BILLING_LOG_LEVEL": "WARNING"}),
     "masking": Setup(settings={"BILLING_MASK_PERSONAL_DATA": "false"}),
-    "event relay": Setup(settings={"BILLING_BENCHMARK_WITHOUT_RELAY_AFTER_COMMAND": "true"}),
+    "event relay": Setup(app="tests.benchmarks.workers.without_relay_after_command"),
 }
-"""What P8 switches off, one at a time. Logs: the workers log WARNING and above only (a
-command writes no line; its log context is still bound). Event relay: a command leaves its
-events in the outbox (beat relays them); the events are still written with the change."""
+"""What P8 switches off, one at a time. Metrics and the event relay: the workers run a Celery
+app of the benchmark's own composition (tests/benchmarks/workers/), without the metrics' signal
+handlers, or leaving a command's events in the outbox (beat relays them; the events are still
+written with the change). Logs: the workers log WARNING and above only (a command writes no
+line; its log context is still bound)."""
 
 
 def p8(ctx: BenchContext) -> list[Figure]:

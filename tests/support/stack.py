@@ -21,6 +21,7 @@ from worker.db.api_clients import NewClient, create_client
 from worker.db.commands import CommandRecord, SqlCommandLog
 from worker.db.engine import session_factory
 from worker.launch.commands import (
+    WORKER_APP,
     api_argv,
     celery_beat_argv,
     celery_worker_argv,
@@ -151,12 +152,23 @@ class Stack:
 
         return eventually(done, timeout, f"command {command_id} to finish")
 
-    def start_worker(self, name: str = "w1", concurrency: int = 2, loglevel: str = "INFO") -> Any:
+    def start_worker(
+        self,
+        name: str = "w1",
+        concurrency: int = 2,
+        loglevel: str = "INFO",
+        app: str = WORKER_APP,
+    ) -> Any:
+        """A worker node of ``concurrency`` processes running ``app`` (a module's Celery app:
+        production's unless a benchmark composes its own), once it answers a ping."""
         metrics_port = free_port()
         process = self.group.start(
             f"worker-{name}",
             celery_worker_argv(
-                concurrency=concurrency, hostname=f"{name}-{self.name}@%h", loglevel=loglevel
+                concurrency=concurrency,
+                hostname=f"{name}-{self.name}@%h",
+                loglevel=loglevel,
+                app=app,
             ),
             env={
                 **self.env,

@@ -3,7 +3,6 @@ and how the relay publishes them (the stream, then one webhook delivery per endp
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import timedelta
 from typing import Any
@@ -316,19 +315,6 @@ def test_a_command_whose_relay_fails_still_succeeds_and_leaves_its_event_for_bea
 
     assert app.commands["e1"].status.value == "succeeded"
     assert app.db.rows("events")[0].published_at is None
-    assert relay_events(RelayEvents(), app) == 1
-    assert app.stream.types == ["user.enabled"]
-
-
-def test_with_the_benchmark_switch_a_command_leaves_its_event_for_beat(
-    worker: CommandApp, app: FakeApplication
-) -> None:
-    app.policy = dataclasses.replace(app.policy, relay_after_command=False)
-
-    run(worker, EnableUser.TASK_NAME, command_id="e1", user_id="usr_1")
-
-    assert app.commands["e1"].status.value == "succeeded"
-    assert app.stream.types == []
     assert relay_events(RelayEvents(), app) == 1
     assert app.stream.types == ["user.enabled"]
 

@@ -16,9 +16,17 @@ import pytest
 
 import application.handlers
 from domain.messages import Message
-from domain.ports.application import Application, HandlerContext
+from domain.ports.application import (
+    Application,
+    CommandLogContext,
+    HandlerContext,
+    OutboxContext,
+    PublishingContext,
+)
 
-CONTEXTS = (HandlerContext, Application)
+CONTEXTS = (HandlerContext, PublishingContext, CommandLogContext, OutboxContext, Application)
+"""What a handler may be given: the handler context, a part of the application made on it
+(the publisher, the command log's side, the outbox's side), or the whole application."""
 
 
 def public_functions() -> Iterator[tuple[str, Callable[..., Any]]]:
@@ -49,6 +57,8 @@ def is_frozen_message(kind: object) -> bool:
 def test_the_handlers_are_found() -> None:
     # A guard for the test below: an import that moved must not leave it nothing to check.
     assert {"billing.create_billing_account", "sweeps.publish_due_changes"} <= set(HANDLERS)
+    given_a_part = {"operations.retry_command", "events.relay_events", "webhook_deliveries.deliver"}
+    assert given_a_part <= set(HANDLERS)
     assert len(HANDLERS) > 40
 
 

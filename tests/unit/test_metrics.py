@@ -123,7 +123,7 @@ def test_a_worker_whose_metrics_directory_does_not_exist_yet_still_starts(tmp_pa
 
 
 def test_a_webhook_attempt_is_counted_by_outcome_and_a_message_without_one_is_not() -> None:
-    connect_metrics()  # as the workers' Celery app does at import
+    connect_metrics()  # as the workers' Celery app does when built
     task = SimpleNamespace(name=DELIVER_WEBHOOK)
     before = {
         outcome: sample("billing_webhook_deliveries_total", outcome=outcome.value)

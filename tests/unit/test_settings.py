@@ -65,21 +65,7 @@ def test_personal_data_is_masked_unless_turned_off(monkeypatch: pytest.MonkeyPat
     assert Settings().mask_personal_data is False
 
 
-def test_the_benchmark_switches_are_off_unless_a_benchmark_turns_them_on(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    for name in ("METRICS", "RELAY_AFTER_COMMAND"):
-        monkeypatch.delenv(f"BILLING_BENCHMARK_WITHOUT_{name}", raising=False)
-    settings = Settings()
-    assert settings.benchmark_without_metrics is False
-    assert settings.benchmark_without_relay_after_command is False
-    monkeypatch.setenv("BILLING_BENCHMARK_WITHOUT_RELAY_AFTER_COMMAND", "true")
-    assert Settings().benchmark_without_relay_after_command is True
-
-
-def test_the_relay_switch_reaches_the_runner_policy() -> None:
-    from worker.bootstrap import build_services
-
-    switched = Settings(benchmark_without_relay_after_command=True, database_url="sqlite://")
-    assert build_services(switched).policy.relay_after_command is False
-    assert build_services(Settings(database_url="sqlite://")).policy.relay_after_command is True
+def test_production_settings_carry_no_benchmark_switch() -> None:
+    # A benchmark goes without a capability through its own composition
+    # (tests/benchmarks/workers/), never through a setting an operator could leave on.
+    assert [name for name in Settings.model_fields if "bench" in name] == []

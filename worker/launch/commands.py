@@ -14,9 +14,13 @@ def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
-def _celery(log_format: str) -> list[str]:
+WORKER_APP = "worker.celery_app"
+"""Where Celery finds the workers' and beat's app."""
+
+
+def _celery(log_format: str, app: str = WORKER_APP) -> list[str]:
     # Celery prints its banner on stdout, beside the log lines: not in a file of JSON lines.
-    return ["celery", "-A", "worker.celery_app", *(["--quiet"] if log_format == "json" else [])]
+    return ["celery", "-A", app, *(["--quiet"] if log_format == "json" else [])]
 
 
 def celery_worker_argv(
@@ -25,12 +29,14 @@ def celery_worker_argv(
     hostname: str = "worker@%h",
     loglevel: str = "INFO",
     log_format: str = "json",
+    app: str = WORKER_APP,
 ) -> list[str]:
-    """A worker's command line; ``log_format`` is the ``BILLING_LOG_FORMAT`` it runs with."""
+    """A worker's command line; ``log_format`` is the ``BILLING_LOG_FORMAT`` it runs with,
+    ``app`` the module of its Celery app (another only in a benchmark: tests/benchmarks/)."""
     from worker.messaging.config import CONSUMED_QUEUES
 
     return python_module(
-        *_celery(log_format),
+        *_celery(log_format, app),
         "worker",
         "-E",
         "--without-mingle",

@@ -15,11 +15,23 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 logger = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 5.0
 """How long a process that stops waits for the relay it asked for."""
+
+
+class BackgroundRelay(Protocol):
+    """What runs a process's relays in its background (:meth:`Services.relay_soon
+    <worker.bootstrap.Services.relay_soon>`): production's is :class:`CoalescingRelay`."""
+
+    def request(self, relay: Callable[[], bool]) -> None: ...
+
+    def flush(self) -> None:
+        """Run what was asked for before the process exits."""
+        ...
 
 
 class CoalescingRelay:

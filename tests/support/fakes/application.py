@@ -8,7 +8,15 @@ from datetime import timedelta
 
 from domain.errors import FailedPrecondition, error_info
 from domain.operations.retention import CommandRetention
-from domain.ports.application import Application, Clock, RunnerPolicy
+from domain.ports.application import (
+    Application,
+    Clock,
+    CommandLogContext,
+    OutboxContext,
+    ProviderBudget,
+    PublishingContext,
+    RunnerPolicy,
+)
 from domain.ports.commands import CommandJournal
 from domain.ports.events import EventStream, RelayLock, WebhookSender
 from domain.ports.provider import BillingProvider
@@ -81,8 +89,9 @@ DEFAULT_DELIVERY_POLICY = DeliveryPolicy(
 
 
 class FakeApplication:
-    """Every port in memory: a ``domain.ports.application.Application`` (and so a
-    ``HandlerContext``).
+    """Every port in memory: a ``domain.ports.application.Application`` (and so each of its
+    parts: ``HandlerContext``, ``PublishingContext``, ``CommandLogContext``, ``OutboxContext``,
+    ``ProviderBudget``).
 
     Each part is an attribute a test reads and scripts: ``db``, ``provider``, ``commands``,
     ``published``, ``dead``. ``is_transient`` says yes to :class:`DatabaseUnavailable`, the
@@ -156,6 +165,10 @@ class FakeApplication:
 def _conforms_to_the_ports(app: FakeApplication) -> None:
     """Never called: mypy checks here that each fake is what its port asks for."""
     application: Application = app
+    publishing: PublishingContext = app
+    command_log: CommandLogContext = app
+    outbox: OutboxContext = app
+    provider_budget: ProviderBudget = app
     unit_of_work: UnitOfWork = app.unit_of_work()
     provider: BillingProvider = app.provider
     journal: CommandJournal = app.commands
@@ -164,4 +177,18 @@ def _conforms_to_the_ports(app: FakeApplication) -> None:
     stream: EventStream = app.stream
     sender: WebhookSender = app.webhooks
     lock: RelayLock = app.lock
-    del application, unit_of_work, provider, journal, clock, budget, stream, sender, lock
+    del (
+        application,
+        publishing,
+        command_log,
+        outbox,
+        provider_budget,
+        unit_of_work,
+        provider,
+        journal,
+        clock,
+        budget,
+        stream,
+        sender,
+        lock,
+    )
