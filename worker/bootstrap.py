@@ -370,8 +370,8 @@ def connect_metrics(celery: Celery | None = None) -> None:
     if get_settings().benchmark_without_metrics:
         return
     from application.handlers.webhook_deliveries import DELIVER_WEBHOOK
+    from application.requests.sweeps import RECONCILE_WITH_STRIPE
     from domain.provider.sync import SyncStripeObject
-    from tasks.stripe_sync import RECONCILE_WITH_STRIPE
     from worker.messaging.config import SWEEPS
     from worker.observability import metrics, signals
 
