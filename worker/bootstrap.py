@@ -28,7 +28,7 @@ from domain.provider.rate_budget import RateBudget
 from domain.subscriptions.scheduled_changes import ProrationBehavior
 from domain.webhooks import DeliveryPolicy
 from worker.clock import ShiftableClock, SystemClock
-from worker.db.commands import SqlCommandLog
+from worker.db.command_log import SqlCommandLog
 from worker.db.engine import session_factory
 from worker.db.uow import SqlUnitOfWork, is_transient_db_error
 from worker.settings import Settings, get_settings
