@@ -1,7 +1,7 @@
 """What every log line of a running command carries: its id, task, attempt and the ids it
 touches.
 
-The runner (:meth:`tasks.base.CommandTask.run_command`) binds the fields when a delivery
+The runner (:func:`application.command_runner.run_command`) binds the fields when a delivery
 starts; a logging filter (``worker.observability.logs``) adds them to every record logged
 meanwhile in that context, whoever logs it (the runner, a handler, the Stripe adapter, Celery's
 own lines about the task). Only values shaped as ids are taken from a message: a foreign

@@ -9,14 +9,10 @@ from celery import shared_task
 
 from application.handlers.billing import create_billing_account, register_billing_account
 from application.handlers.sweeps import redrive_pending_accounts as redrive
-from application.requests.sweeps import RedrivePendingAccounts
+from application.requests.sweeps import REDRIVE_PENDING_ACCOUNTS, RedrivePendingAccounts
 from domain.billing.account_commands import CreateBillingAccount, RegisterBillingAccount
 from tasks.base import CommandTask
 from tasks.runtime import SweepTask
-
-REDRIVE_PENDING_ACCOUNTS = "billing.redrive_pending_accounts"
-"""Beat's sweep of accounts left ``pending`` (runs on the maintenance queue, never behind the
-registrations it publishes)."""
 
 
 @shared_task(name=CreateBillingAccount.TASK_NAME, base=CommandTask, bind=True)

@@ -5,11 +5,8 @@ from __future__ import annotations
 from celery import shared_task
 
 from application.handlers.events import relay_events
-from application.requests.sweeps import RelayEvents
+from application.requests.sweeps import RELAY_EVENTS, RelayEvents
 from tasks.runtime import SweepTask
-
-RELAY_EVENTS = "events.relay"
-"""Publishes the events a worker left behind (each command relays its own right away)."""
 
 
 @shared_task(name=RELAY_EVENTS, base=SweepTask, bind=True, ignore_result=True)

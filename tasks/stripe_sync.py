@@ -8,13 +8,10 @@ from typing import Any
 from celery import shared_task
 
 from application.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
-from application.requests.sweeps import ReconcileWithStripe
+from application.requests.sweeps import RECONCILE_WITH_STRIPE, ReconcileWithStripe
 from domain.provider.sync import SyncStripeObject
 from tasks.base import CommandTask
 from tasks.runtime import SweepTask
-
-RECONCILE_WITH_STRIPE = "stripe.reconcile"
-"""Beat's sweep re-reading the rows read from Stripe longest ago (on the maintenance queue)."""
 
 
 @shared_task(name=SyncStripeObject.TASK_NAME, base=CommandTask, bind=True)

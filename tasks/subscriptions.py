@@ -15,15 +15,11 @@ from application.handlers.scheduled_changes import (
 )
 from application.handlers.subscriptions import change_subscription_plan
 from application.handlers.sweeps import publish_due_changes
-from application.requests.sweeps import PublishDueChanges
+from application.requests.sweeps import ENQUEUE_DUE_CHANGES, PublishDueChanges
 from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan
 from domain.subscriptions.change_previews import PreviewPlanChange
 from tasks.base import CommandTask
 from tasks.runtime import SweepTask
-
-ENQUEUE_DUE_CHANGES = "subscriptions.enqueue_due_changes"
-"""Beat's sweep of plan changes that fell due (runs on the maintenance queue, so that it is
-never stuck behind the apply commands it publishes)."""
 
 
 @shared_task(name=ChangeSubscriptionPlan.TASK_NAME, base=CommandTask, bind=True)

@@ -28,7 +28,7 @@ from domain.provider.rate_budget import RateBudget
 from domain.subscriptions.proration import ProrationBehavior
 from domain.webhooks import DeliveryPolicy
 from worker.clock import ShiftableClock, SystemClock
-from worker.db.commands import SqlCommandLog
+from worker.db.command_log import SqlCommandLog
 from worker.db.engine import session_factory
 from worker.db.uow import SqlUnitOfWork, is_transient_db_error
 from worker.settings import Settings, get_settings
@@ -371,8 +371,8 @@ def connect_metrics(celery: Celery | None = None) -> None:
     this process's settings and services. ``celery``: the process's app (the workers' and
     beat's), handed to its services."""
     from application.handlers.webhook_deliveries import DELIVER_WEBHOOK
+    from application.requests.sweeps import RECONCILE_WITH_STRIPE
     from domain.provider.sync import SyncStripeObject
-    from tasks.stripe_sync import RECONCILE_WITH_STRIPE
     from worker.messaging.config import SWEEPS
     from worker.observability import metrics, signals
 

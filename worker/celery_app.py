@@ -15,6 +15,7 @@ publisher. Processes that only publish (the API, the CLI) never import this modu
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -56,6 +57,11 @@ def create_celery_app(
         amqp="worker.messaging.masking:MaskingAMQP" if settings.mask_personal_data else None,
     )
     app.conf.update(celery_config(settings))
+    # Our tasks are Celery shared tasks: each registers on every app once its module is
+    # imported. A worker imports ``include`` as it starts; importing them here makes the app
+    # whole wherever it is built (beat, a test), as its schedule names them.
+    for module in TASK_MODULES:
+        importlib.import_module(module)
     return app
 
 

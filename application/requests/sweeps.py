@@ -1,6 +1,6 @@
 """What beat's sweeps (and the outbox relay) are asked to do, as messages.
 
-A sweep is a business operation like a queued command: one handler in ``tasks/handlers``,
+A sweep is a business operation like a queued command: one handler in ``application/handlers``,
 called ``handler(message, ctx)``. Its message carries what the operation is given (a batch
 size, a budget of reads); most sweeps take all they need from the policy, and their message
 is empty. These messages never travel: the task that runs a sweep (``tasks/*.py``) builds
@@ -16,6 +16,29 @@ from domain.webhooks import DeliveryClaim
 
 RELAY_MAX_BATCHES = 50
 """A relay run's work is bounded; what is left goes with the next command or sweep."""
+
+# The names beat sends its sweeps under (``tasks/*.py`` runs them; the queues' configuration,
+# ``worker/messaging/config.py``, routes and schedules them). A public contract: never rename.
+
+RELAY_EVENTS = "events.relay"
+"""Publishes the events a worker left behind (each command relays its own right away)."""
+
+ENQUEUE_DUE_CHANGES = "subscriptions.enqueue_due_changes"
+"""Beat's sweep of plan changes that fell due (runs on the maintenance queue, so that it is
+never stuck behind the apply commands it publishes)."""
+
+REDRIVE_PENDING_ACCOUNTS = "billing.redrive_pending_accounts"
+"""Beat's sweep of accounts left ``pending`` (runs on the maintenance queue, never behind the
+registrations it publishes)."""
+
+RECONCILE_WITH_STRIPE = "stripe.reconcile"
+"""Beat's sweep re-reading the rows read from Stripe longest ago (on the maintenance queue)."""
+
+REPUBLISH_STALLED_COMMANDS = "maintenance.republish_stalled_commands"
+
+PRUNE_COMMAND_LOG = "maintenance.prune_command_log"
+"""Beat's sweep of finished commands older than their retention (a batch budget per run),
+and of the outbox's deliveries and events (the same retention)."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from tests.benchmarks.harness import (
     system,
     worker_processes,
 )
-from worker.launch.commands import WORKER_APP
+from worker.launch.command_lines import WORKER_APP
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ import httpx
 import pytest
 import redis
 
+from application.requests.sweeps import ENQUEUE_DUE_CHANGES
 from domain.billing.account_commands import CreateBillingAccount
 from domain.provider.sync import SyncStripeObject
 from domain.subscriptions.change_commands import ApplyScheduledChange
 from domain.subscriptions.change_states import ChangeState
-from tasks.subscriptions import ENQUEUE_DUE_CHANGES
 from tests.chaos.conftest import StackFactory
 from tests.chaos.test_scheduled_changes import schedule_changes, states
 from tests.support.records import create_organization

@@ -17,7 +17,7 @@ from celery import Celery
 from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually, stack_env
 from worker.clock import SystemClock
-from worker.launch.commands import celery_beat_argv
+from worker.launch.command_lines import celery_beat_argv
 from worker.local.embedded import ProcessGroup
 
 pytestmark = pytest.mark.e2e

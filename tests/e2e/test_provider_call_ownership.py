@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from celery import Celery
 
+from application.requests.sweeps import RECONCILE_WITH_STRIPE
 from stripe_emulator import EmulatorAdmin
-from tasks.stripe_sync import RECONCILE_WITH_STRIPE
 from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from worker.clock import SystemClock

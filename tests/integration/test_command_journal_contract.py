@@ -16,7 +16,7 @@ from domain.messages import CommandStatus
 from domain.ports.commands import CommandJournal
 from tests.support.fakes.clock import FakeClock
 from tests.support.fakes.journal import FakeCommandJournal
-from worker.db.commands import SqlCommandLog
+from worker.db.command_log import SqlCommandLog
 from worker.db.engine import session_factory
 
 LEASE = timedelta(minutes=10)

@@ -23,7 +23,7 @@ from tests.support.environment import settings_environment
 from tests.support.fakes.clock import FakeClock
 from worker.bootstrap import Services, build_services
 from worker.clock import SystemClock
-from worker.db.commands import SqlCommandLog
+from worker.db.command_log import SqlCommandLog
 from worker.db.engine import get_engine, session_factory
 from worker.db.models import CommandRow, ProviderCallRow
 from worker.db.provider_calls import SqlProviderCallLog

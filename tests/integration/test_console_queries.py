@@ -22,7 +22,7 @@ from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription, Subscription
 from tests.support.fakes.clock import FakeClock
 from tests.support.records import create_organization
-from worker.db.commands import SqlCommandLog
+from worker.db.command_log import SqlCommandLog
 from worker.db.engine import session_factory
 from worker.db.provider_calls import SqlProviderCallLog
 from worker.db.timelines import SqlConsole

@@ -15,7 +15,7 @@ from domain.errors import CommandIdReused, CommandInProgress
 from domain.messages import CommandStatus
 from worker.clock import SystemClock
 from worker.db.api_clients import ClientAuthenticator, create_client
-from worker.db.commands import SqlCommandLog
+from worker.db.command_log import SqlCommandLog
 from worker.db.engine import get_engine, session_factory
 from worker.db.migrate import upgrade
 from worker.db.models import ApiClientRow, Base, CommandRow

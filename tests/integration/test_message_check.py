@@ -14,7 +14,7 @@ from domain.events.users import UserEnabledEvent
 from domain.users import User, UserState
 from tests.support.message_check import MessageCheck
 from worker.clock import SystemClock
-from worker.db.commands import SqlCommandLog
+from worker.db.command_log import SqlCommandLog
 from worker.db.engine import get_engine, session_factory
 from worker.db.models import Base, EventRow
 

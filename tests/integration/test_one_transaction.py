@@ -22,7 +22,7 @@ from domain.ports.repositories import UnitOfWork
 from domain.users import EnableUser, NewUser, User, UserState
 from tests.support.fakes.application import FakeBillingPolicy
 from tests.support.fakes.clock import FakeClock
-from worker.db.commands import SqlCommandLog
+from worker.db.command_log import SqlCommandLog
 from worker.db.engine import session_factory
 from worker.db.models import EventRow
 from worker.db.uow import SqlUnitOfWork

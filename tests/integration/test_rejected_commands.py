@@ -30,7 +30,7 @@ from domain.errors import (
 from domain.messages import CommandStatus
 from worker.bootstrap import build_services
 from worker.clock import SystemClock
-from worker.db.commands import SqlCommandLog
+from worker.db.command_log import SqlCommandLog
 from worker.db.engine import get_engine, session_factory
 from worker.db.migrate import alembic_config, upgrade
 from worker.db.models import CommandRow

@@ -18,9 +18,10 @@ from domain.permissions import ALL_SCOPES, Grant
 from stripe_emulator import DEFAULT_API_KEY, EmulatorAdmin
 from worker.clock import REFRESH_SECONDS, ShiftableClock, SystemClock
 from worker.db.api_clients import NewClient, create_client
-from worker.db.commands import CommandRecord, SqlCommandLog
+from worker.db.command_log import SqlCommandLog
+from worker.db.command_records import CommandRecord
 from worker.db.engine import session_factory
-from worker.launch.commands import (
+from worker.launch.command_lines import (
     WORKER_APP,
     api_argv,
     celery_beat_argv,

@@ -216,8 +216,8 @@ def test_the_skip_locked_claim_is_written_once() -> None:
         if "with_for_update(skip_locked=True)" in path.read_text()
     )
 
-    # db/commands.py's is the retention sweep's DELETE, not a claim.
-    assert writers == ["worker/db/claims.py", "worker/db/commands.py"]
+    # db/command_log.py's is the retention sweep's DELETE, not a claim.
+    assert writers == ["worker/db/claims.py", "worker/db/command_log.py"]
 
 
 def reachable(graph: dict[str, set[str]], start: str) -> set[str]:

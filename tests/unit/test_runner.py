@@ -34,6 +34,7 @@ from tasks.runtime import CommandApp
 from tests.support.fakes.application import DEFAULT_RUNNER_POLICY, FakeApplication
 from tests.support.fakes.data import a_user, an_organization
 from tests.support.fakes.database import DatabaseUnavailable
+from worker.observability.metrics import retry_reason
 
 # The task modules register their tasks with every Celery app, this one included.
 TASK_MODULES = (tasks.billing, tasks.subscriptions, tasks.users)
@@ -295,6 +296,28 @@ def test_a_transient_database_error_is_retried_like_a_provider_hiccup(
     assert result["was_already_enabled"] is False
     [retry] = app.commands["c1"].retries
     assert retry["reason"] == "database: database is locked"
+
+
+def test_a_retry_is_raised_in_the_context_of_the_failure_it_retries_so_its_metric_names_why(
+    worker: CommandApp, app: FakeApplication
+) -> None:
+    app.provider.fail_next("create_customer", unavailable())
+    with pytest.raises(Retry) as provider_retry:
+        create_account(worker)
+    app.db.fail_next_commits(1)
+    with pytest.raises(Retry) as database_retry:
+        enable(worker)
+    app.commands.begin("c2", ENABLE, {"command_id": "c2", "user_id": "usr_1"}, source="api")
+    with pytest.raises(Retry) as duplicate_retry:
+        enable(worker, "c2")
+
+    def reason(retry: Retry) -> str:
+        return retry_reason(retry, is_database_error=app.is_transient)
+
+    assert isinstance(provider_retry.value.__context__, TransientError)
+    assert reason(provider_retry.value) == "conflict"  # a TransientError not from the SDK
+    assert reason(database_retry.value) == "database"
+    assert reason(duplicate_retry.value) == "in_progress"
 
 
 # --- duplicates and reused ids ----------------------------------------------------------------

@@ -14,10 +14,10 @@ from celery.app.trace import LOG_RECEIVED, LOG_SUCCESS
 from celery.beat import Service
 from prometheus_client import REGISTRY
 
+from application.requests.sweeps import ENQUEUE_DUE_CHANGES
+from application.requests.sweeps import RELAY_EVENTS as RELAY
 from tasks.base import CommandTask
-from tasks.events import RELAY_EVENTS as RELAY
 from tasks.runtime import SweepTask
-from tasks.subscriptions import ENQUEUE_DUE_CHANGES
 from worker.celery_app import app, create_celery_app
 from worker.messaging.config import SWEEPS
 from worker.observability.logs import configure

@@ -39,7 +39,8 @@ from domain.ports.commands import CommandPublisher
 from worker.api.client_share import ClientShare
 from worker.api.errors import HTTP_STATUS, ApiError
 from worker.api.results import ResultListener, Watch
-from worker.db.commands import CommandRecord, SqlCommandLog
+from worker.db.command_log import SqlCommandLog
+from worker.db.command_records import CommandRecord
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from application.handlers.provider_sync import FindReadsOf, reads_of
 from domain.provider.sync import SYNC_NOT_YET_READ, ProviderEvent, SyncStripeObject, read_since
 from worker.api.state import ApiState
-from worker.db.commands import CommandRecord
+from worker.db.command_records import CommandRecord
 
 MAX_GENERATIONS_TRIED = 200
 """Generations of one object tried before giving up (a taken one is a sync that started

@@ -16,7 +16,7 @@ from worker.cli.tables import echo_list
 
 if TYPE_CHECKING:
     from application.handlers.retention import Pruned
-    from worker.db.commands import CommandRecord
+    from worker.db.command_records import CommandRecord
 
 
 @click.group(cls=BillingGroup)
@@ -89,7 +89,7 @@ def commands_replay(command_ids: tuple[str, ...]) -> None:
     again."""
     from application.handlers.outbox import publish_recorded
     from worker.bootstrap import bootstrap
-    from worker.db.commands import not_replayable
+    from worker.db.command_log import not_replayable
 
     services = bootstrap()
     log = services.commands

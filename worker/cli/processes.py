@@ -167,7 +167,7 @@ def _confirm_fresh(data_dir: Path, assume_yes: bool) -> None:
 def worker(celery_args: tuple[str, ...]) -> None:
     """Run a Celery worker on every queue (extra arguments go to `celery worker`)."""
     create_files_for_owner_only()  # what it writes in the data directory is private
-    from worker.launch.commands import celery_worker_argv, worker_metrics_env
+    from worker.launch.command_lines import celery_worker_argv, worker_metrics_env
     from worker.observability.metrics import MULTIPROC_DIR_ENV
 
     settings = get_settings()
@@ -185,7 +185,7 @@ def worker(celery_args: tuple[str, ...]) -> None:
 def beat() -> None:
     """Run celery beat (the periodic sweeps)."""
     create_files_for_owner_only()  # what it writes in the data directory is private
-    from worker.launch.commands import celery_beat_argv
+    from worker.launch.command_lines import celery_beat_argv
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -203,7 +203,7 @@ def api(host: str | None, port: int | None) -> None:
     create_files_for_owner_only()  # what it writes in the data directory is private
     import uvicorn
 
-    from worker.launch.commands import API_HTTP_PROTOCOL, MAX_REQUEST_HEAD_BYTES
+    from worker.launch.command_lines import API_HTTP_PROTOCOL, MAX_REQUEST_HEAD_BYTES
 
     settings = get_settings()
     uvicorn.run(
@@ -222,7 +222,7 @@ def api(host: str | None, port: int | None) -> None:
 def flower(port: int | None) -> None:
     """Run Flower, with basic auth from BILLING_FLOWER_USER / BILLING_FLOWER_PASSWORD."""
     create_files_for_owner_only()  # what it writes in the data directory is private
-    from worker.launch.commands import flower_argv, flower_env
+    from worker.launch.command_lines import flower_argv, flower_env
 
     settings = get_settings()
     if settings.flower_password is None:

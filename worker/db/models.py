@@ -80,7 +80,7 @@ class CommandRow(Base):
     __table_args__ = (
         UniqueConstraint("client_id", "idempotency_key", name="uq_commands_client_idempotency"),
         Index("ix_commands_status_updated_at", "status", "updated_at"),
-        # Pruning finds the oldest finished commands of a status (worker/db/commands.py).
+        # Pruning finds the oldest finished commands of a status (worker/db/command_log.py).
         Index("ix_commands_status_finished_at", "status", "finished_at"),
     )
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from worker.launch.commands import (
+from worker.launch.command_lines import (
     api_argv,
     celery_beat_argv,
     celery_worker_argv,

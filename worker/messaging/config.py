@@ -13,13 +13,16 @@ from typing import Any
 from kombu import Queue
 
 from application.handlers.sweeps import BULK_MESSAGE_PRIORITY, STRIPE_SYNC_MESSAGE_PRIORITY
+from application.handlers.webhook_deliveries import SEND_DUE_DELIVERIES
+from application.requests.sweeps import (
+    ENQUEUE_DUE_CHANGES,
+    PRUNE_COMMAND_LOG,
+    RECONCILE_WITH_STRIPE,
+    REDRIVE_PENDING_ACCOUNTS,
+    RELAY_EVENTS,
+    REPUBLISH_STALLED_COMMANDS,
+)
 from domain.provider.sync import SyncStripeObject
-from tasks.billing import REDRIVE_PENDING_ACCOUNTS
-from tasks.events import RELAY_EVENTS
-from tasks.maintenance import PRUNE_COMMAND_LOG, REPUBLISH_STALLED_COMMANDS
-from tasks.stripe_sync import RECONCILE_WITH_STRIPE
-from tasks.subscriptions import ENQUEUE_DUE_CHANGES
-from tasks.webhooks import SEND_DUE_DELIVERIES
 from worker.settings import Settings
 
 __all__ = [
@@ -117,8 +120,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_track_started": True,
         "task_send_sent_event": True,
         "worker_send_task_events": True,
-        # The result backend keeps a task's outcome (masked, tasks/base.py), not its
-        # arguments: nothing reads them there, and they hold personal data.
+        # The result backend keeps a task's outcome (masked, application/command_outcomes.py),
+        # not its arguments: nothing reads them there, and they hold personal data.
         "result_extended": False,
         "result_expires": 86_400,
         "beat_schedule": {

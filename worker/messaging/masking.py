@@ -11,8 +11,8 @@ and ``kwargsrepr`` headers of its message, written by whoever published it:
   (:class:`MaskingAMQP`, the ``amqp`` class of our Celery app), so their ``task-sent`` events
   show no personal data either.
 
-Results are masked by the runner (``tasks.base``); the result backend keeps no arguments
-(``result_extended`` is off). ``BILLING_MASK_PERSONAL_DATA=false`` turns all of it off.
+Results are masked by the runner (``application.command_outcomes``); the result backend keeps
+no arguments (``result_extended`` is off). ``BILLING_MASK_PERSONAL_DATA=false`` turns all of it off.
 """
 
 from __future__ import annotations

@@ -290,8 +290,8 @@ def retry_reason(
     retry: BaseException | None, *, is_database_error: Callable[[BaseException], bool]
 ) -> str:
     """The bounded reason of a retry, from the exception the runner was handling when it
-    asked Celery to retry (``tasks/base.py`` retries inside its ``except`` blocks, so the
-    cause is the ``Retry``'s context)."""
+    asked Celery to retry (``tasks/base.py`` raises the ``Retry`` in the context of the
+    runner's ``cause``, ``application.command_outcomes``)."""
     cause = None if retry is None else (getattr(retry, "exc", None) or retry.__context__)
     if cause is None:
         return "other"

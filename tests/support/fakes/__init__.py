@@ -11,7 +11,7 @@ tests of the real handlers and of the real task runner; one module an idea:
 * ``provider``: :class:`FakeBillingProvider`, an in-memory Stripe as
   ``worker/provider/stripe_adapter.py`` sees it; ``provider_requests``: how it answers a
   request (idempotency keys, scripted failures, refusals);
-* ``journal``: :class:`FakeCommandJournal`, the command log (``worker/db/commands.py``);
+* ``journal``: :class:`FakeCommandJournal`, the command log (``worker/db/command_log.py``);
 * ``messaging``: the publisher and the dead letters;
 * ``application``: :class:`FakeApplication`, every port at once, as the handlers and the
   runner are given it;

@@ -1,4 +1,5 @@
-""":class:`FakeCommandJournal` mirrors ``worker/db/commands.py`` (``SqlCommandLog``)."""
+""":class:`FakeCommandJournal` mirrors ``SqlCommandLog`` (``worker/db/command_log.py``, with
+its runs in ``worker/db/command_runs.py``)."""
 
 from __future__ import annotations
 

@@ -1,71 +1,34 @@
-"""The command log: written by the API when it accepts a command and by tasks as they run."""
+"""A command's runs in the command log: what the tasks write as they run it (the worker's
+side of ``domain.ports.commands.CommandJournal``).
+
+A delivery begins the command (logging it first when another service published it straight
+onto the queue), or is told it finished (replay), runs elsewhere, or names another command;
+it then records the outcome once, with the events that report it, or a retry or a wait.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete, func, or_, select, update
+from sqlalchemy import CursorResult, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.errors import CommandIdReused, CommandInProgress, FailedPrecondition, error_info
+from domain.errors import CommandIdReused, CommandInProgress
 from domain.events.base import Event
 from domain.messages import CommandStatus, command_fingerprint
-from domain.operations.outcomes import error_code, error_line, error_reason
-from domain.operations.retention import PRUNABLE_STATUSES
+from domain.operations.outcomes import error_code, error_reason
 from domain.ports.application import Clock
 from domain.ports.commands import CannotRunInOneTransaction
 from domain.ports.repositories import UnitOfWork
+from worker.db.command_records import CommandRecord
 from worker.db.events import SqlEventOutbox
-from worker.db.models import CommandRow, ProviderCallRow
+from worker.db.models import CommandRow
 from worker.db.uow import SharedUnitOfWork
 from worker.observability import metrics
-
-
-@dataclass(frozen=True)
-class CommandRecord:
-    id: str
-    type: str
-    status: CommandStatus
-    source: str
-    payload: dict[str, Any]
-    attempts: int
-    result: dict[str, Any] | None
-    error: dict[str, Any] | None
-    retries: list[dict[str, Any]]
-    client_id: str | None
-    idempotency_key: str | None
-    request_fingerprint: str | None
-    fingerprint: str | None
-    created_at: datetime
-    updated_at: datetime
-    published_at: datetime | None
-    finished_at: datetime | None
-
-    @classmethod
-    def of(cls, row: CommandRow) -> CommandRecord:
-        return cls(
-            id=row.id,
-            type=row.type,
-            status=CommandStatus(row.status),
-            source=row.source,
-            payload=dict(row.payload),
-            attempts=row.attempts,
-            result=row.result,
-            error=row.error,
-            retries=list(row.retries or []),
-            client_id=row.client_id,
-            idempotency_key=row.idempotency_key,
-            request_fingerprint=row.request_fingerprint,
-            fingerprint=row.fingerprint,
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-            published_at=row.published_at,
-            finished_at=row.finished_at,
-        )
 
 
 class _LoggedNow:
@@ -78,8 +41,9 @@ MAX_RETRY_HISTORY = 50
 DEFAULT_RUNNING_LEASE = timedelta(minutes=10)
 
 
-class SqlCommandLog:
-    """Each method is one short transaction of its own."""
+class SqlCommandRuns:
+    """Each method is one short transaction of its own (``run_in_one_transaction``: with
+    the command's own work in it)."""
 
     def __init__(
         self,
@@ -90,124 +54,6 @@ class SqlCommandLog:
         self._sessions = sessions
         self._clock = clock
         self._running_lease = running_lease
-
-    # --- used by the API and the CLI -------------------------------------------------------
-
-    def get(self, command_id: str) -> CommandRecord | None:
-        with self._sessions() as session:
-            row = session.get(CommandRow, command_id)
-            return CommandRecord.of(row) if row else None
-
-    def find_by_idempotency_key(self, client_id: str, key: str) -> CommandRecord | None:
-        with self._sessions() as session:
-            row = session.scalars(
-                select(CommandRow).where(
-                    CommandRow.client_id == client_id, CommandRow.idempotency_key == key
-                )
-            ).one_or_none()
-            return CommandRecord.of(row) if row else None
-
-    def accept(
-        self,
-        *,
-        command_id: str,
-        command_type: str,
-        payload: dict[str, Any],
-        client_id: str | None,
-        idempotency_key: str | None,
-        request_fingerprint: str | None,
-    ) -> CommandRecord:
-        """Record a command the API accepted, before it is published (the outbox).
-
-        It is recorded as published now: the API publishes it at once, and writing that again
-        after the publish would be a second write per command for nothing. A publish that
-        failed is caught by the stalled-command sweep all the same: it takes again every
-        queued command published (or not) longer than its threshold ago that never started.
-
-        Raises ``sqlalchemy.exc.IntegrityError`` when the client's idempotency key is taken.
-        """
-        now = self._clock.now()
-        row = CommandRow(
-            id=command_id,
-            type=command_type,
-            status=CommandStatus.QUEUED.value,
-            source="api",
-            payload=payload,
-            attempts=0,
-            client_id=client_id,
-            idempotency_key=idempotency_key,
-            request_fingerprint=request_fingerprint,
-            fingerprint=command_fingerprint(command_type, payload),
-            created_at=now,
-            updated_at=now,
-            published_at=now,
-        )
-        with self._sessions.begin() as session:
-            session.add(row)
-        metrics.command_accepted(command_type, "api")
-        return CommandRecord.of(row)
-
-    def mark_published(self, command_id: str) -> None:
-        now = self._clock.now()
-        with self._sessions.begin() as session:
-            session.execute(
-                update(CommandRow).where(CommandRow.id == command_id).values(published_at=now)
-            )
-
-    def stalled(self, older_than: timedelta, limit: int = 100) -> list[CommandRecord]:
-        """Queued commands never published, or published long ago and never started."""
-        cutoff = self._clock.now() - older_than
-        with self._sessions() as session:
-            rows = session.scalars(
-                select(CommandRow)
-                .where(
-                    CommandRow.status == CommandStatus.QUEUED.value,
-                    or_(CommandRow.published_at.is_(None), CommandRow.published_at < cutoff),
-                    CommandRow.created_at < cutoff,
-                )
-                .order_by(CommandRow.created_at)
-                .limit(limit)
-            ).all()
-            return [CommandRecord.of(row) for row in rows]
-
-    def requeue(self, command_id: str) -> CommandRecord | None:
-        """Make a finished command runnable again (an operator's replay). A rejected command
-        is refused (``FailedPrecondition``, reason ``COMMAND_REJECTED``): it was the caller's
-        mistake, and running it again gives the same answer."""
-        now = self._clock.now()
-        with self._sessions.begin() as session:
-            row = session.get(CommandRow, command_id, with_for_update=True)
-            if row is None:
-                return None
-            if row.status == CommandStatus.REJECTED.value:
-                raise not_replayable(CommandRecord.of(row))
-            row.status = CommandStatus.QUEUED.value
-            row.error = None
-            row.result = None
-            row.finished_at = None
-            row.published_at = None
-            row.updated_at = now
-            return CommandRecord.of(row)
-
-    def list_failed(self, limit: int = 50) -> list[CommandRecord]:
-        """Failed commands (for an operator), newest first."""
-        return self.list_finished(CommandStatus.FAILED, limit)
-
-    def list_rejected(self, limit: int = 50) -> list[CommandRecord]:
-        """Rejected commands (the callers' mistakes), newest first."""
-        return self.list_finished(CommandStatus.REJECTED, limit)
-
-    def list_finished(self, status: CommandStatus, limit: int = 50) -> list[CommandRecord]:
-        with self._sessions() as session:
-            rows = session.scalars(
-                select(CommandRow)
-                .where(CommandRow.status == status.value)
-                .order_by(CommandRow.updated_at.desc())
-                .limit(limit)
-            ).all()
-            return [CommandRecord.of(row) for row in rows]
-
-    # --- the CommandJournal port, used by tasks ----------------------------------------------
 
     def begin(
         self, command_id: str, command_type: str, payload: dict[str, Any], *, source: str
@@ -385,49 +231,6 @@ class SqlCommandLog:
                 .values(status=CommandStatus.WAITING.value, updated_at=now)
             )
 
-    def prune_finished(self, status: CommandStatus, before: datetime, limit: int) -> int:
-        """Delete the ``limit`` oldest commands that finished in ``status`` before ``before``
-        with the provider calls they made (one short transaction; the index on status and
-        finished_at finds them). On PostgreSQL the rows are taken ``FOR UPDATE SKIP LOCKED``:
-        a row another transaction holds (a replay under way) is left for a later call, never
-        waited on."""
-        _refuse_unfinished(status)
-        oldest = (
-            select(CommandRow.id)
-            .where(CommandRow.status == status.value, CommandRow.finished_at < before)
-            .order_by(CommandRow.finished_at)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-        with self._sessions.begin() as session:
-            pruned = list(session.scalars(oldest))
-            if not pruned:
-                return 0
-            # A command's calls are part of its story (`accounts show`): they go with it.
-            session.execute(
-                delete(ProviderCallRow)
-                .where(ProviderCallRow.command_id.in_(pruned))
-                .execution_options(synchronize_session=False)
-            )
-            deleted = session.execute(
-                delete(CommandRow)
-                .where(CommandRow.id.in_(pruned))
-                .execution_options(synchronize_session=False)
-            )
-            return cast(CursorResult[Any], deleted).rowcount
-
-    def count_finished(self, status: CommandStatus, before: datetime) -> int:
-        _refuse_unfinished(status)
-        with self._sessions() as session:
-            return (
-                session.scalar(
-                    select(func.count())
-                    .select_from(CommandRow)
-                    .where(CommandRow.status == status.value, CommandRow.finished_at < before)
-                )
-                or 0
-            )
-
     def _finish(
         self,
         command_id: str,
@@ -497,18 +300,3 @@ def _names_another_command(row: CommandRow, command_type: str, fingerprint: str)
 
 
 _FINISHED = tuple(status.value for status in CommandStatus if status.is_terminal)
-
-
-def not_replayable(record: CommandRecord) -> FailedPrecondition:
-    """The refusal to replay a rejected command, naming why it was rejected."""
-    why = error_line(record.error or {})
-    return FailedPrecondition(
-        f"command {record.id} was rejected ({why}): it was the caller's mistake and would be "
-        "rejected again; the caller sends a corrected command",
-        details=[error_info("COMMAND_REJECTED", command_id=record.id)],
-    )
-
-
-def _refuse_unfinished(status: CommandStatus) -> None:
-    if status not in PRUNABLE_STATUSES:
-        raise ValueError(f"a {status.value} command has not finished: it is never pruned")
