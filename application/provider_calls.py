@@ -1,38 +1,124 @@
 """Every provider call a command makes, recorded around the call (``domain/provider/calls.py``).
 
-:class:`RecordedProvider` is the :class:`~domain.ports.provider.BillingProvider` the handlers are
+:func:`recorded` wraps the :class:`~domain.ports.provider.BillingProvider` the handlers are
 given: it passes each call on, then records what was asked (the operation, its subject, its
 idempotency key), for which command (the one the runner bound, ``application.log_context``), and
 how it ended. Handlers do not change: a registration retried four times and replayed once
 shows five calls under one key.
+
+The port is not written out again here: :data:`RECORDINGS` has one row per port method (what
+its calls are about, which argument carries the idempotency key), and one forwarder serves
+them all. A port method without a row fails at import (and ``tests/unit/test_provider_calls.py``
+says which), so a new provider operation costs the port, the adapter, the fake and one row.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import time
-from collections.abc import Callable, Sequence
-from datetime import datetime
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from application import log_context
-from domain.billing.accounts import ProviderCustomer
-from domain.drift.report import BilledInvoice, RemoteCustomer, RemoteSubscription
 from domain.errors import CommandError, TransientError
-from domain.operations.console import InvoiceView
 from domain.ports.application import Clock
 from domain.ports.provider import BillingProvider
 from domain.provider.calls import CallOutcome, ProviderCall, ProviderCallLog
 from domain.provider.rate_budget import RateLimited
-from domain.provider.sync import ProviderCustomerState, RegisteredEndpoint
 from domain.redaction import mask_text
-from domain.subscriptions.change_previews import ChangePreview
-from domain.subscriptions.plans import ProviderPlan, ProviderPrice
-from domain.subscriptions.proration import PaymentBehavior, ProrationBehavior
-from domain.subscriptions.subscription import ProviderSubscription, SubscriptionTerms
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+Arguments = Mapping[str, Any]
+"""A port call's arguments by parameter name, defaults filled in."""
+
+
+@dataclass(frozen=True)
+class Recording:
+    """How the calls of one port method are recorded (the operation is the method's name)."""
+
+    subject: Callable[[Arguments], str | None]
+    """What a call is about, ``type:id``, from its arguments (``None``: nothing in particular)."""
+    key: str | None = None
+    """The argument carrying the call's idempotency key: a write's; ``None`` for a read."""
+
+
+def about(kind: str, argument: str) -> Callable[[Arguments], str | None]:
+    """The subject ``kind:<argument>`` (none when the argument is ``None``)."""
+
+    def subject(arguments: Arguments) -> str | None:
+        value = arguments[argument]
+        return None if value is None else f"{kind}:{value}"
+
+    return subject
+
+
+def _created_subscription(arguments: Arguments) -> str:
+    """The subscription our metadata names, else the customer it is made for."""
+    subscription_id = arguments["metadata"].get("subscription_id")
+    if subscription_id:
+        return f"subscription:{subscription_id}"
+    return f"provider_customer:{arguments['customer_id']}"
+
+
+WRITE_KEY = "idempotency_key"
+
+RECORDINGS: Mapping[str, Recording | None] = {
+    "create_customer": Recording(
+        lambda arguments: f"billing_account:{arguments['customer'].billing_account_id}",
+        WRITE_KEY,
+    ),
+    "find_customer": Recording(about("billing_account", "billing_account_id")),
+    "get_customer": Recording(about("provider_customer", "customer_id")),
+    # Set up by an operator (the CLI, the local seed), never by a command: no story to tell.
+    "register_webhook_endpoint": None,
+    "create_plan_price": Recording(
+        lambda arguments: f"plan:{arguments['plan'].plan_id}", WRITE_KEY
+    ),
+    "create_subscription": Recording(_created_subscription, WRITE_KEY),
+    "get_subscription": Recording(about("provider_subscription", "provider_id")),
+    "change_subscription_price": Recording(
+        about("provider_subscription", "provider_id"), WRITE_KEY
+    ),
+    "preview_change": Recording(about("provider_subscription", "provider_id")),
+    "list_customers": Recording(lambda arguments: None),
+    "list_subscriptions": Recording(about("provider_customer", "customer_id")),
+    "find_subscription": Recording(about("subscription", "subscription_id")),
+    "list_invoices": Recording(about("provider_subscription", "provider_subscription_id")),
+    "list_billed_invoices": Recording(about("provider_subscription", "provider_subscription_id")),
+}
+"""Each method of :class:`~domain.ports.provider.BillingProvider` → how its calls are
+recorded; ``None``: passed on unrecorded."""
+
+
+def port_methods() -> set[str]:
+    """The methods of the provider port (its ``name`` is a property, not a call)."""
+    return {
+        name
+        for name, member in vars(BillingProvider).items()
+        if inspect.isfunction(member) and not name.startswith("_")
+    }
+
+
+def check_recordings(recordings: Mapping[str, Recording | None]) -> None:
+    """Refuse a table that misses a port method, names one the port lacks, or names as the
+    idempotency key an argument the method does not take."""
+    methods = port_methods()
+    if missing := sorted(methods - set(recordings)):
+        raise TypeError(f"provider port methods without a recording rule: {missing}")
+    if unknown := sorted(set(recordings) - methods):
+        raise TypeError(f"recording rules for no provider port method: {unknown}")
+    for method, recording in recordings.items():
+        parameters = inspect.signature(getattr(BillingProvider, method)).parameters
+        if recording is not None and recording.key not in (None, *parameters):
+            raise TypeError(f"{method} takes no argument {recording.key!r}")
+
+
+check_recordings(RECORDINGS)
 
 
 def current_command_id() -> str | None:
@@ -49,8 +135,16 @@ def _outcome(error: BaseException) -> tuple[CallOutcome, str]:
     return CallOutcome.CRASHED, f"{type(error).__name__}: {error}"
 
 
-class RecordedProvider:
+def recorded(provider: BillingProvider, log: ProviderCallLog, clock: Clock) -> BillingProvider:
     """``provider``, with each call of a command (and each write) kept in ``log``."""
+    # The cast is checked where mypy cannot: the class has one forwarder per port method,
+    # built from RECORDINGS, which check_recordings holds to the port at import.
+    return cast(BillingProvider, RecordedProvider(provider, log, clock))
+
+
+class RecordedProvider:
+    """The recording wrapper (made by :func:`recorded`); its port methods are set below, one
+    per row of :data:`RECORDINGS`."""
 
     def __init__(self, provider: BillingProvider, log: ProviderCallLog, clock: Clock) -> None:
         self._provider = provider
@@ -100,157 +194,27 @@ class RecordedProvider:
         except Exception:  # the call matters more than its record
             logger.warning("could not record the provider call %s", call.operation, exc_info=True)
 
-    # --- the port ----------------------------------------------------------------------------
 
-    def create_customer(self, customer: ProviderCustomer, *, idempotency_key: str) -> str:
-        return self._recorded(
-            "create_customer",
-            f"billing_account:{customer.billing_account_id}",
-            idempotency_key,
-            lambda: self._provider.create_customer(customer, idempotency_key=idempotency_key),
-        )
+def _forwarder(method: str, recording: Recording | None) -> Callable[..., Any]:
+    """``method`` of the port, passed on to the wrapped provider (and recorded)."""
+    port_method = getattr(BillingProvider, method)
+    signature = inspect.signature(port_method)
 
-    def find_customer(self, billing_account_id: str) -> str | None:
-        return self._recorded(
-            "find_customer",
-            f"billing_account:{billing_account_id}",
-            None,
-            lambda: self._provider.find_customer(billing_account_id),
-        )
+    @functools.wraps(port_method)
+    def forward(self: RecordedProvider, /, *args: Any, **kwargs: Any) -> Any:
+        call = functools.partial(getattr(self._provider, method), *args, **kwargs)
+        if recording is None:
+            return call()
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        arguments = bound.arguments
+        key = None if recording.key is None else arguments[recording.key]
+        return self._recorded(method, recording.subject(arguments), key, call)
 
-    def get_customer(self, customer_id: str) -> ProviderCustomerState:
-        return self._recorded(
-            "get_customer",
-            f"provider_customer:{customer_id}",
-            None,
-            lambda: self._provider.get_customer(customer_id),
-        )
+    forward.__qualname__ = f"{RecordedProvider.__qualname__}.{method}"  # for tracebacks
+    forward.__module__ = __name__
+    return forward
 
-    def register_webhook_endpoint(
-        self, url: str, event_types: Sequence[str], known_ids: set[str]
-    ) -> RegisteredEndpoint:
-        return self._provider.register_webhook_endpoint(url, event_types, known_ids)
 
-    def create_plan_price(self, plan: ProviderPlan, *, idempotency_key: str) -> ProviderPrice:
-        return self._recorded(
-            "create_plan_price",
-            f"plan:{plan.plan_id}",
-            idempotency_key,
-            lambda: self._provider.create_plan_price(plan, idempotency_key=idempotency_key),
-        )
-
-    def create_subscription(
-        self,
-        customer_id: str,
-        price_id: str,
-        terms: SubscriptionTerms,
-        *,
-        metadata: dict[str, str],
-        idempotency_key: str,
-    ) -> ProviderSubscription:
-        subscription_id = metadata.get("subscription_id")
-        return self._recorded(
-            "create_subscription",
-            f"subscription:{subscription_id}"
-            if subscription_id
-            else f"provider_customer:{customer_id}",
-            idempotency_key,
-            lambda: self._provider.create_subscription(
-                customer_id, price_id, terms, metadata=metadata, idempotency_key=idempotency_key
-            ),
-        )
-
-    def get_subscription(self, provider_id: str) -> ProviderSubscription:
-        return self._recorded(
-            "get_subscription",
-            f"provider_subscription:{provider_id}",
-            None,
-            lambda: self._provider.get_subscription(provider_id),
-        )
-
-    def change_subscription_price(
-        self,
-        provider_id: str,
-        item_id: str,
-        price_id: str,
-        *,
-        proration_behavior: ProrationBehavior,
-        idempotency_key: str,
-        proration_date: datetime | None = None,
-        payment_behavior: PaymentBehavior | None = None,
-    ) -> ProviderSubscription:
-        return self._recorded(
-            "change_subscription_price",
-            f"provider_subscription:{provider_id}",
-            idempotency_key,
-            lambda: self._provider.change_subscription_price(
-                provider_id,
-                item_id,
-                price_id,
-                proration_behavior=proration_behavior,
-                idempotency_key=idempotency_key,
-                proration_date=proration_date,
-                payment_behavior=payment_behavior,
-            ),
-        )
-
-    def preview_change(
-        self,
-        provider_id: str,
-        item_id: str,
-        price_id: str,
-        *,
-        proration_behavior: ProrationBehavior,
-        proration_date: datetime,
-    ) -> ChangePreview:
-        return self._recorded(
-            "preview_change",
-            f"provider_subscription:{provider_id}",
-            None,
-            lambda: self._provider.preview_change(
-                provider_id,
-                item_id,
-                price_id,
-                proration_behavior=proration_behavior,
-                proration_date=proration_date,
-            ),
-        )
-
-    def list_customers(self) -> list[RemoteCustomer]:
-        return self._recorded("list_customers", None, None, self._provider.list_customers)
-
-    def list_subscriptions(self, customer_id: str | None = None) -> list[RemoteSubscription]:
-        return self._recorded(
-            "list_subscriptions",
-            None if customer_id is None else f"provider_customer:{customer_id}",
-            None,
-            lambda: self._provider.list_subscriptions(customer_id),
-        )
-
-    def find_subscription(
-        self, customer_id: str, subscription_id: str
-    ) -> ProviderSubscription | None:
-        return self._recorded(
-            "find_subscription",
-            f"subscription:{subscription_id}",
-            None,
-            lambda: self._provider.find_subscription(customer_id, subscription_id),
-        )
-
-    def list_invoices(self, provider_subscription_id: str, limit: int) -> list[InvoiceView]:
-        return self._recorded(
-            "list_invoices",
-            f"provider_subscription:{provider_subscription_id}",
-            None,
-            lambda: self._provider.list_invoices(provider_subscription_id, limit),
-        )
-
-    def list_billed_invoices(
-        self, provider_subscription_id: str, limit: int
-    ) -> list[BilledInvoice]:
-        return self._recorded(
-            "list_billed_invoices",
-            f"provider_subscription:{provider_subscription_id}",
-            None,
-            lambda: self._provider.list_billed_invoices(provider_subscription_id, limit),
-        )
+for _method, _recording in RECORDINGS.items():
+    setattr(RecordedProvider, _method, _forwarder(_method, _recording))

@@ -229,11 +229,11 @@ class Services:
         if self._provider is None:
             self._provider = provider_for(self.settings, self.rate_budget())
         if self._recorded_provider is None:
-            from application.provider_calls import RecordedProvider
+            from application.provider_calls import recorded
             from worker.db.provider_calls import SqlProviderCallLog
 
             log = SqlProviderCallLog(self.database())
-            self._recorded_provider = RecordedProvider(self._provider, log, self.clock)
+            self._recorded_provider = recorded(self._provider, log, self.clock)
         return self._recorded_provider
 
     def console(self) -> ConsoleQueries:

@@ -15,8 +15,8 @@ from domain.subscriptions.subscription import SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess
-from worker.provider import stripe_adapter as stripe_provider
-from worker.provider.stripe_adapter import STRIPE_API_VERSION, StripeBillingProvider, build_provider
+from worker.provider.stripe_adapter import StripeBillingProvider, build_provider
+from worker.provider.stripe_requests import STRIPE_API_VERSION
 
 
 def customer(account_id: str | None = None, tax_id: str = "GB123456789") -> ProviderCustomer:
@@ -139,7 +139,7 @@ def test_without_a_key_online_registration_is_a_failed_precondition() -> None:
 def test_every_page_of_customers_is_listed(
     provider: StripeBillingProvider, admin: EmulatorAdmin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(stripe_provider, "LIST_PAGE_SIZE", 2)
+    monkeypatch.setattr(provider, "page_size", 2)
     created = [
         provider.create_customer(customer(f"ba_page_{n}"), idempotency_key=f"k-page-{n}")
         for n in range(5)
@@ -159,13 +159,13 @@ def test_every_page_of_a_search_is_read_and_the_oldest_customer_taken_with_a_war
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(stripe_provider, "LIST_PAGE_SIZE", 1)
+    monkeypatch.setattr(provider, "page_size", 1)
     made = []
     for n in range(3):
         made.append(provider.create_customer(customer("ba_dup"), idempotency_key=f"k-dup-{n}"))
         admin.advance_clock(60)
 
-    with caplog.at_level(logging.WARNING, logger="worker.provider.stripe_adapter"):
+    with caplog.at_level(logging.WARNING, logger="worker.provider.stripe_customers"):
         found = provider.find_customer("ba_dup")
 
     assert found == made[0]
@@ -180,7 +180,7 @@ def test_every_page_of_a_search_is_read_and_the_oldest_customer_taken_with_a_war
 def test_every_page_of_subscriptions_is_listed_whatever_their_status(
     provider: StripeBillingProvider, admin: EmulatorAdmin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(stripe_provider, "LIST_PAGE_SIZE", 2)
+    monkeypatch.setattr(provider, "page_size", 2)
     customer_id = provider.create_customer(customer("ba_subs"), idempotency_key="k-subs")
     price = provider.create_plan_price(
         ProviderPlan("plan_l", "l", "L", 900, "usd", "month"), idempotency_key="plan_l:k"

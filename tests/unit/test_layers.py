@@ -68,6 +68,20 @@ def test_the_worker_imports_the_stripe_emulator_only_inside_the_functions_that_r
     assert offending == []
 
 
+def test_only_the_modules_of_worker_provider_import_the_stripe_sdk() -> None:
+    # The Stripe adapter is cut into modules by what they ask Stripe (worker/provider/);
+    # everything else reaches Stripe through the provider port.
+    offending = sorted(
+        str(path.relative_to(ROOT))
+        for package in PRODUCT
+        for path in (ROOT / package).rglob("*.py")
+        if not path.is_relative_to(ROOT / "worker" / "provider")
+        and any(module.split(".")[0] == "stripe" for module in imported_modules(path))
+    )
+
+    assert offending == []
+
+
 PRODUCT = ("domain", "application", "tasks", "worker")
 
 ADAPTER_WINGS = ("db", "provider", "messaging", "outbound", "observability", "contracts")

@@ -1,7 +1,7 @@
 """Stripe's objects read into our values: a subscription, a customer, an invoice, a change's
-preview. Reading them needs no SDK, so it lives apart from the adapter
-(``worker/provider/stripe_adapter.py``, the one module that imports ``stripe``), which calls
-Stripe and hands its objects here.
+preview. Reading them needs no SDK, so it lives apart from the adapter's operations
+(``worker/provider/stripe_customers.py`` and its siblings), which call Stripe and hand its
+objects here.
 
 The protocols name just the fields read, as the SDK types them: mypy checks the SDK's objects
 the adapter passes against them, so the SDK's types (those of the pinned API version) still
