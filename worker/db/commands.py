@@ -17,11 +17,11 @@ from domain.messages import CommandStatus, command_fingerprint
 from domain.operations.outcomes import error_code, error_line, error_reason
 from domain.operations.retention import PRUNABLE_STATUSES
 from domain.ports.application import Clock
-from domain.ports.commands import CannotRunInOneTransaction
+from domain.ports.commands import CannotRunInOneTransaction, DuplicateCommand
 from domain.ports.repositories import UnitOfWork
 from worker.db.events import SqlEventOutbox
 from worker.db.models import CommandRow, ProviderCallRow
-from worker.db.uow import SharedUnitOfWork
+from worker.db.uow import SharedUnitOfWork, is_unique_violation
 from worker.observability import metrics
 
 
@@ -124,7 +124,8 @@ class SqlCommandLog:
         failed is caught by the stalled-command sweep all the same: it takes again every
         queued command published (or not) longer than its threshold ago that never started.
 
-        Raises ``sqlalchemy.exc.IntegrityError`` when the client's idempotency key is taken.
+        Raises :class:`domain.ports.commands.DuplicateCommand` when the command id or the
+        client's idempotency key is taken (``CommandIntake.accept``).
         """
         now = self._clock.now()
         row = CommandRow(
@@ -142,8 +143,15 @@ class SqlCommandLog:
             updated_at=now,
             published_at=now,
         )
-        with self._sessions.begin() as session:
-            session.add(row)
+        try:
+            with self._sessions.begin() as session:
+                session.add(row)
+        except IntegrityError as error:
+            if not is_unique_violation(error):
+                raise
+            # The primary key or the (client, key) unique index: another request recorded
+            # it first.
+            raise DuplicateCommand(command_id, idempotency_key) from error
         metrics.command_accepted(command_type, "api")
         return CommandRecord.of(row)
 
