@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from domain.operations.console import ConsoleQueries
 from domain.operations.retention import CommandRetention
 from domain.ports.application import Clock, RunnerPolicy
+from domain.ports.clients import ClientVerifier
 from domain.ports.commands import CommandPublisher, DeadLetterStore
 from domain.ports.events import EventStream, RelayLock, WebhookSender
 from domain.ports.provider import BillingProvider
@@ -29,7 +30,7 @@ from domain.subscriptions.proration import ProrationBehavior
 from domain.webhooks import DeliveryPolicy
 from worker.clock import ShiftableClock, SystemClock
 from worker.db.command_log import SqlCommandLog
-from worker.db.engine import session_factory
+from worker.db.engine import ping, session_factory
 from worker.db.uow import SqlUnitOfWork, is_transient_db_error
 from worker.settings import Settings, get_settings
 
@@ -223,6 +224,21 @@ class Services:
 
     def unit_of_work(self) -> UnitOfWork:
         return SqlUnitOfWork(self.database())
+
+    def ping_database(self) -> None:
+        """Raise unless this process's database answers (the API's readiness)."""
+        ping(self.database())
+
+    def client_verifier(self) -> ClientVerifier:
+        """A verifier of API clients' credentials over this process's database, with its own
+        cache and hashing threads (the API builds one at startup)."""
+        from worker.db.api_clients import ClientAuthenticator
+
+        return ClientAuthenticator(
+            self.database(),
+            self.settings.auth_cache_seconds,
+            max_concurrent_hashes=self.settings.auth_max_concurrent_hashes,
+        )
 
     def billing_provider(self) -> BillingProvider:
         """The provider, each call of a command recorded (``application/provider_calls.py``)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from application.handlers.outbox import publish_command, publish_recorded
+from application.handlers.outbox import publish_recorded
 from application.requests.operator_actions import (
     ActionTaken,
     MarkAccountOffline,
@@ -31,6 +31,7 @@ from domain.events.subscriptions import PlanChangeSkipped
 from domain.messages import CommandStatus
 from domain.operations.console import SubscriptionStory
 from domain.ports.application import CommandLogContext, HandlerContext
+from domain.ports.commands import CommandMessage
 from domain.provider.rate_budget import Priority, calls_at
 from domain.subscriptions.change_states import ChangeReason, ChangeState
 
@@ -59,7 +60,7 @@ def retry_registration(command: RetryRegistration, ctx: CommandLogContext) -> Ac
     register = RegisterBillingAccount(
         command_id=command.command_id, org_id=account.org_id, billing_account_id=account.id
     )
-    publish_command(register, ctx.publisher())
+    ctx.publisher().publish(CommandMessage.of(register))
     logger.info("operator retried the registration of %s", account.id)
     return ActionTaken(
         action="retry_registration",

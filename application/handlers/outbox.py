@@ -1,14 +1,62 @@
-"""The command log as the outbox: a recorded command goes onto its queue, then is marked so.
+"""The command log as the outbox: a command is recorded, then goes onto its queue.
 
-Every way a command is published (the API after recording it, beat's sweep of stalled
-commands, an operator's replay) takes this one step. A crash between the two publishes it
-again later, which is harmless: tasks are idempotent by command id.
+Every way a command is published takes one of these steps, and each step sends it the one
+way there is (``CommandPublisher.publish``, a ``CommandMessage``): the API records a command
+and publishes it at once (:func:`accept`); beat's sweep of stalled commands and an
+operator's replay or retry publish a recorded command, then mark it so
+(:func:`publish_recorded`). A crash in between publishes it again later, which is harmless:
+tasks are idempotent by command id. A command the log does not hold yet (a sweep's, an
+operator's) is published as ``CommandMessage.of(command)``.
 """
 
 from __future__ import annotations
 
+import logging
+
 from domain.messages import Command
-from domain.ports.commands import CommandJournal, CommandPublisher, PublishableCommand
+from domain.ports.commands import (
+    CommandIntake,
+    CommandJournal,
+    CommandMessage,
+    CommandPublisher,
+    LoggedCommand,
+    PublishableCommand,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def accept(
+    command: Command,
+    intake: CommandIntake,
+    publisher: CommandPublisher,
+    *,
+    client_id: str | None,
+    idempotency_key: str | None = None,
+    request_fingerprint: str | None = None,
+) -> LoggedCommand:
+    """Record ``command`` (the outbox), then publish it at once; its entry. Raises
+    ``DuplicateCommand`` when its id or the client's idempotency key is taken (nothing is
+    published then). A publish that fails is logged, not raised: the command is recorded,
+    and the stalled-command sweep publishes it later."""
+    record = intake.accept(
+        command_id=command.command_id,
+        command_type=command.TASK_NAME,
+        payload=command.model_dump(mode="json"),
+        client_id=client_id,
+        idempotency_key=idempotency_key,
+        request_fingerprint=request_fingerprint,
+    )
+    try:
+        publisher.publish(CommandMessage.recorded(record))
+    except Exception:
+        logger.warning(
+            "publishing command %s failed; the sweep will retry",
+            record.id,
+            exc_info=True,
+            extra={"command_id": record.id, "task": record.type},
+        )
+    return record
 
 
 def publish_recorded(
@@ -16,19 +64,5 @@ def publish_recorded(
 ) -> None:
     """Publish ``record`` as its task (the task id is the command id), then mark it
     published; raises, leaving it unmarked for the sweep, if the message could not go."""
-    publisher.publish(record.type, record.payload, command_id=record.id)
+    publisher.publish(CommandMessage.recorded(record))
     journal.mark_published(record.id)
-
-
-def publish_command(
-    command: Command, publisher: CommandPublisher, *, priority: int | None = None
-) -> None:
-    """Publish ``command`` as its task, on its queue, under its command id (a command the
-    log does not hold: a sweep's or an operator's, idempotent by that id)."""
-    publisher.publish(
-        command.TASK_NAME,
-        command.model_dump(mode="json"),
-        command_id=command.command_id,
-        queue=command.QUEUE,
-        priority=priority,
-    )

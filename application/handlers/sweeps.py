@@ -10,7 +10,7 @@ from application.handlers.due_changes import (
     release_claim,
     take_effect_of_staged_changes,
 )
-from application.handlers.outbox import publish_command, publish_recorded
+from application.handlers.outbox import publish_recorded
 from application.requests.sweeps import (
     ClaimDueChanges,
     PublishDueChanges,
@@ -20,6 +20,7 @@ from application.requests.sweeps import (
 )
 from domain.billing.registration_redrive import redrive_registration
 from domain.ports.application import Application
+from domain.ports.commands import CommandMessage
 from domain.ports.repositories import Claim
 from domain.provider.rate_budget import CallKind
 
@@ -70,7 +71,7 @@ def publish_due_changes(sweep: PublishDueChanges, app: Application) -> int:
                 command = apply_command_for(claim)
                 try:
                     # Behind interactive commands on the same queue (Redis serves 0 first).
-                    publish_command(command, publisher, priority=BULK_MESSAGE_PRIORITY)
+                    publisher.publish(CommandMessage.of(command, priority=BULK_MESSAGE_PRIORITY))
                 except Exception:
                     logger.warning(
                         "could not publish %s; releasing it",
@@ -130,7 +131,7 @@ def redrive_pending_accounts(sweep: RedrivePendingAccounts, app: Application) ->
         if command is None:
             continue
         try:
-            publish_command(command, publisher, priority=BULK_MESSAGE_PRIORITY)
+            publisher.publish(CommandMessage.of(command, priority=BULK_MESSAGE_PRIORITY))
         except Exception:
             logger.warning(
                 "could not publish %s; the next sweep sends it",

@@ -33,6 +33,7 @@ from application.requests.sweeps import PublishDeliveries, SendDueDeliveries
 from application.retry import RetryPolicy
 from domain.errors import NotFound
 from domain.ports.application import OutboxContext
+from domain.ports.commands import CommandMessage
 from domain.ports.events import RecordedEvent, WebhookResponse
 from domain.ports.repositories import UnitOfWork
 from domain.webhooks import (
@@ -106,10 +107,12 @@ def publish_deliveries(request: PublishDeliveries, app: OutboxContext) -> int:
             for claim in request.claims:
                 try:
                     publisher.publish(
-                        DELIVER_WEBHOOK,
-                        {"delivery_id": claim.delivery_id, "claim": claim.number},
-                        command_id=f"deliver:{claim.delivery_id}:{claim.number}",
-                        queue=WEBHOOKS_QUEUE,
+                        CommandMessage(
+                            id=f"deliver:{claim.delivery_id}:{claim.number}",
+                            type=DELIVER_WEBHOOK,
+                            payload={"delivery_id": claim.delivery_id, "claim": claim.number},
+                            queue=WEBHOOKS_QUEUE,
+                        )
                     )
                 except Exception:
                     logger.warning(

@@ -1,23 +1,29 @@
 """Ports of the command log, of publishing and of the dead letters: what the task runner and
-the sweeps need to run each command once, send commands onto their queues and keep the
-messages that are not commands, as Protocols.
+the sweeps need to run each command once, what the API needs to accept one, the one way a
+command is sent onto its queue, and where the messages that are not commands are kept, as
+Protocols.
 
 The log is what makes a redelivered message harmless: it finds its command's outcome there
 and does not do the work twice; so the log is written in short transactions of its own
 (or in the command's, for a command that changes only the database), never left to a
 handler's that rolled back. Adapters in ``worker/`` implement them (``worker/db/command_log.py``,
 ``worker/messaging/publisher.py``, ``worker/messaging/dead_letters.py``).
+
+Every command goes onto its queue through :meth:`CommandPublisher.publish`, as a
+:class:`CommandMessage`: the API after accepting it, the sweeps, an operator's replay, the
+command line (``application/handlers/outbox.py`` holds the steps around it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from domain.events.base import Event
-from domain.messages import CommandStatus
+from domain.messages import Command, CommandStatus
 from domain.ports.repositories import UnitOfWork
 
 
@@ -52,6 +58,79 @@ class JournalRecord(PublishableCommand, Protocol):
 
     @property
     def status(self) -> CommandStatus: ...
+
+
+class LoggedCommand(JournalRecord, Protocol):
+    """A command in the log as its client sees it (``GET /v1beta1/commands/{id}``)."""
+
+    @property
+    def result(self) -> dict[str, Any] | None: ...
+
+    @property
+    def error(self) -> dict[str, Any] | None: ...
+
+    @property
+    def attempts(self) -> int: ...
+
+    @property
+    def retries(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def client_id(self) -> str | None: ...
+
+    @property
+    def request_fingerprint(self) -> str | None:
+        """What the client's request was, to tell a replay of it from another request that
+        reuses its idempotency key."""
+        ...
+
+    @property
+    def created_at(self) -> datetime: ...
+
+    @property
+    def updated_at(self) -> datetime: ...
+
+    @property
+    def finished_at(self) -> datetime | None: ...
+
+
+class DuplicateCommand(Exception):
+    """The command log holds this command already: its id, or its client's idempotency key,
+    is taken (another request or delivery recorded it first). Nothing was recorded."""
+
+    def __init__(self, command_id: str, idempotency_key: str | None = None) -> None:
+        taken = f"idempotency key {idempotency_key!r} or " if idempotency_key else ""
+        super().__init__(f"the {taken}command id {command_id!r} is taken")
+        self.command_id = command_id
+        self.idempotency_key = idempotency_key
+
+
+class CommandIntake(Protocol):
+    """The command log as the API sees it: where a command is accepted, recorded before it
+    is published (the outbox), and found again for its client."""
+
+    def accept(
+        self,
+        *,
+        command_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        client_id: str | None,
+        idempotency_key: str | None,
+        request_fingerprint: str | None,
+    ) -> LoggedCommand:
+        """Record a command ``queued``, as published (the caller publishes it at once).
+        Raises :class:`DuplicateCommand` when its id, or the client's ``idempotency_key``,
+        is taken: two requests raced, and the caller answers with the one recorded."""
+        ...
+
+    def get(self, command_id: str) -> LoggedCommand | None:
+        """The command's entry, if the log has it."""
+        ...
+
+    def find_by_idempotency_key(self, client_id: str, key: str) -> LoggedCommand | None:
+        """The command ``client_id`` sent under ``key``, if the log still has it."""
+        ...
 
 
 class CannotRunInOneTransaction(Exception):
@@ -148,18 +227,42 @@ class CommandJournal(Protocol):
         ...
 
 
-class CommandPublisher(Protocol):
-    """Sends commands onto their queues (the message's task id is the command id)."""
+@dataclass(frozen=True)
+class CommandMessage:
+    """A command as it goes onto its queue: the task ``type`` names, with ``payload`` as its
+    keyword arguments and ``id`` as the message's task id (so that a command published twice
+    is run once). ``queue`` and ``priority`` left ``None`` are the task's route's (the
+    Celery configuration's)."""
 
-    def publish(
-        self,
-        task_name: str,
-        payload: Mapping[str, Any],
-        *,
-        command_id: str,
-        queue: str | None = None,
-        priority: int | None = None,
-    ) -> None:
+    id: str
+    type: str
+    payload: Mapping[str, Any]
+    queue: str | None = None
+    priority: int | None = None
+
+    @classmethod
+    def of(cls, command: Command, *, priority: int | None = None) -> CommandMessage:
+        """``command`` on its own queue (a command the log does not hold yet: a sweep's or an
+        operator's, idempotent by its id)."""
+        return cls(
+            id=command.command_id,
+            type=command.TASK_NAME,
+            payload=command.model_dump(mode="json"),
+            queue=command.QUEUE,
+            priority=priority,
+        )
+
+    @classmethod
+    def recorded(cls, command: PublishableCommand) -> CommandMessage:
+        """A command the log holds, as it was recorded, on its task's route."""
+        return cls(id=command.id, type=command.type, payload=command.payload)
+
+
+class CommandPublisher(Protocol):
+    """Sends commands onto their queues: the one way a command is published (the message's
+    task id is the command id)."""
+
+    def publish(self, message: CommandMessage) -> None:
         """Publish, retrying a broker hiccup briefly; raises if the message could not go."""
         ...
 

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from tests.support.locks import user_row_locked
 from tests.support.records import create_user, user_state
 from tests.support.stack import Stack, another_api, basic, eventually
 from worker.celery_app import create_celery_app
 from worker.clock import SystemClock
+from worker.db.engine import get_engine
 from worker.settings import Settings
 
 pytestmark = pytest.mark.e2e
@@ -166,6 +169,49 @@ def test_the_same_idempotency_key_returns_the_same_command(stack: Stack) -> None
     assert first.status_code == second.status_code == 200
     assert first.headers["Command-Id"] == second.headers["Command-Id"]
     assert stack.command(first.headers["Command-Id"]).attempts == 1
+
+
+def test_two_requests_racing_with_one_idempotency_key_are_answered_with_one_command(
+    stack: Stack,
+) -> None:
+    if stack.database_url.startswith("sqlite"):
+        pytest.skip(
+            "SQLite shows no writer waiting on its lock; its command log's DuplicateCommand "
+            "is proven in tests/integration/test_database.py"
+        )
+    user_id = disabled_user(stack)
+    key = uuid.uuid4().hex
+    with get_engine(stack.database_url).connect() as holder:
+        # Reads go on, inserts wait: both requests find no command under the key, then both
+        # record one; the loser's insert breaks the unique index (DuplicateCommand).
+        holder.execute(text("LOCK TABLE commands IN SHARE MODE"))
+        with (
+            stack.http() as first_http,
+            stack.http() as second_http,
+            ThreadPoolExecutor(2) as pool,
+        ):
+            answers = [
+                pool.submit(enable, http, user_id, headers={"Idempotency-Key": key})
+                for http in (first_http, second_http)
+            ]
+            eventually(lambda: inserts_waiting(stack) >= 2, what="both requests waiting to record")
+            holder.rollback()
+            first, second = (answer.result(timeout=30) for answer in answers)
+
+    assert first.status_code == second.status_code == 200
+    assert first.headers["Command-Id"] == second.headers["Command-Id"]
+    assert stack.command(first.headers["Command-Id"]).attempts == 1
+
+
+def inserts_waiting(stack: Stack) -> int:
+    with get_engine(stack.database_url).connect() as connection:
+        waiting = connection.scalar(
+            text(
+                "SELECT count(*) FROM pg_locks "
+                "WHERE relation = 'commands'::regclass AND NOT granted"
+            )
+        )
+    return int(waiting or 0)
 
 
 def test_an_idempotency_key_reused_for_another_request_is_422(stack: Stack) -> None:

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, select
-from sqlalchemy.exc import IntegrityError
 
 from application.handlers.retention import prune_command_log
 from application.requests.sweeps import PruneCommandLog
 from domain.messages import CommandStatus
+from domain.ports.commands import DuplicateCommand
 from domain.provider.calls import CallOutcome, ProviderCall
 from tests.support.environment import settings_environment
 from tests.support.fakes.clock import FakeClock
@@ -198,7 +198,7 @@ def test_the_idempotency_key_of_a_pruned_command_makes_a_new_command(
     log = retention()
     key = uuid.uuid4().hex
     first = log.run(CommandStatus.SUCCEEDED, key=key)
-    with pytest.raises(IntegrityError):
+    with pytest.raises(DuplicateCommand):
         log.run(CommandStatus.QUEUED, key=key)
     log.clock.advance(timedelta(days=31))
 

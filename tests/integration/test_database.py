@@ -9,10 +9,10 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import update
-from sqlalchemy.exc import IntegrityError
 
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.messages import CommandStatus
+from domain.ports.commands import DuplicateCommand
 from worker.clock import SystemClock
 from worker.db.api_clients import ClientAuthenticator, create_client
 from worker.db.command_log import SqlCommandLog
@@ -117,8 +117,54 @@ def test_an_idempotency_key_is_unique_per_client(fresh_database: str) -> None:
     key = uuid.uuid4().hex
     accept(log, key, client="cli_a")
     accept(log, key, client="cli_b")
-    with pytest.raises(IntegrityError):
+    with pytest.raises(DuplicateCommand) as duplicate:
         accept(log, key, client="cli_a")
+    assert duplicate.value.idempotency_key == key
+
+
+def test_a_request_that_loses_the_race_for_its_key_gets_the_domain_error_and_records_nothing(
+    fresh_database: str,
+) -> None:
+    log = command_log(fresh_database)
+    key = uuid.uuid4().hex
+    winner = accept(log, key)
+    loser = str(uuid.uuid4())
+
+    with pytest.raises(DuplicateCommand):
+        log.accept(
+            command_id=loser,
+            command_type="users.enable",
+            payload=PAYLOAD,
+            client_id="cli_1",
+            idempotency_key=key,
+            request_fingerprint="f",
+        )
+
+    found = log.find_by_idempotency_key("cli_1", key)
+    assert found is not None
+    assert (found.id, log.get(loser)) == (winner, None)
+
+
+def test_a_command_id_accepted_twice_is_a_duplicate_command(fresh_database: str) -> None:
+    # Two deliveries of one Stripe event race to record the same sync (its id is derived).
+    log = command_log(fresh_database)
+    command_id = str(uuid.uuid4())
+
+    def record() -> None:
+        log.accept(
+            command_id=command_id,
+            command_type="users.enable",
+            payload=PAYLOAD,
+            client_id=None,
+            idempotency_key=None,
+            request_fingerprint=None,
+        )
+
+    record()
+    with pytest.raises(DuplicateCommand) as duplicate:
+        record()
+
+    assert (duplicate.value.command_id, duplicate.value.idempotency_key) == (command_id, None)
 
 
 def test_a_command_accepted_long_ago_and_never_started_is_stalled_until_published_again(

@@ -13,6 +13,7 @@ import redis
 from kombu.exceptions import KombuError
 
 from application.handlers.sweeps import BULK_MESSAGE_PRIORITY
+from domain.ports.commands import CommandMessage
 from worker.local.embedded import ProcessGroup, start_redis
 from worker.messaging.publisher import CeleryPublisher, publishing_app
 from worker.settings import Settings
@@ -37,11 +38,13 @@ def publish(publisher: CeleryPublisher, count: int) -> list[str]:
     ids = [f"cmd_{uuid.uuid4().hex}" for _ in range(count)]
     for command_id in ids:
         publisher.publish(
-            "billing.users.enable",
-            {"command_id": command_id, "user_id": "usr_1"},
-            command_id=command_id,
-            queue=QUEUE,
-            priority=BULK_MESSAGE_PRIORITY,
+            CommandMessage(
+                id=command_id,
+                type="billing.users.enable",
+                payload={"command_id": command_id, "user_id": "usr_1"},
+                queue=QUEUE,
+                priority=BULK_MESSAGE_PRIORITY,
+            )
         )
     return ids
 

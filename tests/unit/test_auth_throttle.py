@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from worker.api.state import RefusalHold
+from worker.api.throttle import FailureThrottle
 from worker.api.verifications import FairTurns
-from worker.db.api_clients import FailureThrottle
 
 
 def test_a_key_is_refused_once_it_failed_the_limit_within_the_window() -> None:

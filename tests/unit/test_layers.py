@@ -250,3 +250,88 @@ def test_a_process_that_only_publishes_never_builds_the_workers_celery_app(proce
     # One Celery app per process: the API and the CLI publish through the root's
     # publishing app, never through (a second copy of) the workers' app.
     assert "worker.celery_app" not in reachable(import_graph(), process)
+
+
+API_FORBIDDEN = ("sqlalchemy", "worker.db")
+"""The API reaches the database through the ports the composition root hands it (the command
+log's, the client verifier's, the services' readiness): never around them."""
+
+
+def api_imports_around_the_ports(root: Path) -> list[str]:
+    """Each import of ``API_FORBIDDEN`` by a module under ``root`` (the API), lazy or not."""
+    return sorted(
+        f"{path.relative_to(root.parent.parent)} imports {module}"
+        for path in root.rglob("*.py")
+        for module in imported_modules(path)
+        if within(module, API_FORBIDDEN)
+    )
+
+
+def test_the_api_imports_no_sqlalchemy_and_nothing_of_the_database_adapter() -> None:
+    assert api_imports_around_the_ports(ROOT / "worker" / "api") == []
+
+
+def test_the_api_rule_sees_a_lazy_import_of_the_database_adapter(tmp_path: Path) -> None:
+    api = tmp_path / "worker" / "api"
+    api.mkdir(parents=True)
+    (api / "health.py").write_text(
+        "def ready() -> None:\n    from worker.db.engine import get_engine\n"
+    )
+    (api / "gateway.py").write_text("from sqlalchemy.exc import IntegrityError\n")
+
+    assert api_imports_around_the_ports(api) == [
+        "worker/api/gateway.py imports sqlalchemy.exc",
+        "worker/api/health.py imports worker.db.engine",
+    ]
+
+
+TASKS_APP_GLUE = {"worker/celery_app.py": "tasks.runtime"}
+"""The one module of ``worker/`` that builds on ``tasks/`` beyond task names: the workers'
+Celery app."""
+
+
+def use_cases_taken_from_tasks(root: Path) -> list[str]:
+    """What the modules under ``root`` import from ``tasks/`` other than task names (upper
+    case constants) and the app glue: use cases belong to ``application/``, and
+    ``tasks.handlers`` is no more."""
+    offending: list[str] = []
+    for path in root.rglob("*.py"):
+        name = str(path.relative_to(root.parent))
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                offending += [
+                    f"{name} imports {alias.name}"
+                    for alias in node.names
+                    if within(alias.name, ("tasks",))
+                ]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if not within(node.module, ("tasks",)):
+                    continue
+                if TASKS_APP_GLUE.get(name) == node.module:
+                    continue
+                offending += [
+                    f"{name} imports {node.module}.{alias.name}"
+                    for alias in node.names
+                    if within(node.module, ("tasks.handlers",)) or not alias.name.isupper()
+                ]
+    return sorted(offending)
+
+
+def test_the_worker_takes_only_task_names_from_tasks_and_its_use_cases_from_application() -> None:
+    assert use_cases_taken_from_tasks(ROOT / "worker") == []
+
+
+def test_the_tasks_rule_sees_a_use_case_taken_from_tasks(tmp_path: Path) -> None:
+    worker = tmp_path / "worker"
+    (worker / "cli").mkdir(parents=True)
+    (worker / "cli" / "users.py").write_text(
+        "from tasks.users import ENABLE_USER\n"
+        "def enable() -> None:\n    from tasks.handlers.users import enable_user\n"
+    )
+    (worker / "seed.py").write_text("from tasks.base import run_command\nimport tasks.users\n")
+
+    assert use_cases_taken_from_tasks(worker) == [
+        "worker/cli/users.py imports tasks.handlers.users.enable_user",
+        "worker/seed.py imports tasks.base.run_command",
+        "worker/seed.py imports tasks.users",
+    ]

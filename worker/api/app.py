@@ -2,7 +2,9 @@
 
 Routes live in ``worker/api/routes/`` (one router per resource), authentication in
 ``auth.py``, body reading in ``body.py``, the pre-routing refusals in ``middleware.py`` and
-what routes share in ``state.py``.
+what routes share in ``state.py``. The API reaches the database and the queues only through
+the ports the composition root (``worker.bootstrap``) hands it: no module here imports
+SQLAlchemy or ``worker.db`` (tests/unit/test_layers.py).
 """
 
 from __future__ import annotations
@@ -34,10 +36,9 @@ from worker.api.routes import (
     webhooks,
 )
 from worker.api.state import ApiState, RefusalHold
+from worker.api.throttle import FailureThrottle
 from worker.api.verifications import Verifications
 from worker.bootstrap import Services, bootstrap, configure_logging
-from worker.db.api_clients import ClientAuthenticator, FailureThrottle
-from worker.db.engine import session_factory
 
 ROUTERS = (
     users.router,
@@ -63,11 +64,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
         redis = aioredis.Redis.from_url(settings.resolved_redis_url())
         results = ResultListener(redis)
         await results.start()
-        authenticator = ClientAuthenticator(
-            session_factory(),
-            settings.auth_cache_seconds,
-            max_concurrent_hashes=settings.auth_max_concurrent_hashes,
-        )
+        authenticator = resolved.client_verifier()
         failures_by_client = FailureThrottle(
             settings.auth_max_failures_per_client, settings.auth_failure_window_seconds
         )
@@ -111,7 +108,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
         summary="Billing, user and subscription operations, performed in the background.",
         lifespan=lifespan,
     )
-    install_error_handlers(app)
+    install_error_handlers(app, is_transient=Services.is_transient)
     install_openapi(app)
     app.add_middleware(BodySizeLimit, limit=MAX_BODY_BYTES)
     app.add_middleware(ThrottledSources)  # the cheapest refusal first

@@ -15,8 +15,8 @@ from domain.errors import CommandError, ErrorCode, error_info
 from domain.permissions import Grant, Scope
 from worker.api.errors import ApiError
 from worker.api.state import State
+from worker.api.throttle import FailureThrottle
 from worker.api.verifications import TOO_MANY_FAILURES, Throttled
-from worker.db.api_clients import FailureThrottle
 
 
 def basic_credentials(header: str) -> tuple[str, str] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -21,7 +21,6 @@ from domain.errors import (
     field_violations,
     violations_of,
 )
-from worker.db.uow import is_transient_db_error
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +98,10 @@ def body_of(code: ErrorCode, message: str, details: Sequence[ErrorDetail] = ()) 
     return {"code": int(code), "message": message, "details": list(details)}
 
 
-def install_error_handlers(app: FastAPI) -> None:
+def install_error_handlers(app: FastAPI, *, is_transient: Callable[[BaseException], bool]) -> None:
+    """Answer every error in the spec's body; ``is_transient`` tells a database that is busy
+    or unreachable (a 503 to retry) from a fault of ours (a 500)."""
+
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, error: ApiError) -> JSONResponse:
         return error_response(
@@ -132,7 +134,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, error: Exception) -> JSONResponse:
-        if is_transient_db_error(error):
+        if is_transient(error):
             logger.warning("database busy or unreachable: %s", error)
             return error_response(
                 503,

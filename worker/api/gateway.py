@@ -1,7 +1,10 @@
 """Accepting a command over HTTP: validate → record (outbox) → publish → wait for the outcome.
 
 The command log row is written before the message is published, so a command the API
-acknowledged is never lost: if the publish fails, beat's stalled-command sweep publishes it.
+acknowledged is never lost: if the publish fails, beat's stalled-command sweep publishes it
+(``application.handlers.outbox.accept``). The log is reached through its port
+(``domain.ports.commands.CommandIntake``): a request that loses the race for its idempotency
+key is told so by ``DuplicateCommand``, and answered with the command that won.
 The wait listens on the Celery result channel of the command (Redis pub/sub) and reads the
 outcome from the command log, the single source of truth.
 """
@@ -11,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -23,8 +25,8 @@ from celery import Celery
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
-from sqlalchemy.exc import IntegrityError
 
+from application.handlers import outbox
 from domain.errors import (
     BAD_REQUEST,
     ERROR_INFO,
@@ -35,14 +37,10 @@ from domain.errors import (
     violations_of,
 )
 from domain.messages import Command, CommandStatus
-from domain.ports.commands import CommandPublisher
+from domain.ports.commands import CommandIntake, CommandPublisher, DuplicateCommand, LoggedCommand
 from worker.api.client_share import ClientShare
 from worker.api.errors import HTTP_STATUS, ApiError
 from worker.api.results import ResultListener, Watch
-from worker.db.command_log import SqlCommandLog
-from worker.db.command_records import CommandRecord
-
-logger = logging.getLogger(__name__)
 
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 Render = Callable[[dict[str, Any]], dict[str, Any]]
@@ -50,7 +48,7 @@ Render = Callable[[dict[str, Any]], dict[str, Any]]
 
 @dataclass
 class CommandGateway:
-    commands: SqlCommandLog
+    commands: CommandIntake
     celery: Celery
     publisher: CommandPublisher
     results: ResultListener
@@ -97,20 +95,15 @@ class CommandGateway:
                 raise _bad_request(error, field_names or {}) from None
             if self.client_share is not None:  # a new command: within the client's share
                 await self.client_share.take(client_id, getattr(command, "org_id", None))
-            payload = command.model_dump(mode="json")
 
-            def accept_and_publish() -> CommandRecord:
+            def accept_and_publish() -> LoggedCommand:
                 # One trip to a worker thread: record (the outbox), then publish at once.
-                accepted = self.commands.accept(
-                    command_id=command_id,
-                    command_type=command_type.TASK_NAME,
-                    payload=payload,
+                return self.accept(
+                    command,
                     client_id=client_id,
                     idempotency_key=key,
                     request_fingerprint=fingerprint,
                 )
-                self.publish(accepted)
-                return accepted
 
             try:
                 if waits:
@@ -119,7 +112,7 @@ class CommandGateway:
                     )
                 else:
                     record = await to_thread.run_sync(accept_and_publish)
-            except IntegrityError:
+            except DuplicateCommand:
                 # Another request with the same key won the race: answer with its command.
                 record = await self._existing(client_id, key, fingerprint) if key else None
                 if record is None:
@@ -130,7 +123,7 @@ class CommandGateway:
             record = await self.wait(record.id, self.wait_timeout)
         return respond(record, render, headers, field_names=field_names, respond_async=not waits)
 
-    async def _existing(self, client_id: str, key: str, fingerprint: str) -> CommandRecord | None:
+    async def _existing(self, client_id: str, key: str, fingerprint: str) -> LoggedCommand | None:
         record = await to_thread.run_sync(self.commands.find_by_idempotency_key, client_id, key)
         if record is not None and record.request_fingerprint != fingerprint:
             raise ApiError(
@@ -141,22 +134,30 @@ class CommandGateway:
             )
         return record
 
-    def publish(self, record: CommandRecord) -> None:
-        """Publish a command just accepted (recorded as published: ``SqlCommandLog.accept``);
-        a failure is logged, and the stalled-command sweep publishes it later."""
-        try:
-            self.publisher.publish(record.type, record.payload, command_id=record.id)
-        except Exception:
-            logger.warning(
-                "publishing command %s failed; the sweep will retry",
-                record.id,
-                exc_info=True,
-                extra={"command_id": record.id, "task": record.type},
-            )
+    def accept(
+        self,
+        command: Command,
+        *,
+        client_id: str | None,
+        idempotency_key: str | None = None,
+        request_fingerprint: str | None = None,
+    ) -> LoggedCommand:
+        """Record ``command`` and publish it at once (``application.handlers.outbox.accept``:
+        a publish that fails is left to the stalled-command sweep). Raises
+        :class:`DuplicateCommand` when its id or the client's key is taken. Blocking: call
+        it from a worker thread."""
+        return outbox.accept(
+            command,
+            self.commands,
+            self.publisher,
+            client_id=client_id,
+            idempotency_key=idempotency_key,
+            request_fingerprint=request_fingerprint,
+        )
 
     async def accept_and_wait(
-        self, command_id: str, accept: Callable[[], CommandRecord], timeout: float
-    ) -> CommandRecord:
+        self, command_id: str, accept: Callable[[], LoggedCommand], timeout: float
+    ) -> LoggedCommand:
         """Run ``accept`` (record and publish the command ``command_id``) and wait for the
         command to finish, watching for its end from before it is published (so that its
         end cannot come unheard); the record as it stands when ``timeout`` ends, if it has
@@ -166,7 +167,7 @@ class CommandGateway:
             record = await to_thread.run_sync(accept)
             return await self._until_finished(record, watch, deadline)
 
-    async def wait(self, command_id: str, timeout: float) -> CommandRecord:
+    async def wait(self, command_id: str, timeout: float) -> LoggedCommand:
         """The command's record once it finished, or as it stands when ``timeout`` ends."""
         deadline = asyncio.get_running_loop().time() + timeout
         with self.results.watching(command_id) as watch:
@@ -175,8 +176,8 @@ class CommandGateway:
             return await self._until_finished(record, watch, deadline)
 
     async def _until_finished(
-        self, record: CommandRecord, watch: Watch, deadline: float
-    ) -> CommandRecord:
+        self, record: LoggedCommand, watch: Watch, deadline: float
+    ) -> LoggedCommand:
         """Read the log whenever the command's task reports an end, and at least every
         second (a safety net should a message be missed), until it ended or ``deadline``."""
         loop = asyncio.get_running_loop()
@@ -195,7 +196,7 @@ ENDED_IN_ERROR = (CommandStatus.FAILED, CommandStatus.REJECTED)
 
 
 def respond(
-    record: CommandRecord,
+    record: LoggedCommand,
     render: Render,
     headers: Mapping[str, str] | None = None,
     *,
@@ -310,7 +311,7 @@ def in_request_terms(
     return renamed
 
 
-def record_view(record: CommandRecord) -> dict[str, Any]:
+def record_view(record: LoggedCommand) -> dict[str, Any]:
     """``GET /v1beta1/commands/{id}``."""
     view: dict[str, Any] = {
         "command_id": record.id,

@@ -8,10 +8,11 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from domain.ports.clients import ClientVerifier
 from worker.api.gateway import CommandGateway
+from worker.api.throttle import FailureThrottle
 from worker.api.verifications import Verifications
 from worker.bootstrap import Services
-from worker.db.api_clients import ClientAuthenticator, FailureThrottle
 
 
 @dataclass
@@ -39,7 +40,7 @@ class RefusalHold:
 class ApiState:
     svc: Services
     gateway: CommandGateway
-    authenticator: ClientAuthenticator
+    authenticator: ClientVerifier
     failures_by_client: FailureThrottle
     failures_by_source: FailureThrottle
     verifications: Verifications

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy.exc import IntegrityError
-
 from application.handlers.provider_sync import FindReadsOf, reads_of
+from domain.ports.commands import DuplicateCommand, LoggedCommand
 from domain.provider.sync import SYNC_NOT_YET_READ, ProviderEvent, SyncStripeObject, read_since
 from worker.api.state import ApiState
-from worker.db.command_records import CommandRecord
 
 MAX_GENERATIONS_TRIED = 200
 """Generations of one object tried before giving up (a taken one is a sync that started
@@ -67,31 +65,23 @@ def take_in(state: ApiState, event: ProviderEvent) -> Intake:
             event_type=event.type,
         )
         try:
-            record = gateway.commands.accept(
-                command_id=command_id,
-                command_type=command.TASK_NAME,
-                payload=command.model_dump(mode="json"),
-                client_id=None,
-                idempotency_key=None,
-                request_fingerprint=None,
-            )
-        except IntegrityError:
+            record = gateway.accept(command, client_id=None)
+        except DuplicateCommand:
             # Another delivery recorded it at this instant: join it if it still waits.
             existing = gateway.commands.get(command_id)
             if existing is not None and _waits(existing):
                 return Intake(command_id=existing.id, recorded=False)
             continue
-        gateway.publish(record)
         return Intake(command_id=record.id, recorded=True)
     raise RuntimeError(f"no free sync generation for {event.object_type} {event.object_id}")
 
 
-def _recorded_for(record: CommandRecord, event: ProviderEvent) -> bool:
+def _recorded_for(record: LoggedCommand, event: ProviderEvent) -> bool:
     """Whether an earlier delivery of ``event`` recorded this sync (Stripe delivers at least
     once): its read began after that delivery, and covers the event."""
     return record.type == SyncStripeObject.TASK_NAME and record.payload.get("event_id") == event.id
 
 
-def _waits(record: CommandRecord) -> bool:
+def _waits(record: LoggedCommand) -> bool:
     """Whether the sync has not started reading yet (an event now is covered by its read)."""
     return record.type == SyncStripeObject.TASK_NAME and record.status in SYNC_NOT_YET_READ

@@ -22,7 +22,8 @@ from collections.abc import AsyncIterator
 from functools import partial
 
 from domain.permissions import Grant
-from worker.db.api_clients import ClientAuthenticator, FailureThrottle
+from domain.ports.clients import ClientVerifier
+from worker.api.throttle import FailureThrottle
 
 TOO_MANY_FAILURES = "too many failed authentications"
 TOO_MANY_IN_PROGRESS = "too many authentications in progress"
@@ -148,7 +149,7 @@ class Verifications:
 
     def __init__(
         self,
-        authenticator: ClientAuthenticator,
+        authenticator: ClientVerifier,
         failures_by_client: FailureThrottle,
         failures_by_source: FailureThrottle,
     ) -> None:

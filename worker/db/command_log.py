@@ -8,14 +8,17 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, delete, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
 
 from domain.errors import FailedPrecondition, error_info
 from domain.messages import CommandStatus, command_fingerprint
 from domain.operations.outcomes import error_line
 from domain.operations.retention import PRUNABLE_STATUSES
+from domain.ports.commands import DuplicateCommand
 from worker.db.command_records import CommandRecord
 from worker.db.command_runs import SqlCommandRuns
 from worker.db.models import CommandRow, ProviderCallRow
+from worker.db.uow import is_unique_violation
 from worker.observability import metrics
 
 
@@ -53,7 +56,8 @@ class SqlCommandLog(SqlCommandRuns):
         failed is caught by the stalled-command sweep all the same: it takes again every
         queued command published (or not) longer than its threshold ago that never started.
 
-        Raises ``sqlalchemy.exc.IntegrityError`` when the client's idempotency key is taken.
+        Raises :class:`domain.ports.commands.DuplicateCommand` when the command id or the
+        client's idempotency key is taken (``CommandIntake.accept``).
         """
         now = self._clock.now()
         row = CommandRow(
@@ -71,8 +75,15 @@ class SqlCommandLog(SqlCommandRuns):
             updated_at=now,
             published_at=now,
         )
-        with self._sessions.begin() as session:
-            session.add(row)
+        try:
+            with self._sessions.begin() as session:
+                session.add(row)
+        except IntegrityError as error:
+            if not is_unique_violation(error):
+                raise
+            # The primary key or the (client, key) unique index: another request recorded
+            # it first.
+            raise DuplicateCommand(command_id, idempotency_key) from error
         metrics.command_accepted(command_type, "api")
         return CommandRecord.of(row)
 

@@ -6,7 +6,7 @@ import os
 import threading
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from worker.settings import get_settings
@@ -67,6 +67,12 @@ def get_engine(url: str | None = None) -> Engine:
 
 def session_factory(url: str | None = None) -> sessionmaker[Session]:
     return sessionmaker(bind=get_engine(url), expire_on_commit=False)
+
+
+def ping(sessions: sessionmaker[Session]) -> None:
+    """Run a trivial query on the sessions' database; raises if it does not answer."""
+    with sessions() as session:
+        session.execute(text("SELECT 1"))
 
 
 def dispose_engines() -> None:

@@ -126,11 +126,11 @@ class SharedUnitOfWork(SqlUnitOfWork):
 def _raise_as_uniqueness_violation(error: sa_exc.IntegrityError) -> None:
     """A broken uniqueness rule is the domain's ``UniquenessViolation``; any other integrity
     error returns, for the caller to raise."""
-    if _is_unique_violation(error):
+    if is_unique_violation(error):
         raise UniquenessViolation(str(error.orig)) from error
 
 
-def _is_unique_violation(error: sa_exc.IntegrityError) -> bool:
+def is_unique_violation(error: sa_exc.IntegrityError) -> bool:
     sqlstate = getattr(error.orig, "sqlstate", None)
     if sqlstate is not None:
         return str(sqlstate) == "23505"  # unique_violation

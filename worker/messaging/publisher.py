@@ -1,9 +1,10 @@
-"""Publishing commands onto their queues: the Celery adapter of ``CommandPublisher``."""
+"""Publishing commands onto their queues: the Celery adapter of ``CommandPublisher``, the one
+module that sends a command (every publisher of ours goes through it)."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -11,6 +12,7 @@ from celery import Celery
 from celery.backends.base import KeyValueStoreBackend
 from kombu import Producer
 
+from domain.ports.commands import CommandMessage
 from worker.messaging.config import celery_config
 from worker.settings import Settings
 
@@ -25,24 +27,17 @@ class CeleryPublisher:
         self.app = app
         self.producer = producer
 
-    def publish(
-        self,
-        task_name: str,
-        payload: Mapping[str, Any],
-        *,
-        command_id: str,
-        queue: str | None = None,
-        priority: int | None = None,
-    ) -> None:
+    def publish(self, message: CommandMessage) -> None:
+        # Options left unset are the task's route's (worker/messaging/config.py).
         options: dict[str, Any] = {}
-        if queue is not None:
-            options["queue"] = queue
-        if priority is not None:
-            options["priority"] = priority
+        if message.queue is not None:
+            options["queue"] = message.queue
+        if message.priority is not None:
+            options["priority"] = message.priority
         self.app.send_task(
-            task_name,
-            kwargs=dict(payload),
-            task_id=command_id,
+            message.type,
+            kwargs=dict(message.payload),
+            task_id=message.id,
             retry=True,
             retry_policy=PUBLISH_RETRY_POLICY,
             producer=self.producer,

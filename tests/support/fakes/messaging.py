@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+from domain.ports.commands import CommandMessage
 
 
 @dataclass(frozen=True)
@@ -28,18 +30,14 @@ class FakePublisher:
     def fail_next(self, error: Exception, *, times: int = 1) -> None:
         self._failures.extend([error] * times)
 
-    def publish(
-        self,
-        task_name: str,
-        payload: Mapping[str, Any],
-        *,
-        command_id: str,
-        queue: str | None = None,
-        priority: int | None = None,
-    ) -> None:
+    def publish(self, message: CommandMessage) -> None:
         if self._failures:
             raise self._failures.pop(0)
-        self.published.append(Published(task_name, dict(payload), command_id, queue, priority))
+        self.published.append(
+            Published(
+                message.type, dict(message.payload), message.id, message.queue, message.priority
+            )
+        )
 
     def fail_next_batch(self, error: Exception) -> None:
         """The next batch raises ``error`` at its end, and none of its messages went."""

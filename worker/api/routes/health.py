@@ -7,10 +7,8 @@ import time
 from anyio import to_thread
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from sqlalchemy import text
 
 from worker.api.state import ApiState, State
-from worker.db.engine import get_engine
 
 router = APIRouter()
 
@@ -37,8 +35,7 @@ async def readyz(state: State) -> JSONResponse:
 def _readiness(state: ApiState) -> dict[str, str]:
     checks: dict[str, str] = {}
     try:
-        with get_engine().connect() as connection:
-            connection.execute(text("SELECT 1"))
+        state.svc.ping_database()
         checks["database"] = "ok"
     except Exception as error:
         checks["database"] = f"error: {type(error).__name__}"
