@@ -16,7 +16,7 @@ from worker.cli.accounts import accounts
 from worker.cli.base import RootGroup
 from worker.cli.clients import clients
 from worker.cli.clock import clock
-from worker.cli.commands import commands
+from worker.cli.command_log import commands
 from worker.cli.dead_letters import dead_letters
 from worker.cli.demo import demo
 from worker.cli.orgs import orgs

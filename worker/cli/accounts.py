@@ -16,7 +16,7 @@ from worker.cli.base import (
     fail,
     services,
 )
-from worker.cli.commands import commands
+from worker.cli.command_log import commands
 from worker.cli.listing import ACCOUNT_HEADERS, account_row, paged, print_page
 from worker.cli.subscriptions import subscriptions
 
