@@ -12,8 +12,8 @@ settings, the CLI's own modules, and modules of ours that load nothing more), an
 imports in its own body what only running it needs: its use case and that use case's request
 (``application/``'s handlers load most of the domain's message models, and the validators of
 emails, phone numbers, countries and images behind them), and the adapters (SQLAlchemy, Celery,
-Redis, Stripe, the local stack, the emulator). Best of 12 runs: the help takes 0.4 s; 1.0 s if
-it loaded every use case; 2.7 s with the adapters too. ``tests/unit/test_cli_start_up.py``
+Redis, Stripe, the local stack, the emulator). Best of 15 runs: the help takes 0.25 s; 0.4 s if
+it loaded every use case; 1.2 s with the adapters too. ``tests/unit/test_cli_start_up.py``
 keeps it so.
 """
 
