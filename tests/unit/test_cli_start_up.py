@@ -1,7 +1,8 @@
-"""What ``billing-worker`` loads before it runs a command: the help of every command needs no
-use case and no adapter (the rule is in :mod:`worker.cli`'s docstring), so the commands an
-operator types most stay quick. Each case runs the real command in a Python process of its own
-and reads the modules that process loaded."""
+"""What ``billing-worker`` loads before it runs a command: showing the help needs no use case
+and no adapter (the rule is in :mod:`worker.cli`'s docstring), so that it stays quick. Every
+command group loads when the CLI starts, so the root's help and one command's stand for all.
+Each case runs the real command in a Python process of its own and reads the modules that
+process loaded."""
 
 from __future__ import annotations
 
