@@ -4,6 +4,7 @@ apart: read from the source's imports."""
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,16 +42,20 @@ def imported_modules(path: Path, *, at_import_time_only: bool = False) -> set[st
     return modules
 
 
-@pytest.mark.parametrize("package", sorted(FORBIDDEN))
-def test_a_package_imports_nothing_from_the_layers_above_it(package: str) -> None:
-    offending = sorted(
-        f"{path.relative_to(ROOT)} imports {module}"
-        for path in (ROOT / package).rglob("*.py")
+def layer_violations(root: Path, package: str) -> list[str]:
+    """Each import, at the top of a file of ``package`` or inside a function, of a package
+    ``FORBIDDEN`` to it, in the tree at ``root``."""
+    return sorted(
+        f"{path.relative_to(root)} imports {module}"
+        for path in (root / package).rglob("*.py")
         for module in imported_modules(path)
         if module.split(".")[0] in FORBIDDEN[package]
     )
 
-    assert offending == []
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_a_package_imports_nothing_from_the_layers_above_it(package: str) -> None:
+    assert layer_violations(ROOT, package) == []
 
 
 def test_the_worker_imports_the_stripe_emulator_only_inside_the_functions_that_run_it() -> None:
@@ -98,24 +103,24 @@ OBSERVABILITY_MAY_IMPORT = ("domain", "application.log_context", "worker.observa
 vocabulary and the runner's log context."""
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def product_modules() -> dict[str, Path]:
+def product_modules(root: Path = ROOT) -> dict[str, Path]:
     return {
-        module_name(path): path
+        module_name(path, root): path
         for package in PRODUCT
-        for path in (ROOT / package).rglob("*.py")
+        for path in (root / package).rglob("*.py")
         if "migrations" not in path.parts
     }
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Each product module and the product modules it imports (lazily or not); ``from a
-    import b`` counts as importing ``a.b`` when that is a module."""
-    modules = product_modules()
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Each product module (of the tree at ``root``) and the product modules it imports (lazily
+    or not); ``from a import b`` counts as importing ``a.b`` when that is a module."""
+    modules = product_modules(root)
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         edges: set[str] = set()
@@ -335,3 +340,117 @@ def test_the_tasks_rule_sees_a_use_case_taken_from_tasks(tmp_path: Path) -> None
         "worker/seed.py imports tasks.base.run_command",
         "worker/seed.py imports tasks.users",
     ]
+
+
+# The house's rules of issue 31, and proof that the checks fail when a rule is broken.
+
+TASKS_MAY_IMPORT = ("domain", "application", "tasks", "celery", "kombu", "billiard", "pydantic")
+"""``tasks/`` holds Celery only: thin tasks, the runner and the glue to the app. Besides Python's
+own modules, it reaches the work (``application/``, ``domain/``) and Celery, never an adapter."""
+
+SERVING_WINGS = ("worker.api", "worker.cli", "worker.local")
+"""What serves a caller (the API, the command line, the local stack's demo data) calls the use
+cases in ``application/``, never ``tasks/``: a task is Celery's entry point, not a use case."""
+
+
+def foreign_imports(root: Path, package: str, allowed: tuple[str, ...]) -> list[str]:
+    """Each import in ``package`` (of the tree at ``root``, lazy ones too) of a package neither
+    ``allowed`` nor Python's own."""
+    return sorted(
+        f"{path.relative_to(root)} imports {module}"
+        for path in (root / package).rglob("*.py")
+        for module in imported_modules(path)
+        if module.split(".")[0] not in (*allowed, *sys.stdlib_module_names)
+    )
+
+
+def tasks_importers(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        if within(module, SERVING_WINGS)
+        for target in targets
+        if within(target, ("tasks",))
+    )
+
+
+def test_tasks_import_celery_the_application_and_the_domain_and_no_adapter() -> None:
+    assert foreign_imports(ROOT, "tasks", TASKS_MAY_IMPORT) == []
+
+
+def test_the_api_the_cli_and_the_local_stack_call_use_cases_never_tasks() -> None:
+    assert tasks_importers(import_graph()) == []
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    for name, source in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+    return root
+
+
+def test_the_layer_check_reports_a_use_case_that_imports_celery_or_an_adapter(
+    tmp_path: Path,
+) -> None:
+    tree = write_tree(
+        tmp_path,
+        {
+            "application/__init__.py": "",
+            "application/handlers/enable.py": "import celery\n",
+            "application/handlers/store.py": "def save() -> None:\n    from worker.db import uow\n",
+            "application/retry.py": "import random\n\nfrom domain.errors import TransientError\n",
+        },
+    )
+
+    assert layer_violations(tree, "application") == [
+        "application/handlers/enable.py imports celery",
+        "application/handlers/store.py imports worker.db",
+    ]
+
+
+def test_the_tasks_check_reports_a_task_that_reaches_an_adapter(tmp_path: Path) -> None:
+    tree = write_tree(
+        tmp_path,
+        {
+            "tasks/users.py": "from celery import shared_task\n\nfrom application import retry\n",
+            "tasks/billing.py": "def run() -> None:\n    import httpx\n",
+            "tasks/events.py": "from worker.outbound.stream import publish\n",
+        },
+    )
+
+    assert foreign_imports(tree, "tasks", TASKS_MAY_IMPORT) == [
+        "tasks/billing.py imports httpx",
+        "tasks/events.py imports worker.outbound.stream",
+    ]
+
+
+def test_the_import_graph_of_a_tree_shows_a_cycle_and_a_wing_calling_a_task(
+    tmp_path: Path,
+) -> None:
+    tree = write_tree(
+        tmp_path,
+        {
+            "domain/__init__.py": "",
+            "domain/billing.py": "from domain.rules import checked_id\n",
+            "domain/rules.py": "def checked_id() -> None:\n    from domain import billing\n",
+            "tasks/__init__.py": "",
+            "tasks/users.py": "from domain import rules\n",
+            "worker/cli/users.py": "from tasks.users import enable\n",
+        },
+    )
+    graph = import_graph(tree)
+
+    assert cycles(graph) == [["domain.billing", "domain.rules"]]
+    assert tasks_importers(graph) == ["worker.cli.users imports tasks.users"]
+
+
+def test_every_package_says_in_its_init_what_it_holds() -> None:
+    silent = sorted(
+        str(path.relative_to(ROOT))
+        for package in PRODUCT
+        for path in (ROOT / package).rglob("__init__.py")
+        if "migrations" not in path.parts and not ast.get_docstring(ast.parse(path.read_text()))
+    )
+
+    assert silent == []

@@ -7,6 +7,13 @@ from __future__ import annotations
 
 import click
 
+from application.requests.operator_actions import (
+    MarkAccountOffline,
+    RetryCommand,
+    RetryRegistration,
+    SkipScheduledChange,
+    new_action_id,
+)
 from worker.cli.base import (
     DATABASE_ENV,
     REDIS_ENV,
@@ -16,8 +23,9 @@ from worker.cli.base import (
     fail,
     services,
 )
-from worker.cli.commands import commands
+from worker.cli.command_log import commands
 from worker.cli.listing import ACCOUNT_HEADERS, account_row, paged, print_page
+from worker.cli.stories import account_text
 from worker.cli.subscriptions import subscriptions
 
 reason_option = click.option("--reason", default="", help="Why (kept with the change).")
@@ -37,7 +45,6 @@ def accounts_show(org_or_account: str, as_json: bool) -> None:
     for them (operation, idempotency key, attempt, outcome, error), the next retry, and the
     events it emitted."""
     from domain.rules import checked_id
-    from worker.cli.stories import account_text
 
     story = services().console().account_story(checked_id(org_or_account, "org_or_account"))
     if story is None:
@@ -78,7 +85,6 @@ def accounts_retry(org_or_account: str, reason: str, as_json: bool) -> None:
     """Send a pending account's registration with Stripe again now (same idempotency key:
     one customer however often it runs); a worker runs it."""
     from application.handlers.operations import retry_registration
-    from application.requests.operator_actions import RetryRegistration, new_action_id
 
     action = RetryRegistration(
         command_id=new_action_id("retry-registration"),
@@ -102,7 +108,6 @@ def accounts_mark_offline(org_or_account: str, reason: str, as_json: bool) -> No
     registered later). A registration still retrying registers it when it gets through:
     mark it offline once its command has failed."""
     from application.handlers.operations import mark_account_offline
-    from application.requests.operator_actions import MarkAccountOffline, new_action_id
 
     action = MarkAccountOffline(
         command_id=new_action_id("mark-offline"),
@@ -122,7 +127,6 @@ def commands_retry(command_id: str, reason: str, as_json: bool) -> None:
     """Run a retrying, waiting or queued command now instead of at its next retry (a failed
     one is replayed with `commands replay`)."""
     from application.handlers.operations import retry_command
-    from application.requests.operator_actions import RetryCommand, new_action_id
 
     action = RetryCommand(
         command_id=new_action_id("retry-command"), target_command_id=command_id, reason=reason
@@ -139,7 +143,6 @@ def subscriptions_skip_change(change_id: str, reason: str, as_json: bool) -> Non
     """Skip a scheduled plan change (`subscriptions show` lists them): it will not be made.
     A staged change (made at Stripe already) or one being applied is refused."""
     from application.handlers.operations import skip_scheduled_change
-    from application.requests.operator_actions import SkipScheduledChange, new_action_id
 
     action = SkipScheduledChange(
         command_id=new_action_id("skip-change"), change_id=change_id, reason=reason

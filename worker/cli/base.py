@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+from pydantic import ValidationError
 
+from domain.errors import CommandError, TransientError, violations_of
 from worker.settings import get_settings, masked_url
 
 if TYPE_CHECKING:
@@ -153,10 +155,6 @@ def _one_line(text: str) -> str:
 
 def explain(error: BaseException) -> tuple[str, int]:
     """One line saying what went wrong, and the exit status."""
-    from pydantic import ValidationError
-
-    from domain.errors import CommandError, TransientError
-
     if isinstance(error, click.UsageError):
         hint = f" (see `{error.ctx.command_path} --help`)" if error.ctx is not None else ""
         return _one_line(error.format_message()) + hint, EXIT_USAGE
@@ -176,8 +174,6 @@ def explain(error: BaseException) -> tuple[str, int]:
 
 def validation_message(error: Any) -> str:
     """``field: why; field: why`` for a pydantic ``ValidationError``."""
-    from domain.errors import violations_of
-
     return "; ".join(
         f"{field}: {why}" for field, why in violations_of(error.errors(include_url=False))
     )

@@ -7,12 +7,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from domain.permissions import Scope
+from domain.permissions import Grant, Scope, parse_scopes
 from worker.cli.base import DATABASE_ENV, BillingGroup, as_json_option, emit, services, usage_error
 from worker.cli.tables import echo_list
 
 if TYPE_CHECKING:
-    from domain.permissions import Grant
     from worker.db.api_clients import ClientView, NewClient
 
 SCOPES_HELP = f"A scope the client holds (repeat for several): {', '.join(Scope)}, or * for all."
@@ -25,7 +24,6 @@ def clients() -> None:
 
 
 def _grant(scopes: Sequence[str], org_ids: Sequence[str], default: Grant) -> Grant:
-    from domain.permissions import Grant, parse_scopes
     from domain.rules import checked_id
 
     try:
@@ -84,7 +82,6 @@ def clients_create(
 ) -> None:
     """Create a client; its secret is printed once and never again. Without --scope it may
     only read back its own commands (commands:read): grant each operation it needs."""
-    from domain.permissions import Grant
     from domain.rules import checked_name
     from worker.db.api_clients import create_client
 
@@ -130,7 +127,6 @@ def clients_update(
 ) -> None:
     """Rename a client, replace its scopes or organizations, or enable it again. API
     processes apply it once their cached verification ends (BILLING_AUTH_CACHE_SECONDS)."""
-    from domain.permissions import Grant
     from domain.rules import checked_name
     from worker.db.api_clients import get_client, update_client
 

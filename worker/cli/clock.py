@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from worker.cli.base import REDIS_ENV, BillingGroup, as_json_option, emit, fail
+from worker.clock import ShiftableClock
 from worker.settings import get_settings
 
 NOT_A_LOCAL_STACK = (
@@ -65,7 +66,6 @@ def clock_advance(duration: str) -> None:
     `31d`, `2h`, `1d12h`, `90m`, `3600`."""
     seconds = _seconds(duration)  # says first if the emulator is not installed
     from stripe_emulator import EmulatorAdmin
-    from worker.clock import ShiftableClock
 
     stack = _local_stack()
     # Stripe first: once the application's clock moves, beat may apply a change that fell
@@ -82,8 +82,6 @@ def clock_advance(duration: str) -> None:
 def clock_show(as_json: bool) -> None:
     """The clock's offset, the shifted now every process of the stack uses, real time, and
     the Stripe emulator's now (which moves with it)."""
-    from worker.clock import ShiftableClock
-
     stack = get_settings().stack()
     if not stack.get("shiftable_clock"):
         now = datetime.now(UTC)
@@ -128,7 +126,6 @@ def clock_reset() -> None:
     """Bring the application clock and the Stripe emulator's back to real time. Data made
     while the clock was ahead keeps its times (a period that ends in a month of shifted time
     ends then); `billing-worker up --fresh` starts over without any."""
-    from worker.clock import ShiftableClock
     from worker.local.start import require_emulator
 
     require_emulator()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from typing import TYPE_CHECKING
 
@@ -27,8 +28,6 @@ def worker_task_names() -> frozenset[str]:
     """The tasks the workers run: those the workers' task modules register (this code's, as
     a worker of the same release loads them), Celery's own left out. Read through this
     process's publishing app: the CLI never builds the workers' app."""
-    import importlib
-
     from worker.bootstrap import bootstrap
     from worker.messaging.config import TASK_MODULES
 

@@ -24,7 +24,7 @@ from domain.operations.console import (
     UserItem,
 )
 from worker.cli.base import DATABASE_ENV, as_json_option, emit, services
-from worker.cli.commands import commands
+from worker.cli.command_log import commands
 from worker.cli.orgs import orgs
 from worker.cli.subscriptions import subscriptions
 from worker.cli.tables import COMMAND_HEADERS, command_row, table, when

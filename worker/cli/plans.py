@@ -6,6 +6,8 @@ import json
 
 import click
 
+from domain.billing.currencies import format_amount
+from domain.subscriptions.plans import PlanSpec
 from worker.cli.base import DATABASE_ENV, STRIPE_ENV, BillingGroup, as_json_option, emit, services
 from worker.cli.tables import echo_list
 
@@ -44,7 +46,6 @@ def plans_create(
     failure resumes the same plan."""
     from application.handlers.plans import create_plan
     from application.requests.operator_requests import CreatePlan
-    from domain.subscriptions.plans import PlanSpec
 
     spec = PlanSpec(name=name, title=title, amount=amount, currency=currency, interval=interval)
     plan = create_plan(CreatePlan(spec, plan_id=plan_id), services())
@@ -57,7 +58,6 @@ def plans_list(as_json: bool) -> None:
     """List the plans, each with its price in the currency's units (49.00 USD, 500 JPY)."""
     from application.handlers.plans import list_plans
     from application.requests.operator_requests import ListPlans
-    from domain.billing.currencies import format_amount
 
     found = list_plans(ListPlans(), services())
     if as_json:

@@ -11,6 +11,15 @@ from pathlib import Path
 import click
 
 from worker.cli.base import DATA_DIR, DATABASE_ENV, REDIS_ENV, STRIPE_ENV, BillingGroup
+from worker.launch.command_lines import (
+    API_HTTP_PROTOCOL,
+    MAX_REQUEST_HEAD_BYTES,
+    celery_beat_argv,
+    celery_worker_argv,
+    flower_argv,
+    flower_env,
+    worker_metrics_env,
+)
 from worker.launch.private import create_files_for_owner_only
 from worker.settings import get_settings
 
@@ -167,7 +176,6 @@ def _confirm_fresh(data_dir: Path, assume_yes: bool) -> None:
 def worker(celery_args: tuple[str, ...]) -> None:
     """Run a Celery worker on every queue (extra arguments go to `celery worker`)."""
     create_files_for_owner_only()  # what it writes in the data directory is private
-    from worker.launch.command_lines import celery_worker_argv, worker_metrics_env
     from worker.observability.metrics import MULTIPROC_DIR_ENV
 
     settings = get_settings()
@@ -185,8 +193,6 @@ def worker(celery_args: tuple[str, ...]) -> None:
 def beat() -> None:
     """Run celery beat (the periodic sweeps)."""
     create_files_for_owner_only()  # what it writes in the data directory is private
-    from worker.launch.command_lines import celery_beat_argv
-
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     argv = celery_beat_argv(
@@ -202,8 +208,6 @@ def api(host: str | None, port: int | None) -> None:
     """Run the HTTP API (uvicorn)."""
     create_files_for_owner_only()  # what it writes in the data directory is private
     import uvicorn
-
-    from worker.launch.command_lines import API_HTTP_PROTOCOL, MAX_REQUEST_HEAD_BYTES
 
     settings = get_settings()
     uvicorn.run(
@@ -222,8 +226,6 @@ def api(host: str | None, port: int | None) -> None:
 def flower(port: int | None) -> None:
     """Run Flower, with basic auth from BILLING_FLOWER_USER / BILLING_FLOWER_PASSWORD."""
     create_files_for_owner_only()  # what it writes in the data directory is private
-    from worker.launch.command_lines import flower_argv, flower_env
-
     settings = get_settings()
     if settings.flower_password is None:
         raise click.UsageError("set BILLING_FLOWER_PASSWORD")

@@ -26,6 +26,7 @@ from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from worker.cli import main as billing_worker
 from worker.settings import Settings
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
@@ -156,9 +157,7 @@ def _commands(
 def cli_page(cli: click.Group | None = None) -> str:
     """The command line's reference: every command of ``cli`` (``billing-worker``), with its
     ``--help`` as the command prints it."""
-    from worker.cli import main
-
-    group = main if cli is None else cli
+    group = billing_worker if cli is None else cli
     root = click.Context(
         group,
         info_name="billing-worker",

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import Literal, cast
 
 import click
 
+from application.requests.operator_actions import ShowSubscription
+from domain.errors import found
+from domain.subscriptions.change_previews import PreviewPlanChange
+from domain.subscriptions.subscription import SubscriptionTerms
 from worker.cli.base import (
     DATABASE_ENV,
     STRIPE_ENV,
@@ -16,6 +21,7 @@ from worker.cli.base import (
     emit,
     services,
 )
+from worker.cli.stories import subscription_text
 
 
 @click.group(cls=BillingGroup)
@@ -53,7 +59,6 @@ def subscriptions_create(
     that failed midway, run it again with the same --id."""
     from application.handlers.subscribe import create_subscription
     from application.requests.operator_requests import CreateSubscription
-    from domain.subscriptions.subscription import SubscriptionTerms
 
     terms = SubscriptionTerms(
         collection_method=cast(Literal["send_invoice", "charge_automatically"], collection),
@@ -81,10 +86,7 @@ def subscriptions_show(subscription_id: str, as_json: bool) -> None:
     staged, applied with their lag, skipped…), its newest invoices at Stripe, and a timeline
     of the commands, Stripe calls and events that concern it."""
     from application.handlers.operations import subscription_story
-    from application.requests.operator_actions import ShowSubscription
-    from domain.errors import found
     from domain.rules import checked_id
-    from worker.cli.stories import subscription_text
 
     svc = services()
     subscription_id = checked_id(subscription_id, "subscription")
@@ -107,10 +109,7 @@ def subscriptions_preview_change(
     """What changing SUBSCRIPTION_ID to --plan now would invoice, from Stripe's preview
     (amounts in minor units); changes nothing. Send the printed proration date with the
     change (`plan_change.proration_date`) within 5 minutes to be invoiced exactly this."""
-    import uuid
-
     from application.handlers.previews import preview_plan_change
-    from domain.subscriptions.change_previews import PreviewPlanChange
 
     preview = preview_plan_change(
         PreviewPlanChange(

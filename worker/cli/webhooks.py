@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import click
 
+from domain.errors import CommandError
 from worker.cli.base import DATABASE_ENV, BillingGroup, as_json_option, emit, services, usage_error
 from worker.cli.tables import echo_list, table
 
@@ -26,7 +28,6 @@ def webhooks() -> None:
 def _event_types(values: Sequence[str]) -> list[str]:
     """`--events a --events b` and `--events a,b` alike; an unknown type is a wrong command
     line (exit status 2)."""
-    from domain.errors import CommandError
     from domain.webhooks import checked_event_types
 
     names = [name.strip() for value in values for name in value.split(",") if name.strip()]
@@ -186,8 +187,6 @@ def webhooks_enable(endpoint_id: str, as_json: bool) -> None:
 def webhooks_rotate_secret(endpoint_id: str, as_json: bool) -> None:
     """Give an endpoint a new secret, printed once. The old one keeps signing beside it for
     BILLING_WEBHOOK_SECRET_GRACE_SECONDS, so that the receiver can switch."""
-    from datetime import timedelta
-
     from application.handlers.webhook_endpoints import rotate_secret
     from application.requests.operator_requests import RotateSecret
 

@@ -1,1 +1,2 @@
-"""Database adapter: SQLAlchemy 2 models, repositories, the unit of work and migrations."""
+"""The database adapter (SQLAlchemy 2): the tables and their row mapping, the repositories and
+the unit of work, the command log, the console's reads, the API clients' store, the migrations."""
