@@ -9,6 +9,9 @@ A map:
   load, decide (in the domain), persist, call the provider, record.
 * ``requests/``: the messages only the handlers take: what beat's sweeps and an operator ask
   (the commands of the queue are the domain's, a public contract).
+* ``command_runner``: the one runner of a command's delivery: parse, journal, run its handler,
+  classify what went wrong, and decide (``command_outcomes``) whether it ends, waits or retries;
+  the Celery task only carries that out.
 * ``provider_calls``: every provider call a command makes, recorded around the call.
 * ``one_transaction``: the handler context of a command run in one transaction.
 * ``log_context``: what every log line of a running command carries.
