@@ -12,7 +12,7 @@ from sqlalchemy import text
 from worker.api.state import ApiState, State
 from worker.db.engine import get_engine
 
-router = APIRouter()
+router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", include_in_schema=False)

@@ -43,7 +43,7 @@ from worker.observability import metrics
 from worker.provider.stripe_adapter import BadSignature, verify_stripe_signature
 from worker.provider.stripe_events import NotAStripeEvent, event_of
 
-router = APIRouter()
+router = APIRouter(tags=["stripe events"])
 
 MAX_EVENT_BYTES = 256 * 1024
 """Stripe's events are a few KiB; anything this large is not one."""
