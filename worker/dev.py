@@ -11,6 +11,8 @@
                                   # set up .venv, then run the benchmarks (all without
                                   # names; --list names them): tests/benchmarks/run.py
 
+`up --help` and `test --help` print their help at once: nothing installed, nothing run.
+
 The virtualenv gets exactly the versions pinned in a lock file (hashes checked), then our own
 packages, editable and without dependencies. Standard library only: this runs before anything
 is installed.
