@@ -241,7 +241,9 @@ class Settings(BaseSettings):
     )
     flower_user: str = Field(default="admin", description="Flower basic-auth user.")
     flower_password: SecretStr | None = Field(
-        default=None, description="Flower basic-auth password; `up` generates one if unset."
+        default=None,
+        description="Flower basic-auth password; if unset, `up` makes one and keeps it in the "
+        "data directory (`flower-password`) for every later `up`.",
     )
     http_wait_timeout_seconds: float = Field(
         default=10.0,
