@@ -11,6 +11,8 @@
                                   # set up .venv, then run the benchmarks (all without
                                   # names; --list names them): tests/benchmarks/run.py
 
+`up --help` and `test --help` print their help at once: nothing installed, nothing run.
+
 The virtualenv gets exactly the versions pinned in a lock file (hashes checked), then our own
 packages, editable and without dependencies. Standard library only: this runs before anything
 is installed.
@@ -151,10 +153,41 @@ def refresh_locks(uv_arguments: list[str]) -> None:
         )
 
 
+TEST_HELP = """usage: python3 -m worker.dev test [PYTEST ARGUMENTS ...]
+
+Set up .venv from requirements/dev.lock (only when it or a pyproject changed), then run
+`ruff check .`, `ruff format --check .` and `mypy`, then the tests: `pytest -n 2 --dist
+loadgroup ARGUMENTS` (two processes; `-n 0` runs one). Every argument goes to pytest, e.g.
+`test tests/unit -k money -x`. Once .venv exists, `.venv/bin/python -m pytest --help` lists
+pytest's options."""
+
+
+def _asks_for_help(arguments: list[str]) -> bool:
+    return any(argument in ("-h", "--help") for argument in arguments)
+
+
+def _help_without_installing(command: str) -> None:
+    """``up --help`` and ``test --help``: the help at once, nothing installed, nothing run."""
+    if command == "test":
+        print(TEST_HELP)
+        raise SystemExit(0)
+    if (BIN / "billing-worker").exists():  # installed before: its own, complete help
+        os.execv(BIN / "billing-worker", [str(BIN / "billing-worker"), "up", "--help"])
+    print(__doc__)
+    print(
+        "`up` sets up .venv (about a minute, the first time), then runs `billing-worker up`;\n"
+        "its options (--api-port, --flower-port, --fresh, --data-dir…) are listed by\n"
+        "`python3 -m worker.dev up --help` once .venv exists, and in docs/reference/cli.md."
+    )
+    raise SystemExit(0)
+
+
 def main(argv: list[str]) -> None:
     if sys.version_info < (3, 11):  # noqa: UP036 - runs under any python3 before the venv exists
         raise SystemExit("billing-worker needs Python 3.11 or newer")
     command, rest = (argv[0], argv[1:]) if argv else ("help", [])
+    if command in ("up", "test") and _asks_for_help(rest):
+        _help_without_installing(command)
     if command == "up":
         ensure_environment(RUNTIME_LOCK)
         os.execv(BIN / "billing-worker", [str(BIN / "billing-worker"), "up", *rest])

@@ -241,7 +241,9 @@ class Settings(BaseSettings):
     )
     flower_user: str = Field(default="admin", description="Flower basic-auth user.")
     flower_password: SecretStr | None = Field(
-        default=None, description="Flower basic-auth password; `up` generates one if unset."
+        default=None,
+        description="Flower basic-auth password; if unset, `up` makes one and keeps it in the "
+        "data directory (`flower-password`) for every later `up`.",
     )
     http_wait_timeout_seconds: float = Field(
         default=10.0,
@@ -436,13 +438,20 @@ class Settings(BaseSettings):
         return f"sqlite:///{(self.data_dir / 'billing.db').resolve()}"
 
     def stack(self) -> dict[str, Any]:
-        """What ``up`` recorded of the processes it started, or ``{}``."""
+        """What ``up`` recorded of the processes it started, or ``{}``. Its ``stopped`` is the
+        data directory's lock's word where there is one: a stack runs while ``up`` or a
+        process it started holds the lock (:mod:`worker.local.stack_lock`)."""
+        from worker.local.stack_lock import is_held
+
         path = self.data_dir / STACK_FILE
         try:
             loaded = json.loads(path.read_text())
         except (OSError, ValueError):
             return {}
-        return loaded if isinstance(loaded, dict) else {}
+        if not isinstance(loaded, dict):
+            return {}
+        held = is_held(self.data_dir)
+        return loaded if held is None else {**loaded, "stopped": not held}
 
     def resolved_redis_url(self) -> str:
         if self.redis_url:

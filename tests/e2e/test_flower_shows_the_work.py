@@ -75,11 +75,17 @@ def _status(url: str) -> int:
         return 0
 
 
-def _flower_tasks(stack: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _flower_tasks(stack: dict[str, Any], **query: str) -> dict[str, dict[str, Any]]:
     tasks: dict[str, dict[str, Any]] = httpx.get(
-        f"{stack['flower_url']}/api/tasks", auth=FLOWER_AUTH, timeout=5
+        f"{stack['flower_url']}/api/tasks", params=query, auth=FLOWER_AUTH, timeout=5
     ).json()
     return tasks
+
+
+def _ended(stack: dict[str, Any], task_id: str) -> dict[str, Any] | None:
+    """The task as Flower shows it, once it ended (or ``None``)."""
+    task = _flower_tasks(stack).get(task_id)
+    return task if task and task.get("state") not in ("PENDING", "RECEIVED", "STARTED") else None
 
 
 def _sweep_runs(stack: dict[str, Any]) -> dict[str, float]:
@@ -179,3 +185,27 @@ def test_an_idle_workers_info_lines_are_about_commands_never_sweeps(
         line for line in worker_lines if not line.get("command_id") or line.get("task") in SWEEPS
     ]
     assert not_a_command == []
+
+
+def test_flower_shows_a_caller_s_mistake_rejected_not_failed(
+    idle_stack: dict[str, Any],
+) -> None:
+    publisher = Celery("another-service", broker=idle_stack["redis_url"])
+    publisher.conf.update(task_serializer="json", accept_content=["json"])
+    task_id = str(uuid.uuid4())
+    try:
+        publisher.send_task(
+            "users.enable",
+            queue="users",
+            task_id=task_id,
+            kwargs={"command_id": f"mistake-{task_id}", "user_id": "usr_nobody"},
+        )
+    finally:
+        publisher.close()
+
+    shown = eventually(lambda: _ended(idle_stack, task_id), 60, "Flower to show the command ended")
+
+    assert shown["state"] == "REJECTED"
+    assert shown["exception"].startswith("CommandRejected(NOT_FOUND (5): user ")
+    assert task_id not in _flower_tasks(idle_stack, state="FAILURE")
+    assert task_id in _flower_tasks(idle_stack, state="REJECTED")

@@ -1,6 +1,7 @@
 """`billing-worker up` over a life: the demo data and its ids, one clock (shown, moved, reset)
 in every row the stack and its admin commands write, a demo secret that works after a
-rotation and a restart, and `up --fresh` to start over."""
+rotation and a restart, Flower's password kept, one stack per data directory, and `up --fresh`
+to start over."""
 
 from __future__ import annotations
 
@@ -119,6 +120,10 @@ def answers(up: Up, client_id: str, secret: str) -> int:
     ).status_code
 
 
+def flower_password(up: Up) -> str:
+    return up.printed("Flower").rsplit("password ", 1)[1]
+
+
 def clock(up: Up) -> dict[str, Any]:
     done = up.cli("clock", "show", "--json")
     assert done.status == 0, done.stderr
@@ -185,20 +190,45 @@ def test_rows_written_by_admin_commands_and_dead_letters_carry_the_stack_s_clock
     assert near(letter.at, shifted_now)
 
 
+def test_a_second_up_on_a_running_stack_s_data_directory_is_refused_in_one_line(up: Up) -> None:
+    recorded = up.stack
+    other_ports = ("--api-port", str(free_port()), "--flower-port", str(free_port()))
+
+    second = up.cli("up", *other_ports)
+
+    assert second.status == 1
+    assert second.stderr.splitlines() == [
+        f"a stack is already running on {up.data_dir} (API {recorded['api_url']}, `up` pid "
+        f"{up.process.pid}): stop it (Ctrl-C where it runs) first, or give another --data-dir"
+    ]
+    # The first runs on, untouched, and the CLI calls it running.
+    assert up.process.poll() is None
+    assert up.stack == recorded
+    assert answers(up, *up.secret()) == 200
+    assert clock(up)["offset_seconds"] == 0
+
+
 def test_a_second_up_prints_a_working_secret_after_a_rotation_and_keeps_the_clock(
     tmp_path: Path,
 ) -> None:
     first = start_up(tmp_path)
     try:
         client_id, printed_first = first.secret()
-        rotated = first.cli("clients", "rotate-secret", client_id)
+        flower_first = flower_password(first)
+        rotated = first.cli("clients", "rotate-secret", client_id, "--json")
+        live_secret = json.loads(rotated.stdout)["client_secret"]
+        demo_after_rotation = json.loads(first.cli("demo", "--json").stdout)
+        assert answers(first, client_id, live_secret) == 200
         assert first.cli("clock", "advance", "3d").status == 0
         running = billing_worker("up", "--fresh", "--yes", env={"BILLING_DATA_DIR": str(tmp_path)})
     finally:
         first.stop()
     assert rotated.status == 0, rotated.stderr
     assert running.status == 1
-    assert "a stack is still running on" in running.stderr
+    assert "a stack is already running on" in running.stderr
+
+    # `demo` prints the live secret at once, not the one the rotation withdrew.
+    assert demo_after_rotation["client_secret"] == live_secret
 
     second = start_up(tmp_path)
     try:
@@ -209,14 +239,15 @@ def test_a_second_up_prints_a_working_secret_after_a_rotation_and_keeps_the_cloc
         org = second.cli("orgs", "create", "--name", "before-fresh").stdout.strip()
     finally:
         second.stop()
-    assert printed_second[1] != printed_first
-    assert printed_second[1] not in rotated.stdout  # a new one, not the operator's
+    assert printed_second == (client_id, live_secret)  # the operator's rotation, kept
+    assert flower_password(second) == flower_first  # kept
     assert clock_line.startswith("3.00 days ahead of real time")
 
     fresh = start_up(tmp_path, "--fresh", "--yes")
     try:
         assert fresh.banner[0].startswith(f"wiped {tmp_path}: billing.db")
         assert fresh.printed("Clock").startswith("real time")
+        assert flower_password(fresh) == flower_first
         assert answers(fresh, *fresh.secret()) == 200
         with session_factory(fresh.stack["database_url"])() as session:
             assert session.get(OrganizationRow, org) is None

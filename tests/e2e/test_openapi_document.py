@@ -324,3 +324,23 @@ def test_the_security_scheme_is_http_basic(document: dict[str, Any]) -> None:
         "scheme": "basic",
         "description": document["components"]["securitySchemes"]["basicAuth"]["description"],
     }
+
+
+def test_every_operation_is_grouped_under_its_resource_s_declared_tag(
+    document: dict[str, Any],
+) -> None:
+    declared = [tag["name"] for tag in document["tags"]]
+    tag_of = {
+        (path, method): operation.get("tags", [])
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+    }
+
+    assert all(tag["description"] for tag in document["tags"])
+    assert {len(tags) for tags in tag_of.values()} == {1}
+    assert {tags[0] for tags in tag_of.values()} == set(declared)
+    assert tag_of[(ENABLE, "post")] == ["users"]
+    assert tag_of[(CREATE, "post")] == ["billing accounts"]
+    assert tag_of[(CHANGE, "post")] == ["subscriptions"]
+    assert tag_of[(COMMAND, "get")] == ["commands"]
+    assert {tuple(tag_of[route]) for route in WEBHOOK_ROUTES} == {("webhooks",)}

@@ -1,6 +1,7 @@
-"""The tutorial (``docs/tutorial/index.md``) run as it is written: its ``sh`` blocks, in order,
-in one shell, beside a ``billing-worker up`` of its own. Only the API's port and the
-receiver's are changed, to free ones."""
+"""The tutorial (``docs/tutorial/index.md``) run as it is written, from where the README's five
+minutes leave a new user: the README's ``sh`` block, then the tutorial's, in order, in one
+shell, beside a ``billing-worker up`` of its own. Only the API's port and the receiver's are
+changed, to free ones, and the README's placeholder secret is read where `up` keeps it."""
 
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 TUTORIAL = ROOT / "docs" / "tutorial" / "index.md"
+README = ROOT / "README.md"
+README_SECRET = re.compile(r"^SECRET=kq3….*$", re.MULTILINE)
+"""The README's placeholder for the secret `up` printed: the test reads it where `up` keeps it,
+as the tutorial's own first block does."""
 SH_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.DOTALL | re.MULTILINE)
 DOCUMENTED_API = "http://127.0.0.1:8080"
 DOCUMENTED_RECEIVER_PORT = "9999"
@@ -38,7 +43,19 @@ def tutorial_script() -> str:
     return "\n".join(blocks)
 
 
-def test_the_tutorial_s_commands_run_as_written_and_the_receiver_gets_the_plan_changes(
+def readme_five_minutes() -> str:
+    """The README's ``sh`` block of "Five minutes on `up`", its secret read from the data
+    directory."""
+    section = README.read_text().split("## Five minutes on `up`", 1)[1].split("\n## ", 1)[0]
+    [block] = SH_BLOCK.findall(section)
+    first_block = SH_BLOCK.findall(TUTORIAL.read_text())[0]
+    [read_secret] = [line for line in first_block.splitlines() if line.startswith("SECRET=")]
+    replaced, count = README_SECRET.subn(lambda _placeholder: read_secret, block)
+    assert count == 1, "the README's block no longer sets SECRET as this test expects"
+    return replaced
+
+
+def test_after_the_readme_the_tutorial_s_commands_run_as_written_and_the_receiver_gets_them(
     tmp_path: Path,
 ) -> None:
     data_dir = tmp_path / ".billing-worker"
@@ -46,11 +63,9 @@ def test_the_tutorial_s_commands_run_as_written_and_the_receiver_gets_the_plan_c
     (tmp_path / "examples").symlink_to(ROOT / "examples")  # run from a checkout's root
     receiver_port = str(free_port())
     with running_up(data_dir) as stack:
-        script = (
-            tutorial_script()
-            .replace(DOCUMENTED_API, stack["api_url"])
-            .replace(DOCUMENTED_RECEIVER_PORT, receiver_port)
-        )
+        script = f"{readme_five_minutes()}\n{tutorial_script()}".replace(
+            DOCUMENTED_API, stack["api_url"]
+        ).replace(DOCUMENTED_RECEIVER_PORT, receiver_port)
         env = settings_environment(
             {
                 # The virtualenv active, as the tutorial asks (`source .venv/bin/activate`).
@@ -75,8 +90,8 @@ def test_the_tutorial_s_commands_run_as_written_and_the_receiver_gets_the_plan_c
             assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
             received = tmp_path / "receiver.log"
             for line in (
-                "subscription.plan_change.applied sub_demo",
-                "subscription.plan_changed sub_demo",
+                "subscription.plan_change.applied sub_tour",
+                "subscription.plan_changed sub_tour",
             ):
                 eventually(
                     partial(printed, received, line),

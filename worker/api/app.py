@@ -24,6 +24,7 @@ from worker.api.middleware import BodySizeLimit, HttpMetrics, ThrottledSources
 from worker.api.openapi import install_openapi
 from worker.api.results import ResultListener
 from worker.api.routes import (
+    OPENAPI_TAGS,
     asyncapi,
     billing,
     commands,
@@ -106,6 +107,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
         title="billing-worker",
         version="v1beta1",
         summary="Billing, user and subscription operations, performed in the background.",
+        openapi_tags=OPENAPI_TAGS,
         lifespan=lifespan,
     )
     install_error_handlers(app, is_transient=Services.is_transient)

@@ -229,6 +229,7 @@ def install_openapi(app: FastAPI) -> None:
             summary=app.summary,
             description=app.description,
             routes=app.routes,
+            tags=app.openapi_tags,
         )
         components = document.setdefault("components", {})
         schemas = components.setdefault("schemas", {})

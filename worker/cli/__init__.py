@@ -40,6 +40,7 @@ __all__ = ["main"]
 
 
 @click.group(cls=RootGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="billing-worker", prog_name="billing-worker")
 def main() -> None:
     """billing-worker: billing and user operations, performed reliably in the background.
 

@@ -168,6 +168,11 @@ def clients_rotate_secret(client_id: str, as_json: bool) -> None:
     """Give a client a new secret, printed once; the old one stops working (within
     BILLING_AUTH_CACHE_SECONDS in API processes that verified it recently)."""
     from worker.db.api_clients import rotate_secret
+    from worker.local.seed import remember_rotated_demo_secret
+    from worker.settings import get_settings
 
     svc = services()
-    _emit_secret(as_json, rotate_secret(svc.database(), svc.clock, client_id))
+    rotated = rotate_secret(svc.database(), svc.clock, client_id)
+    # The demo client's secret kept in the data directory stays the live one (`demo`, `up`).
+    remember_rotated_demo_secret(get_settings(), client_id, rotated.secret)
+    _emit_secret(as_json, rotated)

@@ -119,6 +119,7 @@ def up(
     """Run everything on embedded defaults: Redis, SQLite, migrations, Stripe emulator,
     worker, beat, API and Flower, with demo data (`billing-worker demo`). Ctrl-C stops it
     all; `up` again resumes where it stopped, `up --fresh` starts over."""
+    from worker.local.stack_lock import hold
     from worker.local.start import LocalStack, wipe_data_dir
 
     settings = get_settings()
@@ -129,9 +130,17 @@ def up(
         overrides["flower_port"] = flower_port
     if assume_yes and not fresh:
         raise click.UsageError("--yes goes with --fresh")
+    chosen = settings.model_copy(update=overrides)
+    # One stack per data directory: held from here on, before anything is wiped or started
+    # (a second `up` exits with one line naming the running stack), and by every child.
+    lock = hold(
+        settings.data_dir,
+        {"pid": os.getpid(), "api_url": f"http://{chosen.api_host}:{chosen.api_port}"},
+    )
     if fresh:
         _confirm_fresh(settings.data_dir, assume_yes)
-    stack = LocalStack(settings.model_copy(update=overrides), concurrency=concurrency)
+    stack = LocalStack(chosen, concurrency=concurrency)
+    stack.group.pass_fds = (lock.fd,)
     if fresh:
         removed = wipe_data_dir(settings)
         click.echo(f"wiped {settings.data_dir.resolve()}: {', '.join(removed) or 'nothing yet'}")

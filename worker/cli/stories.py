@@ -14,7 +14,7 @@ from domain.operations.console import (
     ProviderCallView,
     SubscriptionStory,
 )
-from worker.cli.tables import COMMAND_HEADERS, command_row, table, when
+from worker.cli.tables import COMMAND_HEADERS, command_row, duration, table, when
 
 
 def _short(iso: str | None) -> str:
@@ -127,7 +127,7 @@ def subscription_text(story: SubscriptionStory) -> str:
             change["plan_id"],
             _short(change["effective_at"]),
             _short(change["applied_at"]),
-            "" if change["apply_lag_seconds"] is None else f"{change['apply_lag_seconds']:.1f}s",
+            duration(change["apply_lag_seconds"]),
             change["reason"] or "",
         ]
         for change in story.changes

@@ -6,12 +6,18 @@ Two differences from ``celery flower``:
   reads itself), never from the command line, where ``ps`` shows them to every user;
 * ``/metrics`` sits behind the same basic auth as every other page. Flower 2.2 serves it to
   anyone (its handler lacks the ``authenticated`` check its other handlers have); the task
-  names, counts and worker names it exports are the operators' business.
+  names, counts and worker names it exports are the operators' business;
+* a rejected command (the caller's mistake) shows in the state ``REJECTED`` (a grey badge),
+  not ``FAILURE`` (red): Flower's "Failed" counts and filter are what an operator must fix.
+  Only Flower's reading of the task events changes: the worker still ends a rejected
+  command's task in Celery's ``FAILURE`` state raising ``CommandRejected``, so what a
+  publisher's ``AsyncResult.get()`` sees is unchanged (``tasks/base.py``).
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 
 def protect_metrics() -> None:
@@ -25,8 +31,52 @@ def protect_metrics() -> None:
         monitor.Metrics.get = protected
 
 
+REJECTED_STATE = "REJECTED"
+"""The state Flower shows a rejected command's task in (Celery's own ``REJECTED``: a message
+refused by a worker, which this system never does: it records a rejection instead)."""
+
+REJECTION_PREFIX = "CommandRejected("
+"""How a task-failed event's ``exception`` (the exception's ``repr``) names a rejection."""
+
+
+def is_rejection(event: dict[str, Any]) -> bool:
+    """Whether a task event ends a command the runner rejected (the caller's mistake)."""
+    exception = event.get("exception")
+    return (
+        event.get("type") == "task-failed"
+        and isinstance(exception, str)
+        and exception.startswith(REJECTION_PREFIX)
+    )
+
+
+def show_rejections_apart() -> None:
+    """Flower counts a rejected command's task-failed event as ``task-rejected`` (its workers'
+    "Failed" column and its ``flower_events_total`` leave it out) and shows the task in
+    :data:`REJECTED_STATE`."""
+    from flower.events import EventsState
+
+    event = EventsState.event
+    if getattr(event, "__wrapped_by_billing_worker__", False):
+        return
+
+    def event_told_apart(self: Any, received: dict[str, Any]) -> None:
+        if not is_rejection(received):
+            event(self, received)
+            return
+        event(self, {**received, "type": "task-rejected"})
+        # Celery ranks its REJECTED before STARTED (a refused message never starts): its state
+        # machine keeps the task STARTED, so the state is set here, then indexed for search.
+        task = self.tasks[received["uuid"]]
+        task.state, task.timestamp = REJECTED_STATE, received.get("timestamp")
+        self._index_task(task, None)
+
+    event_told_apart.__wrapped_by_billing_worker__ = True  # type: ignore[attr-defined]
+    EventsState.event = event_told_apart
+
+
 def main(argv: list[str]) -> None:
     protect_metrics()
+    show_rejections_apart()
     from celery.bin.celery import main as celery_main
 
     sys.argv = ["celery", "-A", "worker.celery_app", "flower", *argv]

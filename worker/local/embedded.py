@@ -104,6 +104,8 @@ class ProcessGroup:
     """Children started together and stopped together, newest first."""
 
     children: list[Child] = field(default_factory=list)
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors every child inherits (``up``'s lock on its data directory)."""
 
     def start(
         self,
@@ -122,6 +124,7 @@ class ProcessGroup:
             stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
             cwd=cwd,
+            pass_fds=self.pass_fds,
             start_new_session=True,  # Ctrl-C reaches us only; we stop the children in order
         )
         self.children.append(Child(name, process, log))

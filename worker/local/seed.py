@@ -103,6 +103,21 @@ def _save_demo_credentials(settings: Settings, credentials: DemoCredentials) -> 
     path.write_text(json.dumps(asdict(credentials)))
 
 
+def remember_rotated_demo_secret(settings: Settings, client_id: str, secret: str) -> bool:
+    """After ``clients rotate-secret``: when ``client_id`` is the demo client this data
+    directory keeps, in the database its stack uses, keep its new ``secret`` instead, so that
+    ``demo`` and the next ``up`` print the live secret, never the withdrawn one. Whether it
+    was."""
+    saved = saved_demo_credentials(settings)
+    used = settings.resolved_database_url()
+    if saved is None or saved.client_id != client_id:
+        return False
+    if settings.stack().get("database_url", used) != used:
+        return False  # another database's client of the same id: not the demo's
+    _save_demo_credentials(settings, DemoCredentials(client_id, secret))
+    return True
+
+
 def seed_records(svc: Services) -> None:
     """The organizations and the user, each made unless it exists."""
     from application.handlers.organizations import create_organization
@@ -133,11 +148,12 @@ def seed_demo_client(settings: Settings, svc: Services) -> DemoCredentials:
     """The demo client, with every scope, whose secret is the one the data directory keeps
     and ``up`` prints.
 
-    The client is made with a new secret when missing. When the secret kept no longer
-    authenticates (``clients rotate-secret demo`` gave it another, or the database was
-    replaced), the client gets a *new* secret, saved and printed, rather than the kept one
-    back: a rotation is how an operator withdraws a secret that was shown somewhere, and
-    ``up`` must not undo it. A disabled demo client is enabled again, as it exists to be
+    The client is made with a new secret when missing. ``clients rotate-secret demo`` keeps
+    the new secret here (:func:`remember_rotated_demo_secret`). When the secret kept no longer
+    authenticates all the same (the database was replaced, or rotated from elsewhere), the
+    client gets a *new* secret, saved and printed, rather than the kept one back: a rotation
+    is how an operator withdraws a secret that was shown somewhere, and ``up`` must not undo
+    it. A disabled demo client is enabled again, as it exists to be
     used.
     """
     from domain.permissions import ALL_SCOPES, Grant

@@ -70,6 +70,20 @@ the dead letters, the clock's offset), the emulator's state (its data and clock)
 client's secret, beat's and Flower's state. The logs stay."""
 
 
+FLOWER_PASSWORD_FILE = "flower-password"  # noqa: S105 - a file name, not a password
+
+
+def kept_flower_password(data_dir: Path) -> str:
+    """Flower's password when ``BILLING_FLOWER_PASSWORD`` is unset: made once and kept (0600)
+    in the data directory, so that every ``up`` on it (``--fresh`` too: it wipes data, not
+    logins) keeps the password an operator saved in a browser."""
+    path = data_dir / FLOWER_PASSWORD_FILE
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(12))
+    return path.read_text().strip()
+
+
 def require_emulator(alternative: str = "") -> None:
     """Exit with one line (ending in ``alternative``, if any) unless the Stripe emulator is
     installed.
@@ -108,34 +122,13 @@ def elapsed_since(start: float) -> str:
     return f"{time.monotonic() - start:.1f}s"
 
 
-def running_stack(settings: Settings) -> str | None:
-    """The API URL of a stack running on this data directory (one whose ``stack.json`` is not
-    marked stopped and whose API or Redis still answers), or ``None``."""
-    stack = settings.stack()
-    if not stack or stack.get("stopped"):
-        return None
-    api_url = str(stack.get("api_url") or "")
-    try:
-        if api_url and httpx.get(f"{api_url}/healthz", timeout=2).status_code < 500:
-            return api_url
-    except httpx.HTTPError:
-        pass
-    import redis
-
-    try:
-        if redis.Redis.from_url(str(stack.get("redis_url")), socket_timeout=1).ping():
-            return api_url or str(stack.get("redis_url"))
-    except (redis.RedisError, ValueError):
-        pass
-    return None
-
-
 def wipe_data_dir(settings: Settings) -> list[str]:
     """``up --fresh``: remove :data:`FRESH_WIPES` from the data directory; the names removed.
 
     Refused (``SystemExit``, one line) when the database or Redis is not the data directory's
-    own (``BILLING_DATABASE_URL``, ``BILLING_REDIS_URL``: they are not ours to wipe), or when a
-    stack still runs on it (it is not stopped for you)."""
+    own (``BILLING_DATABASE_URL``, ``BILLING_REDIS_URL``: they are not ours to wipe). A stack
+    still running on it is refused before, by the data directory's lock ``up`` takes
+    (:mod:`worker.local.stack_lock`): it is not stopped for you."""
     for setting, value in (
         ("BILLING_DATABASE_URL", settings.database_url),
         ("BILLING_REDIS_URL", settings.redis_url),
@@ -145,12 +138,6 @@ def wipe_data_dir(settings: Settings) -> list[str]:
                 f"--fresh wipes only the data directory's own database and Redis; {setting} "
                 "names another: unset it, or reset that one yourself"
             )
-    running = running_stack(settings)
-    if running is not None:
-        raise SystemExit(
-            f"a stack is still running on {settings.data_dir.resolve()} ({running}): "
-            "stop it (Ctrl-C) before `up --fresh`"
-        )
     removed = []
     data_dir = settings.data_dir
     for name in FRESH_WIPES:
@@ -230,7 +217,7 @@ class LocalStack:
         flower_password = (
             settings.flower_password.get_secret_value()
             if settings.flower_password
-            else secrets.token_urlsafe(12)
+            else kept_flower_password(self.data_dir)
         )
         # Each exporter on the port its setting names, else on a free one.
         worker_metrics_port = settings.worker_metrics_port or free_port()

@@ -13,7 +13,7 @@ from fastapi.responses import Response
 
 from worker.contracts.schemas import asyncapi_json
 
-router = APIRouter()
+router = APIRouter(tags=["contracts"])
 
 
 @router.get("/asyncapi.json", include_in_schema=False)

@@ -19,7 +19,7 @@ from worker.api.contract import (
 from worker.api.openapi import command_operation
 from worker.api.state import State
 
-router = APIRouter()
+router = APIRouter(tags=["billing accounts"])
 
 
 def _as_is(result: dict[str, Any]) -> dict[str, Any]:

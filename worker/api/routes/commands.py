@@ -18,7 +18,7 @@ from worker.api.gateway import record_view
 from worker.api.openapi import COMMON_ERRORS, GET_COMMAND, error_responses
 from worker.api.state import State
 
-router = APIRouter()
+router = APIRouter(tags=["commands"])
 
 
 @router.get(

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from worker.api.state import ApiState, State
 
-router = APIRouter()
+router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", include_in_schema=False)

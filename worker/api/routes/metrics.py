@@ -11,7 +11,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-router = APIRouter()
+router = APIRouter(tags=["health"])
 
 
 @router.get("/metrics", include_in_schema=False)

@@ -57,7 +57,7 @@ from worker.api.errors import ApiError
 from worker.api.openapi import direct_operation
 from worker.api.state import State
 
-router = APIRouter()
+router = APIRouter(tags=["operations"])
 T = TypeVar("T")
 
 Reader = Annotated[Caller, permitted(Scope.OPERATIONS_READ)]

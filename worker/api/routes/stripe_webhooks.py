@@ -43,7 +43,7 @@ from worker.observability import metrics
 from worker.provider.stripe_events import NotAStripeEvent, event_of
 from worker.provider.stripe_signatures import BadSignature, verify_stripe_signature
 
-router = APIRouter()
+router = APIRouter(tags=["stripe events"])
 
 MAX_EVENT_BYTES = 256 * 1024
 """Stripe's events are a few KiB; anything this large is not one."""

@@ -25,7 +25,7 @@ from worker.api.errors import ApiError
 from worker.api.openapi import command_operation
 from worker.api.state import State
 
-router = APIRouter()
+router = APIRouter(tags=["subscriptions"])
 
 DEPRECATED_FIELDS_USED = {"Deprecation": "true"}
 """Answered when a request used the deprecated top-level ``plan``/``immediate`` (spec 9)."""

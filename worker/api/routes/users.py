@@ -15,7 +15,7 @@ from worker.api.contract import EmptyAnswer, EmptyRequest
 from worker.api.openapi import command_operation
 from worker.api.state import State
 
-router = APIRouter()
+router = APIRouter(tags=["users"])
 
 
 @router.post(

@@ -55,7 +55,7 @@ from worker.api.errors import ApiError
 from worker.api.openapi import direct_operation
 from worker.api.state import State
 
-router = APIRouter()
+router = APIRouter(tags=["webhooks"])
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 

@@ -1,0 +1,61 @@
+"""One stack per data directory: the lock ``up`` holds is what the CLI asks whether a stack
+runs, whatever ``stack.json`` says (real OS file locks, taken by a real second process)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from worker.local.stack_lock import StackAlreadyRunning, hold
+from worker.settings import Settings
+
+HOLD_UNTIL_STDIN_CLOSES = """
+import sys
+from pathlib import Path
+from worker.local.stack_lock import hold
+hold(Path(sys.argv[1]), {"pid": 1, "api_url": "http://127.0.0.1:1"})
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def write_stack_file(data_dir: Path, **fields: object) -> None:
+    (data_dir / "stack.json").write_text(json.dumps({"api_url": "http://x", **fields}))
+
+
+def test_a_stack_whose_lock_is_held_is_running_though_its_stack_file_says_stopped(
+    tmp_path: Path,
+) -> None:
+    write_stack_file(tmp_path, stopped=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_UNTIL_STDIN_CLOSES, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+    assert holder.stdin is not None
+    try:
+        assert holder.stdout.readline() == "held\n"
+        while_held = Settings(data_dir=tmp_path).stack()
+        with pytest.raises(StackAlreadyRunning, match="already running on"):
+            hold(tmp_path, {"pid": 2})
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+
+    assert while_held["stopped"] is False
+    assert Settings(data_dir=tmp_path).stack()["stopped"] is True
+
+
+def test_a_stack_file_left_by_a_killed_up_is_called_stopped_once_its_lock_is_free(
+    tmp_path: Path,
+) -> None:
+    write_stack_file(tmp_path)  # never marked stopped: its `up` was killed
+    hold(tmp_path, {"pid": 1}).release()
+
+    assert Settings(data_dir=tmp_path).stack()["stopped"] is True
