@@ -85,7 +85,8 @@ def _body_of(shown: str) -> dict[str, Any]:
 class CommandTask(ApplicationTask):
     """Base class of every command task (``bind=True``)."""
 
-    # Expected outcomes: logged without a traceback, still shown as FAILURE in Flower.
+    # Expected outcomes: logged without a traceback; Celery's state is FAILURE, which our Flower
+    # shows as REJECTED for a caller's mistake (worker/launch/flower.py).
     throws = (CommandFailed,)
     # Retries are ours (budget, jitter, Retry-After); Celery's own counter is only a backstop.
     max_retries = None
