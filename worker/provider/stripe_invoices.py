@@ -48,20 +48,21 @@ class StripeInvoices(StripeRequests):
         return preview_of(invoice)
 
     def list_invoices(self, provider_subscription_id: str, limit: int) -> list[InvoiceView]:
-        params: dict[str, Any] = {
-            "subscription": provider_subscription_id,
-            "limit": max(1, min(limit, LIST_PAGE_SIZE)),
-        }
-        page = self._call(
-            CallKind.READ,
-            "list invoices",
-            lambda: self._client.v1.invoices.list(params=params),  # type: ignore[arg-type]
-        )
-        return [invoice_of(invoice.to_dict()) for invoice in page.data]
+        return [
+            invoice_of(invoice.to_dict())
+            for invoice in self._latest_invoices(provider_subscription_id, limit)
+        ]
 
     def list_billed_invoices(
         self, provider_subscription_id: str, limit: int
     ) -> list[BilledInvoice]:
+        return [
+            billed_invoice_of(invoice)
+            for invoice in self._latest_invoices(provider_subscription_id, limit)
+        ]
+
+    def _latest_invoices(self, provider_subscription_id: str, limit: int) -> list[Any]:
+        """The subscription's latest invoices, newest first: one page, of at most ``limit``."""
         params: dict[str, Any] = {
             "subscription": provider_subscription_id,
             "limit": max(1, min(limit, LIST_PAGE_SIZE)),
@@ -71,4 +72,4 @@ class StripeInvoices(StripeRequests):
             "list invoices",
             lambda: self._client.v1.invoices.list(params=params),  # type: ignore[arg-type]
         )
-        return [billed_invoice_of(invoice) for invoice in page.data]
+        return list(page.data)
