@@ -46,6 +46,29 @@ class PostgresCluster:
             connection.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
+    def restart(self, mode: str = "fast") -> None:
+        """``pg_ctl restart -m mode``, back once the server accepts connections again (its
+        options are the ones it was started with: ``postmaster.opts``)."""
+        subprocess.run(
+            [
+                *self.run_as,
+                self.pg_ctl,
+                "-D",
+                str(self.base / "data"),
+                # The log file as at start: without it the server would write to our pipe.
+                "-l",
+                str(self.base / "postgres.log"),
+                "-m",
+                mode,
+                "-w",
+                "-t",
+                "60",
+                "restart",
+            ],
+            check=True,
+            capture_output=True,
+        )
+
     def stop(self) -> None:
         subprocess.run(
             [*self.run_as, self.pg_ctl, "-D", str(self.base / "data"), "-m", "immediate", "stop"],
