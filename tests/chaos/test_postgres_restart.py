@@ -17,13 +17,13 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 from pathlib import Path
 
 import httpx
 import pytest
 
-from domain.errors import ErrorCode
+from domain.errors import ErrorCode, error_info
 from domain.messages import CommandStatus
 from tests.support.postgres import PostgresCluster, start_cluster
 from tests.support.records import create_organization
@@ -99,6 +99,10 @@ def create_billing_account(http: httpx.Client, org_id: str) -> Answer:
     return Answer(
         org_id, response.status_code, response.json(), response.headers, sent_at, time.monotonic()
     )
+
+
+def log_tail(path: Path, lines: int = 60) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
 def pool_pids(pid: int) -> set[int]:
@@ -184,14 +188,20 @@ def test_postgres_restarted_under_load_loses_and_doubles_nothing_and_restarts_no
         restarting.result()
 
     unanswered = [answer for answer in answers if answer.status is None]
-    assert not unanswered, f"{len(unanswered)} requests got no answer: {unanswered[:3]}"
+    assert not unanswered, (
+        f"{len(unanswered)} requests got no answer: {unanswered[:3]}; the API's log ends:\n"
+        + log_tail(stack.workdir / "api.log")
+    )
     statuses = Counter(answer.status for answer in answers)
     assert set(statuses) <= {202, 503}, f"answers other than 202 and 503: {statuses}"
     refused = [answer for answer in answers if answer.status == 503]
+    assert refused, "no request met the restart: the load was over before PostgreSQL went"
     for answer in refused:
         assert answer.body["code"] == ErrorCode.UNAVAILABLE, answer.body
         assert isinstance(answer.body["message"], str)
-        assert answer.headers is not None and answer.headers["Retry-After"]
+        assert answer.body["details"] == [error_info("DATABASE_UNAVAILABLE")], answer.body
+        assert answer.headers is not None
+        assert answer.headers["Retry-After"] == "1"
     during = [
         answer
         for answer in answers
@@ -242,4 +252,3 @@ def test_postgres_restarted_under_load_loses_and_doubles_nothing_and_restarts_no
     after = process_pids(stack)
     assert after == before, f"processes replaced: before {before}, after {after}"
     assert not stack.group.exited()
-    print(f"at {datetime.now(UTC):%H:%M:%S} every process is the one started before the restart")
