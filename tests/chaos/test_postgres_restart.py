@@ -8,6 +8,7 @@ without a restart. PostgreSQL only: the subject is a server that goes away and c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import threading
@@ -43,6 +44,10 @@ SENDERS = 8
 """Clients sending at once."""
 REQUEST_DEADLINE_SECONDS = 20.0
 """Every request is answered within this, or it hung (the API's own waits are shorter)."""
+SYNC_EVERY = 10
+"""Every tenth request waits for its command's outcome (no ``Prefer: respond-async``)."""
+SYNC_WAIT_SECONDS = 3
+"""How long the API waits for an outcome before it answers 202."""
 REDIS_DB = 11
 """A Redis database no other stack of the session uses."""
 
@@ -61,16 +66,29 @@ def cluster() -> Iterator[PostgresCluster]:
     own.stop()
 
 
-@pytest.fixture
-def stack(cluster: PostgresCluster, workdir: Path, redis_server: str) -> Iterator[Stack]:
+@contextlib.contextmanager
+def stack_on(
+    cluster: PostgresCluster, workdir: Path, redis_server: str, **settings: str
+) -> Iterator[Stack]:
+    """A stack of its own on ``cluster`` (no process started yet), with a client."""
     name = f"pg_restart_{uuid.uuid4().hex[:8]}"
     database_url = cluster.create_database(name)
     upgrade(database_url)
-    with stack_of_its_own(name, workdir, database_url, f"{redis_server}/{REDIS_DB}") as system:
+    redis_url = f"{redis_server}/{REDIS_DB}"
+    with stack_of_its_own(name, workdir, database_url, redis_url, **settings) as system:
+        system.client = system.new_client()
+        yield system
+
+
+@pytest.fixture
+def stack(cluster: PostgresCluster, workdir: Path, redis_server: str) -> Iterator[Stack]:
+    # A short synchronous wait: the load's synchronous requests answer 202 soon.
+    with stack_on(
+        cluster, workdir, redis_server, BILLING_HTTP_WAIT_TIMEOUT_SECONDS=str(SYNC_WAIT_SECONDS)
+    ) as system:
         system.start_worker("w1", concurrency=2)
         system.start_beat()
         system.start_api()
-        system.client = system.new_client()
         yield system
 
 
@@ -86,13 +104,21 @@ class Answer:
     failure: str = ""
 
 
-def create_billing_account(http: httpx.Client, org_id: str) -> Answer:
+def idempotency_key(org_id: str) -> str:
+    return f"pg-restart-{org_id}"
+
+
+def create_billing_account(http: httpx.Client, org_id: str, *, waits: bool = False) -> Answer:
+    """``waits``: the API answers once the command ended, or 202 when its wait is over."""
+    headers = {"Idempotency-Key": idempotency_key(org_id)}
+    if not waits:
+        headers["Prefer"] = "respond-async"
     sent_at = time.monotonic()
     try:
         response = http.post(
             f"/v1beta1/organizations/{org_id}/billing",
             json={"body": {"name": "Acme Ltd", "email": "billing@acme.example"}},
-            headers={"Prefer": "respond-async", "Idempotency-Key": f"pg-restart-{org_id}"},
+            headers=headers,
         )
     except httpx.HTTPError as error:
         return Answer(org_id, None, {}, None, sent_at, time.monotonic(), repr(error))
@@ -154,9 +180,9 @@ def test_postgres_restarted_under_load_loses_and_doubles_nothing_and_restarts_no
     restart_due = threading.Event()
     restart_at = max(1, COMMANDS // 5)
 
-    def send(http: httpx.Client, org_id: str) -> Answer:
+    def send(http: httpx.Client, index: int, org_id: str) -> Answer:
         nonlocal answered
-        answer = create_billing_account(http, org_id)
+        answer = create_billing_account(http, org_id, waits=index % SYNC_EVERY == 0)
         with counted:
             answered += 1
             if answered >= restart_at:
@@ -184,7 +210,7 @@ def test_postgres_restarted_under_load_loses_and_doubles_nothing_and_restarts_no
         ThreadPoolExecutor(SENDERS + 1) as pool,
     ):
         restarting = pool.submit(restart)
-        answers = list(pool.map(lambda org_id: send(http, org_id), orgs))
+        answers = list(pool.map(lambda sent: send(http, *sent), enumerate(orgs)))
         restarting.result()
 
     unanswered = [answer for answer in answers if answer.status is None]
@@ -193,7 +219,7 @@ def test_postgres_restarted_under_load_loses_and_doubles_nothing_and_restarts_no
         + log_tail(stack.workdir / "api.log")
     )
     statuses = Counter(answer.status for answer in answers)
-    assert set(statuses) <= {202, 503}, f"answers other than 202 and 503: {statuses}"
+    assert set(statuses) <= {200, 202, 503}, f"answers other than 200, 202, 503: {statuses}"
     refused = [answer for answer in answers if answer.status == 503]
     assert refused, "no request met the restart: the load was over before PostgreSQL went"
     for answer in refused:
@@ -208,14 +234,28 @@ def test_postgres_restarted_under_load_loses_and_doubles_nothing_and_restarts_no
         if restarted["began"] <= answer.sent_at and answer.answered_at <= restarted["back"]
     ]
     print(
-        f"\n{COMMANDS} commands: {statuses[202]} accepted, {statuses[503]} refused with 503; "
+        f"\n{COMMANDS} commands: {statuses[200]} answered done, {statuses[202]} accepted, "
+        f"{statuses[503]} refused with 503; "
         f"{len(during)} sent and answered while PostgreSQL restarted "
         f"({restarted['back'] - restarted['began']:.2f}s)"
     )
 
     accepted = {
-        answer.org_id: str(answer.body["command_id"]) for answer in answers if answer.status == 202
+        answer.org_id: answer.headers["Command-Id"]
+        for answer in answers
+        if answer.status in (200, 202) and answer.headers is not None
     }
+    # A 503 says "not recorded, send it again": no command of a refused request was kept.
+    assert stack.client is not None
+    kept = [
+        answer.org_id
+        for answer in refused
+        if stack.commands.find_by_idempotency_key(
+            stack.client.client_id, idempotency_key(answer.org_id)
+        )
+        is not None
+    ]
+    assert not kept, f"refused with 503, yet recorded: {kept}"
     ended = {
         org_id: stack.finished(command_id, timeout=120) for org_id, command_id in accepted.items()
     }
@@ -252,3 +292,40 @@ def test_postgres_restarted_under_load_loses_and_doubles_nothing_and_restarts_no
     after = process_pids(stack)
     assert after == before, f"processes replaced: before {before}, after {after}"
     assert not stack.group.exited()
+
+
+def test_a_command_recorded_before_postgres_went_away_is_answered_202_not_503(
+    cluster: PostgresCluster, workdir: Path, redis_server: str
+) -> None:
+    # No worker: the command stays queued, and the API waits for it while PostgreSQL is away.
+    with stack_on(
+        cluster, workdir, redis_server, BILLING_HTTP_WAIT_TIMEOUT_SECONDS=str(SYNC_WAIT_SECONDS)
+    ) as stack:
+        stack.start_api()
+        assert stack.client is not None
+        client_id = stack.client.client_id
+        org_id = create_organization(stack.sessions, SystemClock(), name="org-waiting").id
+        with (
+            httpx.Client(
+                base_url=stack.api_url,
+                auth=(client_id, stack.client.secret),
+                timeout=REQUEST_DEADLINE_SECONDS,
+            ) as http,
+            ThreadPoolExecutor(1) as pool,
+        ):
+            waiting = pool.submit(create_billing_account, http, org_id, waits=True)
+            recorded = eventually(
+                lambda: stack.commands.find_by_idempotency_key(client_id, idempotency_key(org_id)),
+                what="the command recorded",
+            )
+            cluster.stop_server("fast")
+            try:
+                answer = waiting.result()
+            finally:
+                cluster.start_server()
+        # Accepted, and told so: a 503 would have the caller send it again.
+        assert answer.status == 202, (answer.status, answer.body)
+        assert answer.headers is not None
+        assert answer.headers["Command-Id"] == recorded.id
+        stack.start_worker("w1", concurrency=1)
+        assert stack.finished(recorded.id, timeout=60).status is CommandStatus.SUCCEEDED
