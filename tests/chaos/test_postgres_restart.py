@@ -166,6 +166,7 @@ def customers_created(stack: Stack) -> Counter[str]:
     )
 
 
+@pytest.mark.timeout(120 + COMMANDS)  # the worker drains a few commands a second on a busy box
 def test_postgres_restarted_under_load_loses_and_doubles_nothing_and_restarts_no_process(
     stack: Stack, cluster: PostgresCluster
 ) -> None:
