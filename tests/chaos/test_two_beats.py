@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 from collections import Counter
+from functools import partial
 
 import pytest
 from sqlalchemy import select
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.chaos
 
 CHANGES = 60
 SWEEP = "Sending due task apply-due-plan-changes"
+BEATS = ("beat", "beat-second")
 
 
 def start_beat_sharing_schedule(stack: Stack, name: str) -> subprocess.Popen[bytes]:
@@ -45,6 +47,10 @@ def start_beat_sharing_schedule(stack: Stack, name: str) -> subprocess.Popen[byt
 def sweeps_sent(stack: Stack, beat: str) -> int:
     path = stack.workdir / f"{beat}.log"
     return path.read_text(errors="replace").count(SWEEP) if path.exists() else 0
+
+
+def swept_since(stack: Stack, beat: str, sweeps: int) -> bool:
+    return sweeps_sent(stack, beat) > sweeps
 
 
 def applied_events(stack: Stack) -> Counter[str]:
@@ -72,10 +78,10 @@ def test_two_beats_at_once_apply_each_change_due_at_once_exactly_once(
     stack.start_worker("w2", concurrency=2)
     first = stack.start_beat("beat")
     second = start_beat_sharing_schedule(stack, "beat-second")
-    for beat in ("beat", "beat-second"):
-        eventually(lambda beat=beat: sweeps_sent(stack, beat), timeout=30, what=f"{beat} sweeping")
+    for beat in BEATS:
+        eventually(partial(sweeps_sent, stack, beat), timeout=30, what=f"{beat} sweeping")
     assert states(stack, change_ids)[ChangeState.SCHEDULED] == CHANGES  # nothing due yet
-    before = {beat: sweeps_sent(stack, beat) for beat in ("beat", "beat-second")}
+    before = {beat: sweeps_sent(stack, beat) for beat in BEATS}
 
     stack.advance_time(32 * DAY)  # every change falls due at once, under both beats
 
@@ -86,15 +92,15 @@ def test_two_beats_at_once_apply_each_change_due_at_once_exactly_once(
         what=f"{CHANGES} changes applied (so far {dict(states(stack, change_ids))})",
     )
     # Both beats kept sweeping while the changes were due: neither stopped the other.
-    for beat in ("beat", "beat-second"):
+    for beat in BEATS:
         eventually(
-            lambda beat=beat: sweeps_sent(stack, beat) > before[beat],
+            partial(swept_since, stack, beat, before[beat]),
             timeout=30,
             what=f"{beat} sweeping after the changes fell due",
         )
     assert first.poll() is None
     assert second.poll() is None
-    for beat in ("beat", "beat-second"):
+    for beat in BEATS:
         log = (stack.workdir / f"{beat}.log").read_text(errors="replace")
         # What sharing the file costs, if anything: beat recreates a file it cannot read.
         print(f"\n{beat}: {log.count('Removing corrupted schedule file')} schedule files reset")
