@@ -23,6 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import func, select
 
 from domain.errors import ErrorCode, error_info
 from domain.messages import CommandStatus
@@ -31,6 +32,7 @@ from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from worker.clock import SystemClock
 from worker.db.migrate import upgrade
+from worker.db.models import EventRow
 
 pytestmark = pytest.mark.chaos
 
@@ -152,6 +154,16 @@ def beat_reads_the_database(stack: Stack) -> bool:
     except httpx.HTTPError:
         return False
     return 'billing_collector_up{part="database"} 1.0' in scrape
+
+
+def unpublished_events(stack: Stack) -> int:
+    with stack.sessions() as session:
+        return int(
+            session.scalar(
+                select(func.count()).select_from(EventRow).where(EventRow.published_at.is_(None))
+            )
+            or 0
+        )
 
 
 def customers_created(stack: Stack) -> Counter[str]:
@@ -296,6 +308,9 @@ def test_postgres_restarted_under_load_loses_and_doubles_nothing_and_restarts_no
     missing = [org_id for org_id in accepted if created[org_id] != 1]
     assert not missing, f"accepted commands with no customer at Stripe: {missing[:5]}"
     assert not [answer.org_id for answer in refused if created[answer.org_id]]
+
+    # Their events too leave the outbox (the relay after each commit, or beat's sweep).
+    eventually(lambda: unpublished_events(stack) == 0, timeout=60, what="every event published")
 
     # Nothing restarted: the same processes (the worker's pool included) answer as before.
     eventually(lambda: beat_reads_the_database(stack), timeout=30, what="beat reading again")
