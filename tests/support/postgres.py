@@ -27,6 +27,8 @@ class PostgresCluster:
     port: int
     pg_ctl: str
     run_as: list[str]
+    options: str = ""
+    """The server's options (``postgres`` command line)."""
 
     @property
     def admin_url(self) -> str:
@@ -45,6 +47,38 @@ class PostgresCluster:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             connection.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
+
+    def _pg_ctl(self, *args: str) -> None:
+        """``pg_ctl`` on this cluster's data, waiting (60 s at most) for it to be done."""
+        subprocess.run(
+            [
+                *self.run_as,
+                self.pg_ctl,
+                "-D",
+                str(self.base / "data"),
+                # The log file, always: without it the server would write to our pipe.
+                "-l",
+                str(self.base / "postgres.log"),
+                "-w",
+                "-t",
+                "60",
+                *args,
+            ],
+            check=True,
+            capture_output=True,
+        )
+
+    def start_server(self) -> None:
+        """Start the server; back once it accepts connections."""
+        self._pg_ctl("-o", self.options, "start")
+
+    def stop_server(self, mode: str = "fast") -> None:
+        """``pg_ctl stop -m mode``: the data stays, :meth:`start_server` starts it again."""
+        self._pg_ctl("-m", mode, "stop")
+
+    def restart(self, mode: str = "fast") -> None:
+        """``pg_ctl restart -m mode``; back once the server accepts connections again."""
+        self._pg_ctl("-m", mode, "-o", self.options, "restart")
 
     def stop(self) -> None:
         subprocess.run(
@@ -88,22 +122,6 @@ def start_cluster() -> PostgresCluster:
         f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
         "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
     )
-    subprocess.run(
-        [
-            *run_as,
-            pg_ctl,
-            "-D",
-            str(base / "data"),
-            "-l",
-            str(base / "postgres.log"),
-            "-o",
-            options,
-            "-w",
-            "-t",
-            "60",
-            "start",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return PostgresCluster(base=base, port=port, pg_ctl=pg_ctl, run_as=run_as)
+    cluster = PostgresCluster(base=base, port=port, pg_ctl=pg_ctl, run_as=run_as, options=options)
+    cluster.start_server()
+    return cluster

@@ -83,6 +83,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
                 ClientShare(
                     redis, settings.client_commands_per_second, settings.client_command_burst
                 ),
+                is_transient=Services.is_transient,
             ),
             authenticator=authenticator,
             failures_by_client=failures_by_client,

@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from domain.errors import (
     CommandError,
@@ -98,6 +99,48 @@ def body_of(code: ErrorCode, message: str, details: Sequence[ErrorDetail] = ()) 
     return {"code": int(code), "message": message, "details": list(details)}
 
 
+def unavailable(error: BaseException) -> JSONResponse:
+    """The 503 for a database that is busy or unreachable: the caller retries shortly."""
+    logger.warning("database busy or unreachable: %s", error)
+    return error_response(
+        503,
+        body_of(
+            ErrorCode.UNAVAILABLE,
+            "the service is busy; retry shortly",
+            [error_info("DATABASE_UNAVAILABLE")],
+        ),
+        {"Retry-After": "1"},
+    )
+
+
+class TransientAsUnavailable:
+    """Answers 503 (:func:`unavailable`) for an error ``is_transient`` recognises that
+    escapes the routes before an answer started, and lets every other error through."""
+
+    def __init__(self, app: ASGIApp, is_transient: Callable[[BaseException], bool]) -> None:
+        self.app = app
+        self.is_transient = is_transient
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_and_remember(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_remember)
+        except Exception as error:
+            if started or not self.is_transient(error):
+                raise
+            await unavailable(error)(scope, receive, send)
+
+
 def install_error_handlers(app: FastAPI, *, is_transient: Callable[[BaseException], bool]) -> None:
     """Answer every error in the spec's body; ``is_transient`` tells a database that is busy
     or unreachable (a 503 to retry) from a fault of ours (a 500)."""
@@ -132,19 +175,15 @@ def install_error_handlers(app: FastAPI, *, is_transient: Callable[[BaseExceptio
             400, body_of(ErrorCode.CANCELLED, "the client disconnected before its body arrived")
         )
 
+    # Innermost: a busy or unreachable database is answered here, where the error leaves the
+    # routes. Starlette's handler of last resort (``Exception``, below) answers too, but then
+    # raises the error again, and uvicorn closes the connection under the client's feet.
+    app.add_middleware(TransientAsUnavailable, is_transient=is_transient)
+
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, error: Exception) -> JSONResponse:
         if is_transient(error):
-            logger.warning("database busy or unreachable: %s", error)
-            return error_response(
-                503,
-                body_of(
-                    ErrorCode.UNAVAILABLE,
-                    "the service is busy; retry shortly",
-                    [error_info("DATABASE_UNAVAILABLE")],
-                ),
-                {"Retry-After": "1"},
-            )
+            return unavailable(error)
         incident = uuid.uuid4().hex
         logger.exception("unexpected error, incident %s", incident)
         return error_response(

@@ -55,6 +55,10 @@ class CommandGateway:
     wait_timeout: float
     client_share: ClientShare | None = None
     """Each client's rate of new commands (``None``: no limit)."""
+    is_transient: Callable[[BaseException], bool] = lambda _error: False
+    """Whether an error says the database is busy or unreachable for now. A command already
+    recorded is then answered as it last stood (202) when the wait ends, never with a 503
+    that the caller would retry into a second command."""
 
     async def submit(
         self,
@@ -186,7 +190,12 @@ class CommandGateway:
             if remaining <= 0:
                 return record
             await watch.next_look(min(remaining, 1.0))
-            found = await to_thread.run_sync(self.commands.get, record.id)
+            try:
+                found = await to_thread.run_sync(self.commands.get, record.id)
+            except Exception as error:
+                if not self.is_transient(error):
+                    raise
+                continue  # the command is recorded: look again, until the deadline
             assert found is not None
             record = found
         return record

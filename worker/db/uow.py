@@ -162,8 +162,13 @@ def is_transient_db_error(error: BaseException) -> bool:
         sqlstate = getattr(original, "sqlstate", None)
         if sqlstate is not None:
             return str(sqlstate) in _TRANSIENT_SQLSTATES
-        message = str(original).lower()
-        return "database is locked" in message or "database is busy" in message
+        if type(original).__module__.startswith("sqlite3"):
+            message = str(original).lower()
+            return "database is locked" in message or "database is busy" in message
+        # A server driver's operational error without a SQLSTATE comes from the connection,
+        # not from a statement the server ran: refused, reset, or the server starting up or
+        # shutting down (a PostgreSQL restart) — the database is unreachable for now.
+        return True
     if isinstance(error, sa_exc.DBAPIError):
         sqlstate = getattr(error.orig, "sqlstate", None)
         return sqlstate is not None and str(sqlstate) in _TRANSIENT_SQLSTATES

@@ -1,0 +1,113 @@
+"""Two beats at once, as a second host (or the same host twice) would run them: a batch of
+period-end plan changes falls due while both sweep, over two worker nodes, and each change is
+applied once (one subscription update at Stripe, one ``plan_change.applied`` event).
+
+The beats share one schedule file, as ``billing-worker beat`` on one data directory does:
+nothing locks it (Python's ``dbm.dumb`` here), and beat keeps only the last run of each entry
+there, so neither beat stops the other. What makes the second beat harmless is the database:
+a sweep claims due changes under a lease, so two sweeps never claim the same change.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections import Counter
+from functools import partial
+
+import pytest
+from sqlalchemy import select
+
+from domain.events.subscriptions import PlanChangeApplied
+from domain.subscriptions.change_states import ChangeState
+from tests.chaos.conftest import StackFactory
+from tests.chaos.test_scheduled_changes import schedule_changes, states
+from tests.support.stack import Stack, eventually
+from tests.support.subscriptions import DAY, executed_updates, stored_change
+from worker.db.models import EventRow
+from worker.launch.command_lines import celery_beat_argv
+
+pytestmark = pytest.mark.chaos
+
+CHANGES = 60
+SWEEP = "Sending due task apply-due-plan-changes"
+BEATS = ("beat", "beat-second")
+
+
+def start_beat_sharing_schedule(stack: Stack, name: str) -> subprocess.Popen[bytes]:
+    """Another beat on the stack, with the schedule file of the stack's first beat
+    (``beat``): the same host's data directory."""
+    return stack.group.start(
+        name,
+        celery_beat_argv(stack.workdir / "beat-schedule"),
+        env=stack.env,
+        log_path=stack.workdir / f"{name}.log",
+    )
+
+
+def sweeps_sent(stack: Stack, beat: str) -> int:
+    path = stack.workdir / f"{beat}.log"
+    return path.read_text(errors="replace").count(SWEEP) if path.exists() else 0
+
+
+def swept_since(stack: Stack, beat: str, sweeps: int) -> bool:
+    return sweeps_sent(stack, beat) > sweeps
+
+
+def applied_events(stack: Stack) -> Counter[str]:
+    """The ``plan_change.applied`` events in the outbox, by change id."""
+    with stack.sessions() as session:
+        documents = session.scalars(
+            select(EventRow.document).where(EventRow.type == PlanChangeApplied.TYPE)
+        ).all()
+    return Counter(str(document["data"]["change_id"]) for document in documents)
+
+
+def test_two_beats_at_once_apply_each_change_due_at_once_exactly_once(
+    make_stack: StackFactory,
+) -> None:
+    # A lease longer than the test: a change claimed twice would be a sweep's mistake. Small
+    # batches: many sweeps of both beats, run by both worker nodes, race for the same changes.
+    stack = make_stack(
+        {
+            "BILLING_SCHEDULED_CHANGE_LEASE_SECONDS": "120",
+            "BILLING_SCHEDULED_CHANGES_BATCH_SIZE": "5",
+        }
+    )
+    subscribed, change_ids, team_price = schedule_changes(stack, CHANGES)
+    stack.start_worker("w1", concurrency=2)
+    stack.start_worker("w2", concurrency=2)
+    first = stack.start_beat("beat")
+    second = start_beat_sharing_schedule(stack, "beat-second")
+    for beat in BEATS:
+        eventually(partial(sweeps_sent, stack, beat), timeout=30, what=f"{beat} sweeping")
+    assert states(stack, change_ids)[ChangeState.SCHEDULED] == CHANGES  # nothing due yet
+    before = {beat: sweeps_sent(stack, beat) for beat in BEATS}
+
+    stack.advance_time(32 * DAY)  # every change falls due at once, under both beats
+
+    eventually(
+        lambda: states(stack, change_ids)[ChangeState.APPLIED] == CHANGES,
+        timeout=120,
+        interval=0.5,
+        what=f"{CHANGES} changes applied (so far {dict(states(stack, change_ids))})",
+    )
+    # Both beats kept sweeping while the changes were due: neither stopped the other.
+    for beat in BEATS:
+        eventually(
+            partial(swept_since, stack, beat, before[beat]),
+            timeout=30,
+            what=f"{beat} sweeping after the changes fell due",
+        )
+    assert first.poll() is None
+    assert second.poll() is None
+    for beat in BEATS:
+        log = (stack.workdir / f"{beat}.log").read_text(errors="replace")
+        # What sharing the file costs, if anything: beat recreates a file it cannot read.
+        print(f"\n{beat}: {log.count('Removing corrupted schedule file')} schedule files reset")
+
+    with stack.stripe as emulator:
+        for sub in subscribed:
+            [update] = executed_updates(emulator, sub.provider_id)  # one update per change
+            assert update.form["items"]["0"]["price"] == team_price
+    assert applied_events(stack) == Counter({change_id: 1 for change_id in change_ids})
+    assert {stored_change(stack, change_id).claims for change_id in change_ids} == {1}
