@@ -25,9 +25,15 @@ class ThrottledSources:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state: ApiState | None = getattr(scope["app"].state, "api", None)
         client = scope.get("client")
-        if scope["type"] == "http" and state is not None and client:
-            refusal = throttled(((state.failures_by_source, client[0]),))
-            if refusal is not None and not self._verified(state, scope):
+        # Verified credentials first: they cost no round trip to Redis.
+        if (
+            scope["type"] == "http"
+            and state is not None
+            and client
+            and not self._verified(state, scope)
+        ):
+            refusal = await throttled(((state.failures_by_source, client[0]),))
+            if refusal is not None:
                 await state.refusal_hold.hold()
                 response = JSONResponse(
                     body_of(refusal.code, refusal.message, refusal.details),
