@@ -44,7 +44,8 @@ class TwoProcesses:
         values: dict[int, float] = {}
         for file in self.metrics_dir.glob("counter_*.db"):
             pid = int(file.stem.rsplit("_", 1)[1])
-            for family in MultiProcessCollector.merge([str(file)], accumulate=True):
+            merged = MultiProcessCollector.merge([str(file)], accumulate=True)  # type: ignore[no-untyped-call]
+            for family in merged:
                 for sample in family.samples:
                     if (
                         sample.name == f"{counter}_total"
