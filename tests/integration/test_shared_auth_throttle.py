@@ -5,6 +5,7 @@ nothing but Redis, so a key's budget is the same with one process or several."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
 
 from redis.asyncio import Redis
@@ -94,3 +95,22 @@ def test_without_redis_each_process_still_counts_its_own_failures() -> None:
 
     assert refused is not None  # the throttle still holds, in this process
     assert another.taken
+
+
+def test_a_redis_that_never_answers_holds_no_login_and_the_process_counts_alone() -> None:
+    async def scenario() -> tuple[float | None, float | None]:
+        with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+            port = silent.getsockname()[1]
+            redis = Redis.from_url(f"redis://127.0.0.1:{port}/0")
+            try:
+                failures = SharedFailures(redis, "source", limit=1, window=60.0)
+                before = await failures.retry_after("10.9.9.9")
+                await failures.failed("10.9.9.9")
+                return before, await failures.retry_after("10.9.9.9")
+            finally:
+                await redis.aclose()
+
+    before, after = asyncio.run(scenario())
+
+    assert before is None
+    assert after is not None

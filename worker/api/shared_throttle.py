@@ -11,16 +11,18 @@ and the attempts in flight leave room under both: guesses sent at once to severa
 cannot overrun the limit either. A process that dies mid-verification leaves its places
 until their lease (the failure window) ends.
 
-A Redis that does not answer falls back to each process's own count
-(:class:`~worker.api.throttle.FailureThrottle`): the throttle keeps working, per process,
-and a warning says so; the same key space's Redis client is the one the API builds for its
-result listener and client shares (``worker/api/app.py``).
+A Redis that does not answer (an error, or no answer within a second) falls back to each
+process's own count (:class:`~worker.api.throttle.FailureThrottle`): the throttle keeps
+working, per process, and a warning says so (once a minute). The Redis client is the one
+the API builds for its result listener and client shares (``worker/api/app.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +36,20 @@ from worker.api.throttle import FailureThrottle
 logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "billing:auth"
+REDIS_SECONDS = 1.0
+"""How long a check waits for Redis before counting in this process instead (a Redis that
+hangs must not hold every login)."""
+WARN_EVERY_SECONDS = 60.0
+_last_warning = [float("-inf")]
+
+
+def _unavailable() -> None:
+    """Say that Redis is unavailable, at most once a minute (not once per request)."""
+    now = time.monotonic()
+    if now - _last_warning[0] >= WARN_EVERY_SECONDS:
+        _last_warning[0] = now
+        logger.warning("the shared authentication throttle is unavailable; counting locally")
+
 
 # KEYS: pairs (failures, attempts) per limit. ARGV: window, lease, token ("" to check only),
 # then each pair's limit. Returns {seconds until the key over its limit may try again ("0":
@@ -151,17 +167,20 @@ async def take(limits: Sequence[tuple[SharedFailures, str]], token: str | None) 
     first = limits[0][0]
     keys = [name for failures, key in limits for name in failures.keys(key)]
     try:
-        reply: list[Any] = await first._take(
-            keys=keys,
-            args=[
-                str(first.window),
-                str(first.window),
-                token or "",
-                *(str(failures.limit) for failures, _ in limits),
-            ],
+        reply: list[Any] = await asyncio.wait_for(
+            first._take(
+                keys=keys,
+                args=[
+                    str(first.window),
+                    str(first.window),
+                    token or "",
+                    *(str(failures.limit) for failures, _ in limits),
+                ],
+            ),
+            REDIS_SECONDS,
         )
-    except RedisError:
-        logger.warning("the shared authentication throttle is unavailable; counting locally")
+    except (RedisError, TimeoutError):
+        _unavailable()
         waits = [wait for failures, key in limits if (wait := failures.local.retry_after(key))]
         return Taken(
             max(waits) if waits else None,
@@ -178,17 +197,20 @@ async def end(limits: Sequence[tuple[SharedFailures, str]], token: str, *, faile
     first = limits[0][0]
     keys = [name for failures, key in limits for name in failures.keys(key)]
     try:
-        await first._end(
-            keys=keys,
-            args=[
-                str(first.window),
-                token,
-                "1" if failed else "0",
-                *(str(failures.limit) for failures, _ in limits),
-            ],
+        await asyncio.wait_for(
+            first._end(
+                keys=keys,
+                args=[
+                    str(first.window),
+                    token,
+                    "1" if failed else "0",
+                    *(str(failures.limit) for failures, _ in limits),
+                ],
+            ),
+            REDIS_SECONDS,
         )
-    except RedisError:
-        logger.warning("the shared authentication throttle is unavailable; counting locally")
+    except (RedisError, TimeoutError):
+        _unavailable()
         if failed:
             for failures, key in limits:
                 failures.local.failed(key)
