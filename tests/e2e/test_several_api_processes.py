@@ -8,6 +8,8 @@ Which process answered what is read from the metrics' per-process files
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import uuid
 from collections import Counter
@@ -38,6 +40,13 @@ class TwoProcesses:
     url: str
     supervisor_pid: int
     metrics_dir: Path
+
+    def processes(self) -> set[int]:
+        """The API processes the supervisor runs now (not multiprocessing's resource
+        tracker, its other child)."""
+        children = Path(f"/proc/{self.supervisor_pid}/task/{self.supervisor_pid}/children")
+        pids = [int(pid) for pid in children.read_text().split()]
+        return {pid for pid in pids if b"multiprocessing.spawn" in _command_line(pid)}
 
     def served(self, counter: str, **labels: str) -> dict[int, float]:
         """Per API process id, the value of ``counter`` it wrote (its own file)."""
@@ -73,6 +82,13 @@ def two_processes(stack: Stack) -> Iterator[TwoProcesses]:
         yield TwoProcesses(url, launcher.pid, stack.workdir / "metrics" / f"api-{port}")
     finally:
         group.stop()
+
+
+def _command_line(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return b""
 
 
 def _answers(url: str) -> bool:
@@ -177,3 +193,53 @@ def test_guesses_spread_over_both_processes_trip_the_throttle_after_the_same_fai
         return True
 
     eventually(guesses_reached_both_processes, 300, "guesses taken by both processes", interval=0)
+
+
+def test_an_api_process_killed_is_replaced_and_its_requests_still_count_in_the_scrape(
+    stack: Stack, two_processes: TwoProcesses
+) -> None:
+    def enable_some(count: int) -> list[httpx.Response]:
+        users = [
+            str(
+                create_user(
+                    stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@ex.com", disabled=True
+                ).id
+            )
+            for _ in range(count)
+        ]
+        with ThreadPoolExecutor(4) as pool:
+            return list(
+                pool.map(lambda u: enable_on_a_new_connection(stack, two_processes.url, u), users)
+            )
+
+    def counted() -> float:
+        scraped = httpx.get(f"{two_processes.url}/metrics", timeout=10).text
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(scraped)
+            for sample in family.samples
+            if sample.name == "billing_http_requests_total"
+            and sample.labels == {"route": ENABLE_ROUTE, "method": "POST", "status": "200"}
+        )
+
+    before = counted()
+    first = enable_some(10)
+    served = two_processes.served("billing_http_requests", route=ENABLE_ROUTE)
+    running = two_processes.processes()
+    victim = next(pid for pid in served if pid in running)
+
+    os.kill(victim, signal.SIGKILL)
+
+    # uvicorn's supervisor starts another in its place.
+    def two_without_the_victim() -> set[int] | None:
+        now = two_processes.processes()
+        return now if len(now) == 2 and victim not in now else None
+
+    replaced = eventually(two_without_the_victim, 60, "a new API process in the killed one's place")
+    eventually(lambda: _answers(f"{two_processes.url}/healthz"), 30, "the API")
+    then = enable_some(10)
+
+    assert [r.status_code for r in first + then] == [200] * 20
+    assert running - {victim} <= replaced
+    # The killed process's counts stay in its file: the scrape still adds them up.
+    assert counted() == before + 20

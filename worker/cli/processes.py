@@ -220,6 +220,7 @@ def api(host: str | None, port: int | None, workers: int | None) -> None:
     at start) and the failed-authentication throttle is shared through Redis."""
     create_files_for_owner_only()  # what it writes in the data directory is private
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     from worker.observability.metrics import MULTIPROC_DIR_ENV
 
@@ -232,12 +233,18 @@ def api(host: str | None, port: int | None, workers: int | None) -> None:
             settings.data_dir / "metrics" / f"api-{port}"
         )
         os.environ.update(api_metrics_env(Path(directory)))
+        # The supervisor never builds the app: its own lines (a process started, restarted,
+        # stopped) are in the configured format only if it configures logging itself.
+        from worker.bootstrap import configure_logging
+
+        configure_logging()
     uvicorn.run(
         "worker.api.app:asgi_app",
         factory=True,
         host=host or settings.api_host,
         port=port,
         workers=processes,
+        log_config=None if processes > 1 else LOGGING_CONFIG,
         access_log=False,
         http=API_HTTP_PROTOCOL,  # bounds the request head's size and time (embedded.api_argv)
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
