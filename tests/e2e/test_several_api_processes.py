@@ -69,6 +69,9 @@ def two_processes(stack: Stack) -> Iterator[TwoProcesses]:
     """``billing-worker api --workers 2`` on one port, with the stack's database, Redis and
     settings; its metrics in the launcher's default directory."""
     port = free_port()
+    metrics_dir = stack.workdir / "metrics" / f"api-{port}"
+    metrics_dir.mkdir(parents=True, exist_ok=True)
+    (metrics_dir / "counter_1.db").write_bytes(b"an earlier run's values")
     group = ProcessGroup()
     launcher = group.start(
         "api-two-processes",
@@ -79,7 +82,7 @@ def two_processes(stack: Stack) -> Iterator[TwoProcesses]:
     url = f"http://127.0.0.1:{port}"
     try:
         eventually(lambda: _answers(f"{url}/healthz"), 60, "two API processes")
-        yield TwoProcesses(url, launcher.pid, stack.workdir / "metrics" / f"api-{port}")
+        yield TwoProcesses(url, launcher.pid, metrics_dir)
     finally:
         group.stop()
 
@@ -158,6 +161,13 @@ def test_two_processes_answer_every_command_and_one_scrape_counts_all_their_requ
         and sample.labels == {"route": ENABLE_ROUTE, "method": "POST"}
     )
     assert counted == timed == len(responses) == sum(served.values())
+
+
+def test_values_an_earlier_run_left_in_the_metrics_directory_are_not_added(
+    two_processes: TwoProcesses,
+) -> None:
+    assert not (two_processes.metrics_dir / "counter_1.db").exists()
+    assert httpx.get(f"{two_processes.url}/metrics", timeout=10).status_code == 200
 
 
 def test_guesses_spread_over_both_processes_trip_the_throttle_after_the_same_failures(

@@ -227,12 +227,13 @@ def api(host: str | None, port: int | None, workers: int | None) -> None:
     settings = get_settings()
     port = port or settings.api_port
     processes = workers or settings.api_processes
-    if processes > 1:
-        # Before the processes start: each chooses where its values go when it imports them.
-        directory = os.environ.get(MULTIPROC_DIR_ENV) or str(
-            settings.data_dir / "metrics" / f"api-{port}"
-        )
+    named = os.environ.get(MULTIPROC_DIR_ENV)
+    if processes > 1 or named:
+        # Before the processes start: each chooses where its values go when it imports them;
+        # emptied, or an earlier run's values (a restarted container's) would be added.
+        directory = named or str(settings.data_dir / "metrics" / f"api-{port}")
         os.environ.update(api_metrics_env(Path(directory)))
+    if processes > 1:
         # The supervisor never builds the app: its own lines (a process started, restarted,
         # stopped) are in the configured format only if it configures logging itself.
         from worker.bootstrap import configure_logging
