@@ -166,7 +166,11 @@ class Verifications:
                 return grant
             if (running := self._running.get(fingerprint)) is not None:
                 return await asyncio.shield(running)
-            taken = await take(limits, token)
+            try:
+                taken = await take(limits, token)
+            except asyncio.CancelledError:
+                self._end_later(limits, token, failed=False)  # its places may have been taken
+                raise
             if taken.retry_after is not None:
                 raise Throttled(taken.retry_after)
             if taken.taken:
