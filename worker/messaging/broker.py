@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 # kombu's Redis transport is untyped where we extend it (private methods of 5.7).
 _RedisChannel: Any = kombu_redis.Channel
 _RedisTransport: Any = kombu_redis.Transport
+_SentinelChannel: Any = kombu_redis.SentinelChannel
 _Empty: type[Exception] = kombu_redis.Empty  # type: ignore[attr-defined]
 
 MAX_MESSAGE_BYTES = 1024 * 1024
@@ -210,6 +211,21 @@ class GuardedRedisTransport(_RedisTransport):  # type: ignore[misc]
     """``broker_transport`` of our Celery app: the Redis transport with a guarded channel."""
 
     Channel = GuardedChannel
+
+
+class GuardedSentinelChannel(GuardedChannel, _SentinelChannel):  # type: ignore[misc]
+    """The guarded channel over kombu's Sentinel channel: the same checks on every popped
+    message and the same kept client, on connections to whichever server the sentinels name
+    as the primary (kombu's ``SentinelChannel`` makes the pools; ours reads from them)."""
+
+
+class GuardedSentinelTransport(GuardedRedisTransport):
+    """``broker_transport`` of our Celery app with ``BILLING_REDIS_SENTINELS``: kombu's
+    ``sentinel://`` transport with the guarded channel (``worker/messaging/redis_clients.py``
+    selects it)."""
+
+    Channel = GuardedSentinelChannel
+    default_port = kombu_redis.SentinelTransport.default_port
 
 
 def _logged(body: Any) -> Any:
