@@ -15,6 +15,7 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 from urllib.parse import quote
 
 import redis
@@ -103,9 +104,8 @@ class SentinelTopology:
 
     def primary_port(self) -> int:
         """The port of the server the sentinel names the primary now."""
-        _host, port = self.sentinel().execute_command(
-            "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME
-        )
+        sentinel: Any = self.sentinel()  # redis-py's execute_command is untyped
+        _host, port = sentinel.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME)
         return int(port)
 
     def primary_url(self) -> str:
@@ -113,7 +113,8 @@ class SentinelTopology:
 
     def _sentinel_knows_the_replica(self) -> bool:
         try:
-            replicas = self.sentinel().execute_command("SENTINEL", "REPLICAS", MASTER_NAME)
+            sentinel: Any = self.sentinel()
+            replicas = sentinel.execute_command("SENTINEL", "REPLICAS", MASTER_NAME)
         except redis.RedisError:
             return False
         return bool(replicas)
@@ -127,16 +128,19 @@ class SentinelTopology:
         return port
 
     def wait_for_new_primary(self, old_port: int, timeout: float = 30.0) -> int:
-        """Wait until the sentinel names another primary and that server says it is one;
-        its port."""
+        """Wait until the sentinel names another primary in the state clients accept (not
+        down: redis-py's ``check_master_state``; the address changes a moment before the
+        state does) and that server says it is one; its port."""
 
         def promoted() -> bool:
             try:
-                port = self.primary_port()
+                state = cast(dict[str, Any], self.sentinel().sentinel_master(MASTER_NAME))
+                port = int(state["port"])
                 role = self.server(port).info("replication")["role"]
             except redis.RedisError:
                 return False
-            return port != old_port and role == "master"
+            healthy = state["is_master"] and not (state["is_sdown"] or state["is_odown"])
+            return port != old_port and healthy and role == "master"
 
         wait_until(promoted, timeout, "the sentinel to promote the replica")
         return self.primary_port()
