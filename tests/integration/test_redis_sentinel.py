@@ -61,6 +61,22 @@ def test_a_client_of_the_factory_follows_the_primary_through_a_failover(
     assert (promoted.get("written-before"), promoted.get("written-after")) == (b"1", b"2")
 
 
+def test_a_client_holding_a_connection_to_a_demoted_primary_writes_to_the_new_one(
+    topology: SentinelTopology,
+) -> None:
+    client = redis_client(sentinel_settings(topology))
+    client.set("written-before", "1")  # its pool holds a connection to this primary
+    assert client.wait(1, 5000) == 1
+    paused = topology.pause_primary()
+    new = topology.wait_for_new_primary(paused)
+    topology.resume(paused)  # back, and a replica of the new primary once the sentinel says so
+    topology.wait_for_replica(paused)
+
+    client.set("written-after", "2")  # READONLY on the kept connection: it asks the sentinel
+
+    assert topology.server(new).get("written-after") == b"2"
+
+
 def test_an_asyncio_client_of_the_factory_follows_the_primary_through_a_failover(
     topology: SentinelTopology,
 ) -> None:

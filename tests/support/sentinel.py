@@ -9,6 +9,7 @@ about six seconds from a SIGKILL to a new primary on this machine kind
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -127,6 +128,28 @@ class SentinelTopology:
         process.wait()
         return port
 
+    def pause_primary(self) -> int:
+        """SIGSTOP the primary (its connections stay open, it answers nothing); its port."""
+        port = self.primary_port()
+        os.kill(self.servers[port].pid, signal.SIGSTOP)
+        return port
+
+    def resume(self, port: int) -> None:
+        """SIGCONT a paused server. A primary replaced meanwhile comes back believing it is
+        the primary, until the sentinel makes it a replica of the new one."""
+        os.kill(self.servers[port].pid, signal.SIGCONT)
+
+    def wait_for_replica(self, port: int, timeout: float = 30.0) -> None:
+        """Wait until the server on ``port`` is a replica (the sentinel demoted it)."""
+
+        def demoted() -> bool:
+            try:
+                return self.server(port).info("replication")["role"] == "slave"
+            except redis.RedisError:
+                return False
+
+        wait_until(demoted, timeout, f"the server on {port} to become a replica")
+
     def wait_for_new_primary(self, old_port: int, timeout: float = 30.0) -> int:
         """Wait until the sentinel names another primary in the state clients accept (not
         down: redis-py's ``check_master_state``; the address changes a moment before the
@@ -159,6 +182,9 @@ class SentinelTopology:
         }
 
     def stop(self) -> None:
+        for process in self.servers.values():  # a paused server would not stop on SIGTERM
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGCONT)
         self._group.stop()
 
 
