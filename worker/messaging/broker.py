@@ -142,6 +142,20 @@ class GuardedChannel(_RedisChannel):  # type: ignore[misc]
 
     _sending_client: redis.Redis | None = None
 
+    @property
+    def pool(self) -> Any:
+        """kombu's pool, or a connection error once the channel's connection was collected.
+        After a lost connection Celery collects it (the transport forgets its client), then
+        closes it; closing the channel puts its delivered, unacknowledged messages back, and
+        kombu (5.7) would build a pool for that from the forgotten client: an
+        ``AttributeError`` that stops the worker for good (seen on a Sentinel failover). As a
+        connection error it is ignored like any other on that path, and the messages are not
+        lost: they wait in Redis's unacknowledged set until the visibility timeout hands them
+        back."""
+        if self._pool is None and getattr(self.connection, "client", None) is None:
+            raise redis.ConnectionError("the channel's connection is closed")
+        return super().pool
+
     @contextmanager
     def conn_or_acquire(self, client: redis.Redis | None = None) -> Iterator[redis.Redis]:
         """kombu (5.7) builds a new ``redis.Redis`` for each command sent outside the poll: a
