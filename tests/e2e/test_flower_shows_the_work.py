@@ -179,3 +179,15 @@ def test_an_idle_workers_info_lines_are_about_commands_never_sweeps(
         line for line in worker_lines if not line.get("command_id") or line.get("task") in SWEEPS
     ]
     assert not_a_command == []
+
+
+def test_flower_reads_the_length_of_our_queues(idle_stack: dict[str, Any]) -> None:
+    # Through our Redis client factory (worker/launch/flower.py): Flower's own reader knows
+    # neither our guarded transport's URL scheme (it answered 404) nor our priority steps.
+    response = httpx.get(
+        f"{idle_stack['flower_url']}/api/queues/length", auth=FLOWER_AUTH, timeout=5
+    )
+
+    assert response.status_code == 200, response.text
+    lengths = {queue["name"]: queue["messages"] for queue in response.json()["active_queues"]}
+    assert {"users", "billing", "subscriptions", "maintenance", "webhooks"} <= set(lengths)
