@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.cli import billing_worker
 from tests.support.records import create_user, user_state
 from tests.support.sentinel import SentinelTopology
 from tests.support.stack import Stack, eventually, stack_env
@@ -38,20 +39,16 @@ def system(
     topology = SentinelTopology(base / "redis")
     topology.start()
     database_url = make_database(name)
+    primary_url = topology.primary_url()  # only the test's own ping of the workers uses it
     env = stack_env(
         database_url=database_url,
-        # Only the test's own ping of the workers reads it (the primary at the start): the
-        # processes' BILLING_REDIS_SENTINELS wins over it.
-        redis_url=topology.primary_url(),
+        redis_url=primary_url,
         data_dir=base,
         **topology.settings_env(),
     )
+    del env["BILLING_REDIS_URL"]  # the processes know the sentinel only
     stack = Stack(
-        name=name,
-        database_url=database_url,
-        redis_url=env["BILLING_REDIS_URL"],
-        workdir=base,
-        env=env,
+        name=name, database_url=database_url, redis_url=primary_url, workdir=base, env=env
     )
     try:
         stack.start_worker()
@@ -142,6 +139,8 @@ def test_commands_run_before_and_after_the_sentinel_promotes_a_new_primary(
     topology.wait_for_new_primary(old)
     after_user, after = enable(stack)  # the same API and worker processes, never restarted
     other_user, other = publish_from_another_service(stack, topology)
+    listed = billing_worker("dead-letters", "list", env=stack.env)  # the command line too
+    assert listed.status == 0, listed.stderr
 
     assert stack.finished(after, timeout=60).status.value == "succeeded"
     assert stack.finished(other, timeout=60).status.value == "succeeded"
