@@ -91,6 +91,7 @@ def test_a_channel_closed_after_its_connection_was_collected_keeps_the_worker_an
     )
     taken = bound.get(no_ack=False)
     assert taken is not None
+    assert taken.delivery_tag is not None
     unacked = channel.unacked_key
     try:
         server.stop()

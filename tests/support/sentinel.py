@@ -144,7 +144,7 @@ class SentinelTopology:
 
         def demoted() -> bool:
             try:
-                return self.server(port).info("replication")["role"] == "slave"
+                return bool(self.server(port).info("replication")["role"] == "slave")
             except redis.RedisError:
                 return False
 
