@@ -28,7 +28,7 @@ from domain.ports.repositories import UnitOfWork
 from domain.provider.rate_budget import RateBudget
 from domain.subscriptions.proration import ProrationBehavior
 from domain.webhooks import DeliveryPolicy
-from worker.clock import ShiftableClock, SystemClock
+from worker.clock import ShiftableClock, SystemClock, clock_client
 from worker.db.command_log import SqlCommandLog
 from worker.db.engine import ping, session_factory
 from worker.db.uow import SqlUnitOfWork, is_transient_db_error
@@ -161,9 +161,9 @@ class Services:
 
     def _redis(self) -> redis.Redis:
         if self._redis_client is None:
-            import redis
+            from worker.messaging.redis_clients import redis_client
 
-            self._redis_client = redis.Redis.from_url(self.settings.resolved_redis_url())
+            self._redis_client = redis_client(self.settings)
         return self._redis_client
 
     def celery_app(self) -> Celery:
@@ -187,11 +187,10 @@ class Services:
     def system_collector(self) -> Collector:
         """Beat's collector of the whole system's gauges, over this process's clock,
         database, broker and Stripe budget."""
-        import redis
-
         from worker.db.gauges import SqlSystemFigures
         from worker.messaging.config import CONSUMED_QUEUES
         from worker.messaging.queue_depths import QueueDepths
+        from worker.messaging.redis_clients import redis_client
         from worker.observability.gauges import SystemCollector
         from worker.provider.rate_budget import UnmeteredBudget
 
@@ -201,7 +200,7 @@ class Services:
         return SystemCollector(
             clock=self.clock,
             read_queue_depths=QueueDepths(
-                redis.Redis.from_url(settings.resolved_redis_url(), socket_timeout=2),
+                redis_client(settings, socket_timeout=2),
                 CONSUMED_QUEUES,
                 steps,
             ),
@@ -212,11 +211,10 @@ class Services:
         )
 
     def dead_letters(self) -> DeadLetterStore:
-        import redis
-
         from worker.messaging.dead_letters import DeadLetters
+        from worker.messaging.redis_clients import redis_client
 
-        return DeadLetters(redis.Redis.from_url(self.settings.resolved_redis_url()))
+        return DeadLetters(redis_client(self.settings))
 
     def database(self) -> sessionmaker[Session]:
         """Sessions of this process's database (for what has no repository: API clients)."""
@@ -284,8 +282,7 @@ def provider_for(settings: Settings, budget: RateBudget | None = None) -> Billin
 def budget_for(settings: Settings, *, max_wait_seconds: float | None = None) -> RateBudget:
     """The rate budget of the Stripe account these settings name. ``max_wait_seconds``
     overrides how long a call may block (a CLI command may simply wait its turn)."""
-    import redis
-
+    from worker.messaging.redis_clients import redis_client
     from worker.provider.rate_budget import (
         BudgetConfig,
         RedisRateBudget,
@@ -310,13 +307,13 @@ def budget_for(settings: Settings, *, max_wait_seconds: float | None = None) -> 
         ),
         enabled=settings.stripe_budget_enabled,
     )
-    return RedisRateBudget(redis.Redis.from_url(settings.resolved_redis_url()), config)
+    return RedisRateBudget(redis_client(settings), config)
 
 
 def build_clock(settings: Settings) -> Clock:
     # Only the local stack and the tests may shift time; production reads the system clock.
     if settings.resolved_shiftable_clock():
-        return ShiftableClock(settings.resolved_redis_url())
+        return ShiftableClock(clock_client(settings))
     return SystemClock()
 
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     import redis
 
+    from worker.settings import Settings
+
 CLOCK_OFFSET_KEY = "billing-worker:clock-offset-seconds"
 REFRESH_SECONDS = 0.5
 """How stale a process's view of the offset may be."""
@@ -35,13 +37,23 @@ class SystemClock:
         return datetime.now(UTC)
 
 
+def clock_client(settings: Settings) -> redis.Redis:
+    """The Redis client a :class:`ShiftableClock` of these settings reads its offset over."""
+    from worker.messaging.redis_clients import redis_client
+
+    return redis_client(settings, socket_timeout=2)
+
+
 class ShiftableClock:
-    """Real time plus an offset kept in Redis, re-read at most every ``refresh`` seconds."""
+    """Real time plus an offset kept in Redis, re-read at most every ``refresh`` seconds,
+    over ``client`` (:func:`clock_client`)."""
 
-    def __init__(self, redis_url: str, refresh: float = REFRESH_SECONDS) -> None:
-        import redis
+    def __init__(self, client: redis.Redis | str, refresh: float = REFRESH_SECONDS) -> None:
+        if isinstance(client, str):  # a Redis URL: a test's or a benchmark's own server
+            import redis
 
-        self._redis = redis.Redis.from_url(redis_url, socket_timeout=2)
+            client = redis.Redis.from_url(client, socket_timeout=2)
+        self._redis = client
         self._refresh = refresh
         self._offset = 0.0
         self._read_at = float("-inf")

@@ -57,6 +57,48 @@ class Settings(BaseSettings):
         description="Broker and result backend. Unset: `up` starts an embedded Redis; other "
         "commands use the one recorded in <data_dir>/stack.json.",
     )
+    redis_sentinels: str = Field(
+        default="",
+        description="Redis Sentinel: the sentinels to ask for the current primary, "
+        "`host:port,host:port` (port 26379 if left out). Set, every Redis client of every "
+        "process (the broker, the result backend, the API's result listener, the Stripe "
+        "budget, the event stream, dead letters, the clock) follows the primary they name "
+        "through failovers, and BILLING_REDIS_URL is not used; unset: BILLING_REDIS_URL.",
+    )
+    redis_master_name: str = Field(
+        default="mymaster",
+        description="Redis Sentinel: the name the sentinels monitor the primary under "
+        "(`sentinel monitor <name> …`).",
+    )
+    redis_username: str | None = Field(
+        default=None,
+        description="Redis Sentinel: the ACL user of the primary and its replicas (unset: "
+        "the default user).",
+    )
+    redis_password: SecretStr | None = Field(
+        default=None,
+        description="Redis Sentinel: the password of the primary and its replicas (their "
+        "`requirepass`; unset: none). Without sentinels the password is BILLING_REDIS_URL's.",
+    )
+    redis_sentinel_username: str | None = Field(
+        default=None, description="Redis Sentinel: the ACL user of the sentinels (unset: none)."
+    )
+    redis_sentinel_password: SecretStr | None = Field(
+        default=None,
+        description="Redis Sentinel: the password of the sentinels themselves (their "
+        "`requirepass`, often not the primary's; unset: none).",
+    )
+    redis_db: int = Field(
+        default=0, ge=0, description="Redis Sentinel: the database number on the primary."
+    )
+    redis_socket_timeout_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="Redis Sentinel: how long a command (and a connection attempt) to the "
+        "primary may wait before the client gives up on that connection and asks the sentinels "
+        "again; kombu requires one for failover (a dead primary's connection would wait "
+        "forever). Longer than the broker's 1 s blocking poll.",
+    )
     stripe_api_key: SecretStr | None = Field(
         default=None, description="Stripe secret key; unset: the local Stripe emulator."
     )
@@ -435,6 +477,15 @@ class Settings(BaseSettings):
         "Off: shown whole, for local debugging only.",
     )
 
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _redis_sentinels(cls, value: str) -> str:
+        for entry in filter(None, (part.strip() for part in value.split(","))):
+            _host, colon, port = entry.rpartition(":")
+            if colon and not (port.isdigit() and 0 < int(port) < 65536):
+                raise ValueError(f"{entry!r} is not host:port (BILLING_REDIS_SENTINELS)")
+        return value
+
     @field_validator("default_currency")
     @classmethod
     def _default_currency(cls, value: str) -> str:
@@ -466,6 +517,17 @@ class Settings(BaseSettings):
             return self.redis_url
         recorded = self.stack().get("redis_url")
         return str(recorded) if recorded else "redis://127.0.0.1:6379/0"
+
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        """The sentinels of ``BILLING_REDIS_SENTINELS`` as (host, port); ``[]``: none."""
+        addresses = []
+        for entry in self.redis_sentinels.split(","):
+            entry = entry.strip()
+            if not entry:
+                continue
+            host, _, port = entry.rpartition(":") if ":" in entry else (entry, "", "26379")
+            addresses.append((host.strip("[]"), int(port)))
+        return addresses
 
     def resolved_shiftable_clock(self) -> bool:
         """Whether this process keeps the shiftable clock: set, or (an admin command next to

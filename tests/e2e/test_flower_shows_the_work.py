@@ -209,3 +209,15 @@ def test_flower_shows_a_caller_s_mistake_rejected_not_failed(
     assert shown["exception"].startswith("CommandRejected(NOT_FOUND (5): user ")
     assert task_id not in _flower_tasks(idle_stack, state="FAILURE")
     assert task_id in _flower_tasks(idle_stack, state="REJECTED")
+
+
+def test_flower_reads_the_length_of_our_queues(idle_stack: dict[str, Any]) -> None:
+    # Through our Redis client factory (worker/launch/flower.py): Flower's own reader knows
+    # neither our guarded transport's URL scheme (it answered 404) nor our priority steps.
+    response = httpx.get(
+        f"{idle_stack['flower_url']}/api/queues/length", auth=FLOWER_AUTH, timeout=5
+    )
+
+    assert response.status_code == 200, response.text
+    lengths = {queue["name"]: queue["messages"] for queue in response.json()["active_queues"]}
+    assert {"users", "billing", "subscriptions", "maintenance", "webhooks"} <= set(lengths)

@@ -4,8 +4,13 @@ command as kombu's own channel does."""
 
 from __future__ import annotations
 
-from kombu import Connection, Exchange, Producer, Queue
+from pathlib import Path
 
+import redis
+from kombu import Connection, Exchange, Producer, Queue
+from kombu.common import ignore_errors
+
+from tests.support.redis_server import RedisServer
 from worker.messaging.broker import GuardedChannel
 
 TRANSPORT = "worker.messaging.broker:GuardedRedisTransport"
@@ -64,3 +69,39 @@ def test_messages_published_through_the_kept_client_are_delivered_in_order(
         received = [bound.get(no_ack=True) for _ in range(3)]
 
         assert [message.payload["n"] for message in received if message] == [0, 1, 2]
+
+
+def test_a_channel_closed_after_its_connection_was_collected_keeps_the_worker_and_the_message(
+    tmp_path: Path,
+) -> None:
+    # The state a Celery worker reached in a Sentinel failover (its consumer lost the broker
+    # while a message it took was not acknowledged): the server gone, the connection
+    # collected (the transport has forgotten its client) but its channel not closed, since
+    # closing it failed on the dead server. Celery then closes it again: kombu 5.7 raised an
+    # AttributeError building a pool to put the message back, which stopped the worker.
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    queue = Queue("broker-channel-lost", Exchange("broker-channel-lost"), "broker-channel-lost")
+    connection = Connection(server.url, transport=TRANSPORT)
+    channel = our_channel(connection)
+    bound = queue(channel)
+    bound.declare()
+    Producer(channel, exchange=queue.exchange, routing_key=queue.routing_key).publish(
+        {"n": 1}, serializer="json"
+    )
+    taken = bound.get(no_ack=False)
+    assert taken is not None
+    assert taken.delivery_tag is not None
+    unacked = channel.unacked_key
+    try:
+        server.stop()
+        connection.transport.client = None  # what Connection.collect() leaves
+
+        ignore_errors(connection, channel.close)  # raised AttributeError before
+    finally:
+        server.start()
+    try:
+        # Not lost: among the unacknowledged, handed back after the visibility timeout.
+        assert redis.Redis.from_url(server.url).hexists(unacked, taken.delivery_tag)
+    finally:
+        server.stop()

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import redis.asyncio as aioredis
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
@@ -40,6 +39,7 @@ from worker.api.shared_throttle import SharedFailures
 from worker.api.state import ApiState, RefusalHold
 from worker.api.verifications import Verifications
 from worker.bootstrap import Services, bootstrap, configure_logging
+from worker.messaging.redis_clients import async_redis_client
 
 ROUTERS = (
     users.router,
@@ -62,7 +62,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         resolved = svc or bootstrap()
         settings = resolved.settings
-        redis = aioredis.Redis.from_url(settings.resolved_redis_url())
+        redis = async_redis_client(settings)
         results = ResultListener(redis)
         await results.start()
         authenticator = resolved.client_verifier()

@@ -46,7 +46,7 @@ go back to its queue)."""
 
 DATA_DIR = "BILLING_DATA_DIR"
 DATABASE_ENV = (DATA_DIR, "BILLING_DATABASE_URL", "BILLING_DATABASE_LOCK_TIMEOUT_SECONDS")
-REDIS_ENV = (DATA_DIR, "BILLING_REDIS_URL")
+REDIS_ENV = (DATA_DIR, "BILLING_REDIS_URL", "BILLING_REDIS_SENTINELS")
 STRIPE_ENV = (
     DATA_DIR,
     "BILLING_STRIPE_API_KEY",
@@ -56,6 +56,7 @@ STRIPE_ENV = (
     "BILLING_STRIPE_RATE_PER_SECOND",
     "BILLING_STRIPE_BURST",
     "BILLING_REDIS_URL",
+    "BILLING_REDIS_SENTINELS",
 )
 
 
@@ -226,9 +227,12 @@ def _unreachable(error: BaseException) -> str | None:
             )
         return f"the database is unreachable or refused the request at {url}: {first}{hint}"
     if type(error).__module__.startswith("redis"):
-        url = masked_url(settings.resolved_redis_url())
-        hint = "" if settings.redis_url else _no_stack_hint(needs_running=True)
-        return f"Redis is unreachable at {url}: {error}{hint}"
+        from worker.messaging.redis_clients import describe_redis, uses_sentinel
+
+        where = describe_redis(settings)
+        explicit = settings.redis_url or uses_sentinel(settings)
+        hint = "" if explicit else _no_stack_hint(needs_running=True)
+        return f"Redis is unreachable at {where}: {error}{hint}"
     return None
 
 

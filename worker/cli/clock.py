@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from worker.cli.base import REDIS_ENV, BillingGroup, as_json_option, emit, fail
-from worker.clock import ShiftableClock
+from worker.clock import ShiftableClock, clock_client
 from worker.settings import get_settings
 
 NOT_A_LOCAL_STACK = (
@@ -73,7 +73,7 @@ def clock_advance(duration: str) -> None:
     emulator_url = stack.get("stripe_emulator_url")
     if emulator_url:
         EmulatorAdmin(str(emulator_url)).advance_clock(seconds)
-    offset = ShiftableClock(get_settings().resolved_redis_url()).advance(seconds)
+    offset = ShiftableClock(clock_client(get_settings())).advance(seconds)
     click.echo(f"advanced {duration}; the clock is now {_days(offset)} ahead")
 
 
@@ -92,7 +92,7 @@ def clock_show(as_json: bool) -> None:
         )
         return
     _local_stack()
-    offset = ShiftableClock(get_settings().resolved_redis_url()).offset()
+    offset = ShiftableClock(clock_client(get_settings())).offset()
     real = datetime.now(UTC)
     shifted = real + timedelta(seconds=offset)
     emulator_now = _emulator_now(stack)
@@ -132,7 +132,7 @@ def clock_reset() -> None:
     from stripe_emulator import EmulatorAdmin
 
     stack = _local_stack()
-    shiftable = ShiftableClock(get_settings().resolved_redis_url())
+    shiftable = ShiftableClock(clock_client(get_settings()))
     was = shiftable.offset()
     emulator_url = stack.get("stripe_emulator_url")
     if emulator_url:

@@ -17,11 +17,10 @@ if TYPE_CHECKING:
 
 
 def dead_letter_store() -> DeadLetters:
-    import redis
-
     from worker.messaging.dead_letters import DeadLetters
+    from worker.messaging.redis_clients import redis_client
 
-    return DeadLetters(redis.Redis.from_url(get_settings().resolved_redis_url()))
+    return DeadLetters(redis_client(get_settings()))
 
 
 def worker_task_names() -> frozenset[str]:
@@ -92,9 +91,8 @@ def dead_letters_show(letter_id: str) -> None:
 def dead_letters_replay(letter_id: str) -> None:
     """Put the message back on its queue, if a worker can take it now (say, its task was
     unknown to the workers of the day); then drop the letter."""
-    import redis
-
     from worker.messaging.broker import Rejected, check_envelope
+    from worker.messaging.redis_clients import redis_client
 
     letter = _letter(letter_id)
     if letter.truncated:
@@ -109,7 +107,7 @@ def dead_letters_replay(letter_id: str) -> None:
             f"dead letter {letter_id} is of task {letter.task!r}, which no worker runs: "
             "not replayed (drop it, or replay it once a worker runs that task)"
         )
-    redis.Redis.from_url(get_settings().resolved_redis_url()).lpush(letter.queue, letter.raw)
+    redis_client(get_settings()).lpush(letter.queue, letter.raw)
     dead_letter_store().drop(letter_id)
     click.echo(f"replayed {letter_id} onto {letter.queue}")
 

@@ -292,7 +292,7 @@ class LocalStack:
             metrics_urls=metrics_urls,
             credentials=credentials,
             demo_billing=demo_billing,
-            clock_offset_seconds=_clock_offset(redis_url) if seeding.shiftable_clock else None,
+            clock_offset_seconds=_clock_offset(seeding) if seeding.shiftable_clock else None,
         )
         for line in banner(started):
             echo(line)
@@ -395,7 +395,7 @@ class LocalStack:
             write_stack_file(self.settings, {**stack, "stopped": True})
 
 
-def _clock_offset(redis_url: str) -> float:
-    from worker.clock import ShiftableClock
+def _clock_offset(settings: Settings) -> float:
+    from worker.clock import ShiftableClock, clock_client
 
-    return ShiftableClock(redis_url).offset()
+    return ShiftableClock(clock_client(settings)).offset()

@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 # kombu's Redis transport is untyped where we extend it (private methods of 5.7).
 _RedisChannel: Any = kombu_redis.Channel
 _RedisTransport: Any = kombu_redis.Transport
+_SentinelChannel: Any = kombu_redis.SentinelChannel
 _Empty: type[Exception] = kombu_redis.Empty  # type: ignore[attr-defined]
 
 MAX_MESSAGE_BYTES = 1024 * 1024
@@ -141,6 +142,20 @@ class GuardedChannel(_RedisChannel):  # type: ignore[misc]
 
     _sending_client: redis.Redis | None = None
 
+    @property
+    def pool(self) -> Any:
+        """kombu's pool, or a connection error once the channel's connection was collected.
+        After a lost connection Celery collects it (the transport forgets its client), then
+        closes it; closing the channel puts its delivered, unacknowledged messages back, and
+        kombu (5.7) would build a pool for that from the forgotten client: an
+        ``AttributeError`` that stops the worker for good (seen on a Sentinel failover). As a
+        connection error it is ignored like any other on that path, and the messages are not
+        lost: they wait in Redis's unacknowledged set until the visibility timeout hands them
+        back."""
+        if self._pool is None and getattr(self.connection, "client", None) is None:
+            raise redis.ConnectionError("the channel's connection is closed")
+        return super().pool
+
     @contextmanager
     def conn_or_acquire(self, client: redis.Redis | None = None) -> Iterator[redis.Redis]:
         """kombu (5.7) builds a new ``redis.Redis`` for each command sent outside the poll: a
@@ -210,6 +225,21 @@ class GuardedRedisTransport(_RedisTransport):  # type: ignore[misc]
     """``broker_transport`` of our Celery app: the Redis transport with a guarded channel."""
 
     Channel = GuardedChannel
+
+
+class GuardedSentinelChannel(GuardedChannel, _SentinelChannel):  # type: ignore[misc]
+    """The guarded channel over kombu's Sentinel channel: the same checks on every popped
+    message and the same kept client, on connections to whichever server the sentinels name
+    as the primary (kombu's ``SentinelChannel`` makes the pools; ours reads from them)."""
+
+
+class GuardedSentinelTransport(GuardedRedisTransport):
+    """``broker_transport`` of our Celery app with ``BILLING_REDIS_SENTINELS``: kombu's
+    ``sentinel://`` transport with the guarded channel (``worker/messaging/redis_clients.py``
+    selects it)."""
+
+    Channel = GuardedSentinelChannel
+    default_port = kombu_redis.SentinelTransport.default_port
 
 
 def _logged(body: Any) -> Any:

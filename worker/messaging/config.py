@@ -23,6 +23,7 @@ from application.requests.sweeps import (
     REPUBLISH_STALLED_COMMANDS,
 )
 from domain.provider.sync import SyncStripeObject
+from worker.messaging.redis_clients import celery_redis_config
 from worker.settings import Settings
 
 __all__ = [
@@ -69,14 +70,13 @@ TASK_MODULES = [
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
-    redis_url = settings.resolved_redis_url()
+    # One Redis or Sentinel's primary (worker/messaging/redis_clients.py). Any bytes on a
+    # queue become a task message or a dead letter (worker/messaging/broker.py).
+    redis_config = celery_redis_config(settings)
     visibility = settings.broker_visibility_timeout_seconds
     return {
-        "broker_url": redis_url,
-        # Any bytes on a queue become a task message or a dead letter (worker/messaging/broker.py).
-        "broker_transport": "worker.messaging.broker:GuardedRedisTransport",
+        **redis_config,
         "worker_consumer": "worker.messaging.broker:GuardedConsumer",
-        "result_backend": redis_url,
         "task_serializer": "json",
         "result_serializer": "json",
         "accept_content": ["json"],
@@ -97,6 +97,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             # Interactive (0), bulk (the due changes), then the syncs of Stripe's events.
             # A message of any other priority lands in the step at or below it (9 reads 9).
             "priority_steps": [0, BULK_MESSAGE_PRIORITY, STRIPE_SYNC_MESSAGE_PRIORITY],
+            **redis_config["broker_transport_options"],
         },
         "broker_connection_retry_on_startup": True,
         "task_queues": [Queue(name) for name in CONSUMED_QUEUES],

@@ -1,0 +1,157 @@
+"""Redis Sentinel on real servers (a primary, a replica and a sentinel: tests/support/sentinel.py):
+the clients of the one factory (``worker/messaging/redis_clients.py``) follow the primary
+through a failover, and our guarded transport keeps its guard on kombu's Sentinel transport."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kombu import Connection, Exchange, Queue
+
+from tests.support.sentinel import SentinelTopology
+from worker.api.results import ResultListener
+from worker.messaging.broker import GuardedSentinelChannel
+from worker.messaging.config import celery_config
+from worker.messaging.dead_letters import DeadLetters
+from worker.messaging.publisher import result_channel
+from worker.messaging.redis_clients import async_redis_client, redis_client
+from worker.settings import Settings
+
+pytestmark = pytest.mark.chaos
+
+
+@pytest.fixture
+def topology(tmp_path: Path) -> Iterator[SentinelTopology]:
+    started = SentinelTopology(tmp_path / "sentinel")
+    try:
+        started.start()
+        yield started
+    finally:
+        started.stop()
+
+
+def sentinel_settings(topology: SentinelTopology) -> Settings:
+    env = topology.settings_env()
+    return Settings(
+        redis_sentinels=env["BILLING_REDIS_SENTINELS"],
+        redis_master_name=env["BILLING_REDIS_MASTER_NAME"],
+        redis_password=env["BILLING_REDIS_PASSWORD"],
+        redis_sentinel_password=env["BILLING_REDIS_SENTINEL_PASSWORD"],
+        redis_socket_timeout_seconds=2.0,
+    )
+
+
+def test_a_client_of_the_factory_follows_the_primary_through_a_failover(
+    topology: SentinelTopology,
+) -> None:
+    client = redis_client(sentinel_settings(topology))
+    client.set("written-before", "1")
+    assert client.wait(1, 5000) == 1  # the replica has it before the primary dies
+    old = topology.kill_primary()
+
+    new = topology.wait_for_new_primary(old)
+    client.set("written-after", "2")  # the same client, never made again
+
+    promoted = topology.server(new)
+    assert (promoted.get("written-before"), promoted.get("written-after")) == (b"1", b"2")
+
+
+def test_a_client_holding_a_connection_to_a_demoted_primary_writes_to_the_new_one(
+    topology: SentinelTopology,
+) -> None:
+    client = redis_client(sentinel_settings(topology))
+    client.set("written-before", "1")  # its pool holds a connection to this primary
+    assert client.wait(1, 5000) == 1
+    paused = topology.pause_primary()
+    new = topology.wait_for_new_primary(paused)
+    topology.resume(paused)  # back, and a replica of the new primary once the sentinel says so
+    topology.wait_for_replica(paused)
+
+    client.set("written-after", "2")  # READONLY on the kept connection: it asks the sentinel
+
+    assert topology.server(new).get("written-after") == b"2"
+
+
+def test_an_asyncio_client_of_the_factory_follows_the_primary_through_a_failover(
+    topology: SentinelTopology,
+) -> None:
+    async def scenario() -> int:
+        client = async_redis_client(sentinel_settings(topology))
+        try:
+            await client.set("before", "1")
+            old = topology.kill_primary()
+            new = await asyncio.to_thread(topology.wait_for_new_primary, old)
+            await client.incr("after")
+            return new
+        finally:
+            await client.aclose()
+
+    new = asyncio.run(scenario())
+
+    assert topology.server(new).get("after") == b"1"
+
+
+def test_the_api_s_result_listener_hears_results_on_the_new_primary_after_a_failover(
+    topology: SentinelTopology,
+) -> None:
+    ended = json.dumps({"status": "SUCCESS", "result": None, "task_id": "c1"}).encode()
+
+    async def scenario() -> None:
+        client = async_redis_client(sentinel_settings(topology))
+        listener = ResultListener(client)
+        await listener.start()
+        try:
+            assert listener.listening
+            old = topology.kill_primary()
+            new = await asyncio.to_thread(topology.wait_for_new_primary, old)
+            with listener.watching("c1") as watch:
+                # A worker's result backend publishes on the new primary, again until the
+                # listener, which lost its connection, has subscribed there and hears it.
+                for _ in range(100):
+                    await asyncio.to_thread(
+                        topology.server(new).publish, result_channel("c1"), ended
+                    )
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(watch._ended.wait(), 0.1)
+                        return
+                raise AssertionError("the listener never heard the result on the new primary")
+        finally:
+            await listener.stop()
+            await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_the_guarded_sentinel_transport_dead_letters_what_is_not_a_task_and_delivers_the_rest(
+    topology: SentinelTopology,
+) -> None:
+    settings = sentinel_settings(topology)
+    config = celery_config(settings)
+    queue = Queue("sentinel-guard-test", Exchange("sentinel-guard-test"), "sentinel-guard-test")
+    with Connection(
+        config["broker_url"],
+        transport=config["broker_transport"],
+        transport_options=config["broker_transport_options"],
+    ) as connection:
+        channel = connection.default_channel
+        assert isinstance(channel, GuardedSentinelChannel)
+        bound = queue(channel)
+        bound.declare()
+        redis_client(settings).lpush("sentinel-guard-test", b"\xff not a message")
+        connection.Producer(channel).publish(
+            {"n": 1}, exchange=queue.exchange, routing_key=queue.routing_key, serializer="json"
+        )
+
+        received = bound.get(no_ack=True)
+
+    assert received is not None
+    assert received.payload == {"n": 1}
+    letters = DeadLetters(redis_client(settings)).list()
+    assert [(letter.queue, letter.raw) for letter in letters] == [
+        ("sentinel-guard-test", b"\xff not a message")
+    ]
