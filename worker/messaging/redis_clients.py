@@ -22,6 +22,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
+from pydantic import SecretStr
+
 from worker.settings import Settings, masked_url
 
 if TYPE_CHECKING:
@@ -39,30 +41,33 @@ def uses_sentinel(settings: Settings) -> bool:
 def _master_options(settings: Settings, options: dict[str, Any]) -> dict[str, Any]:
     """The options of a connection to the primary: the caller's, over the primary's
     credentials, database and the failover timeouts."""
-    merged: dict[str, Any] = {
+    return {
         "db": settings.redis_db,
-        "socket_timeout": settings.redis_socket_timeout_seconds,
-        "socket_connect_timeout": settings.redis_socket_timeout_seconds,
+        **_timed_login(settings, settings.redis_username, settings.redis_password),
+        **options,
     }
-    if settings.redis_username:
-        merged["username"] = settings.redis_username
-    if settings.redis_password is not None:
-        merged["password"] = settings.redis_password.get_secret_value()
-    merged.update(options)
-    return merged
 
 
 def sentinel_options(settings: Settings) -> dict[str, Any]:
     """The options of a connection to a sentinel (redis-py's and kombu's ``sentinel_kwargs``):
     its own credentials, and timeouts so that a dead sentinel is passed over for the next."""
+    return _timed_login(
+        settings, settings.redis_sentinel_username, settings.redis_sentinel_password
+    )
+
+
+def _timed_login(
+    settings: Settings, username: str | None, password: SecretStr | None
+) -> dict[str, Any]:
+    """A connection's credentials (those given) and the failover timeouts."""
     options: dict[str, Any] = {
         "socket_timeout": settings.redis_socket_timeout_seconds,
         "socket_connect_timeout": settings.redis_socket_timeout_seconds,
     }
-    if settings.redis_sentinel_username:
-        options["username"] = settings.redis_sentinel_username
-    if settings.redis_sentinel_password is not None:
-        options["password"] = settings.redis_sentinel_password.get_secret_value()
+    if username:
+        options["username"] = username
+    if password is not None:
+        options["password"] = password.get_secret_value()
     return options
 
 
