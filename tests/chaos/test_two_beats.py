@@ -49,6 +49,12 @@ def sweeps_sent(stack: Stack, beat: str) -> int:
     return path.read_text(errors="replace").count(SWEEP) if path.exists() else 0
 
 
+def log_tail(stack: Stack, beat: str, lines: int = 40) -> str:
+    path = stack.workdir / f"{beat}.log"
+    text = path.read_text(errors="replace") if path.exists() else "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
 def swept_since(stack: Stack, beat: str, sweeps: int) -> bool:
     return sweeps_sent(stack, beat) > sweeps
 
@@ -79,7 +85,10 @@ def test_two_beats_at_once_apply_each_change_due_at_once_exactly_once(
     first = stack.start_beat("beat")
     second = start_beat_sharing_schedule(stack, "beat-second")
     for beat in BEATS:
-        eventually(partial(sweeps_sent, stack, beat), timeout=30, what=f"{beat} sweeping")
+        try:
+            eventually(partial(sweeps_sent, stack, beat), timeout=60, what=f"{beat} sweeping")
+        except AssertionError as waited:
+            raise AssertionError(f"{waited}; its log ends:\n{log_tail(stack, beat)}") from None
     assert states(stack, change_ids)[ChangeState.SCHEDULED] == CHANGES  # nothing due yet
     before = {beat: sweeps_sent(stack, beat) for beat in BEATS}
 
