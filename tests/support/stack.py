@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -85,20 +86,42 @@ def stack_env(
     return env
 
 
+MOST_PATIENCE = 4.0
+"""The most a wait stretches on a busy machine (a condition never met still fails)."""
+
+
+def patience() -> float:
+    """How much slower than on a quiet machine things run now: the runnable processes per
+    core over the last minute, at least 1 (a quiet machine) and at most :data:`MOST_PATIENCE`."""
+    runnable_per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return min(max(runnable_per_core, 1.0), MOST_PATIENCE)
+
+
 def eventually(
     check: Callable[[], T | None],
     timeout: float = 15.0,
     what: str = "condition",
     interval: float = 0.05,
 ) -> T:
-    """Poll until ``check`` returns something truthy; fail with ``what`` otherwise."""
-    deadline = time.monotonic() + timeout
+    """Poll until ``check`` returns something truthy; fail with ``what`` otherwise.
+
+    ``timeout`` is what the wait may take on a quiet machine: on a busy one (another suite on
+    the same cores) each second counts for less, as the machine's load says (:func:`patience`).
+    """
+    started = last = time.monotonic()
+    waited = 0.0
     while True:
         value = check()
         if value:
             return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        now = time.monotonic()
+        waited += (now - last) / patience()
+        last = now
+        if waited > timeout:
+            raise AssertionError(
+                f"timed out after {timeout}s (quiet-machine seconds; {now - started:.0f}s"
+                f" of wall time) waiting for {what}"
+            )
         time.sleep(interval)
 
 
