@@ -59,8 +59,19 @@ class ShiftableClock:
         self._read_at = float("-inf")
 
     def offset(self) -> float:
+        """The offset, re-read when stale. While Redis does not answer (restarting, or failing
+        over to a replica) the offset last read stands, so that a request recording a command
+        meanwhile is stamped as before rather than refused; with none read yet, the error."""
         if time.monotonic() - self._read_at >= self._refresh:
-            raw = self._redis.get(CLOCK_OFFSET_KEY)
+            import redis
+
+            try:
+                raw = self._redis.get(CLOCK_OFFSET_KEY)
+            except redis.RedisError:
+                if self._read_at == float("-inf"):
+                    raise
+                self._read_at = time.monotonic()  # tried again after ``refresh``, not at once
+                return self._offset
             self._offset = float(raw) if raw is not None else 0.0
             self._read_at = time.monotonic()
         return self._offset

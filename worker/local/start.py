@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import redis
+from pydantic import SecretStr
 
 from worker.launch.command_lines import (
     api_argv,
@@ -43,6 +45,7 @@ from worker.local.seed import (
     seed_records,
     wire_stripe_events,
 )
+from worker.local.sentinel import MASTER_NAME, SentinelTopology, kept_topology
 from worker.settings import STACK_FILE, Settings
 
 EMULATOR_NOT_INSTALLED = (
@@ -50,6 +53,8 @@ EMULATOR_NOT_INSTALLED = (
     "(`python3 -m worker.dev up` does)"
 )
 EMULATOR_STATE_FILE = "stripe-emulator.json"
+HA_DIRECTORY = "redis-ha"
+"""``up --ha``'s primary, replica and sentinels: their data, configurations, passwords."""
 
 FRESH_WIPES = (
     "billing.db",
@@ -57,6 +62,7 @@ FRESH_WIPES = (
     "billing.db-wal",
     "billing.db-shm",
     "redis",
+    HA_DIRECTORY,
     EMULATOR_STATE_FILE,
     DEMO_CLIENT_FILE,
     "celerybeat-schedule",
@@ -153,10 +159,19 @@ def wipe_data_dir(settings: Settings) -> list[str]:
 
 
 class LocalStack:
-    def __init__(self, settings: Settings, *, concurrency: int = 2) -> None:
+    def __init__(self, settings: Settings, *, concurrency: int = 2, ha: bool = False) -> None:
         self.settings = settings
         self.concurrency = concurrency
         self.group = ProcessGroup()
+        self.topology: SentinelTopology | None = None
+        """``ha``: the primary, replica and three sentinels every process finds Redis by."""
+        if ha and (settings.redis_url or settings.redis_sentinels):
+            raise SystemExit(
+                "--ha starts its own primary, replica and sentinels; BILLING_REDIS_URL or "
+                "BILLING_REDIS_SENTINELS names another Redis: unset it, or leave out --ha"
+            )
+        self.ha = ha
+        self._reported_exits: set[int] = set()
         self.data_dir = settings.data_dir.resolve()
         # Checked here, before anything starts: without a Stripe key, `up` runs the emulator.
         self.emulator_key = emulator_api_key() if settings.stripe_api_key is None else None
@@ -185,10 +200,25 @@ class LocalStack:
             "BILLING_DATA_DIR": str(self.data_dir),
             "BILLING_LOG_FORMAT": log_format,
         }
-        redis_url = settings.redis_url or start_redis(
-            self.group, self.data_dir / "redis", log_path=logs / "redis.log"
-        )
-        env["BILLING_REDIS_URL"] = redis_url
+        redis_settings: dict[str, Any]
+        if self.ha:
+            topology = self._start_topology()
+            redis_url = ""
+            env.update(topology.settings_env())
+            redis_settings = {
+                "redis_url": None,
+                "redis_sentinels": topology.sentinel_addresses(),
+                "redis_master_name": MASTER_NAME,
+                "redis_password": SecretStr(topology.password),
+                "redis_sentinel_password": SecretStr(topology.sentinel_password),
+                "redis_socket_timeout_seconds": topology.socket_timeout_seconds,
+            }
+        else:
+            redis_url = settings.redis_url or start_redis(
+                self.group, self.data_dir / "redis", log_path=logs / "redis.log"
+            )
+            env["BILLING_REDIS_URL"] = redis_url
+            redis_settings = {"redis_url": redis_url}
 
         emulator_url = self._start_emulator(env, logs) if emulator_key is not None else None
         # The local stack's receivers are on this machine (examples/webhook_receiver.py),
@@ -207,7 +237,7 @@ class LocalStack:
         seeding = settings.model_copy(
             update={
                 "data_dir": self.data_dir,
-                "redis_url": redis_url,
+                **redis_settings,
                 "database_url": database_url,
                 "shiftable_clock": emulator_url is not None or settings.shiftable_clock,
             }
@@ -259,7 +289,8 @@ class LocalStack:
         stack = {
             "api_url": api_url,
             "flower_url": f"http://{host}:{settings.flower_port}",
-            "redis_url": redis_url,
+            "redis_url": redis_url or None,
+            "redis_ha": self._recorded_topology(),
             "database_url": database_url,
             "stripe_emulator_url": emulator_url,
             "stripe_emulator_api_key": emulator_key,
@@ -278,7 +309,11 @@ class LocalStack:
             flower_password=flower_password,
             redis_url=redis_url,
             redis_password_file=(
-                None if settings.redis_url else self.data_dir / "redis" / REDIS_PASSWORD_FILENAME
+                self.data_dir / HA_DIRECTORY
+                if self.ha
+                else None
+                if settings.redis_url
+                else self.data_dir / "redis" / REDIS_PASSWORD_FILENAME
             ),
             database_url=database_url,
             stripe_emulator_url=emulator_url,
@@ -287,10 +322,36 @@ class LocalStack:
             credentials=credentials,
             demo_billing=demo_billing,
             clock_offset_seconds=_clock_offset(seeding) if seeding.shiftable_clock else None,
+            redis_ha=stack["redis_ha"],
         )
         for line in banner(started):
             echo(line)
         return stack
+
+    def _start_topology(self) -> SentinelTopology:
+        """``--ha``: the primary, the replica and three sentinels, their data kept in the data
+        directory (the primary when the stack last stopped starts as the primary)."""
+        topology = kept_topology(self.data_dir / HA_DIRECTORY)
+        topology.pass_fds = self.group.pass_fds
+        self.topology = topology  # stopped by stop(), even when the start fails half-way
+        topology.start()
+        return topology
+
+    def _recorded_topology(self, primary: str | None = None) -> dict[str, Any] | None:
+        """What ``stack.json`` records of ``--ha``'s topology: its processes (ports, pids,
+        which is the primary) and what the CLI needs to find the primary
+        (:meth:`Settings.with_stack_redis`)."""
+        topology = self.topology
+        if topology is None:
+            return None
+        return {
+            **topology.describe(),
+            "primary": primary or topology.primary_name(),
+            "sentinel_addresses": topology.sentinel_addresses(),
+            "password": topology.password,
+            "sentinel_password": topology.sentinel_password,
+            "socket_timeout_seconds": topology.socket_timeout_seconds,
+        }
 
     def _start_emulator(self, env: dict[str, str], logs: Path) -> str:
         """Start the Stripe emulator (its data and clock kept in the data directory); its URL.
@@ -370,7 +431,9 @@ class LocalStack:
             return False
 
     def watch(self) -> bool:
-        """Block until interrupted; returns False when a child died (and says which)."""
+        """Block until interrupted; returns False when a child died (and says which). With
+        ``--ha`` a server or sentinel that dies is not the end: the sentinels promote the
+        replica, and the process is started again (:meth:`_heal`)."""
         while True:
             time.sleep(0.5)
             failed = self.group.exited()
@@ -381,9 +444,45 @@ class LocalStack:
                     file=sys.stderr,
                 )
                 return False
+            if self.topology is not None:
+                self._heal(self.topology)
+
+    def _heal(self, topology: SentinelTopology) -> None:
+        """Say what became of the topology (a process died, a replica was promoted) and start
+        again what died, recording it in ``stack.json`` for ``billing-worker status``."""
+        recorded = self.settings.stack().get("redis_ha") or {}
+        changed = False
+        for server in topology.exited():
+            if server.process.pid not in self._reported_exits:
+                self._reported_exits.add(server.process.pid)
+                role = "the primary" if server.name == recorded.get("primary") else "no primary"
+                print(
+                    f"{server.name} (pid {server.process.pid}, {role}) exited with "
+                    f"{server.process.returncode}; it starts again once the sentinels name a "
+                    "primary",
+                    file=sys.stderr,
+                )
+        for server in topology.restart_exited():
+            changed = True
+            print(f"{server.name} started again (pid {server.process.pid})", file=sys.stderr)
+        try:
+            primary = topology.primary_name()
+        except (redis.RedisError, StopIteration):
+            primary = recorded.get("primary")
+        if primary != recorded.get("primary"):
+            changed = True
+            print(f"{primary} is the primary now", file=sys.stderr)
+        if changed:
+            stack = self.settings.stack()
+            write_stack_file(
+                self.settings,
+                {**stack, "redis_ha": {**recorded, **(self._recorded_topology(primary) or {})}},
+            )
 
     def stop(self) -> None:
         self.group.stop()
+        if self.topology is not None:  # after the processes that use it
+            self.topology.stop()
         stack = self.settings.stack()
         if stack:
             write_stack_file(self.settings, {**stack, "stopped": True})
