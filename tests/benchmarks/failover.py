@@ -29,6 +29,8 @@ from worker.local.sentinel import SentinelTopology
 
 RESUME_TARGET_SECONDS = 30.0
 """The issue's bound on the time to resume after a failover."""
+QUIET_SECONDS = 10.0
+"""After the load: no accepted command finishing for this long, the rest wait for the sweep."""
 
 
 @dataclass
@@ -73,11 +75,15 @@ class Resumed:
 
 
 def time_to_resume(
-    stack: Stack, users: list[str], rate: float, fault: Callable[[], None], settle: float
+    stack: Stack, users: list[str], rate: float, fault: Callable[[], object], settle: float
 ) -> Resumed:
     """Run the load, let ``settle`` seconds pass, make the ``fault``, and wait until a command
     accepted after it has completed (at most 120 s): the time from the fault to the first
-    such command's ``finished_at``."""
+    such command's ``finished_at``. Then, the load stopped, wait until the accepted commands
+    stop finishing (none for :data:`QUIET_SECONDS`, at most 120 s): the details say when the
+    last one finished, counted from the fault, and how many are left ``queued``: those whose
+    publish met the fault (or whose message the failover dropped), which wait for the
+    stalled-command sweep (``BILLING_STALLED_COMMAND_SECONDS``; no beat runs here)."""
     load = Load()
     sender = threading.Thread(target=steady_load, args=(stack, users, rate, load))
     sender.start()
@@ -95,13 +101,25 @@ def time_to_resume(
         load.stop.set()
         sender.join()
     seconds = (first - fault_at).total_seconds() if first is not None else float("nan")
-    statuses = _statuses(stack, [command for command, _ in load.sent])
+    accepted = [command for command, _ in load.sent]
+    deadline = time.monotonic() + 120
+    unfinished, changed_at = -1, time.monotonic()
+    while time.monotonic() < min(deadline, changed_at + QUIET_SECONDS):
+        now_unfinished = _unfinished(stack, accepted)
+        if now_unfinished != unfinished:
+            unfinished, changed_at = now_unfinished, time.monotonic()
+        if not unfinished:
+            break
+        time.sleep(0.2)
+    last = _last_finished(stack, accepted)
     return Resumed(
         seconds,
         {
+            "drained_seconds": round((last - fault_at).total_seconds(), 2) if last else None,
+            "left_queued": unfinished,
+            "command_statuses": _statuses(stack, accepted),
             "accepted": len(load.sent),
             "http_statuses": {str(status): n for status, n in sorted(load.statuses.items())},
-            "command_statuses": statuses,
             "rate_per_second": rate,
         },
     )
@@ -116,6 +134,38 @@ def _first_finished_after(stack: Stack, moment: datetime) -> datetime | None:
             .limit(1)
         ).first()
     return finished.replace(tzinfo=finished.tzinfo or UTC) if finished is not None else None
+
+
+def _count(stack: Stack, command_ids: list[str], *where: Any) -> int:
+    total = 0
+    with stack.sessions() as session:
+        for start in range(0, len(command_ids), 500):
+            batch = command_ids[start : start + 500]
+            total += len(
+                session.scalars(select(CommandRow.id).where(CommandRow.id.in_(batch), *where)).all()
+            )
+    return total
+
+
+def _unfinished(stack: Stack, command_ids: list[str]) -> int:
+    return _count(stack, command_ids, CommandRow.finished_at.is_(None))
+
+
+def _last_finished(stack: Stack, command_ids: list[str]) -> datetime | None:
+    last: datetime | None = None
+    with stack.sessions() as session:
+        for start in range(0, len(command_ids), 500):
+            batch = command_ids[start : start + 500]
+            moment = session.scalars(
+                select(CommandRow.finished_at)
+                .where(CommandRow.id.in_(batch), CommandRow.finished_at.is_not(None))
+                .order_by(CommandRow.finished_at.desc())
+                .limit(1)
+            ).first()
+            if moment is not None:
+                moment = moment.replace(tzinfo=moment.tzinfo or UTC)
+                last = moment if last is None else max(last, moment)
+    return last
 
 
 def _statuses(stack: Stack, command_ids: list[str]) -> dict[str, int]:

@@ -286,11 +286,12 @@ class LocalStack:
             "worker": f"http://{metrics_host}:{worker_metrics_port}/metrics",
             "beat": f"http://{metrics_host}:{beat_metrics_port}/metrics",
         }
+        recorded_ha = self._recorded_topology()
         stack = {
             "api_url": api_url,
             "flower_url": f"http://{host}:{settings.flower_port}",
             "redis_url": redis_url or None,
-            "redis_ha": self._recorded_topology(),
+            "redis_ha": recorded_ha,
             "database_url": database_url,
             "stripe_emulator_url": emulator_url,
             "stripe_emulator_api_key": emulator_key,
@@ -322,7 +323,7 @@ class LocalStack:
             credentials=credentials,
             demo_billing=demo_billing,
             clock_offset_seconds=_clock_offset(seeding) if seeding.shiftable_clock else None,
-            redis_ha=stack["redis_ha"],
+            redis_ha=recorded_ha,
         )
         for line in banner(started):
             echo(line)
@@ -465,6 +466,7 @@ class LocalStack:
         for server in topology.restart_exited():
             changed = True
             print(f"{server.name} started again (pid {server.process.pid})", file=sys.stderr)
+        primary: str | None
         try:
             primary = topology.primary_name()
         except (redis.RedisError, StopIteration):
