@@ -67,8 +67,13 @@ def _redis_view(stack: dict[str, Any]) -> dict[str, Any]:
 
     ha = stack.get("redis_ha")
     if not ha:
-        url = str(stack.get("redis_url"))
-        return {"url": masked_url(url), "answers": _pings(redis.Redis.from_url(url))}
+        url = stack.get("redis_url")
+        if not url:
+            return {"url": None, "answers": False}
+        return {
+            "url": masked_url(str(url)),
+            "answers": _pings(redis.Redis.from_url(str(url), socket_timeout=1)),
+        }
     primary_port = None
     members = []
     for name, sentinel in ha["sentinels"].items():
