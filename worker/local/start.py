@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import redis
 from pydantic import SecretStr
 
 from worker.launch.command_lines import (
@@ -37,6 +36,7 @@ from worker.local.embedded import (
     start_redis,
     wait_until,
 )
+from worker.local.ha import heal, kept_topology, recorded
 from worker.local.seed import (
     DEMO_CLIENT_FILE,
     DemoCredentials,
@@ -45,7 +45,7 @@ from worker.local.seed import (
     seed_records,
     wire_stripe_events,
 )
-from worker.local.sentinel import MASTER_NAME, SentinelTopology, kept_topology
+from worker.local.sentinel import MASTER_NAME, SentinelTopology
 from worker.settings import STACK_FILE, Settings
 
 EMULATOR_NOT_INSTALLED = (
@@ -286,7 +286,7 @@ class LocalStack:
             "worker": f"http://{metrics_host}:{worker_metrics_port}/metrics",
             "beat": f"http://{metrics_host}:{beat_metrics_port}/metrics",
         }
-        recorded_ha = self._recorded_topology()
+        recorded_ha = recorded(self.topology) if self.topology is not None else None
         stack = {
             "api_url": api_url,
             "flower_url": f"http://{host}:{settings.flower_port}",
@@ -337,22 +337,6 @@ class LocalStack:
         self.topology = topology  # stopped by stop(), even when the start fails half-way
         topology.start()
         return topology
-
-    def _recorded_topology(self, primary: str | None = None) -> dict[str, Any] | None:
-        """What ``stack.json`` records of ``--ha``'s topology: its processes (ports, pids,
-        which is the primary) and what the CLI needs to find the primary
-        (:meth:`Settings.with_stack_redis`)."""
-        topology = self.topology
-        if topology is None:
-            return None
-        return {
-            **topology.describe(),
-            "primary": primary or topology.primary_name(),
-            "sentinel_addresses": topology.sentinel_addresses(),
-            "password": topology.password,
-            "sentinel_password": topology.sentinel_password,
-            "socket_timeout_seconds": topology.socket_timeout_seconds,
-        }
 
     def _start_emulator(self, env: dict[str, str], logs: Path) -> str:
         """Start the Stripe emulator (its data and clock kept in the data directory); its URL.
@@ -449,37 +433,17 @@ class LocalStack:
                 self._heal(self.topology)
 
     def _heal(self, topology: SentinelTopology) -> None:
-        """Say what became of the topology (a process died, a replica was promoted) and start
-        again what died, recording it in ``stack.json`` for ``billing-worker status``."""
-        recorded = self.settings.stack().get("redis_ha") or {}
-        changed = False
-        for server in topology.exited():
-            if server.process.pid not in self._reported_exits:
-                self._reported_exits.add(server.process.pid)
-                role = "the primary" if server.name == recorded.get("primary") else "no primary"
-                print(
-                    f"{server.name} (pid {server.process.pid}, {role}) exited with "
-                    f"{server.process.returncode}; it starts again once the sentinels name a "
-                    "primary",
-                    file=sys.stderr,
-                )
-        for server in topology.restart_exited():
-            changed = True
-            print(f"{server.name} started again (pid {server.process.pid})", file=sys.stderr)
-        primary: str | None
-        try:
-            primary = topology.primary_name()
-        except (redis.RedisError, StopIteration):
-            primary = recorded.get("primary")
-        if primary != recorded.get("primary"):
-            changed = True
-            print(f"{primary} is the primary now", file=sys.stderr)
-        if changed:
-            stack = self.settings.stack()
-            write_stack_file(
-                self.settings,
-                {**stack, "redis_ha": {**recorded, **(self._recorded_topology(primary) or {})}},
-            )
+        """Start again what died of the topology, saying so, and record what changed in
+        ``stack.json`` for ``billing-worker status`` (:func:`worker.local.ha.heal`)."""
+        stack = self.settings.stack()
+        now = heal(
+            topology,
+            stack.get("redis_ha") or {},
+            self._reported_exits,
+            lambda line: print(line, file=sys.stderr),
+        )
+        if now is not None:
+            write_stack_file(self.settings, {**stack, "redis_ha": now})
 
     def stop(self) -> None:
         self.group.stop()
