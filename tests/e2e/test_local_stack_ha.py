@@ -142,3 +142,17 @@ def httpx_status(url: str) -> int:
         return httpx.get(url, timeout=2).status_code
     except httpx.HTTPError:
         return 0
+
+
+def test_up_ha_again_starts_the_last_primary_as_the_primary_with_its_data(up: Up) -> None:
+    last = up.stack["redis_ha"]
+    assert up.process.poll() is not None  # stopped by the test before
+
+    again = start_up(up.data_dir, "--ha")
+    try:
+        assert again.stack["redis_ha"]["primary"] == last["primary"]
+        # The demo client's secret and the clock live in the database and in Redis: both kept.
+        assert command_status(again, enable_the_demo_user(again)) == "succeeded"
+    finally:
+        again.stop()
+    assert is_held(up.data_dir) is False
