@@ -7,6 +7,7 @@ every process's notion of "now" together with the Stripe emulator's clock.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
@@ -75,6 +76,15 @@ class ShiftableClock:
             self._offset = float(raw) if raw is not None else 0.0
             self._read_at = time.monotonic()
         return self._offset
+
+    def warm(self) -> None:
+        """Read the offset now if Redis answers (nothing if it does not), so that a Redis
+        restart or failover met before this process's first stamp finds an offset to keep
+        (:meth:`offset`) rather than an error."""
+        import redis
+
+        with contextlib.suppress(redis.RedisError):
+            self.offset()
 
     def now(self) -> datetime:
         return datetime.now(UTC) + timedelta(seconds=self.offset())
