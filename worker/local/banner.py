@@ -87,12 +87,15 @@ def redis_lines(started: Started) -> list[str]:
         return [
             f"  Redis          {masked_url(started.redis_url)}   ({redis_password_where(started)})"
         ]
+    members = topology_members(ha)
+    servers, sentinels = members[:2], [m.split(" (", 1)[0] for m in members[2:]]
+    primary = ha["servers"][ha["primary"]]
     return [
-        f"  Redis          Sentinel {ha['master_name']!r}: "
-        + ", ".join(topology_members(ha))
-        + f"   (passwords in {started.redis_password_file}; all in stack.json)",
-        f"                 try: kill -9 {ha['servers'][ha['primary']]['pid']} (the primary), "
-        "then `billing-worker status`: the replica takes over within seconds",
+        f"  Redis          Sentinel {ha['master_name']!r}: " + ", ".join(servers),
+        f"                 sentinels {', '.join(sentinels)}   (passwords in "
+        f"{started.redis_password_file}; all in stack.json)",
+        f"                 try: kill -9 {primary['pid']} (the primary), then `billing-worker "
+        "status`: the replica takes over within seconds",
     ]
 
 
