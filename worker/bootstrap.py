@@ -313,7 +313,9 @@ def budget_for(settings: Settings, *, max_wait_seconds: float | None = None) -> 
 def build_clock(settings: Settings) -> Clock:
     # Only the local stack and the tests may shift time; production reads the system clock.
     if settings.resolved_shiftable_clock():
-        return ShiftableClock(clock_client(settings))
+        clock = ShiftableClock(clock_client(settings))
+        clock.warm()  # read once while Redis answers: a failover later keeps this offset
+        return clock
     return SystemClock()
 
 

@@ -7,6 +7,7 @@ every process's notion of "now" together with the Stripe emulator's clock.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
@@ -59,11 +60,31 @@ class ShiftableClock:
         self._read_at = float("-inf")
 
     def offset(self) -> float:
+        """The offset, re-read when stale. While Redis does not answer (restarting, or failing
+        over to a replica) the offset last read stands, so that a request recording a command
+        meanwhile is stamped as before rather than refused; with none read yet, the error."""
         if time.monotonic() - self._read_at >= self._refresh:
-            raw = self._redis.get(CLOCK_OFFSET_KEY)
+            import redis
+
+            try:
+                raw = self._redis.get(CLOCK_OFFSET_KEY)
+            except redis.RedisError:
+                if self._read_at == float("-inf"):
+                    raise
+                self._read_at = time.monotonic()  # tried again after ``refresh``, not at once
+                return self._offset
             self._offset = float(raw) if raw is not None else 0.0
             self._read_at = time.monotonic()
         return self._offset
+
+    def warm(self) -> None:
+        """Read the offset now if Redis answers (nothing if it does not), so that a Redis
+        restart or failover met before this process's first stamp finds an offset to keep
+        (:meth:`offset`) rather than an error."""
+        import redis
+
+        with contextlib.suppress(redis.RedisError):
+            self.offset()
 
     def now(self) -> datetime:
         return datetime.now(UTC) + timedelta(seconds=self.offset())

@@ -510,6 +510,28 @@ class Settings(BaseSettings):
         recorded = self.stack().get("redis_url")
         return str(recorded) if recorded else "redis://127.0.0.1:6379/0"
 
+    def with_stack_redis(self) -> Settings:
+        """These settings, or, when they name no Redis (neither ``BILLING_REDIS_URL`` nor
+        ``BILLING_REDIS_SENTINELS``) and ``up --ha`` recorded its sentinels in
+        ``stack.json``, these settings with those sentinels, master name and passwords: an
+        admin command next to ``up --ha`` follows the primary as the stack's processes do."""
+        if self.redis_url or self.redis_sentinels:
+            return self
+        recorded = self.stack().get("redis_ha")
+        if not isinstance(recorded, dict) or not recorded.get("sentinel_addresses"):
+            return self
+        return self.model_copy(
+            update={
+                "redis_sentinels": str(recorded["sentinel_addresses"]),
+                "redis_master_name": str(recorded["master_name"]),
+                "redis_password": SecretStr(str(recorded["password"])),
+                "redis_sentinel_password": SecretStr(str(recorded["sentinel_password"])),
+                "redis_socket_timeout_seconds": float(
+                    recorded.get("socket_timeout_seconds", self.redis_socket_timeout_seconds)
+                ),
+            }
+        )
+
     def sentinel_addresses(self) -> list[tuple[str, int]]:
         """The sentinels of ``BILLING_REDIS_SENTINELS`` as (host, port); ``[]``: none."""
         addresses = []

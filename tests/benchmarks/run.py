@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks import http_paths, queue_throughput, stripe_bound, sweep_and_memory
+from tests.benchmarks import failover, http_paths, queue_throughput, stripe_bound, sweep_and_memory
 from tests.benchmarks.figures import Figure, table
 from tests.benchmarks.harness import ROOT, BenchContext
 
@@ -71,6 +71,9 @@ REGISTRY: dict[str, Benchmark] = {
     "p7": Measured("P7: memory (PSS) of each process", sweep_and_memory.p7),
     "p8": Measured("P8: what each capability costs per command", queue_throughput.p8),
     "scaling": Measured("Scaling: worker processes and nodes", queue_throughput.scaling),
+    "failover": Measured(
+        "Failover: time to resume after Redis's primary is killed", failover.failover
+    ),
     "events": Script("bench_events.py", ("--users", "20", "--clients", "4", "--wait", "20")),
     "billing-accounts": Script("bench_billing_accounts.py", ("--accounts", "20", "--clients", "4")),
     "auth-flood": Script("bench_auth_flood.py", ("--seconds", "2")),

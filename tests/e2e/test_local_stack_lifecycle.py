@@ -190,6 +190,20 @@ def test_rows_written_by_admin_commands_and_dead_letters_carry_the_stack_s_clock
     assert near(letter.at, shifted_now)
 
 
+def test_status_says_the_stack_runs_where_its_api_is_and_that_its_redis_answers(
+    up: Up,
+) -> None:
+    done = up.cli("status", "--json")
+
+    assert done.status == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["running"] is True
+    assert shown["up_pid"] == up.process.pid
+    assert shown["api_url"] == up.stack["api_url"]
+    assert shown["redis"]["answers"] is True
+    assert "***" in shown["redis"]["url"]  # its password masked
+
+
 def test_a_second_up_on_a_running_stack_s_data_directory_is_refused_in_one_line(up: Up) -> None:
     recorded = up.stack
     other_ports = ("--api-port", str(free_port()), "--flower-port", str(free_port()))

@@ -1,4 +1,4 @@
-"""Redis Sentinel on real servers (a primary, a replica and a sentinel: tests/support/sentinel.py):
+"""Redis Sentinel on real servers (a primary, a replica and a sentinel: worker/local/sentinel.py):
 the clients of the one factory (``worker/messaging/redis_clients.py``) follow the primary
 through a failover, and our guarded transport keeps its guard on kombu's Sentinel transport."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from kombu import Connection, Exchange, Queue
 
-from tests.support.sentinel import SentinelTopology
 from worker.api.results import ResultListener
+from worker.local.sentinel import SentinelTopology
 from worker.messaging.broker import GuardedSentinelChannel
 from worker.messaging.config import celery_config
 from worker.messaging.dead_letters import DeadLetters

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 from worker.local.embedded import ProcessGroup, free_port, redis_password, start_redis
@@ -24,6 +26,13 @@ class RedisServer:
             port=self.port,
             log_path=self.data_dir.parent / f"redis-{self.port}.log",
         )
+
+    def kill(self) -> None:
+        """SIGKILL the server (nothing flushed beyond what its AOF already holds)."""
+        for child in self._group.children:
+            if child.process.poll() is None:
+                os.kill(child.process.pid, signal.SIGKILL)
+                child.process.wait()
 
     def stop(self) -> None:
         """A clean shutdown (SIGTERM): Redis flushes its append-only file."""

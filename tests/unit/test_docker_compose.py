@@ -24,9 +24,61 @@ def compose() -> dict[str, Any]:
     return loaded
 
 
-def test_the_compose_file_follows_the_compose_specification(compose: dict[str, Any]) -> None:
+@pytest.fixture(scope="module")
+def compose_ha() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.ha.yml").read_text())
+    return loaded
+
+
+@pytest.mark.parametrize("name", ["docker-compose.yml", "docker-compose.ha.yml"])
+def test_the_compose_file_follows_the_compose_specification(name: str) -> None:
     schema = json.loads((Path(__file__).parent / "compose-spec.json").read_text())
-    jsonschema.Draft7Validator(schema).validate(compose)
+    jsonschema.Draft7Validator(schema).validate(yaml.safe_load((ROOT / name).read_text()))
+
+
+SENTINELS = ("sentinel-1", "sentinel-2", "sentinel-3")
+
+
+def test_the_ha_variant_runs_the_same_system_on_a_primary_a_replica_and_three_sentinels(
+    compose: dict[str, Any], compose_ha: dict[str, Any]
+) -> None:
+    redis = {"redis-primary", "redis-replica", *SENTINELS}
+    assert set(compose_ha["services"]) == set(compose["services"]) - {"redis"} | redis
+    replica = compose_ha["services"]["redis-replica"]["command"][-1]
+    assert "--replicaof redis-primary 6379" in replica
+    for server in ("redis-primary", "redis-replica"):
+        script = compose_ha["services"][server]["command"][-1]
+        assert "--appendonly yes" in script
+        assert "$$REDIS_PASSWORD" in script  # expanded by the shell, inside
+        assert f"--replica-announce-ip {server}" in script
+
+
+def test_the_ha_variant_s_sentinels_monitor_the_primary_with_a_majority_quorum(
+    compose_ha: dict[str, Any],
+) -> None:
+    for name in SENTINELS:
+        sentinel = compose_ha["services"][name]
+        script = sentinel["command"][-1]
+        assert '"sentinel monitor billing-primary redis-primary 6379 2"' in script
+        assert '"requirepass $$SENTINEL_PASSWORD"' in script
+        assert script.endswith("exec redis-server /data/sentinel.conf --sentinel")
+        assert sentinel["environment"]["ANNOUNCE"] == name
+        assert sentinel["volumes"] == [f"{name}-data:/data"]  # keeps what it learnt
+
+
+@pytest.mark.parametrize("service", ["api", "worker", "beat", "flower", "migrate"])
+def test_every_process_of_the_ha_variant_finds_redis_through_the_sentinels_only(
+    compose_ha: dict[str, Any], service: str
+) -> None:
+    environment = compose_ha["services"][service]["environment"]
+    assert "BILLING_REDIS_URL" not in environment
+    assert environment["BILLING_REDIS_SENTINELS"] == ",".join(f"{s}:26379" for s in SENTINELS)
+    assert environment["BILLING_REDIS_MASTER_NAME"] == "billing-primary"
+    assert "BILLING_REDIS_PASSWORD}" in environment["BILLING_REDIS_PASSWORD"]
+    assert "BILLING_REDIS_SENTINEL_PASSWORD}" in environment["BILLING_REDIS_SENTINEL_PASSWORD"]
+    if service != "migrate":
+        depends = compose_ha["services"][service]["depends_on"]
+        assert all(depends[s]["condition"] == "service_healthy" for s in SENTINELS)
 
 
 def test_the_compose_file_runs_every_part_of_the_system(compose: dict[str, Any]) -> None:

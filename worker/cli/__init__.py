@@ -29,6 +29,7 @@ from worker.cli.clock import clock
 from worker.cli.command_log import commands
 from worker.cli.dead_letters import dead_letters
 from worker.cli.demo import demo
+from worker.cli.local_stack import down, status
 from worker.cli.orgs import orgs
 from worker.cli.plans import plans
 from worker.cli.stripe_account import stripe
@@ -57,6 +58,8 @@ def main() -> None:
 
 
 processes.register(main)
+main.add_command(status)
+main.add_command(down)
 for group in (
     clients,
     orgs,

@@ -109,16 +109,26 @@ def register(main: BillingGroup) -> None:
     "another database or Redis.",
 )
 @click.option("--yes", "-y", "assume_yes", is_flag=True, help="With --fresh: wipe without asking.")
+@click.option(
+    "--ha",
+    is_flag=True,
+    help="Redis with failover: a primary, a replica and three sentinels (the same embedded "
+    "server) instead of one Redis; every process finds the primary through the sentinels, "
+    "so killing the primary leaves the stack working. Refused when BILLING_REDIS_URL or "
+    "BILLING_REDIS_SENTINELS names another Redis.",
+)
 def up(
     api_port: int | None,
     flower_port: int | None,
     concurrency: int,
     fresh: bool,
     assume_yes: bool,
+    ha: bool,
 ) -> None:
     """Run everything on embedded defaults: Redis, SQLite, migrations, Stripe emulator,
-    worker, beat, API and Flower, with demo data (`billing-worker demo`). Ctrl-C stops it
-    all; `up` again resumes where it stopped, `up --fresh` starts over."""
+    worker, beat, API and Flower, with demo data (`billing-worker demo`). Ctrl-C or
+    `billing-worker down` stops it all; `up` again resumes where it stopped, `up --fresh`
+    starts over."""
     from worker.local.stack_lock import hold
     from worker.local.start import LocalStack, wipe_data_dir
 
@@ -139,7 +149,7 @@ def up(
     )
     if fresh:
         _confirm_fresh(settings.data_dir, assume_yes)
-    stack = LocalStack(chosen, concurrency=concurrency)
+    stack = LocalStack(chosen, concurrency=concurrency, ha=ha)
     stack.group.pass_fds = (lock.fd,)
     if fresh:
         removed = wipe_data_dir(settings)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from worker.local.seed import (
     DEMO_BILLING_ACCOUNT_ID,
@@ -43,6 +44,9 @@ class Started:
     """Whether the demo's billing account and subscription exist (the emulator runs)."""
     clock_offset_seconds: float | None
     """How far the application clock is ahead; ``None`` when it cannot move (real Stripe)."""
+    redis_ha: dict[str, Any] | None = None
+    """``up --ha``'s topology (:meth:`worker.local.sentinel.SentinelTopology.describe`, with
+    the primary's name); ``None`` for one Redis."""
 
 
 def demo_records(with_billing: bool) -> list[DemoRecord]:
@@ -76,6 +80,37 @@ def redis_password_where(started: Started) -> str:
     return f"password in {started.redis_password_file}; the whole URL in stack.json"
 
 
+def redis_lines(started: Started) -> list[str]:
+    """The banner's Redis: one server, or ``up --ha``'s primary, replica and sentinels."""
+    ha = started.redis_ha
+    if ha is None:
+        return [
+            f"  Redis          {masked_url(started.redis_url)}   ({redis_password_where(started)})"
+        ]
+    members = topology_members(ha)
+    servers, sentinels = members[:2], [m.split(" (", 1)[0] for m in members[2:]]
+    primary = ha["servers"][ha["primary"]]
+    return [
+        f"  Redis          Sentinel {ha['master_name']!r}: " + ", ".join(servers),
+        f"                 sentinels {', '.join(sentinels)}   (passwords in "
+        f"{started.redis_password_file}; all in stack.json)",
+        f"                 try: kill -9 {primary['pid']} (the primary), then `billing-worker "
+        "status`: the replica takes over within seconds",
+    ]
+
+
+def topology_members(ha: dict[str, Any]) -> list[str]:
+    """``primary redis-1 :port (pid N)``, the replica, each sentinel: what the banner and
+    ``billing-worker status`` name."""
+    members = [
+        f"{'primary' if name == ha.get('primary') else 'replica'} {name} "
+        f":{server['port']} (pid {server['pid']})"
+        for name, server in sorted(ha["servers"].items(), key=lambda i: i[0] != ha.get("primary"))
+    ]
+    members += [f"{name} :{s['port']} (pid {s['pid']})" for name, s in ha["sentinels"].items()]
+    return members
+
+
 def banner(started: Started) -> list[str]:
     """The lines ``up`` prints, blank lines included."""
     s = started
@@ -89,7 +124,7 @@ def banner(started: Started) -> list[str]:
         f"  API            {api}   (docs: {api}/docs)",
         f"  Contracts      {api}/openapi.json   {api}/asyncapi.json (queues, events)",
         f"  Flower         {s.flower_url}   user {s.flower_user}, password {s.flower_password}",
-        f"  Redis          {masked_url(s.redis_url)}   ({redis_password_where(s)})",
+        *redis_lines(s),
         f"  Database       {masked_url(s.database_url)}",
         f"  Stripe         {s.stripe_emulator_url or 'api.stripe.com (BILLING_STRIPE_API_KEY)'}",
         f"  Clock          {clock_line(s.clock_offset_seconds)}",

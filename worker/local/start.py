@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
 
 from worker.launch.command_lines import (
     api_argv,
@@ -35,6 +36,7 @@ from worker.local.embedded import (
     start_redis,
     wait_until,
 )
+from worker.local.ha import heal, kept_topology, recorded
 from worker.local.seed import (
     DEMO_CLIENT_FILE,
     DemoCredentials,
@@ -43,6 +45,7 @@ from worker.local.seed import (
     seed_records,
     wire_stripe_events,
 )
+from worker.local.sentinel import MASTER_NAME, SentinelTopology
 from worker.settings import STACK_FILE, Settings
 
 EMULATOR_NOT_INSTALLED = (
@@ -50,6 +53,8 @@ EMULATOR_NOT_INSTALLED = (
     "(`python3 -m worker.dev up` does)"
 )
 EMULATOR_STATE_FILE = "stripe-emulator.json"
+HA_DIRECTORY = "redis-ha"
+"""``up --ha``'s primary, replica and sentinels: their data, configurations, passwords."""
 
 FRESH_WIPES = (
     "billing.db",
@@ -57,6 +62,7 @@ FRESH_WIPES = (
     "billing.db-wal",
     "billing.db-shm",
     "redis",
+    HA_DIRECTORY,
     EMULATOR_STATE_FILE,
     DEMO_CLIENT_FILE,
     "celerybeat-schedule",
@@ -153,10 +159,19 @@ def wipe_data_dir(settings: Settings) -> list[str]:
 
 
 class LocalStack:
-    def __init__(self, settings: Settings, *, concurrency: int = 2) -> None:
+    def __init__(self, settings: Settings, *, concurrency: int = 2, ha: bool = False) -> None:
         self.settings = settings
         self.concurrency = concurrency
         self.group = ProcessGroup()
+        self.topology: SentinelTopology | None = None
+        """``ha``: the primary, replica and three sentinels every process finds Redis by."""
+        if ha and (settings.redis_url or settings.redis_sentinels):
+            raise SystemExit(
+                "--ha starts its own primary, replica and sentinels; BILLING_REDIS_URL or "
+                "BILLING_REDIS_SENTINELS names another Redis: unset it, or leave out --ha"
+            )
+        self.ha = ha
+        self._reported_exits: set[int] = set()
         self.data_dir = settings.data_dir.resolve()
         # Checked here, before anything starts: without a Stripe key, `up` runs the emulator.
         self.emulator_key = emulator_api_key() if settings.stripe_api_key is None else None
@@ -185,10 +200,25 @@ class LocalStack:
             "BILLING_DATA_DIR": str(self.data_dir),
             "BILLING_LOG_FORMAT": log_format,
         }
-        redis_url = settings.redis_url or start_redis(
-            self.group, self.data_dir / "redis", log_path=logs / "redis.log"
-        )
-        env["BILLING_REDIS_URL"] = redis_url
+        redis_settings: dict[str, Any]
+        if self.ha:
+            topology = self._start_topology()
+            redis_url = ""
+            env.update(topology.settings_env())
+            redis_settings = {
+                "redis_url": None,
+                "redis_sentinels": topology.sentinel_addresses(),
+                "redis_master_name": MASTER_NAME,
+                "redis_password": SecretStr(topology.password),
+                "redis_sentinel_password": SecretStr(topology.sentinel_password),
+                "redis_socket_timeout_seconds": topology.socket_timeout_seconds,
+            }
+        else:
+            redis_url = settings.redis_url or start_redis(
+                self.group, self.data_dir / "redis", log_path=logs / "redis.log"
+            )
+            env["BILLING_REDIS_URL"] = redis_url
+            redis_settings = {"redis_url": redis_url}
 
         emulator_url = self._start_emulator(env, logs) if emulator_key is not None else None
         # The local stack's receivers are on this machine (examples/webhook_receiver.py),
@@ -207,7 +237,7 @@ class LocalStack:
         seeding = settings.model_copy(
             update={
                 "data_dir": self.data_dir,
-                "redis_url": redis_url,
+                **redis_settings,
                 "database_url": database_url,
                 "shiftable_clock": emulator_url is not None or settings.shiftable_clock,
             }
@@ -256,10 +286,12 @@ class LocalStack:
             "worker": f"http://{metrics_host}:{worker_metrics_port}/metrics",
             "beat": f"http://{metrics_host}:{beat_metrics_port}/metrics",
         }
+        recorded_ha = recorded(self.topology) if self.topology is not None else None
         stack = {
             "api_url": api_url,
             "flower_url": f"http://{host}:{settings.flower_port}",
-            "redis_url": redis_url,
+            "redis_url": redis_url or None,
+            "redis_ha": recorded_ha,
             "database_url": database_url,
             "stripe_emulator_url": emulator_url,
             "stripe_emulator_api_key": emulator_key,
@@ -278,7 +310,11 @@ class LocalStack:
             flower_password=flower_password,
             redis_url=redis_url,
             redis_password_file=(
-                None if settings.redis_url else self.data_dir / "redis" / REDIS_PASSWORD_FILENAME
+                self.data_dir / HA_DIRECTORY
+                if self.ha
+                else None
+                if settings.redis_url
+                else self.data_dir / "redis" / REDIS_PASSWORD_FILENAME
             ),
             database_url=database_url,
             stripe_emulator_url=emulator_url,
@@ -287,10 +323,20 @@ class LocalStack:
             credentials=credentials,
             demo_billing=demo_billing,
             clock_offset_seconds=_clock_offset(seeding) if seeding.shiftable_clock else None,
+            redis_ha=recorded_ha,
         )
         for line in banner(started):
             echo(line)
         return stack
+
+    def _start_topology(self) -> SentinelTopology:
+        """``--ha``: the primary, the replica and three sentinels, their data kept in the data
+        directory (the primary when the stack last stopped starts as the primary)."""
+        topology = kept_topology(self.data_dir / HA_DIRECTORY)
+        topology.pass_fds = self.group.pass_fds
+        self.topology = topology  # stopped by stop(), even when the start fails half-way
+        topology.start()
+        return topology
 
     def _start_emulator(self, env: dict[str, str], logs: Path) -> str:
         """Start the Stripe emulator (its data and clock kept in the data directory); its URL.
@@ -370,7 +416,9 @@ class LocalStack:
             return False
 
     def watch(self) -> bool:
-        """Block until interrupted; returns False when a child died (and says which)."""
+        """Block until interrupted; returns False when a child died (and says which). With
+        ``--ha`` a server or sentinel that dies is not the end: the sentinels promote the
+        replica, and the process is started again (:meth:`_heal`)."""
         while True:
             time.sleep(0.5)
             failed = self.group.exited()
@@ -381,9 +429,26 @@ class LocalStack:
                     file=sys.stderr,
                 )
                 return False
+            if self.topology is not None:
+                self._heal(self.topology)
+
+    def _heal(self, topology: SentinelTopology) -> None:
+        """Start again what died of the topology, saying so, and record what changed in
+        ``stack.json`` for ``billing-worker status`` (:func:`worker.local.ha.heal`)."""
+        stack = self.settings.stack()
+        now = heal(
+            topology,
+            stack.get("redis_ha") or {},
+            self._reported_exits,
+            lambda line: print(line, file=sys.stderr),
+        )
+        if now is not None:
+            write_stack_file(self.settings, {**stack, "redis_ha": now})
 
     def stop(self) -> None:
         self.group.stop()
+        if self.topology is not None:  # after the processes that use it
+            self.topology.stop()
         stack = self.settings.stack()
         if stack:
             write_stack_file(self.settings, {**stack, "stopped": True})

@@ -11,6 +11,9 @@ kombu's own Sentinel support, configured here too (:func:`celery_redis_config`):
 transport options, and the socket timeout kombu requires for a failover (without one, a
 publish can wait forever on a dead primary's connection).
 
+Next to ``up --ha`` (no Redis setting, the sentinels recorded in ``stack.json``: the CLI) the
+recorded sentinels are used (:meth:`Settings.with_stack_redis`).
+
 Without sentinels every function here gives exactly what the code gave before Sentinel
 existed: ``redis.Redis.from_url(BILLING_REDIS_URL, ...)`` and the URL as broker and backend.
 
@@ -35,7 +38,7 @@ GUARDED_SENTINEL_TRANSPORT = "worker.messaging.broker:GuardedSentinelTransport"
 
 
 def uses_sentinel(settings: Settings) -> bool:
-    return bool(settings.sentinel_addresses())
+    return bool(settings.with_stack_redis().sentinel_addresses())
 
 
 def _master_options(settings: Settings, options: dict[str, Any]) -> dict[str, Any]:
@@ -78,6 +81,7 @@ def redis_client(settings: Settings, **options: Any) -> redis.Redis:
     import redis
     import redis.sentinel
 
+    settings = settings.with_stack_redis()
     if not uses_sentinel(settings):
         return redis.Redis.from_url(settings.resolved_redis_url(), **options)
     # redis-py's Sentinel is untyped (8.1).
@@ -95,6 +99,7 @@ def async_redis_client(settings: Settings, **options: Any) -> redis.asyncio.Redi
     import redis.asyncio
     import redis.asyncio.sentinel
 
+    settings = settings.with_stack_redis()
     if not uses_sentinel(settings):
         return redis.asyncio.Redis.from_url(settings.resolved_redis_url(), **options)
     sentinel: Any = redis.asyncio.sentinel.Sentinel
@@ -112,6 +117,7 @@ def sentinel_url(settings: Settings) -> str:
     """The sentinels as Celery and kombu read them: ``sentinel://[user:password@]host:port/db``
     joined by ``;`` (no trailing ``;``: kombu would add a sentinel on localhost). The
     credentials are the primary's (kombu and Celery connect to the primary with them)."""
+    settings = settings.with_stack_redis()
     userinfo = ""
     if settings.redis_username or settings.redis_password is not None:
         user = quote(settings.redis_username or "", safe="")
@@ -135,6 +141,7 @@ def celery_redis_config(settings: Settings) -> dict[str, Any]:
     """What the Celery configuration says of Redis: the broker and result backend URLs, our
     guarded transport (its Sentinel variant with sentinels), and the transport options
     Sentinel needs (merged into the broker's by :func:`worker.messaging.config.celery_config`)."""
+    settings = settings.with_stack_redis()
     if not uses_sentinel(settings):
         url = settings.resolved_redis_url()
         return {
@@ -166,6 +173,7 @@ def celery_redis_config(settings: Settings) -> dict[str, Any]:
 
 def describe_redis(settings: Settings) -> str:
     """Where the settings' Redis is, for a message (passwords masked)."""
+    settings = settings.with_stack_redis()
     if not uses_sentinel(settings):
         return masked_url(settings.resolved_redis_url())
     sentinels = ",".join(f"{_host(host)}:{port}" for host, port in settings.sentinel_addresses())

@@ -1,0 +1,50 @@
+"""The shiftable clock (the local stack's and the tests') over a real Redis that goes away: a
+Redis restart or a Sentinel failover must not turn each request that reads the time meanwhile
+into an error."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.support.redis_server import RedisServer
+from worker.bootstrap import build_clock
+from worker.clock import ShiftableClock
+from worker.settings import Settings
+
+DAY = 86_400.0
+
+
+def test_the_last_offset_read_stands_while_redis_does_not_answer(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    clock = ShiftableClock(server.url, refresh=0)
+    clock.advance(DAY)
+    assert clock.offset() == DAY
+
+    server.stop()
+
+    assert clock.offset() == DAY
+
+
+def test_with_no_offset_read_yet_an_unreachable_redis_is_an_error(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "redis")  # never started
+
+    with pytest.raises(redis.ConnectionError):
+        ShiftableClock(server.url, refresh=0).offset()
+
+
+def test_a_process_s_clock_keeps_the_offset_when_redis_goes_before_its_first_stamp(
+    tmp_path: Path,
+) -> None:
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    ShiftableClock(server.url).advance(DAY)  # `billing-worker clock advance 1d`, elsewhere
+    clock = build_clock(Settings(redis_url=server.url, shiftable_clock=True, data_dir=tmp_path))
+
+    server.kill()  # before the process has stamped anything
+
+    assert clock.now() - datetime.now(UTC) > timedelta(days=1) - timedelta(minutes=1)
