@@ -113,14 +113,11 @@ def raw_publishes(redis_url: str, count: int, clients: int) -> Requests:
 def p2(ctx: BenchContext) -> list[Figure]:
     """HTTP ``Prefer: respond-async`` accepts/s (8 clients, kept connections) ÷ raw
     publishes/s (8 threads calling ``send_task``). No worker runs during either: the API's
-    accept path alone (record, publish, answer 202), on SQLite."""
+    accept path alone (record, publish, answer 202), on SQLite. Then the same accepts with
+    two API processes on the port, beside one's (``p2.processes2``)."""
     count, warm_up = ctx.size(200, 3000), ctx.size(20, 200)
-    with system(ctx, "p2") as stack:
-        stack.start_api()
-        stack.client = stack.new_client()
-        users = seed_users(stack, warm_up + count)
-        enable_over_http(stack, users[:warm_up], CLIENTS, respond_async=True)
-        accepted = enable_over_http(stack, users[warm_up:], CLIENTS, respond_async=True)
+    accepted = accepts(ctx, "p2", count, warm_up, processes=1)
+    two = accepts(ctx, "p2-processes2", count, warm_up, processes=2)
     raw = raw_publishes(ctx.redis_url(), count, CLIENTS)
     return [
         Figure(
@@ -133,8 +130,31 @@ def p2(ctx: BenchContext) -> list[Figure]:
             Target(">=", 0.5, text="ratio ≥ 0.5"),
             also_required=accepted.statuses[202] == count,
             details={"ours": accepted.details(202), "baseline": raw.details(0)},
-        )
+        ),
+        # No target: what a second process gains depends on a core being free for it (the
+        # clients run on the same machine) and on the database's writes (SQLite: one at once).
+        Figure(
+            "p2.processes2",
+            "respond-async accepts/s, 8 clients, 2 API processes on one port (SQLite)",
+            two.rate,
+            "/s",
+            accepted.rate,
+            "the same with 1 API process",
+            also_required=two.statuses[202] == count,
+            details={"ours": two.details(202), "baseline": accepted.details(202)},
+        ),
     ]
+
+
+def accepts(ctx: BenchContext, name: str, count: int, warm_up: int, processes: int) -> Requests:
+    """``count`` respond-async enables (after ``warm_up`` more) from 8 clients, on an API of
+    ``processes`` processes and no worker."""
+    with system(ctx, name) as stack:
+        stack.start_api(processes=processes)
+        stack.client = stack.new_client()
+        users = seed_users(stack, warm_up + count)
+        enable_over_http(stack, users[:warm_up], CLIENTS, respond_async=True)
+        return enable_over_http(stack, users[warm_up:], CLIENTS, respond_async=True)
 
 
 def p3(ctx: BenchContext) -> list[Figure]:
