@@ -38,6 +38,37 @@ def test_failures_counted_by_one_process_refuse_the_key_in_another(redis_server:
     assert other_key is None
 
 
+def test_an_api_with_other_limits_on_the_same_redis_keeps_a_count_of_its_own(
+    redis_server: str,
+) -> None:
+    async def scenario() -> tuple[float | None, float | None, float | None]:
+        first, second = Redis.from_url(f"{redis_server}/6"), Redis.from_url(f"{redis_server}/6")
+        try:
+            lenient = SharedFailures(first, "stripe-source", limit=20, window=60.0)
+            strict = SharedFailures(second, "stripe-source", limit=3, window=60.0)
+            same_as_lenient = SharedFailures(second, "stripe-source", limit=20, window=60.0)
+            source = f"10.1.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"
+            for _ in range(5):
+                await lenient.failed(source)  # over the strict limit, if it counted them
+            await strict.failed(source)
+            for _ in range(15):
+                await same_as_lenient.failed(source)
+            return (
+                await strict.retry_after(source),
+                await lenient.retry_after(source),
+                await same_as_lenient.retry_after(source),
+            )
+        finally:
+            await first.aclose()
+            await second.aclose()
+
+    strict, lenient, same_as_lenient = asyncio.run(scenario())
+
+    assert strict is None  # its one failure, not the lenient API's five
+    assert lenient is not None  # 5 + 15 failures under the same policy: shared
+    assert same_as_lenient is not None
+
+
 def test_attempts_in_flight_in_one_process_hold_places_in_every_other(redis_server: str) -> None:
     async def scenario() -> tuple[list[Taken], Taken, Taken, Taken]:
         first, second = Redis.from_url(f"{redis_server}/6"), Redis.from_url(f"{redis_server}/6")

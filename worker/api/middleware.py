@@ -53,7 +53,13 @@ class ThrottledSources:
         if not header:
             return False
         credentials = basic_credentials(header)
-        return credentials is None or state.authenticator.cached(*credentials) is None
+        if credentials is None:
+            return True
+        # Being refreshed counts as verified: the request waits for the refresh's answer.
+        authenticator = state.authenticator
+        return authenticator.cached(*credentials) is None and (
+            authenticator.refreshing(*credentials) is None
+        )
 
 
 class BodySizeLimit:

@@ -3,13 +3,24 @@ process on a port, so that a client's (or a source's) failure budget is the same
 process or ten.
 
 Per key (a client id, a source address, hashed into the key name) two sorted sets:
-``…:failures:{space}:{key}`` holds the last ``limit`` failures, scored by the time they
-happened (Redis's clock, the same for every process), and ``…:attempts:{space}:{key}`` the
-attempts being verified, scored by the end of their lease. An attempt takes its places under
-its client id's and its source's limits in one script, only if the failures in the window
-and the attempts in flight leave room under both: guesses sent at once to several processes
-cannot overrun the limit either. A process that dies mid-verification leaves its places
-until their lease (the failure window) ends.
+``…:failures:{space}:{policy}:{key}`` holds the last ``limit`` failures, scored by the time
+they happened (Redis's clock, the same for every process), and
+``…:attempts:{space}:{policy}:{key}`` the attempts being verified, scored by the end of their
+lease.
+
+Who shares a count: the processes that enforce the same policy (``{policy}`` is the limit
+and the window, ``10-in-60s``) in the same Redis database. So every process of one API
+(``--workers N``) and every host of one deployment (the same settings) share; another API
+given other limits on the same Redis (an internal one, a stricter one for Stripe's
+deliveries) counts its own failures, since a failure counted under a limit of 50 means
+nothing against a limit of 3; and two deployments never share, since each has a Redis
+database of its own (its queues and streams are there too, under the same fixed names). A
+change of the limits starts the count afresh for the processes that run the new ones.
+
+An attempt takes its places under its client id's and its source's limits in one script,
+only if the failures in the window and the attempts in flight leave room under both: guesses
+sent at once to several processes cannot overrun the limit either. A process that dies
+mid-verification leaves its places until their lease (the failure window) ends.
 
 A Redis that does not answer (an error, or no answer within a second) falls back to each
 process's own count (:class:`~worker.api.throttle.FailureThrottle`): the throttle keeps
@@ -144,12 +155,18 @@ class SharedFailures:
         self._take = self.redis.register_script(_TAKE)
         self._end = self.redis.register_script(_END)
 
+    @property
+    def policy(self) -> str:
+        """The namespace of this limit's counts: the processes enforcing the same limit over
+        the same window share them, an API with other limits keeps its own."""
+        return f"{self.limit}-in-{self.window:g}s"
+
     def keys(self, key: str) -> tuple[str, str]:
         # Hashed: bounded key names, and no address or client id in Redis's keyspace.
         digest = hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
         return (
-            f"{KEY_PREFIX}:failures:{self.space}:{digest}",
-            f"{KEY_PREFIX}:attempts:{self.space}:{digest}",
+            f"{KEY_PREFIX}:failures:{self.space}:{self.policy}:{digest}",
+            f"{KEY_PREFIX}:attempts:{self.space}:{self.policy}:{digest}",
         )
 
     async def retry_after(self, key: str) -> float | None:

@@ -1,9 +1,11 @@
 """How the API schedules the slow verifications of client secrets (helpers of
 :mod:`worker.api.auth`).
 
-- **One verification in flight per client and secret**: requests bringing credentials that
-  are being verified wait for that verification instead of starting their own, so a new
-  client's burst costs one hash and all its requests get its answer.
+- **One attempt in flight per client and secret**: requests bringing credentials that are
+  being verified (or waiting for their places) join that attempt instead of starting their
+  own, so a new client's burst costs one place, one hash, and all its requests get its
+  answer; credentials whose verification is being refreshed ahead of its end wait for the
+  refresh, without asking Redis: a busy client is never refused for its own requests.
 - **Only attempts that failed count as failed.** So that guesses sent at once cannot overrun
   the limit while they are verified, an attempt in flight holds a place under its client
   id's and its source's limits until it ends: a further attempt waits for a place (it is
@@ -139,7 +141,13 @@ class FairTurns:
 class Verifications:
     """The API process's slow verifications: single-flight per credentials in this process,
     limited per client id and per source across every process (in Redis:
-    :mod:`worker.api.shared_throttle`), hashed by sources in turn. Lives in the event loop."""
+    :mod:`worker.api.shared_throttle`), hashed by sources in turn. Lives in the event loop.
+
+    The first request of some credentials starts their *attempt* (places under the limits,
+    then the hash) before it waits for anything, so that every other request bringing them
+    joins it: a client's burst asks Redis for one place, never for one per request, and is
+    never refused for attempts of its own in flight. Credentials whose verification is being
+    refreshed ahead of its end wait for that refresh instead, without asking Redis at all."""
 
     def __init__(
         self,
@@ -152,20 +160,34 @@ class Verifications:
         self._by_source = failures_by_source
         self._waits = AttemptWaits()
         self._turns = FairTurns(authenticator.max_concurrent_hashes)
-        self._running: dict[bytes, asyncio.Task[Grant | None]] = {}
+        self._attempts: dict[bytes, asyncio.Task[Grant | None]] = {}
         self._ending: set[asyncio.Task[None]] = set()
 
     async def verify(self, client_id: str, secret: str, source: str) -> Grant | None:
         """The grant of these credentials, or ``None`` if they are wrong; :class:`Throttled`
         if the client id or the source failed too often, before any hash."""
         fingerprint = self._authenticator.fingerprint(client_id, secret)
+        if (grant := self._authenticator.cached(client_id, secret)) is not None:
+            return grant
+        if (refresh := self._authenticator.refreshing(client_id, secret)) is not None:
+            # Verified lately and being verified again: its answer is the one to wait for
+            # (a refresh that fails or errs leaves no grant: then an attempt of its own).
+            with contextlib.suppress(Exception):
+                await asyncio.shield(asyncio.wrap_future(refresh))
+            if (grant := self._authenticator.cached(client_id, secret)) is not None:
+                return grant
+        attempt = self._attempts.get(fingerprint)
+        if attempt is None:
+            # Registered before anything is awaited: the requests that follow join it.
+            attempt = asyncio.create_task(self._attempt(client_id, secret, source))
+            self._attempts[fingerprint] = attempt
+            attempt.add_done_callback(partial(self._forget, fingerprint))
+        return await asyncio.shield(attempt)
+
+    async def _attempt(self, client_id: str, secret: str, source: str) -> Grant | None:
         limits = ((self._by_client, client_id), (self._by_source, source))
         token = uuid.uuid4().hex
         while True:
-            if (grant := self._authenticator.cached(client_id, secret)) is not None:
-                return grant
-            if (running := self._running.get(fingerprint)) is not None:
-                return await asyncio.shield(running)
             try:
                 taken = await take(limits, token)
             except asyncio.CancelledError:
@@ -177,14 +199,14 @@ class Verifications:
                 break
             full, key = limits[taken.full - 1]
             await self._waits.settled(full, key)
-        if (running := self._running.get(fingerprint)) is not None:
-            # The same credentials began their verification while this one asked for places.
+        try:
+            grant = await self._verify(client_id, secret, source, taken.failures[1])
+        except BaseException:
+            # Not a wrong secret when it could not be verified (the database is unreachable).
             self._end_later(limits, token, failed=False)
-            return await asyncio.shield(running)
-        task = asyncio.create_task(self._verify(client_id, secret, source, taken.failures[1]))
-        self._running[fingerprint] = task
-        task.add_done_callback(partial(self._settle, fingerprint, limits, token))
-        return await asyncio.shield(task)
+            raise
+        self._end_later(limits, token, failed=grant is None)
+        return grant
 
     async def _verify(
         self, client_id: str, secret: str, source: str, source_failures: int
@@ -192,17 +214,11 @@ class Verifications:
         async with self._turns.turn(source, preferred=not source_failures):
             return await self._authenticator.verify_async(client_id, secret)
 
-    def _settle(
-        self,
-        fingerprint: bytes,
-        limits: tuple[tuple[SharedFailures, str], ...],
-        token: str,
-        task: asyncio.Task[Grant | None],
-    ) -> None:
-        self._running.pop(fingerprint, None)
-        # Not a wrong secret when it could not be verified (the database is unreachable, say).
-        failed = not task.cancelled() and task.exception() is None and task.result() is None
-        self._end_later(limits, token, failed=failed)
+    def _forget(self, fingerprint: bytes, attempt: asyncio.Task[Grant | None]) -> None:
+        if self._attempts.get(fingerprint) is attempt:
+            del self._attempts[fingerprint]
+        if not attempt.cancelled():
+            attempt.exception()  # retrieved: its requests may all have gone
 
     def _end_later(
         self, limits: tuple[tuple[SharedFailures, str], ...], token: str, *, failed: bool
