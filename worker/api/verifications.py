@@ -170,12 +170,12 @@ class Verifications:
         if (grant := self._authenticator.cached(client_id, secret)) is not None:
             return grant
         if (refresh := self._authenticator.refreshing(client_id, secret)) is not None:
-            # Verified lately and being verified again: its answer is the one to wait for
-            # (a refresh that fails or errs leaves no grant: then an attempt of its own).
+            # Verified lately and being verified again: its answer is the one to wait for, and
+            # a verification just made (not what the cache holds when this request wakes).
+            # A refresh that fails or errs gives no grant: then an attempt of its own.
             with contextlib.suppress(Exception):
-                await asyncio.shield(asyncio.wrap_future(refresh))
-            if (grant := self._authenticator.cached(client_id, secret)) is not None:
-                return grant
+                if (grant := await asyncio.shield(asyncio.wrap_future(refresh))) is not None:
+                    return grant
         attempt = self._attempts.get(fingerprint)
         if attempt is None:
             # Registered before anything is awaited: the requests that follow join it.
