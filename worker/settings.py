@@ -260,6 +260,14 @@ class Settings(BaseSettings):
         description="Address the HTTP API listens on (0.0.0.0 in a container).",
     )
     api_port: int = Field(default=8080, description="Port of the HTTP API.")
+    api_processes: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="API processes serving the one port (uvicorn's workers, restarted if one "
+        "dies). Their metrics add up in one `/metrics` answer (multiprocess mode) and they "
+        "share the failed-authentication throttle through Redis.",
+    )
     flower_port: int = Field(default=5555, description="Port of Flower.")
     metrics_host: str = Field(
         default="127.0.0.1",

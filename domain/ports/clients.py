@@ -4,6 +4,7 @@ handed to the API by the composition root (``worker.bootstrap``)."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import Protocol
 
 from domain.permissions import Grant
@@ -26,6 +27,12 @@ class ClientVerifier(Protocol):
     def cached(self, client_id: str, secret: str) -> Grant | None:
         """The client's grant if these credentials were verified lately, else ``None``;
         never hashes, never waits."""
+        ...
+
+    def refreshing(self, client_id: str, secret: str) -> Future[Grant | None] | None:
+        """The refresh under way of these credentials' verification (begun ahead of its end
+        by :meth:`cached`), if one is: its result is the grant, or ``None`` if they are no
+        longer valid. Never waits."""
         ...
 
     async def verify_async(self, client_id: str, secret: str) -> Grant | None:

@@ -1,5 +1,6 @@
-"""The API's command path: P2 (``Prefer: respond-async`` accepts beside raw publishes) and P3
-(the synchronous round trip beside raw Celery's, and 8 synchronous clients beside one)."""
+"""The API's command path: P2 (``Prefer: respond-async`` accepts beside raw publishes), the
+same accepts through one and two API processes, and P3 (the synchronous round trip beside
+raw Celery's, and 8 synchronous clients beside one)."""
 
 from __future__ import annotations
 
@@ -115,12 +116,7 @@ def p2(ctx: BenchContext) -> list[Figure]:
     publishes/s (8 threads calling ``send_task``). No worker runs during either: the API's
     accept path alone (record, publish, answer 202), on SQLite."""
     count, warm_up = ctx.size(200, 3000), ctx.size(20, 200)
-    with system(ctx, "p2") as stack:
-        stack.start_api()
-        stack.client = stack.new_client()
-        users = seed_users(stack, warm_up + count)
-        enable_over_http(stack, users[:warm_up], CLIENTS, respond_async=True)
-        accepted = enable_over_http(stack, users[warm_up:], CLIENTS, respond_async=True)
+    accepted = accepts(ctx, "p2", count, warm_up, processes=1)
     raw = raw_publishes(ctx.redis_url(), count, CLIENTS)
     return [
         Figure(
@@ -135,6 +131,55 @@ def p2(ctx: BenchContext) -> list[Figure]:
             details={"ours": accepted.details(202), "baseline": raw.details(0)},
         )
     ]
+
+
+def api_processes(ctx: BenchContext) -> list[Figure]:
+    """P2's accepts/s (respond-async, 8 clients, kept connections, no worker) through an API
+    of one process, then of two on one port (``billing-worker api --workers 2``), each
+    beside P2's baseline measured in the same run: raw publishes/s, 8 threads. On PostgreSQL,
+    where two processes can record commands at once (SQLite writes one at a time)."""
+    count, warm_up = ctx.size(200, 3000), ctx.size(20, 200)
+    one = accepts(ctx, "api-processes1", count, warm_up, processes=1, backend="postgresql")
+    two = accepts(ctx, "api-processes2", count, warm_up, processes=2, backend="postgresql")
+    raw = raw_publishes(ctx.redis_url(), count, CLIENTS)
+    # No target: what a second process gains depends on a core being free for it (the clients
+    # and PostgreSQL run on the same machine).
+    return [
+        Figure(
+            f"api-processes.{processes}",
+            f"respond-async accepts/s, 8 clients, {processes} API process"
+            f"{'es' if processes > 1 else ''} (PostgreSQL)",
+            accepted.rate,
+            "/s",
+            raw.rate,
+            "raw publishes/s, 8 threads",
+            also_required=accepted.statuses[202] == count,
+            details={
+                "ours": accepted.details(202),
+                "baseline": raw.details(0),
+                "two_over_one": round(two.rate / one.rate, 3) if one.rate else None,
+            },
+        )
+        for processes, accepted in ((1, one), (2, two))
+    ]
+
+
+def accepts(
+    ctx: BenchContext,
+    name: str,
+    count: int,
+    warm_up: int,
+    processes: int,
+    backend: str = "sqlite",
+) -> Requests:
+    """``count`` respond-async enables (after ``warm_up`` more) from 8 clients, on an API of
+    ``processes`` processes and no worker."""
+    with system(ctx, name, backend) as stack:
+        stack.start_api(processes=processes)
+        stack.client = stack.new_client()
+        users = seed_users(stack, warm_up + count)
+        enable_over_http(stack, users[:warm_up], CLIENTS, respond_async=True)
+        return enable_over_http(stack, users[warm_up:], CLIENTS, respond_async=True)
 
 
 def p3(ctx: BenchContext) -> list[Figure]:

@@ -64,6 +64,10 @@ Benchmark = Measured | Script
 REGISTRY: dict[str, Benchmark] = {
     "p1": Measured("P1: commands on the queue ÷ bare Celery", queue_throughput.p1),
     "p2": Measured("P2: respond-async accepts ÷ raw publishes", http_paths.p2),
+    "api-processes": Measured(
+        "API processes: respond-async accepts with 1 and 2 API processes ÷ raw publishes",
+        http_paths.api_processes,
+    ),
     "p3": Measured("P3: synchronous HTTP round trip minus raw Celery's", http_paths.p3),
     "p4": Measured("P4: account creations with 300 ms of Stripe latency", stripe_bound.p4),
     "p5": Measured("P5: the period-end burst", stripe_bound.p5),

@@ -25,6 +25,7 @@ from worker.db.engine import session_factory
 from worker.launch.command_lines import (
     WORKER_APP,
     api_argv,
+    api_metrics_env,
     celery_beat_argv,
     celery_worker_argv,
     worker_metrics_env,
@@ -230,12 +231,15 @@ class Stack:
         self.beat_metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         return process
 
-    def start_api(self, extra_env: dict[str, str] | None = None) -> str:
+    def start_api(self, extra_env: dict[str, str] | None = None, processes: int = 1) -> str:
+        """The API on a free port; with ``processes`` over one, that many on the port, their
+        metrics added up from a directory of their own."""
         port = free_port()
+        metrics = api_metrics_env(self.workdir / f"metrics-api-{port}") if processes > 1 else {}
         self.group.start(
             "api",
-            api_argv("127.0.0.1", port),
-            env={**self.env, **(extra_env or {})},
+            api_argv("127.0.0.1", port, processes),
+            env={**self.env, **metrics, **(extra_env or {})},
             log_path=self.workdir / "api.log",
         )
         url = f"http://127.0.0.1:{port}"

@@ -35,8 +35,8 @@ from worker.api.routes import (
     users,
     webhooks,
 )
+from worker.api.shared_throttle import SharedFailures
 from worker.api.state import ApiState, RefusalHold
-from worker.api.throttle import FailureThrottle
 from worker.api.verifications import Verifications
 from worker.bootstrap import Services, bootstrap, configure_logging
 from worker.messaging.redis_clients import async_redis_client
@@ -66,11 +66,13 @@ def create_app(svc: Services | None = None) -> FastAPI:
         results = ResultListener(redis)
         await results.start()
         authenticator = resolved.client_verifier()
-        failures_by_client = FailureThrottle(
-            settings.auth_max_failures_per_client, settings.auth_failure_window_seconds
+        # In Redis: every API process on the port counts the same failures.
+        window = settings.auth_failure_window_seconds
+        failures_by_client = SharedFailures(
+            redis, "client", settings.auth_max_failures_per_client, window
         )
-        failures_by_source = FailureThrottle(
-            settings.auth_max_failures_per_source, settings.auth_failure_window_seconds
+        failures_by_source = SharedFailures(
+            redis, "source", settings.auth_max_failures_per_source, window
         )
         app.state.api = ApiState(
             svc=resolved,
@@ -92,9 +94,8 @@ def create_app(svc: Services | None = None) -> FastAPI:
             refusal_hold=RefusalHold(
                 settings.auth_throttled_hold_seconds, settings.auth_max_held_refusals
             ),
-            stripe_failures_by_source=FailureThrottle(
-                settings.stripe_webhook_max_failures_per_source,
-                settings.auth_failure_window_seconds,
+            stripe_failures_by_source=SharedFailures(
+                redis, "stripe-source", settings.stripe_webhook_max_failures_per_source, window
             ),
         )
         yield

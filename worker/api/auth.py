@@ -14,8 +14,8 @@ from fastapi import Depends, Request
 from domain.errors import CommandError, ErrorCode, error_info
 from domain.permissions import Grant, Scope
 from worker.api.errors import ApiError
+from worker.api.shared_throttle import SharedFailures, take
 from worker.api.state import State
-from worker.api.throttle import FailureThrottle
 from worker.api.verifications import TOO_MANY_FAILURES, Throttled
 
 
@@ -31,10 +31,10 @@ def basic_credentials(header: str) -> tuple[str, str] | None:
     return (client_id, secret) if sep and client_id else None
 
 
-def throttled(throttles: Sequence[tuple[FailureThrottle, str]]) -> ApiError | None:
+async def throttled(throttles: Sequence[tuple[SharedFailures, str]]) -> ApiError | None:
     """The 429 for keys over their failed-authentication limit, if any is."""
-    waits = [wait for throttle, key in throttles if (wait := throttle.retry_after(key))]
-    return refusal(max(waits)) if waits else None
+    wait = (await take(throttles, token=None)).retry_after
+    return None if wait is None else refusal(wait)
 
 
 def refusal(retry_after: float, reason: str = TOO_MANY_FAILURES) -> ApiError:

@@ -17,7 +17,9 @@ from worker.observability import metrics
 class ThrottledSources:
     """A source over its failed-authentication limit is answered 429 here, before routing
     and validation, unless it brings credentials verified within the cache window: a flood
-    from one address then costs the API next to nothing."""
+    from one address then costs the API next to nothing. Requests without credentials are
+    not checked (probes, scrapes, Stripe's deliveries: they cost no hash and ask nothing of
+    Redis, where the failures are counted)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -25,9 +27,15 @@ class ThrottledSources:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state: ApiState | None = getattr(scope["app"].state, "api", None)
         client = scope.get("client")
-        if scope["type"] == "http" and state is not None and client:
-            refusal = throttled(((state.failures_by_source, client[0]),))
-            if refusal is not None and not self._verified(state, scope):
+        # Verified credentials first: they cost no round trip to Redis.
+        if (
+            scope["type"] == "http"
+            and state is not None
+            and client
+            and self._unverified(state, scope)
+        ):
+            refusal = await throttled(((state.failures_by_source, client[0]),))
+            if refusal is not None:
                 await state.refusal_hold.hold()
                 response = JSONResponse(
                     body_of(refusal.code, refusal.message, refusal.details),
@@ -39,10 +47,19 @@ class ThrottledSources:
         await self.app(scope, receive, send)
 
     @staticmethod
-    def _verified(state: ApiState, scope: Scope) -> bool:
+    def _unverified(state: ApiState, scope: Scope) -> bool:
+        """Whether the request brings credentials, and none verified within the window."""
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+        if not header:
+            return False
         credentials = basic_credentials(header)
-        return credentials is not None and state.authenticator.cached(*credentials) is not None
+        if credentials is None:
+            return True
+        # Being refreshed counts as verified: the request waits for the refresh's answer.
+        authenticator = state.authenticator
+        return authenticator.cached(*credentials) is None and (
+            authenticator.refreshing(*credentials) is None
+        )
 
 
 class BodySizeLimit:

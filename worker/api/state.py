@@ -10,7 +10,7 @@ from fastapi import Depends, Request
 
 from domain.ports.clients import ClientVerifier
 from worker.api.gateway import CommandGateway
-from worker.api.throttle import FailureThrottle
+from worker.api.shared_throttle import SharedFailures
 from worker.api.verifications import Verifications
 from worker.bootstrap import Services
 
@@ -20,7 +20,9 @@ class RefusalHold:
     """Holds throttled refusals before they are sent, so that a flooding client spends its
     time waiting rather than sending: a held request costs the API a timer, where an
     immediate refusal invites the next request at once. At most ``capacity`` are held at
-    once; beyond that, refusals go out immediately."""
+    once; beyond that, refusals go out immediately. Per process, on purpose: what it bounds
+    is this process's timers and connections (N processes hold up to N times as many),
+    while the failures that decide a refusal are shared (``shared_throttle.py``)."""
 
     seconds: float
     capacity: int
@@ -41,11 +43,11 @@ class ApiState:
     svc: Services
     gateway: CommandGateway
     authenticator: ClientVerifier
-    failures_by_client: FailureThrottle
-    failures_by_source: FailureThrottle
+    failures_by_client: SharedFailures
+    failures_by_source: SharedFailures
     verifications: Verifications
     refusal_hold: RefusalHold
-    stripe_failures_by_source: FailureThrottle
+    stripe_failures_by_source: SharedFailures
     """Stripe webhook deliveries refused for their signature or size, per source address."""
     ready_until: float = 0.0
 

@@ -1,13 +1,17 @@
 """How the API schedules the slow verifications of client secrets (helpers of
 :mod:`worker.api.auth`).
 
-- **One verification in flight per client and secret**: requests bringing credentials that
-  are being verified wait for that verification instead of starting their own, so a new
-  client's burst costs one hash and all its requests get its answer.
+- **One attempt in flight per client and secret**: requests bringing credentials that are
+  being verified (or waiting for their places) join that attempt instead of starting their
+  own, so a new client's burst costs one place, one hash, and all its requests get its
+  answer; credentials whose verification is being refreshed ahead of its end wait for the
+  refresh, without asking Redis: a busy client is never refused for its own requests.
 - **Only attempts that failed count as failed.** So that guesses sent at once cannot overrun
   the limit while they are verified, an attempt in flight holds a place under its client
   id's and its source's limits until it ends: a further attempt waits for a place (it is
-  refused once failures alone fill the limit).
+  refused once failures alone fill the limit). Failures and places are counted in Redis,
+  for every API process at once (:mod:`worker.api.shared_throttle`); single-flight is per
+  process (a new client's burst spread over N processes costs at most N hashes).
 - **Sources take turns**: hashes are handed out one source at a time, in turn, and to
   sources without a recent failure first, so a new client waits for the hashes under way,
   never behind a flood of wrong secrets from another source.
@@ -17,13 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncIterator
 from functools import partial
 
 from domain.permissions import Grant
 from domain.ports.clients import ClientVerifier
-from worker.api.throttle import FailureThrottle
+from worker.api.shared_throttle import SharedFailures, end, take
 
 TOO_MANY_FAILURES = "too many failed authentications"
 TOO_MANY_IN_PROGRESS = "too many authentications in progress"
@@ -38,44 +43,34 @@ class Throttled(Exception):
         self.reason = reason
 
 
-class AttemptLimit:
-    """One key space's limit (client ids, or source addresses): the failures in the
-    throttle's window and the attempts in flight together stay within the throttle's limit."""
+class AttemptWaits:
+    """The requests of this process waiting for a place under a key's limit, and what wakes
+    them: an attempt of this process ending, or a short poll for those of the others."""
 
-    def __init__(self, failures: FailureThrottle) -> None:
-        self.failures = failures
-        self._in_flight: Counter[str] = Counter()
-        self._waiting: Counter[str] = Counter()
-        self._settled: dict[str, asyncio.Event] = {}
+    POLL_SECONDS = 0.1
 
-    def full(self, key: str) -> bool:
-        return self.failures.failures(key) + self._in_flight[key] >= self.failures.limit
+    def __init__(self) -> None:
+        self._waiting: Counter[tuple[str, str]] = Counter()
+        self._ended = asyncio.Event()
 
-    async def settled(self, key: str) -> None:
-        """Wait until an attempt of ``key`` in flight ends. At most as many requests as the
-        limit wait per key; beyond, :class:`Throttled`."""
-        if self._waiting[key] >= self.failures.limit:
+    async def settled(self, failures: SharedFailures, key: str) -> None:
+        """Wait until an attempt may have ended. At most as many requests as the limit wait
+        per key in this process; beyond, :class:`Throttled`."""
+        waiting = (failures.space, key)
+        if self._waiting[waiting] >= failures.limit:
             raise Throttled(1.0, TOO_MANY_IN_PROGRESS)
-        event = self._settled.setdefault(key, asyncio.Event())
-        self._waiting[key] += 1
+        self._waiting[waiting] += 1
         try:
-            await event.wait()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ended.wait(), self.POLL_SECONDS)
         finally:
-            self._waiting[key] -= 1
-            if self._waiting[key] <= 0:
-                del self._waiting[key]
+            self._waiting[waiting] -= 1
+            if self._waiting[waiting] <= 0:
+                del self._waiting[waiting]
 
-    def begin(self, key: str) -> None:
-        self._in_flight[key] += 1
-
-    def end(self, key: str, *, failed: bool) -> None:
-        if failed:
-            self.failures.failed(key)
-        self._in_flight[key] -= 1
-        if self._in_flight[key] <= 0:
-            del self._in_flight[key]
-        if (event := self._settled.pop(key, None)) is not None:
-            event.set()
+    def ended(self) -> None:
+        self._ended.set()
+        self._ended = asyncio.Event()
 
 
 class FairTurns:
@@ -144,58 +139,98 @@ class FairTurns:
 
 
 class Verifications:
-    """The API process's slow verifications: single-flight per credentials, limited per
-    client id and per source, hashed by sources in turn. Lives in the event loop."""
+    """The API process's slow verifications: single-flight per credentials in this process,
+    limited per client id and per source across every process (in Redis:
+    :mod:`worker.api.shared_throttle`), hashed by sources in turn. Lives in the event loop.
+
+    The first request of some credentials starts their *attempt* (places under the limits,
+    then the hash) before it waits for anything, so that every other request bringing them
+    joins it: a client's burst asks Redis for one place, never for one per request, and is
+    never refused for attempts of its own in flight. Credentials whose verification is being
+    refreshed ahead of its end wait for that refresh instead, without asking Redis at all."""
 
     def __init__(
         self,
         authenticator: ClientVerifier,
-        failures_by_client: FailureThrottle,
-        failures_by_source: FailureThrottle,
+        failures_by_client: SharedFailures,
+        failures_by_source: SharedFailures,
     ) -> None:
         self._authenticator = authenticator
-        self._by_client = AttemptLimit(failures_by_client)
-        self._by_source = AttemptLimit(failures_by_source)
+        self._by_client = failures_by_client
+        self._by_source = failures_by_source
+        self._waits = AttemptWaits()
         self._turns = FairTurns(authenticator.max_concurrent_hashes)
-        self._running: dict[bytes, asyncio.Task[Grant | None]] = {}
+        self._attempts: dict[bytes, asyncio.Task[Grant | None]] = {}
+        self._ending: set[asyncio.Task[None]] = set()
 
     async def verify(self, client_id: str, secret: str, source: str) -> Grant | None:
         """The grant of these credentials, or ``None`` if they are wrong; :class:`Throttled`
         if the client id or the source failed too often, before any hash."""
         fingerprint = self._authenticator.fingerprint(client_id, secret)
-        limits = ((self._by_client, client_id), (self._by_source, source))
-        while True:
-            if (grant := self._authenticator.cached(client_id, secret)) is not None:
-                return grant
-            if (running := self._running.get(fingerprint)) is not None:
-                return await asyncio.shield(running)
-            waits = [wait for limit, key in limits if (wait := limit.failures.retry_after(key))]
-            if waits:
-                raise Throttled(max(waits))
-            full = next(((limit, key) for limit, key in limits if limit.full(key)), None)
-            if full is None:
-                break
-            await full[0].settled(full[1])
-        for limit, key in limits:
-            limit.begin(key)
-        task = asyncio.create_task(self._verify(client_id, secret, source))
-        self._running[fingerprint] = task
-        task.add_done_callback(partial(self._settle, fingerprint, limits))
-        return await asyncio.shield(task)
+        if (grant := self._authenticator.cached(client_id, secret)) is not None:
+            return grant
+        if (refresh := self._authenticator.refreshing(client_id, secret)) is not None:
+            # Verified lately and being verified again: its answer is the one to wait for, and
+            # a verification just made (not what the cache holds when this request wakes).
+            # A refresh that fails or errs gives no grant: then an attempt of its own.
+            with contextlib.suppress(Exception):
+                if (grant := await asyncio.shield(asyncio.wrap_future(refresh))) is not None:
+                    return grant
+        attempt = self._attempts.get(fingerprint)
+        if attempt is None:
+            # Registered before anything is awaited: the requests that follow join it.
+            attempt = asyncio.create_task(self._attempt(client_id, secret, source))
+            self._attempts[fingerprint] = attempt
+            attempt.add_done_callback(partial(self._forget, fingerprint))
+        return await asyncio.shield(attempt)
 
-    async def _verify(self, client_id: str, secret: str, source: str) -> Grant | None:
-        preferred = not self._by_source.failures.failures(source)
-        async with self._turns.turn(source, preferred=preferred):
+    async def _attempt(self, client_id: str, secret: str, source: str) -> Grant | None:
+        limits = ((self._by_client, client_id), (self._by_source, source))
+        token = uuid.uuid4().hex
+        while True:
+            try:
+                taken = await take(limits, token)
+            except asyncio.CancelledError:
+                self._end_later(limits, token, failed=False)  # its places may have been taken
+                raise
+            if taken.retry_after is not None:
+                raise Throttled(taken.retry_after)
+            if taken.taken:
+                break
+            full, key = limits[taken.full - 1]
+            await self._waits.settled(full, key)
+        try:
+            grant = await self._verify(client_id, secret, source, taken.failures[1])
+        except BaseException:
+            # Not a wrong secret when it could not be verified (the database is unreachable).
+            self._end_later(limits, token, failed=False)
+            raise
+        self._end_later(limits, token, failed=grant is None)
+        return grant
+
+    async def _verify(
+        self, client_id: str, secret: str, source: str, source_failures: int
+    ) -> Grant | None:
+        async with self._turns.turn(source, preferred=not source_failures):
             return await self._authenticator.verify_async(client_id, secret)
 
-    def _settle(
-        self,
-        fingerprint: bytes,
-        limits: tuple[tuple[AttemptLimit, str], ...],
-        task: asyncio.Task[Grant | None],
+    def _forget(self, fingerprint: bytes, attempt: asyncio.Task[Grant | None]) -> None:
+        if self._attempts.get(fingerprint) is attempt:
+            del self._attempts[fingerprint]
+        if not attempt.cancelled():
+            attempt.exception()  # retrieved: its requests may all have gone
+
+    def _end_later(
+        self, limits: tuple[tuple[SharedFailures, str], ...], token: str, *, failed: bool
     ) -> None:
-        self._running.pop(fingerprint, None)
-        # Not a wrong secret when it could not be verified (the database is unreachable, say).
-        failed = not task.cancelled() and task.exception() is None and task.result() is None
-        for limit, key in limits:
-            limit.end(key, failed=failed)
+        ending = asyncio.get_running_loop().create_task(self._end(limits, token, failed=failed))
+        self._ending.add(ending)  # a reference until it is done: the loop keeps weak ones
+        ending.add_done_callback(self._ending.discard)
+
+    async def _end(
+        self, limits: tuple[tuple[SharedFailures, str], ...], token: str, *, failed: bool
+    ) -> None:
+        try:
+            await end(limits, token, failed=failed)
+        finally:
+            self._waits.ended()

@@ -14,6 +14,7 @@ from worker.cli.base import DATA_DIR, DATABASE_ENV, REDIS_ENV, STRIPE_ENV, Billi
 from worker.launch.command_lines import (
     API_HTTP_PROTOCOL,
     MAX_REQUEST_HEAD_BYTES,
+    api_metrics_env,
     celery_beat_argv,
     celery_worker_argv,
     flower_argv,
@@ -43,6 +44,8 @@ WORKER_ENV = (
 API_ENV = (
     "BILLING_API_HOST",
     "BILLING_API_PORT",
+    "BILLING_API_PROCESSES",
+    "PROMETHEUS_MULTIPROC_DIR",
     *DATABASE_ENV,
     *REDIS_ENV,
     "BILLING_HTTP_WAIT_TIMEOUT_SECONDS",
@@ -223,17 +226,45 @@ def beat() -> None:
 @click.command(cls=BillingGroup.command_class, settings_env=API_ENV)
 @click.option("--host", default=None, help="[env BILLING_API_HOST; default 127.0.0.1]")
 @click.option("--port", type=int, default=None, help="[env BILLING_API_PORT; default 8080]")
-def api(host: str | None, port: int | None) -> None:
-    """Run the HTTP API (uvicorn)."""
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="API processes on the one port [env BILLING_API_PROCESSES; default 1].",
+)
+def api(host: str | None, port: int | None, workers: int | None) -> None:
+    """Run the HTTP API (uvicorn). With several processes (`--workers N`), uvicorn's
+    supervisor starts them on the one port and restarts one that dies; `/metrics` adds up
+    all of them (PROMETHEUS_MULTIPROC_DIR, default `<data_dir>/metrics/api-<port>`, emptied
+    at start) and the failed-authentication throttle is shared through Redis."""
     create_files_for_owner_only()  # what it writes in the data directory is private
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
+
+    from worker.observability.metrics import MULTIPROC_DIR_ENV
 
     settings = get_settings()
+    port = port or settings.api_port
+    processes = workers or settings.api_processes
+    named = os.environ.get(MULTIPROC_DIR_ENV)
+    if processes > 1 or named:
+        # Before the processes start: each chooses where its values go when it imports them;
+        # emptied, or an earlier run's values (a restarted container's) would be added.
+        directory = named or str(settings.data_dir / "metrics" / f"api-{port}")
+        os.environ.update(api_metrics_env(Path(directory)))
+    if processes > 1:
+        # The supervisor never builds the app: its own lines (a process started, restarted,
+        # stopped) are in the configured format only if it configures logging itself.
+        from worker.bootstrap import configure_logging
+
+        configure_logging()
     uvicorn.run(
         "worker.api.app:asgi_app",
         factory=True,
         host=host or settings.api_host,
-        port=port or settings.api_port,
+        port=port,
+        workers=processes,
+        log_config=None if processes > 1 else LOGGING_CONFIG,
         access_log=False,
         http=API_HTTP_PROTOCOL,  # bounds the request head's size and time (embedded.api_argv)
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,

@@ -46,6 +46,8 @@ Read from the environment too, though not settings:
 - `PROMETHEUS_MULTIPROC_DIR`: where a worker node's processes write their metric values.
   `billing-worker worker` sets it to `<data_dir>/metrics/worker-<port>` when
   `BILLING_WORKER_METRICS_PORT` is set (emptied when the node starts; one directory per node).
+  `billing-worker api` with several processes sets it to `<data_dir>/metrics/api-<port>`
+  (emptied when the launcher starts; one directory per API launcher).
 - `BILLING_VENV`: the virtualenv `python3 -m worker.dev` makes and uses (default `./.venv`).
 """
 

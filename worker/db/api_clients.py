@@ -15,7 +15,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -232,7 +232,7 @@ class ClientAuthenticator:
         self._max_entries = max_entries
         self._key = os.urandom(32)
         self._verified: dict[bytes, _Verified] = {}
-        self._refreshing: set[bytes] = set()
+        self._refreshing: dict[bytes, Future[Grant | None]] = {}
         self._lock = threading.Lock()
         self.max_concurrent_hashes = max_concurrent_hashes
         self._hashing = ThreadPoolExecutor(
@@ -254,12 +254,23 @@ class ClientAuthenticator:
             entry = self._verified.get(fingerprint)
             if entry is None or entry.expires_at <= now:
                 return None
-            refresh = entry.refresh_at <= now and fingerprint not in self._refreshing
-            if refresh:
-                self._refreshing.add(fingerprint)
-        if refresh:
-            self._refreshes.submit(self._refresh, fingerprint, client_id, secret)
+            refresh: Future[Grant | None] | None = None
+            if entry.refresh_at <= now and fingerprint not in self._refreshing:
+                refresh = self._refreshing[fingerprint] = Future()
+        if refresh is not None:
+            try:
+                self._refreshes.submit(self._refresh, fingerprint, client_id, secret, refresh)
+            except RuntimeError:  # shutting down: nobody must wait for a refresh never run
+                with self._lock:
+                    self._refreshing.pop(fingerprint, None)
+                refresh.set_result(None)
         return entry.grant
+
+    def refreshing(self, client_id: str, secret: str) -> Future[Grant | None] | None:
+        """The refresh under way of these credentials' verification, if one is."""
+        fingerprint = self.fingerprint(client_id, secret)
+        with self._lock:
+            return self._refreshing.get(fingerprint)
 
     def verify(self, client_id: str, secret: str) -> Grant | None:
         """The grant of the client these credentials belong to, or ``None`` if they are
@@ -276,9 +287,13 @@ class ClientAuthenticator:
         future = self._hashing.submit(self._verify_slowly, client_id, secret)
         return await asyncio.wrap_future(future)
 
-    def _refresh(self, fingerprint: bytes, client_id: str, secret: str) -> None:
+    def _refresh(
+        self, fingerprint: bytes, client_id: str, secret: str, done: Future[Grant | None]
+    ) -> None:
+        grant: Grant | None = None
         try:
-            if self._verify_slowly(client_id, secret, reason="refresh") is None:
+            grant = self._verify_slowly(client_id, secret, reason="refresh")
+            if grant is None:
                 with self._lock:
                     self._verified.pop(fingerprint, None)
         except Exception:
@@ -287,7 +302,8 @@ class ClientAuthenticator:
             logger.warning("could not refresh a client's verification", exc_info=True)
         finally:
             with self._lock:
-                self._refreshing.discard(fingerprint)
+                self._refreshing.pop(fingerprint, None)
+            done.set_result(grant)  # the requests waiting for it (past its end) go on
 
     def _verify_slowly(self, client_id: str, secret: str, reason: str = "request") -> Grant | None:
         fingerprint = self.fingerprint(client_id, secret)

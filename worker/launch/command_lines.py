@@ -75,7 +75,9 @@ MAX_REQUEST_HEAD_BYTES = 64 * 1024
 API_HTTP_PROTOCOL = "worker.api.protocol:ReadDeadlineH11Protocol"
 
 
-def api_argv(host: str, port: int) -> list[str]:
+def api_argv(host: str, port: int, processes: int = 1) -> list[str]:
+    """The API's command line; with ``processes`` over one, uvicorn's supervisor starts that
+    many on the one port (give them :func:`api_metrics_env`)."""
     return python_module(
         "uvicorn",
         "--factory",
@@ -92,6 +94,7 @@ def api_argv(host: str, port: int) -> list[str]:
         API_HTTP_PROTOCOL,
         "--h11-max-incomplete-event-size",
         str(MAX_REQUEST_HEAD_BYTES),
+        *(["--workers", str(processes)] if processes > 1 else []),
     )
 
 
@@ -114,3 +117,13 @@ def worker_metrics_env(port: int, directory: Path) -> dict[str, str]:
 
     prepare_multiproc_dir(directory)
     return {"BILLING_WORKER_METRICS_PORT": str(port), MULTIPROC_DIR_ENV: str(directory)}
+
+
+def api_metrics_env(directory: Path) -> dict[str, str]:
+    """The environment of several API processes on one port: each writes its metric values to
+    ``directory`` (emptied now: the API's counters start from zero), and any of them answers
+    ``/metrics`` with the sum of all."""
+    from worker.observability.metrics import MULTIPROC_DIR_ENV, prepare_multiproc_dir
+
+    prepare_multiproc_dir(directory)
+    return {MULTIPROC_DIR_ENV: str(directory)}

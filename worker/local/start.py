@@ -20,6 +20,7 @@ from pydantic import SecretStr
 
 from worker.launch.command_lines import (
     api_argv,
+    api_metrics_env,
     celery_beat_argv,
     celery_worker_argv,
     flower_argv,
@@ -270,8 +271,13 @@ class LocalStack:
             env={**env, "BILLING_BEAT_METRICS_PORT": str(beat_metrics_port)},
             log_path=logs / "beat.log",
         )
+        processes = settings.api_processes
+        api_env = api_metrics_env(self.data_dir / "metrics" / "api") if processes > 1 else {}
         self.group.start(
-            "api", api_argv(host, settings.api_port), env=env, log_path=logs / "api.log"
+            "api",
+            api_argv(host, settings.api_port, processes),
+            env={**env, **api_env},
+            log_path=logs / "api.log",
         )
         self.group.start(
             "flower",

@@ -102,7 +102,7 @@ def _error(
 async def receive_stripe_event(request: Request, state: State) -> JSONResponse:
     source = request.client.host if request.client else "?"
     failures = state.stripe_failures_by_source
-    wait = failures.retry_after(source)
+    wait = await failures.retry_after(source)
     if wait is not None:
         # Held like a throttled login (a timer, not a read): the flooder waits instead of
         # sending its next forgery at once.
@@ -110,19 +110,19 @@ async def receive_stripe_event(request: Request, state: State) -> JSONResponse:
         return _throttled(wait)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_EVENT_BYTES:
-        failures.failed(source)
+        await failures.failed(source)
         return _too_large()
     body = bytearray()
     async for chunk in request.stream():
         body.extend(chunk)
         if len(body) > MAX_EVENT_BYTES:
-            failures.failed(source)
+            await failures.failed(source)
             return _too_large()
     secrets = await _secrets(state)
     try:
         verify_stripe_signature(bytes(body), request.headers.get("stripe-signature"), secrets)
     except BadSignature as refusal:
-        failures.failed(source)
+        await failures.failed(source)
         metrics.stripe_event_received("unknown", "rejected")
         return _error(
             400, ErrorCode.INVALID_ARGUMENT, f"invalid Stripe webhook: {refusal}",
