@@ -15,6 +15,7 @@ from application.handlers.outbox import publish_recorded
 from application.requests.operator_actions import (
     ActionTaken,
     MarkAccountOffline,
+    ReplayCommands,
     RetryCommand,
     RetryRegistration,
     ShowSubscription,
@@ -30,6 +31,7 @@ from domain.events.commands import CommandRetryRequested
 from domain.events.subscriptions import PlanChangeSkipped
 from domain.messages import CommandStatus
 from domain.operations.console import SubscriptionStory
+from domain.operations.outcomes import not_replayable
 from domain.ports.application import CommandLogContext, HandlerContext
 from domain.ports.commands import CommandMessage
 from domain.provider.rate_budget import Priority, calls_at
@@ -130,6 +132,37 @@ def retry_command(command: RetryCommand, ctx: CommandLogContext) -> ActionTaken:
         changed=True,
         sent_command_id=target,
     )
+
+
+def replay_commands(command: ReplayCommands, ctx: CommandLogContext) -> list[ActionTaken]:
+    """Run finished commands again, each under its own id (so still idempotent: what a
+    command did before is not done twice). All or none: every one is checked before the
+    first is replayed. A rejected command is refused with why it was rejected: it was the
+    caller's mistake and would be rejected again."""
+    journal = ctx.commands
+    for target in command.target_command_ids:
+        record = journal.get(target)
+        if record is None:
+            raise NotFound.resource("command", target)
+        if record.status is CommandStatus.REJECTED:
+            raise not_replayable(record.id, record.error)
+    taken = []
+    for target in command.target_command_ids:
+        # The log checks again, under its row lock: a command rejected meanwhile stays so.
+        requeued = found(journal.requeue(target), "command", target)
+        publish_recorded(requeued, ctx.publisher(), journal)
+        logger.info("operator replayed command %s", target)
+        taken.append(
+            ActionTaken(
+                action="replay_command",
+                command_id=command.command_id,
+                subject=f"command:{target}",
+                state=requeued.status.value,
+                changed=True,
+                sent_command_id=target,
+            )
+        )
+    return taken
 
 
 def skip_scheduled_change(command: SkipScheduledChange, ctx: HandlerContext) -> ActionTaken:
