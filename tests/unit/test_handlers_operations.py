@@ -185,7 +185,7 @@ def test_a_replay_naming_a_rejected_command_replays_none_and_says_why(
     app.commands["cmd_2"].status = CommandStatus.REJECTED
     app.commands["cmd_2"].error = {"code": 5, "message": "user 'u_9' not found"}
 
-    with pytest.raises(FailedPrecondition, match="was rejected .*user 'u_9' not found"):
+    with pytest.raises(FailedPrecondition, match=r"was rejected .*user 'u_9' not found"):
         replay_commands(
             ReplayCommands(command_id="op-1", target_command_ids=["cmd_1", "cmd_2"]), app
         )
