@@ -231,6 +231,8 @@ class ConsoleQueries(Protocol):
         command_type: str | None,
         limit: int,
         after: str | None,
+        updated_since: datetime | None = None,
     ) -> CommandPage:
-        """Commands in ``statuses``, oldest first."""
+        """Commands in ``statuses``, oldest first (only those updated at or after
+        ``updated_since``, when given: what failed in the last day)."""
         ...
