@@ -1,0 +1,246 @@
+"""The console's failures and actions end to end, over HTTP as a browser speaks it (Basic
+credentials, form posts): a registration Stripe failed until its retries were spent is
+found on /console/failures, replayed through its confirmation page and a POST carrying the
+page's CSRF token, and its account is then active. A POST without the token, with another
+client's, or from another site is refused with a 403 page and changes nothing; a read-only
+client sees no action and its POST is refused. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import html
+import re
+import uuid
+
+import httpx
+import pytest
+
+from domain.messages import CommandStatus
+from domain.permissions import Grant, Scope
+from stripe_emulator import EmulatorAdmin
+from tests.support.records import create_organization
+from tests.support.stack import NewClient, Stack, eventually
+from worker.clock import SystemClock
+
+pytestmark = pytest.mark.e2e
+
+ACCOUNT = {"body": {"name": "Acme Ltd", "email": "billing@acme.example"}}
+TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
+READ_WRITE = Grant(scopes=frozenset({Scope.OPERATIONS_READ, Scope.OPERATIONS_WRITE}))
+READ_ONLY = Grant(scopes=frozenset({Scope.OPERATIONS_READ}))
+
+
+def failed_registration(stack: Stack, emulator: EmulatorAdmin) -> tuple[str, str]:
+    """An organization whose account's registration failed (Stripe unavailable for the
+    whole retry budget), Stripe back since: its id and the failed command's."""
+    org = create_organization(stack.sessions, SystemClock(), name=f"cfa-{uuid.uuid4().hex[:8]}")
+    emulator.add_fault("service_unavailable", "POST /v1/customers")
+    try:
+        with stack.http() as api:
+            failed = api.post(f"/v1beta1/organizations/{org.id}/billing", json=ACCOUNT)
+    finally:
+        emulator.clear_faults()  # Stripe is back
+    assert failed.status_code == 503, failed.text
+    command_id = failed.headers["Command-Id"]
+    assert stack.finished(command_id).status is CommandStatus.FAILED
+    return org.id, command_id
+
+
+def account(stack: Stack, org_id: str) -> dict[str, object]:
+    with stack.http() as api:
+        story = api.get(f"/v1beta1/operations/billing-accounts/{org_id}")
+    assert story.status_code == 200, story.text
+    shown: dict[str, object] = story.json()["billing_account"]
+    return shown
+
+
+def account_state(stack: Stack, org_id: str) -> str:
+    return str(account(stack, org_id)["state"])
+
+
+def account_of(stack: Stack, org_id: str) -> str:
+    return str(account(stack, org_id)["id"])
+
+
+def browser(stack: Stack, client: NewClient) -> httpx.Client:
+    """The client's browser: its Basic credentials on every request, as after the prompt."""
+    return stack.http(client, follow_redirects=False)
+
+
+def same_origin(stack: Stack) -> dict[str, str]:
+    return {"Origin": stack.api_url.rstrip("/")}
+
+
+def confirmation_token(page: httpx.Response) -> str:
+    assert page.status_code == 200, page.text
+    found = TOKEN.search(page.text)
+    assert found, page.text
+    return html.unescape(found.group(1))
+
+
+def assert_refused_page(answer: httpx.Response, says: str) -> None:
+    assert answer.status_code == 403, answer.text
+    assert answer.headers["content-type"].startswith("text/html")
+    assert says in answer.text
+    assert "Traceback" not in answer.text
+
+
+def test_a_failed_registration_is_found_on_the_failures_page_replayed_and_the_account_active(
+    stack: Stack, emulator: EmulatorAdmin
+) -> None:
+    org_id, command_id = failed_registration(stack, emulator)
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    action = f"/console/actions/replay-command/{command_id}"
+
+    with browser(stack, operator) as web:
+        failures = web.get("/console/failures")
+        assert failures.status_code == 200, failures.text
+        assert command_id in failures.text
+        assert "RETRY_BUDGET_EXHAUSTED" in failures.text  # why it failed
+        assert f'href="{action}"' in failures.text
+        confirmation = web.get(action)
+        token = confirmation_token(confirmation)
+        assert "billing.create_account" in confirmation.text
+        assert f'action="{action}"' in confirmation.text
+        assert account_state(stack, org_id) == "pending"
+
+        done = web.post(
+            action,
+            data={"csrf_token": token, "reason": "Stripe is back"},
+            headers=same_origin(stack),
+        )
+
+        assert done.status_code == 200, done.text
+        assert f"command {command_id} is queued again" in done.text
+        account_id = account_of(stack, org_id)
+        assert f'href="/console/accounts/{account_id}"' in done.text  # back to what it acted on
+        assert stack.finished(command_id).status is CommandStatus.SUCCEEDED
+        assert account_state(stack, org_id) == "active"
+        after = web.get("/console/failures")
+    assert command_id not in after.text
+
+
+def test_a_post_without_the_pages_token_with_another_clients_or_from_another_site_changes_nothing(
+    stack: Stack, emulator: EmulatorAdmin
+) -> None:
+    org_id, command_id = failed_registration(stack, emulator)
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    other = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    action = f"/console/actions/replay-command/{command_id}"
+    with browser(stack, other) as web:
+        others_token = confirmation_token(web.get(action))
+
+    with browser(stack, operator) as web:
+        token = confirmation_token(web.get(action))
+        answers = {
+            "no token": web.post(action, data={}, headers=same_origin(stack)),
+            "a forged token": web.post(
+                action, data={"csrf_token": f"9999999999.{'0' * 64}"}, headers=same_origin(stack)
+            ),
+            "another client's token": web.post(
+                action, data={"csrf_token": others_token}, headers=same_origin(stack)
+            ),
+            "another site": web.post(
+                action, data={"csrf_token": token}, headers={"Origin": "https://evil.example"}
+            ),
+            "another site's page": web.post(
+                action,
+                data={"csrf_token": token},
+                headers={"Referer": "https://evil.example/form.html"},
+            ),
+            "an opaque origin": web.post(
+                action, data={"csrf_token": token}, headers={"Origin": "null"}
+            ),
+        }
+
+    for case, answer in answers.items():
+        assert answer.status_code == 403, (case, answer.text)
+        assert "nothing was changed" in answer.text, case
+    assert_refused_page(answers["no token"], "carries no CSRF token")
+    assert_refused_page(answers["another client's token"], "not valid for this client")
+    assert_refused_page(answers["another site"], "another site")
+    assert stack.command(command_id).status is CommandStatus.FAILED
+    assert account_state(stack, org_id) == "pending"
+
+
+def test_a_read_only_client_sees_no_action_and_its_post_is_refused(
+    stack: Stack, emulator: EmulatorAdmin
+) -> None:
+    org_id, command_id = failed_registration(stack, emulator)
+    reader = stack.new_client(f"ro-{uuid.uuid4().hex[:6]}", grant=READ_ONLY)
+    action = f"/console/actions/replay-command/{command_id}"
+
+    with browser(stack, reader) as web:
+        failures = web.get("/console/failures")
+        confirmation = web.get(action)
+        posted = web.post(action, data={"csrf_token": "x"}, headers=same_origin(stack))
+
+    assert failures.status_code == 200, failures.text
+    assert command_id in failures.text  # it reads the failures
+    assert org_id in failures.text  # and the account stuck pending
+    assert "/console/actions/" not in failures.text
+    assert "<form" not in failures.text
+    assert_refused_page(confirmation, "operations:write")
+    assert_refused_page(posted, "operations:write")
+    assert stack.command(command_id).status is CommandStatus.FAILED
+    assert account_state(stack, org_id) == "pending"
+
+
+def test_a_pending_account_is_marked_offline_from_its_confirmation_page(
+    stack: Stack, emulator: EmulatorAdmin
+) -> None:
+    org_id, _ = failed_registration(stack, emulator)
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    account_id = account_of(stack, org_id)
+    action = f"/console/actions/mark-offline/{account_id}"
+
+    with browser(stack, operator) as web:
+        failures = web.get("/console/failures")
+        assert f'href="{action}"' in failures.text
+        token = confirmation_token(web.get(action))
+        done = web.post(
+            action,
+            data={"csrf_token": token, "reason": "registered by hand"},
+            headers=same_origin(stack),
+        )
+
+    assert done.status_code == 200, done.text
+    assert f"{account_id} marked offline" in done.text
+    assert account_state(stack, org_id) == "active"
+
+
+def test_an_action_on_what_does_not_exist_or_cannot_be_done_is_a_page_saying_why(
+    stack: Stack,
+) -> None:
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+
+    with browser(stack, operator) as web:
+        unknown = web.get("/console/actions/replay-command/cmd_nope")
+        unknown_kind = web.get("/console/actions/format-disk/cmd_nope")
+        letter = web.get("/console/actions/replay-dead-letter/0-0")
+
+    for answer in (unknown, unknown_kind, letter):
+        assert answer.status_code == 404, answer.text
+        assert answer.headers["content-type"].startswith("text/html")
+    assert "command &#x27;cmd_nope&#x27; not found" in unknown.text
+
+
+def test_the_failures_page_lists_a_dead_letter_with_its_replay(stack: Stack) -> None:
+    import redis
+
+    from worker.messaging.dead_letters import DeadLetters
+
+    letters = DeadLetters(redis.Redis.from_url(stack.redis_url))
+    letter_id = letters.add(b"not a message", queue="billing", reason="undecodable: test")
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    action = f"/console/actions/replay-dead-letter/{letter_id}"
+
+    with browser(stack, operator) as web:
+        failures = web.get("/console/failures")
+        token = confirmation_token(web.get(action))
+        refused = web.post(action, data={"csrf_token": token}, headers=same_origin(stack))
+
+    assert letter_id in failures.text
+    assert f'href="{action}"' in failures.text
+    assert refused.status_code in (400, 409), refused.text
+    assert "still cannot be taken" in refused.text
+    assert eventually(lambda: letters.get(letter_id), what="the letter, kept") is not None
