@@ -149,6 +149,9 @@ def overview(svc: Services) -> str:
         )
     body = [
         f'<p class="clock">The clock: {when(now)} UTC</p>',
+        f'<form class="search" method="get" action="{PREFIX}/accounts" role="search">'
+        '<label>Organization or account id <input name="q" type="search" autocomplete="off">'
+        "</label><button type=submit>Find</button></form>",
         f'<div class="cards">{"".join(cards)}</div>',
     ]
     queue_rows = [[text(queue), text(depth)] for queue, depth in sorted((depths or {}).items())]

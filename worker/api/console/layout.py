@@ -31,7 +31,7 @@ NAV: tuple[tuple[str, str, str], ...] = (
 SECURITY_HEADERS = {
     # No script, no frame, no asset from elsewhere: nothing for an injected tag to run or load.
     "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
         "frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Frame-Options": "DENY",
@@ -132,7 +132,7 @@ def page(
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{text(title)} · billing-worker console</title>"
-        f'<link rel="stylesheet" href="{STYLESHEET}"></head><body>'
+        f'<link rel="icon" href="data:,"><link rel="stylesheet" href="{STYLESHEET}"></head><body>'
         f'<header><a class="brand" href="{PREFIX}">billing-worker console</a>{_nav(nav)}</header>'
         f"<main><h1>{text(title)}</h1>{body_html}</main></body></html>"
     )
