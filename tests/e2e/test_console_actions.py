@@ -1,22 +1,27 @@
-"""The console's failures and actions end to end, over HTTP as a browser speaks it (Basic
-credentials, form posts): a registration Stripe failed until its retries were spent is
-found on /console/failures, replayed through its confirmation page and a POST carrying the
-page's CSRF token, and its account is then active. A POST without the token, with another
-client's, or from another site is refused with a 403 page and changes nothing; a read-only
-client sees no action and its POST is refused. On SQLite and PostgreSQL."""
+"""The console's failures and actions end to end on a real stack: in headless Chromium
+(Debian's, through Playwright), a registration Stripe failed until its retries were spent
+is found from the home page on the Failures page, replayed through its confirmation page,
+and its account is then active; a form another site makes the signed-in browser post is
+refused. Over HTTP as a browser speaks it (Basic credentials, form posts): a POST without
+the page's CSRF token, with a forged one, another client's, or from another site is refused
+with a 403 page and changes nothing; a read-only client sees no action and its POST is
+refused. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 import html
 import re
 import uuid
+from collections.abc import Iterator
 
 import httpx
 import pytest
+from playwright.sync_api import Browser, Route
 
 from domain.messages import CommandStatus
 from domain.permissions import Grant, Scope
 from stripe_emulator import EmulatorAdmin
+from tests.support.browser import chromium, chromium_path, watched_page
 from tests.support.records import create_organization
 from tests.support.stack import NewClient, Stack, eventually
 from worker.clock import SystemClock
@@ -27,6 +32,12 @@ ACCOUNT = {"body": {"name": "Acme Ltd", "email": "billing@acme.example"}}
 TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 READ_WRITE = Grant(scopes=frozenset({Scope.OPERATIONS_READ, Scope.OPERATIONS_WRITE}))
 READ_ONLY = Grant(scopes=frozenset({Scope.OPERATIONS_READ}))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with chromium(chromium_path()) as launched:
+        yield launched
 
 
 def failed_registration(stack: Stack, emulator: EmulatorAdmin) -> tuple[str, str]:
@@ -61,7 +72,7 @@ def account_of(stack: Stack, org_id: str) -> str:
     return str(account(stack, org_id)["id"])
 
 
-def browser(stack: Stack, client: NewClient) -> httpx.Client:
+def signed_in(stack: Stack, client: NewClient) -> httpx.Client:
     """The client's browser: its Basic credentials on every request, as after the prompt."""
     return stack.http(client, follow_redirects=False)
 
@@ -91,7 +102,7 @@ def test_a_failed_registration_is_found_on_the_failures_page_replayed_and_the_ac
     operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
     action = f"/console/actions/replay-command/{command_id}"
 
-    with browser(stack, operator) as web:
+    with signed_in(stack, operator) as web:
         failures = web.get("/console/failures")
         assert failures.status_code == 200, failures.text
         assert command_id in failures.text
@@ -126,10 +137,10 @@ def test_a_post_without_the_pages_token_with_another_clients_or_from_another_sit
     operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
     other = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
     action = f"/console/actions/replay-command/{command_id}"
-    with browser(stack, other) as web:
+    with signed_in(stack, other) as web:
         others_token = confirmation_token(web.get(action))
 
-    with browser(stack, operator) as web:
+    with signed_in(stack, operator) as web:
         token = confirmation_token(web.get(action))
         answers = {
             "no token": web.post(action, data={}, headers=same_origin(stack)),
@@ -169,7 +180,7 @@ def test_a_read_only_client_sees_no_action_and_its_post_is_refused(
     reader = stack.new_client(f"ro-{uuid.uuid4().hex[:6]}", grant=READ_ONLY)
     action = f"/console/actions/replay-command/{command_id}"
 
-    with browser(stack, reader) as web:
+    with signed_in(stack, reader) as web:
         failures = web.get("/console/failures")
         confirmation = web.get(action)
         posted = web.post(action, data={"csrf_token": "x"}, headers=same_origin(stack))
@@ -193,7 +204,7 @@ def test_a_pending_account_is_marked_offline_from_its_confirmation_page(
     account_id = account_of(stack, org_id)
     action = f"/console/actions/mark-offline/{account_id}"
 
-    with browser(stack, operator) as web:
+    with signed_in(stack, operator) as web:
         failures = web.get("/console/failures")
         assert f'href="{action}"' in failures.text
         token = confirmation_token(web.get(action))
@@ -213,7 +224,7 @@ def test_an_action_on_what_does_not_exist_or_cannot_be_done_is_a_page_saying_why
 ) -> None:
     operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
 
-    with browser(stack, operator) as web:
+    with signed_in(stack, operator) as web:
         unknown = web.get("/console/actions/replay-command/cmd_nope")
         unknown_kind = web.get("/console/actions/format-disk/cmd_nope")
         letter = web.get("/console/actions/replay-dead-letter/0-0")
@@ -234,7 +245,7 @@ def test_the_failures_page_lists_a_dead_letter_with_its_replay(stack: Stack) -> 
     operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
     action = f"/console/actions/replay-dead-letter/{letter_id}"
 
-    with browser(stack, operator) as web:
+    with signed_in(stack, operator) as web:
         failures = web.get("/console/failures")
         token = confirmation_token(web.get(action))
         refused = web.post(action, data={"csrf_token": token}, headers=same_origin(stack))
@@ -244,3 +255,63 @@ def test_the_failures_page_lists_a_dead_letter_with_its_replay(stack: Stack) -> 
     assert refused.status_code in (400, 409), refused.text
     assert "still cannot be taken" in refused.text
     assert eventually(lambda: letters.get(letter_id), what="the letter, kept") is not None
+
+
+def test_in_a_browser_a_failed_registration_is_replayed_from_the_home_page_and_reads_active(
+    stack: Stack, emulator: EmulatorAdmin, browser: Browser
+) -> None:
+    org_id, command_id = failed_registration(stack, emulator)
+    account_id = account_of(stack, org_id)
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+
+    with watched_page(browser, stack.api_url, (operator.client_id, operator.secret)) as watched:
+        page = watched.page
+        page.goto("/console")
+        page.get_by_role("navigation").get_by_role("link", name="Failures").click()
+        page.wait_for_url(re.compile(r"/console/failures$"))
+        failed = page.locator("#failed").get_by_role("row").filter(has_text=command_id)
+        assert "RETRY_BUDGET_EXHAUSTED" in failed.inner_text()
+        failed.get_by_role("link", name="Replay").click()
+        page.wait_for_url(re.compile(rf"/console/actions/replay-command/{command_id}$"))
+        assert "billing.create_account" in page.locator(".facts").inner_text()
+        page.get_by_label("Why (kept with what it changes)").fill("Stripe is back")
+        page.get_by_role("button", name="Replay the command").click()
+        page.wait_for_load_state()
+        assert f"command {command_id} is queued again" in page.locator("main").inner_text()
+        assert stack.finished(command_id).status is CommandStatus.SUCCEEDED
+        page.get_by_role("link", name=f"Back to the account {account_id}").click()
+        page.wait_for_url(re.compile(rf"/console/accounts/{account_id}$"))
+        assert "active" in page.locator(".facts").first.inner_text()
+        assert operator.secret not in page.content()
+    assert watched.problems == []
+    assert account_state(stack, org_id) == "active"
+
+
+def test_in_a_browser_a_form_another_site_makes_it_post_is_refused_and_changes_nothing(
+    stack: Stack, emulator: EmulatorAdmin, browser: Browser
+) -> None:
+    org_id, command_id = failed_registration(stack, emulator)
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    action = f"{stack.api_url.rstrip('/')}/console/actions/replay-command/{command_id}"
+    forged = (
+        f'<!doctype html><form method="post" action="{action}">'
+        '<input type="hidden" name="csrf_token" value="9999999999.00">'
+        '<button type="submit">Win a prize</button></form>'
+    )
+
+    def evil_site(route: Route) -> None:
+        route.fulfill(status=200, content_type="text/html", body=forged)
+
+    with watched_page(browser, stack.api_url, (operator.client_id, operator.secret)) as watched:
+        watched.expected_statuses.add(403)
+        page = watched.page
+        page.route("http://evil.example/**", evil_site)
+        page.goto("http://evil.example/prize.html")
+        page.get_by_role("button", name="Win a prize").click()
+        page.wait_for_url(re.compile(rf"/console/actions/replay-command/{command_id}$"))
+        refusal = page.locator("main").inner_text()
+    assert "another site" in refusal
+    assert "nothing was changed" in refusal
+    assert watched.problems == []
+    assert stack.command(command_id).status is CommandStatus.FAILED
+    assert account_state(stack, org_id) == "pending"
