@@ -13,9 +13,11 @@ import html
 import re
 import uuid
 from collections.abc import Iterator
+from urllib.parse import quote
 
 import httpx
 import pytest
+import stripe  # noqa: TID251 - the test acts as Stripe's dashboard through the SDK
 from playwright.sync_api import Browser, Route
 
 from domain.messages import CommandStatus
@@ -315,3 +317,27 @@ def test_in_a_browser_a_form_another_site_makes_it_post_is_refused_and_changes_n
     assert watched.problems == []
     assert stack.command(command_id).status is CommandStatus.FAILED
     assert account_state(stack, org_id) == "pending"
+
+
+def test_a_customer_stripe_has_for_a_pending_account_is_adopted_from_the_drift_report(
+    stack: Stack, emulator: EmulatorAdmin, sdk: stripe.StripeClient
+) -> None:
+    org_id, _ = failed_registration(stack, emulator)
+    account_id = account_of(stack, org_id)
+    customer = sdk.v1.customers.create(
+        params={"metadata": {"org_id": org_id, "billing_account_id": account_id}}
+    )
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    action = f"/console/actions/adopt-drift/{quote(f'orphan_customer:{account_id}:{customer.id}')}"
+
+    with signed_in(stack, operator) as web:
+        failures = web.get("/console/failures")
+        assert f'href="{action}"' in failures.text, failures.text
+        token = confirmation_token(web.get(action))
+        done = web.post(action, data={"csrf_token": token}, headers=same_origin(stack))
+        again = web.get(action)
+
+    assert done.status_code == 200, done.text
+    assert "adopted" in done.text
+    assert account(stack, org_id)["state"] == "active"
+    assert again.status_code == 404  # nothing left to adopt

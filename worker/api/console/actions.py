@@ -1,13 +1,14 @@
 """The console's actions: what the CLI's operators do (``commands replay``, ``commands retry``,
 ``accounts retry``, ``accounts mark-offline``, ``subscriptions skip-change``,
-``dead-letters replay``), each from the browser in two steps.
+``dead-letters replay``, ``stripe drift --adopt``), each from the browser in two steps.
 
 ``GET /console/actions/{kind}/{target}`` shows what the action will do to what, as it is
 now, and a form; ``POST`` to the same address takes it. Both need ``operations:write``. The
 POST carries a CSRF token (``csrf.py``) the form got from the confirmation page, and its
 ``Origin`` must be the console's: a form another site makes a signed-in browser post is
 refused with a 403 page, and nothing changes. The action runs its use case, the one the CLI
-runs (``application/handlers/operations.py``, ``worker/messaging/dead_letter_replay.py``),
+runs (``application/handlers/operations.py``, ``worker/messaging/dead_letter_replay.py``,
+``application/handlers/drift.py``),
 and the result page links back to what it acted on.
 """
 
@@ -27,6 +28,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 
 from application.handlers import operations as handlers
+from application.handlers.drift import adopt_findings, drift_report
 from application.requests.operator_actions import (
     MarkAccountOffline,
     ReplayCommands,
@@ -35,6 +37,8 @@ from application.requests.operator_actions import (
     SkipScheduledChange,
     new_action_id,
 )
+from application.requests.operator_requests import AdoptFindings, ReportDrift
+from domain.drift.report import Finding
 from domain.errors import CommandError, NotFound, TransientError, violations_of
 from domain.messages import ID_PATTERN
 from domain.operations.outcomes import error_line
@@ -199,6 +203,34 @@ def _letter_subject(svc: Services, letter_id: str) -> Subject:
     )
 
 
+def finding_key(finding: Finding) -> str:
+    """A drift finding's name in an action's address: its kind and the ids it involves."""
+    return ":".join((finding.kind.value, *finding.ids))
+
+
+def _finding(svc: Services, key: str) -> Finding:
+    """The finding of the drift report read now that ``key`` names (the report the CLI's
+    ``stripe drift`` reads; the money check is left out: its findings are never adoptable)."""
+    for finding in drift_report(ReportDrift(read_invoices=False), svc):
+        if finding_key(finding) == key:
+            return finding
+    raise NotFound(f"no drift {key!r} now: it was adopted or put right meanwhile")
+
+
+def _drift_subject(svc: Services, key: str) -> Subject:
+    finding = _finding(svc, key)
+    return Subject(
+        facts=[
+            ("Kind", badge(finding.kind.value)),
+            ("Ids", " ".join(f'<span class="mono">{text(i)}</span>' for i in finding.ids)),
+            ("What differs", text(finding.description)),
+            ("Adopting", text(finding.action)),
+        ],
+        back=f"{FAILURES}#drift",
+        back_label="the drift report",
+    )
+
+
 def _dead_letters(svc: Services) -> Any:
     from worker.messaging.dead_letters import DeadLetters
     from worker.messaging.redis_clients import redis_client
@@ -267,6 +299,11 @@ def _replay_letter(svc: Services, caller: Caller, letter_id: str, reason: str) -
     return f"dead letter {letter_id} put back on {letter.queue}"
 
 
+def _adopt(svc: Services, caller: Caller, key: str, reason: str) -> str:
+    (adoption,) = adopt_findings(AdoptFindings([_finding(svc, key)]), svc)
+    return f"{adoption.finding.kind.value} {' '.join(adoption.finding.ids)}: {adoption.outcome}"
+
+
 ACTION_KINDS: dict[str, Action] = {
     "replay-command": Action(
         "Replay the command",
@@ -311,6 +348,15 @@ ACTION_KINDS: dict[str, Action] = {
         "is dropped. One that still cannot be taken is refused and kept.",
         _letter_subject,
         _replay_letter,
+        takes_reason=False,
+    ),
+    "adopt-drift": Action(
+        "Adopt the drift",
+        "The difference is linked as the drift report says (stripe drift --adopt, for this "
+        "finding only), in its own transaction, after checking again that nothing linked it "
+        "meanwhile.",
+        _drift_subject,
+        _adopt,
         takes_reason=False,
     ),
 }

@@ -24,7 +24,13 @@ from domain.errors import CommandError
 from domain.operations.outcomes import error_line
 from worker.api.auth import Caller
 from worker.api.console.access import Viewer
-from worker.api.console.actions import FAILURES, account_page, action_button, may_act
+from worker.api.console.actions import (
+    FAILURES,
+    account_page,
+    action_button,
+    finding_key,
+    may_act,
+)
 from worker.api.console.layout import (
     badge,
     link,
@@ -203,20 +209,27 @@ def _dead_letters(svc: Services, caller: Caller) -> str:
     return note + table(headers, rows, "no dead letters kept")
 
 
-def _drift(svc: Services, read_invoices: bool) -> str:
+def _drift(svc: Services, caller: Caller, read_invoices: bool) -> str:
     findings = _read(
         "drift report (Stripe)", lambda: drift_report(ReportDrift(read_invoices=read_invoices), svc)
     )
-    rows = [
-        [
+    acting = may_act(caller)
+    headers = ["Kind", "Adoptable", "Ids", "What differs", "What to do"]
+    if acting:
+        headers.append("Action")
+    rows = []
+    for finding in findings:
+        row = [
             badge(finding.kind.value),
             "yes" if finding.adoptable else "no",
             " ".join(_mono(value) for value in finding.ids),
             text(finding.description),
             text(finding.action),
         ]
-        for finding in findings
-    ]
+        if acting:
+            adopt = action_button(caller, "adopt-drift", finding_key(finding), "Adopt")
+            row.append(adopt if finding.adoptable else "")
+        rows.append(row)
     scope = (
         "Every customer and subscription at Stripe compared with the database, with the "
         "latest renewal invoices' money"
@@ -228,16 +241,12 @@ def _drift(svc: Services, read_invoices: bool) -> str:
     adoptable = sum(1 for finding in findings if finding.adoptable)
     summary = (
         f"<p>{text(len(findings))} found: {text(adoptable)} adoptable "
-        "(<code>billing-worker stripe drift --adopt</code>), "
+        "(each here, or all: <code>billing-worker stripe drift --adopt</code>), "
         f"{text(len(findings) - adoptable)} need a person.</p>"
         if findings
         else ""
     )
-    return (
-        f"<p>{scope}.</p>"
-        + table(("Kind", "Adoptable", "Ids", "What differs", "What to do"), rows, "no drift found")
-        + summary
-    )
+    return f"<p>{scope}.</p>" + table(headers, rows, "no drift found") + summary
 
 
 def failures_body(svc: Services, caller: Caller, read_invoices: bool = False) -> str:
@@ -248,7 +257,7 @@ def failures_body(svc: Services, caller: Caller, read_invoices: bool = False) ->
             _part("Accounts stuck pending", "pending", lambda: _pending(svc, caller)),
             _part("Dead letters", "dead-letters", lambda: _dead_letters(svc, caller)),
             _part("Rejected commands", "rejected", lambda: _finished(svc, caller, "rejected")),
-            _part("Drift", "drift", lambda: _drift(svc, read_invoices)),
+            _part("Drift", "drift", lambda: _drift(svc, caller, read_invoices)),
         )
     )
 
