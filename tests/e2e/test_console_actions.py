@@ -22,10 +22,19 @@ from playwright.sync_api import Browser, Route
 
 from domain.messages import CommandStatus
 from domain.permissions import Grant, Scope
+from domain.subscriptions.change_states import ChangeState
 from stripe_emulator import EmulatorAdmin
 from tests.support.browser import chromium, chromium_path, watched_page
 from tests.support.records import create_organization
 from tests.support.stack import NewClient, Stack, eventually
+from tests.support.subscriptions import (
+    changes_of,
+    new_account,
+    new_plan,
+    stored_change,
+    subscribe,
+)
+from tests.support.subscriptions import operator as operator_services
 from worker.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
@@ -341,3 +350,38 @@ def test_a_customer_stripe_has_for_a_pending_account_is_adopted_from_the_drift_r
     assert "adopted" in done.text
     assert account(stack, org_id)["state"] == "active"
     assert again.status_code == 404  # nothing left to adopt
+
+
+def test_a_scheduled_plan_change_is_skipped_from_its_confirmation_page(stack: Stack) -> None:
+    ctx = operator_services(stack)
+    suffix = uuid.uuid4().hex[:8]
+    starter, team = new_plan(ctx, f"starter-{suffix}", 1000), new_plan(ctx, f"team-{suffix}", 4900)
+    subscribed = subscribe(ctx, new_account(ctx), starter)
+    with stack.http() as api:
+        changed = api.post(subscribed.change_url, json={"plan_change": {"plan": team.name}})
+    assert changed.status_code == 200, changed.text
+    [scheduled] = changes_of(stack, subscribed.id)
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    action = f"/console/actions/skip-change/{scheduled.id}"
+
+    with signed_in(stack, operator) as web:
+        confirmation = web.get(action)
+        token = confirmation_token(confirmation)
+        done = web.post(
+            action,
+            data={"csrf_token": token, "reason": "the customer changed their mind"},
+            headers=same_origin(stack),
+        )
+        again = web.post(
+            action, data={"csrf_token": token, "reason": ""}, headers=same_origin(stack)
+        )
+
+    assert team.id in confirmation.text
+    assert done.status_code == 200, done.text
+    assert f"change {scheduled.id} skipped" in done.text
+    assert f'href="/console/subscriptions/{subscribed.id}"' in done.text
+    skipped = stored_change(stack, scheduled.id)
+    assert skipped.state is ChangeState.SKIPPED
+    assert skipped.reason is not None
+    assert skipped.reason.endswith(": the customer changed their mind")
+    assert f"change {scheduled.id} was skipped already" in again.text
