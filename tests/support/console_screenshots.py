@@ -3,9 +3,9 @@
 
 A throwaway ``billing-worker up`` (its own data directory, free ports, the demo data), one
 account whose registration Stripe refuses until its retries are spent (an emulator fault,
-with a short retry budget), the demo subscription upgraded now and downgraded at its period's end; then headless
-Chromium (Debian's ``chromium``, through Playwright) opens the main pages as the demo client
-and saves each. Nothing is kept but the images."""
+with a short retry budget), the demo subscription upgraded now and downgraded at its period's
+end; then headless Chromium (Debian's ``chromium``, through Playwright) opens the main pages
+as the demo client and saves each. Nothing is kept but the images."""
 
 from __future__ import annotations
 
@@ -44,9 +44,9 @@ def _stage(api_url: str, emulator_url: str, auth: tuple[str, str]) -> None:
                 )
             finally:
                 emulator.clear_faults()
-        subscription = api.get(
-            f"/v1beta1/operations/subscriptions/{DEMO_SUBSCRIPTION_ID}"
-        ).json()["subscription"]
+        subscription = api.get(f"/v1beta1/operations/subscriptions/{DEMO_SUBSCRIPTION_ID}").json()[
+            "subscription"
+        ]
         change = (
             f"/v1beta1/organizations/{DEMO_ORG_ID}/billing/{subscription['billing_account_id']}"
             f"/subscriptions/{DEMO_SUBSCRIPTION_ID}/change"
@@ -60,18 +60,20 @@ def take(out: Path = OUT) -> list[Path]:
     """Every page of :data:`PAGES`, saved under ``out``; the paths written."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    with tempfile.TemporaryDirectory(prefix="console-screenshots-") as data_dir:
-        with running_up(Path(data_dir), **FAST_RETRIES) as stack:
-            auth = (stack["client_id"], stack["client_secret"])
-            _stage(stack["api_url"], stack["stripe_emulator_url"], auth)
-            with chromium(CHROMIUM) as browser, watched_page(browser, stack["api_url"], auth) as w:
-                for name, path in PAGES.items():
-                    w.page.goto(path)
-                    target = out / f"{name}.png"
-                    w.page.screenshot(path=str(target), full_page=True)
-                    written.append(target)
-                if w.problems:
-                    raise SystemExit("the console misbehaved:\n" + "\n".join(w.problems))
+    with (
+        tempfile.TemporaryDirectory(prefix="console-screenshots-") as data_dir,
+        running_up(Path(data_dir), **FAST_RETRIES) as stack,
+    ):
+        auth = (stack["client_id"], stack["client_secret"])
+        _stage(stack["api_url"], stack["stripe_emulator_url"], auth)
+        with chromium(CHROMIUM) as browser, watched_page(browser, stack["api_url"], auth) as w:
+            for name, path in PAGES.items():
+                w.page.goto(path)
+                target = out / f"{name}.png"
+                w.page.screenshot(path=str(target), full_page=True)
+                written.append(target)
+            if w.problems:
+                raise SystemExit("the console misbehaved:\n" + "\n".join(w.problems))
     return written
 
 
