@@ -26,7 +26,7 @@ from domain.subscriptions.change_states import ChangeState
 from stripe_emulator import EmulatorAdmin
 from tests.support.browser import chromium, chromium_path, watched_page
 from tests.support.records import create_organization
-from tests.support.stack import NewClient, Stack, eventually
+from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import (
     changes_of,
     new_account,
@@ -36,6 +36,7 @@ from tests.support.subscriptions import (
 )
 from tests.support.subscriptions import operator as operator_services
 from worker.clock import SystemClock
+from worker.db.api_clients import NewClient
 
 pytestmark = pytest.mark.e2e
 
