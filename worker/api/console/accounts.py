@@ -21,6 +21,7 @@ from domain.operations.console import (
 )
 from domain.redaction import redact
 from worker.api.console.access import Viewer, may_see
+from worker.api.console.actions import account_actions
 from worker.api.console.layout import (
     PREFIX,
     badge,
@@ -263,4 +264,4 @@ def account_page(org_or_account: str, caller: Viewer, state: State) -> HTMLRespo
             status=404,
         )
     title = f"Billing account {story.billing_account['id']}"
-    return page(title, account_body(story), nav="accounts")
+    return page(title, account_body(story) + account_actions(caller, story), nav="accounts")

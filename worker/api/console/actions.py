@@ -41,6 +41,7 @@ from application.requests.operator_requests import AdoptFindings, ReportDrift
 from domain.drift.report import Finding
 from domain.errors import CommandError, NotFound, TransientError, violations_of
 from domain.messages import ID_PATTERN
+from domain.operations.console import AccountStory, SubscriptionStory
 from domain.operations.outcomes import error_line
 from domain.permissions import Scope
 from worker.api.auth import Caller
@@ -53,6 +54,7 @@ from worker.api.console.layout import (
     link,
     message_page,
     page,
+    section,
     text,
     url,
     when,
@@ -119,6 +121,43 @@ def action_button(caller: Caller, kind: str, target: str, label: str | None = No
     shown = label or ACTION_KINDS[kind].title
     href = html.escape(action_url(kind, target), quote=True)
     return f'<a class="button" href="{href}">{text(shown)}</a>'
+
+
+def account_actions(caller: Caller, story: AccountStory) -> str:
+    """The account page's actions, for a caller who may take them: a ``pending`` account's
+    registration retried or the account marked offline, and its failed commands replayed."""
+    if not may_act(caller):
+        return ""
+    account_id = str(story.billing_account["id"])
+    buttons = []
+    if story.billing_account.get("state") == "pending":
+        buttons.append(action_button(caller, "retry-registration", account_id))
+        buttons.append(action_button(caller, "mark-offline", account_id))
+    for command in story.commands:
+        if command.status == "failed":
+            label = f"Replay {command.type} {command.id}"
+            buttons.append(action_button(caller, "replay-command", command.id, label))
+        elif command.status in ("retrying", "waiting"):
+            label = f"Retry {command.type} {command.id} now"
+            buttons.append(action_button(caller, "retry-command", command.id, label))
+    if not buttons:
+        return ""
+    return section("Actions", f'<p class="actions">{" ".join(buttons)}</p>', id="actions")
+
+
+def subscription_actions(caller: Caller, story: SubscriptionStory) -> str:
+    """The subscription page's actions, for a caller who may take them: each ``scheduled``
+    plan change skipped."""
+    if not may_act(caller):
+        return ""
+    buttons = [
+        action_button(caller, "skip-change", str(change["id"]), f"Skip change {change['id']}")
+        for change in story.changes
+        if change.get("state") == "scheduled"
+    ]
+    if not buttons:
+        return ""
+    return section("Actions", f'<p class="actions">{" ".join(buttons)}</p>', id="actions")
 
 
 # Subjects

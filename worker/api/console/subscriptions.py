@@ -16,6 +16,7 @@ from domain.messages import ID_PATTERN
 from domain.operations.console import SubscriptionStory
 from worker.api.console.access import Viewer, may_see
 from worker.api.console.accounts import timeline_rows
+from worker.api.console.actions import subscription_actions
 from worker.api.console.layout import (
     PREFIX,
     badge,
@@ -141,4 +142,5 @@ def subscription_page(subscription_id: str, caller: Viewer, state: State) -> HTM
     if read is None or org_id is None or not may_see(caller, org_id):
         return message_page("Not found", f"No subscription {subscription_id}.", status=404)
     story = subscription_story(ShowSubscription(read), svc)
-    return page(f"Subscription {subscription_id}", subscription_body(story), nav="accounts")
+    body = subscription_body(story) + subscription_actions(caller, story)
+    return page(f"Subscription {subscription_id}", body, nav="accounts")
