@@ -265,7 +265,7 @@ def _drift_subject(svc: Services, key: str) -> Subject:
             ("What differs", text(finding.description)),
             ("Adopting", text(finding.action)),
         ],
-        back=f"{FAILURES}#drift",
+        back=f"{FAILURES}/drift",
         back_label="the drift report",
     )
 

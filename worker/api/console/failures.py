@@ -2,8 +2,9 @@
 
 Failed commands (``commands failed``), rejected ones (``commands rejected``: the callers'
 mistakes, shown with why and never replayed), commands waiting for a retry, accounts stuck
-``pending``, dead letters (``dead-letters list``) and the drift report (``stripe drift``),
-each read by the use case the CLI runs. A client holding ``operations:write`` sees, beside
+``pending``, dead letters (``dead-letters list``), each read by the use case the CLI runs;
+and ``/console/failures/drift``, the drift report (``stripe drift``), run when asked (it reads
+every customer and subscription at Stripe). A client holding ``operations:write`` sees, beside
 each, the buttons of the actions the CLI has for it; each leads to its confirmation page
 (``actions.py``). A part that cannot be read says so, and the others are still shown.
 """
@@ -38,7 +39,6 @@ from worker.api.console.layout import (
     section,
     table,
     text,
-    url,
     when,
 )
 from worker.api.state import State
@@ -235,7 +235,7 @@ def _drift(svc: Services, caller: Caller, read_invoices: bool) -> str:
         "latest renewal invoices' money"
         if read_invoices
         else "Every customer and subscription at Stripe compared with the database ("
-        + link(url("failures", invoices="1") + "#drift", "with the money check too")
+        + link(DRIFT + "?invoices=1", "with the money check too")
         + ": one Stripe read per subscription)"
     )
     adoptable = sum(1 for finding in findings if finding.adoptable)
@@ -249,7 +249,7 @@ def _drift(svc: Services, caller: Caller, read_invoices: bool) -> str:
     return f"<p>{scope}.</p>" + table(headers, rows, "no drift found") + summary
 
 
-def failures_body(svc: Services, caller: Caller, read_invoices: bool = False) -> str:
+def failures_body(svc: Services, caller: Caller) -> str:
     return "".join(
         (
             _part("Failed commands", "failed", lambda: _finished(svc, caller, "failed")),
@@ -257,14 +257,29 @@ def failures_body(svc: Services, caller: Caller, read_invoices: bool = False) ->
             _part("Accounts stuck pending", "pending", lambda: _pending(svc, caller)),
             _part("Dead letters", "dead-letters", lambda: _dead_letters(svc, caller)),
             _part("Rejected commands", "rejected", lambda: _finished(svc, caller, "rejected")),
-            _part("Drift", "drift", lambda: _drift(svc, caller, read_invoices)),
+            section("Drift", DRIFT_INVITATION, id="drift"),
         )
     )
 
 
+DRIFT = f"{FAILURES}/drift"
+DRIFT_INVITATION = (
+    "<p>The drift report compares every customer and subscription at Stripe with the "
+    "database (<code>billing-worker stripe drift</code>). It reads all of them from Stripe, "
+    "so it runs when asked: " + link(DRIFT, "Run the drift report") + ".</p>"
+)
+
+
 @router.get(FAILURES)
-async def failures_page(caller: Viewer, state: State, invoices: str = "") -> HTMLResponse:
-    body = await to_thread.run_sync(
-        lambda: failures_body(state.svc, caller, read_invoices=invoices == "1")
-    )
+async def failures_page(caller: Viewer, state: State) -> HTMLResponse:
+    body = await to_thread.run_sync(lambda: failures_body(state.svc, caller))
     return page("Failures", body, nav="failures")
+
+
+@router.get(DRIFT)
+async def drift_page(caller: Viewer, state: State, invoices: str = "") -> HTMLResponse:
+    """The drift report, read from Stripe now (with the money check for ``invoices=1``)."""
+    body = await to_thread.run_sync(
+        lambda: _part("Findings", "drift", lambda: _drift(state.svc, caller, invoices == "1"))
+    )
+    return page("Drift", body, nav="failures")
