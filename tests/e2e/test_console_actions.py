@@ -174,6 +174,11 @@ def test_a_post_without_the_pages_token_with_another_clients_or_from_another_sit
                 action, data={"csrf_token": token}, headers={"Origin": "null"}
             ),
         }
+        stuffed = web.post(
+            action,
+            content="&".join(f"f{n}=x" for n in range(50)),
+            headers={**same_origin(stack), "Content-Type": "application/x-www-form-urlencoded"},
+        )
 
     for case, answer in answers.items():
         assert answer.status_code == 403, (case, answer.text)
@@ -181,6 +186,8 @@ def test_a_post_without_the_pages_token_with_another_clients_or_from_another_sit
     assert_refused_page(answers["no token"], "carries no CSRF token")
     assert_refused_page(answers["another client's token"], "not valid for this client")
     assert_refused_page(answers["another site"], "another site")
+    assert stuffed.status_code == 400, stuffed.text
+    assert "nothing was changed" in stuffed.text
     assert stack.command(command_id).status is CommandStatus.FAILED
     assert account_state(stack, org_id) == "pending"
 

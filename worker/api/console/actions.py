@@ -430,6 +430,20 @@ def _kept_secret(svc: Services, key: str, candidate: bytes) -> bytes:
     return kept or candidate
 
 
+class MalformedForm(Exception):
+    """A POST whose body is not the confirmation page's form."""
+
+
+def _form_fields(body: bytes) -> dict[str, list[str]]:
+    try:
+        return parse_qs(body.decode("utf-8", "replace"), max_num_fields=MAX_FORM_FIELDS)
+    except ValueError:
+        raise MalformedForm(f"the form has more than {MAX_FORM_FIELDS} fields") from None
+
+
+MAX_FORM_FIELDS = 8
+
+
 def _checked(kind: str, target: str) -> Action:
     action = ACTION_KINDS.get(kind)
     if action is None or len(target) > 128 or not TARGET.match(target):
@@ -446,6 +460,8 @@ def _refusal(error: BaseException, doing: str) -> HTMLResponse:
         refused = ApiError.of(error)
         title = "Not found" if refused.status == 404 else "Not done"
         return message_page(title, f"{doing}: {error.message}", status=refused.status)
+    if isinstance(error, MalformedForm):
+        return message_page("Not done", f"{doing}: {error} (nothing was changed)", status=400)
     if isinstance(error, ValidationError):
         why = "; ".join(f"{f}: {w}" for f, w in violations_of(error.errors(include_url=False)))
         return message_page("Not done", f"{doing}: {why}", status=400)
@@ -502,7 +518,7 @@ async def take_action(
     try:
         action = _checked(kind, target)
         check_origin(request.headers, request.headers.get("host"))
-        form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=8)
+        form = _form_fields(await request.body())
         tokens = await to_thread.run_sync(lambda: _tokens(request, svc))
         tokens.check(caller.client_id, next(iter(form.get(FIELD, [])), None))
         reason = (form.get("reason") or [""])[0]
