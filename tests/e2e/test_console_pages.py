@@ -129,6 +129,8 @@ def test_a_subscription_page_shows_its_plan_change_and_the_invoices_stripe_made(
         assert "in_" in invoices
         assert "no lines" not in invoices
         assert "10.00" in invoices  # the first invoice: a month of starter, as Stripe billed
+        upcoming = page.locator("#next-invoice").inner_text()
+        assert "49.00 USD" in upcoming  # the next month, at team's price
         assert leaks(page.content(), client.secret) == []
     assert watched.problems == []
 
