@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from celery import Celery
     from prometheus_client.registry import Collector
 
+    from worker.messaging.sweep_successes import SweepSuccesses
     from worker.observability.gauges import DatabaseFigures
     from worker.outbound.relay_thread import BackgroundRelay
 
@@ -159,6 +160,12 @@ class Services:
         return HttpWebhookSender(
             allow_private_networks=self.settings.resolved_webhook_allow_private_networks()
         )
+
+    def sweep_successes(self) -> SweepSuccesses:
+        """When each sweep last succeeded (written by the workers, read by the console)."""
+        from worker.messaging.sweep_successes import SweepSuccesses
+
+        return SweepSuccesses(self._redis())
 
     def _redis(self) -> redis.Redis:
         if self._redis_client is None:
@@ -415,5 +422,6 @@ def connect_metrics(celery: Celery | None = None) -> None:
             },
             is_database_error=is_transient_db_error,
             sweeps=SWEEPS,
+            sweep_succeeded=lambda sweep, at: bootstrap().sweep_successes().record(sweep, at),
         )
     )

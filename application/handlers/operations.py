@@ -10,6 +10,7 @@ stalled-command sweeps still send what is due, and the action can be taken again
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from application.handlers.outbox import publish_recorded
 from application.requests.operator_actions import (
@@ -213,11 +214,25 @@ def subscription_story(query: ShowSubscription, ctx: HandlerContext) -> Subscrip
     be read, the story says why instead of failing."""
     story = query.story
     provider_id = str(story.subscription["provider_id"])
+    provider = ctx.billing_provider()
+    told: dict[str, Any] = {}
     try:
         with calls_at(Priority.BULK):
-            invoices = ctx.billing_provider().list_invoices(provider_id, INVOICES_SHOWN)
-    except CommandError as error:
-        return story.model_copy(update={"invoices_error": error.message})
+            told["invoices"] = provider.list_invoices(provider_id, INVOICES_SHOWN)
     except Exception as error:  # the provider's hiccup is no reason to hide the rest
-        return story.model_copy(update={"invoices_error": f"{type(error).__name__}: {error}"})
-    return story.model_copy(update={"invoices": invoices})
+        told["invoices_error"] = _why(error)
+    if story.subscription["state"] not in ENDED_STATES:
+        try:
+            with calls_at(Priority.BULK):
+                told["next_invoice"] = provider.upcoming_invoice(provider_id)
+        except Exception as error:
+            told["next_invoice_error"] = _why(error)
+    return story.model_copy(update=told)
+
+
+ENDED_STATES = ("canceled", "ended")
+"""A subscription in one of these has no next invoice to read."""
+
+
+def _why(error: Exception) -> str:
+    return error.message if isinstance(error, CommandError) else f"{type(error).__name__}: {error}"

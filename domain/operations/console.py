@@ -140,6 +140,13 @@ class SubscriptionStory(Message):
         description="From the provider; null when it could not be read (invoices_error)."
     )
     invoices_error: str | None = None
+    next_invoice: InvoiceView | None = Field(
+        default=None,
+        description="The next invoice as the provider would make it now (a live "
+        "subscription's renewal, with what is pending); null when it was not read "
+        "(next_invoice_error) or the subscription is over.",
+    )
+    next_invoice_error: str | None = None
     commands: list[CommandView]
     provider_calls: list[ProviderCallView]
     events: list[EventView]

@@ -13,15 +13,20 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from celery import Celery
 from playwright.sync_api import Browser
 
+from application.requests.sweeps import RELAY_EVENTS
 from domain.permissions import Grant, Scope
 from stripe_emulator import EmulatorAdmin
 from tests.support.browser import chromium, chromium_path, watched_page
 from tests.support.records import create_organization
-from tests.support.stack import Stack
+from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import new_account, new_plan, operator, subscribe
 from worker.clock import SystemClock
+from worker.messaging.redis_clients import redis_client
+from worker.messaging.sweep_successes import SweepSuccesses
+from worker.settings import Settings
 
 pytestmark = pytest.mark.e2e
 
@@ -124,6 +129,8 @@ def test_a_subscription_page_shows_its_plan_change_and_the_invoices_stripe_made(
         assert "in_" in invoices
         assert "no lines" not in invoices
         assert "10.00" in invoices  # the first invoice: a month of starter, as Stripe billed
+        upcoming = page.locator("#next-invoice").inner_text()
+        assert "49.00 USD" in upcoming  # the next month, at team's price
         assert leaks(page.content(), client.secret) == []
     assert watched.problems == []
 
@@ -181,3 +188,29 @@ def test_the_console_asks_for_credentials_and_refuses_a_client_without_operation
         assert "operations:read" in refused.page.content()
     assert anonymous.problems == []
     assert refused.problems == []
+
+
+def test_the_home_page_shows_when_a_sweep_last_succeeded_in_a_worker(
+    stack: Stack, browser: Browser
+) -> None:
+    successes = SweepSuccesses(redis_client(Settings(redis_url=stack.redis_url)))
+    before = successes.read().get(RELAY_EVENTS)
+    publisher = Celery("beat-for-a-moment", broker=stack.redis_url)
+    try:  # what beat sends every second: the worker runs it as a sweep
+        publisher.send_task(RELAY_EVENTS, queue="maintenance")
+    finally:
+        publisher.close()
+    succeeded = eventually(
+        lambda: (at := successes.read().get(RELAY_EVENTS)) and at != before and at,
+        30,
+        "the relay sweep to succeed",
+    )
+    client = stack.new_client(
+        f"console-{uuid.uuid4().hex[:6]}", Grant(scopes=frozenset({Scope.OPERATIONS_READ}))
+    )
+
+    with watched_page(browser, stack.api_url, (client.client_id, client.secret)) as watched:
+        watched.page.goto("/console")
+        row = watched.page.locator("#sweeps tr", has_text=RELAY_EVENTS).inner_text()
+    assert f"{succeeded:%Y-%m-%d %H:%M:%S}" in row
+    assert watched.problems == []

@@ -66,7 +66,12 @@ def test_an_accounts_story_tells_its_subscriptions_changes_events_and_invoices(
     first = invoices[-1]  # newest first: the oldest is the subscription's first month
     assert first["amount_due"] == 1000
     assert [line["amount"] for line in first["lines"]] == [1000]
+    upcoming = subscription["next_invoice"]
+    assert upcoming is not None, subscription["next_invoice_error"]
+    assert upcoming["id"].startswith("upcoming_in_")
+    assert upcoming["lines"]
     assert f"subscription {subscribed.id}" in text
+    assert "next invoice" in text
     assert "plan changes" in text
     assert "invoice lines" in text
     assert first["id"] in text

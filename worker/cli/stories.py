@@ -162,6 +162,19 @@ def _subscription_summary(story: SubscriptionStory) -> list[str]:
         if not invoice_rows:
             lines.append("  no invoices")
         lines += _invoice_lines(story)
+    lines += ["", "next invoice (the provider's preview)"]
+    upcoming = story.next_invoice
+    if upcoming is None:
+        lines.append(f"  not read: {story.next_invoice_error or 'the subscription is over'}")
+    else:
+        lines.append(
+            f"  {upcoming.amount_due} {upcoming.currency} due, {when(upcoming.created)}; "
+            f"{len(upcoming.lines)} line(s)"
+        )
+        lines += [
+            f"  {line.amount:>10} {upcoming.currency}  {line.description}"
+            for line in upcoming.lines
+        ]
     return lines
 
 

@@ -53,6 +53,17 @@ class StripeInvoices(StripeRequests):
             for invoice in self._latest_invoices(provider_subscription_id, limit)
         ]
 
+    def upcoming_invoice(self, provider_subscription_id: str) -> InvoiceView:
+        params: dict[str, Any] = {"subscription": provider_subscription_id}
+        invoice = self._call(
+            CallKind.READ,
+            "preview upcoming invoice",
+            lambda: self._client.v1.invoices.create_preview(
+                params=params,  # type: ignore[arg-type]
+            ),
+        )
+        return invoice_of(invoice.to_dict(), [line_of(line) for line in invoice.lines.data])
+
     def list_billed_invoices(
         self, provider_subscription_id: str, limit: int
     ) -> list[BilledInvoice]:

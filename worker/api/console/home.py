@@ -1,14 +1,15 @@
 """The console's home page: what an operator looks at first. Queues and their depth, the
 commands in flight, what failed or was rejected in the last day, the accounts stuck
-``pending``, the drift the database shows, and the clock; each figure read as beat's gauges
-read it (``Services.queue_depths``, ``Services.system_figures``) and each list from the
-console's reads (``ConsoleQueries``)."""
+``pending``, the drift the database shows, the sweeps' last success, and the clock. Figures
+are read as beat's gauges read them (``Services.queue_depths``, ``Services.system_figures``),
+the sweeps' successes as the workers record them (``Services.sweep_successes``), and each
+list from the console's reads (``ConsoleQueries``)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from fastapi import APIRouter
@@ -83,6 +84,37 @@ def _command_rows(commands: list[CommandView]) -> list[list[str]]:
 
 
 COMMAND_HEADERS = ("Command", "Type", "Status", "Attempts", "Updated", "Next retry", "Last error")
+
+
+STALLED_INTERVALS = 3
+"""A sweep that has not succeeded for this many of its intervals is shown stalled (as the
+alert ``BillingSweepStalled`` would fire)."""
+
+
+def _sweeps(svc: Services, now: datetime) -> str:
+    from worker.messaging.config import SWEEPS
+    from worker.observability.sweeps import schedule_intervals
+
+    successes = _read("sweeps' last successes", lambda: svc.sweep_successes().read())
+    if successes is None:
+        return '<p class="empty">Redis could not be read</p>'
+    intervals = schedule_intervals(svc.celery_app().conf.beat_schedule or {}, SWEEPS)
+    rows = []
+    for sweep in sorted(SWEEPS):
+        last, interval = successes.get(sweep), intervals.get(sweep)
+        age = None if last is None else (now - last).total_seconds()
+        late = age is None or (interval is not None and age > STALLED_INTERVALS * interval)
+        rows.append(
+            [
+                text(sweep),
+                text(duration(interval)),
+                when(last) or "never",
+                text(duration(age)),
+                badge("stalled" if late else "ok"),
+            ]
+        )
+    headers = ("Sweep", "Every", "Last success", "Ago", "")
+    return table(headers, rows, "no sweeps")
 
 
 def overview(svc: Services) -> str:
@@ -164,6 +196,7 @@ def overview(svc: Services) -> str:
             id="queues",
         )
     )
+    body.append(section("Sweeps", _sweeps(svc, now), id="sweeps"))
     if figures is not None:
         changes = [
             [badge(state), text(count)] for state, count in sorted(figures.changes_by_state.items())

@@ -1,6 +1,7 @@
 """A subscription's page: its phases, its plan changes (scheduled, staged, applied) with their
-lag as a duration, its invoices read from Stripe with their lines, and its timeline: the
-story ``billing-worker subscriptions show`` tells (``application/handlers/operations.py``)."""
+lag as a duration, its next invoice as Stripe previews it, its invoices with their lines, and
+its timeline: the story ``billing-worker subscriptions show`` tells
+(``application/handlers/operations.py``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from fastapi.responses import HTMLResponse
 from application.handlers.operations import subscription_story
 from application.requests.operator_actions import ShowSubscription
 from domain.messages import ID_PATTERN
-from domain.operations.console import SubscriptionStory
+from domain.operations.console import InvoiceView, SubscriptionStory
 from worker.api.console.access import Viewer, may_see
 from worker.api.console.accounts import timeline_rows
 from worker.api.console.actions import subscription_actions
@@ -83,37 +84,49 @@ def _changes(story: SubscriptionStory) -> str:
     return section("Plan changes", table(headers, rows, "no plan changes"), id="changes")
 
 
+def _invoice(invoice: InvoiceView) -> str:
+    """An invoice's figures, then its lines."""
+    head = facts(
+        [
+            ("Invoice", f"<code>{text(invoice.id)}</code> {text(invoice.number or '')}"),
+            ("Status", badge(invoice.status)),
+            ("Due", money(invoice.amount_due, invoice.currency)),
+            ("Paid", money(invoice.amount_paid, invoice.currency)),
+            ("Reason", text(invoice.billing_reason)),
+            ("Created", when(invoice.created)),
+            ("Period", f"{when(invoice.period_start)} → {when(invoice.period_end)}"),
+        ]
+    )
+    lines = [
+        [
+            text(line.description),
+            money(line.amount, invoice.currency),
+            "proration" if line.proration else "",
+            f"{when(line.period_start)} → {when(line.period_end)}",
+            text(line.price_id),
+        ]
+        for line in invoice.lines
+    ]
+    line_table = table(("Line", "Amount", "", "Period", "Price"), lines, "no lines")
+    return f'<article class="invoice">{head}{line_table}</article>'
+
+
+def _next_invoice(story: SubscriptionStory) -> str:
+    if story.next_invoice is None:
+        why = text(story.next_invoice_error or "the subscription is over")
+        body = f'<p class="message">Not read from Stripe: {why}</p>'
+    else:
+        body = _invoice(story.next_invoice)
+    return section("Next invoice (Stripe's preview)", body, id="next-invoice")
+
+
 def _invoices(story: SubscriptionStory) -> str:
     if story.invoices is None:
         why = text(story.invoices_error or "unknown")
         return section(
             "Invoices", f'<p class="message">Not read from Stripe: {why}</p>', id="invoices"
         )
-    parts = []
-    for invoice in story.invoices:
-        head = facts(
-            [
-                ("Invoice", f"<code>{text(invoice.id)}</code> {text(invoice.number or '')}"),
-                ("Status", badge(invoice.status)),
-                ("Due", money(invoice.amount_due, invoice.currency)),
-                ("Paid", money(invoice.amount_paid, invoice.currency)),
-                ("Reason", text(invoice.billing_reason)),
-                ("Created", when(invoice.created)),
-                ("Period", f"{when(invoice.period_start)} → {when(invoice.period_end)}"),
-            ]
-        )
-        lines = [
-            [
-                text(line.description),
-                money(line.amount, invoice.currency),
-                "proration" if line.proration else "",
-                f"{when(line.period_start)} → {when(line.period_end)}",
-                text(line.price_id),
-            ]
-            for line in invoice.lines
-        ]
-        line_table = table(("Line", "Amount", "", "Period", "Price"), lines, "no lines")
-        parts.append(f'<article class="invoice">{head}{line_table}</article>')
+    parts = [_invoice(invoice) for invoice in story.invoices]
     body = "".join(parts) if parts else '<p class="empty">no invoices yet</p>'
     return section("Invoices (read from Stripe)", body, id="invoices")
 
@@ -125,6 +138,7 @@ def subscription_body(story: SubscriptionStory) -> str:
         _summary(story)
         + _phases(story)
         + _changes(story)
+        + _next_invoice(story)
         + _invoices(story)
         + section("Timeline", timeline, id="timeline")
     )
