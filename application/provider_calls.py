@@ -89,6 +89,7 @@ RECORDINGS: Mapping[str, Recording | None] = {
     "list_subscriptions": Recording(about("provider_customer", "customer_id")),
     "find_subscription": Recording(about("subscription", "subscription_id")),
     "list_invoices": Recording(about("provider_subscription", "provider_subscription_id")),
+    "upcoming_invoice": Recording(about("provider_subscription", "provider_subscription_id")),
     "list_billed_invoices": Recording(about("provider_subscription", "provider_subscription_id")),
 }
 """Each method of :class:`~domain.ports.provider.BillingProvider` → how its calls are

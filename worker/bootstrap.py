@@ -9,9 +9,9 @@ import, and built again in a forked child.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from celery import Celery
     from prometheus_client.registry import Collector
 
+    from worker.messaging.sweep_successes import SweepSuccesses
+    from worker.observability.gauges import DatabaseFigures
     from worker.outbound.relay_thread import BackgroundRelay
 
 
@@ -159,6 +161,12 @@ class Services:
             allow_private_networks=self.settings.resolved_webhook_allow_private_networks()
         )
 
+    def sweep_successes(self) -> SweepSuccesses:
+        """When each sweep last succeeded (written by the workers, read by the console)."""
+        from worker.messaging.sweep_successes import SweepSuccesses
+
+        return SweepSuccesses(self._redis())
+
     def _redis(self) -> redis.Redis:
         if self._redis_client is None:
             from worker.messaging.redis_clients import redis_client
@@ -187,28 +195,34 @@ class Services:
     def system_collector(self) -> Collector:
         """Beat's collector of the whole system's gauges, over this process's clock,
         database, broker and Stripe budget."""
-        from worker.db.gauges import SqlSystemFigures
-        from worker.messaging.config import CONSUMED_QUEUES
-        from worker.messaging.queue_depths import QueueDepths
-        from worker.messaging.redis_clients import redis_client
         from worker.observability.gauges import SystemCollector
         from worker.provider.rate_budget import UnmeteredBudget
 
-        settings = self.settings
-        steps = self.celery_app().conf.broker_transport_options.get("priority_steps") or [0]
         budget = self.rate_budget()
         return SystemCollector(
             clock=self.clock,
-            read_queue_depths=QueueDepths(
-                redis_client(settings, socket_timeout=2),
-                CONSUMED_QUEUES,
-                steps,
-            ),
-            read_database=SqlSystemFigures(
-                self.database(), timedelta(seconds=settings.period_end_lead_seconds)
-            ),
+            read_queue_depths=self.queue_depths(),
+            read_database=self.system_figures(),
             budget=None if isinstance(budget, UnmeteredBudget) else budget,
         )
+
+    def queue_depths(self) -> Callable[[], Mapping[str, int]]:
+        """A reader of every consumed queue's depth, from the broker (beat's gauges, the
+        console's home page)."""
+        from worker.messaging.config import CONSUMED_QUEUES
+        from worker.messaging.queue_depths import QueueDepths
+        from worker.messaging.redis_clients import redis_client
+
+        steps = self.celery_app().conf.broker_transport_options.get("priority_steps") or [0]
+        return QueueDepths(redis_client(self.settings, socket_timeout=2), CONSUMED_QUEUES, steps)
+
+    def system_figures(self) -> Callable[[datetime], DatabaseFigures]:
+        """A reader of the database's figures at a time (beat's gauges, the console's home
+        page): failed and rejected commands, accounts pending, changes by state, drift."""
+        from worker.db.gauges import SqlSystemFigures
+
+        lead = timedelta(seconds=self.settings.period_end_lead_seconds)
+        return SqlSystemFigures(self.database(), lead)
 
     def dead_letters(self) -> DeadLetterStore:
         from worker.messaging.dead_letters import DeadLetters
@@ -410,5 +424,6 @@ def connect_metrics(celery: Celery | None = None) -> None:
             },
             is_database_error=is_transient_db_error,
             sweeps=SWEEPS,
+            sweep_succeeded=lambda sweep, at: bootstrap().sweep_successes().record(sweep, at),
         )
     )

@@ -10,6 +10,9 @@
     python3 -m worker.dev bench [name ...] [--quick] [--json PATH]
                                   # set up .venv, then run the benchmarks (all without
                                   # names; --list names them): tests/benchmarks/run.py
+    python3 -m worker.dev screenshots [DIR]
+                                  # take the console's screenshots again (docs/images/
+                                  # console/): a throwaway `up`, Debian's chromium
 
 `up --help` and `test --help` print their help at once: nothing installed, nothing run.
 
@@ -214,6 +217,12 @@ def main(argv: list[str]) -> None:
         ensure_environment(DEV_LOCK)
         os.chdir(ROOT)
         os.execv(BIN / "python", [str(BIN / "python"), "-m", "tests.benchmarks.run", *rest])
+    elif command == "screenshots":
+        # The console's pictures in docs/images/console/: a throwaway `up`, Debian's chromium.
+        ensure_environment(DEV_LOCK)
+        os.chdir(ROOT)
+        argv = [str(BIN / "python"), "-m", "tests.support.console_screenshots", *rest]
+        os.execv(BIN / "python", argv)
     elif command == "lock":
         refresh_locks(rest)
     elif command == "docs":

@@ -295,6 +295,13 @@ class Settings(BaseSettings):
         description="Flower basic-auth password; if unset, `up` makes one and keeps it in the "
         "data directory (`flower-password`) for every later `up`.",
     )
+    console_csrf_secret: SecretStr | None = Field(
+        default=None,
+        description="The secret the console's forms are signed with against cross-site request "
+        "forgery (at least 16 characters); if unset, one is made and kept in Redis, shared by "
+        "every API process on that Redis.",
+        min_length=16,
+    )
     http_wait_timeout_seconds: float = Field(
         default=10.0,
         ge=0,

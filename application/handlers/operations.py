@@ -10,11 +10,13 @@ stalled-command sweeps still send what is due, and the action can be taken again
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from application.handlers.outbox import publish_recorded
 from application.requests.operator_actions import (
     ActionTaken,
     MarkAccountOffline,
+    ReplayCommands,
     RetryCommand,
     RetryRegistration,
     ShowSubscription,
@@ -30,6 +32,7 @@ from domain.events.commands import CommandRetryRequested
 from domain.events.subscriptions import PlanChangeSkipped
 from domain.messages import CommandStatus
 from domain.operations.console import SubscriptionStory
+from domain.operations.outcomes import not_replayable
 from domain.ports.application import CommandLogContext, HandlerContext
 from domain.ports.commands import CommandMessage
 from domain.provider.rate_budget import Priority, calls_at
@@ -132,6 +135,37 @@ def retry_command(command: RetryCommand, ctx: CommandLogContext) -> ActionTaken:
     )
 
 
+def replay_commands(command: ReplayCommands, ctx: CommandLogContext) -> list[ActionTaken]:
+    """Run finished commands again, each under its own id (so still idempotent: what a
+    command did before is not done twice). All or none: every one is checked before the
+    first is replayed. A rejected command is refused with why it was rejected: it was the
+    caller's mistake and would be rejected again."""
+    journal = ctx.commands
+    for target in command.target_command_ids:
+        record = journal.get(target)
+        if record is None:
+            raise NotFound.resource("command", target)
+        if record.status is CommandStatus.REJECTED:
+            raise not_replayable(record.id, record.error)
+    taken = []
+    for target in command.target_command_ids:
+        # The log checks again, under its row lock: a command rejected meanwhile stays so.
+        requeued = found(journal.requeue(target), "command", target)
+        publish_recorded(requeued, ctx.publisher(), journal)
+        logger.info("operator replayed command %s", target)
+        taken.append(
+            ActionTaken(
+                action="replay_command",
+                command_id=command.command_id,
+                subject=f"command:{target}",
+                state=requeued.status.value,
+                changed=True,
+                sent_command_id=target,
+            )
+        )
+    return taken
+
+
 def skip_scheduled_change(command: SkipScheduledChange, ctx: HandlerContext) -> ActionTaken:
     """Skip a ``scheduled`` change: it is never sent. A ``staged`` one is made at the
     provider already, and one being applied is under way: both are refused."""
@@ -180,11 +214,25 @@ def subscription_story(query: ShowSubscription, ctx: HandlerContext) -> Subscrip
     be read, the story says why instead of failing."""
     story = query.story
     provider_id = str(story.subscription["provider_id"])
+    provider = ctx.billing_provider()
+    told: dict[str, Any] = {}
     try:
         with calls_at(Priority.BULK):
-            invoices = ctx.billing_provider().list_invoices(provider_id, INVOICES_SHOWN)
-    except CommandError as error:
-        return story.model_copy(update={"invoices_error": error.message})
+            told["invoices"] = provider.list_invoices(provider_id, INVOICES_SHOWN)
     except Exception as error:  # the provider's hiccup is no reason to hide the rest
-        return story.model_copy(update={"invoices_error": f"{type(error).__name__}: {error}"})
-    return story.model_copy(update={"invoices": invoices})
+        told["invoices_error"] = _why(error)
+    if story.subscription["state"] not in ENDED_STATES:
+        try:
+            with calls_at(Priority.BULK):
+                told["next_invoice"] = provider.upcoming_invoice(provider_id)
+        except Exception as error:
+            told["next_invoice_error"] = _why(error)
+    return story.model_copy(update=told)
+
+
+ENDED_STATES = ("canceled", "ended")
+"""A subscription in one of these has no next invoice to read."""
+
+
+def _why(error: Exception) -> str:
+    return error.message if isinstance(error, CommandError) else f"{type(error).__name__}: {error}"

@@ -61,6 +61,12 @@ class RetryCommand(OperatorAction):
     target_command_id: CommandId
 
 
+class ReplayCommands(OperatorAction):
+    """Run finished commands again, under their own ids (all or none)."""
+
+    target_command_ids: Annotated[list[CommandId], Field(min_length=1, max_length=100)]
+
+
 class SkipScheduledChange(OperatorAction):
     """Skip a ``scheduled`` plan change: it will not be made."""
 

@@ -85,12 +85,28 @@ class AccountStory(Message):
     commands: list[CommandView]
     provider_calls: list[ProviderCallView]
     events: list[EventView]
+    subscriptions: list[SubscriptionStory] = Field(
+        default_factory=list,
+        description="Its subscriptions' stories (phases, plan changes, invoices, commands, "
+        "Stripe calls and events), newest first.",
+    )
 
 
 class PhaseView(Message):
     effective_at: Timestamp
     plan_id: str
     source: str = Field(description="applied (a past change), current, or the pending state.")
+
+
+class InvoiceLineView(Message):
+    """One line of an invoice: amounts in the currency's minor units, credits negative."""
+
+    description: str
+    amount: int
+    proration: bool
+    period_start: Timestamp
+    period_end: Timestamp
+    price_id: str | None
 
 
 class InvoiceView(Message):
@@ -104,6 +120,9 @@ class InvoiceView(Message):
     created: Timestamp
     period_start: Timestamp | None
     period_end: Timestamp | None
+    lines: list[InvoiceLineView] = Field(
+        default_factory=list, description="Its lines (the first page, as Stripe embeds them)."
+    )
 
 
 class SubscriptionStory(Message):
@@ -121,6 +140,13 @@ class SubscriptionStory(Message):
         description="From the provider; null when it could not be read (invoices_error)."
     )
     invoices_error: str | None = None
+    next_invoice: InvoiceView | None = Field(
+        default=None,
+        description="The next invoice as the provider would make it now (a live "
+        "subscription's renewal, with what is pending); null when it was not read "
+        "(next_invoice_error) or the subscription is over.",
+    )
+    next_invoice_error: str | None = None
     commands: list[CommandView]
     provider_calls: list[ProviderCallView]
     events: list[EventView]
@@ -231,6 +257,11 @@ class ConsoleQueries(Protocol):
         command_type: str | None,
         limit: int,
         after: str | None,
+        updated_since: datetime | None = None,
     ) -> CommandPage:
-        """Commands in ``statuses``, oldest first."""
+        """Commands in ``statuses``, oldest first (only those updated at or after
+        ``updated_since``, when given: what failed in the last day)."""
         ...
+
+
+AccountStory.model_rebuild()

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from domain.errors import BAD_REQUEST, ERROR_INFO, ErrorCode
+from domain.errors import BAD_REQUEST, ERROR_INFO, ErrorCode, FailedPrecondition, error_info
 from domain.messages import CommandStatus
 
 CALLERS_CODES = frozenset(
@@ -121,3 +121,13 @@ def error_line(error: Mapping[str, Any]) -> str:
     if blamed:
         line += "; " + "; ".join(blamed)
     return " ".join(line.split())
+
+
+def not_replayable(command_id: str, error: Mapping[str, Any] | None) -> FailedPrecondition:
+    """The refusal to replay a rejected command, naming why it was rejected."""
+    why = error_line(error or {})
+    return FailedPrecondition(
+        f"command {command_id} was rejected ({why}): it was the caller's mistake and would be "
+        "rejected again; the caller sends a corrected command",
+        details=[error_info("COMMAND_REJECTED", command_id=command_id)],
+    )

@@ -59,15 +59,15 @@ class JournalRecord(PublishableCommand, Protocol):
     @property
     def status(self) -> CommandStatus: ...
 
+    @property
+    def error(self) -> dict[str, Any] | None: ...
+
 
 class LoggedCommand(JournalRecord, Protocol):
     """A command in the log as its client sees it (``GET /v1beta1/commands/{id}``)."""
 
     @property
     def result(self) -> dict[str, Any] | None: ...
-
-    @property
-    def error(self) -> dict[str, Any] | None: ...
 
     @property
     def attempts(self) -> int: ...
@@ -211,6 +211,12 @@ class CommandJournal(Protocol):
         ...
 
     def mark_published(self, command_id: str) -> None: ...
+
+    def requeue(self, command_id: str) -> JournalRecord | None:
+        """Make a finished command ``queued`` again, unpublished (an operator's replay);
+        ``None`` when the log does not have it. A rejected command is refused
+        (``FailedPrecondition``, reason ``COMMAND_REJECTED``)."""
+        ...
 
     def prune_finished(self, status: CommandStatus, before: datetime, limit: int) -> int:
         """Delete up to ``limit`` commands that finished in ``status`` before ``before``,

@@ -127,6 +127,11 @@ class BillingProvider(Protocol):
         """Up to ``limit`` of the subscription's invoices, newest first (one read)."""
         ...
 
+    def upcoming_invoice(self, provider_subscription_id: str) -> InvoiceView:
+        """The subscription's next invoice as the provider would make it now (its renewal,
+        with what is pending), with its lines; nothing changes (one read)."""
+        ...
+
     def list_billed_invoices(
         self, provider_subscription_id: str, limit: int
     ) -> list[BilledInvoice]:

@@ -9,6 +9,7 @@ import pytest
 
 from application.handlers.operations import (
     mark_account_offline,
+    replay_commands,
     retry_command,
     retry_registration,
     skip_scheduled_change,
@@ -16,6 +17,7 @@ from application.handlers.operations import (
 from application.handlers.subscriptions import change_subscription_plan
 from application.requests.operator_actions import (
     MarkAccountOffline,
+    ReplayCommands,
     RetryCommand,
     RetryRegistration,
     SkipScheduledChange,
@@ -156,6 +158,44 @@ def test_a_finished_command_is_not_retried_now(app: FakeApplication, status: Com
         retry_command(RetryCommand(command_id="op-1", target_command_id="cmd_1"), app)
     assert app.published.published == []
     assert events(app) == []
+
+
+def test_replaying_failed_commands_queues_and_publishes_each_under_its_own_id(
+    app: FakeApplication,
+) -> None:
+    for command_id in ("cmd_1", "cmd_2"):
+        app.commands.accept(command_id, "users.enable", {"command_id": command_id})
+        app.commands[command_id].status = CommandStatus.FAILED
+
+    taken = replay_commands(
+        ReplayCommands(command_id="op-1", target_command_ids=["cmd_1", "cmd_2"]), app
+    )
+
+    assert [sent.command_id for sent in app.published.published] == ["cmd_1", "cmd_2"]
+    assert [app.commands[c].status for c in ("cmd_1", "cmd_2")] == [CommandStatus.QUEUED] * 2
+    assert [t.subject for t in taken] == ["command:cmd_1", "command:cmd_2"]
+
+
+def test_a_replay_naming_a_rejected_command_replays_none_and_says_why(
+    app: FakeApplication,
+) -> None:
+    app.commands.accept("cmd_1", "users.enable", {"command_id": "cmd_1"})
+    app.commands["cmd_1"].status = CommandStatus.FAILED
+    app.commands.accept("cmd_2", "users.enable", {"command_id": "cmd_2"})
+    app.commands["cmd_2"].status = CommandStatus.REJECTED
+    app.commands["cmd_2"].error = {"code": 5, "message": "user 'u_9' not found"}
+
+    with pytest.raises(FailedPrecondition, match=r"was rejected .*user 'u_9' not found"):
+        replay_commands(
+            ReplayCommands(command_id="op-1", target_command_ids=["cmd_1", "cmd_2"]), app
+        )
+    assert app.published.published == []
+    assert app.commands["cmd_1"].status is CommandStatus.FAILED
+
+
+def test_a_replay_of_an_unknown_command_is_not_found(app: FakeApplication) -> None:
+    with pytest.raises(NotFound):
+        replay_commands(ReplayCommands(command_id="op-1", target_command_ids=["cmd_9"]), app)
 
 
 def test_an_unknown_command_is_not_found(app: FakeApplication) -> None:

@@ -17,6 +17,7 @@ from fastapi_offline import FastAPIOffline
 
 from worker.api.body import MAX_BODY_BYTES
 from worker.api.client_share import ClientShare
+from worker.api.console import install_console
 from worker.api.errors import install_error_handlers
 from worker.api.gateway import CommandGateway
 from worker.api.middleware import BodySizeLimit, HttpMetrics, ThrottledSources
@@ -119,6 +120,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
     app.add_middleware(HttpMetrics)  # outermost: refusals before routing count too
     for router in ROUTERS:
         app.include_router(router)
+    install_console(app)  # the operator's pages, under /console
     return app
 
 

@@ -40,13 +40,15 @@ def accounts() -> None:
 @click.argument("org_or_account")
 @as_json_option
 def accounts_show(org_or_account: str, as_json: bool) -> None:
-    """An account (by its id, or its organization's id): its Stripe customer and state, and
-    a timeline of every command that named it or its organization, each Stripe call made
-    for them (operation, idempotency key, attempt, outcome, error), the next retry, and the
-    events it emitted."""
+    """An account (by its id, or its organization's id): its Stripe customer and state, its
+    subscriptions (phases, plan changes with their lag, invoices and their lines read from
+    Stripe), and a timeline of every command that named it, its organization or its
+    subscriptions, each Stripe call made for them (operation, idempotency key, attempt,
+    outcome, error), the next retry, and the events they emitted."""
+    from application.handlers.stories import ShowAccount, account_story
     from domain.rules import checked_id
 
-    story = services().console().account_story(checked_id(org_or_account, "org_or_account"))
+    story = account_story(ShowAccount(checked_id(org_or_account, "org_or_account")), services())
     if story is None:
         fail(f"no billing account {org_or_account}, nor an organization {org_or_account} with one")
     emit(as_json, story.model_dump(mode="json"), account_text(story))

@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from domain.messages import CommandStatus
 from domain.operations.outcomes import error_line
-from worker.cli.base import DATABASE_ENV, REDIS_ENV, BillingGroup, fail
+from worker.cli.base import DATABASE_ENV, REDIS_ENV, BillingGroup, fail, services
 from worker.cli.dead_letters import dead_letter_store
 from worker.cli.tables import echo_list
 
@@ -87,25 +86,14 @@ def commands_replay(command_ids: tuple[str, ...]) -> None:
     """Run finished commands again (same command id, so still idempotent). A rejected
     command is refused, with its reason: it was the caller's mistake and would be rejected
     again."""
-    from application.handlers.outbox import publish_recorded
-    from worker.bootstrap import bootstrap
-    from worker.db.command_log import not_replayable
+    from application.handlers.operations import replay_commands
+    from application.requests.operator_actions import ReplayCommands, new_action_id
 
-    services = bootstrap()
-    log = services.commands
-    # All or none: every id is checked before the first is replayed (requeue checks again).
-    for command_id in command_ids:
-        found = log.get(command_id)
-        if found is None:
-            fail(f"no command {command_id}")
-        if found.status is CommandStatus.REJECTED:
-            raise not_replayable(found)
-    for command_id in command_ids:
-        record = log.requeue(command_id)
-        if record is None:
-            fail(f"no command {command_id}")
-        publish_recorded(record, services.publisher(), log)
-        click.echo(f"replayed {command_id}")
+    replay = ReplayCommands(
+        command_id=new_action_id("replay-commands"), target_command_ids=list(command_ids)
+    )
+    for taken in replay_commands(replay, services()):
+        click.echo(f"replayed {taken.sent_command_id}")
 
 
 RETENTION_ENV = (

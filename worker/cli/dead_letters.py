@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 from typing import TYPE_CHECKING
 
@@ -21,19 +20,6 @@ def dead_letter_store() -> DeadLetters:
     from worker.messaging.redis_clients import redis_client
 
     return DeadLetters(redis_client(get_settings()))
-
-
-def worker_task_names() -> frozenset[str]:
-    """The tasks the workers run: those the workers' task modules register (this code's, as
-    a worker of the same release loads them), Celery's own left out. Read through this
-    process's publishing app: the CLI never builds the workers' app."""
-    from worker.bootstrap import bootstrap
-    from worker.messaging.config import TASK_MODULES
-
-    for module in TASK_MODULES:
-        importlib.import_module(module)
-    app = bootstrap().celery_app()
-    return frozenset(name for name in app.tasks if not name.startswith("celery."))
 
 
 def _letter(letter_id: str) -> DeadLetter:
@@ -91,24 +77,14 @@ def dead_letters_show(letter_id: str) -> None:
 def dead_letters_replay(letter_id: str) -> None:
     """Put the message back on its queue, if a worker can take it now (say, its task was
     unknown to the workers of the day); then drop the letter."""
-    from worker.messaging.broker import Rejected, check_envelope
+    from worker.bootstrap import bootstrap
+    from worker.messaging.dead_letter_replay import replay_dead_letter, worker_task_names
     from worker.messaging.redis_clients import redis_client
 
-    letter = _letter(letter_id)
-    if letter.truncated:
-        fail(f"dead letter {letter_id} was kept truncated: cannot replay")
-    try:
-        check_envelope(letter.raw)
-    except Rejected as why:
-        fail(f"dead letter {letter_id} still cannot be taken: {why}")
-    if letter.task not in worker_task_names():
-        # Replayed, it would only come back as a new dead letter under a new id.
-        fail(
-            f"dead letter {letter_id} is of task {letter.task!r}, which no worker runs: "
-            "not replayed (drop it, or replay it once a worker runs that task)"
-        )
-    redis_client(get_settings()).lpush(letter.queue, letter.raw)
-    dead_letter_store().drop(letter_id)
+    task_names = worker_task_names(bootstrap().celery_app())
+    letter = replay_dead_letter(
+        dead_letter_store(), redis_client(get_settings()), letter_id, task_names
+    )
     click.echo(f"replayed {letter_id} onto {letter.queue}")
 
 

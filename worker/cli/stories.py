@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from application.handlers.stories import merged
 from domain.operations.console import (
     AccountStory,
     CommandView,
@@ -94,12 +95,17 @@ def account_text(story: AccountStory) -> str:
             "" if story.registration_started_at is None else when(story.registration_started_at)
         )
         lines.append(f"  registering    key {story.registration_key}, since {started}")
-    lines += ["", f"commands ({len(story.commands)})", *_commands_table(story.commands)]
-    lines += ["", "timeline", *timeline(story.commands, story.provider_calls, story.events)]
+    for subscription in story.subscriptions:
+        lines += ["", *_subscription_summary(subscription)]
+    if not story.subscriptions:
+        lines += ["", "no subscriptions"]
+    commands, calls, events = merged(story)
+    lines += ["", f"commands ({len(commands)})", *_commands_table(commands)]
+    lines += ["", "timeline", *timeline(commands, calls, events)]
     return "\n".join(lines)
 
 
-def subscription_text(story: SubscriptionStory) -> str:
+def _subscription_summary(story: SubscriptionStory) -> list[str]:
     sub: dict[str, Any] = story.subscription
     lines = [
         f"subscription {sub['id']}",
@@ -155,6 +161,44 @@ def subscription_text(story: SubscriptionStory) -> str:
         lines += ["  " + line for line in table(invoice_headers, invoice_rows).splitlines()]
         if not invoice_rows:
             lines.append("  no invoices")
+        lines += _invoice_lines(story)
+    lines += ["", "next invoice (the provider's preview)"]
+    upcoming = story.next_invoice
+    if upcoming is None:
+        lines.append(f"  not read: {story.next_invoice_error or 'the subscription is over'}")
+    else:
+        lines.append(
+            f"  {upcoming.amount_due} {upcoming.currency} due, {when(upcoming.created)}; "
+            f"{len(upcoming.lines)} line(s)"
+        )
+        lines += [
+            f"  {line.amount:>10} {upcoming.currency}  {line.description}"
+            for line in upcoming.lines
+        ]
+    return lines
+
+
+def _invoice_lines(story: SubscriptionStory) -> list[str]:
+    rows = [
+        [
+            invoice.id,
+            line.description,
+            f"{line.amount} {invoice.currency}",
+            "yes" if line.proration else "",
+            f"{when(line.period_start)} → {when(line.period_end)}",
+            line.price_id or "",
+        ]
+        for invoice in story.invoices or []
+        for line in invoice.lines
+    ]
+    if not rows:
+        return []
+    headers = ("INVOICE", "LINE", "AMOUNT", "PRORATION", "PERIOD", "PRICE")
+    return ["", "invoice lines", *("  " + line for line in table(headers, rows).splitlines())]
+
+
+def subscription_text(story: SubscriptionStory) -> str:
+    lines = _subscription_summary(story)
     lines += ["", f"commands ({len(story.commands)})", *_commands_table(story.commands)]
     lines += ["", "timeline", *timeline(story.commands, story.provider_calls, story.events)]
     return "\n".join(lines)

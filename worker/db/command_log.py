@@ -10,9 +10,8 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from domain.errors import FailedPrecondition, error_info
 from domain.messages import CommandStatus, command_fingerprint
-from domain.operations.outcomes import error_line
+from domain.operations.outcomes import not_replayable
 from domain.operations.retention import PRUNABLE_STATUSES
 from domain.ports.commands import DuplicateCommand
 from worker.db.command_records import CommandRecord
@@ -120,7 +119,7 @@ class SqlCommandLog(SqlCommandRuns):
             if row is None:
                 return None
             if row.status == CommandStatus.REJECTED.value:
-                raise not_replayable(CommandRecord.of(row))
+                raise not_replayable(row.id, row.error)
             row.status = CommandStatus.QUEUED.value
             row.error = None
             row.result = None
@@ -189,16 +188,6 @@ class SqlCommandLog(SqlCommandRuns):
                 )
                 or 0
             )
-
-
-def not_replayable(record: CommandRecord) -> FailedPrecondition:
-    """The refusal to replay a rejected command, naming why it was rejected."""
-    why = error_line(record.error or {})
-    return FailedPrecondition(
-        f"command {record.id} was rejected ({why}): it was the caller's mistake and would be "
-        "rejected again; the caller sends a corrected command",
-        details=[error_info("COMMAND_REJECTED", command_id=record.id)],
-    )
 
 
 def _refuse_unfinished(status: CommandStatus) -> None:

@@ -239,6 +239,7 @@ def commands(
     command_type: str | None,
     limit: int,
     after: str | None,
+    updated_since: datetime | None = None,
 ) -> CommandPage:
     checked_limit(limit)
     known = {status.value for status in CommandStatus}
@@ -248,6 +249,8 @@ def commands(
     query = select(CommandRow).where(CommandRow.status.in_(list(statuses or IN_FLIGHT_STATUSES)))
     if command_type is not None:
         query = query.where(CommandRow.type == command_type)
+    if updated_since is not None:
+        query = query.where(CommandRow.updated_at >= updated_since)
     if after is not None:
         at, command_id = _command_after(after)
         query = query.where(

@@ -10,6 +10,7 @@ calls. Payloads are read through each database's JSON operators; the newest
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
+from datetime import datetime
 
 from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -202,10 +203,16 @@ class SqlConsole:
         command_type: str | None,
         limit: int,
         after: str | None,
+        updated_since: datetime | None = None,
     ) -> CommandPage:
         with self._sessions() as session:
             return listing.commands(
-                session, statuses=statuses, command_type=command_type, limit=limit, after=after
+                session,
+                statuses=statuses,
+                command_type=command_type,
+                limit=limit,
+                after=after,
+                updated_since=updated_since,
             )
 
 

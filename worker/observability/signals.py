@@ -69,6 +69,8 @@ class Wiring:
     """Whether a retry's cause is a transient database error (its reason label)."""
     sweeps: frozenset[str] = frozenset()
     """The task names of beat's sweeps: their runs are recorded as sweeps."""
+    sweep_succeeded: Callable[[str, float], None] = lambda sweep, at: None
+    """Keep a sweep's last success where every process reads it (the console's home page)."""
 
 
 _timer = RunTimer()
@@ -120,7 +122,13 @@ def _on_task_postrun(
         wiring = _wired()
         if task.name in wiring.sweeps and took is not None:
             # Sweeps are not in Flower (no task events): their runs show here.
-            sweep_finished(str(task.name), state == "SUCCESS", took, time.time())
+            now = time.time()
+            sweep_finished(str(task.name), state == "SUCCESS", took, now)
+            if state == "SUCCESS":
+                try:
+                    wiring.sweep_succeeded(str(task.name), now)
+                except Exception:  # Redis away: the sweep did succeed, the metric says so
+                    logger.warning("could not record the success of %s", task.name, exc_info=True)
         # Some handlers return what to count (tasks never import the worker's metrics).
         record = wiring.result_recorders.get(str(task.name))
         if record is not None:

@@ -13,7 +13,7 @@ from domain.provider.rate_budget import CallKind
 from domain.subscriptions.change_previews import ChangePreview
 from domain.subscriptions.proration import ProrationBehavior
 from worker.provider.stripe_fields import plan_field
-from worker.provider.stripe_objects import billed_invoice_of, invoice_of, preview_of
+from worker.provider.stripe_objects import billed_invoice_of, invoice_of, line_of, preview_of
 from worker.provider.stripe_requests import LIST_PAGE_SIZE, StripeRequests
 
 
@@ -49,9 +49,20 @@ class StripeInvoices(StripeRequests):
 
     def list_invoices(self, provider_subscription_id: str, limit: int) -> list[InvoiceView]:
         return [
-            invoice_of(invoice.to_dict())
+            invoice_of(invoice.to_dict(), [line_of(line) for line in invoice.lines.data])
             for invoice in self._latest_invoices(provider_subscription_id, limit)
         ]
+
+    def upcoming_invoice(self, provider_subscription_id: str) -> InvoiceView:
+        params: dict[str, Any] = {"subscription": provider_subscription_id}
+        invoice = self._call(
+            CallKind.READ,
+            "preview upcoming invoice",
+            lambda: self._client.v1.invoices.create_preview(
+                params=params,  # type: ignore[arg-type]
+            ),
+        )
+        return invoice_of(invoice.to_dict(), [line_of(line) for line in invoice.lines.data])
 
     def list_billed_invoices(
         self, provider_subscription_id: str, limit: int

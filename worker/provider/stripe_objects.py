@@ -10,12 +10,13 @@ vouch for every field read here."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from domain.drift.report import BilledInvoice, RemoteCustomer, RemoteSubscription
 from domain.errors import Internal, error_info
-from domain.operations.console import InvoiceView
+from domain.operations.console import InvoiceLineView, InvoiceView
 from domain.subscriptions.change_previews import ChangePreview, PreviewLine
 from domain.subscriptions.subscription import ProviderSubscription
 
@@ -146,7 +147,7 @@ def _optional_text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def invoice_of(document: dict[str, Any]) -> InvoiceView:
+def invoice_of(document: dict[str, Any], lines: Sequence[PreviewLine] = ()) -> InvoiceView:
     def when(name: str) -> datetime | None:
         value = document.get(name)
         return _time(value) if isinstance(value, int) else None
@@ -162,6 +163,7 @@ def invoice_of(document: dict[str, Any]) -> InvoiceView:
         created=_time(int(document.get("created") or 0)),
         period_start=when("period_start"),
         period_end=when("period_end"),
+        lines=[InvoiceLineView(**asdict(line)) for line in lines],
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.events.base import Event
 from domain.messages import CommandStatus, command_fingerprint
+from domain.operations.outcomes import not_replayable
 from domain.operations.retention import PRUNABLE_STATUSES
 from domain.ports.repositories import UnitOfWork
 from tests.support.fakes.clock import FakeClock
@@ -208,6 +209,18 @@ class FakeCommandJournal:
         entry = self.entries.get(command_id)
         if entry is not None:
             entry.published_at = self._clock.now()
+
+    def requeue(self, command_id: str) -> JournalEntry | None:
+        entry = self.entries.get(command_id)
+        if entry is None:
+            return None
+        if entry.status is CommandStatus.REJECTED:
+            raise not_replayable(entry.id, entry.error)
+        entry.status = CommandStatus.QUEUED
+        entry.error = entry.result = None
+        entry.finished_at = entry.published_at = None
+        entry.updated_at = self._clock.now()
+        return entry
 
     def prune_finished(self, status: CommandStatus, before: datetime, limit: int) -> int:
         self._maybe_fail("prune_finished")

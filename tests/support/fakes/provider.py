@@ -51,6 +51,8 @@ class FakeBillingProvider(RecordedRequests):
         self.customers_created: dict[str, datetime] = {}
         self.subscription_owners: dict[str, _Owner] = {}
         self.invoices: dict[str, list[InvoiceView]] = {}
+        self.upcoming: dict[str, InvoiceView] = {}
+        """Provider subscription id → its next invoice."""
         self.billed_invoices: dict[str, list[BilledInvoice]] = {}
         """By provider subscription id, newest first: what the money check reads."""
         """Provider subscription id → its invoices, newest first."""
@@ -372,6 +374,15 @@ class FakeBillingProvider(RecordedRequests):
             None,
             (provider_subscription_id, limit),
             lambda: list(self.invoices.get(provider_subscription_id, []))[:limit],
+        )
+        return found
+
+    def upcoming_invoice(self, provider_subscription_id: str) -> InvoiceView:
+        found: InvoiceView = self._call(
+            "upcoming_invoice",
+            None,
+            (provider_subscription_id,),
+            lambda: self.upcoming[provider_subscription_id],
         )
         return found
 

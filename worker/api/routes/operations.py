@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from application.handlers import operations as handlers
+from application.handlers.stories import ShowAccount, account_story
 from application.requests.operator_actions import (
     ActionTaken,
     MarkAccountOffline,
@@ -97,7 +98,8 @@ def _reason(body: dict[str, object]) -> str:
     operation_id="get_billing_account_story",
     summary="A billing account's story",
     description="The account (by its id, or its organization's id), its Stripe customer and "
-    "state, every command that named it or its organization, each Stripe call made for them "
+    "state, its subscriptions' stories (phases, plan changes, invoices from Stripe), every "
+    "command that named it or its organization, each Stripe call made for them "
     "(operation, idempotency key, attempt, outcome, error), and its events. Needs the "
     "`operations:read` scope.",
     **direct_operation(answer=AccountStory, answer_description="The account's story."),
@@ -105,7 +107,7 @@ def _reason(body: dict[str, object]) -> str:
 async def get_billing_account_story(
     org_or_account: IdPath, client: Reader, state: State
 ) -> JSONResponse:
-    story = await _run(lambda: state.svc.console().account_story(org_or_account))
+    story = await _run(lambda: account_story(ShowAccount(org_or_account), state.svc))
     if story is None:
         raise ApiError.of(NotFound.resource("billing_account", org_or_account))
     return JSONResponse(story.model_dump(mode="json"))

@@ -1,0 +1,267 @@
+"""Organizations and billing accounts: the search, the lists, and an account's page (its
+Stripe customer and state, its subscriptions, and one timeline of its commands, Stripe calls
+and events), told by the same use case as ``billing-worker accounts show``
+(``application/handlers/stories.py``)."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from application.handlers.stories import ShowAccount, account_story, merged
+from domain.messages import ID_PATTERN
+from domain.operations.console import (
+    DEFAULT_PAGE_SIZE,
+    AccountStory,
+    CommandView,
+    EventView,
+    ProviderCallView,
+)
+from domain.redaction import redact
+from worker.api.console.access import Viewer, may_see
+from worker.api.console.actions import account_actions
+from worker.api.console.layout import (
+    PREFIX,
+    badge,
+    facts,
+    link,
+    message_page,
+    page,
+    section,
+    table,
+    text,
+    url,
+    when,
+)
+from worker.api.state import State
+
+router = APIRouter()
+
+ACCOUNT_STATES = ("pending", "active", "disabled", "deleted")
+FAILURES = f"{PREFIX}/failures"
+
+
+def _id(value: str | None) -> str | None:
+    """A search or path id, if it is one (anything else finds nothing, and asks nothing)."""
+    if value is None:
+        return None
+    value = value.strip()
+    return value if 0 < len(value) <= 128 and re.fullmatch(ID_PATTERN, value) else None
+
+
+def _search_form(q: str | None, state: str | None) -> str:
+    options = "".join(
+        f'<option value="{s}"{" selected" if s == state else ""}>{s}</option>'
+        for s in ("", *ACCOUNT_STATES)
+    )
+    return (
+        f'<form class="search" method="get" action="{PREFIX}/accounts" role="search">'
+        '<label>Organization or account id <input name="q" type="search" '
+        f'value="{text(q)}" autocomplete="off"></label>'
+        f'<label>State <select name="status">{options}</select></label>'
+        "<button type=submit>Find</button></form>"
+    )
+
+
+def _pager(next_cursor: str | None, path: str, **query: str | None) -> str:
+    if not next_cursor:
+        return ""
+    target = f"{path}?" + "&".join(
+        f"{key}={text(value)}" for key, value in {**query, "after": next_cursor}.items() if value
+    )
+    return f'<p class="pager">{link(target, "Next page")}</p>'
+
+
+@router.get(f"{PREFIX}/accounts")
+def accounts_page(
+    caller: Viewer,
+    state: State,
+    q: str | None = None,
+    status: str | None = None,
+    after: str | None = None,
+) -> Response:
+    """The billing accounts, newest id last, in a state; a search by an organization's or an
+    account's id goes straight to the account."""
+    svc = state.svc
+    account_state = status if status in ACCOUNT_STATES else None
+    body = _search_form(q, account_state)
+    if q:
+        wanted = _id(q)
+        if wanted and svc.console().account_story(wanted) is not None:
+            return RedirectResponse(url("accounts", wanted), status_code=303)
+        body += f'<p class="message">No account, nor an organization with one, is {text(q)}.</p>'
+    listed = svc.console().billing_accounts(
+        state=account_state, org_id=None, limit=DEFAULT_PAGE_SIZE, after=after or None
+    )
+    rows = [
+        [
+            link(url("accounts", item.id), item.id),
+            link(url("accounts", item.org_id), item.org_id),
+            badge(item.state),
+            text(item.provider_id or "offline"),
+            text(item.currency),
+            when(item.created_at),
+        ]
+        for item in listed.items
+    ]
+    headers = ("Account", "Organization", "State", "Stripe customer", "Currency", "Created")
+    body += table(headers, rows, "no billing accounts")
+    body += _pager(listed.next_cursor, f"{PREFIX}/accounts", status=account_state)
+    body += f"<p>{link(f'{PREFIX}/organizations', 'Organizations')}</p>"
+    return page("Billing accounts", body, nav="accounts")
+
+
+@router.get(f"{PREFIX}/organizations")
+def organizations_page(caller: Viewer, state: State, after: str | None = None) -> HTMLResponse:
+    listed = state.svc.console().organizations(
+        state=None, limit=DEFAULT_PAGE_SIZE, after=after or None
+    )
+    rows = [
+        [
+            link(url("accounts", item.id), item.id),
+            text(item.name),
+            text(item.title),
+            badge(item.state),
+            when(item.created_at),
+        ]
+        for item in listed.items
+    ]
+    body = table(("Organization", "Name", "Title", "State", "Created"), rows, "no organizations")
+    body += _pager(listed.next_cursor, f"{PREFIX}/organizations")
+    return page("Organizations", body, nav="accounts")
+
+
+def _summary(story: AccountStory) -> str:
+    account = redact(story.billing_account)
+    organization = story.organization or {}
+    stripe = text(story.provider_customer_id or "none (offline)")
+    if account.get("customer_deleted_at"):
+        stripe += f", deleted at {when(account['customer_deleted_at'])}"
+    pairs = [
+        ("Organization", f"{text(account['org_id'])} {text(organization.get('name', ''))}"),
+        ("State", badge(account["state"])),
+        ("Stripe customer", stripe),
+        ("Name", text(account.get("name"))),
+        ("Email", text(account.get("email"))),
+        ("Currency", text(account["currency"])),
+        ("Created", when(account["created_at"])),
+    ]
+    if story.registration_key:
+        since = when(story.registration_started_at)
+        pairs.append(
+            ("Registering", f"key <code>{text(story.registration_key)}</code> since {since}")
+        )
+    return facts(pairs)
+
+
+def _failures(commands: list[CommandView]) -> str:
+    failed = [command for command in commands if command.status in ("failed", "rejected")]
+    if not failed:
+        return ""
+    items = "".join(
+        f"<li><code>{text(c.id)}</code> {text(c.type)} {badge(c.status)}: {text(c.last_error)}</li>"
+        for c in failed
+    )
+    more = link(FAILURES, "Replay or retry it on the failures page")
+    return section("What failed", f'<ul class="failures">{items}</ul><p>{more}</p>', id="failed")
+
+
+def _subscriptions(story: AccountStory) -> str:
+    rows = []
+    for told in story.subscriptions:
+        sub = told.subscription
+        pending = next((c for c in told.changes if c["state"] in ("scheduled", "staged")), None)
+        rows.append(
+            [
+                link(url("subscriptions", str(sub["id"])), sub["id"]),
+                text(sub["plan_id"]),
+                badge(sub["state"]),
+                text(sub["provider_id"]),
+                when(sub["current_period_end"]),
+                "" if pending is None else f"{text(pending['plan_id'])} {badge(pending['state'])}",
+            ]
+        )
+    headers = ("Subscription", "Plan", "State", "Stripe", "Period ends", "Pending change")
+    return section("Subscriptions", table(headers, rows, "no subscriptions"), id="subscriptions")
+
+
+def timeline_rows(
+    commands: list[CommandView], calls: list[ProviderCallView], events: list[EventView]
+) -> list[list[str]]:
+    entries: list[tuple[str, list[str]]] = []
+    for command in commands:
+        entries.append(
+            (
+                command.created_at.isoformat(),
+                [
+                    when(command.created_at),
+                    "command",
+                    f"<code>{text(command.id)}</code> "
+                    f"{text(command.type)} ({text(command.source)})",
+                    "",
+                ],
+            )
+        )
+        if command.status != "queued" or command.updated_at != command.created_at:
+            outcome = f"{badge(command.status)}, {text(command.attempts)} attempt(s)"
+            if command.next_retry_at is not None:
+                outcome += f"; next retry {when(command.next_retry_at)}"
+            entries.append(
+                (
+                    command.updated_at.isoformat(),
+                    [
+                        when(command.updated_at),
+                        "command",
+                        f"<code>{text(command.id)}</code> {outcome}",
+                        text(command.last_error),
+                    ],
+                )
+            )
+    for call in calls:
+        what = f"{text(call.operation)} attempt {text(call.attempt)}: {badge(call.outcome)}"
+        if call.idempotency_key:
+            what += f" key <code>{text(call.idempotency_key)}</code>"
+        detail = text(call.error) + f" ({call.duration_ms} ms)"
+        entries.append((call.at.isoformat(), [when(call.at), "stripe", what, detail]))
+    for event in events:
+        published = "published" if event.published_at else "not yet published"
+        entries.append(
+            (
+                event.occurred_at.isoformat(),
+                [
+                    when(event.occurred_at),
+                    "event",
+                    f"{text(event.type)} <code>{text(event.id)}</code>",
+                    published,
+                ],
+            )
+        )
+    return [row for _, row in sorted(entries, key=lambda entry: entry[0])]
+
+
+def account_body(story: AccountStory) -> str:
+    commands, calls, events = merged(story)
+    rows = timeline_rows(commands, calls, events)
+    timeline = table(("When", "What", "", "Detail"), rows, "nothing happened to it yet")
+    return (
+        _summary(story)
+        + _failures(commands)
+        + _subscriptions(story)
+        + section("Timeline", timeline, id="timeline")
+    )
+
+
+@router.get(PREFIX + "/accounts/{org_or_account}")
+def account_page(org_or_account: str, caller: Viewer, state: State) -> HTMLResponse:
+    wanted = _id(org_or_account)
+    story = account_story(ShowAccount(wanted), state.svc) if wanted else None
+    if story is None or not may_see(caller, str(story.billing_account["org_id"])):
+        return message_page(
+            "Not found",
+            f"No billing account {org_or_account}, nor an organization {org_or_account} with one.",
+            status=404,
+        )
+    title = f"Billing account {story.billing_account['id']}"
+    return page(title, account_body(story) + account_actions(caller, story), nav="accounts")
