@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from application.handlers.stories import merged
 from domain.operations.console import (
     AccountStory,
     CommandView,
     EventView,
     ProviderCallView,
     SubscriptionStory,
+    merged,
 )
 from worker.cli.tables import COMMAND_HEADERS, command_row, duration, table, when
 

@@ -10,7 +10,7 @@ import re
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from application.handlers.stories import ShowAccount, account_story, merged
+from application.handlers.stories import ShowAccount, account_story
 from domain.messages import ID_PATTERN
 from domain.operations.console import (
     DEFAULT_PAGE_SIZE,
@@ -18,6 +18,7 @@ from domain.operations.console import (
     CommandView,
     EventView,
     ProviderCallView,
+    merged,
 )
 from domain.redaction import redact
 from worker.api.console.access import Viewer, may_see
