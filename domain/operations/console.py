@@ -265,3 +265,22 @@ class ConsoleQueries(Protocol):
 
 
 AccountStory.model_rebuild()
+
+
+def merged(
+    story: AccountStory,
+) -> tuple[list[CommandView], list[ProviderCallView], list[EventView]]:
+    """The account's commands, Stripe calls and events with its subscriptions', each once, in
+    the order they happened (the one timeline of an account)."""
+    commands = {command.id: command for command in story.commands}
+    calls = {call.id: call for call in story.provider_calls}
+    events = {event.id: event for event in story.events}
+    for subscription in story.subscriptions:
+        commands.update((command.id, command) for command in subscription.commands)
+        calls.update((call.id, call) for call in subscription.provider_calls)
+        events.update((event.id, event) for event in subscription.events)
+    return (
+        sorted(commands.values(), key=lambda command: (command.created_at, command.id)),
+        sorted(calls.values(), key=lambda call: (call.at, call.id)),
+        sorted(events.values(), key=lambda event: (event.occurred_at, event.id)),
+    )

@@ -214,3 +214,20 @@ def test_the_home_page_shows_when_a_sweep_last_succeeded_in_a_worker(
         row = watched.page.locator("#sweeps tr", has_text=RELAY_EVENTS).inner_text()
     assert f"{succeeded:%Y-%m-%d %H:%M:%S}" in row
     assert watched.problems == []
+
+
+def test_a_cursor_no_page_gave_is_a_page_saying_so_not_an_error(
+    stack: Stack, browser: Browser
+) -> None:
+    client = stack.new_client(
+        f"console-{uuid.uuid4().hex[:6]}", Grant(scopes=frozenset({Scope.OPERATIONS_READ}))
+    )
+
+    with watched_page(browser, stack.api_url, (client.client_id, client.secret)) as watched:
+        watched.expected_statuses.add(400)
+        for path in ("/console/accounts?after=nope", "/console/organizations?after=nope"):
+            answer = watched.page.goto(path)
+            assert answer is not None
+            assert answer.status == 400, path
+            assert "after must be the next_cursor" in watched.page.content(), path
+    assert watched.problems == []

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from application.handlers.stories import merged
 from domain.operations.console import (
     AccountStory,
     CommandView,
     EventView,
     ProviderCallView,
     SubscriptionStory,
+    merged,
 )
 from worker.cli.tables import COMMAND_HEADERS, command_row, duration, table, when
 
@@ -168,8 +168,7 @@ def _subscription_summary(story: SubscriptionStory) -> list[str]:
         lines.append(f"  not read: {story.next_invoice_error or 'the subscription is over'}")
     else:
         lines.append(
-            f"  {upcoming.amount_due} {upcoming.currency} due, {when(upcoming.created)}; "
-            f"{len(upcoming.lines)} line(s)"
+            f"  {upcoming.amount_due} {upcoming.currency} due, {len(upcoming.lines)} line(s)"
         )
         lines += [
             f"  {line.amount:>10} {upcoming.currency}  {line.description}"

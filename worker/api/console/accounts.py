@@ -10,7 +10,8 @@ import re
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from application.handlers.stories import ShowAccount, account_story, merged
+from application.handlers.stories import ShowAccount, account_story
+from domain.errors import CommandError
 from domain.messages import ID_PATTERN
 from domain.operations.console import (
     DEFAULT_PAGE_SIZE,
@@ -18,6 +19,7 @@ from domain.operations.console import (
     CommandView,
     EventView,
     ProviderCallView,
+    merged,
 )
 from domain.redaction import redact
 from worker.api.console.access import Viewer, may_see
@@ -92,9 +94,12 @@ def accounts_page(
         if wanted and svc.console().account_story(wanted) is not None:
             return RedirectResponse(url("accounts", wanted), status_code=303)
         body += f'<p class="message">No account, nor an organization with one, is {text(q)}.</p>'
-    listed = svc.console().billing_accounts(
-        state=account_state, org_id=None, limit=DEFAULT_PAGE_SIZE, after=after or None
-    )
+    try:
+        listed = svc.console().billing_accounts(
+            state=account_state, org_id=None, limit=DEFAULT_PAGE_SIZE, after=after or None
+        )
+    except CommandError as refused:  # a cursor no page gave
+        return message_page("Bad request", refused.message, status=400)
     rows = [
         [
             link(url("accounts", item.id), item.id),
@@ -115,9 +120,12 @@ def accounts_page(
 
 @router.get(f"{PREFIX}/organizations")
 def organizations_page(caller: Viewer, state: State, after: str | None = None) -> HTMLResponse:
-    listed = state.svc.console().organizations(
-        state=None, limit=DEFAULT_PAGE_SIZE, after=after or None
-    )
+    try:
+        listed = state.svc.console().organizations(
+            state=None, limit=DEFAULT_PAGE_SIZE, after=after or None
+        )
+    except CommandError as refused:  # a cursor no page gave
+        return message_page("Bad request", refused.message, status=400)
     rows = [
         [
             link(url("accounts", item.id), item.id),

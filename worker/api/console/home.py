@@ -103,14 +103,16 @@ def _sweeps(svc: Services, now: datetime) -> str:
     for sweep in sorted(SWEEPS):
         last, interval = successes.get(sweep), intervals.get(sweep)
         age = None if last is None else (now - last).total_seconds()
-        late = age is None or (interval is not None and age > STALLED_INTERVALS * interval)
+        late = age is not None and interval is not None and age > STALLED_INTERVALS * interval
+        # Never recorded: not run since Redis's data began (an hourly sweep on a new stack).
+        verdict = "not yet" if age is None else "stalled" if late else "ok"
         rows.append(
             [
                 text(sweep),
                 text(duration(interval)),
                 when(last) or "never",
                 text(duration(age)),
-                badge("stalled" if late else "ok"),
+                badge(verdict),
             ]
         )
     headers = ("Sweep", "Every", "Last success", "Ago", "")

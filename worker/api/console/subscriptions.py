@@ -117,6 +117,13 @@ def _next_invoice(story: SubscriptionStory) -> str:
         body = f'<p class="message">Not read from Stripe: {why}</p>'
     else:
         body = _invoice(story.next_invoice)
+    for change in story.changes:
+        if change["state"] == "scheduled":  # not at Stripe yet: the preview cannot know it
+            body = (
+                f'<p class="message">The change to {text(change["plan_id"])} at '
+                f"{when(change['effective_at'])} is made at Stripe shortly before then: "
+                "until it is, this preview is at the current plan.</p>"
+            ) + body
     return section("Next invoice (Stripe's preview)", body, id="next-invoice")
 
 
