@@ -7,9 +7,11 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+from kombu import Producer, Queue
 from kombu.exceptions import KombuError
 
 from application.handlers.sweeps import BULK_MESSAGE_PRIORITY
@@ -81,6 +83,42 @@ def test_a_batch_sends_its_commands_and_their_sent_events_when_the_block_ends(
             sent_events.append(message)
     assert len(sent_events) == 3
     events.close()
+
+
+def queue_declarations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The queues kombu's producer is asked to declare from now on (by name)."""
+    declared: list[str] = []
+    declare = Producer.maybe_declare
+
+    def counting(producer: Producer, entity: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(entity, Queue):
+            declared.append(str(entity.name))
+        return declare(producer, entity, *args, **kwargs)
+
+    monkeypatch.setattr(Producer, "maybe_declare", counting)
+    return declared
+
+
+def test_a_batch_declares_its_queue_once_and_still_reaches_a_queue_never_declared(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    declared = queue_declarations(monkeypatch)
+
+    with publisher_on(redis_url).batch() as batch:
+        ids = publish(batch, 5)
+
+    assert declared == [QUEUE]
+    assert queued_ids(redis_url) == ids  # its Redis was empty: the one declaration bound it
+
+
+def test_commands_published_one_at_a_time_each_declare_their_queue(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    declared = queue_declarations(monkeypatch)
+
+    publish(publisher_on(redis_url), 2)
+
+    assert declared == [QUEUE, QUEUE]
 
 
 def test_a_block_that_raises_sends_none_of_its_commands(redis_url: str) -> None:
