@@ -39,14 +39,9 @@ class CeleryPublisher:
             options["queue"] = message.queue
         if message.priority is not None:
             options["priority"] = message.priority
-        if self._in_batch:
-            # Celery declares the message's queue on every publish: a cached check, but it
-            # copies and binds the queue each time (a sixth of a sweep's publish). A batch's
-            # first message of each route declares it; the others of the route skip it.
-            route = (message.type, message.queue)
-            if route in self._declared:
-                options["declare"] = []
-            self._declared.add(route)
+        route = (message.type, message.queue)
+        if self._in_batch and route in self._declared:
+            options["declare"] = []
         self.app.send_task(
             message.type,
             kwargs=dict(message.payload),
@@ -56,6 +51,11 @@ class CeleryPublisher:
             producer=self.producer,
             **options,
         )
+        if self._in_batch:
+            # Celery declares the message's queue on every publish: a cached check, but it
+            # copies and binds the queue each time (a sixth of a sweep's publish). Once a
+            # message of the batch went, its route's queue is declared: the others skip it.
+            self._declared.add(route)
 
     @contextmanager
     def batch(self) -> Iterator[CeleryPublisher]:
