@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.emulator import start_emulator
 from tests.support.postgres import PostgresCluster, start_cluster
+from tests.support.processes import leftover_guard
 from tests.support.stack import Stack, stack_env
 from worker.db.migrate import upgrade
 from worker.local.embedded import FREE_PORT_RANGE_ENV, ProcessGroup, start_redis
@@ -28,6 +29,16 @@ if _XDIST_WORKER.startswith("gw"):
     _first = 20_000 + 2_000 * (int(_XDIST_WORKER[2:]) % 6)
     os.environ.setdefault(FREE_PORT_RANGE_ENV, f"{_first}-{_first + 1_999}")
 BACKENDS = ("sqlite", "postgresql")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_outlives_the_session() -> Iterator[None]:
+    """Set up before, and so torn down after, every other session fixture: fails the session
+    with the command line of any process its tests started and left running, after killing
+    it; a reaper kills them too if this process ends without tearing down (a timeout's
+    ``os._exit``, ``kill -9``)."""
+    with leftover_guard():
+        yield
 
 
 @pytest.fixture(scope="session")

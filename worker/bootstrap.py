@@ -144,9 +144,11 @@ class Services:
 
     def relay_soon(self, relay: Callable[[], bool]) -> None:
         if self.background_relay is None:
-            from worker.outbound.relay_thread import CoalescingRelay
+            from worker.outbound.relay_thread import CoalescingRelay, node_relays
 
-            self.background_relay = CoalescingRelay(self.settings.events_relay_coalesce_seconds)
+            self.background_relay = CoalescingRelay(
+                self.settings.events_relay_coalesce_seconds, node=node_relays()
+            )
         self.background_relay.request(relay)
 
     def flush_relay(self) -> None:

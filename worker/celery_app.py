@@ -106,6 +106,15 @@ def _log_from_the_start(options: dict[str, Any] | None = None, **_: Any) -> None
     logging.captureWarnings(True)
 
 
+@celeryd_init.connect
+def _share_relays_across_the_node(**_: Any) -> None:
+    # In the node's main process, before its pool forks: the pool's processes share when
+    # their latest relay began, and one relay serves the commands of all of them.
+    from worker.outbound.relay_thread import share_relays_across_the_node
+
+    share_relays_across_the_node()
+
+
 @worker_process_init.connect
 def _fresh_connections_after_fork(**_: Any) -> None:
     # A prefork child must not share the parent's database sockets.

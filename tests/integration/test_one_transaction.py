@@ -5,12 +5,13 @@ change, its event and its outcome are committed together, or nothing is."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from application.handlers.users import enable_user
@@ -108,6 +109,33 @@ class Database:
             return session.scalar(select(func.count()).select_from(EventRow)) or 0
 
 
+@contextmanager
+def statements_of(sessions: sessionmaker[Session]) -> Iterator[list[str]]:
+    """The statements sent to the database meanwhile, each as its verb and table
+    (``SELECT users``), and ``COMMIT``."""
+    engine: Engine = sessions.kw["bind"]
+    sent: list[str] = []
+
+    def on_statement(*arguments: Any) -> None:
+        words = arguments[2].split()
+        verb = words[0].upper()
+        keyword = {"SELECT": "FROM", "INSERT": "INTO", "UPDATE": "UPDATE"}.get(verb)
+        upper = [word.upper() for word in words]
+        table = words[upper.index(keyword) + 1] if keyword in upper else "?"
+        sent.append(f"{verb} {table}")
+
+    def on_commit(_connection: Any) -> None:
+        sent.append("COMMIT")
+
+    event.listen(engine, "before_cursor_execute", on_statement)
+    event.listen(engine, "commit", on_commit)
+    try:
+        yield sent
+    finally:
+        event.remove(engine, "before_cursor_execute", on_statement)
+        event.remove(engine, "commit", on_commit)
+
+
 @pytest.fixture
 def db(make_database: Callable[[str], str]) -> Database:
     context = Context()
@@ -130,6 +158,30 @@ def test_a_command_run_in_one_transaction_commits_its_change_event_and_outcome_t
     assert record.finished_at is not None
     assert not db.user_disabled("usr_1")
     assert db.events() == 1
+
+
+def test_an_enable_user_command_reads_its_user_once_and_sends_five_statements_and_a_commit(
+    db: Database,
+) -> None:
+    db.add_user("usr_1")
+    db.add_user("usr_2")
+    db.accept_as_the_api("c2", "usr_2")
+
+    with statements_of(db.sessions) as published_straight:
+        db.run("c1", "usr_1")
+    with statements_of(db.sessions) as accepted_by_the_api:
+        db.run("c2", "usr_2")
+
+    # The user the handler read (and locked) is the row it saves: not read a second time.
+    assert published_straight == [
+        "SELECT commands",
+        "SELECT users",
+        "INSERT events",
+        "UPDATE users",
+        "INSERT commands",
+        "COMMIT",
+    ]
+    assert accepted_by_the_api == [*published_straight[:4], "UPDATE commands", "COMMIT"]
 
 
 def test_a_command_the_api_accepted_ends_succeeded_on_its_entry(db: Database) -> None:

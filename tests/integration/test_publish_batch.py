@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+from kombu import Producer, Queue
 from kombu.exceptions import KombuError
 
 from application.handlers.sweeps import BULK_MESSAGE_PRIORITY
@@ -81,6 +84,56 @@ def test_a_batch_sends_its_commands_and_their_sent_events_when_the_block_ends(
             sent_events.append(message)
     assert len(sent_events) == 3
     events.close()
+
+
+def declarations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What kombu's producers are asked to declare from now on: queues and exchanges."""
+    declared: list[str] = []
+    declare = Producer.maybe_declare
+
+    def counting(producer: Producer, entity: Any, *args: Any, **kwargs: Any) -> Any:
+        kind = "queue" if isinstance(entity, Queue) else "exchange"
+        declared.append(f"{kind} {entity.name}")
+        return declare(producer, entity, *args, **kwargs)
+
+    monkeypatch.setattr(Producer, "maybe_declare", counting)
+    return declared
+
+
+def test_a_batch_declares_its_queue_once_and_still_reaches_a_queue_never_declared(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    publisher = publisher_on(redis_url)
+    declared = declarations(monkeypatch)
+
+    with publisher.batch() as batch:
+        ids = publish(batch, 5)
+
+    # Each task-sent event still declares Celery's event exchange (its dispatcher asks).
+    assert Counter(declared) == {
+        f"queue {QUEUE}": 1,
+        "exchange celeryev": 5,
+    }
+    assert queued_ids(redis_url) == ids  # its Redis was empty: the one declaration bound it
+    declared.clear()
+    publish(publisher, 1)  # the pooled producer the batch used declares again
+    assert Counter(declared) == {
+        f"queue {QUEUE}": 1,
+        "exchange celeryev": 1,
+    }
+
+
+def test_commands_published_one_at_a_time_each_declare_their_queue(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    declared = declarations(monkeypatch)
+
+    publish(publisher_on(redis_url), 2)
+
+    assert Counter(declared) == {
+        f"queue {QUEUE}": 2,
+        "exchange celeryev": 2,
+    }
 
 
 def test_a_block_that_raises_sends_none_of_its_commands(redis_url: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from worker.outbound.relay_thread import CoalescingRelay
+from worker.outbound.relay_thread import CoalescingRelay, NodeRelays
 
 
 class Relays:
@@ -88,3 +88,51 @@ def test_a_relay_that_found_the_lock_taken_runs_again_after_the_pause() -> None:
     assert relays.ran.wait(2.0)
     assert relays.runs == 1
     relay.flush()
+
+
+def test_a_process_leaves_its_events_to_a_relay_another_process_of_its_node_began_later() -> None:
+    node = NodeRelays()
+    this, other = CoalescingRelay(min_interval=3600.0, node=node), CoalescingRelay(0.0, node=node)
+    mine, theirs = Relays(), Relays()
+    this.request(mine)  # idle: relays at once
+    assert mine.ran.wait(2.0)
+
+    this.request(mine)  # within the interval: waits, unless another relay serves it
+    other.request(theirs)  # began after this process asked: reads its events
+    assert theirs.ran.wait(2.0)
+    other.flush()
+    this.flush(timeout=2.0)  # cuts the pause short: what it asked for is served already
+
+    assert (mine.runs, theirs.runs) == (1, 1)
+
+
+def test_a_process_relays_itself_when_its_node_s_latest_relay_began_before_it_asked() -> None:
+    node = NodeRelays()
+    this, other = CoalescingRelay(min_interval=3600.0, node=node), CoalescingRelay(0.0, node=node)
+    mine, theirs = Relays(), Relays()
+    this.request(mine)
+    assert mine.ran.wait(2.0)
+    other.request(theirs)
+    assert theirs.ran.wait(2.0)
+    other.flush()
+
+    this.request(mine)  # after the other relay began: it may not have read this one's events
+    this.flush(timeout=2.0)
+
+    assert (mine.runs, theirs.runs) == (2, 1)
+
+
+def test_processes_of_different_nodes_each_relay() -> None:
+    this = CoalescingRelay(min_interval=3600.0, node=NodeRelays())
+    other = CoalescingRelay(0.0, node=NodeRelays())
+    mine, theirs = Relays(), Relays()
+    this.request(mine)
+    assert mine.ran.wait(2.0)
+
+    this.request(mine)
+    other.request(theirs)
+    assert theirs.ran.wait(2.0)
+    other.flush()
+    this.flush(timeout=2.0)
+
+    assert (mine.runs, theirs.runs) == (2, 1)

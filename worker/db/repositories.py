@@ -48,12 +48,20 @@ class _RowRepository(Generic[E, R]):
 
     def __init__(self, session: Session) -> None:
         self._session = session
+        # The rows read one at a time, kept alive for the unit of work: the session's
+        # identity map holds its rows weakly, and without this the row a handler read (and
+        # locked) is gone when it saves the entity, which read it again (one more statement,
+        # and on PostgreSQL one more round trip, for every load-change-save).
+        self._read: dict[object, R] = {}
 
     def _one(self, query: Select[R], *, for_update: bool = False) -> E | None:
         if for_update:
             query = query.with_for_update()
         row = self._session.scalars(query).one_or_none()
-        return self.mapping.entity(row) if row is not None else None
+        if row is None:
+            return None
+        self._read[row.id] = row  # type: ignore[attr-defined]
+        return self.mapping.entity(row)
 
     def _all(self, query: Select[R]) -> list[E]:
         return [self.mapping.entity(row) for row in self._session.scalars(query).all()]

@@ -6,11 +6,19 @@ thread relays right away when it was idle; while commands keep finishing it rela
 once every ``min_interval`` seconds, so that one relay (one lock, one read, one stream append,
 one mark) carries the events of every command that finished meanwhile. Beat's relay sweep
 stays the safety net for a process that dies with a request pending.
+
+The processes of one worker node share when their latest relay began (:class:`NodeRelays`,
+made by the node's main process before its pool forks): a process whose requests all came
+before a relay of another process of the node began leaves its events to that relay, which
+read them. A node then relays about once per interval, however many processes it has,
+rather than once per process.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import multiprocessing
 import os
 import threading
 import time
@@ -34,6 +42,41 @@ class BackgroundRelay(Protocol):
         ...
 
 
+class NodeRelays:
+    """When the latest relay of this node's processes that ran to its end began, in shared
+    memory that a forked pool inherits (``CLOCK_MONOTONIC``: one clock for every process of
+    the machine). Writes race only towards an earlier time than the latest, which costs a
+    process one relay more, never one less."""
+
+    def __init__(self) -> None:
+        self._began = multiprocessing.RawValue(ctypes.c_double, float("-inf"))
+
+    def ran(self, began: float) -> None:
+        """A relay that began at ``began`` read the outbox and published what it found."""
+        if began > self._began.value:
+            self._began.value = began
+
+    def covered(self, since: float) -> bool:
+        """A relay that began after ``since`` ran to its end: it read every event committed
+        before ``since``."""
+        return bool(self._began.value > since)
+
+
+_node_relays: NodeRelays | None = None
+
+
+def share_relays_across_the_node() -> None:
+    """Called by a worker node's main process before its pool forks: its processes share
+    their relays (:class:`NodeRelays`)."""
+    global _node_relays  # one per node, inherited by the forked pool
+    _node_relays = NodeRelays()
+
+
+def node_relays() -> NodeRelays | None:
+    """This node's shared relays; ``None`` outside a worker node (each process on its own)."""
+    return _node_relays
+
+
 class CoalescingRelay:
     """Runs ``relay`` in a daemon thread of this process, soon after :meth:`request`.
 
@@ -41,8 +84,12 @@ class CoalescingRelay:
     request is never lost (the flag is cleared before the run reads the outbox). The thread
     starts on the first request in each process (never before a fork)."""
 
-    def __init__(self, min_interval: float) -> None:
+    def __init__(self, min_interval: float, node: NodeRelays | None = None) -> None:
         self._min_interval = min_interval
+        self._node = node
+        self._pending = threading.Lock()
+        self._pending_since: float | None = None
+        """When the oldest request not yet served was made."""
         self._wanted = threading.Event()
         self._stopping = threading.Event()
         self._start = threading.Lock()
@@ -56,7 +103,13 @@ class CoalescingRelay:
         runs once more after the pause."""
         self._relay = relay
         self._ensure_thread()
+        self._asked_since(time.monotonic())
         self._wanted.set()
+
+    def _asked_since(self, since: float) -> None:
+        with self._pending:
+            if self._pending_since is None or since < self._pending_since:
+                self._pending_since = since
 
     def flush(self, timeout: float = FLUSH_SECONDS) -> None:
         """Run what was asked for, then stop the thread (a process about to exit)."""
@@ -77,6 +130,7 @@ class CoalescingRelay:
             # A forked child inherits the parent's object, not its thread: start its own.
             self._wanted = threading.Event()
             self._stopping = threading.Event()
+            self._pending = threading.Lock()
             self._pid = pid
             self._thread = threading.Thread(target=self._run, name="event-relay", daemon=True)
             self._thread.start()
@@ -91,11 +145,20 @@ class CoalescingRelay:
             if pause > 0:
                 self._stopping.wait(pause)
             self._wanted.clear()
-            last_run = time.monotonic()
+            with self._pending:
+                since, self._pending_since = self._pending_since, None
             relay = self._relay
-            if relay is not None:
+            # Another process of the node began a relay after every request waiting here:
+            # it read their events (committed before they asked).
+            covered = self._node is not None and since is not None and self._node.covered(since)
+            if relay is not None and since is not None and not covered:
+                last_run = time.monotonic()
                 try:
-                    if not relay():
+                    if relay():
+                        if self._node is not None:
+                            self._node.ran(last_run)
+                    else:
+                        self._asked_since(since)
                         self._wanted.set()
                 except Exception:  # beat's sweep relays what is left
                     logger.warning("could not relay events now; beat's sweep will", exc_info=True)
