@@ -25,13 +25,8 @@ from domain.errors import CommandError
 from domain.operations.outcomes import error_line
 from worker.api.auth import Caller
 from worker.api.console.access import Viewer
-from worker.api.console.actions import (
-    FAILURES,
-    account_page,
-    action_button,
-    finding_key,
-    may_act,
-)
+from worker.api.console.action_kinds import FAILURES, account_page, finding_key
+from worker.api.console.actions import action_button, may_act
 from worker.api.console.layout import (
     badge,
     link,
