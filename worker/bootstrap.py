@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from domain.operations.console import ConsoleQueries
 from domain.operations.retention import CommandRetention
 from domain.ports.application import Clock, RunnerPolicy
+from domain.ports.broker import BrokerPrimary
 from domain.ports.clients import ClientVerifier
 from domain.ports.commands import CommandPublisher, DeadLetterStore
 from domain.ports.events import EventStream, RelayLock, WebhookSender
@@ -209,6 +210,11 @@ class Services:
             ),
             budget=None if isinstance(budget, UnmeteredBudget) else budget,
         )
+
+    def broker_primary(self) -> BrokerPrimary:
+        from worker.messaging.primary_watch import RedisPrimaryWatch
+
+        return RedisPrimaryWatch(self._redis())
 
     def dead_letters(self) -> DeadLetterStore:
         from worker.messaging.dead_letters import DeadLetters

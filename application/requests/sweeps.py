@@ -36,6 +36,10 @@ RECONCILE_WITH_STRIPE = "stripe.reconcile"
 
 REPUBLISH_STALLED_COMMANDS = "maintenance.republish_stalled_commands"
 
+RECOVER_FROM_FAILOVER = "maintenance.recover_from_failover"
+"""Beat's look at the broker's primary: after a failover, what it may have dropped is
+published again (every beat interval, on the maintenance queue)."""
+
 PRUNE_COMMAND_LOG = "maintenance.prune_command_log"
 """Beat's sweep of finished commands older than their retention (a batch budget per run),
 and of the outbox's deliveries and events (the same retention)."""
@@ -76,6 +80,12 @@ class ClaimDueChanges:
 @dataclass(frozen=True)
 class RepublishStalledCommands:
     """Beat's sweep: publish again the commands recorded but never started."""
+
+
+@dataclass(frozen=True)
+class RecoverFromFailover:
+    """Beat's sweep: after a broker failover, publish again the commands (and claim again the
+    plan changes) it may have dropped."""
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Select, and_, delete, func, or_, select, update
+from sqlalchemy import ColumnElement, CursorResult, Select, and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from domain.billing.accounts import BillingAccount, BillingAccountState
@@ -305,6 +305,20 @@ class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChan
             .values(lease_until=now, updated_at=now)
             .execution_options(synchronize_session=False)
         )
+
+    def release_claimed_since(self, since: datetime, lease: timedelta, now: datetime) -> int:
+        row = ScheduledChangeRow
+        result = self._session.execute(
+            update(row)
+            .where(
+                row.state == ChangeState.APPLYING.value,
+                # claimed at lease_until - lease
+                row.lease_until >= since + lease,
+            )
+            .values(lease_until=now, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        return cast(CursorResult[Any], result).rowcount
 
     def count_in_flight(self, now: datetime) -> int:
         row = ScheduledChangeRow
