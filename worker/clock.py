@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 CLOCK_OFFSET_KEY = "billing-worker:clock-offset-seconds"
 REFRESH_SECONDS = 0.5
 """How stale a process's view of the offset may be."""
+UNREADABLE_BACKOFF_SECONDS = 2.0
+"""How long a clock that could not read its offset keeps the last one before trying again."""
 
 
 def shifted_now(client: redis.Redis, shiftable: bool) -> datetime:
@@ -59,8 +61,19 @@ class ShiftableClock:
         self._read_at = float("-inf")
 
     def offset(self) -> float:
+        """The offset, re-read every ``refresh`` seconds. While Redis cannot be read (a
+        failover, a restart) the offset last read holds: the clock keeps running, and what
+        reads it (the API recording a command, a task) is not failed by a clock that is
+        only a test's and ``up``'s device."""
         if time.monotonic() - self._read_at >= self._refresh:
-            raw = self._redis.get(CLOCK_OFFSET_KEY)
+            import redis
+
+            try:
+                raw = self._redis.get(CLOCK_OFFSET_KEY)
+            except redis.RedisError:
+                # Not again at each call: a paused server makes each read wait its timeout.
+                self._read_at = time.monotonic() + UNREADABLE_BACKOFF_SECONDS
+                return self._offset
             self._offset = float(raw) if raw is not None else 0.0
             self._read_at = time.monotonic()
         return self._offset

@@ -13,6 +13,7 @@ failover sweep (application/handlers/failover.py), or the test times out.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 import time
@@ -103,6 +104,8 @@ def system(backend: str, workdir: Path, make_database: Callable[[str], str]) -> 
         stack.stop()
         emulator.stop()
         topology.stop()
+        if keep := os.environ.get("CHAOS_KEEP_LOGS"):  # the processes' logs, to read after
+            shutil.copytree(base, Path(keep) / name, ignore=shutil.ignore_patterns("*.db*"))
 
 
 def start_processes(system: System) -> None:
