@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from application.handlers.failover import recover_from_failover as recover
 from application.handlers.retention import prune_command_log as prune
 from application.handlers.retention import prune_outbox
 from application.handlers.sweeps import republish_stalled_commands as republish
 from application.requests.sweeps import (
     PRUNE_COMMAND_LOG,
-    RECOVER_FROM_FAILOVER,
     REPUBLISH_STALLED_COMMANDS,
     PruneCommandLog,
     PruneOutbox,
-    RecoverFromFailover,
     RepublishStalledCommands,
 )
 from tasks.runtime import SweepTask
@@ -23,11 +20,6 @@ from tasks.runtime import SweepTask
 @shared_task(name=REPUBLISH_STALLED_COMMANDS, base=SweepTask, bind=True, ignore_result=True)
 def republish_stalled_commands(self: SweepTask) -> int:
     return republish(RepublishStalledCommands(), self.application)
-
-
-@shared_task(name=RECOVER_FROM_FAILOVER, base=SweepTask, bind=True, ignore_result=True)
-def recover_from_failover(self: SweepTask) -> int:
-    return recover(RecoverFromFailover(), self.application).republished
 
 
 @shared_task(name=PRUNE_COMMAND_LOG, base=SweepTask, bind=True, ignore_result=True)

@@ -8,9 +8,9 @@ claims' leases would bring them back, but only after their thresholds (minutes).
 runs every beat interval and looks at the broker's primary (``domain.ports.broker``); when
 another server has become the primary, it republishes every command still ``queued`` that was
 recorded since the last sighting the new primary holds (minus :data:`CLOCK_SKEW_MARGIN`), and
-lets the due-changes sweep claim again the changes claimed since then. Some of those messages
-were not lost: a command published twice runs once (the runner's idempotency by command id),
-and a change applied twice updates the provider once (``application/handlers/scheduled_changes``).
+the apply command of every plan change claimed since then (the claim's own command: no new
+claim, no second apply). Most of those messages were not lost: a command published twice
+runs once (the runner's idempotency by command id), the duplicate costs a look-up.
 """
 
 from __future__ import annotations
@@ -19,9 +19,12 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
+from application.handlers.due_changes import apply_command_for
 from application.handlers.outbox import publish_recorded
+from application.handlers.sweeps import BULK_MESSAGE_PRIORITY
 from application.requests.sweeps import RecoverFromFailover
 from domain.ports.application import FailoverContext
+from domain.ports.commands import CommandMessage
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +43,8 @@ class FailoverRecovery:
 
     failed_over: bool = False
     republished: int = 0
-    released_claims: int = 0
+    reclaimed: int = 0
+    """Claimed plan changes whose apply command went out again."""
 
 
 def recover_from_failover(sweep: RecoverFromFailover, app: FailoverContext) -> FailoverRecovery:
@@ -51,20 +55,28 @@ def recover_from_failover(sweep: RecoverFromFailover, app: FailoverContext) -> F
     if not sighting.changed or sighting.previous_seen_at is None:
         return FailoverRecovery()
     since = sighting.previous_seen_at - CLOCK_SKEW_MARGIN
-    with app.unit_of_work() as uow:
-        released = uow.scheduled_changes.release_claimed_since(since, app.billing.change_lease, now)
-        uow.commit()
     queued = app.commands.queued_since(since, REPUBLISH_LIMIT)
     publisher = app.publisher()
     for record in queued:
         publish_recorded(record, publisher, app.commands)
+    with app.unit_of_work() as uow:
+        claims = uow.scheduled_changes.claimed_since(
+            since, app.billing.change_lease, REPUBLISH_LIMIT
+        )
+    with publisher.batch() as batch:
+        for claim in claims:
+            # The claim's own command again (not a new claim): where its message survived, the
+            # duplicate is the same command in the log, and costs a look-up.
+            batch.publish(
+                CommandMessage.of(apply_command_for(claim), priority=BULK_MESSAGE_PRIORITY)
+            )
     watch.settle(sighting, app.clock.now())
     logger.warning(
         "the broker's primary changed (last seen before at %s): republished %d queued "
-        "commands and released %d claimed plan changes recorded since %s",
+        "commands and the apply commands of %d plan changes claimed since %s",
         sighting.previous_seen_at.isoformat(),
         len(queued),
-        released,
+        len(claims),
         since.isoformat(),
     )
-    return FailoverRecovery(failed_over=True, republished=len(queued), released_claims=released)
+    return FailoverRecovery(failed_over=True, republished=len(queued), reclaimed=len(claims))

@@ -36,10 +36,6 @@ RECONCILE_WITH_STRIPE = "stripe.reconcile"
 
 REPUBLISH_STALLED_COMMANDS = "maintenance.republish_stalled_commands"
 
-RECOVER_FROM_FAILOVER = "maintenance.recover_from_failover"
-"""Beat's look at the broker's primary: after a failover, what it may have dropped is
-published again (every beat interval, on the maintenance queue)."""
-
 PRUNE_COMMAND_LOG = "maintenance.prune_command_log"
 """Beat's sweep of finished commands older than their retention (a batch budget per run),
 and of the outbox's deliveries and events (the same retention)."""
@@ -84,8 +80,8 @@ class RepublishStalledCommands:
 
 @dataclass(frozen=True)
 class RecoverFromFailover:
-    """Beat's sweep: after a broker failover, publish again the commands (and claim again the
-    plan changes) it may have dropped."""
+    """Beat's watch of the broker's primary (a thread of beat's, every beat interval): after a
+    failover, publish again the commands and apply commands it may have dropped."""
 
 
 @dataclass(frozen=True)

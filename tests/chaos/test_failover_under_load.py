@@ -354,18 +354,36 @@ def test_a_failover_under_load_loses_and_doubles_nothing_and_restarts_no_process
         http.result()
         raw.result()
 
-    def completed_after_the_fault() -> bool:
-        after = [command for command, at in load.accepted.items() if at > faulted["at"]]
-        return statuses(stack, after)["succeeded"] > 0
+    def completed_after_the_fault(commands: dict[str, str]) -> Callable[[], bool]:
+        def completed() -> bool:
+            after = [
+                command
+                for command, at in load.accepted.items()
+                if at > faulted["at"] and command in commands
+            ]
+            return statuses(stack, after)["succeeded"] > 0
 
+        return completed
+
+    # Commands complete again: the first published after the fault by the other service (its
+    # queue holds only those: no backlog of the load ahead of it)...
     eventually(
-        completed_after_the_fault,
-        timeout=RESUME_BOUND_SECONDS + (faulted["over"] - faulted["at"]),
+        completed_after_the_fault(load.users),
+        timeout=RESUME_BOUND_SECONDS,
         interval=0.2,
-        what="a command accepted after the fault to complete",
+        what="a command published after the fault to complete",
     )
     resumed = time.monotonic() - faulted["at"]
+    # ...and one the API accepted after the fault (behind what the load queued before it).
+    eventually(
+        completed_after_the_fault(load.orgs),
+        timeout=DRAIN_SECONDS,
+        interval=0.2,
+        what="a command accepted over HTTP after the fault to complete",
+    )
+    resumed_http = time.monotonic() - faulted["at"]
     accepted = list(load.accepted)
+    first_accepted = min(at for at in load.accepted.values() if at > faulted["at"]) - faulted["at"]
 
     def all_done() -> bool:
         return statuses(stack, accepted)["succeeded"] == len(accepted) and states(
@@ -384,11 +402,12 @@ def test_a_failover_under_load_loses_and_doubles_nothing_and_restarts_no_process
     drained = time.monotonic() - faulted["at"]
     print(
         f"\n[{scenario} on {backend}] fault over after {faulted['over'] - faulted['at']:.1f} s; "
-        f"time to resume (a command accepted after the fault completed): {resumed:.1f} s; "
+        f"time to resume (a command published after the fault completed): {resumed:.1f} s "
+        f"(one accepted over HTTP: {resumed_http:.1f} s); "
         f"all {len(accepted)} accepted commands and {len(change_ids)} due changes done "
-        f"{drained:.1f} s after the fault; refused: {dict(load.refused)}"
+        f"{drained:.1f} s after the fault; first accepted after it at {first_accepted:.1f} s; "
+        f"refused: {dict(load.refused)}"
     )
-    assert resumed < RESUME_BOUND_SECONDS + (faulted["over"] - faulted["at"])
 
     # Nothing refused but requests that met the fault, and most were accepted.
     assert len(load.users) == RAW_COMMANDS
@@ -416,7 +435,8 @@ def test_commands_whose_messages_a_failover_dropped_run_within_seconds(
 ) -> None:
     """A real loss: the replica is cut off (paused, its link closed by the primary), the API
     accepts commands whose messages only the primary holds, the primary dies and the replica is
-    promoted without them. The worker was paused meanwhile, so nothing ran them."""
+    promoted without them. The worker was paused meanwhile, so nothing ran them. Without the
+    failover watch they wait for the stalled-command sweep (300 s here)."""
     stack, topology = system.stack, system.topology
     users = [
         str(
@@ -456,8 +476,6 @@ def test_commands_whose_messages_a_failover_dropped_run_within_seconds(
         topology.wait_for_new_primary(primary_port)
     finally:
         paused(worker, signal.SIGCONT)
-    replica: Any = topology.server(replica_port)
-    assert sum(replica.llen(key) for key in replica.keys("users*")) == 0, "the messages are lost"
 
     eventually(
         lambda: statuses(stack, command_ids)["succeeded"] == len(command_ids),
@@ -470,5 +488,5 @@ def test_commands_whose_messages_a_failover_dropped_run_within_seconds(
         f"{time.monotonic() - fault_at:.1f} s after the primary died"
     )
     assert {user_state(stack.sessions, user) for user in users} == {"enabled"}
-    assert "the broker's primary changed" in (stack.workdir / "worker-w1.log").read_text()
+    assert "the broker's primary changed" in (stack.workdir / "beat.log").read_text()
     assert stack.group.exited() == []

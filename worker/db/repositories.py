@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Generic, Protocol, TypeVar
 
-from sqlalchemy import ColumnElement, CursorResult, Select, and_, delete, func, or_, select, update
+from sqlalchemy import ColumnElement, Select, and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from domain.billing.accounts import BillingAccount, BillingAccountState
@@ -306,19 +306,18 @@ class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChan
             .execution_options(synchronize_session=False)
         )
 
-    def release_claimed_since(self, since: datetime, lease: timedelta, now: datetime) -> int:
+    def claimed_since(self, since: datetime, lease: timedelta, limit: int) -> list[Claim]:
         row = ScheduledChangeRow
-        result = self._session.execute(
-            update(row)
+        claimed = self._session.execute(
+            select(row.id, row.claims)
             .where(
                 row.state == ChangeState.APPLYING.value,
-                # claimed at lease_until - lease
-                row.lease_until >= since + lease,
+                row.lease_until >= since + lease,  # claimed at lease_until - lease
             )
-            .values(lease_until=now, updated_at=now)
-            .execution_options(synchronize_session=False)
-        )
-        return cast(CursorResult[Any], result).rowcount
+            .order_by(row.lease_until, row.id)
+            .limit(limit)
+        ).all()
+        return [Claim(str(change_id), int(number)) for change_id, number in claimed]
 
     def count_in_flight(self, now: datetime) -> int:
         row = ScheduledChangeRow

@@ -18,7 +18,6 @@ from application.requests.sweeps import (
     ENQUEUE_DUE_CHANGES,
     PRUNE_COMMAND_LOG,
     RECONCILE_WITH_STRIPE,
-    RECOVER_FROM_FAILOVER,
     REDRIVE_PENDING_ACCOUNTS,
     RELAY_EVENTS,
     REPUBLISH_STALLED_COMMANDS,
@@ -46,7 +45,6 @@ SWEEPS = frozenset(
         RELAY_EVENTS,
         RECONCILE_WITH_STRIPE,
         REDRIVE_PENDING_ACCOUNTS,
-        RECOVER_FROM_FAILOVER,
         REPUBLISH_STALLED_COMMANDS,
         PRUNE_COMMAND_LOG,
     }
@@ -134,13 +132,6 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                     settings.beat_interval_seconds, settings.stalled_command_seconds / 10
                 ),
                 "options": {"expires": settings.beat_interval_seconds * 10},
-            },
-            # Every beat interval: what a broker failover dropped goes out again within
-            # seconds of the new primary taking over (application/handlers/failover.py).
-            "recover-from-failover": {
-                "task": RECOVER_FROM_FAILOVER,
-                "schedule": settings.beat_interval_seconds,
-                "options": {"expires": settings.beat_interval_seconds * 4},
             },
             "apply-due-plan-changes": {
                 "task": ENQUEUE_DUE_CHANGES,

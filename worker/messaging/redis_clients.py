@@ -164,6 +164,16 @@ def celery_redis_config(settings: Settings) -> dict[str, Any]:
     }
 
 
+def is_redis_unreachable(error: BaseException) -> bool:
+    """Whether ``error`` says Redis cannot be reached for now (refused, timed out, no primary
+    named by the sentinels, or a primary demoted under the client: ``READONLY``), as during
+    a failover: a command that met it is retried, not failed (the rate budget, the event
+    stream and the clock all live in Redis)."""
+    import redis
+
+    return isinstance(error, (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError))
+
+
 def describe_redis(settings: Settings) -> str:
     """Where the settings' Redis is, for a message (passwords masked)."""
     if not uses_sentinel(settings):

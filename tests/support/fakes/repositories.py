@@ -259,19 +259,18 @@ class FakeScheduledChangeRepository(_Repository[ScheduledChange]):
             change.updated_at = now
             self._tx.write(self.table, change)
 
-    def release_claimed_since(self, since: datetime, lease: timedelta, now: datetime) -> int:
-        released = 0
-        for change in self._all():
-            if (
-                change.state is ChangeState.APPLYING
+    def claimed_since(self, since: datetime, lease: timedelta, limit: int) -> list[Claim]:
+        claimed = sorted(
+            (
+                change
+                for change in self._all()
+                if change.state is ChangeState.APPLYING
                 and change.lease_until is not None
                 and change.lease_until >= since + lease
-            ):
-                change.lease_until = now
-                change.updated_at = now
-                self._tx.write(self.table, change)
-                released += 1
-        return released
+            ),
+            key=lambda change: (change.lease_until, change.id),
+        )
+        return [Claim(change.id, change.claims) for change in claimed[:limit]]
 
     def count_in_flight(self, now: datetime) -> int:
         return sum(
