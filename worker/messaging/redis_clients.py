@@ -166,6 +166,11 @@ def celery_redis_config(settings: Settings) -> dict[str, Any]:
             **sentinel,
             "socket_timeout": timeout,
             "socket_connect_timeout": timeout,
+            # How often kombu checks that the worker's BRPOP was answered (its own default,
+            # 25 s): the socket timeout does not apply to the event loop's wait, so a primary
+            # that went silent without closing its connections (paused, partitioned) held a
+            # worker on it, deaf to the new primary, until it came back.
+            "health_check_interval": max(1, round(timeout)),
         },
         "result_backend_transport_options": sentinel,
         "redis_socket_timeout": timeout,
