@@ -222,7 +222,7 @@ def send_http(stack: Stack, load: Load, orgs: list[str], fault: threading.Event)
                 load.refused[None] += 1
             return
         if response.status_code in (200, 202):
-            command_id = str(response.json()["command_id"])
+            command_id = response.headers["Command-Id"]
             with load.lock:
                 load.orgs[command_id] = org_id
             load.accept(command_id)
