@@ -79,7 +79,8 @@ def _kept_if_unsent() -> Iterator[None]:
     try:
         yield
     except Reject as rejected:
-        raise Reject(rejected.reason, requeue=True) from rejected
+        reason = rejected.args[0] if rejected.args else rejected  # the stubs lack .reason
+        raise Reject(reason, requeue=True) from rejected
     except Exception as error:  # apply_async's own publish error
         raise Reject(error, requeue=True) from error
 
