@@ -5,8 +5,9 @@ acknowledged but not yet sent to the replica it promoted: messages the API publi
 command is recorded ``queued``, its message is gone) and apply commands of due plan changes
 (the change is claimed under a lease, its command is gone). The stalled-command sweep and the
 claims' leases would bring them back, but only after their thresholds (minutes). This sweep
-runs every beat interval and looks at the broker's primary (``domain.ports.broker``); when
-another server has become the primary, it republishes every command still ``queued`` that was
+runs every beat interval, in a thread of beat's (``worker/messaging/failover_watch.py``),
+and looks at the broker's primary (``domain.ports.broker``); when another server has become
+the primary, it republishes every command still ``queued`` that was
 recorded since the last sighting the new primary holds (minus :data:`CLOCK_SKEW_MARGIN`), and
 the apply command of every plan change claimed since then (the claim's own command: no new
 claim, no second apply). Most of those messages were not lost: a command published twice
