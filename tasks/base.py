@@ -26,10 +26,12 @@ carries. The HTTP API answers from the command log, so it answers as before.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Self
 
 from billiard.einfo import ExceptionInfo
-from celery.exceptions import Retry
+from celery.exceptions import Reject, Retry
 
 from application import log_context
 from application.command_outcomes import (
@@ -67,6 +69,20 @@ class CommandFailed(Exception):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({error_line(_body_of(str(self.args[0])))})"
+
+
+@contextmanager
+def _kept_if_unsent() -> Iterator[None]:
+    """A later delivery that cannot be sent (the broker away: a failover) leaves this one on
+    the queue. Celery drops the message then (``Reject(requeue=False)`` from ``Task.retry``),
+    and the command, ``retrying`` in the log, would wait for nobody."""
+    try:
+        yield
+    except Reject as rejected:
+        reason = rejected.args[0] if rejected.args else rejected  # the stubs lack .reason
+        raise Reject(reason, requeue=True) from rejected
+    except Exception as error:  # apply_async's own publish error
+        raise Reject(error, requeue=True) from error
 
 
 class CommandRejected(CommandFailed):
@@ -117,13 +133,15 @@ class CommandTask(ApplicationTask):
                 self._relay_after_return(relay)
                 failure = (CommandRejected if rejected else CommandFailed).of(error, masked=masked)
             case RetryLater(delay=delay):
-                failure = self.retry(countdown=delay, max_retries=None, throw=False)
+                with _kept_if_unsent():
+                    failure = self.retry(countdown=delay, max_retries=None, throw=False)
             case WaitForBudget(delay=delay):
                 # Sent again as ``Task.retry`` sends it, but with its retry count unchanged.
                 signature = self.signature_from_request(
                     request, countdown=delay, retries=request.retries
                 )
-                signature.apply_async()
+                with _kept_if_unsent():
+                    signature.apply_async()
                 waiting = f"waiting {delay:.2f}s for the rate budget"
                 failure = Retry(waiting, when=delay, sig=signature)  # type: ignore[arg-type]
         # Raised as if while handling the runner's ``cause`` (Python keeps a context set

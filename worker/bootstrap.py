@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from domain.operations.console import ConsoleQueries
 from domain.operations.retention import CommandRetention
 from domain.ports.application import Clock, RunnerPolicy
+from domain.ports.broker import BrokerPrimary
 from domain.ports.clients import ClientVerifier
 from domain.ports.commands import CommandPublisher, DeadLetterStore
 from domain.ports.events import EventStream, RelayLock, WebhookSender
@@ -226,6 +227,11 @@ class Services:
         lead = timedelta(seconds=self.settings.period_end_lead_seconds)
         return SqlSystemFigures(self.database(), lead)
 
+    def broker_primary(self) -> BrokerPrimary:
+        from worker.messaging.primary_watch import RedisPrimaryWatch
+
+        return RedisPrimaryWatch(self._redis())
+
     def dead_letters(self) -> DeadLetterStore:
         from worker.messaging.dead_letters import DeadLetters
         from worker.messaging.redis_clients import redis_client
@@ -280,7 +286,9 @@ class Services:
 
     @staticmethod
     def is_transient(error: BaseException) -> bool:
-        return is_transient_db_error(error)
+        from worker.messaging.redis_clients import is_redis_unreachable
+
+        return is_transient_db_error(error) or is_redis_unreachable(error)
 
 
 def provider_for(settings: Settings, budget: RateBudget | None = None) -> BillingProvider:
@@ -395,6 +403,26 @@ def configure_logging(level: str | int | None = None) -> None:
         mask_personal_data=settings.mask_personal_data,
         quiet_tasks=SWEEPS,
     )
+
+
+_failover_watch_connected = False
+
+
+def connect_failover_watch(celery: Celery | None = None) -> None:
+    """Beat, once it starts, watches the broker's primary in a thread of its own
+    (``worker/messaging/failover_watch.py``); connected once per process."""
+    global _failover_watch_connected
+    if _failover_watch_connected:
+        return
+    _failover_watch_connected = True
+    from celery.signals import beat_init
+
+    def start_watch(**_: object) -> None:
+        from worker.messaging.failover_watch import watch_in_background
+
+        watch_in_background(lambda: bootstrap(celery=celery), get_settings().beat_interval_seconds)
+
+    beat_init.connect(start_watch, weak=False)
 
 
 def connect_metrics(celery: Celery | None = None) -> None:

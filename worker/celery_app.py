@@ -28,7 +28,7 @@ from celery.signals import (
 
 from domain.ports.application import Application
 from tasks.runtime import CommandApp
-from worker.bootstrap import bootstrap, configure_logging, connect_metrics
+from worker.bootstrap import bootstrap, configure_logging, connect_failover_watch, connect_metrics
 from worker.messaging.config import CONSUMED_QUEUES, TASK_MODULES, celery_config
 from worker.settings import Settings, get_settings
 
@@ -74,6 +74,7 @@ def worker_app(
     built = create_celery_app(application=application)
     if metrics:
         connect_metrics(built)
+    connect_failover_watch(built)
     return built
 
 

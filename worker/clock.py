@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 CLOCK_OFFSET_KEY = "billing-worker:clock-offset-seconds"
 REFRESH_SECONDS = 0.5
 """How stale a process's view of the offset may be."""
+UNREADABLE_BACKOFF_SECONDS = 2.0
+"""How long a clock that could not read its offset keeps the last one before trying again."""
 
 
 def shifted_now(client: redis.Redis, shiftable: bool) -> datetime:
@@ -71,7 +73,8 @@ class ShiftableClock:
             except redis.RedisError:
                 if self._read_at == float("-inf"):
                     raise
-                self._read_at = time.monotonic()  # tried again after ``refresh``, not at once
+                # Not again at each call: a paused server makes each read wait its timeout.
+                self._read_at = time.monotonic() + UNREADABLE_BACKOFF_SECONDS
                 return self._offset
             self._offset = float(raw) if raw is not None else 0.0
             self._read_at = time.monotonic()

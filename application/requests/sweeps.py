@@ -79,6 +79,12 @@ class RepublishStalledCommands:
 
 
 @dataclass(frozen=True)
+class RecoverFromFailover:
+    """Beat's watch of the broker's primary (a thread of beat's, every beat interval): after a
+    failover, publish again the commands and apply commands it may have dropped."""
+
+
+@dataclass(frozen=True)
 class RedrivePendingAccounts:
     """Beat's sweep: send the registration of each account pending too long again."""
 

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from domain.operations.retention import CommandRetention
+from domain.ports.broker import BrokerPrimary
 from domain.ports.commands import CommandJournal, CommandPublisher, DeadLetterStore
 from domain.ports.events import EventStream, RelayLock, WebhookSender
 from domain.ports.provider import BillingPolicy, BillingProvider
@@ -85,6 +86,16 @@ class CommandLogContext(PublishingContext, Protocol):
     def commands(self) -> CommandJournal: ...
 
     def dead_letters(self) -> DeadLetterStore: ...
+
+
+class FailoverContext(CommandLogContext, Protocol):
+    """The command log's side and a look at the broker's primary: what the failover sweep
+    runs with (``application/handlers/failover.py``)."""
+
+    @property
+    def policy(self) -> RunnerPolicy: ...
+
+    def broker_primary(self) -> BrokerPrimary: ...
 
 
 class OutboxContext(PublishingContext, Protocol):

@@ -210,6 +210,11 @@ class CommandJournal(Protocol):
         """Commands recorded but not started for ``older_than``: their message was lost."""
         ...
 
+    def queued_since(self, since: datetime, limit: int) -> Sequence[PublishableCommand]:
+        """Commands recorded at ``since`` or later and not started yet, oldest first: those
+        whose message a broker failover may have dropped."""
+        ...
+
     def mark_published(self, command_id: str) -> None: ...
 
     def requeue(self, command_id: str) -> JournalRecord | None:

@@ -165,6 +165,12 @@ class ScheduledChangeRepository(Protocol):
         """Let the next sweep take the change again (its lease ends now)."""
         ...
 
+    def claimed_since(self, since: datetime, lease: timedelta, limit: int) -> list[Claim]:
+        """The claims of the changes claimed (``applying`` under a lease of ``lease``) at
+        ``since`` or later and not applied yet, oldest first: their apply commands may have
+        been dropped by a broker failover."""
+        ...
+
     def count_in_flight(self, now: datetime) -> int:
         """Changes being applied under a lease that still runs (claimed, not yet done)."""
         ...

@@ -7,6 +7,13 @@ on every synchronous request; one pattern subscription costs a dictionary look-u
 state published. What a waiting request reads is the command log, the source of truth: a
 message only says when to read it. While Redis is unreachable the listener reconnects with
 backoff, and the requests read the log every half second instead.
+
+A subscription only reads, so a primary that stopped answering without closing its
+connections (paused, partitioned away: a Sentinel failover's usual start) would leave it
+waiting forever on a socket that never speaks, deaf to the new primary. It pings the server
+every :data:`HEARTBEAT_SECONDS` of quiet, and a connection silent for
+:data:`SILENCE_SECONDS` is given up and made again (through the sentinels: on the primary
+they name now).
 """
 
 from __future__ import annotations
@@ -30,6 +37,16 @@ POLL_SECONDS = 0.5
 STARTUP_SECONDS = 2.0
 """How long the API's start waits for the subscription (Redis down: it starts polling)."""
 MAX_BACKOFF_SECONDS = 5.0
+HEARTBEAT_SECONDS = 1.0
+"""Quiet on the subscription for this long: the listener pings the server."""
+SILENCE_SECONDS = 3.0
+"""No word from the server (not even the ping's answer) for this long: the connection is
+dead; the listener makes another."""
+
+
+class SilentServer(ConnectionError):
+    """The subscription's server stopped answering."""
+
 
 _ENDED = frozenset(READY_STATES)
 
@@ -97,27 +114,46 @@ class ResultListener:
 
     async def _run(self) -> None:
         backoff = 0.1
-        prefix = RESULT_CHANNEL_PREFIX.encode()
         while True:
             try:
                 async with self._redis.pubsub() as pubsub:
                     await pubsub.psubscribe(RESULT_CHANNEL_PREFIX + "*")
-                    async for message in pubsub.listen():
-                        if message["type"] == "psubscribe":
-                            self._subscribed.set()
-                            backoff = 0.1
-                        elif message["type"] == "pmessage":
-                            self._dispatch(message, prefix)
+                    await self._listen(pubsub)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
                 logger.warning("not listening for results (%s); requests poll the log", error)
+            if self._subscribed.is_set():
+                backoff = 0.1  # it was listening: subscribe again at once
             self._subscribed.clear()
             for watches in list(self._watches.values()):
                 for watch in list(watches):
                     watch.wake()  # each reads the log, then polls
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+
+    async def _listen(self, pubsub: Any) -> None:
+        """Hand out what the subscription hears; raise :class:`SilentServer` once the server
+        said nothing for :data:`SILENCE_SECONDS` (pinged after :data:`HEARTBEAT_SECONDS`)."""
+        loop = asyncio.get_running_loop()
+        prefix = RESULT_CHANNEL_PREFIX.encode()
+        heard = pinged = loop.time()
+        while True:
+            message = await pubsub.get_message(timeout=HEARTBEAT_SECONDS)
+            now = loop.time()
+            if message is not None:
+                heard = now
+                if message["type"] == "psubscribe":
+                    if not self._subscribed.is_set():
+                        logger.info("listening for results")
+                    self._subscribed.set()
+                elif message["type"] == "pmessage":
+                    self._dispatch(message, prefix)
+            if now - heard >= SILENCE_SECONDS:
+                raise SilentServer(f"the server said nothing for {now - heard:.1f} s")
+            if now - heard >= HEARTBEAT_SECONDS and now - pinged >= HEARTBEAT_SECONDS:
+                await pubsub.ping()
+                pinged = now
 
     def _dispatch(self, message: Mapping[str, Any], prefix: bytes) -> None:
         channel = message.get("channel")

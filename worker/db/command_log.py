@@ -109,6 +109,20 @@ class SqlCommandLog(SqlCommandRuns):
             ).all()
             return [CommandRecord.of(row) for row in rows]
 
+    def queued_since(self, since: datetime, limit: int) -> list[CommandRecord]:
+        """Queued commands recorded at ``since`` or later (not started), oldest first."""
+        with self._sessions() as session:
+            rows = session.scalars(
+                select(CommandRow)
+                .where(
+                    CommandRow.status == CommandStatus.QUEUED.value,
+                    CommandRow.created_at >= since,
+                )
+                .order_by(CommandRow.created_at)
+                .limit(limit)
+            ).all()
+            return [CommandRecord.of(row) for row in rows]
+
     def requeue(self, command_id: str) -> CommandRecord | None:
         """Make a finished command runnable again (an operator's replay). A rejected command
         is refused (``FailedPrecondition``, reason ``COMMAND_REJECTED``): it was the caller's

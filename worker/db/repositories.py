@@ -314,6 +314,19 @@ class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChan
             .execution_options(synchronize_session=False)
         )
 
+    def claimed_since(self, since: datetime, lease: timedelta, limit: int) -> list[Claim]:
+        row = ScheduledChangeRow
+        claimed = self._session.execute(
+            select(row.id, row.claims)
+            .where(
+                row.state == ChangeState.APPLYING.value,
+                row.lease_until >= since + lease,  # claimed at lease_until - lease
+            )
+            .order_by(row.lease_until, row.id)
+            .limit(limit)
+        ).all()
+        return [Claim(str(change_id), int(number)) for change_id, number in claimed]
+
     def count_in_flight(self, now: datetime) -> int:
         row = ScheduledChangeRow
         return int(

@@ -218,6 +218,13 @@ class SentinelTopology:
                 return False
         return True
 
+    def kill_sentinel(self) -> int:
+        """SIGKILL the first sentinel (the one clients ask first); its port."""
+        first = self.sentinels[0]
+        os.kill(first.process.pid, signal.SIGKILL)
+        first.process.wait()
+        return first.port
+
     def kill_primary(self) -> int:
         """SIGKILL the primary; its port."""
         port = self.primary_port()

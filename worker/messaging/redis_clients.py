@@ -51,12 +51,21 @@ def _master_options(settings: Settings, options: dict[str, Any]) -> dict[str, An
     }
 
 
-def sentinel_options(settings: Settings) -> dict[str, Any]:
+def sentinel_options(settings: Settings, *, asynchronous: bool = False) -> dict[str, Any]:
     """The options of a connection to a sentinel (redis-py's and kombu's ``sentinel_kwargs``):
-    its own credentials, and timeouts so that a dead sentinel is passed over for the next."""
-    return _timed_login(
-        settings, settings.redis_sentinel_username, settings.redis_sentinel_password
-    )
+    its own credentials, timeouts, and no retry, so that a dead sentinel is passed over for
+    the next at once (redis-py retries a command ten times by default, backing off up to a
+    second each: with the first sentinel dead, every look for the primary waited seconds)."""
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    return {
+        **_timed_login(
+            settings, settings.redis_sentinel_username, settings.redis_sentinel_password
+        ),
+        "retry": (AsyncRetry if asynchronous else Retry)(NoBackoff(), 0),
+    }
 
 
 def _timed_login(
@@ -104,7 +113,7 @@ def async_redis_client(settings: Settings, **options: Any) -> redis.asyncio.Redi
         return redis.asyncio.Redis.from_url(settings.resolved_redis_url(), **options)
     sentinel: Any = redis.asyncio.sentinel.Sentinel
     primary = sentinel(
-        settings.sentinel_addresses(), sentinel_kwargs=sentinel_options(settings)
+        settings.sentinel_addresses(), sentinel_kwargs=sentinel_options(settings, asynchronous=True)
     ).master_for(
         settings.redis_master_name,
         redis_class=redis.asyncio.Redis,
@@ -164,11 +173,26 @@ def celery_redis_config(settings: Settings) -> dict[str, Any]:
             **sentinel,
             "socket_timeout": timeout,
             "socket_connect_timeout": timeout,
+            # How often kombu checks that the worker's BRPOP was answered (its own default,
+            # 25 s): the socket timeout does not apply to the event loop's wait, so a primary
+            # that went silent without closing its connections (paused, partitioned) held a
+            # worker on it, deaf to the new primary, until it came back.
+            "health_check_interval": max(1, round(timeout)),
         },
         "result_backend_transport_options": sentinel,
         "redis_socket_timeout": timeout,
         "redis_socket_connect_timeout": timeout,
     }
+
+
+def is_redis_unreachable(error: BaseException) -> bool:
+    """Whether ``error`` says Redis cannot be reached for now (refused, timed out, no primary
+    named by the sentinels, or a primary demoted under the client: ``READONLY``), as during
+    a failover: a command that met it is retried, not failed (the rate budget, the event
+    stream and the clock all live in Redis)."""
+    import redis
+
+    return isinstance(error, (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError))
 
 
 def describe_redis(settings: Settings) -> str:

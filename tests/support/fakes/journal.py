@@ -205,6 +205,14 @@ class FakeCommandJournal:
         ]
         return sorted(stalled, key=lambda entry: entry.created_at)[:limit]
 
+    def queued_since(self, since: datetime, limit: int) -> Sequence[JournalEntry]:
+        queued = [
+            entry
+            for entry in self.entries.values()
+            if entry.status is CommandStatus.QUEUED and entry.created_at >= since
+        ]
+        return sorted(queued, key=lambda entry: entry.created_at)[:limit]
+
     def mark_published(self, command_id: str) -> None:
         entry = self.entries.get(command_id)
         if entry is not None:

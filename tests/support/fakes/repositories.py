@@ -259,6 +259,19 @@ class FakeScheduledChangeRepository(_Repository[ScheduledChange]):
             change.updated_at = now
             self._tx.write(self.table, change)
 
+    def claimed_since(self, since: datetime, lease: timedelta, limit: int) -> list[Claim]:
+        claimed = sorted(
+            (
+                change
+                for change in self._all()
+                if change.state is ChangeState.APPLYING
+                and change.lease_until is not None
+                and change.lease_until >= since + lease
+            ),
+            key=lambda change: (change.lease_until, change.id),
+        )
+        return [Claim(change.id, change.claims) for change in claimed[:limit]]
+
     def count_in_flight(self, now: datetime) -> int:
         return sum(
             1

@@ -1,0 +1,44 @@
+"""The broker's primary, as the failover sweep sees it.
+
+Redis replicates asynchronously: when a replica is promoted (a Sentinel failover), what the
+old primary acknowledged but had not yet sent to the replica is gone, queued messages
+included. The sweep that republishes them (``application/handlers/failover.py``) needs to know
+two things, which :class:`BrokerPrimary` tells it: that the server acting as the primary is not
+the one it saw last, and the last moment a write of ours reached the primary that is in charge
+now (what was written after that moment may be lost).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class PrimarySighting:
+    """What one look at the broker's primary found."""
+
+    primary: str
+    """The id of the server acting as the primary (for :meth:`BrokerPrimary.settle`)."""
+    changed: bool
+    """Another server acts as the primary than at the sighting this one replaced (a replica
+    promoted); ``False`` on the very first sighting (nothing to compare with)."""
+    previous_seen_at: datetime | None = None
+    """When ``changed``: the time of the last sighting the new primary holds (it reached the
+    old primary and was replicated before the failover). Writes acknowledged after it may
+    have been lost."""
+
+
+class BrokerPrimary(Protocol):
+    def sight(self, now: datetime) -> PrimarySighting:
+        """Compare the current primary with the sighting recorded on it before; if it is the
+        same server, record that it was seen at ``now`` (the application's clock). A change
+        stays unrecorded (every sighting reports it) until :meth:`settle`."""
+        ...
+
+    def settle(self, sighting: PrimarySighting, now: datetime) -> None:
+        """Record the primary of ``sighting`` as seen at ``now``, once what its change called
+        for is done (unless yet another server is the primary now: that change is reported
+        next)."""
+        ...
