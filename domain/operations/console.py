@@ -284,3 +284,20 @@ def merged(
         sorted(calls.values(), key=lambda call: (call.at, call.id)),
         sorted(events.values(), key=lambda event: (event.occurred_at, event.id)),
     )
+
+
+def duration(seconds: float | None) -> str:
+    """A span as a reader counts it: ``37.2s`` under a minute, else days, hours, minutes and
+    whole seconds from the largest unit on (``1d 0h 0m 37s``, ``5m 3s``); ``-`` before a
+    negative one (a change made before its boundary)."""
+    if seconds is None:
+        return ""
+    sign, left = ("-" if seconds < 0 else ""), abs(seconds)
+    if left < 60:
+        return f"{sign}{left:.1f}s"
+    whole = round(left)
+    amounts = (whole // 86_400, whole % 86_400 // 3600, whole % 3600 // 60, whole % 60)
+    shown = [f"{amount}{unit}" for unit, amount in zip("dhms", amounts, strict=True)]
+    while shown[0].startswith("0"):
+        shown.pop(0)
+    return sign + " ".join(shown)

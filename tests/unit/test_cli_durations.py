@@ -1,10 +1,11 @@
-"""Lags read as durations in the CLI (``subscriptions show``'s LAG), not as raw seconds."""
+"""Lags read as durations in the CLI (``subscriptions show``'s LAG) and the console, not as raw
+seconds."""
 
 from __future__ import annotations
 
 import pytest
 
-from worker.cli.tables import duration
+from domain.operations.console import duration
 
 
 @pytest.mark.parametrize(

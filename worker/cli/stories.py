@@ -13,9 +13,10 @@ from domain.operations.console import (
     EventView,
     ProviderCallView,
     SubscriptionStory,
+    duration,
     merged,
 )
-from worker.cli.tables import COMMAND_HEADERS, command_row, duration, table, when
+from worker.cli.tables import COMMAND_HEADERS, command_row, table, when
 
 
 def _short(iso: str | None) -> str:

@@ -15,12 +15,17 @@ from typing import TypeVar
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from domain.operations.console import IN_FLIGHT_STATUSES, MAX_PAGE_SIZE, CommandPage, CommandView
+from domain.operations.console import (
+    IN_FLIGHT_STATUSES,
+    MAX_PAGE_SIZE,
+    CommandPage,
+    CommandView,
+    duration,
+)
 from worker.api.console.access import Viewer
 from worker.api.console.layout import (
     PREFIX,
     badge,
-    duration,
     link,
     page,
     section,

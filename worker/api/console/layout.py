@@ -68,21 +68,6 @@ def when(value: datetime | str | None) -> str:
     return f'<time datetime="{moment.isoformat()}">{moment:%Y-%m-%d %H:%M:%S}</time>'
 
 
-def duration(seconds: float | None) -> str:
-    """A span as a reader counts it: ``37.2s`` under a minute, else ``1d 0h 0m 37s``."""
-    if seconds is None:
-        return ""
-    sign, left = ("-" if seconds < 0 else ""), abs(seconds)
-    if left < 60:
-        return f"{sign}{left:.1f}s"
-    whole = round(left)
-    amounts = (whole // 86_400, whole % 86_400 // 3600, whole % 3600 // 60, whole % 60)
-    shown = [f"{amount}{unit}" for unit, amount in zip("dhms", amounts, strict=True)]
-    while shown[0].startswith("0"):
-        shown.pop(0)
-    return sign + " ".join(shown)
-
-
 def badge(state: object) -> str:
     """A state, styled by its name (``failed``, ``active``…)."""
     name = text(state)

@@ -14,14 +14,13 @@ from fastapi.responses import HTMLResponse
 from application.handlers.operations import subscription_story
 from application.requests.operator_actions import ShowSubscription
 from domain.messages import ID_PATTERN
-from domain.operations.console import InvoiceView, SubscriptionStory
+from domain.operations.console import InvoiceView, SubscriptionStory, duration
 from worker.api.console.access import Viewer, may_see
 from worker.api.console.accounts import timeline_rows
 from worker.api.console.actions import subscription_actions
 from worker.api.console.layout import (
     PREFIX,
     badge,
-    duration,
     facts,
     link,
     message_page,
