@@ -82,8 +82,9 @@ def time_to_resume(
     such command's ``finished_at``. Then, the load stopped, wait until the accepted commands
     stop finishing (none for :data:`QUIET_SECONDS`, at most 120 s): the details say when the
     last one finished, counted from the fault, and how many are left ``queued``: those whose
-    publish met the fault (or whose message the failover dropped), which wait for the
-    stalled-command sweep (``BILLING_STALLED_COMMAND_SECONDS``; no beat runs here)."""
+    publish met the fault (or whose message the failover dropped) and that neither beat's
+    failover watch nor, later, the stalled-command sweep (``BILLING_STALLED_COMMAND_SECONDS``,
+    300 s: not within the benchmark) has published again."""
     load = Load()
     sender = threading.Thread(target=steady_load, args=(stack, users, rate, load))
     sender.start()
@@ -193,6 +194,7 @@ def _stack(ctx: BenchContext, name: str, redis_url: str, env: dict[str, str]) ->
     stack = Stack(name, database_url, redis_url, base, full_env)
     try:
         stack.start_worker()
+        stack.start_beat()  # its failover watch publishes again what a failover dropped
         stack.start_api()
         stack.client = stack.new_client()
         yield stack
