@@ -88,7 +88,7 @@ def test_up_records_what_it_started_in_stack_json(local_stack: dict[str, Any]) -
     assert Path(local_stack["database_url"].removeprefix("sqlite:///")).exists()
 
 
-def test_up_prints_the_metrics_urls_of_the_api_the_worker_and_beat(
+def test_up_prints_the_metrics_urls_of_the_api_the_worker_and_beat_and_the_console(
     local_stack: dict[str, Any],
 ) -> None:
     printed = []
@@ -104,6 +104,12 @@ def test_up_prints_the_metrics_urls_of_the_api_the_worker_and_beat(
         eventually(partial(_answers_ok, url), 30, f"{what} metrics at {url}")
     assert "billing_http_requests_total" in httpx.get(urls["api"], timeout=5).text
     assert "billing_queue_depth" in httpx.get(urls["beat"], timeout=5).text
+    [console_line] = [line for line in printed if line.strip().startswith("Console")]
+    console = f"{local_stack['api_url']}/console"
+    assert console in console_line.split()
+    auth = (local_stack["client_id"], local_stack["client_secret"])
+    assert httpx.get(console, timeout=10).status_code == 401  # the browser asks who
+    assert "billing-worker console" in httpx.get(console, auth=auth, timeout=10).text
 
 
 def _answers_ok(url: str) -> bool:

@@ -123,6 +123,7 @@ def banner(started: Started) -> list[str]:
         "",
         f"  API            {api}   (docs: {api}/docs)",
         f"  Contracts      {api}/openapi.json   {api}/asyncapi.json (queues, events)",
+        f"  Console        {api}/console   (in a browser; sign in as the client below)",
         f"  Flower         {s.flower_url}   user {s.flower_user}, password {s.flower_password}",
         *redis_lines(s),
         f"  Database       {masked_url(s.database_url)}",
