@@ -66,6 +66,10 @@ class System:
     topology: SentinelTopology
 
 
+API_PROCESSES = 2
+"""``billing-worker api --workers 2``: the listener of each process is tried."""
+
+
 @pytest.fixture
 def system(backend: str, workdir: Path, make_database: Callable[[str], str]) -> Iterator[System]:
     """A stack (its own database and Stripe emulator, a shiftable clock) whose processes know
@@ -112,7 +116,9 @@ def start_processes(system: System) -> None:
     stack = system.stack
     stack.start_worker("w1", concurrency=3)
     stack.start_beat()
-    stack.start_api()
+    # Two API processes on one port: each has its result listener, and each must keep
+    # answering its synchronous requests through the failover.
+    stack.start_api(processes=API_PROCESSES)
     stack.client = stack.new_client()
     sighting_replicated(system)
 
@@ -327,6 +333,18 @@ def republish_missing(stack: Stack, topology: SentinelTopology, load: Load) -> N
         app.close()
 
 
+def answered_synchronously(stack: Stack) -> bool:
+    """One enable-user request on a new connection, waiting for its outcome: answered 200."""
+    email = f"{uuid.uuid4().hex[:12]}@x.example"
+    user = create_user(stack.sessions, SystemClock(), email=email, disabled=True)
+    assert stack.client is not None
+    with httpx.Client(
+        base_url=stack.api_url, auth=(stack.client.client_id, stack.client.secret), timeout=30
+    ) as http:
+        response = http.post(f"/v1beta1/users/{user.id}/enable", json={})
+    return response.status_code == 200
+
+
 def pids(stack: Stack) -> dict[str, int]:
     return {child.name: child.process.pid for child in stack.group.children}
 
@@ -454,6 +472,9 @@ def test_a_failover_under_load_loses_and_doubles_nothing_and_restarts_no_process
     if scenario == "primary-paused":
         # The API's result listener gave up its silent subscription rather than wait on it.
         assert "the server said nothing" in (stack.workdir / "api.log").read_text()
+    # Every API process's listener came through: synchronous requests, each on a connection
+    # of its own (the kernel deals them to both processes), are all answered with their outcome.
+    assert all(answered_synchronously(stack) for _ in range(4 * API_PROCESSES))
     # No process restarted, none exited.
     assert stack.group.exited() == []
     assert pids(stack) == before
