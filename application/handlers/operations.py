@@ -214,14 +214,21 @@ def subscription_story(query: ShowSubscription, ctx: HandlerContext) -> Subscrip
     be read, the story says why instead of failing."""
     story = query.story
     provider_id = str(story.subscription["provider_id"])
-    provider = ctx.billing_provider()
+    ended = story.subscription["state"] in ENDED_STATES
     told: dict[str, Any] = {}
+    try:
+        provider = ctx.billing_provider()
+    except CommandError as error:  # none configured (a CLI without Stripe's key): the rest
+        told["invoices_error"] = _why(error)
+        if not ended:
+            told["next_invoice_error"] = _why(error)
+        return story.model_copy(update=told)
     try:
         with calls_at(Priority.BULK):
             told["invoices"] = provider.list_invoices(provider_id, INVOICES_SHOWN)
     except Exception as error:  # the provider's hiccup is no reason to hide the rest
         told["invoices_error"] = _why(error)
-    if story.subscription["state"] not in ENDED_STATES:
+    if not ended:
         try:
             with calls_at(Priority.BULK):
                 told["next_invoice"] = provider.upcoming_invoice(provider_id)
