@@ -523,7 +523,10 @@ def test_commands_whose_messages_a_failover_dropped_run_within_seconds(
                     assert response.status_code == 202, response.text
                     command_ids.append(str(response.json()["command_id"]))
             queued = sum(primary.llen(key) for key in primary.keys("users*"))
-            assert queued >= len(users), "the messages wait on the primary"
+            # Each waits on the primary's queue, but for one the paused worker's blocking read
+            # (issued before the pause) may have taken off the list: it sits unread in that
+            # worker's socket to the primary, and dies with it as well.
+            assert queued >= len(users) - 1, "the messages wait on the primary"
             fault_at = time.monotonic()
             topology.kill_primary()
         finally:
