@@ -177,3 +177,11 @@ class CommandStatus(StrEnum):
     @property
     def is_terminal(self) -> bool:
         return self in (CommandStatus.SUCCEEDED, CommandStatus.FAILED, CommandStatus.REJECTED)
+
+
+AWAITING_DELIVERY = (CommandStatus.QUEUED, CommandStatus.RETRYING, CommandStatus.WAITING)
+"""A command in these is not running and waits for its next message: the first (``queued``),
+or the one its last attempt sent for later (``retrying``, ``waiting``). If that message was
+lost, nothing else runs the command: the stalled-command and failover sweeps send it again."""
+AWAITING_RETRY = (CommandStatus.RETRYING, CommandStatus.WAITING)
+"""Of :data:`AWAITING_DELIVERY`, those whose next message a worker sent (a later attempt)."""

@@ -2,36 +2,53 @@
 
 Redis replicates asynchronously, so a Sentinel failover loses what the old primary had
 acknowledged but not yet sent to the replica it promoted: messages the API published (the
-command is recorded ``queued``, its message is gone) and apply commands of due plan changes
-(the change is claimed under a lease, its command is gone). The stalled-command sweep and the
-claims' leases would bring them back, but only after their thresholds (minutes). This sweep
-runs every beat interval, in a thread of beat's (``worker/messaging/failover_watch.py``),
-and looks at the broker's primary (``domain.ports.broker``); when another server has become
-the primary, it republishes every command still ``queued`` that was
-recorded since the last sighting the new primary holds (minus :data:`CLOCK_SKEW_MARGIN`), and
-the apply command of every plan change claimed since then (the claim's own command: no new
-claim, no second apply). Most of those messages were not lost: a command published twice
-runs once (the runner's idempotency by command id), the duplicate costs a look-up.
+command is recorded ``queued``, its message is gone), a worker's later attempts (recorded
+``retrying``) and apply commands of due plan changes (the change is claimed under a lease, its
+command is gone). The stalled-command sweep and the claims' leases would bring them back, but
+only after their thresholds (minutes). This sweep runs every beat interval, in a thread of
+beat's (``worker/messaging/failover_watch.py``), and looks at the broker's primary
+(``domain.ports.broker``); when another server has become the primary, it republishes every
+command awaiting its next message (``queued``, or ``retrying``/``waiting``: a later attempt's
+message) that entered that state since the last sighting the new primary holds (minus
+:data:`CLOCK_SKEW_MARGIN`), and the apply command of every plan change claimed since then (the
+claim's own command: no new claim, no second apply). For :data:`SETTLING` after, each look also
+republishes the retries recorded and the changes claimed since the look before (an old primary
+not killed takes writes until it is demoted). Most of those messages were not lost: a command
+published twice runs once (the runner's idempotency by command id), the duplicate costs a
+look-up.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from application.handlers.due_changes import apply_command_for
 from application.handlers.outbox import publish_recorded
 from application.handlers.sweeps import BULK_MESSAGE_PRIORITY
 from application.requests.sweeps import RecoverFromFailover
+from domain.messages import AWAITING_DELIVERY, AWAITING_RETRY, CommandStatus
 from domain.ports.application import FailoverContext
-from domain.ports.commands import CommandMessage
+from domain.ports.commands import CommandMessage, retries_used
 
 logger = logging.getLogger(__name__)
 
 CLOCK_SKEW_MARGIN = timedelta(seconds=10)
 """Taken before the last sighting: the sighting's time is one process's clock, a command's
 another's."""
+
+SETTLING = timedelta(seconds=60)
+"""How long after a failover each look also republishes the retries recorded, and the plan changes
+claimed, since the look before. Until Sentinel demotes it, an old primary that was paused or cut
+off (not killed) still takes writes from connections opened before the failover: a worker's
+later attempt sent there, once it is back, is gone with it when it becomes a replica, and the
+command, ``retrying`` in the log, would wait for the stalled-command sweep (minutes)."""
+
+LOOK_MARGIN = timedelta(seconds=2)
+"""Taken before the previous look in :data:`SETTLING`: the look's time is beat's clock, a
+retry's a worker's, and a retry is recorded just before its message goes."""
 
 REPUBLISH_LIMIT = 10_000
 """The most commands one failover republishes (the oldest first); the stalled-command sweep
@@ -50,16 +67,52 @@ class FailoverRecovery:
 
 def recover_from_failover(sweep: RecoverFromFailover, app: FailoverContext) -> FailoverRecovery:
     """Look at the broker's primary; after a failover, republish what it may have dropped."""
-    now = app.clock.now()
     watch = app.broker_primary()
-    sighting = watch.sight(now)
-    if not sighting.changed or sighting.previous_seen_at is None:
+    sighting = watch.sight(app.clock.now())
+    if sighting.previous_seen_at is None:
         return FailoverRecovery()
+    if not sighting.changed:
+        settling = sighting.failed_over_at is not None and (
+            app.clock.now() - sighting.failed_over_at <= SETTLING
+        )
+        if not settling:
+            return FailoverRecovery()
+        late = _republish(app, sighting.previous_seen_at - LOOK_MARGIN, AWAITING_RETRY)
+        if late.republished or late.reclaimed:
+            logger.warning(
+                "within %ss of a failover: republished %d commands that went retrying or "
+                "waiting and the apply commands of %d plan changes claimed since %s",
+                SETTLING.total_seconds(),
+                late.republished,
+                late.reclaimed,
+                sighting.previous_seen_at.isoformat(),
+            )
+        return late
     since = sighting.previous_seen_at - CLOCK_SKEW_MARGIN
-    queued = app.commands.queued_since(since, REPUBLISH_LIMIT)
+    recovery = _republish(app, since, AWAITING_DELIVERY)
+    watch.settle(sighting, app.clock.now())
+    logger.warning(
+        "the broker's primary changed (last seen before at %s): republished %d commands "
+        "awaiting delivery and the apply commands of %d plan changes claimed since %s",
+        sighting.previous_seen_at.isoformat(),
+        recovery.republished,
+        recovery.reclaimed,
+        since.isoformat(),
+    )
+    return FailoverRecovery(
+        failed_over=True, republished=recovery.republished, reclaimed=recovery.reclaimed
+    )
+
+
+def _republish(
+    app: FailoverContext, since: datetime, statuses: Sequence[CommandStatus]
+) -> FailoverRecovery:
+    """Publish again the commands that went into ``statuses`` at ``since`` or later, and the
+    apply command of every plan change claimed since then."""
+    awaiting = app.commands.awaiting_delivery_since(since, REPUBLISH_LIMIT, statuses)
     publisher = app.publisher()
-    for record in queued:
-        publish_recorded(record, publisher, app.commands)
+    for record in awaiting:
+        publish_recorded(record, publisher, app.commands, retries=retries_used(record))
     with app.unit_of_work() as uow:
         claims = uow.scheduled_changes.claimed_since(
             since, app.billing.change_lease, REPUBLISH_LIMIT
@@ -71,13 +124,4 @@ def recover_from_failover(sweep: RecoverFromFailover, app: FailoverContext) -> F
             batch.publish(
                 CommandMessage.of(apply_command_for(claim), priority=BULK_MESSAGE_PRIORITY)
             )
-    watch.settle(sighting, app.clock.now())
-    logger.warning(
-        "the broker's primary changed (last seen before at %s): republished %d queued "
-        "commands and the apply commands of %d plan changes claimed since %s",
-        sighting.previous_seen_at.isoformat(),
-        len(queued),
-        len(claims),
-        since.isoformat(),
-    )
-    return FailoverRecovery(failed_over=True, republished=len(queued), reclaimed=len(claims))
+    return FailoverRecovery(republished=len(awaiting), reclaimed=len(claims))

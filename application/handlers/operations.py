@@ -30,7 +30,7 @@ from domain.events.billing_accounts import (
 )
 from domain.events.commands import CommandRetryRequested
 from domain.events.subscriptions import PlanChangeSkipped
-from domain.messages import CommandStatus
+from domain.messages import AWAITING_DELIVERY, CommandStatus
 from domain.operations.console import SubscriptionStory
 from domain.operations.outcomes import not_replayable
 from domain.ports.application import CommandLogContext, HandlerContext
@@ -40,7 +40,6 @@ from domain.subscriptions.change_states import ChangeReason, ChangeState
 
 logger = logging.getLogger(__name__)
 
-RETRYABLE_STATUSES = (CommandStatus.QUEUED, CommandStatus.RETRYING, CommandStatus.WAITING)
 INVOICES_SHOWN = 20
 
 
@@ -110,7 +109,7 @@ def retry_command(command: RetryCommand, ctx: CommandLogContext) -> ActionTaken:
     record = ctx.commands.get(target)
     if record is None:
         raise NotFound.resource("command", target)
-    if record.status not in RETRYABLE_STATUSES:
+    if record.status not in AWAITING_DELIVERY:
         hint = "; replay it instead" if record.status is CommandStatus.FAILED else ""
         raise FailedPrecondition(
             f"command {target!r} is {record.status.value}: only a queued, retrying or waiting "

@@ -60,9 +60,14 @@ def accept(
 
 
 def publish_recorded(
-    record: PublishableCommand, publisher: CommandPublisher, journal: CommandJournal
+    record: PublishableCommand,
+    publisher: CommandPublisher,
+    journal: CommandJournal,
+    *,
+    retries: int = 0,
 ) -> None:
     """Publish ``record`` as its task (the task id is the command id), then mark it
-    published; raises, leaving it unmarked for the sweep, if the message could not go."""
-    publisher.publish(CommandMessage.recorded(record))
+    published; raises, leaving it unmarked for the sweep, if the message could not go.
+    ``retries``: the deliveries it used up already (``domain.ports.commands.retries_used``)."""
+    publisher.publish(CommandMessage.recorded(record, retries=retries))
     journal.mark_published(record.id)

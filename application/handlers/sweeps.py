@@ -20,7 +20,7 @@ from application.requests.sweeps import (
 )
 from domain.billing.registration_redrive import redrive_registration
 from domain.ports.application import Application
-from domain.ports.commands import CommandMessage
+from domain.ports.commands import CommandMessage, retries_used
 from domain.ports.repositories import Claim
 from domain.provider.rate_budget import CallKind
 
@@ -102,7 +102,7 @@ def republish_stalled_commands(sweep: RepublishStalledCommands, app: Application
     stalled = app.commands.stalled(app.policy.stalled_after)
     publisher = app.publisher()
     for record in stalled:
-        publish_recorded(record, publisher, app.commands)
+        publish_recorded(record, publisher, app.commands, retries=retries_used(record))
     if stalled:
         logger.warning("republished %d stalled commands", len(stalled))
     return len(stalled)

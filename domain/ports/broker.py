@@ -25,9 +25,12 @@ class PrimarySighting:
     """Another server acts as the primary than at the sighting this one replaced (a replica
     promoted); ``False`` on the very first sighting (nothing to compare with)."""
     previous_seen_at: datetime | None = None
-    """When ``changed``: the time of the last sighting the new primary holds (it reached the
-    old primary and was replicated before the failover). Writes acknowledged after it may
-    have been lost."""
+    """The time of the sighting this one replaced. When ``changed``: the last sighting the new
+    primary holds (it reached the old primary and was replicated before the failover); writes
+    acknowledged after it may have been lost."""
+    failed_over_at: datetime | None = None
+    """When the primary seen took over, as :meth:`BrokerPrimary.settle` recorded it (``None``
+    for a primary that never replaced another, and when ``changed``)."""
 
 
 class BrokerPrimary(Protocol):
@@ -38,7 +41,7 @@ class BrokerPrimary(Protocol):
         ...
 
     def settle(self, sighting: PrimarySighting, now: datetime) -> None:
-        """Record the primary of ``sighting`` as seen at ``now``, once what its change called
-        for is done (unless yet another server is the primary now: that change is reported
-        next)."""
+        """Record the primary of ``sighting`` as seen at ``now``, and as having taken over at
+        ``now``, once what its change called for is done (unless yet another server is the
+        primary now: that change is reported next)."""
         ...

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from domain.events.base import Event
-from domain.messages import Command, CommandStatus
+from domain.messages import AWAITING_DELIVERY, AWAITING_RETRY, Command, CommandStatus
 from domain.ports.repositories import UnitOfWork
 
 
@@ -62,6 +62,11 @@ class JournalRecord(PublishableCommand, Protocol):
     @property
     def error(self) -> dict[str, Any] | None: ...
 
+    @property
+    def retries(self) -> list[dict[str, Any]]:
+        """Its failed attempts' retries, the latest last (``CommandJournal.retrying``)."""
+        ...
+
 
 class LoggedCommand(JournalRecord, Protocol):
     """A command in the log as its client sees it (``GET /v1beta1/commands/{id}``)."""
@@ -71,9 +76,6 @@ class LoggedCommand(JournalRecord, Protocol):
 
     @property
     def attempts(self) -> int: ...
-
-    @property
-    def retries(self) -> list[dict[str, Any]]: ...
 
     @property
     def client_id(self) -> str | None: ...
@@ -206,13 +208,20 @@ class CommandJournal(Protocol):
         """Mark the command re-queued to wait for the provider's rate budget (not a retry)."""
         ...
 
-    def stalled(self, older_than: timedelta, limit: int = 100) -> Sequence[PublishableCommand]:
-        """Commands recorded but not started for ``older_than``: their message was lost."""
+    def stalled(self, older_than: timedelta, limit: int = 100) -> Sequence[JournalRecord]:
+        """Commands awaiting their next message (``AWAITING_DELIVERY``) for ``older_than`` and
+        not published again since: their message was lost. Queued ones count from when they
+        were recorded; retrying and waiting ones from their last attempt."""
         ...
 
-    def queued_since(self, since: datetime, limit: int) -> Sequence[PublishableCommand]:
-        """Commands recorded at ``since`` or later and not started yet, oldest first: those
-        whose message a broker failover may have dropped."""
+    def awaiting_delivery_since(
+        self,
+        since: datetime,
+        limit: int,
+        statuses: Sequence[CommandStatus] = AWAITING_DELIVERY,
+    ) -> Sequence[JournalRecord]:
+        """Commands in ``statuses`` (of ``AWAITING_DELIVERY``) that entered them at ``since``
+        or later, oldest first: those whose message a broker failover may have dropped."""
         ...
 
     def mark_published(self, command_id: str) -> None: ...
@@ -250,6 +259,9 @@ class CommandMessage:
     payload: Mapping[str, Any]
     queue: str | None = None
     priority: int | None = None
+    retries: int = 0
+    """The deliveries the command used up already (Celery's ``retries``): its retry budget
+    goes on from there."""
 
     @classmethod
     def of(cls, command: Command, *, priority: int | None = None) -> CommandMessage:
@@ -264,9 +276,18 @@ class CommandMessage:
         )
 
     @classmethod
-    def recorded(cls, command: PublishableCommand) -> CommandMessage:
+    def recorded(cls, command: PublishableCommand, *, retries: int = 0) -> CommandMessage:
         """A command the log holds, as it was recorded, on its task's route."""
-        return cls(id=command.id, type=command.type, payload=command.payload)
+        return cls(id=command.id, type=command.type, payload=command.payload, retries=retries)
+
+
+def retries_used(command: JournalRecord) -> int:
+    """The deliveries a command awaiting a later attempt (``AWAITING_RETRY``) used up: the
+    number of its last failed attempt. A queued command starts afresh (a replay, too)."""
+    if command.status not in AWAITING_RETRY or not command.retries:
+        return 0
+    attempt = command.retries[-1].get("attempt")
+    return attempt if isinstance(attempt, int) and attempt > 0 else 0
 
 
 class CommandPublisher(Protocol):

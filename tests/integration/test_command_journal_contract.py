@@ -13,7 +13,7 @@ import pytest
 
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.messages import CommandStatus
-from domain.ports.commands import CommandJournal
+from domain.ports.commands import CommandJournal, retries_used
 from tests.support.fakes.clock import FakeClock
 from tests.support.fakes.journal import FakeCommandJournal
 from worker.db.command_log import SqlCommandLog
@@ -189,6 +189,55 @@ def test_a_command_accepted_but_never_started_is_stalled_until_published(
 
     assert (stalled.id, stalled.type, stalled.payload) == ("c1", ENABLE, payload("c1"))
     assert log.stalled(timedelta(seconds=60)) == []
+
+
+def test_a_retry_whose_message_never_came_is_stalled_and_says_how_many_attempts_it_used(
+    journal: Journal,
+) -> None:
+    log = journal.port
+    journal.accept("c1", payload("c1"))
+    log.mark_published("c1")
+    log.begin("c1", ENABLE, payload("c1"), source="queue")
+    log.retrying("c1", {"code": 14, "message": "down"}, {"attempt": 1, "delay_seconds": 2.0})
+    journal.accept("c2", payload("c2"))
+    log.mark_published("c2")
+    log.begin("c2", ENABLE, payload("c2"), source="queue")
+    log.waiting("c2", 1.0)
+    assert log.stalled(timedelta(seconds=60)) == []
+
+    journal.clock.advance(timedelta(seconds=61))
+    stalled = log.stalled(timedelta(seconds=60))
+    assert [(record.id, record.status) for record in stalled] == [
+        ("c1", CommandStatus.RETRYING),
+        ("c2", CommandStatus.WAITING),
+    ]
+    assert [retries_used(record) for record in stalled] == [1, 0]
+    for record in stalled:
+        log.mark_published(record.id)
+    assert log.stalled(timedelta(seconds=60)) == []
+
+
+def test_commands_awaiting_delivery_since_a_moment_are_those_queued_retrying_or_waiting_since(
+    journal: Journal,
+) -> None:
+    log = journal.port
+    for command_id in ("before", "queued", "retrying", "running", "done"):
+        journal.accept(command_id, payload(command_id))
+        journal.clock.advance(timedelta(seconds=1))
+        if command_id == "before":
+            since = journal.clock.now()
+    for command_id in ("retrying", "running", "done"):
+        log.begin(command_id, ENABLE, payload(command_id), source="queue")
+    log.retrying("retrying", {"code": 14, "message": "down"}, {"attempt": 1})
+    log.succeed("done", {"ok": True})
+
+    awaiting = log.awaiting_delivery_since(since, 10)
+    retries_only = log.awaiting_delivery_since(
+        since, 10, (CommandStatus.RETRYING, CommandStatus.WAITING)
+    )
+
+    assert [record.id for record in awaiting] == ["queued", "retrying"]
+    assert [record.id for record in retries_only] == ["retrying"]
 
 
 # --- pruning ----------------------------------------------------------------------------------

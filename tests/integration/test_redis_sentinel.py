@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from worker.local.sentinel import SentinelTopology
 from worker.messaging.broker import GuardedSentinelChannel
 from worker.messaging.config import celery_config
 from worker.messaging.dead_letters import DeadLetters
+from worker.messaging.primary_watch import RedisPrimaryWatch
 from worker.messaging.publisher import result_channel
 from worker.messaging.redis_clients import async_redis_client, redis_client
 from worker.settings import Settings
@@ -155,3 +157,31 @@ def test_the_guarded_sentinel_transport_dead_letters_what_is_not_a_task_and_deli
     assert [(letter.queue, letter.raw) for letter in letters] == [
         ("sentinel-guard-test", b"\xff not a message")
     ]
+
+
+def test_the_primary_watch_reports_a_failover_once_then_when_the_new_primary_took_over(
+    topology: SentinelTopology,
+) -> None:
+    watch = RedisPrimaryWatch(redis_client(sentinel_settings(topology)))
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    first = watch.sight(start)
+    seen = watch.sight(start + timedelta(seconds=1))
+    assert topology.server(topology.primary_port()).wait(1, 5000) == 1
+    old = topology.kill_primary()
+    topology.wait_for_new_primary(old)
+
+    changed = watch.sight(start + timedelta(seconds=5))
+    reported_again = watch.sight(start + timedelta(seconds=6))
+    watch.settle(changed, start + timedelta(seconds=7))
+    after = watch.sight(start + timedelta(seconds=8))
+
+    assert (first.changed, first.previous_seen_at) == (False, None)
+    assert (seen.changed, seen.previous_seen_at, seen.failed_over_at) == (False, start, None)
+    assert (changed.changed, changed.previous_seen_at) == (True, start + timedelta(seconds=1))
+    assert changed.primary != first.primary
+    assert reported_again == changed
+    assert (after.changed, after.previous_seen_at, after.failed_over_at) == (
+        False,
+        start + timedelta(seconds=7),
+        start + timedelta(seconds=7),
+    )

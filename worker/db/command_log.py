@@ -4,13 +4,19 @@ replay, pruned by the retention sweep."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from domain.messages import CommandStatus, command_fingerprint
+from domain.messages import (
+    AWAITING_DELIVERY,
+    AWAITING_RETRY,
+    CommandStatus,
+    command_fingerprint,
+)
 from domain.operations.outcomes import not_replayable
 from domain.operations.retention import PRUNABLE_STATUSES
 from domain.ports.commands import DuplicateCommand
@@ -94,31 +100,43 @@ class SqlCommandLog(SqlCommandRuns):
             )
 
     def stalled(self, older_than: timedelta, limit: int = 100) -> list[CommandRecord]:
-        """Queued commands never published, or published long ago and never started."""
+        """Commands awaiting their next message for longer than ``older_than`` and not sent
+        again since: queued and never published, or published long ago and never started;
+        retrying or waiting, their later attempt due long ago and never started."""
         cutoff = self._clock.now() - older_than
         with self._sessions() as session:
             rows = session.scalars(
                 select(CommandRow)
                 .where(
-                    CommandRow.status == CommandStatus.QUEUED.value,
+                    or_(
+                        (CommandRow.status == CommandStatus.QUEUED.value)
+                        & (CommandRow.created_at < cutoff),
+                        CommandRow.status.in_([status.value for status in AWAITING_RETRY])
+                        & (CommandRow.updated_at < cutoff),
+                    ),
                     or_(CommandRow.published_at.is_(None), CommandRow.published_at < cutoff),
-                    CommandRow.created_at < cutoff,
                 )
-                .order_by(CommandRow.created_at)
+                .order_by(CommandRow.updated_at)
                 .limit(limit)
             ).all()
             return [CommandRecord.of(row) for row in rows]
 
-    def queued_since(self, since: datetime, limit: int) -> list[CommandRecord]:
-        """Queued commands recorded at ``since`` or later (not started), oldest first."""
+    def awaiting_delivery_since(
+        self,
+        since: datetime,
+        limit: int,
+        statuses: Sequence[CommandStatus] = AWAITING_DELIVERY,
+    ) -> list[CommandRecord]:
+        """Commands in ``statuses`` (of those awaiting their next message) that entered them
+        at ``since`` or later, oldest first."""
         with self._sessions() as session:
             rows = session.scalars(
                 select(CommandRow)
                 .where(
-                    CommandRow.status == CommandStatus.QUEUED.value,
-                    CommandRow.created_at >= since,
+                    CommandRow.status.in_([status.value for status in statuses]),
+                    CommandRow.updated_at >= since,
                 )
-                .order_by(CommandRow.created_at)
+                .order_by(CommandRow.updated_at)
                 .limit(limit)
             ).all()
             return [CommandRecord.of(row) for row in rows]

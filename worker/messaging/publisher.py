@@ -46,6 +46,7 @@ class CeleryPublisher:
             message.type,
             kwargs=dict(message.payload),
             task_id=message.id,
+            retries=message.retries,
             retry=True,
             retry_policy=PUBLISH_RETRY_POLICY,
             producer=self.producer,

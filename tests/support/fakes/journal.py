@@ -12,7 +12,12 @@ from typing import Any
 
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.events.base import Event
-from domain.messages import CommandStatus, command_fingerprint
+from domain.messages import (
+    AWAITING_DELIVERY,
+    AWAITING_RETRY,
+    CommandStatus,
+    command_fingerprint,
+)
 from domain.operations.outcomes import not_replayable
 from domain.operations.retention import PRUNABLE_STATUSES
 from domain.ports.repositories import UnitOfWork
@@ -199,19 +204,26 @@ class FakeCommandJournal:
         stalled = [
             entry
             for entry in self.entries.values()
-            if entry.status is CommandStatus.QUEUED
+            if (
+                (entry.status is CommandStatus.QUEUED and entry.created_at < cutoff)
+                or (entry.status in AWAITING_RETRY and entry.updated_at < cutoff)
+            )
             and (entry.published_at is None or entry.published_at < cutoff)
-            and entry.created_at < cutoff
         ]
-        return sorted(stalled, key=lambda entry: entry.created_at)[:limit]
+        return sorted(stalled, key=lambda entry: entry.updated_at)[:limit]
 
-    def queued_since(self, since: datetime, limit: int) -> Sequence[JournalEntry]:
-        queued = [
+    def awaiting_delivery_since(
+        self,
+        since: datetime,
+        limit: int,
+        statuses: Sequence[CommandStatus] = AWAITING_DELIVERY,
+    ) -> Sequence[JournalEntry]:
+        awaiting = [
             entry
             for entry in self.entries.values()
-            if entry.status is CommandStatus.QUEUED and entry.created_at >= since
+            if entry.status in statuses and entry.updated_at >= since
         ]
-        return sorted(queued, key=lambda entry: entry.created_at)[:limit]
+        return sorted(awaiting, key=lambda entry: entry.updated_at)[:limit]
 
     def mark_published(self, command_id: str) -> None:
         entry = self.entries.get(command_id)
