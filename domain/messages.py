@@ -182,6 +182,7 @@ class CommandStatus(StrEnum):
 AWAITING_DELIVERY = (CommandStatus.QUEUED, CommandStatus.RETRYING, CommandStatus.WAITING)
 """A command in these is not running and waits for its next message: the first (``queued``),
 or the one its last attempt sent for later (``retrying``, ``waiting``). If that message was
-lost, nothing else runs the command: the stalled-command and failover sweeps send it again."""
+lost, nothing else runs the command: the failover sweep sends it again after a failover, the
+stalled-command sweep a queued or retrying one whose message is long overdue."""
 AWAITING_RETRY = (CommandStatus.RETRYING, CommandStatus.WAITING)
 """Of :data:`AWAITING_DELIVERY`, those whose next message a worker sent (a later attempt)."""

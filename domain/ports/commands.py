@@ -209,9 +209,13 @@ class CommandJournal(Protocol):
         ...
 
     def stalled(self, older_than: timedelta, limit: int = 100) -> Sequence[JournalRecord]:
-        """Commands awaiting their next message (``AWAITING_DELIVERY``) for ``older_than`` and
-        not published again since: their message was lost. Queued ones count from when they
-        were recorded; retrying and waiting ones from their last attempt."""
+        """Commands queued or retrying for ``older_than`` and not published again since:
+        their message was lost. Queued ones count from when they were recorded, retrying ones
+        from when their later attempt was due (:func:`later_attempt_due_at`). Not waiting
+        ones: a wait's message sits behind its burst's backlog for as long as the burst drains
+        at the provider's pace, and one sent again early would run beside it, each deferring
+        itself again until the command is done (the failover sweep sends those a failover
+        may have dropped)."""
         ...
 
     def awaiting_delivery_since(
@@ -279,6 +283,18 @@ class CommandMessage:
     def recorded(cls, command: PublishableCommand, *, retries: int = 0) -> CommandMessage:
         """A command the log holds, as it was recorded, on its task's route."""
         return cls(id=command.id, type=command.type, payload=command.payload, retries=retries)
+
+
+def later_attempt_due_at(
+    status: CommandStatus, updated_at: datetime, retries: Sequence[Mapping[str, Any]]
+) -> datetime:
+    """When a command awaiting a later attempt (``AWAITING_RETRY``) was due to start it: its
+    last retry's backoff after it was recorded; a wait for the rate budget, once recorded."""
+    if status is CommandStatus.RETRYING and retries:
+        delay = retries[-1].get("delay_seconds")
+        if isinstance(delay, int | float):
+            return updated_at + timedelta(seconds=delay)
+    return updated_at
 
 
 def retries_used(command: JournalRecord) -> int:

@@ -13,13 +13,12 @@ from sqlalchemy.exc import IntegrityError
 
 from domain.messages import (
     AWAITING_DELIVERY,
-    AWAITING_RETRY,
     CommandStatus,
     command_fingerprint,
 )
 from domain.operations.outcomes import not_replayable
 from domain.operations.retention import PRUNABLE_STATUSES
-from domain.ports.commands import DuplicateCommand
+from domain.ports.commands import DuplicateCommand, later_attempt_due_at
 from worker.db.command_records import CommandRecord
 from worker.db.command_runs import SqlCommandRuns
 from worker.db.models import CommandRow, ProviderCallRow
@@ -102,7 +101,8 @@ class SqlCommandLog(SqlCommandRuns):
     def stalled(self, older_than: timedelta, limit: int = 100) -> list[CommandRecord]:
         """Commands awaiting their next message for longer than ``older_than`` and not sent
         again since: queued and never published, or published long ago and never started;
-        retrying or waiting, their later attempt due long ago and never started."""
+        retrying, its later attempt due (``later_attempt_due_at``) long ago and never
+        started."""
         cutoff = self._clock.now() - older_than
         with self._sessions() as session:
             rows = session.scalars(
@@ -111,7 +111,7 @@ class SqlCommandLog(SqlCommandRuns):
                     or_(
                         (CommandRow.status == CommandStatus.QUEUED.value)
                         & (CommandRow.created_at < cutoff),
-                        CommandRow.status.in_([status.value for status in AWAITING_RETRY])
+                        (CommandRow.status == CommandStatus.RETRYING.value)
                         & (CommandRow.updated_at < cutoff),
                     ),
                     or_(CommandRow.published_at.is_(None), CommandRow.published_at < cutoff),
@@ -119,7 +119,7 @@ class SqlCommandLog(SqlCommandRuns):
                 .order_by(CommandRow.updated_at)
                 .limit(limit)
             ).all()
-            return [CommandRecord.of(row) for row in rows]
+            return [CommandRecord.of(row) for row in rows if _overdue(row, cutoff)]
 
     def awaiting_delivery_since(
         self,
@@ -225,3 +225,10 @@ class SqlCommandLog(SqlCommandRuns):
 def _refuse_unfinished(status: CommandStatus) -> None:
     if status not in PRUNABLE_STATUSES:
         raise ValueError(f"a {status.value} command has not finished: it is never pruned")
+
+
+def _overdue(row: CommandRow, cutoff: datetime) -> bool:
+    if row.status == CommandStatus.QUEUED.value:
+        return True
+    due = later_attempt_due_at(CommandStatus(row.status), row.updated_at, row.retries or [])
+    return due < cutoff

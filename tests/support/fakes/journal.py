@@ -14,12 +14,12 @@ from domain.errors import CommandIdReused, CommandInProgress
 from domain.events.base import Event
 from domain.messages import (
     AWAITING_DELIVERY,
-    AWAITING_RETRY,
     CommandStatus,
     command_fingerprint,
 )
 from domain.operations.outcomes import not_replayable
 from domain.operations.retention import PRUNABLE_STATUSES
+from domain.ports.commands import later_attempt_due_at
 from domain.ports.repositories import UnitOfWork
 from tests.support.fakes.clock import FakeClock
 from tests.support.fakes.database import FakeDatabase
@@ -206,7 +206,10 @@ class FakeCommandJournal:
             for entry in self.entries.values()
             if (
                 (entry.status is CommandStatus.QUEUED and entry.created_at < cutoff)
-                or (entry.status in AWAITING_RETRY and entry.updated_at < cutoff)
+                or (
+                    entry.status is CommandStatus.RETRYING
+                    and later_attempt_due_at(entry.status, entry.updated_at, entry.retries) < cutoff
+                )
             )
             and (entry.published_at is None or entry.published_at < cutoff)
         ]
