@@ -328,7 +328,10 @@ class Settings(BaseSettings):
         default=60.0, gt=0, description="The longest backoff between two attempts of a command."
     )
     stalled_command_seconds: float = Field(
-        default=300.0, gt=0, description="A queued command older than this is published again."
+        default=300.0,
+        gt=0,
+        description="A queued command older than this, or a retrying one this long past its "
+        "retry's time, is published again (its message was lost).",
     )
     broker_visibility_timeout_seconds: float = Field(
         default=600.0,
