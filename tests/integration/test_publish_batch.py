@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import redis
 from celery.events.state import State
-from kombu import Producer, Queue
+from kombu import Connection, Producer, Queue
 from kombu.exceptions import KombuError
 
 from application.handlers.sweeps import BULK_MESSAGE_PRIORITY
@@ -166,6 +166,36 @@ def test_a_batch_declares_its_queue_once_and_still_reaches_a_queue_never_declare
         f"queue {QUEUE}": 1,
         "exchange celeryev": 1,
     }
+
+
+def retried_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The calls kombu wraps in its retrying ``Connection.ensure`` from now on."""
+    wrapped: list[str] = []
+    ensure = Connection.ensure
+
+    def counting(connection: Connection, obj: Any, fun: Any, *args: Any, **kwargs: Any) -> Any:
+        wrapped.append(getattr(fun, "__name__", repr(fun)))
+        return ensure(connection, obj, fun, *args, **kwargs)
+
+    monkeypatch.setattr(Connection, "ensure", counting)
+    return wrapped
+
+
+def test_only_the_publish_that_declares_a_batch_s_queue_is_retried_the_rest_only_buffer(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    publisher = publisher_on(redis_url)
+    publish(publisher, 1)  # the pooled producer's connection is open
+    retried = retried_calls(monkeypatch)
+
+    with publisher.batch() as batch:
+        ids = publish(batch, 5)
+
+    assert retried == ["_publish", "_maybe_declare"]  # the first message, its queue declared
+    assert queued_ids(redis_url)[-5:] == ids
+    retried.clear()
+    publish(publisher, 1)  # one at a time: the message and its task-sent event, each declaring
+    assert retried == ["_publish", "_maybe_declare"] * 2
 
 
 def test_commands_published_one_at_a_time_each_declare_their_queue(

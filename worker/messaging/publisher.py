@@ -52,7 +52,10 @@ class CeleryPublisher:
         if message.priority is not None:
             options["priority"] = message.priority
         route = (message.type, message.queue)
-        if self._in_batch and route in self._declared:
+        buffered_only = self._in_batch and route in self._declared
+        if buffered_only:
+            # Its queue is declared: the publish only appends to the batch's pipeline, no
+            # Redis call that could fail and be retried, so no kombu ``ensure`` around it.
             options["declare"] = []
         if self._sent_events is not None:
             options["event_dispatcher"] = self._sent_events
@@ -60,7 +63,7 @@ class CeleryPublisher:
             message.type,
             kwargs=dict(message.payload),
             task_id=message.id,
-            retry=True,
+            retry=not buffered_only,
             retry_policy=PUBLISH_RETRY_POLICY,
             producer=self.producer,
             **options,
@@ -74,7 +77,9 @@ class CeleryPublisher:
     @contextmanager
     def batch(self) -> Iterator[CeleryPublisher]:
         """kombu's publish batch (``Producer.batch``): on Redis, the messages and their
-        ``task-sent`` events are buffered in one pipeline and sent when the block ends. A
+        ``task-sent`` events are buffered in one pipeline and sent when the block ends. The
+        first message of each route declares its queue (a Redis call, retried on a lost
+        connection as any publish); the others are only buffered, without retries. A
         failed batch is not retried: it raises ``BatchPublishError``, its delivery uncertain.
         Nothing is sent before the end (kombu would flush every 1,000 commands): a flush that
         failed midway would fail messages their caller already counted as gone. The callers
