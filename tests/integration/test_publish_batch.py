@@ -124,7 +124,7 @@ def test_a_batch_s_sent_events_are_celery_s_and_show_each_command_in_flower_s_st
         assert {key: event[key] for key in unchanging} == {key: celery_s[key] for key in unchanging}
         assert "usr_1" in event["kwargs"]
     assert [event["clock"] for event in ours] == sorted({event["clock"] for event in ours})
-    flower_s = State()  # what Flower keeps of the events it receives
+    flower_s: Any = State()  # what Flower keeps of the events it receives (untyped in the stubs)
     for event in ours:
         flower_s.event({**event, "local_received": time.time()})  # as its receiver stamps it
     assert [flower_s.tasks[event["uuid"]].state for event in ours] == ["PENDING"] * 3
