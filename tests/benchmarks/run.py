@@ -71,6 +71,10 @@ REGISTRY: dict[str, Benchmark] = {
     "p3": Measured("P3: synchronous HTTP round trip minus raw Celery's", http_paths.p3),
     "p4": Measured("P4: account creations with 300 ms of Stripe latency", stripe_bound.p4),
     "p5": Measured("P5: the period-end burst", stripe_bound.p5),
+    "p5l": Measured(
+        "P5L: the period-end burst at Stripe's live 100 writes/s ÷ the same on 85166c7",
+        stripe_bound.p5l,
+    ),
     "p6": Measured("P6: beat's due-changes sweep over a million changes", sweep_and_memory.p6),
     "p7": Measured("P7: memory (PSS) of each process", sweep_and_memory.p7),
     "p8": Measured("P8: what each capability costs per command", queue_throughput.p8),

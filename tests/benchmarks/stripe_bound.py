@@ -1,14 +1,24 @@
 """Work bound by Stripe: P4 (account creations with 300 ms of Stripe latency beside what the
-rate budget allows) and P5 (the period-end burst, ``bench_period_end_burst.py``)."""
+rate budget allows), P5 (the period-end burst, ``bench_period_end_burst.py``) and P5L (that
+burst at Stripe's live rate, beside the same burst on an older commit, in the same run)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
+import os
+import subprocess
+import sys
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 from tests.benchmarks import bench_period_end_burst as burst
 from tests.benchmarks.figures import Figure, Target
 from tests.benchmarks.harness import (
+    ROOT,
     BenchContext,
     another_service,
     since_now,
@@ -147,3 +157,128 @@ def p5(ctx: BenchContext) -> list[Figure]:
                     )
                 )
     return figures
+
+
+P5L_BASELINE_COMMIT = "85166c7"
+"""The commit P5L's burst is measured against (issue 34): the same burst runs on a worktree
+of it, in the same run."""
+P5L_RATE = 100
+"""Stripe's live-mode limit (writes a second), the budget's rate."""
+P5L_CAP = 12.0
+"""Floors a P5L burst may take before it is stopped: enough for a slow system to drain (2,000
+changes at 100/s is a 20 s floor; the burst was measured at about 24 changes/s, 4 floors)."""
+
+_BASELINE_BURST = """
+import dataclasses, json, sys
+from pathlib import Path
+from tests.benchmarks import bench_period_end_burst as burst
+workdir, redis_base, database, size, rate, cap = sys.argv[1:7]
+outcome = burst.run(
+    Path(workdir), redis_base, int(database), int(size), int(rate), True, float(cap), False
+)
+print("P5L-OUTCOME " + json.dumps(dataclasses.asdict(outcome)), flush=True)
+"""
+"""The baseline's burst, driven as its own ``bench_period_end_burst.py`` drives it (its
+``run()``), budget on, not late; run inside the baseline's worktree."""
+
+
+def p5l(ctx: BenchContext) -> list[Figure]:
+    """The period-end burst at Stripe's live rate (100 writes/s), the shared rate budget on,
+    sized so that it drains (2,000 changes; ``--quick``: 40): changes made at Stripe a second
+    (staged, from the moment they fell due until the last one), beside the same burst run by
+    :data:`P5L_BASELINE_COMMIT`'s own ``bench_period_end_burst.run`` on a git worktree of that
+    commit (its code, workers, beat, API and emulator), in the same run. Ours first, then the
+    baseline's, on the same Redis server and the same machine."""
+    size, rate = ctx.size(40, 2000), P5L_RATE
+    database = int(ctx.redis_url().rsplit("/", 1)[1])
+    ours = burst.run(
+        ctx.directory("p5l"), ctx.redis_base, database, size, rate, True, P5L_CAP, False
+    )
+    with baseline_worktree(ctx, P5L_BASELINE_COMMIT) as (tree, python):
+        theirs = _baseline_burst(ctx, tree, python, size, rate)
+    ours_rate = ours.applied / ours.drain_seconds
+    theirs_rate = theirs["applied"] / theirs["drain_seconds"]
+    return [
+        Figure(
+            f"p5l.{size}.{rate}",
+            f"period-end burst at Stripe's live rate: {size:,} changes, {rate}/s, budget on: "
+            "changes made a second",
+            ours_rate,
+            "/s",
+            theirs_rate,
+            f"the same burst on {P5L_BASELINE_COMMIT}",
+            Target(">=", 2.0, text=f"≥ 2 times {P5L_BASELINE_COMMIT}, both drained, 0 failed"),
+            also_required=ours.drained and theirs["drained"] and ours.failed == 0,
+            details={
+                "ours": dataclasses.asdict(ours),
+                "baseline": theirs,
+                "baseline_commit": P5L_BASELINE_COMMIT,
+                "cap_floors": P5L_CAP,
+            },
+        )
+    ]
+
+
+@contextlib.contextmanager
+def baseline_worktree(ctx: BenchContext, commit: str) -> Iterator[tuple[Path, str]]:
+    """A detached git worktree of ``commit`` under the run's directory, and the Python to
+    run it with: this venv's when the commit's locked packages are all among ours (the
+    same versions), else a venv of its own (``dev.ensure_environment`` inside it). The
+    worktree is removed afterwards."""
+    tree = ctx.workdir / f"baseline-{commit}"
+    _git("worktree", "add", "--detach", "--force", str(tree), commit)
+    try:
+        yield tree, _python_for(tree)
+    finally:
+        _git("worktree", "remove", "--force", str(tree))
+
+
+def _git(*args: str) -> None:
+    subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True)
+
+
+def _python_for(tree: Path) -> str:
+    lock = "requirements/dev.lock"
+    theirs = _pins((tree / lock).read_text())
+    if theirs <= _pins((ROOT / lock).read_text()):
+        return sys.executable
+    subprocess.run(
+        [
+            "python3",
+            "-c",
+            "from worker import dev; dev.ensure_environment(dev.DEV_LOCK)",
+        ],
+        cwd=tree,
+        check=True,
+    )
+    return str(tree / ".venv" / "bin" / "python")
+
+
+def _pins(lock: str) -> set[str]:
+    """The ``name==version`` lines of a pip lock."""
+    return {line.split()[0] for line in lock.splitlines() if "==" in line and line[:1].isalnum()}
+
+
+def _baseline_burst(
+    ctx: BenchContext, tree: Path, python: str, size: int, rate: int
+) -> dict[str, Any]:
+    """Run the burst in ``tree`` (its modules first on the path of every process it starts),
+    printing its progress; returns its ``Outcome`` as a dict."""
+    workdir = ctx.directory(f"p5l-baseline-{tree.name}")
+    database = ctx.redis_url().rsplit("/", 1)[1]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    argv = [python, "-c", _BASELINE_BURST, str(workdir), ctx.redis_base, database]
+    argv += [str(size), str(rate), str(P5L_CAP)]
+    process = subprocess.Popen(
+        argv, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert process.stdout is not None
+    outcome: dict[str, Any] | None = None
+    for line in process.stdout:
+        if line.startswith("P5L-OUTCOME "):
+            outcome = json.loads(line.removeprefix("P5L-OUTCOME "))
+        else:
+            print(f"  [{tree.name}] {line}", end="", flush=True)
+    if process.wait() != 0 or outcome is None:
+        raise RuntimeError(f"the baseline's burst exited with {process.returncode}")
+    return outcome

@@ -7,8 +7,10 @@ import threading
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from sqlalchemy import Engine, event
 
 from domain.billing.account_details import BillingDetails
 from domain.billing.accounts import BillingAccount
@@ -236,3 +238,39 @@ def test_a_change_round_trips_through_the_database(catalog: Catalog) -> None:
     assert stored == change
     assert stored.apply_lag_seconds == 2.5
     assert stored.effective_at.tzinfo is not None
+
+
+def statements_of(catalog: Catalog, work: Callable[[], object]) -> list[str]:
+    """Each statement ``work`` sends to the database: ``UPDATE`` if it updates, else its
+    first word."""
+    sent: list[str] = []
+
+    def on_statement(*arguments: Any) -> None:
+        statement = " ".join(arguments[2].upper().split())
+        updates = statement.startswith("UPDATE ") or ") UPDATE SCHEDULED_CHANGES " in statement
+        sent.append("UPDATE" if updates else statement.split()[0])
+
+    engine: Engine = catalog.sessions.kw["bind"]
+    event.listen(engine, "before_cursor_execute", on_statement)
+    try:
+        work()
+    finally:
+        event.remove(engine, "before_cursor_execute", on_statement)
+    return sent
+
+
+def test_a_claim_is_one_statement_on_postgresql_and_on_sqlite_writes_only_when_some_are_due(
+    catalog: Catalog,
+) -> None:
+    due = catalog.scheduled(3)
+    on_postgresql = catalog.sessions.kw["bind"].dialect.name == "postgresql"
+
+    claimed: list[Claim] = []
+    sent = statements_of(catalog, lambda: claimed.extend(catalog.claim(NOW)))
+    nothing_due = statements_of(catalog, lambda: catalog.claim(NOW))
+
+    assert set(due) <= {claim.change_id for claim in claimed}
+    if on_postgresql:  # the candidates are the update's subquery: one round trip
+        assert sent == nothing_due == ["UPDATE"]
+    else:  # no UPDATE (the database's write lock) when nothing is due
+        assert (sent, nothing_due) == (["SELECT", "UPDATE"], ["SELECT"])

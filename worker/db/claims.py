@@ -1,14 +1,19 @@
 """Claiming due rows for one sweep at a time: the one place the ``SKIP LOCKED`` claim is
 written (plan changes at their time, webhook deliveries at their attempt).
 
-Two steps in the caller's transaction:
+In the caller's transaction, an ``UPDATE`` of the candidates to ``state`` with a lease,
+``RETURNING`` the rows this sweep got with their claim number, where
 
-1. select the candidates, oldest first, ``FOR UPDATE SKIP LOCKED``: on PostgreSQL a row
-   another sweep holds is skipped, never waited on; SQLite has no row locks, so this is a
-   plain read and two sweeps may pick the same candidates;
-2. update them to ``state`` with a lease, checking the claimable condition again row by row
-   under the write lock, and ``RETURNING`` the rows this sweep got with their claim number:
-   a candidate another sweep claimed meanwhile no longer matches and is not returned.
+1. the candidates are selected oldest first, ``FOR UPDATE SKIP LOCKED``: on PostgreSQL a row
+   another sweep holds is skipped, never waited on; SQLite has no row locks, so there this
+   is a plain read and two sweeps may pick the same candidates;
+2. the claimable condition is checked again row by row as each is updated, under the write
+   lock: a candidate another sweep claimed meanwhile no longer matches and is not returned.
+
+On PostgreSQL the candidates are the update's subquery: one statement, one round trip, and
+their ids never travel to the client and back. On SQLite they are read first, and the update
+is sent only when there are some: an ``UPDATE`` takes the database's one write lock even when
+it matches nothing, which a sweep finding nothing due (most of them) would take every second.
 """
 
 from __future__ import annotations
@@ -35,18 +40,25 @@ def claim_due_rows(
     """Claim up to ``limit`` rows of ``table`` (a mapped class with ``id``, ``state``,
     ``claims``, ``lease_until`` and ``updated_at``) that are ``claimable``: each goes to
     ``state`` until ``lease_until``. Returns ``(id, claim number)`` of the rows claimed."""
-    candidates = session.scalars(
+    candidates = (
         select(table.id)
         .where(claimable)
         .order_by(*order_by)
         .limit(limit)
         .with_for_update(skip_locked=True)
-    ).all()
-    if not candidates:
-        return []
+    )
+    if session.get_bind().dialect.name == "sqlite":
+        ids = session.scalars(candidates).all()
+        if not ids:
+            return []
+        chosen: Any = table.id.in_(ids)
+    else:
+        # A CTE, evaluated once whatever the plan (a subquery under ``IN`` may be run again
+        # by the planner's join, and pick other rows the second time).
+        chosen = table.id.in_(select(candidates.cte("candidates").c.id))
     claimed = session.execute(
         update(table)
-        .where(table.id.in_(candidates), claimable)
+        .where(chosen, claimable)
         .values(state=state, claims=table.claims + 1, lease_until=lease_until, updated_at=now)
         .returning(table.id, table.claims)
         .execution_options(synchronize_session=False)
