@@ -1,7 +1,7 @@
 """What the API's request path costs, counted on the real application's routes (issue 34):
 no dependency is a plain function, which FastAPI would run on a worker thread (a trip there
-and back, and a wait for the GIL, on every request). Endpoints may be: the console's pages
-block on the database, on a thread of their own."""
+and back, and a wait for the GIL, on every request; endpoints may be: the console's pages
+block on the database, on a thread of their own), and none has dependencies of its own."""
 
 from __future__ import annotations
 
@@ -50,3 +50,17 @@ def test_no_route_of_the_api_runs_a_dependency_on_a_worker_thread() -> None:
     )
 
     assert on_threads == []
+
+
+def test_no_dependency_of_a_route_has_dependencies_of_its_own() -> None:
+    """FastAPI resolves each dependency's own parameters on every request: a route's
+    authorization (``permitted``) reads the credentials itself, not through an
+    ``authenticated_client`` dependency and its own ``State`` dependency."""
+    nested = sorted(
+        f"{route.path}: {getattr(dependency.call, '__qualname__', dependency.call)}"
+        for route in api_routes(create_app().routes)
+        for dependency in route.dependant.dependencies
+        if dependency.dependencies
+    )
+
+    assert nested == []
