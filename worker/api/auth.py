@@ -7,7 +7,7 @@ import binascii
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 from fastapi import Depends, Request
 
@@ -15,7 +15,7 @@ from domain.errors import CommandError, ErrorCode, error_info
 from domain.permissions import Grant, Scope
 from worker.api.errors import ApiError
 from worker.api.shared_throttle import SharedFailures, take
-from worker.api.state import State
+from worker.api.state import State, api_state
 from worker.api.verifications import TOO_MANY_FAILURES, Throttled
 
 
@@ -83,16 +83,16 @@ async def authenticated_client(request: Request, state: State) -> Caller:
     return Caller(client_id, grant)
 
 
-Authenticated = Annotated[Caller, Depends(authenticated_client)]
-
-
 def permitted(scope: Scope) -> Any:
     """A route's dependency: the authenticated client, if it holds ``scope`` (in the
     organization of the path's ``org_id``, when there is one), else 403 naming what is
     missing. Decided from the request alone, before the body is read or anything is
     loaded, so a refusal never tells whether the resource exists."""
 
-    async def check(request: Request, caller: Authenticated) -> Caller:
+    async def check(request: Request) -> Caller:
+        # Called here rather than as a dependency of its own: each dependency costs FastAPI
+        # a resolution of its parameters on every request.
+        caller = await authenticated_client(request, api_state(request))
         try:
             caller.grant.check(scope, request.path_params.get("org_id"))
         except CommandError as refused:

@@ -58,4 +58,10 @@ def api_state(request: Request) -> ApiState:
     return state
 
 
-State = Annotated[ApiState, Depends(api_state)]
+async def _api_state(request: Request) -> ApiState:
+    # A coroutine, so that FastAPI calls it on the event loop: a plain function as a
+    # dependency is run on a worker thread, a trip there and back on every request.
+    return api_state(request)
+
+
+State = Annotated[ApiState, Depends(_api_state)]

