@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
+
+from sqlalchemy import Row
 
 from domain.messages import CommandStatus
 from worker.db.models import CommandRow
@@ -32,7 +35,8 @@ class CommandRecord:
     finished_at: datetime | None
 
     @classmethod
-    def of(cls, row: CommandRow) -> CommandRecord:
+    def of(cls, row: CommandRow | Row[Any] | SimpleNamespace) -> CommandRecord:
+        """Of the entry's row: an ORM row, a Core result row, or its columns' values."""
         return cls(
             id=row.id,
             type=row.type,

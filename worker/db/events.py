@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, and_, delete, func, or_, select, update
+from sqlalchemy import CursorResult, Row, Table, and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from domain.events.base import Event
@@ -50,10 +50,18 @@ class SqlEventOutbox:
         )
 
     def unpublished(self, limit: int) -> list[RecordedEvent]:
-        rows = self._session.scalars(
-            select(EventRow)
-            .where(EventRow.published_at.is_(None))
-            .order_by(EventRow.sequence)
+        # Core, not the ORM, for the relay's read and mark (after every few commands): the
+        # rows are read once and never changed through the session.
+        rows = self._session.execute(
+            select(
+                _EVENTS.c.sequence,
+                _EVENTS.c.id,
+                _EVENTS.c.type,
+                _EVENTS.c.subject_key,
+                _EVENTS.c.document,
+            )
+            .where(_EVENTS.c.published_at.is_(None))
+            .order_by(_EVENTS.c.sequence)
             .limit(limit)
         ).all()
         return [_recorded(row) for row in rows]
@@ -62,10 +70,9 @@ class SqlEventOutbox:
         if not sequences:
             return
         self._session.execute(
-            update(EventRow)
-            .where(EventRow.sequence.in_(list(sequences)), EventRow.published_at.is_(None))
+            update(_EVENTS)
+            .where(_EVENTS.c.sequence.in_(list(sequences)), _EVENTS.c.published_at.is_(None))
             .values(published_at=now)
-            .execution_options(synchronize_session=False)
         )
 
     def get(self, event_id: str) -> RecordedEvent | None:
@@ -96,7 +103,10 @@ class SqlEventOutbox:
         return cast(CursorResult[Any], deleted).rowcount
 
 
-def _recorded(row: EventRow) -> RecordedEvent:
+_EVENTS = cast(Table, EventRow.__table__)
+
+
+def _recorded(row: EventRow | Row[Any, Any, Any, Any, Any]) -> RecordedEvent:
     return RecordedEvent(
         sequence=row.sequence,
         id=row.id,
