@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Row, Table, insert, select, update
+from sqlalchemy import CursorResult, Row, Table, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -130,9 +130,7 @@ class SqlCommandRuns:
         fingerprint = command_fingerprint(command_type, payload)
         started = self._clock.now()
         with self._sessions() as session:
-            row = session.execute(
-                select(_COMMANDS).where(_COMMANDS.c.id == command_id).with_for_update()
-            ).first()
+            row = session.execute(_READ_ENTRY, {"id": command_id}).first()
             if row is not None:
                 if _names_another_command(row, command_type, fingerprint):
                     return None
@@ -154,7 +152,7 @@ class SqlCommandRuns:
                 )
                 entry.update(result=result, updated_at=now, finished_at=now)
                 try:
-                    session.execute(insert(_COMMANDS).values(entry))
+                    session.execute(_LOG_ENTRY, entry)
                 except IntegrityError as error:
                     # A racing delivery logged the command first.
                     raise CannotRunInOneTransaction("another delivery logged the entry") from error
@@ -170,20 +168,18 @@ class SqlCommandRuns:
                     finished_at=now,
                 )
                 finished = session.execute(
-                    update(_COMMANDS)
-                    .where(
-                        _COMMANDS.c.id == command_id,
-                        _COMMANDS.c.status == row.status,
-                        _COMMANDS.c.attempts == row.attempts,
-                    )
-                    .values(
-                        status=CommandStatus.SUCCEEDED.value,
-                        attempts=row.attempts + 1,
-                        result=result,
-                        error=None,
-                        updated_at=now,
-                        finished_at=now,
-                    )
+                    _FINISH_ENTRY_AS_READ,
+                    {
+                        "read_id": command_id,
+                        "read_status": row.status,
+                        "read_attempts": row.attempts,
+                        "status": CommandStatus.SUCCEEDED.value,
+                        "attempts": row.attempts + 1,
+                        "result": result,
+                        "error": None,
+                        "updated_at": now,
+                        "finished_at": now,
+                    },
                 )
                 if cast(CursorResult[Any], finished).rowcount != 1:
                     raise CannotRunInOneTransaction("another delivery changed the entry")
@@ -307,6 +303,26 @@ def _new_entry(
 _COMMANDS = cast(Table, CommandRow.__table__)
 _UNSET_FIELDS: dict[str, Any] = {column.name: None for column in _COMMANDS.columns}
 """Every column of an entry, unset: what a new entry holds beside :func:`_new_entry`'s."""
+# Built once, executed with their parameters: a statement built for each command costs
+# about as much as the ORM's own load and flush (SQLAlchemy builds its cache key each time).
+_READ_ENTRY = select(_COMMANDS).where(_COMMANDS.c.id == bindparam("id")).with_for_update()
+_LOG_ENTRY = insert(_COMMANDS)
+_FINISH_ENTRY_AS_READ = (
+    update(_COMMANDS)
+    .where(
+        _COMMANDS.c.id == bindparam("read_id"),
+        _COMMANDS.c.status == bindparam("read_status"),
+        _COMMANDS.c.attempts == bindparam("read_attempts"),
+    )
+    .values(
+        status=bindparam("status"),
+        attempts=bindparam("attempts"),
+        result=bindparam("result"),
+        error=bindparam("error"),
+        updated_at=bindparam("updated_at"),
+        finished_at=bindparam("finished_at"),
+    )
+)
 
 
 def _names_another_command(row: CommandRow | Row[Any], command_type: str, fingerprint: str) -> bool:

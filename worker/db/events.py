@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Row, Table, and_, delete, func, or_, select, update
+from sqlalchemy import CursorResult, Row, Table, and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from domain.events.base import Event
@@ -50,30 +50,13 @@ class SqlEventOutbox:
         )
 
     def unpublished(self, limit: int) -> list[RecordedEvent]:
-        # Core, not the ORM, for the relay's read and mark (after every few commands): the
-        # rows are read once and never changed through the session.
-        rows = self._session.execute(
-            select(
-                _EVENTS.c.sequence,
-                _EVENTS.c.id,
-                _EVENTS.c.type,
-                _EVENTS.c.subject_key,
-                _EVENTS.c.document,
-            )
-            .where(_EVENTS.c.published_at.is_(None))
-            .order_by(_EVENTS.c.sequence)
-            .limit(limit)
-        ).all()
+        rows = self._session.execute(_UNPUBLISHED, {"limit": limit}).all()
         return [_recorded(row) for row in rows]
 
     def mark_published(self, sequences: Sequence[int], now: datetime) -> None:
         if not sequences:
             return
-        self._session.execute(
-            update(_EVENTS)
-            .where(_EVENTS.c.sequence.in_(list(sequences)), _EVENTS.c.published_at.is_(None))
-            .values(published_at=now)
-        )
+        self._session.execute(_MARK_PUBLISHED, {"sequences": list(sequences), "now": now})
 
     def get(self, event_id: str) -> RecordedEvent | None:
         row = self._session.scalars(select(EventRow).where(EventRow.id == event_id)).one_or_none()
@@ -104,6 +87,29 @@ class SqlEventOutbox:
 
 
 _EVENTS = cast(Table, EventRow.__table__)
+# The relay's read and mark (after every few commands): SQLAlchemy Core on the table, built
+# once and executed with their parameters, rather than the ORM's load of rows that are never
+# changed through the session.
+_UNPUBLISHED = (
+    select(
+        _EVENTS.c.sequence,
+        _EVENTS.c.id,
+        _EVENTS.c.type,
+        _EVENTS.c.subject_key,
+        _EVENTS.c.document,
+    )
+    .where(_EVENTS.c.published_at.is_(None))
+    .order_by(_EVENTS.c.sequence)
+    .limit(bindparam("limit"))
+)
+_MARK_PUBLISHED = (
+    update(_EVENTS)
+    .where(
+        _EVENTS.c.sequence.in_(bindparam("sequences", expanding=True)),
+        _EVENTS.c.published_at.is_(None),
+    )
+    .values(published_at=bindparam("now"))
+)
 
 
 def _recorded(row: EventRow | Row[Any, Any, Any, Any, Any]) -> RecordedEvent:
