@@ -166,7 +166,7 @@ def test_a_publisher_s_result_holds_the_command_s_outcome_and_no_started_state(
     )
     task_id = str(uuid.uuid4())
     # Celery's Redis backend publishes every state it stores on the task's channel.
-    stored = redis.Redis.from_url(stack.redis_url).pubsub()
+    stored = redis.Redis.from_url(stack.redis_url).pubsub()  # type: ignore[no-untyped-call]
     stored.subscribe(f"celery-task-meta-{task_id}")
     eventually(lambda: stored.get_message(timeout=0.1), 10, "the subscription")
     publisher.send_task("users.enable", kwargs={"user_id": user.id}, task_id=task_id, queue="users")
