@@ -358,10 +358,11 @@ class Settings(BaseSettings):
         default=0.05,
         ge=0,
         le=5,
-        description="The shortest time between two relays of one worker process. An idle "
-        "process relays a command's events as soon as it finishes; under load, the events of "
-        "every command finished within this time go out together (one lock, one read, one "
-        "stream append), which is what lets a worker keep up. 0: a relay after every command.",
+        description="The shortest time between two relays of one worker node (its processes "
+        "share it). An idle node relays a command's events as soon as it finishes; under load, "
+        "the events of every command finished within this time go out together (one lock, one "
+        "read, one stream append), which is what lets a worker keep up. 0: a relay after "
+        "every command.",
     )
     webhook_retry_base_seconds: float = Field(
         default=5.0, gt=0, description="Backoff of a failed webhook delivery's first retry."

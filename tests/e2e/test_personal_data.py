@@ -99,9 +99,8 @@ def stored_result(stack: Stack, task_id: str) -> bytes:
     backend = redis.Redis.from_url(stack.redis_url)
 
     def stored() -> bytes | None:
-        # The task's STARTED state is stored first (task_track_started), and replaced by its
-        # outcome once the task returned, after its command was recorded and its events
-        # relayed.
+        # The task's outcome is stored once the task returned, after its command was
+        # recorded.
         raw = backend.get(f"celery-task-meta-{task_id}")
         if not isinstance(raw, bytes) or json.loads(raw).get("status") != "SUCCESS":
             return None

@@ -6,9 +6,11 @@ These tests do not import our Celery app nor our task code: only the documented 
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
+import redis
 from celery import Celery
 
 from tests.support.records import create_organization, create_user, user_state
@@ -154,3 +156,32 @@ def test_a_tax_id_stripe_rejects_names_the_commands_field_not_the_http_requests(
     assert record.error is not None
     fields = [v["field"] for v in record.error["details"][0]["fieldViolations"]]
     assert fields == ["account.tax_data[0].id"]
+
+
+def test_a_publisher_s_result_holds_the_command_s_outcome_and_no_started_state(
+    stack: Stack, publisher: Celery
+) -> None:
+    user = create_user(
+        stack.sessions, SystemClock(), email=f"{uuid.uuid4().hex}@x.io", disabled=True
+    )
+    task_id = str(uuid.uuid4())
+    # Celery's Redis backend publishes every state it stores on the task's channel.
+    stored = redis.Redis.from_url(stack.redis_url).pubsub()  # type: ignore[no-untyped-call]
+    stored.subscribe(f"celery-task-meta-{task_id}")
+    eventually(lambda: stored.get_message(timeout=0.1), 10, "the subscription")
+    publisher.send_task("users.enable", kwargs={"user_id": user.id}, task_id=task_id, queue="users")
+    states: list[str] = []
+
+    def outcome() -> bool:
+        message = stored.get_message(timeout=0.1)
+        if message is not None and message["type"] == "message":
+            states.append(json.loads(message["data"])["status"])
+        return bool(states) and states[-1] in ("SUCCESS", "FAILURE")
+
+    eventually(outcome, 30, "the task's stored outcome")
+    stored.close()
+
+    # No STARTED first (task_track_started off: a read and a write to Redis per task that
+    # nothing reads); the publisher's result is the outcome.
+    assert states == ["SUCCESS"]
+    assert stack.finished(task_id).status.value == "succeeded"

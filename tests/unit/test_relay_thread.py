@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from worker.outbound.relay_thread import CoalescingRelay, NodeRelays
 
 
@@ -136,3 +138,31 @@ def test_processes_of_different_nodes_each_relay() -> None:
     this.flush(timeout=2.0)
 
     assert (mine.runs, theirs.runs) == (2, 1)
+
+
+def test_a_node_grants_one_relay_slot_per_interval_whichever_process_asks() -> None:
+    node = NodeRelays()
+
+    assert node.take_slot(100.0, interval=0.05) == 0.0
+    assert node.take_slot(100.01, interval=0.05) == pytest.approx(0.04)  # another process
+    assert node.take_slot(100.02, interval=0.05) == pytest.approx(0.03)
+    assert node.take_slot(100.05, interval=0.05) == 0.0
+    assert node.take_slot(100.06, interval=0.05) > 0
+
+
+def test_two_busy_processes_of_a_node_relay_once_per_interval_between_them() -> None:
+    node, interval = NodeRelays(), 0.1
+    this, other = CoalescingRelay(interval, node=node), CoalescingRelay(interval, node=node)
+    relays = Relays(seconds=0.005)
+
+    started = time.monotonic()
+    for _ in range(300):
+        this.request(relays)
+        other.request(relays)
+        time.sleep(0.002)
+    this.flush()
+    other.flush()
+    elapsed = time.monotonic() - started
+
+    # Each process on its own interval relayed about twice as often (once per interval each).
+    assert 1 <= relays.runs <= elapsed / interval + 3

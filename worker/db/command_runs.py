@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, update
+from sqlalchemy import CursorResult, Row, Table, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -85,14 +86,16 @@ class SqlCommandRuns:
             row = session.get(CommandRow, command_id, with_for_update=True)
             if row is None:
                 session.add(
-                    _new_entry(
-                        command_id,
-                        command_type,
-                        payload,
-                        fingerprint,
-                        source,
-                        now,
-                        status=CommandStatus.RUNNING,
+                    CommandRow(
+                        **_new_entry(
+                            command_id,
+                            command_type,
+                            payload,
+                            fingerprint,
+                            source,
+                            now,
+                            status=CommandStatus.RUNNING,
+                        )
                     )
                 )
                 return _LOGGED_NOW
@@ -119,11 +122,15 @@ class SqlCommandRuns:
         """``CommandJournal.run_in_one_transaction``: the entry is read (locked on
         PostgreSQL), ``work`` runs, and the entry is written succeeded only if it is still as
         read (SQLite takes no row lock: a delivery that raced this one makes it roll back),
-        all in one transaction."""
+        all in one transaction.
+
+        The entry's statements are SQLAlchemy Core on the table, not the ORM: the hot path of
+        every such command, where the ORM's loading and flush cost more than the statements
+        (the handler's own statements stay its repositories')."""
         fingerprint = command_fingerprint(command_type, payload)
         started = self._clock.now()
         with self._sessions() as session:
-            row = session.get(CommandRow, command_id, with_for_update=True)
+            row = session.execute(_READ_ENTRY, {"id": command_id}).first()
             if row is not None:
                 if _names_another_command(row, command_type, fingerprint):
                     return None
@@ -133,9 +140,8 @@ class SqlCommandRuns:
                     return None
             result = work(SharedUnitOfWork(session))
             now = self._clock.now()
-            logged_now = row is None
             if row is None:
-                row = _new_entry(
+                entry = _new_entry(
                     command_id,
                     command_type,
                     payload,
@@ -144,9 +150,13 @@ class SqlCommandRuns:
                     started,
                     status=CommandStatus.SUCCEEDED,
                 )
-                row.result, row.updated_at, row.finished_at = result, now, now
-                session.add(row)
-                record = None
+                entry.update(result=result, updated_at=now, finished_at=now)
+                try:
+                    session.execute(_LOG_ENTRY, entry)
+                except IntegrityError as error:
+                    # A racing delivery logged the command first.
+                    raise CannotRunInOneTransaction("another delivery logged the entry") from error
+                record = CommandRecord.of(SimpleNamespace(**{**_UNSET_FIELDS, **entry}))
             else:
                 record = replace(
                     CommandRecord.of(row),
@@ -158,39 +168,34 @@ class SqlCommandRuns:
                     finished_at=now,
                 )
                 finished = session.execute(
-                    update(CommandRow)
-                    .where(
-                        CommandRow.id == command_id,
-                        CommandRow.status == row.status,
-                        CommandRow.attempts == row.attempts,
-                    )
-                    .values(
-                        status=CommandStatus.SUCCEEDED.value,
-                        attempts=row.attempts + 1,
-                        result=result,
-                        error=None,
-                        updated_at=now,
-                        finished_at=now,
-                    )
-                    .execution_options(synchronize_session=False)
+                    _FINISH_ENTRY_AS_READ,
+                    {
+                        "read_id": command_id,
+                        "read_status": row.status,
+                        "read_attempts": row.attempts,
+                        "status": CommandStatus.SUCCEEDED.value,
+                        "attempts": row.attempts + 1,
+                        "result": result,
+                        "error": None,
+                        "updated_at": now,
+                        "finished_at": now,
+                    },
                 )
                 if cast(CursorResult[Any], finished).rowcount != 1:
                     raise CannotRunInOneTransaction("another delivery changed the entry")
             try:
                 session.commit()
             except IntegrityError as error:
-                # A racing delivery logged the command first.
+                # A racing delivery logged the command first (PostgreSQL may tell at commit).
                 raise CannotRunInOneTransaction("another delivery logged the entry") from error
-            if record is None:
-                record = CommandRecord.of(row)
-        if logged_now:
+        if row is None:
             metrics.command_accepted(command_type, source)
         metrics.command_finished(
             command_type, CommandStatus.SUCCEEDED.value, record.created_at, now, result
         )
         return record
 
-    def _running_elsewhere(self, row: CommandRow, now: datetime) -> bool:
+    def _running_elsewhere(self, row: CommandRow | Row[Any], now: datetime) -> bool:
         """Another delivery of this command is running it now (a duplicate message); one whose
         worker died stops counting once the lease is over."""
         return row.status == CommandStatus.RUNNING.value and (
@@ -278,23 +283,49 @@ def _new_entry(
     now: datetime,
     *,
     status: CommandStatus,
-) -> CommandRow:
-    """The entry of a command first seen by a worker (another service published it)."""
-    return CommandRow(
-        id=command_id,
-        type=command_type,
-        status=status.value,
-        source=source,
-        payload=payload,
-        fingerprint=fingerprint,
-        attempts=1,
-        created_at=now,
-        updated_at=now,
-        published_at=now,
+) -> dict[str, Any]:
+    """The entry of a command first seen by a worker (another service published it): its
+    columns' values."""
+    return {
+        "id": command_id,
+        "type": command_type,
+        "status": status.value,
+        "source": source,
+        "payload": payload,
+        "fingerprint": fingerprint,
+        "attempts": 1,
+        "created_at": now,
+        "updated_at": now,
+        "published_at": now,
+    }
+
+
+_COMMANDS = cast(Table, CommandRow.__table__)
+_UNSET_FIELDS: dict[str, Any] = {column.name: None for column in _COMMANDS.columns}
+"""Every column of an entry, unset: what a new entry holds beside :func:`_new_entry`'s."""
+# Built once, executed with their parameters: a statement built for each command costs
+# about as much as the ORM's own load and flush (SQLAlchemy builds its cache key each time).
+_READ_ENTRY = select(_COMMANDS).where(_COMMANDS.c.id == bindparam("id")).with_for_update()
+_LOG_ENTRY = insert(_COMMANDS)
+_FINISH_ENTRY_AS_READ = (
+    update(_COMMANDS)
+    .where(
+        _COMMANDS.c.id == bindparam("read_id"),
+        _COMMANDS.c.status == bindparam("read_status"),
+        _COMMANDS.c.attempts == bindparam("read_attempts"),
     )
+    .values(
+        status=bindparam("status"),
+        attempts=bindparam("attempts"),
+        result=bindparam("result"),
+        error=bindparam("error"),
+        updated_at=bindparam("updated_at"),
+        finished_at=bindparam("finished_at"),
+    )
+)
 
 
-def _names_another_command(row: CommandRow, command_type: str, fingerprint: str) -> bool:
+def _names_another_command(row: CommandRow | Row[Any], command_type: str, fingerprint: str) -> bool:
     # Entries logged before fingerprints were kept are taken at their type's word.
     return row.type != command_type or row.fingerprint not in (None, fingerprint)
 

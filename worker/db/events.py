@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, and_, delete, func, or_, select, update
+from sqlalchemy import CursorResult, Row, Table, and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from domain.events.base import Event
@@ -50,23 +50,13 @@ class SqlEventOutbox:
         )
 
     def unpublished(self, limit: int) -> list[RecordedEvent]:
-        rows = self._session.scalars(
-            select(EventRow)
-            .where(EventRow.published_at.is_(None))
-            .order_by(EventRow.sequence)
-            .limit(limit)
-        ).all()
+        rows = self._session.execute(_UNPUBLISHED, {"limit": limit}).all()
         return [_recorded(row) for row in rows]
 
     def mark_published(self, sequences: Sequence[int], now: datetime) -> None:
         if not sequences:
             return
-        self._session.execute(
-            update(EventRow)
-            .where(EventRow.sequence.in_(list(sequences)), EventRow.published_at.is_(None))
-            .values(published_at=now)
-            .execution_options(synchronize_session=False)
-        )
+        self._session.execute(_MARK_PUBLISHED, {"sequences": list(sequences), "now": now})
 
     def get(self, event_id: str) -> RecordedEvent | None:
         row = self._session.scalars(select(EventRow).where(EventRow.id == event_id)).one_or_none()
@@ -96,7 +86,33 @@ class SqlEventOutbox:
         return cast(CursorResult[Any], deleted).rowcount
 
 
-def _recorded(row: EventRow) -> RecordedEvent:
+_EVENTS = cast(Table, EventRow.__table__)
+# The relay's read and mark (after every few commands): SQLAlchemy Core on the table, built
+# once and executed with their parameters, rather than the ORM's load of rows that are never
+# changed through the session.
+_UNPUBLISHED = (
+    select(
+        _EVENTS.c.sequence,
+        _EVENTS.c.id,
+        _EVENTS.c.type,
+        _EVENTS.c.subject_key,
+        _EVENTS.c.document,
+    )
+    .where(_EVENTS.c.published_at.is_(None))
+    .order_by(_EVENTS.c.sequence)
+    .limit(bindparam("limit"))
+)
+_MARK_PUBLISHED = (
+    update(_EVENTS)
+    .where(
+        _EVENTS.c.sequence.in_(bindparam("sequences", expanding=True)),
+        _EVENTS.c.published_at.is_(None),
+    )
+    .values(published_at=bindparam("now"))
+)
+
+
+def _recorded(row: EventRow | Row[Any, Any, Any, Any, Any]) -> RecordedEvent:
     return RecordedEvent(
         sequence=row.sequence,
         id=row.id,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-from sqlalchemy import ColumnElement, Select, and_, delete, func, or_, select, update
+from sqlalchemy import ColumnElement, Select, and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from domain.billing.accounts import BillingAccount, BillingAccountState
@@ -45,6 +45,7 @@ class _RowRepository(Generic[E, R]):
     an entity back to its row, inserting the row the first time."""
 
     mapping: RowMapping[E, R]
+    _by_id_queries: Any = None
 
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -54,10 +55,16 @@ class _RowRepository(Generic[E, R]):
         # and on PostgreSQL one more round trip, for every load-change-save).
         self._read: dict[object, R] = {}
 
-    def _one(self, query: Select[R], *, for_update: bool = False) -> E | None:
+    def _one(
+        self,
+        query: Select[R],
+        *,
+        for_update: bool = False,
+        parameters: dict[str, object] | None = None,
+    ) -> E | None:
         if for_update:
             query = query.with_for_update()
-        row = self._session.scalars(query).one_or_none()
+        row = self._session.scalars(query, parameters).one_or_none()
         if row is None:
             return None
         self._read[row.id] = row  # type: ignore[attr-defined]
@@ -67,9 +74,21 @@ class _RowRepository(Generic[E, R]):
         return [self.mapping.entity(row) for row in self._session.scalars(query).all()]
 
     def _by_id(self, entity_id: str, *, for_update: bool = False) -> E | None:
-        row_type = self.mapping.row_type
-        column = row_type.id  # type: ignore[attr-defined]
-        return self._one(select(row_type).where(column == entity_id), for_update=for_update)
+        return self._one(self._read_by_id(for_update), parameters={"id": entity_id})
+
+    @classmethod
+    def _read_by_id(cls, for_update: bool) -> Select[R]:
+        """The read of one row by its id (locked or not), built once per repository: a
+        statement built for every read costs about as much as running it (SQLAlchemy builds
+        and keeps its cache key with the statement)."""
+        queries: dict[bool, Select[R]] | None = cls.__dict__.get("_by_id_queries")
+        if queries is None:
+            row_type = cls.mapping.row_type
+            column = row_type.id  # type: ignore[attr-defined]
+            query = select(row_type).where(column == bindparam("id"))
+            queries = {False: query, True: query.with_for_update()}
+            cls._by_id_queries = queries
+        return queries[for_update]
 
     def add(self, entity: E) -> None:
         self._session.add(self.mapping.new_row(entity))

@@ -118,7 +118,13 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             REDRIVE_PENDING_ACCOUNTS: {"queue": "maintenance"},
             **{f"{name}.*": {"queue": name} for name in QUEUES},
         },
-        "task_track_started": True,
+        # No STARTED state in the result backend: storing it cost every task a read and a
+        # write to Redis (Celery reads the stored state before each store), about 0.45 ms of a
+        # worker's CPU and two round trips (docs/benchmarks.md, 2026-11-26 h3/p1cost). Nothing
+        # reads it: Flower follows the task-started event, the API's synchronous requests wake
+        # on SUCCESS or FAILURE and answer from the command log, and a publisher waiting on a
+        # result still gets its outcome (its AsyncResult reads PENDING until then).
+        "task_track_started": False,
         "task_send_sent_event": True,
         "worker_send_task_events": True,
         # The result backend keeps a task's outcome (masked, application/command_outcomes.py),

@@ -7,11 +7,13 @@ once every ``min_interval`` seconds, so that one relay (one lock, one read, one 
 one mark) carries the events of every command that finished meanwhile. Beat's relay sweep
 stays the safety net for a process that dies with a request pending.
 
-The processes of one worker node share when their latest relay began (:class:`NodeRelays`,
-made by the node's main process before its pool forks): a process whose requests all came
-before a relay of another process of the node began leaves its events to that relay, which
-read them. A node then relays about once per interval, however many processes it has,
-rather than once per process.
+The processes of one worker node share their relays (:class:`NodeRelays`, made by the node's
+main process before its pool forks): a node relays at most once every ``min_interval``,
+however many processes it has (one process takes each slot; the others wait for the next),
+and a process whose requests all came before a relay of another process of the node began
+leaves its events to that relay, which read them. Without the shared slot, each process kept
+its own interval: the node relayed once per interval per process, and the processes' relays
+met on the Redis lock (one attempt in two found it taken, a round trip for nothing).
 """
 
 from __future__ import annotations
@@ -43,13 +45,34 @@ class BackgroundRelay(Protocol):
 
 
 class NodeRelays:
-    """When the latest relay of this node's processes that ran to its end began, in shared
-    memory that a forked pool inherits (``CLOCK_MONOTONIC``: one clock for every process of
-    the machine). Writes race only towards an earlier time than the latest, which costs a
-    process one relay more, never one less."""
+    """What this node's processes share of their relays, in shared memory that a forked pool
+    inherits (``CLOCK_MONOTONIC``: one clock for every process of the machine): when the
+    latest relay that ran to its end began (writes race only towards an earlier time than
+    the latest, which costs a process one relay more, never one less), and when the latest
+    relay slot was taken (:meth:`take_slot`)."""
 
     def __init__(self) -> None:
         self._began = multiprocessing.RawValue(ctypes.c_double, float("-inf"))
+        # Its lock is held for a comparison and a write, never across a relay: a process
+        # killed while holding it is all but impossible, and would only cost the others the
+        # node's shared slot (they then relay on their own interval, as before).
+        self._slot = multiprocessing.Value(ctypes.c_double, float("-inf"))
+
+    def take_slot(self, now: float, interval: float) -> float:
+        """Take the node's relay slot if none was taken within ``interval`` before ``now``:
+        ``0.0``; otherwise how long until the next one. One process of the node relays per
+        interval; the others wait for the next slot, by which time a relay that began
+        after they asked has most often read their events (:meth:`covered`)."""
+        if not self._slot.get_lock().acquire(timeout=1.0):
+            return 0.0
+        try:
+            due = self._slot.value + interval
+            if now < due:
+                return due - now
+            self._slot.value = now
+            return 0.0
+        finally:
+            self._slot.get_lock().release()
 
     def ran(self, began: float) -> None:
         """A relay that began at ``began`` read the outbox and published what it found."""
@@ -144,6 +167,7 @@ class CoalescingRelay:
             pause = last_run + self._min_interval - time.monotonic()
             if pause > 0:
                 self._stopping.wait(pause)
+            self._wait_for_the_node_s_slot()
             self._wanted.clear()
             with self._pending:
                 since, self._pending_since = self._pending_since, None
@@ -164,3 +188,19 @@ class CoalescingRelay:
                     logger.warning("could not relay events now; beat's sweep will", exc_info=True)
             if self._stopping.is_set():
                 return
+
+    def _wait_for_the_node_s_slot(self) -> None:
+        """Until this process takes its node's relay slot, or another process's relay,
+        begun since this process asked, serves its requests (or the process stops)."""
+        node = self._node
+        if node is None:
+            return
+        while not self._stopping.is_set():
+            with self._pending:
+                since = self._pending_since
+            if since is None or node.covered(since):
+                return
+            wait = node.take_slot(time.monotonic(), self._min_interval)
+            if wait <= 0:
+                return
+            self._stopping.wait(wait)
