@@ -126,7 +126,9 @@ def p2(ctx: BenchContext) -> list[Figure]:
             "/s",
             raw.rate,
             "raw publishes/s, 8 threads",
-            Target(">=", 0.5, text="ratio ≥ 0.5"),
+            # Issue 34's target (issue 24 set 0.5 for one process): 0.35 with the API's
+            # processes the machine allows (``api-processes``).
+            Target(">=", 0.35, text="ratio ≥ 0.35"),
             also_required=accepted.statuses[202] == count,
             details={"ours": accepted.details(202), "baseline": raw.details(0)},
         )
@@ -142,8 +144,9 @@ def api_processes(ctx: BenchContext) -> list[Figure]:
     one = accepts(ctx, "api-processes1", count, warm_up, processes=1, backend="postgresql")
     two = accepts(ctx, "api-processes2", count, warm_up, processes=2, backend="postgresql")
     raw = raw_publishes(ctx.redis_url(), count, CLIENTS)
-    # No target: what a second process gains depends on a core being free for it (the clients
-    # and PostgreSQL run on the same machine).
+    # Issue 34's P2 target, for the processes the machine allows: two on two cores. One
+    # process has none here: what a second gains depends on a core being free for it (the
+    # clients and PostgreSQL run on the same machine).
     return [
         Figure(
             f"api-processes.{processes}",
@@ -153,6 +156,7 @@ def api_processes(ctx: BenchContext) -> list[Figure]:
             "/s",
             raw.rate,
             "raw publishes/s, 8 threads",
+            Target(">=", 0.35, text="ratio ≥ 0.35") if processes == 2 else None,
             also_required=accepted.statuses[202] == count,
             details={
                 "ours": accepted.details(202),
