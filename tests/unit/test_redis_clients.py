@@ -10,6 +10,7 @@ import redis
 import redis.asyncio
 import redis.asyncio.sentinel
 import redis.sentinel
+from celery.app.backends import by_url
 from pydantic import ValidationError
 
 from worker.messaging.config import celery_config
@@ -19,6 +20,7 @@ from worker.messaging.redis_clients import (
     async_redis_client,
     redis_client,
 )
+from worker.messaging.result_store import CommandResults, SentinelCommandResults
 from worker.settings import Settings
 
 URL = "redis://:s3cret@10.0.0.5:6390/3"
@@ -72,7 +74,9 @@ def test_without_sentinels_an_asyncio_client_is_the_one_from_url_of_the_redis_ur
 def test_without_sentinels_the_broker_and_the_backend_are_the_redis_url_as_before() -> None:
     config = celery_config(plain())
 
-    assert (config["broker_url"], config["result_backend"]) == (URL, URL)
+    backend, backend_url = by_url(config["result_backend"])
+    assert (config["broker_url"], backend_url) == (URL, URL)
+    assert backend is CommandResults
     assert config["broker_transport"] == GUARDED_TRANSPORT
     assert set(config["broker_transport_options"]) == {
         "visibility_timeout",
@@ -115,7 +119,9 @@ def test_with_sentinels_the_broker_and_the_backend_use_kombu_s_and_celery_s_sent
         "sentinel://:p%40ss%3Bword@sentinel-b:26380/2;"
         "sentinel://:p%40ss%3Bword@sentinel-c:26379/2"
     )
-    assert (config["broker_url"], config["result_backend"]) == (expected, expected)
+    backend, backend_url = by_url(config["result_backend"])
+    assert (config["broker_url"], backend_url) == (expected, expected)
+    assert backend is SentinelCommandResults
     assert config["broker_transport"] == GUARDED_SENTINEL_TRANSPORT
     options = config["broker_transport_options"]
     assert options["master_name"] == "billing"

@@ -146,6 +146,12 @@ def _host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+RESULT_BACKEND = "worker.messaging.result_store:CommandResults"
+"""The result backend's class on a Redis server (Celery's ``class+url``)."""
+SENTINEL_RESULT_BACKEND = "worker.messaging.result_store:SentinelCommandResults"
+"""The result backend's class on the primary that Redis Sentinel names."""
+
+
 def celery_redis_config(settings: Settings) -> dict[str, Any]:
     """What the Celery configuration says of Redis: the broker and result backend URLs, our
     guarded transport (its Sentinel variant with sentinels), and the transport options
@@ -156,7 +162,7 @@ def celery_redis_config(settings: Settings) -> dict[str, Any]:
         return {
             "broker_url": url,
             "broker_transport": GUARDED_TRANSPORT,
-            "result_backend": url,
+            "result_backend": f"{RESULT_BACKEND}+{url}",
             "broker_transport_options": {},
         }
     url = sentinel_url(settings)
@@ -168,7 +174,7 @@ def celery_redis_config(settings: Settings) -> dict[str, Any]:
     return {
         "broker_url": url,
         "broker_transport": GUARDED_SENTINEL_TRANSPORT,
-        "result_backend": url,
+        "result_backend": f"{SENTINEL_RESULT_BACKEND}+{url}",
         "broker_transport_options": {
             **sentinel,
             "socket_timeout": timeout,
