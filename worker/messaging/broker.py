@@ -29,8 +29,9 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, cast
 
 import redis
@@ -250,10 +251,43 @@ def _logged(body: Any) -> Any:
     return redact(body) if get_settings().mask_personal_data else body
 
 
+TASK_EVENTS_FLUSH_SECONDS = 0.1
+"""How long a worker's task events wait in its buffer before they are published together."""
+
+
 class GuardedConsumer(Consumer):
     """The worker's consumer: messages Celery refuses after the transport's guard (an unknown
     task name, a message it cannot decode or accept) are dead-lettered before Celery's own
-    handling (which logs them, rejects them and, for an unknown task, records a failure)."""
+    handling (which logs them, rejects them and, for an unknown task, records a failure).
+
+    Its task events (what Flower shows) are published every :data:`TASK_EVENTS_FLUSH_SECONDS`
+    at most, as one message, or at Celery's buffer limit (24 events). Celery publishes its
+    buffer on the event loop's next turn: about two publishes a task under load, each a round
+    trip to Redis that holds up the loop which hands the next message to a pool process (29 %
+    of the main process's time at 300 commands a second, docs/benchmarks.md, issue 34)."""
+
+    _events_flush_at = 0.0
+
+    def on_send_event_buffered(self) -> Any:
+        celery_consumer: Any = self  # the stubs lack the loop's attributes
+        if not celery_consumer.hub:
+            return None
+        now = time.monotonic()
+        # A flush is due already; a timer lost with the connection is replaced once its
+        # moment has passed.
+        if now < self._events_flush_at:
+            return None
+        self._events_flush_at = now + TASK_EVENTS_FLUSH_SECONDS
+        return celery_consumer.hub.call_later(
+            TASK_EVENTS_FLUSH_SECONDS, celery_consumer._flush_events_promise
+        )
+
+    def shutdown(self) -> None:
+        # The buffer's last events reach Flower before the dispatcher closes.
+        celery_consumer: Any = self
+        with suppress(Exception):
+            celery_consumer._flush_events()
+        super().shutdown()
 
     def _record(self, message: Any, reason: str) -> None:
         try:
