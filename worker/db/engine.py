@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import select
 import threading
+import time
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, create_engine, event, exc, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from worker.settings import get_settings
@@ -41,14 +43,68 @@ def build_engine(url: str, lock_timeout: float | None = None) -> Engine:
 
         event.listen(engine, "connect", pragmas)
         return engine
-    return create_engine(
+    engine = create_engine(
         url,
-        pool_pre_ping=True,
         pool_size=5,
         max_overflow=10,
         connect_args={"options": f"-c lock_timeout={int(lock_timeout * 1000)}"},
         hide_parameters=True,
     )
+    ping_pooled_connections_in_doubt(engine)
+    return engine
+
+
+IDLE_BEFORE_PING_SECONDS = 10.0
+"""A pooled connection idle longer than this is pinged before it is handed out."""
+
+
+def ping_pooled_connections_in_doubt(engine: Engine) -> None:
+    """Ping a pooled connection at checkout only when it may be dead: it sat idle past
+    :data:`IDLE_BEFORE_PING_SECONDS`, or the server sent it something while it sat in the
+    pool (a restart or ``pg_terminate_backend`` sends its termination and closes the socket).
+    A dead one is replaced by a new connection, as ``pool_pre_ping`` does.
+
+    ``pool_pre_ping`` pinged every checkout: a round trip before each transaction, about
+    0.5 ms of every command on PostgreSQL (docs/benchmarks.md, issue 34). A server that goes
+    away while a connection is checked out fails that transaction with a disconnect, which is
+    a transient error (retried), and SQLAlchemy then drops every older connection of the pool.
+    """
+
+    @event.listens_for(engine, "connect")
+    def connected(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_RETURNED_AT] = time.monotonic()
+
+    @event.listens_for(engine, "checkin")
+    def returned(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_RETURNED_AT] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def checked_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        returned_at = record.info.get(_RETURNED_AT)
+        idle = returned_at is None or time.monotonic() - returned_at > IDLE_BEFORE_PING_SECONDS
+        if not idle and not _sent_something(dbapi_connection):
+            return
+        try:
+            alive = engine.dialect.do_ping(dbapi_connection)
+        except Exception as error:
+            raise exc.DisconnectionError("the pooled connection is gone") from error
+        if not alive:
+            raise exc.DisconnectionError("the pooled connection is gone")
+
+
+_RETURNED_AT = "billing_returned_at"
+
+
+def _sent_something(dbapi_connection: Any) -> bool:
+    """Whether the server wrote to (or closed) an idle connection's socket: nothing is
+    expected there between transactions. Unknown counts as yes."""
+    try:
+        socket = dbapi_connection.pgconn.socket
+        poller = select.poll()
+        poller.register(socket, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
+    except Exception:
+        return True
 
 
 def get_engine(url: str | None = None) -> Engine:
