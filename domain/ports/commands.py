@@ -175,7 +175,7 @@ class CommandJournal(Protocol):
         transaction; its ``commit()`` is made with the outcome's.
 
         Returns the outcome: the one just recorded, or the one recorded before (a
-        redelivered message; ``work`` does not run). Returns ``None``, recording nothing,
+        redelivered message; what ``work`` did is undone). Returns ``None``, recording nothing,
         when the command is not to run so: another delivery runs it, or its id names another
         command (:meth:`begin` says which). Raises what ``work`` raises, recording nothing,
         and :class:`CannotRunInOneTransaction` when ``work`` left a change uncommitted, or

@@ -9,12 +9,11 @@ it then records the outcome once, with the events that report it, or a retry or 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
-from types import SimpleNamespace
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Row, Table, bindparam, insert, select, update
+from sqlalchemy import Row, Table, and_, bindparam, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -119,81 +118,75 @@ class SqlCommandRuns:
         source: str,
         work: Callable[[UnitOfWork], dict[str, Any]],
     ) -> CommandRecord | None:
-        """``CommandJournal.run_in_one_transaction``: the entry is read (locked on
-        PostgreSQL), ``work`` runs, and the entry is written succeeded only if it is still as
-        read (SQLite takes no row lock: a delivery that raced this one makes it roll back),
-        all in one transaction.
+        """``CommandJournal.run_in_one_transaction``: ``work`` runs, then one statement
+        writes the entry succeeded, logging it if it is new, in the same transaction.
 
-        The entry's statements are SQLAlchemy Core on the table, not the ORM: the hot path of
+        The write is an insert that, when the entry exists, finishes it only if it is this
+        delivery's to finish (the same command, not finished, not running under another
+        delivery's lease); otherwise nothing is written, the transaction rolls back with the
+        work, and the entry is read: a finished command's outcome is returned (a
+        redelivery), else ``None`` sends the delivery the usual way (which waits for the
+        running one, or refuses an id naming another command). Reading the entry first cost
+        every command a statement (a round trip on PostgreSQL) for what only a redelivery
+        needs; a redelivery now runs its work and undoes it.
+        A racing delivery's entry makes the insert wait for its transaction (PostgreSQL) or
+        for the write lock (SQLite), then find it.
+
+        The entry's statement is SQLAlchemy Core on the table, not the ORM: the hot path of
         every such command, where the ORM's loading and flush cost more than the statements
         (the handler's own statements stay its repositories')."""
         fingerprint = command_fingerprint(command_type, payload)
         started = self._clock.now()
         with self._sessions() as session:
-            row = session.execute(_READ_ENTRY, {"id": command_id}).first()
-            if row is not None:
-                if _names_another_command(row, command_type, fingerprint):
-                    return None
-                if CommandStatus(row.status).is_terminal:
-                    return CommandRecord.of(row)
-                if self._running_elsewhere(row, started):
-                    return None
             result = work(SharedUnitOfWork(session))
             now = self._clock.now()
-            if row is None:
-                entry = _new_entry(
-                    command_id,
-                    command_type,
-                    payload,
-                    fingerprint,
-                    source,
-                    started,
-                    status=CommandStatus.SUCCEEDED,
-                )
-                entry.update(result=result, updated_at=now, finished_at=now)
-                try:
-                    session.execute(_LOG_ENTRY, entry)
-                except IntegrityError as error:
-                    # A racing delivery logged the command first.
-                    raise CannotRunInOneTransaction("another delivery logged the entry") from error
-                record = CommandRecord.of(SimpleNamespace(**{**_UNSET_FIELDS, **entry}))
-            else:
-                record = replace(
-                    CommandRecord.of(row),
-                    status=CommandStatus.SUCCEEDED,
-                    attempts=row.attempts + 1,
-                    result=result,
-                    error=None,
-                    updated_at=now,
-                    finished_at=now,
-                )
-                finished = session.execute(
-                    _FINISH_ENTRY_AS_READ,
-                    {
-                        "read_id": command_id,
-                        "read_status": row.status,
-                        "read_attempts": row.attempts,
-                        "status": CommandStatus.SUCCEEDED.value,
-                        "attempts": row.attempts + 1,
-                        "result": result,
-                        "error": None,
-                        "updated_at": now,
-                        "finished_at": now,
-                    },
-                )
-                if cast(CursorResult[Any], finished).rowcount != 1:
-                    raise CannotRunInOneTransaction("another delivery changed the entry")
+            entry = _new_entry(
+                command_id,
+                command_type,
+                payload,
+                fingerprint,
+                source,
+                started,
+                status=CommandStatus.SUCCEEDED,
+            )
+            entry.update(result=result, error=None, updated_at=now, finished_at=now)
+            upsert = _FINISH_OR_LOG[session.get_bind().dialect.name]
             try:
+                row = session.execute(
+                    upsert,
+                    {
+                        **entry,
+                        "logged_at": started,
+                        "lease_began": started - self._running_lease,
+                    },
+                ).first()
+                if row is None:
+                    # Not this delivery's to finish: its work is undone, and a finished
+                    # command's outcome is replayed (the rare redelivery pays a read).
+                    session.rollback()
+                    return self._finished_before(session, command_id, command_type, fingerprint)
                 session.commit()
             except IntegrityError as error:
                 # A racing delivery logged the command first (PostgreSQL may tell at commit).
                 raise CannotRunInOneTransaction("another delivery logged the entry") from error
-        if row is None:
+        record = CommandRecord.of(row)
+        if row.logged_now:
             metrics.command_accepted(command_type, source)
         metrics.command_finished(
             command_type, CommandStatus.SUCCEEDED.value, record.created_at, now, result
         )
         return record
+
+    @staticmethod
+    def _finished_before(
+        session: Session, command_id: str, command_type: str, fingerprint: str
+    ) -> CommandRecord | None:
+        """The outcome a redelivered command recorded before, or ``None`` (another delivery
+        runs it, or its id names another command: the usual way says which)."""
+        row = session.execute(_READ_ENTRY, {"id": command_id}).first()
+        if row is None or _names_another_command(row, command_type, fingerprint):
+            return None
+        return CommandRecord.of(row) if CommandStatus(row.status).is_terminal else None
 
     def _running_elsewhere(self, row: CommandRow | Row[Any], now: datetime) -> bool:
         """Another delivery of this command is running it now (a duplicate message); one whose
@@ -301,28 +294,39 @@ def _new_entry(
 
 
 _COMMANDS = cast(Table, CommandRow.__table__)
-_UNSET_FIELDS: dict[str, Any] = {column.name: None for column in _COMMANDS.columns}
-"""Every column of an entry, unset: what a new entry holds beside :func:`_new_entry`'s."""
-# Built once, executed with their parameters: a statement built for each command costs
-# about as much as the ORM's own load and flush (SQLAlchemy builds its cache key each time).
-_READ_ENTRY = select(_COMMANDS).where(_COMMANDS.c.id == bindparam("id")).with_for_update()
-_LOG_ENTRY = insert(_COMMANDS)
-_FINISH_ENTRY_AS_READ = (
-    update(_COMMANDS)
-    .where(
-        _COMMANDS.c.id == bindparam("read_id"),
-        _COMMANDS.c.status == bindparam("read_status"),
-        _COMMANDS.c.attempts == bindparam("read_attempts"),
+
+
+def _finish_or_log(dialect_insert: Callable[[Table], Any]) -> Any:
+    """``run_in_one_transaction``'s one statement, in a dialect's ``INSERT … ON CONFLICT``:
+    the new entry, succeeded; or, for an entry already there, its outcome, only where it
+    is this delivery's to finish. Returns the entry and ``logged_now`` (it is new)."""
+    statement = dialect_insert(_COMMANDS)
+    excluded, commands = statement.excluded, _COMMANDS.c
+    when = commands.created_at.type
+    return statement.on_conflict_do_update(
+        index_elements=[commands.id],
+        set_={
+            "status": excluded.status,
+            "attempts": commands.attempts + 1,
+            "result": excluded.result,
+            "error": None,
+            "updated_at": excluded.updated_at,
+            "finished_at": excluded.finished_at,
+        },
+        where=and_(
+            commands.type == excluded.type,
+            # Entries logged before fingerprints were kept are taken at their type's word.
+            or_(commands.fingerprint.is_(None), commands.fingerprint == excluded.fingerprint),
+            commands.status.notin_(_FINISHED),
+            or_(
+                commands.status != CommandStatus.RUNNING.value,
+                commands.updated_at <= bindparam("lease_began", type_=when),
+            ),
+        ),
+    ).returning(
+        *_COMMANDS.columns,
+        (commands.created_at == bindparam("logged_at", type_=when)).label("logged_now"),
     )
-    .values(
-        status=bindparam("status"),
-        attempts=bindparam("attempts"),
-        result=bindparam("result"),
-        error=bindparam("error"),
-        updated_at=bindparam("updated_at"),
-        finished_at=bindparam("finished_at"),
-    )
-)
 
 
 def _names_another_command(row: CommandRow | Row[Any], command_type: str, fingerprint: str) -> bool:
@@ -331,3 +335,10 @@ def _names_another_command(row: CommandRow | Row[Any], command_type: str, finger
 
 
 _FINISHED = tuple(status.value for status in CommandStatus if status.is_terminal)
+# Built once, executed with their parameters: a statement built for each command costs
+# about as much as the ORM's own load and flush (SQLAlchemy builds its cache key each time).
+_READ_ENTRY = select(_COMMANDS).where(_COMMANDS.c.id == bindparam("id"))
+_FINISH_OR_LOG = {
+    "postgresql": _finish_or_log(postgresql.insert),
+    "sqlite": _finish_or_log(sqlite.insert),
+}
