@@ -5,6 +5,8 @@ clients of the primary the sentinels name and kombu's and Celery's Sentinel conf
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 import redis
 import redis.asyncio
@@ -74,7 +76,7 @@ def test_without_sentinels_an_asyncio_client_is_the_one_from_url_of_the_redis_ur
 def test_without_sentinels_the_broker_and_the_backend_are_the_redis_url_as_before() -> None:
     config = celery_config(plain())
 
-    backend, backend_url = by_url(config["result_backend"])
+    backend, backend_url = cast(tuple[type, str], by_url(config["result_backend"]))
     assert (config["broker_url"], backend_url) == (URL, URL)
     assert backend is CommandResults
     assert config["broker_transport"] == GUARDED_TRANSPORT
@@ -119,7 +121,7 @@ def test_with_sentinels_the_broker_and_the_backend_use_kombu_s_and_celery_s_sent
         "sentinel://:p%40ss%3Bword@sentinel-b:26380/2;"
         "sentinel://:p%40ss%3Bword@sentinel-c:26379/2"
     )
-    backend, backend_url = by_url(config["result_backend"])
+    backend, backend_url = cast(tuple[type, str], by_url(config["result_backend"]))
     assert (config["broker_url"], backend_url) == (expected, expected)
     assert backend is SentinelCommandResults
     assert config["broker_transport"] == GUARDED_SENTINEL_TRANSPORT
