@@ -271,8 +271,8 @@ def test_a_fault_can_be_removed_by_id(
 def test_faults_do_not_block_other_requests_while_one_hangs(
     emulator: EmulatorProcess, admin: EmulatorAdmin
 ) -> None:
-    admin.add_fault("hang", "POST /v1/products", hang_seconds=10)
-    hung_client = sdk_client(emulator.url, timeout=2)
+    admin.add_fault("hang", "POST /v1/products", hang_seconds=30)
+    hung_client = sdk_client(emulator.url, timeout=8)
     outcome: list[BaseException] = []
 
     def create_product() -> None:
@@ -285,10 +285,9 @@ def test_faults_do_not_block_other_requests_while_one_hangs(
     hung.start()
     time.sleep(0.1)
 
-    started = time.perf_counter()
     sdk_client(emulator.url).v1.customers.list()
 
-    assert time.perf_counter() - started < 1
+    assert hung.is_alive()  # answered while the other request still hangs
     admin.reset()
     hung.join()
     assert [type(error) for error in outcome] == [stripe.APIConnectionError]

@@ -62,11 +62,9 @@ def test_reorder_releases_a_partial_window_after_hold_seconds(
     hook.admin.reorder_deliveries(window=5, hold_seconds=0.5, order="shuffle")
 
     created = _customers(emulator_client, 2)
-    started = time.monotonic()
-    hook.settle()
+    hook.settle()  # a window held until it filled would never be delivered
 
     assert sorted(_objects(hook.receiver)) == sorted(created)
-    assert time.monotonic() - started < 3.0
 
 
 def test_delay_sends_an_attempt_later_and_lets_the_next_ones_overtake_it(
