@@ -126,9 +126,9 @@ def p2(ctx: BenchContext) -> list[Figure]:
             "/s",
             raw.rate,
             "raw publishes/s, 8 threads",
-            # Issue 34's target (issue 24 set 0.5 for one process): 0.35 with the API's
-            # processes the machine allows (``api-processes``).
-            Target(">=", 0.35, text="ratio ≥ 0.35"),
+            # One process, for the record: issue 34's target (0.35) is for the API's
+            # processes the machine allows, two on two cores: ``api-processes.2``.
+            None,
             also_required=accepted.statuses[202] == count,
             details={"ours": accepted.details(202), "baseline": raw.details(0)},
         )
