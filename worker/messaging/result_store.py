@@ -8,6 +8,7 @@ Redis before every store, about 0.7 ms of each command's time in a worker's pool
 delivery of a command that succeeded replays the same recorded outcome, so a ``SUCCESS``
 only ever overwrites itself: that store skips the read. Every other state (``RETRY``,
 ``FAILURE``) is stored as Celery does, after the read, so it never overwrites a success.
+A store and its announcement go out in one pipeline, without a transaction around them.
 """
 
 from __future__ import annotations
@@ -46,6 +47,22 @@ class _SuccessStoredUnread:
         except BackendStoreError as error:
             raise BackendStoreError(str(error), state=state, task_id=task_id) from error  # type: ignore[call-arg]
         return result
+
+    def _set(self, key: Any, value: Any, expires: Any = None) -> None:
+        """Store and announce ``value`` in one round trip, as Celery does, without wrapping
+        the two in ``MULTI``/``EXEC``: a store Celery retries after a broken connection sends
+        both again, and the stored value is the one readers trust (the announcement only
+        wakes them)."""
+        backend: Any = self
+        if expires is None:
+            expires = backend.expires
+        with backend.client.pipeline(transaction=False) as pipe:
+            if expires:
+                pipe.set(key, value, ex=int(expires))
+            else:
+                pipe.set(key, value)
+            pipe.publish(key, value)
+            pipe.execute()
 
 
 class CommandResults(_SuccessStoredUnread, RedisBackend):
