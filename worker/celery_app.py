@@ -22,6 +22,7 @@ from typing import Any
 from celery.signals import (
     celeryd_init,
     setup_logging,
+    task_prerun,
     worker_process_init,
     worker_process_shutdown,
 )
@@ -29,6 +30,7 @@ from celery.signals import (
 from domain.ports.application import Application
 from tasks.runtime import CommandApp
 from worker.bootstrap import bootstrap, configure_logging, connect_failover_watch, connect_metrics
+from worker.clock import ShiftableClock
 from worker.messaging.config import CONSUMED_QUEUES, TASK_MODULES, celery_config
 from worker.settings import Settings, get_settings
 
@@ -62,7 +64,26 @@ def create_celery_app(
     # whole wherever it is built (beat, a test), as its schedule names them.
     for module in TASK_MODULES:
         importlib.import_module(module)
+    if settings.resolved_shiftable_clock():
+        _read_the_clock_as_each_task_starts(app)
     return app
+
+
+def _read_the_clock_as_each_task_starts(app: CommandApp) -> None:
+    """The local stack's and the tests' shiftable clock (never production's, which reads the
+    system clock) re-reads its offset as each of ``app``'s tasks starts. Each process caches
+    the offset for a moment (``worker.clock.REFRESH_SECONDS``); without this, a sweep that
+    claimed a change with the moved time could hand it to a process still on the old one,
+    which would apply it "before" its boundary (a negative lag)."""
+
+    def expire_the_offset(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", None) is not app:
+            return
+        clock = app.application().clock
+        if isinstance(clock, ShiftableClock):
+            clock.expire()
+
+    task_prerun.connect(expire_the_offset, weak=False)
 
 
 def worker_app(

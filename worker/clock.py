@@ -59,26 +59,39 @@ class ShiftableClock:
         self._redis = client
         self._refresh = refresh
         self._offset = 0.0
+        self._has_read = False
         self._read_at = float("-inf")
 
     def offset(self) -> float:
         """The offset, re-read when stale. While Redis does not answer (restarting, or failing
         over to a replica) the offset last read stands, so that a request recording a command
         meanwhile is stamped as before rather than refused; with none read yet, the error."""
-        if time.monotonic() - self._read_at >= self._refresh:
+        asked_at = time.monotonic()
+        if asked_at - self._read_at >= self._refresh:
             import redis
 
             try:
                 raw = self._redis.get(CLOCK_OFFSET_KEY)
             except redis.RedisError:
-                if self._read_at == float("-inf"):
+                if not self._has_read:
                     raise
                 # Not again at each call: a paused server makes each read wait its timeout.
                 self._read_at = time.monotonic() + UNREADABLE_BACKOFF_SECONDS
                 return self._offset
             self._offset = float(raw) if raw is not None else 0.0
-            self._read_at = time.monotonic()
+            self._has_read = True
+            # Stamped with when it was asked for, not when the answer came: a process held off
+            # the CPU between the two must not take an offset read before a move for fresh.
+            self._read_at = asked_at
         return self._offset
+
+    def expire(self) -> None:
+        """Make the next :meth:`offset` read Redis (a task starts: the worker's hook in
+        ``worker/celery_app.py``), so that whatever caused this read, made after the clock
+        moved, is never judged against an offset from before the move. (Not while Redis did
+        not answer: the back-off stands.)"""
+        if self._read_at <= time.monotonic():
+            self._read_at = float("-inf")
 
     def warm(self) -> None:
         """Read the offset now if Redis answers (nothing if it does not), so that a Redis

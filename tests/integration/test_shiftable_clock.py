@@ -48,3 +48,33 @@ def test_a_process_s_clock_keeps_the_offset_when_redis_goes_before_its_first_sta
     server.kill()  # before the process has stamped anything
 
     assert clock.now() - datetime.now(UTC) > timedelta(days=1) - timedelta(minutes=1)
+
+
+def test_a_clock_expired_as_a_task_starts_reads_a_move_made_since_its_last_read(
+    tmp_path: Path,
+) -> None:
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    clock = ShiftableClock(server.url, refresh=3600)  # a read fresh for long
+    assert clock.offset() == 0.0
+
+    ShiftableClock(server.url).advance(DAY)  # `clock advance 1d`, from another process
+    cached = clock.offset()
+    clock.expire()  # a task starts (worker/celery_app.py)
+
+    assert (cached, clock.offset()) == (0.0, DAY)
+
+
+def test_an_expired_clock_keeps_the_last_offset_while_redis_does_not_answer(
+    tmp_path: Path,
+) -> None:
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    clock = ShiftableClock(server.url, refresh=0)
+    clock.advance(DAY)
+    assert clock.offset() == DAY
+
+    server.stop()
+    clock.expire()
+
+    assert clock.offset() == DAY
