@@ -56,11 +56,13 @@ def test_up_enables_the_demo_user_through_the_whole_system(local_stack: dict[str
     tasks = eventually(
         lambda: (
             (t := httpx.get(flower, auth=("admin", "flower-pw"), timeout=5).json())
-            and command_id in t
+            and t.get(command_id, {}).get("state") == "SUCCESS"
             and t
         ),
         30,
-        "Flower to list the task",
+        # The worker publishes its task events every 0.1 s: Flower may list the task (the
+        # API's task-sent event) a moment before it shows it succeeded.
+        "Flower to list the task succeeded",
     )
     assert tasks[command_id]["name"] == "users.enable"
     assert tasks[command_id]["state"] == "SUCCESS"
