@@ -14,21 +14,26 @@ from pathlib import Path
 import pytest
 
 from tests.support.emulator import start_emulator
+from tests.support.port_ranges import claim_port_range
 from tests.support.postgres import PostgresCluster, start_cluster
 from tests.support.processes import leftover_guard
 from tests.support.stack import Stack, stack_env
 from worker.db.migrate import upgrade
-from worker.local.embedded import FREE_PORT_RANGE_ENV, ProcessGroup, start_redis
+from worker.local.embedded import ProcessGroup, start_redis
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
-_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1… in a parallel run
-if _XDIST_WORKER.startswith("gw"):
-    # Each session picks the ports of its servers in a range of its own, below the kernel's
-    # ephemeral ports: two sessions never pick the same one (worker/local/embedded.py).
-    _first = 20_000 + 2_000 * (int(_XDIST_WORKER[2:]) % 6)
-    os.environ.setdefault(FREE_PORT_RANGE_ENV, f"{_first}-{_first + 1_999}")
 BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each pytest process that runs tests picks the ports of its servers in a range no other
+    such process on the machine holds, another suite's included (tests/support/port_ranges.py).
+    pytest-xdist's controller runs none: its workers, which inherit its environment, each
+    hold a range of their own."""
+    runs_tests = hasattr(config, "workerinput") or not config.getoption("numprocesses", None)
+    if runs_tests:
+        claim_port_range()
 
 
 @pytest.fixture(scope="session", autouse=True)
