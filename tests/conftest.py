@@ -147,7 +147,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """In a run in two processes (``python3 -m worker.dev test`` runs pytest-xdist with
     ``--dist loadgroup``): the tests of one database backend run in one process, in the
     order pytest gives them, so that the session's stack on that backend is set up once; any
-    other test runs with the rest of its file (they share the file's fixtures)."""
+    other test runs with the rest of its file (they share the file's fixtures).
+
+    Not in effect with pytest 9.2 and pytest-xdist 3.8: xdist marks a test's group by
+    rewriting ``item._nodeid``, which pytest 9.2 no longer reads (its node id is ``_id``), so
+    every test goes to whichever process is free, and each process sets up the stack of each
+    backend it runs tests of. The suite passes either way (two suites at once included)."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         backend = callspec.params.get("backend") if callspec is not None else None

@@ -201,7 +201,8 @@ def main(argv: list[str]) -> None:
         _run(BIN / "mypy")
         # The suite mostly waits on processes and sockets: two pytest processes, each with
         # its own Redis, PostgreSQL and port range; a backend's tests, and a file's others,
-        # stay in one process (tests/conftest.py). `-n 0` given: one process.
+        # are meant to stay in one process (tests/conftest.py says why they do not today).
+        # `-n 0` given: one process.
         parallel = (
             []
             if any(arg.startswith(("-n", "--numprocesses")) for arg in rest)
