@@ -161,3 +161,27 @@ def _reap(mark: str) -> None:
 
 if __name__ == "__main__":
     _reap(sys.argv[1])
+
+
+@contextlib.contextmanager
+def python_until_stdin_closes(
+    code: str, *arguments: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> Iterator[str]:
+    """Run ``code`` in a Python process of its own (it holds a lock, say, then reads its
+    standard input); yield the first line it prints, and end it by closing its input when the
+    block ends."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, *arguments],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdin is not None
+    try:
+        yield process.stdout.readline()
+    finally:
+        process.stdin.close()
+        process.wait(30)

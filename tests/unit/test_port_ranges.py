@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from tests.support.port_ranges import FIRST_PORT, PORTS_PER_SLOT, SLOTS
+from tests.support.processes import python_until_stdin_closes
 from worker.local.embedded import FREE_PORT_RANGE_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CLAIM = """
 import sys
 from pathlib import Path
+from tests.support.processes import python_until_stdin_closes
 from tests.support.port_ranges import claim_port_range
 print(claim_port_range(Path(sys.argv[1])), flush=True)
 sys.stdin.readline()
@@ -28,21 +28,10 @@ sys.stdin.readline()
 def session(lock_directory: Path, **environment: str) -> Iterator[str]:
     """A process that claims a range and holds it until the block ends; yields its range."""
     env = {k: v for k, v in os.environ.items() if k != FREE_PORT_RANGE_ENV}
-    process = subprocess.Popen(
-        [sys.executable, "-c", CLAIM, str(lock_directory)],
-        cwd=ROOT,
-        env={**env, **environment},
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    assert process.stdin is not None
-    try:
-        yield process.stdout.readline().strip()
-    finally:
-        process.stdin.close()
-        process.wait(30)
+    with python_until_stdin_closes(
+        CLAIM, str(lock_directory), env={**env, **environment}, cwd=ROOT
+    ) as printed:
+        yield printed.strip()
 
 
 def test_sessions_running_at_once_hold_ranges_that_do_not_overlap(tmp_path: Path) -> None:

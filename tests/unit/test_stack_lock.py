@@ -4,12 +4,11 @@ runs, whatever ``stack.json`` says (real OS file locks, taken by a real second p
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.processes import python_until_stdin_closes
 from worker.local.stack_lock import StackAlreadyRunning, hold
 from worker.settings import Settings
 
@@ -31,22 +30,11 @@ def test_a_stack_whose_lock_is_held_is_running_though_its_stack_file_says_stoppe
     tmp_path: Path,
 ) -> None:
     write_stack_file(tmp_path, stopped=True)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_UNTIL_STDIN_CLOSES, str(tmp_path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout is not None
-    assert holder.stdin is not None
-    try:
-        assert holder.stdout.readline() == "held\n"
+    with python_until_stdin_closes(HOLD_UNTIL_STDIN_CLOSES, str(tmp_path)) as printed:
+        assert printed == "held\n"
         while_held = Settings(data_dir=tmp_path).stack()
         with pytest.raises(StackAlreadyRunning, match="already running on"):
             hold(tmp_path, {"pid": 2})
-    finally:
-        holder.stdin.close()
-        holder.wait(30)
 
     assert while_held["stopped"] is False
     assert Settings(data_dir=tmp_path).stack()["stopped"] is True
