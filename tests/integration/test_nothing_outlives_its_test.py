@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import SESSION_MARK_ENV, marked_processes
 from tests.support.stack import eventually
+from worker.local.embedded import ProcessGroup, start_redis
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -108,3 +110,18 @@ def test_a_test_that_times_out_or_fails_leaves_no_process_it_started(
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_redis_server_a_test_starts_is_found_by_the_session_s_mark(tmp_path: Path) -> None:
+    """The session finds what its tests left by the mark in each process's environment; the
+    Redis-protocol server left alone writes its process title over its environment."""
+    mark = os.environ[SESSION_MARK_ENV]
+    group = ProcessGroup()
+    try:
+        start_redis(group, tmp_path / "redis", log_path=tmp_path / "redis.log")
+        server = group.children[0].process.pid
+        found = {process.pid for process in marked_processes(mark)}
+    finally:
+        group.stop()
+
+    assert server in found

@@ -4,6 +4,7 @@ into an error."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,9 +19,16 @@ from worker.settings import Settings
 DAY = 86_400.0
 
 
-def test_the_last_offset_read_stands_while_redis_does_not_answer(tmp_path: Path) -> None:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A started Redis server, stopped after the test whatever the test did to it."""
+    started = RedisServer(tmp_path / "redis")
+    started.start()
+    yield started
+    started.stop()
+
+
+def test_the_last_offset_read_stands_while_redis_does_not_answer(server: RedisServer) -> None:
     clock = ShiftableClock(server.url, refresh=0)
     clock.advance(DAY)
     assert clock.offset() == DAY
@@ -38,10 +46,8 @@ def test_with_no_offset_read_yet_an_unreachable_redis_is_an_error(tmp_path: Path
 
 
 def test_a_process_s_clock_keeps_the_offset_when_redis_goes_before_its_first_stamp(
-    tmp_path: Path,
+    server: RedisServer, tmp_path: Path
 ) -> None:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
     ShiftableClock(server.url).advance(DAY)  # `billing-worker clock advance 1d`, elsewhere
     clock = build_clock(Settings(redis_url=server.url, shiftable_clock=True, data_dir=tmp_path))
 
@@ -51,10 +57,8 @@ def test_a_process_s_clock_keeps_the_offset_when_redis_goes_before_its_first_sta
 
 
 def test_a_clock_expired_as_a_task_starts_reads_a_move_made_since_its_last_read(
-    tmp_path: Path,
+    server: RedisServer,
 ) -> None:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
     clock = ShiftableClock(server.url, refresh=3600)  # a read fresh for long
     assert clock.offset() == 0.0
 
@@ -66,10 +70,8 @@ def test_a_clock_expired_as_a_task_starts_reads_a_move_made_since_its_last_read(
 
 
 def test_an_expired_clock_keeps_the_last_offset_while_redis_does_not_answer(
-    tmp_path: Path,
+    server: RedisServer,
 ) -> None:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
     clock = ShiftableClock(server.url, refresh=0)
     clock.advance(DAY)
     assert clock.offset() == DAY

@@ -205,6 +205,10 @@ def start_redis(
         "no",
         "--protected-mode",
         "yes",
+        # Left to itself the server rewrites its process title over its environment, and
+        # the environment is how the test sessions find the processes they started.
+        "--set-proc-title",
+        "no",
     ]
     group.start(name, argv, log_path=log_path)
     url = f"redis://:{quote(password, safe='')}@127.0.0.1:{port}/0"

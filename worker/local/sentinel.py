@@ -129,6 +129,7 @@ class SentinelTopology:
             f"requirepass {self.password}",
             f"masterauth {self.password}",
             'save ""',
+            "set-proc-title no",  # keeps its environment readable (worker/local/embedded.py)
             *(["appendonly yes", "appendfsync everysec"] if self.keep_data else ["appendonly no"]),
         ]
         if replica_of is not None:
@@ -162,6 +163,7 @@ class SentinelTopology:
             "bind 127.0.0.1\n"
             f"dir {directory}\n"
             f"requirepass {self.sentinel_password}\n"
+            "set-proc-title no\n"
             f"sentinel monitor {MASTER_NAME} 127.0.0.1 {primary} {self.quorum}\n"
             f"sentinel auth-pass {MASTER_NAME} {self.password}\n"
             f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
