@@ -159,10 +159,6 @@ def _reap(mark: str) -> None:
     kill_all(marked_processes(mark))
 
 
-if __name__ == "__main__":
-    _reap(sys.argv[1])
-
-
 @contextlib.contextmanager
 def python_until_stdin_closes(
     code: str, *arguments: str, env: dict[str, str] | None = None, cwd: Path | None = None
@@ -185,3 +181,7 @@ def python_until_stdin_closes(
     finally:
         process.stdin.close()
         process.wait(30)
+
+
+if __name__ == "__main__":
+    _reap(sys.argv[1])

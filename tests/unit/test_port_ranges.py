@@ -17,7 +17,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CLAIM = """
 import sys
 from pathlib import Path
-from tests.support.processes import python_until_stdin_closes
 from tests.support.port_ranges import claim_port_range
 print(claim_port_range(Path(sys.argv[1])), flush=True)
 sys.stdin.readline()
