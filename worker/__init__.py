@@ -1,2 +1,3 @@
-"""The runnable system: in its wings the adapters of the domain's ports and the processes (the API,
-the CLI, the local stack), and the one composition root, ``bootstrap.py``."""
+"""The runnable system: the processes (the API, the CLI, the launchers, the local stack, the
+Celery app) and the one composition root, ``bootstrap.py``, which hands each adapter
+(``adapters/``) its values."""

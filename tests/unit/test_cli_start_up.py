@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.environment import settings_environment
 
-OURS = ("domain", "application", "tasks", "worker")
+OURS = ("domain", "application", "tasks", "adapters", "worker")
 
 SHOWING_HELP_NEEDS = frozenset(
     {

@@ -13,15 +13,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 FORBIDDEN = {
     "domain": (
-        *("application", "tasks", "worker", "stripe_emulator"),
+        *("application", "tasks", "adapters", "worker", "stripe_emulator"),
         *("celery", "kombu", "sqlalchemy", "stripe", "fastapi", "redis"),
     ),
     "application": (
-        *("tasks", "worker", "stripe_emulator"),
+        *("tasks", "adapters", "worker", "stripe_emulator"),
         *("celery", "kombu", "billiard", "sqlalchemy", "stripe", "fastapi", "redis"),
     ),
-    "tasks": ("worker", "stripe_emulator", "sqlalchemy", "stripe", "fastapi", "redis"),
-    "stripe_emulator": ("domain", "application", "tasks", "worker"),
+    "tasks": ("adapters", "worker", "stripe_emulator", "sqlalchemy", "stripe", "fastapi", "redis"),
+    # The adapters implement the ports beside the layers: what runs the system hands them
+    # their values, and no HTTP or command-line framework reaches them.
+    "adapters": ("tasks", "stripe_emulator", "fastapi", "starlette", "click", "uvicorn"),
+    "stripe_emulator": ("domain", "application", "tasks", "adapters", "worker"),
 }
 
 
@@ -73,24 +76,28 @@ def test_the_worker_imports_the_stripe_emulator_only_inside_the_functions_that_r
     assert offending == []
 
 
-def test_only_the_modules_of_worker_provider_import_the_stripe_sdk() -> None:
-    # The Stripe adapter is cut into modules by what they ask Stripe (worker/provider/);
+def test_only_the_modules_of_the_stripe_adapter_import_the_stripe_sdk() -> None:
+    # The Stripe adapter is cut into modules by what they ask Stripe (adapters/provider/);
     # everything else reaches Stripe through the provider port.
     offending = sorted(
         str(path.relative_to(ROOT))
         for package in PRODUCT
         for path in (ROOT / package).rglob("*.py")
-        if not path.is_relative_to(ROOT / "worker" / "provider")
+        if not path.is_relative_to(ROOT / "adapters" / "provider")
         and any(module.split(".")[0] == "stripe" for module in imported_modules(path))
     )
 
     assert offending == []
 
 
-PRODUCT = ("domain", "application", "tasks", "worker")
+PRODUCT = ("domain", "application", "tasks", "adapters", "worker")
 
-ADAPTER_WINGS = ("db", "provider", "messaging", "outbound", "observability", "contracts")
-"""The wings of ``worker/`` that adapt a technology to the ports (or serve the others)."""
+ADAPTERS = ("adapters",)
+"""What adapts a technology to the ports (or serves the others): ``adapters/``."""
+
+ADAPTERS_MAY_READ_OF_THE_WORKER = ("worker.settings",)
+"""The one module of ``worker/`` the adapters still import: the settings' types, until the
+settings are a module of their own (issue 40, item 2)."""
 
 ENTRY_POINTS = (
     *("worker.api", "worker.cli", "worker.local", "worker.launch"),
@@ -98,7 +105,7 @@ ENTRY_POINTS = (
 )
 """What runs the system: the composition root, the processes and what starts them."""
 
-OBSERVABILITY_MAY_IMPORT = ("domain", "application.log_context", "worker.observability")
+OBSERVABILITY_MAY_IMPORT = ("domain", "application.log_context", "adapters.observability")
 """Observability is told everything it records; from below it knows only the domain's
 vocabulary and the runner's log context."""
 
@@ -191,13 +198,44 @@ def test_the_cycle_finder_sees_a_cycle_through_a_lazy_import() -> None:
     assert cycles(graph) == [["a", "b", "c"]]
 
 
+def adapters_reaching_the_worker(root: Path = ROOT) -> list[str]:
+    """Each import, lazy or not, of ``worker`` by a module of ``adapters/`` (of the tree at
+    ``root``), but for ``ADAPTERS_MAY_READ_OF_THE_WORKER``."""
+    return sorted(
+        f"{path.relative_to(root)} imports {module}"
+        for path in (root / "adapters").rglob("*.py")
+        for module in imported_modules(path)
+        if within(module, ("worker",)) and not within(module, ADAPTERS_MAY_READ_OF_THE_WORKER)
+    )
+
+
 def test_the_adapters_never_import_what_runs_the_system() -> None:
+    assert adapters_reaching_the_worker() == []
+
+
+def test_the_adapters_rule_sees_a_lazy_import_of_the_composition_root(tmp_path: Path) -> None:
+    tree = write_tree(
+        tmp_path,
+        {
+            "adapters/db/engine.py": "from worker.settings import Settings\n",
+            "adapters/messaging/broker.py": "def go() -> None:\n    import worker.bootstrap\n",
+            "adapters/outbound/stream.py": "from worker.api.app import asgi_app\n",
+        },
+    )
+
+    assert adapters_reaching_the_worker(tree) == [
+        "adapters/messaging/broker.py imports worker.bootstrap",
+        "adapters/outbound/stream.py imports worker.api.app",
+    ]
+
+
+def test_neither_the_domain_nor_the_use_cases_import_an_adapter() -> None:
     offending = sorted(
         f"{module} imports {target}"
         for module, targets in import_graph().items()
-        if within(module, tuple(f"worker.{wing}" for wing in ADAPTER_WINGS))
+        if within(module, ("domain", "application"))
         for target in targets
-        if within(target, ENTRY_POINTS)
+        if within(target, ADAPTERS)
     )
 
     assert offending == []
@@ -207,7 +245,7 @@ def test_observability_imports_nothing_of_ours_but_the_domain_and_the_log_contex
     offending = sorted(
         f"{module} imports {target}"
         for module, targets in import_graph().items()
-        if within(module, ("worker.observability",))
+        if within(module, ("adapters.observability",))
         for target in targets
         if not within(target, OBSERVABILITY_MAY_IMPORT)
     )
@@ -231,12 +269,13 @@ def test_the_skip_locked_claim_is_written_once() -> None:
     # The most delicate SQL here: a second copy would drift from the first.
     writers = sorted(
         str(path.relative_to(ROOT))
-        for path in (ROOT / "worker").rglob("*.py")
+        for package in PRODUCT
+        for path in (ROOT / package).rglob("*.py")
         if "with_for_update(skip_locked=True)" in path.read_text()
     )
 
     # db/command_log.py's is the retention sweep's DELETE, not a claim.
-    assert writers == ["worker/db/claims.py", "worker/db/command_log.py"]
+    assert writers == ["adapters/db/claims.py", "adapters/db/command_log.py"]
 
 
 def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -257,7 +296,7 @@ def test_a_process_that_only_publishes_never_builds_the_workers_celery_app(proce
     assert "worker.celery_app" not in reachable(import_graph(), process)
 
 
-API_FORBIDDEN = ("sqlalchemy", "worker.db")
+API_FORBIDDEN = ("sqlalchemy", "adapters.db")
 """The API reaches the database through the ports the composition root hands it (the command
 log's, the client verifier's, the services' readiness): never around them."""
 
@@ -280,13 +319,13 @@ def test_the_api_rule_sees_a_lazy_import_of_the_database_adapter(tmp_path: Path)
     api = tmp_path / "worker" / "api"
     api.mkdir(parents=True)
     (api / "health.py").write_text(
-        "def ready() -> None:\n    from worker.db.engine import get_engine\n"
+        "def ready() -> None:\n    from adapters.db.engine import get_engine\n"
     )
     (api / "gateway.py").write_text("from sqlalchemy.exc import IntegrityError\n")
 
     assert api_imports_around_the_ports(api) == [
         "worker/api/gateway.py imports sqlalchemy.exc",
-        "worker/api/health.py imports worker.db.engine",
+        "worker/api/health.py imports adapters.db.engine",
     ]
 
 
@@ -398,14 +437,16 @@ def test_the_layer_check_reports_a_use_case_that_imports_celery_or_an_adapter(
         {
             "application/__init__.py": "",
             "application/handlers/enable.py": "import celery\n",
-            "application/handlers/store.py": "def save() -> None:\n    from worker.db import uow\n",
+            "application/handlers/store.py": (
+                "def save() -> None:\n    from adapters.db import uow\n"
+            ),
             "application/retry.py": "import random\n\nfrom domain.errors import TransientError\n",
         },
     )
 
     assert layer_violations(tree, "application") == [
         "application/handlers/enable.py imports celery",
-        "application/handlers/store.py imports worker.db",
+        "application/handlers/store.py imports adapters.db",
     ]
 
 
@@ -415,13 +456,13 @@ def test_the_tasks_check_reports_a_task_that_reaches_an_adapter(tmp_path: Path) 
         {
             "tasks/users.py": "from celery import shared_task\n\nfrom application import retry\n",
             "tasks/billing.py": "def run() -> None:\n    import httpx\n",
-            "tasks/events.py": "from worker.outbound.stream import publish\n",
+            "tasks/events.py": "from adapters.outbound.stream import publish\n",
         },
     )
 
     assert foreign_imports(tree, "tasks", TASKS_MAY_IMPORT) == [
         "tasks/billing.py imports httpx",
-        "tasks/events.py imports worker.outbound.stream",
+        "tasks/events.py imports adapters.outbound.stream",
     ]
 
 
