@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     import redis
 
-    from worker.settings import Settings
+    from adapters.messaging.redis_clients import RedisOptions
 
 CLOCK_OFFSET_KEY = "billing-worker:clock-offset-seconds"
 REFRESH_SECONDS = 0.5
@@ -40,7 +40,7 @@ class SystemClock:
         return datetime.now(UTC)
 
 
-def clock_client(settings: Settings) -> redis.Redis:
+def clock_client(settings: RedisOptions) -> redis.Redis:
     """The Redis client a :class:`ShiftableClock` of these settings reads its offset over."""
     from adapters.messaging.redis_clients import redis_client
 

@@ -236,11 +236,15 @@ class Services:
         from adapters.messaging.dead_letters import DeadLetters
         from adapters.messaging.redis_clients import redis_client
 
-        return DeadLetters(redis_client(self.settings))
+        return DeadLetters(
+            redis_client(self.settings), shiftable_clock=self.settings.shiftable_clock
+        )
 
     def database(self) -> sessionmaker[Session]:
         """Sessions of this process's database (for what has no repository: API clients)."""
-        return self.sessions or session_factory(self.settings.resolved_database_url())
+        return self.sessions or session_factory(
+            self.settings.resolved_database_url(), self.settings.database_lock_timeout_seconds
+        )
 
     def unit_of_work(self) -> UnitOfWork:
         return SqlUnitOfWork(self.database())
@@ -297,7 +301,7 @@ def provider_for(settings: Settings, budget: RateBudget | None = None) -> Billin
 
     return build_provider(
         settings.resolved_stripe_api_key(),
-        settings.resolved_stripe_api_base(),
+        settings.stripe_api_base,
         settings.stripe_timeout_seconds,
         budget if budget is not None else budget_for(settings),
     )
@@ -322,7 +326,7 @@ def budget_for(settings: Settings, *, max_wait_seconds: float | None = None) -> 
     rate = settings.stripe_rate_per_second or default_rate(api_key)
     burst = settings.stripe_burst if settings.stripe_burst is not None else max(1, int(rate / 5))
     config = BudgetConfig(
-        account=account_key(api_key, settings.resolved_stripe_api_base()),
+        account=account_key(api_key, settings.stripe_api_base),
         mode=mode_of(api_key),
         rate_per_second=rate,
         burst=burst,
@@ -336,7 +340,7 @@ def budget_for(settings: Settings, *, max_wait_seconds: float | None = None) -> 
 
 def build_clock(settings: Settings) -> Clock:
     # Only the local stack and the tests may shift time; production reads the system clock.
-    if settings.resolved_shiftable_clock():
+    if settings.shiftable_clock:
         clock = ShiftableClock(clock_client(settings))
         clock.warm()  # read once while Redis answers: a failover later keeps this offset
         return clock
@@ -362,7 +366,10 @@ def build_services(
         settings=settings,
         clock=clock,
         commands=SqlCommandLog(
-            sessions or session_factory(settings.resolved_database_url()),
+            sessions
+            or session_factory(
+                settings.resolved_database_url(), settings.database_lock_timeout_seconds
+            ),
             clock,
             # A running command whose worker died is handed back by the broker after the
             # visibility timeout; until then a second delivery is a duplicate.

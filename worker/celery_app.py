@@ -64,7 +64,7 @@ def create_celery_app(
     # whole wherever it is built (beat, a test), as its schedule names them.
     for module in TASK_MODULES:
         importlib.import_module(module)
-    if settings.resolved_shiftable_clock():
+    if settings.shiftable_clock:
         _read_the_clock_as_each_task_starts(app)
     return app
 

@@ -11,20 +11,21 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event, exc, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from worker.settings import get_settings
-
 _lock = threading.Lock()
 _engines: dict[tuple[int, str], Engine] = {}
 
 
-def build_engine(url: str, lock_timeout: float | None = None) -> Engine:
-    """An engine whose lock waits end after ``lock_timeout`` seconds (default: the settings').
+DEFAULT_LOCK_TIMEOUT_SECONDS = 10.0
+"""How long a statement waits for a lock unless the root hands another
+(``BILLING_DATABASE_LOCK_TIMEOUT_SECONDS``)."""
+
+
+def build_engine(url: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS) -> Engine:
+    """An engine whose lock waits end after ``lock_timeout`` seconds.
 
     A statement that times out on a lock raises an error that ``is_transient_db_error``
     recognises, so the command is retried with backoff instead of waiting forever.
     """
-    if lock_timeout is None:
-        lock_timeout = get_settings().database_lock_timeout_seconds
     if url.startswith("sqlite"):
         engine = create_engine(
             url,
@@ -107,22 +108,23 @@ def _sent_something(dbapi_connection: Any) -> bool:
         return True
 
 
-def get_engine(url: str | None = None) -> Engine:
-    """The engine for ``url`` (default: the settings') in this process."""
-    url = url or get_settings().resolved_database_url()
+def get_engine(url: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS) -> Engine:
+    """The engine for ``url`` in this process (built on first use, with ``lock_timeout``)."""
     key = (os.getpid(), url)
     engine = _engines.get(key)
     if engine is None:
         with _lock:
             engine = _engines.get(key)
             if engine is None:
-                engine = build_engine(url)
+                engine = build_engine(url, lock_timeout)
                 _engines[key] = engine
     return engine
 
 
-def session_factory(url: str | None = None) -> sessionmaker[Session]:
-    return sessionmaker(bind=get_engine(url), expire_on_commit=False)
+def session_factory(
+    url: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS
+) -> sessionmaker[Session]:
+    return sessionmaker(bind=get_engine(url, lock_timeout), expire_on_commit=False)
 
 
 def ping(sessions: sessionmaker[Session]) -> None:

@@ -7,8 +7,6 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 
-from worker.settings import get_settings
-
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
@@ -19,9 +17,8 @@ def alembic_config(url: str) -> Config:
     return config
 
 
-def upgrade(url: str | None = None, revision: str = "head") -> None:
-    """Bring the database at ``url`` (default: the settings') to ``revision``."""
-    url = url or get_settings().resolved_database_url()
+def upgrade(url: str, revision: str = "head") -> None:
+    """Bring the database at ``url`` to ``revision``."""
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     command.upgrade(alembic_config(url), revision)

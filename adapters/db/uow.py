@@ -9,7 +9,6 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
-from adapters.db.engine import session_factory
 from adapters.db.events import (
     SqlEventOutbox,
     SqlStripeEndpointRepository,
@@ -30,11 +29,11 @@ from domain.ports.commands import CannotRunInOneTransaction
 
 
 class SqlUnitOfWork:
-    def __init__(self, sessions: sessionmaker[Session] | None = None) -> None:
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
         self._sessions = sessions
 
     def __enter__(self) -> Self:
-        self._bind((self._sessions or session_factory())())
+        self._bind(self._sessions())
         return self
 
     def _bind(self, session: Session) -> None:
@@ -81,7 +80,8 @@ class SharedUnitOfWork(SqlUnitOfWork):
     the whole transaction back."""
 
     def __init__(self, session: Session) -> None:
-        super().__init__()
+        # Its maker's session, never a new one: its sessions make none.
+        super().__init__(sessionmaker(bind=session.get_bind()))
         self._bind(session)
         self._flushes = 0
         self._flushes_committed = 0

@@ -41,6 +41,11 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
 from adapters.messaging.dead_letters import DeadLetters
+from adapters.messaging.transport_options import (
+    MASK_PERSONAL_DATA,
+    SHIFTABLE_CLOCK,
+    transport_option,
+)
 from domain.redaction import redact
 
 logger = logging.getLogger(__name__)
@@ -114,15 +119,13 @@ def check_envelope(raw: bytes, *, task_message: bool = True) -> dict[str, Any]:
     return envelope
 
 
-def _show_masked(envelope: dict[str, Any]) -> None:
+def _show_masked(envelope: dict[str, Any], *, mask: bool) -> None:
     """What Celery shows of a checked task message: its arguments masked (unless
     ``BILLING_MASK_PERSONAL_DATA`` is off), and its command's log fields."""
     from adapters.messaging.masking import mask_argument_reprs, message_log_fields
     from adapters.observability.logs import remember_message
-    from worker.settings import get_settings
 
     headers = envelope["headers"]
-    mask = get_settings().mask_personal_data
     try:
         body = envelope["body"]
         if envelope["properties"].get("body_encoding") == "base64":
@@ -180,14 +183,21 @@ class GuardedChannel(_RedisChannel):  # type: ignore[misc]
         except Exception as why:  # Rejected, or a case the checks did not foresee
             try:
                 with self.conn_or_acquire() as client:  # not the BRPOP connection
-                    DeadLetters(client).add(raw, queue=queue, reason=str(why))
+                    shiftable = self._transport_option(SHIFTABLE_CLOCK)
+                    DeadLetters(client, shiftable_clock=shiftable).add(
+                        raw, queue=queue, reason=str(why)
+                    )
             except Exception:
                 logger.exception("could not record a dead letter from %s", queue)
             logger.error("dead letter from queue %s: %s", queue, why)
             return None
         if task_message:
-            _show_masked(envelope)
+            _show_masked(envelope, mask=self._transport_option(MASK_PERSONAL_DATA))
         return envelope
+
+    def _transport_option(self, name: str) -> bool:
+        client = getattr(self.connection, "client", None)
+        return transport_option(getattr(client, "transport_options", None) or {}, name)
 
     def _brpop_read(self, **options: Any) -> bool:
         # kombu's own _brpop_read (5.7), with the envelope checked before delivery.
@@ -243,12 +253,10 @@ class GuardedSentinelTransport(GuardedRedisTransport):
     default_port = kombu_redis.SentinelTransport.default_port
 
 
-def _logged(body: Any) -> Any:
+def _logged(body: Any, *, mask: bool) -> Any:
     """A refused message's body as Celery's own handling logs it: masked (the dead letter
     keeps it whole)."""
-    from worker.settings import get_settings
-
-    return redact(body) if get_settings().mask_personal_data else body
+    return redact(body) if mask else body
 
 
 TASK_EVENTS_FLUSH_SECONDS = 0.1
@@ -289,6 +297,10 @@ class GuardedConsumer(Consumer):
             celery_consumer._flush_events()
         super().shutdown()
 
+    def _transport_option(self, name: str) -> bool:
+        options = self.app.conf.broker_transport_options or {}
+        return transport_option(options, name)
+
     def _record(self, message: Any, reason: str) -> None:
         try:
             raw = json.dumps(message.serializable()).encode()
@@ -298,22 +310,31 @@ class GuardedConsumer(Consumer):
         try:
             with self.app.connection_for_write() as connection:
                 client = cast(Any, connection.default_channel).client
-                DeadLetters(client).add(raw, queue=str(queue), reason=reason)
+                shiftable = self._transport_option(SHIFTABLE_CLOCK)
+                DeadLetters(client, shiftable_clock=shiftable).add(
+                    raw, queue=str(queue), reason=reason
+                )
         except Exception:
             logger.exception("could not record a dead letter from %s", queue)
 
     def on_unknown_task(self, body: Any, message: Any, exc: Exception) -> None:
         name = (getattr(message, "headers", None) or {}).get("task")
         self._record(message, f"unknown task {name!r}")
-        super().on_unknown_task(_logged(body), message, exc)
+        super().on_unknown_task(
+            _logged(body, mask=self._transport_option(MASK_PERSONAL_DATA)), message, exc
+        )
 
     def on_unknown_message(self, body: Any, message: Any) -> None:
         self._record(message, "not a task message")
-        super().on_unknown_message(_logged(body), message)
+        super().on_unknown_message(
+            _logged(body, mask=self._transport_option(MASK_PERSONAL_DATA)), message
+        )
 
     def on_invalid_task(self, body: Any, message: Any, exc: Exception) -> None:
         self._record(message, f"invalid task message: {exc}")
-        super().on_invalid_task(_logged(body), message, exc)
+        super().on_invalid_task(
+            _logged(body, mask=self._transport_option(MASK_PERSONAL_DATA)), message, exc
+        )
 
     def on_decode_error(self, message: Any, exc: Exception) -> None:
         self._record(message, f"message cannot be decoded: {exc}")

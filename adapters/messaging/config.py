@@ -1,18 +1,20 @@
 """The queues and the Celery configuration every process of ours shares: workers, beat, the
 API and the CLI (which only publish), and the tests.
 
-A leaf: it names tasks and queues and builds a configuration dict from the settings, and
-imports nothing of the worker but the settings. The workers' app (``worker.celery_app``) and
-the publishers' app (``adapters.messaging.publisher``) are both made from it.
+A leaf: it names tasks and queues and builds a configuration dict from the values it is
+handed (:class:`CeleryOptions`, which the settings are), and imports nothing of the worker.
+The workers' app (``worker.celery_app``) and the publishers' app
+(``adapters.messaging.publisher``) are both made from it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kombu import Queue
 
-from adapters.messaging.redis_clients import celery_redis_config
+from adapters.messaging.redis_clients import RedisOptions, celery_redis_config
+from adapters.messaging.transport_options import MASK_PERSONAL_DATA, SHIFTABLE_CLOCK
 from application.handlers.sweeps import BULK_MESSAGE_PRIORITY, STRIPE_SYNC_MESSAGE_PRIORITY
 from application.handlers.webhook_deliveries import SEND_DUE_DELIVERIES
 from application.requests.sweeps import (
@@ -24,7 +26,6 @@ from application.requests.sweeps import (
     REPUBLISH_STALLED_COMMANDS,
 )
 from domain.provider.sync import SyncStripeObject
-from worker.settings import Settings
 
 __all__ = [
     "BULK_MESSAGE_PRIORITY",
@@ -69,7 +70,35 @@ TASK_MODULES = [
 ]
 
 
-def celery_config(settings: Settings) -> dict[str, Any]:
+class CeleryOptions(RedisOptions, Protocol):
+    """What the Celery configuration is built from (the settings are one): Redis, and the
+    sweeps' intervals, the visibility timeout, masking and the clock."""
+
+    @property
+    def broker_visibility_timeout_seconds(self) -> float: ...
+    @property
+    def beat_interval_seconds(self) -> float: ...
+    @property
+    def stalled_command_seconds(self) -> float: ...
+    @property
+    def scheduled_changes_interval_seconds(self) -> float: ...
+    @property
+    def reconcile_interval_seconds(self) -> float: ...
+    @property
+    def pending_account_redrive_interval_seconds(self) -> float: ...
+    @property
+    def command_retention_interval_seconds(self) -> float: ...
+    @property
+    def events_relay_interval_seconds(self) -> float: ...
+    @property
+    def webhook_sweep_interval_seconds(self) -> float: ...
+    @property
+    def mask_personal_data(self) -> bool: ...
+    @property
+    def shiftable_clock(self) -> bool: ...
+
+
+def celery_config(settings: CeleryOptions) -> dict[str, Any]:
     # One Redis or Sentinel's primary (adapters/messaging/redis_clients.py). Any bytes on a
     # queue become a task message or a dead letter (adapters/messaging/broker.py).
     redis_config = celery_redis_config(settings)
@@ -97,6 +126,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             # Interactive (0), bulk (the due changes), then the syncs of Stripe's events.
             # A message of any other priority lands in the step at or below it (9 reads 9).
             "priority_steps": [0, BULK_MESSAGE_PRIORITY, STRIPE_SYNC_MESSAGE_PRIORITY],
+            MASK_PERSONAL_DATA: settings.mask_personal_data,
+            SHIFTABLE_CLOCK: settings.shiftable_clock,
             **redis_config["broker_transport_options"],
         },
         "broker_connection_retry_on_startup": True,

@@ -67,16 +67,19 @@ def _named(raw: bytes) -> tuple[str, str]:
 
 
 class DeadLetters:
-    def __init__(self, client: redis.Redis) -> None:
+    """The dead letters kept in Redis. ``shiftable_clock``: whether the application's clock
+    may be shifted (the local stack), so that a letter's time sits beside the commands'."""
+
+    def __init__(self, client: redis.Redis, *, shiftable_clock: bool = False) -> None:
         self._redis = client
+        self._shiftable_clock = shiftable_clock
 
     def _now(self) -> datetime:
         # The application's clock (shifted on a local stack), read over the broker's own
         # connection: a letter's time sits beside the commands' times.
         from adapters.clock import shifted_now
-        from worker.settings import get_settings
 
-        return shifted_now(self._redis, get_settings().resolved_shiftable_clock())
+        return shifted_now(self._redis, self._shiftable_clock)
 
     def add(
         self,

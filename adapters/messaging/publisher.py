@@ -15,9 +15,8 @@ from celery.events.event import Event
 from celery.utils.time import utcoffset
 from kombu import Producer
 
-from adapters.messaging.config import celery_config
+from adapters.messaging.config import CeleryOptions, celery_config
 from domain.ports.commands import CommandMessage
-from worker.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +146,7 @@ def result_channel(command_id: str) -> str:
     return f"{RESULT_CHANNEL_PREFIX}{command_id}"
 
 
-def publishing_app(settings: Settings) -> Celery:
+def publishing_app(settings: CeleryOptions) -> Celery:
     """A Celery app that only publishes (the API, the CLI): our configuration, no tasks of
     its own, messages shown masked. Its result backend is disabled: the workers store results
     all the same (a message asks for none to be ignored), and this app never subscribes to a

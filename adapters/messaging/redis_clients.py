@@ -11,37 +11,63 @@ kombu's own Sentinel support, configured here too (:func:`celery_redis_config`):
 transport options, and the socket timeout kombu requires for a failover (without one, a
 publish can wait forever on a dead primary's connection).
 
-Next to ``up --ha`` (no Redis setting, the sentinels recorded in ``stack.json``: the CLI) the
-recorded sentinels are used (:meth:`Settings.with_stack_redis`).
+Next to ``up --ha`` (no Redis setting, the sentinels recorded in ``stack.json``) the CLI is
+handed the recorded sentinels (:func:`worker.local.stack_state.with_local_stack`).
 
 Without sentinels every function here gives exactly what the code gave before Sentinel
 existed: ``redis.Redis.from_url(BILLING_REDIS_URL, ...)`` and the URL as broker and backend.
 
-A leaf, like :mod:`adapters.messaging.config`: it imports nothing of the worker but the settings.
+A leaf, like :mod:`adapters.messaging.config`: it is handed its values (:class:`RedisOptions`,
+the settings' ``messaging`` section) and imports nothing of the worker.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import quote
 
 from pydantic import SecretStr
 
-from worker.settings import Settings, masked_url
+from adapters.urls import masked_url
 
 if TYPE_CHECKING:
     import redis
     import redis.asyncio
 
+
+class RedisOptions(Protocol):
+    """Where Redis is and how to log in: what every client here is handed (the settings'
+    ``messaging`` section, :class:`worker.settings.MessagingSettings`, is one)."""
+
+    @property
+    def redis_url(self) -> str | None: ...
+    @property
+    def redis_master_name(self) -> str: ...
+    @property
+    def redis_username(self) -> str | None: ...
+    @property
+    def redis_password(self) -> SecretStr | None: ...
+    @property
+    def redis_sentinel_username(self) -> str | None: ...
+    @property
+    def redis_sentinel_password(self) -> SecretStr | None: ...
+    @property
+    def redis_db(self) -> int: ...
+    @property
+    def redis_socket_timeout_seconds(self) -> float: ...
+    def resolved_redis_url(self) -> str: ...
+    def sentinel_addresses(self) -> list[tuple[str, int]]: ...
+
+
 GUARDED_TRANSPORT = "adapters.messaging.broker:GuardedRedisTransport"
 GUARDED_SENTINEL_TRANSPORT = "adapters.messaging.broker:GuardedSentinelTransport"
 
 
-def uses_sentinel(settings: Settings) -> bool:
-    return bool(settings.with_stack_redis().sentinel_addresses())
+def uses_sentinel(settings: RedisOptions) -> bool:
+    return bool(settings.sentinel_addresses())
 
 
-def _master_options(settings: Settings, options: dict[str, Any]) -> dict[str, Any]:
+def _master_options(settings: RedisOptions, options: dict[str, Any]) -> dict[str, Any]:
     """The options of a connection to the primary: the caller's, over the primary's
     credentials, database and the failover timeouts."""
     return {
@@ -51,7 +77,7 @@ def _master_options(settings: Settings, options: dict[str, Any]) -> dict[str, An
     }
 
 
-def sentinel_options(settings: Settings, *, asynchronous: bool = False) -> dict[str, Any]:
+def sentinel_options(settings: RedisOptions, *, asynchronous: bool = False) -> dict[str, Any]:
     """The options of a connection to a sentinel (redis-py's and kombu's ``sentinel_kwargs``):
     its own credentials, timeouts, and no retry, so that a dead sentinel is passed over for
     the next at once (redis-py retries a command ten times by default, backing off up to a
@@ -69,7 +95,7 @@ def sentinel_options(settings: Settings, *, asynchronous: bool = False) -> dict[
 
 
 def _timed_login(
-    settings: Settings, username: str | None, password: SecretStr | None
+    settings: RedisOptions, username: str | None, password: SecretStr | None
 ) -> dict[str, Any]:
     """A connection's credentials (those given) and the failover timeouts."""
     options: dict[str, Any] = {
@@ -83,14 +109,13 @@ def _timed_login(
     return options
 
 
-def redis_client(settings: Settings, **options: Any) -> redis.Redis:
+def redis_client(settings: RedisOptions, **options: Any) -> redis.Redis:
     """A client of the settings' Redis: ``redis.Redis.from_url(BILLING_REDIS_URL, **options)``,
     or, with sentinels, one that follows the current primary (``options`` over the
     primary's credentials and :attr:`Settings.redis_socket_timeout_seconds`)."""
     import redis
     import redis.sentinel
 
-    settings = settings.with_stack_redis()
     if not uses_sentinel(settings):
         return redis.Redis.from_url(settings.resolved_redis_url(), **options)
     # redis-py's Sentinel is untyped (8.1).
@@ -103,12 +128,11 @@ def redis_client(settings: Settings, **options: Any) -> redis.Redis:
     return cast("redis.Redis", primary)
 
 
-def async_redis_client(settings: Settings, **options: Any) -> redis.asyncio.Redis:
+def async_redis_client(settings: RedisOptions, **options: Any) -> redis.asyncio.Redis:
     """:func:`redis_client` for asyncio (the API's result listener and client share)."""
     import redis.asyncio
     import redis.asyncio.sentinel
 
-    settings = settings.with_stack_redis()
     if not uses_sentinel(settings):
         return redis.asyncio.Redis.from_url(settings.resolved_redis_url(), **options)
     sentinel: Any = redis.asyncio.sentinel.Sentinel
@@ -122,11 +146,10 @@ def async_redis_client(settings: Settings, **options: Any) -> redis.asyncio.Redi
     return cast("redis.asyncio.Redis", primary)
 
 
-def sentinel_url(settings: Settings) -> str:
+def sentinel_url(settings: RedisOptions) -> str:
     """The sentinels as Celery and kombu read them: ``sentinel://[user:password@]host:port/db``
     joined by ``;`` (no trailing ``;``: kombu would add a sentinel on localhost). The
     credentials are the primary's (kombu and Celery connect to the primary with them)."""
-    settings = settings.with_stack_redis()
     userinfo = ""
     if settings.redis_username or settings.redis_password is not None:
         user = quote(settings.redis_username or "", safe="")
@@ -152,11 +175,10 @@ SENTINEL_RESULT_BACKEND = "adapters.messaging.result_store:SentinelCommandResult
 """The result backend's class on the primary that Redis Sentinel names."""
 
 
-def celery_redis_config(settings: Settings) -> dict[str, Any]:
+def celery_redis_config(settings: RedisOptions) -> dict[str, Any]:
     """What the Celery configuration says of Redis: the broker and result backend URLs, our
     guarded transport (its Sentinel variant with sentinels), and the transport options
     Sentinel needs (merged into the broker's by :func:`adapters.messaging.config.celery_config`)."""
-    settings = settings.with_stack_redis()
     if not uses_sentinel(settings):
         url = settings.resolved_redis_url()
         return {
@@ -201,9 +223,8 @@ def is_redis_unreachable(error: BaseException) -> bool:
     return isinstance(error, (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError))
 
 
-def describe_redis(settings: Settings) -> str:
+def describe_redis(settings: RedisOptions) -> str:
     """Where the settings' Redis is, for a message (passwords masked)."""
-    settings = settings.with_stack_redis()
     if not uses_sentinel(settings):
         return masked_url(settings.resolved_redis_url())
     sentinels = ",".join(f"{_host(host)}:{port}" for host, port in settings.sentinel_addresses())

@@ -23,7 +23,7 @@ FORBIDDEN = {
     "tasks": ("adapters", "worker", "stripe_emulator", "sqlalchemy", "stripe", "fastapi", "redis"),
     # The adapters implement the ports beside the layers: what runs the system hands them
     # their values, and no HTTP or command-line framework reaches them.
-    "adapters": ("tasks", "stripe_emulator", "fastapi", "starlette", "click", "uvicorn"),
+    "adapters": ("tasks", "worker", "stripe_emulator", "fastapi", "starlette", "click", "uvicorn"),
     "stripe_emulator": ("domain", "application", "tasks", "adapters", "worker"),
 }
 
@@ -95,9 +95,16 @@ PRODUCT = ("domain", "application", "tasks", "adapters", "worker")
 ADAPTERS = ("adapters",)
 """What adapts a technology to the ports (or serves the others): ``adapters/``."""
 
-ADAPTERS_MAY_READ_OF_THE_WORKER = ("worker.settings",)
-"""The one module of ``worker/`` the adapters still import: the settings' types, until the
-settings are a module of their own (issue 40, item 2)."""
+SETTINGS_MAY_IMPORT = (
+    "domain",
+    "adapters.urls",
+    "worker.settings",
+    "pydantic",
+    "pydantic_settings",
+)
+"""The settings are values read from the environment: besides Python's own modules they know
+the domain's value types and how a URL is shown, never the local stack (``stack.json`` is read
+by ``worker.local.stack_state`` alone) nor an adapter that would read them back."""
 
 ENTRY_POINTS = (
     *("worker.api", "worker.cli", "worker.local", "worker.launch"),
@@ -200,12 +207,12 @@ def test_the_cycle_finder_sees_a_cycle_through_a_lazy_import() -> None:
 
 def adapters_reaching_the_worker(root: Path = ROOT) -> list[str]:
     """Each import, lazy or not, of ``worker`` by a module of ``adapters/`` (of the tree at
-    ``root``), but for ``ADAPTERS_MAY_READ_OF_THE_WORKER``."""
+    ``root``): an adapter is handed its values, it never reads the settings itself."""
     return sorted(
         f"{path.relative_to(root)} imports {module}"
         for path in (root / "adapters").rglob("*.py")
         for module in imported_modules(path)
-        if within(module, ("worker",)) and not within(module, ADAPTERS_MAY_READ_OF_THE_WORKER)
+        if within(module, ("worker",))
     )
 
 
@@ -224,8 +231,43 @@ def test_the_adapters_rule_sees_a_lazy_import_of_the_composition_root(tmp_path: 
     )
 
     assert adapters_reaching_the_worker(tree) == [
+        "adapters/db/engine.py imports worker.settings",
         "adapters/messaging/broker.py imports worker.bootstrap",
         "adapters/outbound/stream.py imports worker.api.app",
+    ]
+
+
+def settings_imports(root: Path = ROOT) -> list[str]:
+    """Each import, lazy or not, by a module of ``worker/settings/`` of something neither
+    ``SETTINGS_MAY_IMPORT`` nor Python's own."""
+    return sorted(
+        f"{path.relative_to(root)} imports {module}"
+        for path in (root / "worker" / "settings").rglob("*.py")
+        for module in imported_modules(path)
+        if not within(module, SETTINGS_MAY_IMPORT)
+        and module.split(".")[0] not in sys.stdlib_module_names
+    )
+
+
+def test_the_settings_never_read_the_local_stack_nor_import_an_adapter_that_reads_them() -> None:
+    assert settings_imports() == []
+
+
+def test_the_settings_rule_sees_the_local_stack_read_lazily(tmp_path: Path) -> None:
+    tree = write_tree(
+        tmp_path,
+        {
+            "worker/settings/storage.py": "import json\nfrom pydantic import Field\n",
+            "worker/settings/messaging.py": (
+                "def stack() -> None:\n    from worker.local.stack_state import read_stack\n"
+            ),
+            "worker/settings/provider.py": "from adapters.db.engine import get_engine\n",
+        },
+    )
+
+    assert settings_imports(tree) == [
+        "worker/settings/messaging.py imports worker.local.stack_state",
+        "worker/settings/provider.py imports adapters.db.engine",
     ]
 
 

@@ -85,6 +85,8 @@ def test_without_sentinels_the_broker_and_the_backend_are_the_redis_url_as_befor
         "unacked_restore_interval",
         "unacked_restore_throttle",
         "priority_steps",
+        "mask_personal_data",
+        "shiftable_clock",
     }
     assert not {"result_backend_transport_options", "redis_socket_timeout"} & set(config)
 

@@ -19,7 +19,7 @@ from worker.cli.reference_docs import (
     cli_page,
     settings_page,
 )
-from worker.settings import Settings
+from worker.settings import SECTIONS, Section, Settings
 
 
 def test_the_settings_and_cli_pages_are_what_the_source_makes() -> None:
@@ -46,12 +46,16 @@ def test_every_setting_has_a_description_and_a_row_on_the_settings_page() -> Non
 
 
 def test_a_setting_added_without_regenerating_makes_the_settings_page_stale() -> None:
-    class WithANewSetting(Settings):
+    class BrandNewSettings(Section):
+        """A new section."""
+
+        title = "Brand new"
         brand_new_seconds: float = Field(default=2.5, gt=0, description="A new knob.")
 
-    page = settings_page(WithANewSetting)
+    page = settings_page((*SECTIONS, BrandNewSettings))
 
     assert page != SETTINGS_PAGE.read_text()
+    assert "## Brand new\n\nA new section." in page
     assert "| `BILLING_BRAND_NEW_SECONDS` | number, > 0 | `2.5` | A new knob. |" in page
 
 

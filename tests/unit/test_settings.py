@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from worker.local.stack_state import with_local_stack
 from worker.settings import Settings
 
 
@@ -35,7 +37,43 @@ def test_settings_are_read_from_billing_environment_variables(
 
 def test_other_commands_find_the_redis_that_up_started(tmp_path: Path) -> None:
     (tmp_path / "stack.json").write_text('{"redis_url": "redis://127.0.0.1:4242/0"}')
-    assert Settings(data_dir=tmp_path).resolved_redis_url() == "redis://127.0.0.1:4242/0"
+
+    resolved = with_local_stack(Settings(data_dir=tmp_path))
+
+    assert resolved.resolved_redis_url() == "redis://127.0.0.1:4242/0"
+
+
+def test_the_settings_alone_never_read_what_up_recorded(tmp_path: Path) -> None:
+    (tmp_path / "stack.json").write_text('{"redis_url": "redis://127.0.0.1:4242/0"}')
+
+    assert Settings(data_dir=tmp_path).resolved_redis_url() == "redis://127.0.0.1:6379/0"
+
+
+def test_a_redis_named_in_the_environment_wins_over_the_one_up_recorded(tmp_path: Path) -> None:
+    (tmp_path / "stack.json").write_text('{"redis_url": "redis://127.0.0.1:4242/0"}')
+
+    resolved = with_local_stack(Settings(data_dir=tmp_path, redis_url="redis://cache:6379/3"))
+
+    assert resolved.resolved_redis_url() == "redis://cache:6379/3"
+
+
+def test_a_stopped_stack_hands_its_emulator_s_address_but_neither_its_key_nor_its_clock(
+    tmp_path: Path,
+) -> None:
+    recorded = {
+        "stripe_emulator_url": "http://127.0.0.1:12111",
+        "stripe_emulator_api_key": "sk_test_emulated",
+        "shiftable_clock": True,
+        "stopped": True,
+    }
+    (tmp_path / "stack.json").write_text(json.dumps(recorded))
+
+    resolved = with_local_stack(Settings(data_dir=tmp_path))
+
+    assert resolved.stripe_api_base == "http://127.0.0.1:12111"
+    assert resolved.resolved_stripe_api_key() is None
+    assert resolved.shiftable_clock is False
+    assert resolved.resolved_webhook_allow_private_networks() is False
 
 
 def test_processes_log_json_lines_by_default_and_up_s_children_console_lines(

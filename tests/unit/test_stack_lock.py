@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.processes import python_until_stdin_closes
 from worker.local.stack_lock import StackAlreadyRunning, hold
-from worker.settings import Settings
+from worker.local.stack_state import read_stack
 
 HOLD_UNTIL_STDIN_CLOSES = """
 import sys
@@ -32,12 +32,12 @@ def test_a_stack_whose_lock_is_held_is_running_though_its_stack_file_says_stoppe
     write_stack_file(tmp_path, stopped=True)
     with python_until_stdin_closes(HOLD_UNTIL_STDIN_CLOSES, str(tmp_path)) as printed:
         assert printed == "held\n"
-        while_held = Settings(data_dir=tmp_path).stack()
+        while_held = read_stack(tmp_path)
         with pytest.raises(StackAlreadyRunning, match="already running on"):
             hold(tmp_path, {"pid": 2})
 
     assert while_held["stopped"] is False
-    assert Settings(data_dir=tmp_path).stack()["stopped"] is True
+    assert read_stack(tmp_path)["stopped"] is True
 
 
 def test_a_stack_file_left_by_a_killed_up_is_called_stopped_once_its_lock_is_free(
@@ -46,4 +46,4 @@ def test_a_stack_file_left_by_a_killed_up_is_called_stopped_once_its_lock_is_fre
     write_stack_file(tmp_path)  # never marked stopped: its `up` was killed
     hold(tmp_path, {"pid": 1}).release()
 
-    assert Settings(data_dir=tmp_path).stack()["stopped"] is True
+    assert read_stack(tmp_path)["stopped"] is True

@@ -31,6 +31,7 @@ import click
 from pydantic import ValidationError
 
 from domain.errors import CommandError, TransientError, violations_of
+from worker.local.stack_state import read_stack, stack_settings
 from worker.settings import get_settings, masked_url
 
 if TYPE_CHECKING:
@@ -195,7 +196,7 @@ def _no_stack_hint(*, needs_running: bool = False) -> str:
     """Said when the data directory holds no running local stack: where the CLI looked, or
     that the stack found there is not running."""
     settings = get_settings()
-    stack = settings.stack()
+    stack = read_stack(settings.data_dir)
     if needs_running and stack and not stack.get("stopped"):
         return (
             f"; is the local stack of {settings.data_dir.resolve()} running? "
@@ -229,8 +230,8 @@ def _unreachable(error: BaseException) -> str | None:
     if type(error).__module__.startswith("redis"):
         from adapters.messaging.redis_clients import describe_redis, uses_sentinel
 
-        where = describe_redis(settings)
-        explicit = settings.redis_url or uses_sentinel(settings)
+        where = describe_redis(stack_settings())
+        explicit = settings.redis_url or uses_sentinel(stack_settings())
         hint = "" if explicit else _no_stack_hint(needs_running=True)
         return f"Redis is unreachable at {where}: {error}{hint}"
     return None
@@ -257,7 +258,7 @@ def services() -> Services:
     calls wait their turn in the rate budget."""
     from worker.bootstrap import build_services
 
-    return build_services(get_settings(), max_budget_wait_seconds=CLI_MAX_BUDGET_WAIT_SECONDS)
+    return build_services(stack_settings(), max_budget_wait_seconds=CLI_MAX_BUDGET_WAIT_SECONDS)
 
 
 as_json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")

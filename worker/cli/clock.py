@@ -15,6 +15,7 @@ import click
 
 from adapters.clock import ShiftableClock, clock_client
 from worker.cli.base import REDIS_ENV, BillingGroup, as_json_option, emit, fail
+from worker.local.stack_state import read_stack, stack_settings
 from worker.settings import get_settings
 
 NOT_A_LOCAL_STACK = (
@@ -29,7 +30,7 @@ def clock() -> None:
 
 def _local_stack() -> dict[str, Any]:
     """The running stack's record, or a refusal: only ``up``'s clock can move."""
-    stack = get_settings().stack()
+    stack = read_stack(get_settings().data_dir)
     if not stack.get("shiftable_clock"):
         fail(NOT_A_LOCAL_STACK)
     if stack.get("stopped"):
@@ -73,7 +74,7 @@ def clock_advance(duration: str) -> None:
     emulator_url = stack.get("stripe_emulator_url")
     if emulator_url:
         EmulatorAdmin(str(emulator_url)).advance_clock(seconds)
-    offset = ShiftableClock(clock_client(get_settings())).advance(seconds)
+    offset = ShiftableClock(clock_client(stack_settings())).advance(seconds)
     click.echo(f"advanced {duration}; the clock is now {_days(offset)} ahead")
 
 
@@ -82,7 +83,7 @@ def clock_advance(duration: str) -> None:
 def clock_show(as_json: bool) -> None:
     """The clock's offset, the shifted now every process of the stack uses, real time, and
     the Stripe emulator's now (which moves with it)."""
-    stack = get_settings().stack()
+    stack = read_stack(get_settings().data_dir)
     if not stack.get("shiftable_clock"):
         now = datetime.now(UTC)
         emit(
@@ -92,7 +93,7 @@ def clock_show(as_json: bool) -> None:
         )
         return
     _local_stack()
-    offset = ShiftableClock(clock_client(get_settings())).offset()
+    offset = ShiftableClock(clock_client(stack_settings())).offset()
     real = datetime.now(UTC)
     shifted = real + timedelta(seconds=offset)
     emulator_now = _emulator_now(stack)
@@ -132,7 +133,7 @@ def clock_reset() -> None:
     from stripe_emulator import EmulatorAdmin
 
     stack = _local_stack()
-    shiftable = ShiftableClock(clock_client(get_settings()))
+    shiftable = ShiftableClock(clock_client(stack_settings()))
     was = shiftable.offset()
     emulator_url = stack.get("stripe_emulator_url")
     if emulator_url:

@@ -28,9 +28,8 @@ def commands() -> None:
 def commands_show(command_id: str) -> None:
     """Print one command's record."""
     from worker.api.gateway import record_view
-    from worker.bootstrap import bootstrap
 
-    record = bootstrap().commands.get(command_id)
+    record = services().commands.get(command_id)
     if record is None:
         fail(f"no command {command_id}")
     click.echo(json.dumps({**record_view(record), "payload": record.payload}, indent=2))
@@ -42,9 +41,7 @@ def commands_failed(limit: int) -> None:
     """List failed commands, newest first: those an operator acts on (a dependency down for
     the whole retry budget, an internal error), then replays. A caller's mistake is listed
     by `commands rejected`."""
-    from worker.bootstrap import bootstrap
-
-    _list(bootstrap().commands.list_failed(limit), "failed")
+    _list(services().commands.list_failed(limit), "failed")
     letters = dead_letter_store().count()
     if letters:
         click.echo(
@@ -59,9 +56,7 @@ def commands_rejected(limit: int) -> None:
     """List rejected commands, newest first: the callers' mistakes (invalid, not found, a
     conflict, not permitted, refused by Stripe for their data). Nobody replays them; they
     are kept BILLING_REJECTED_COMMAND_RETENTION_DAYS."""
-    from worker.bootstrap import bootstrap
-
-    _list(bootstrap().commands.list_rejected(limit), "rejected")
+    _list(services().commands.list_rejected(limit), "rejected")
 
 
 def _list(records: Sequence[CommandRecord], status: str) -> None:
@@ -115,9 +110,8 @@ def commands_prune(dry_run: bool) -> None:
     batches of short transactions, until none is due. Their idempotency keys go with them."""
     from application.handlers.retention import due_for_pruning, prune_command_log
     from application.requests.sweeps import CountDueForPruning, PruneCommandLog
-    from worker.bootstrap import bootstrap
 
-    app = bootstrap()
+    app = services()
     if dry_run:
         due = due_for_pruning(CountDueForPruning(), app)
         click.echo(f"would prune {_commands(sum(part.count for part in due))}: {_parts(due)}")

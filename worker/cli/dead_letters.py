@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from worker.cli.base import REDIS_ENV, BillingGroup, fail
+from worker.cli.base import REDIS_ENV, BillingGroup, fail, services
 from worker.cli.tables import echo_list
-from worker.settings import get_settings
+from worker.local.stack_state import stack_settings
 
 if TYPE_CHECKING:
     from adapters.messaging.dead_letters import DeadLetter, DeadLetters
@@ -19,7 +19,8 @@ def dead_letter_store() -> DeadLetters:
     from adapters.messaging.dead_letters import DeadLetters
     from adapters.messaging.redis_clients import redis_client
 
-    return DeadLetters(redis_client(get_settings()))
+    settings = stack_settings()
+    return DeadLetters(redis_client(settings), shiftable_clock=settings.shiftable_clock)
 
 
 def _letter(letter_id: str) -> DeadLetter:
@@ -79,11 +80,10 @@ def dead_letters_replay(letter_id: str) -> None:
     unknown to the workers of the day); then drop the letter."""
     from adapters.messaging.dead_letter_replay import replay_dead_letter, worker_task_names
     from adapters.messaging.redis_clients import redis_client
-    from worker.bootstrap import bootstrap
 
-    task_names = worker_task_names(bootstrap().celery_app())
+    task_names = worker_task_names(services().celery_app())
     letter = replay_dead_letter(
-        dead_letter_store(), redis_client(get_settings()), letter_id, task_names
+        dead_letter_store(), redis_client(stack_settings()), letter_id, task_names
     )
     click.echo(f"replayed {letter_id} onto {letter.queue}")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from worker.cli.base import DATA_DIR, BillingCommand, as_json_option, emit
+from worker.local.stack_state import read_stack
 from worker.settings import get_settings
 
 
@@ -18,7 +19,7 @@ def demo(as_json: bool) -> None:
     from worker.local.seed import saved_demo_credentials
 
     settings = get_settings()
-    stack = settings.stack()
+    stack = read_stack(settings.data_dir)
     with_billing = not stack or bool(stack.get("stripe_emulator_url"))
     records = demo_records(with_billing)
     credentials = saved_demo_credentials(settings)

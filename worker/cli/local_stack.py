@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from worker.cli.base import DATA_DIR, BillingCommand, as_json_option, emit, fail
+from worker.local.stack_state import read_stack
 from worker.settings import get_settings
 
 DOWN_WAIT_SECONDS = 60.0
@@ -26,7 +27,7 @@ def status(as_json: bool) -> None:
     from worker.local.stack_lock import holder
 
     settings = get_settings()
-    stack = settings.stack()
+    stack = read_stack(settings.data_dir)
     where = settings.data_dir.resolve()
     if not stack:
         fail(f"no local stack in {where}: `billing-worker up` starts one")

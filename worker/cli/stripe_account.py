@@ -16,7 +16,7 @@ from worker.cli.base import (
     fail,
     services,
 )
-from worker.settings import get_settings
+from worker.local.stack_state import stack_settings
 
 if TYPE_CHECKING:
     from application.handlers.drift import Adoption
@@ -38,7 +38,7 @@ def stripe_budget(as_json: bool) -> None:
     waiting for a token, and 429s."""
     from worker.bootstrap import budget_for
 
-    budget = budget_for(get_settings())
+    budget = budget_for(stack_settings())
     if not budget.enabled:
         fail("no rate budget: BILLING_STRIPE_BUDGET_ENABLED is off, or no Stripe key is set")
     usage = budget.usage()

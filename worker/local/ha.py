@@ -37,7 +37,7 @@ def kept_topology(directory: Path) -> SentinelTopology:
 def recorded(topology: SentinelTopology, primary: str | None = None) -> dict[str, Any]:
     """What ``stack.json`` records of the topology (``redis_ha``): its processes (ports, pids,
     which is the primary: ``primary``, else the sentinels' word) and what the CLI needs to find
-    the primary (:meth:`worker.settings.Settings.with_stack_redis`)."""
+    the primary (:func:`worker.local.stack_state.with_local_stack`)."""
     return {
         **topology.describe(),
         "primary": primary or topology.primary_name(),

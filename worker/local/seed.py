@@ -15,6 +15,7 @@ import secrets
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from worker.local.stack_state import read_stack
 from worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ def remember_rotated_demo_secret(settings: Settings, client_id: str, secret: str
     used = settings.resolved_database_url()
     if saved is None or saved.client_id != client_id:
         return False
-    if settings.stack().get("database_url", used) != used:
+    if read_stack(settings.data_dir).get("database_url", used) != used:
         return False  # another database's client of the same id: not the demo's
     _save_demo_credentials(settings, DemoCredentials(client_id, secret))
     return True

@@ -8,7 +8,7 @@ process of the first runs; and the CLI asks the lock, not ``stack.json``'s ``sto
 whether the stack runs (a ``stack.json`` can be stale, the lock cannot).
 
 The file also says who holds it (``up``'s pid and its API's URL), for the refusal's line.
-Standard library only: :mod:`worker.settings` reads it.
+Standard library only: :mod:`worker.local.stack_state` reads it.
 """
 
 from __future__ import annotations

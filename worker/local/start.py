@@ -47,6 +47,7 @@ from worker.local.seed import (
     wire_stripe_events,
 )
 from worker.local.sentinel import MASTER_NAME, SentinelTopology
+from worker.local.stack_state import read_stack
 from worker.settings import STACK_FILE, Settings
 
 EMULATOR_NOT_INSTALLED = (
@@ -441,7 +442,7 @@ class LocalStack:
     def _heal(self, topology: SentinelTopology) -> None:
         """Start again what died of the topology, saying so, and record what changed in
         ``stack.json`` for ``billing-worker status`` (:func:`worker.local.ha.heal`)."""
-        stack = self.settings.stack()
+        stack = read_stack(self.settings.data_dir)
         now = heal(
             topology,
             stack.get("redis_ha") or {},
@@ -455,7 +456,7 @@ class LocalStack:
         self.group.stop()
         if self.topology is not None:  # after the processes that use it
             self.topology.stop()
-        stack = self.settings.stack()
+        stack = read_stack(self.settings.data_dir)
         if stack:
             write_stack_file(self.settings, {**stack, "stopped": True})
 

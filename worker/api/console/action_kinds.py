@@ -169,7 +169,7 @@ def _dead_letters(svc: Services) -> Any:
     from adapters.messaging.dead_letters import DeadLetters
     from adapters.messaging.redis_clients import redis_client
 
-    return DeadLetters(redis_client(svc.settings))
+    return DeadLetters(redis_client(svc.settings), shiftable_clock=svc.settings.shiftable_clock)
 
 
 # What each action runs: the CLI's use case.

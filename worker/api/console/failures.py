@@ -176,7 +176,7 @@ def _dead_letters(svc: Services, caller: Caller) -> str:
     from adapters.messaging.dead_letters import DeadLetters
     from adapters.messaging.redis_clients import redis_client
 
-    store = DeadLetters(redis_client(svc.settings))
+    store = DeadLetters(redis_client(svc.settings), shiftable_clock=svc.settings.shiftable_clock)
     letters = _read("dead letters", lambda: store.list(SHOWN))
     kept, total = _read("dead letters", lambda: (store.count(), store.total()))
     acting = may_act(caller)

@@ -1,0 +1,67 @@
+"""Beat: how often each periodic sweep runs, and how much it takes at once."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from worker.settings.section import Section
+
+
+class SweepSettings(Section):
+    """Beat: how often each periodic sweep runs, and how much it takes at once."""
+
+    title: ClassVar[str] = "Sweeps (beat)"
+
+    beat_interval_seconds: float = Field(default=5.0, gt=0, description="Period of beat sweeps.")
+    scheduled_changes_interval_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="How often beat looks for plan changes that fell due (each sweep claims "
+        "what the Stripe budget can apply before the next ones).",
+    )
+    scheduled_changes_batch_size: int = Field(
+        default=500, ge=1, le=5000, description="The most due plan changes one sweep claims."
+    )
+    reconcile_interval_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="How often beat's reconciliation sweep re-reads, from Stripe, the "
+        "subscriptions and customers read longest ago (the backstop for webhooks).",
+    )
+    reconcile_reads_per_second: float = Field(
+        default=5.0,
+        gt=0,
+        description="Stripe reads per second the reconciliation sweep may spend (at bulk "
+        "priority, within the shared budget): 10,000 subscriptions are each re-read within "
+        "10,000 / this seconds (about 35 minutes at 5/s).",
+    )
+    pending_account_redrive_interval_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="How often beat looks for billing accounts stuck `pending` (a sweep "
+        "within the same re-drive period sends the same command again, which runs once).",
+    )
+    command_retention_interval_seconds: float = Field(
+        default=3600.0, gt=0, description="How often beat prunes the command log."
+    )
+    events_relay_interval_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often beat publishes events a worker left behind (each worker "
+        "process publishes its commands' events as they finish).",
+    )
+    events_relay_coalesce_seconds: float = Field(
+        default=0.05,
+        ge=0,
+        le=5,
+        description="The shortest time between two relays of one worker node (its processes "
+        "share it). An idle node relays a command's events as soon as it finishes; under load, "
+        "the events of every command finished within this time go out together (one lock, one "
+        "read, one stream append), which is what lets a worker keep up. 0: a relay after "
+        "every command.",
+    )
+    webhook_sweep_interval_seconds: float = Field(
+        default=2.0, gt=0, description="How often beat sends deliveries that are due."
+    )
