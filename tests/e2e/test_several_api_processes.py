@@ -32,7 +32,7 @@ from worker.local.embedded import ProcessGroup, free_port
 pytestmark = pytest.mark.e2e
 
 ENABLE_ROUTE = "/v1beta1/users/{id}/enable"
-FAILURES_PER_CLIENT = 10  # BILLING_AUTH_MAX_FAILURES_PER_CLIENT's default
+FAILURES_PER_CLIENT = 10  # BILLING_AUTH_MAX_FAILURES_PER_SOURCE_AND_CLIENT's default
 
 
 @dataclass
