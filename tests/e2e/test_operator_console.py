@@ -18,7 +18,7 @@ from domain.permissions import Grant, Scope
 from stripe_emulator import EmulatorAdmin
 from tests.support.records import create_organization
 from tests.support.stack import Stack
-from worker.clock import SystemClock
+from adapters.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 

@@ -21,7 +21,7 @@ import redis
 from tests.support.nginx import nginx, nginx_in_front_of
 from tests.support.stack import Stack, stack_env
 from tests.support.stripe_events import event, signature
-from worker.db.migrate import upgrade
+from adapters.db.migrate import upgrade
 
 pytestmark = pytest.mark.e2e
 
