@@ -110,7 +110,7 @@ def test_wrong_secrets_sent_at_once_are_hashed_no_more_than_the_failure_limit(
     guesses = [(victim.client_id, f"guess-{n}") for n in range(20)]
     statuses = burst(auth_api, guesses, source="127.0.0.3")
 
-    # BILLING_AUTH_MAX_FAILURES_PER_CLIENT (10) guesses verified and failed; the rest
+    # BILLING_AUTH_MAX_FAILURES_PER_SOURCE_AND_CLIENT (10) guesses verified and failed; the rest
     # refused without a hash.
     assert Counter(statuses) == Counter({401: 10, 429: 10})
     assert verifications(auth_api) - before == Counter({("request", "invalid"): 10})

@@ -32,7 +32,7 @@ from worker.local.embedded import ProcessGroup, free_port
 pytestmark = pytest.mark.e2e
 
 ENABLE_ROUTE = "/v1beta1/users/{id}/enable"
-FAILURES_PER_CLIENT = 10  # BILLING_AUTH_MAX_FAILURES_PER_CLIENT's default
+FAILURES_PER_CLIENT = 10  # BILLING_AUTH_MAX_FAILURES_PER_SOURCE_AND_CLIENT's default
 
 
 @dataclass
@@ -191,8 +191,10 @@ def test_guesses_spread_over_both_processes_trip_the_throttle_after_the_same_fai
         assert sum(hashed.values()) == FAILURES_PER_CLIENT
         if len([pid for pid, count in hashed.items() if count > 0]) < 2:
             return False  # one process took every guess: try another victim
-        # And later guesses, whichever process takes them, are refused without a hash.
-        with httpx.Client(base_url=two_processes.url, timeout=60) as http:
+        # And later guesses from that source, whichever process takes them, are refused
+        # without a hash.
+        transport = httpx.HTTPTransport(local_address="127.0.0.5")
+        with httpx.Client(base_url=two_processes.url, timeout=60, transport=transport) as http:
             for n in range(4):
                 late = http.get(
                     f"/v1beta1/commands/{uuid.uuid4()}",

@@ -213,3 +213,24 @@ def test_prometheus_loads_the_alert_rules_it_is_mounted_with(compose: dict[str, 
     assert [mounts[path] for path in in_container] == [
         ROOT / "deploy" / "prometheus" / "alerts.yml"
     ]
+
+
+@pytest.mark.parametrize("name", ["docker-compose.yml", "docker-compose.ha.yml"])
+def test_the_api_believes_forwarded_addresses_from_the_proxy_s_network_only(name: str) -> None:
+    text = (ROOT / name).read_text()
+    loaded = yaml.safe_load(text)
+    services = loaded["services"]
+    subnet = loaded["networks"]["edge"]["ipam"]["config"][0]["subnet"]
+    assert "FORWARDED_ALLOW_IPS" not in text  # uvicorn's own trust, of any address
+    assert services["proxy"]["networks"] == ["edge"]
+    assert set(services["api"]["networks"]) == {"default", "edge"}
+    assert [s for s, service in services.items() if "edge" in service.get("networks", [])] == [
+        "proxy",
+        "api",
+    ]
+    assert services["api"]["environment"]["BILLING_API_TRUSTED_PROXIES"] == subnet
+    [mount] = services["proxy"]["volumes"]
+    config = (ROOT / mount.split(":")[0]).read_text()
+    # What nginx saw, never the caller's own entries passed on.
+    assert "proxy_set_header X-Forwarded-For $remote_addr;" in config
+    assert "$proxy_add_x_forwarded_for" not in config

@@ -38,6 +38,7 @@ from worker.api.routes import (
     webhooks,
 )
 from worker.api.shared_throttle import SharedFailures
+from worker.api.sources import ClientFromTrustedProxy, TrustedProxies
 from worker.api.state import ApiState, RefusalHold
 from worker.api.verifications import Verifications
 from worker.bootstrap import Services, bootstrap, configure_logging
@@ -69,8 +70,8 @@ def create_app(svc: Services | None = None) -> FastAPI:
         authenticator = resolved.client_verifier()
         # In Redis: every API process on the port counts the same failures.
         window = settings.auth_failure_window_seconds
-        failures_by_client = SharedFailures(
-            redis, "client", settings.auth_max_failures_per_client, window
+        failures_by_source_and_client = SharedFailures(
+            redis, "source-client", settings.auth_max_failures_per_source_and_client, window
         )
         failures_by_source = SharedFailures(
             redis, "source", settings.auth_max_failures_per_source, window
@@ -89,15 +90,18 @@ def create_app(svc: Services | None = None) -> FastAPI:
                 is_transient=Services.is_transient,
             ),
             authenticator=authenticator,
-            failures_by_client=failures_by_client,
+            failures_by_source_and_client=failures_by_source_and_client,
             failures_by_source=failures_by_source,
-            verifications=Verifications(authenticator, failures_by_client, failures_by_source),
+            verifications=Verifications(
+                authenticator, failures_by_source_and_client, failures_by_source
+            ),
             refusal_hold=RefusalHold(
                 settings.auth_throttled_hold_seconds, settings.auth_max_held_refusals
             ),
             stripe_failures_by_source=SharedFailures(
                 redis, "stripe-source", settings.stripe_webhook_max_failures_per_source, window
             ),
+            trusted_proxies=TrustedProxies.of(settings.api_trusted_proxies),
         )
         yield
         await results.stop()
@@ -117,6 +121,8 @@ def create_app(svc: Services | None = None) -> FastAPI:
     install_openapi(app)
     app.add_middleware(BodySizeLimit, limit=MAX_BODY_BYTES)
     app.add_middleware(ThrottledSources)  # the cheapest refusal first
+    # Before any refusal: every source is counted as the socket (or a trusted proxy) says.
+    app.add_middleware(ClientFromTrustedProxy)
     app.add_middleware(HttpMetrics)  # outermost: refusals before routing count too
     for router in ROUTERS:
         app.include_router(router)

@@ -71,7 +71,7 @@ async def authenticated_client(request: Request, state: State) -> Caller:
     # Cached: no thread, no hash, unaffected by floods.
     if (grant := state.authenticator.cached(client_id, secret)) is not None:
         return Caller(client_id, grant)
-    # The source is the peer address: behind a proxy, the proxy's limits are the ones to set.
+    # The peer address, or the client a trusted proxy forwarded (worker/api/sources.py).
     source = request.client.host if request.client else "?"
     try:
         grant = await state.verifications.verify(client_id, secret, source)

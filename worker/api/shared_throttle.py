@@ -2,11 +2,11 @@
 process on a port, so that a client's (or a source's) failure budget is the same with one
 process or ten.
 
-Per key (a client id, a source address, hashed into the key name) two sorted sets:
-``…:failures:{space}:{policy}:{key}`` holds the last ``limit`` failures, scored by the time
-they happened (Redis's clock, the same for every process), and
-``…:attempts:{space}:{policy}:{key}`` the attempts being verified, scored by the end of their
-lease.
+Per key (a source address, a client id from a source, hashed into the key name) two
+sorted sets: ``…:failures:{space}:{policy}:{key}`` holds the last ``limit`` failures,
+scored by the time they happened (Redis's clock, the same for every process), and
+``…:attempts:{space}:{policy}:{key}`` the attempts being verified, scored by the end of
+their lease.
 
 Who shares a count: the processes that enforce the same policy (``{policy}`` is the limit
 and the window, ``10-in-60s``) in the same Redis database. So every process of one API
@@ -17,8 +17,8 @@ nothing against a limit of 3; and two deployments never share, since each has a 
 database of its own (its queues and streams are there too, under the same fixed names). A
 change of the limits starts the count afresh for the processes that run the new ones.
 
-An attempt takes its places under its client id's and its source's limits in one script,
-only if the failures in the window and the attempts in flight leave room under both: guesses
+An attempt takes its places under its (source, client id)'s and its source's limits in one
+script, only if the failures in the window and the attempts in flight leave room under both: guesses
 sent at once to several processes cannot overrun the limit either. A process that dies
 mid-verification leaves its places until their lease (the failure window) ends.
 
@@ -141,7 +141,7 @@ class Taken:
 
 @dataclass
 class SharedFailures:
-    """One key space's failed authentications (``space``: ``client``, ``source``,
+    """One key space's failed authentications (``space``: ``source-client``, ``source``,
     ``stripe-source``), in Redis, with this process's own count to fall back on."""
 
     redis: Redis

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from domain.ports.clients import ClientVerifier
 from worker.api.gateway import CommandGateway
 from worker.api.shared_throttle import SharedFailures
+from worker.api.sources import TrustedProxies
 from worker.api.verifications import Verifications
 from worker.bootstrap import Services
 
@@ -43,12 +44,16 @@ class ApiState:
     svc: Services
     gateway: CommandGateway
     authenticator: ClientVerifier
-    failures_by_client: SharedFailures
+    failures_by_source_and_client: SharedFailures
+    """Failed authentications per (source, client id): the limit a guesser of one client's
+    secret meets, which never refuses that client from another source."""
     failures_by_source: SharedFailures
     verifications: Verifications
     refusal_hold: RefusalHold
     stripe_failures_by_source: SharedFailures
     """Stripe webhook deliveries refused for their signature or size, per source address."""
+    trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
+    """Whose ``X-Forwarded-For`` names the source (``BILLING_API_TRUSTED_PROXIES``)."""
     ready_until: float = 0.0
 
 

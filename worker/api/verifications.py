@@ -6,9 +6,13 @@
   own, so a new client's burst costs one place, one hash, and all its requests get its
   answer; credentials whose verification is being refreshed ahead of its end wait for the
   refresh, without asking Redis: a busy client is never refused for its own requests.
+- **Counted per source, and per client id from that source; never per client id alone**, so
+  that nobody's guesses refuse a client its right secret from another source (what stops a
+  guesser spread over many addresses is the secrets' entropy and the cost of each hash:
+  ``docs/explanation/security.md``).
 - **Only attempts that failed count as failed.** So that guesses sent at once cannot overrun
-  the limit while they are verified, an attempt in flight holds a place under its client
-  id's and its source's limits until it ends: a further attempt waits for a place (it is
+  the limit while they are verified, an attempt in flight holds a place under its (source,
+  client id)'s and its source's limits until it ends: a further attempt waits for a place (it is
   refused once failures alone fill the limit). Failures and places are counted in Redis,
   for every API process at once (:mod:`worker.api.shared_throttle`); single-flight is per
   process (a new client's burst spread over N processes costs at most N hashes).
@@ -32,6 +36,12 @@ from worker.api.shared_throttle import SharedFailures, end, take
 
 TOO_MANY_FAILURES = "too many failed authentications"
 TOO_MANY_IN_PROGRESS = "too many authentications in progress"
+
+
+def source_and_client(source: str, client_id: str) -> str:
+    """The key of a client id's failures from one source (a line break never appears in an
+    address, nor in a header value)."""
+    return f"{source}\n{client_id}"
 
 
 class Throttled(Exception):
@@ -140,7 +150,7 @@ class FairTurns:
 
 class Verifications:
     """The API process's slow verifications: single-flight per credentials in this process,
-    limited per client id and per source across every process (in Redis:
+    limited per (source, client id) and per source across every process (in Redis:
     :mod:`worker.api.shared_throttle`), hashed by sources in turn. Lives in the event loop.
 
     The first request of some credentials starts their *attempt* (places under the limits,
@@ -152,11 +162,11 @@ class Verifications:
     def __init__(
         self,
         authenticator: ClientVerifier,
-        failures_by_client: SharedFailures,
+        failures_by_source_and_client: SharedFailures,
         failures_by_source: SharedFailures,
     ) -> None:
         self._authenticator = authenticator
-        self._by_client = failures_by_client
+        self._by_source_and_client = failures_by_source_and_client
         self._by_source = failures_by_source
         self._waits = AttemptWaits()
         self._turns = FairTurns(authenticator.max_concurrent_hashes)
@@ -165,7 +175,7 @@ class Verifications:
 
     async def verify(self, client_id: str, secret: str, source: str) -> Grant | None:
         """The grant of these credentials, or ``None`` if they are wrong; :class:`Throttled`
-        if the client id or the source failed too often, before any hash."""
+        if the source failed too often, or too often for this client id, before any hash."""
         fingerprint = self._authenticator.fingerprint(client_id, secret)
         if (grant := self._authenticator.cached(client_id, secret)) is not None:
             return grant
@@ -185,7 +195,11 @@ class Verifications:
         return await asyncio.shield(attempt)
 
     async def _attempt(self, client_id: str, secret: str, source: str) -> Grant | None:
-        limits = ((self._by_client, client_id), (self._by_source, source))
+        # Never per client id alone: a stranger's guesses would then lock the client out.
+        limits = (
+            (self._by_source_and_client, source_and_client(source, client_id)),
+            (self._by_source, source),
+        )
         token = uuid.uuid4().hex
         while True:
             try:

@@ -45,13 +45,14 @@ API_ENV = (
     "BILLING_API_HOST",
     "BILLING_API_PORT",
     "BILLING_API_PROCESSES",
+    "BILLING_API_TRUSTED_PROXIES",
     "PROMETHEUS_MULTIPROC_DIR",
     *DATABASE_ENV,
     *REDIS_ENV,
     "BILLING_HTTP_WAIT_TIMEOUT_SECONDS",
     "BILLING_API_READ_TIMEOUT_SECONDS",
     "BILLING_AUTH_CACHE_SECONDS",
-    "BILLING_AUTH_MAX_FAILURES_PER_CLIENT",
+    "BILLING_AUTH_MAX_FAILURES_PER_SOURCE_AND_CLIENT",
     "BILLING_AUTH_MAX_FAILURES_PER_SOURCE",
     "BILLING_LOG_LEVEL",
     "BILLING_LOG_FORMAT",
@@ -268,6 +269,8 @@ def api(host: str | None, port: int | None, workers: int | None) -> None:
         access_log=False,
         http=API_HTTP_PROTOCOL,  # bounds the request head's size and time (embedded.api_argv)
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+        # The app reads X-Forwarded-For, from trusted proxies only (worker/api/sources.py).
+        proxy_headers=False,
     )
 
 

@@ -94,6 +94,10 @@ def api_argv(host: str, port: int, processes: int = 1) -> list[str]:
         API_HTTP_PROTOCOL,
         "--h11-max-incomplete-event-size",
         str(MAX_REQUEST_HEAD_BYTES),
+        # uvicorn would take the leftmost X-Forwarded-For of a request from 127.0.0.1 (or
+        # FORWARDED_ALLOW_IPS) as its client: whatever the caller wrote. The app reads the
+        # header itself, from BILLING_API_TRUSTED_PROXIES only (worker/api/sources.py).
+        "--no-proxy-headers",
         *(["--workers", str(processes)] if processes > 1 else []),
     )
 

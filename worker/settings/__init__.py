@@ -20,7 +20,7 @@ from functools import lru_cache
 from pydantic_settings import SettingsConfigDict
 
 from adapters.urls import masked_url
-from worker.settings.api import ApiSettings
+from worker.settings.api import ApiSettings, address_networks
 from worker.settings.messaging import DEFAULT_REDIS_URL, MessagingSettings
 from worker.settings.outbound import OutboundSettings
 from worker.settings.processes import ProcessSettings
@@ -46,6 +46,7 @@ __all__ = [
     "Settings",
     "StorageSettings",
     "SweepSettings",
+    "address_networks",
     "default_data_dir",
     "get_settings",
     "masked_url",

@@ -5,9 +5,10 @@ client's share (``worker/api``).
 from __future__ import annotations
 
 import os
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from typing import ClassVar
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from worker.settings.section import Section
 
@@ -24,6 +25,16 @@ class ApiSettings(Section):
         description="Address the HTTP API listens on (0.0.0.0 in a container).",
     )
     api_port: int = Field(default=8080, description="Port of the HTTP API.")
+    api_trusted_proxies: str = Field(
+        default="",
+        description="Proxies in front of the API whose `X-Forwarded-For` is believed: "
+        "addresses and CIDR networks, comma-separated (`172.30.80.0/24,10.0.0.7`; empty, the "
+        "default: none). The failed-authentication and Stripe-signature throttles count each "
+        "request under its source: the peer address, or, when the peer is one of these, the "
+        "rightmost address of its `X-Forwarded-For` that is not one of these (never the "
+        "leftmost, which the caller writes). List only proxies that overwrite or append to the "
+        "header, and that callers cannot bypass.",
+    )
     api_processes: int = Field(
         default=1,
         ge=1,
@@ -57,11 +68,14 @@ class ApiSettings(Section):
         "half this time has it verified again in the background, so an active client never "
         "waits for a hash, and a disabled client or a rotated secret is seen within this time.",
     )
-    auth_max_failures_per_client: int = Field(
+    auth_max_failures_per_source_and_client: int = Field(
         default=10,
         ge=1,
-        description="Failed authentications of one client id within the window before its "
-        "requests are refused (429) without a hash.",
+        description="Failed authentications of one client id from one source address within "
+        "the window before that source's requests for that client id are refused (429) "
+        "without a hash. Never counted per client id alone: a client's right secret from "
+        "another source is served, whoever is guessing it. (Was "
+        "`BILLING_AUTH_MAX_FAILURES_PER_CLIENT`.)",
     )
     auth_max_failures_per_source: int = Field(
         default=30,
@@ -109,3 +123,25 @@ class ApiSettings(Section):
         description="New commands one API client may send at once for one organization, on "
         "top of its rate.",
     )
+
+    @field_validator("api_trusted_proxies")
+    @classmethod
+    def _api_trusted_proxies(cls, value: str) -> str:
+        try:
+            address_networks(value)
+        except ValueError as invalid:
+            raise ValueError(f"{invalid} (BILLING_API_TRUSTED_PROXIES)") from None
+        return value
+
+
+def address_networks(setting: str) -> tuple[IPv4Network | IPv6Network, ...]:
+    """The networks of a comma-separated list of addresses and CIDR networks
+    (``10.0.0.2, 172.30.80.0/24, fd00::/64``); ``ValueError`` naming an entry that is
+    neither."""
+    networks: list[IPv4Network | IPv6Network] = []
+    for entry in filter(None, (part.strip() for part in setting.split(","))):
+        try:
+            networks.append(ip_network(entry, strict=False))
+        except ValueError:
+            raise ValueError(f"{entry!r} is not an address or a CIDR network") from None
+    return tuple(networks)

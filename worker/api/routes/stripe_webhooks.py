@@ -100,6 +100,8 @@ def _error(
     },
 )
 async def receive_stripe_event(request: Request, state: State) -> JSONResponse:
+    # The peer address, or the client a trusted proxy forwarded (worker/api/sources.py): a
+    # forger cannot name Stripe's addresses as its own and have them throttled.
     source = request.client.host if request.client else "?"
     failures = state.stripe_failures_by_source
     wait = await failures.retry_after(source)
