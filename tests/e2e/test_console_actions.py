@@ -3,8 +3,9 @@
 is found from the home page on the Failures page, replayed through its confirmation page,
 and its account is then active; a form another site makes the signed-in browser post is
 refused. Over HTTP as a browser speaks it (Basic credentials, form posts): a POST without
-the page's CSRF token, with a forged one, another client's, or from another site is refused
-with a 403 page and changes nothing; a read-only client sees no action and its POST is
+the page's CSRF token, with a forged one, another client's, one of another action or target,
+one used already, or from another site is refused with a 403 page and changes nothing, as is
+a body that is not form-encoded (415); a read-only client sees no action and its POST is
 refused. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ def test_a_post_without_the_pages_token_with_another_clients_or_from_another_sit
     with signed_in(stack, operator) as web:
         token = confirmation_token(web.get(action))
         answers = {
-            "no token": web.post(action, data={}, headers=same_origin(stack)),
+            "no token": web.post(action, data={"reason": "x"}, headers=same_origin(stack)),
             "a forged token": web.post(
                 action, data={"csrf_token": f"9999999999.{'0' * 64}"}, headers=same_origin(stack)
             ),
@@ -392,6 +393,11 @@ def test_a_scheduled_plan_change_is_skipped_from_its_confirmation_page(stack: St
         again = web.post(
             action, data={"csrf_token": token, "reason": ""}, headers=same_origin(stack)
         )
+        reopened = web.post(
+            action,
+            data={"csrf_token": confirmation_token(web.get(action)), "reason": ""},
+            headers=same_origin(stack),
+        )
 
     assert team.id in confirmation.text
     assert done.status_code == 200, done.text
@@ -401,4 +407,86 @@ def test_a_scheduled_plan_change_is_skipped_from_its_confirmation_page(stack: St
     assert skipped.state is ChangeState.SKIPPED
     assert skipped.reason is not None
     assert skipped.reason.endswith(": the customer changed their mind")
-    assert f"change {scheduled.id} was skipped already" in again.text
+    assert_refused_page(again, "used already")  # the same confirmation, posted twice
+    assert reopened.status_code == 200, reopened.text
+    assert f"change {scheduled.id} was skipped already" in reopened.text
+
+
+def test_a_confirmation_posted_twice_is_taken_once_and_refused_the_second_time(
+    stack: Stack, emulator: EmulatorAdmin
+) -> None:
+    org_id, _ = failed_registration(stack, emulator)
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    account_id = account_of(stack, org_id)
+    action = f"/console/actions/mark-offline/{account_id}"
+
+    with signed_in(stack, operator) as web:
+        token = confirmation_token(web.get(action))
+        form = {"csrf_token": token, "reason": "registered by hand"}
+        first = web.post(action, data=form, headers=same_origin(stack))
+        second = web.post(action, data=form, headers=same_origin(stack))
+
+    assert first.status_code == 200, first.text
+    assert f"{account_id} marked offline" in first.text
+    assert_refused_page(second, "used already")
+    assert "nothing was changed" in second.text
+
+
+def test_a_token_of_one_action_on_one_target_is_refused_for_another_action_or_target(
+    stack: Stack, emulator: EmulatorAdmin
+) -> None:
+    org_id, command_id = failed_registration(stack, emulator)
+    other_org_id, other_command_id = failed_registration(stack, emulator)
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    replay = f"/console/actions/replay-command/{command_id}"
+    account_id = account_of(stack, org_id)
+
+    with signed_in(stack, operator) as web:
+        token = confirmation_token(web.get(replay))
+        form = {"csrf_token": token, "reason": "Stripe is back"}
+        another_target = web.post(
+            f"/console/actions/replay-command/{other_command_id}",
+            data=form,
+            headers=same_origin(stack),
+        )
+        another_action = web.post(
+            f"/console/actions/mark-offline/{account_id}", data=form, headers=same_origin(stack)
+        )
+        assert stack.command(other_command_id).status is CommandStatus.FAILED
+        assert account_state(stack, org_id) == "pending"
+        # Refused elsewhere, the token is still good for what it was issued for.
+        its_own = web.post(replay, data=form, headers=same_origin(stack))
+
+    for refused in (another_target, another_action):
+        assert_refused_page(refused, "not valid for this client, this action and this target")
+    assert its_own.status_code == 200, its_own.text
+    assert stack.finished(command_id).status is CommandStatus.SUCCEEDED
+    assert stack.command(other_command_id).status is CommandStatus.FAILED
+    assert account_state(stack, other_org_id) == "pending"
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/json", "multipart/form-data; boundary=x", None]
+)
+def test_a_post_whose_body_is_not_form_encoded_is_refused_and_changes_nothing(
+    stack: Stack, emulator: EmulatorAdmin, content_type: str | None
+) -> None:
+    org_id, command_id = failed_registration(stack, emulator)
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    action = f"/console/actions/replay-command/{command_id}"
+
+    with signed_in(stack, operator) as web:
+        token = confirmation_token(web.get(action))
+        # What a cross-site form with enctype="text/plain" sends: it parses as the form.
+        body = f"csrf_token={token}&reason=x"
+        headers = {**same_origin(stack), **({"Content-Type": content_type} if content_type else {})}
+        refused = web.post(action, content=body, headers=headers)
+        taken = web.post(action, data={"csrf_token": token}, headers=same_origin(stack))
+
+    assert refused.status_code == 415, refused.text
+    assert refused.headers["content-type"].startswith("text/html")
+    assert "application/x-www-form-urlencoded" in refused.text
+    assert "nothing was changed" in refused.text
+    assert taken.status_code == 200, taken.text  # the refused post spent nothing
+    assert stack.finished(command_id).status is CommandStatus.SUCCEEDED
+    assert account_state(stack, org_id) == "active"
