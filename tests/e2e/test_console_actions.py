@@ -14,6 +14,7 @@ import html
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
 import httpx
@@ -27,7 +28,8 @@ from domain.subscriptions.change_states import ChangeState
 from stripe_emulator import EmulatorAdmin
 from tests.support.browser import chromium, chromium_path, watched_page
 from tests.support.records import create_organization
-from tests.support.stack import Stack, eventually
+from tests.support.redis_server import RedisServer
+from tests.support.stack import Stack, another_api, eventually
 from tests.support.subscriptions import (
     changes_of,
     new_account,
@@ -174,6 +176,11 @@ def test_a_post_without_the_pages_token_with_another_clients_or_from_another_sit
             "an opaque origin": web.post(
                 action, data={"csrf_token": token}, headers={"Origin": "null"}
             ),
+            "another site, named with a password": web.post(
+                action,
+                data={"csrf_token": token},
+                headers={"Origin": "https://ops:hunter2@evil.example"},
+            ),
         }
         stuffed = web.post(
             action,
@@ -187,6 +194,9 @@ def test_a_post_without_the_pages_token_with_another_clients_or_from_another_sit
     assert_refused_page(answers["no token"], "carries no CSRF token")
     assert_refused_page(answers["another client's token"], "not valid for this client")
     assert_refused_page(answers["another site"], "another site")
+    named = answers["another site, named with a password"]
+    assert_refused_page(named, "(Origin https://***@evil.example)")  # its password masked
+    assert "hunter2" not in named.text
     assert stuffed.status_code == 400, stuffed.text
     assert "nothing was changed" in stuffed.text
     assert stack.command(command_id).status is CommandStatus.FAILED
@@ -490,3 +500,36 @@ def test_a_post_whose_body_is_not_form_encoded_is_refused_and_changes_nothing(
     assert taken.status_code == 200, taken.text  # the refused post spent nothing
     assert stack.finished(command_id).status is CommandStatus.SUCCEEDED
     assert account_state(stack, org_id) == "active"
+
+
+def test_without_redis_an_action_is_refused_with_a_page_saying_nothing_was_changed(
+    stack: Stack, emulator: EmulatorAdmin, tmp_path: Path
+) -> None:
+    org_id, command_id = failed_registration(stack, emulator)
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    action = f"/console/actions/replay-command/{command_id}"
+    redis_of_its_own = RedisServer(tmp_path / "redis")
+    redis_of_its_own.start()
+    settings = {
+        "BILLING_REDIS_URL": redis_of_its_own.url,
+        "BILLING_CONSOLE_CSRF_SECRET": "a-secret-that-needs-no-redis",
+    }
+    try:
+        with (
+            another_api(stack, "api-whose-redis-stops", **settings) as api_url,
+            httpx.Client(
+                base_url=api_url, auth=(operator.client_id, operator.secret), timeout=30
+            ) as web,
+        ):
+            token = confirmation_token(web.get(action))
+            redis_of_its_own.stop()
+            refused = web.post(action, data={"csrf_token": token}, headers={"Origin": api_url})
+    finally:
+        redis_of_its_own.stop()
+
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["content-type"].startswith("text/html")
+    assert "cannot check that this confirmation was not used before" in refused.text
+    assert "nothing was changed" in refused.text
+    assert stack.command(command_id).status is CommandStatus.FAILED
+    assert account_state(stack, org_id) == "pending"
