@@ -28,7 +28,7 @@ from tests.benchmarks.harness import (
 )
 from tests.support.records import create_organization
 from tests.support.stack import Stack
-from worker.clock import SystemClock
+from adapters.clock import SystemClock
 
 STRIPE_LATENCY_MS = 300
 STRIPE_RATE = 25.0

@@ -27,9 +27,9 @@ from tests.support.emulator import EMULATOR_KEY
 from tests.support.stack import Stack
 from tests.support.subscriptions import new_account, new_plan, operator
 from worker.bootstrap import build_services
-from worker.clock import SystemClock
-from worker.db.models import ScheduledChangeRow
-from worker.db.repositories import _claimable
+from adapters.clock import SystemClock
+from adapters.db.models import ScheduledChangeRow
+from adapters.db.repositories import _claimable
 from worker.settings import Settings
 
 SUBSCRIPTIONS = """

@@ -13,7 +13,7 @@ from tests.chaos.conftest import StackFactory
 from tests.support.events import STREAM, outbox_rows, stream_entries
 from tests.support.records import create_user
 from tests.support.stack import eventually
-from worker.clock import SystemClock
+from adapters.clock import SystemClock
 
 pytestmark = pytest.mark.chaos
 

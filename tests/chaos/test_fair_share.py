@@ -21,7 +21,7 @@ from tests.chaos.conftest import StackFactory
 from tests.chaos.test_scheduled_changes import schedule_changes, states
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import DAY, new_account, new_plan, operator, subscribe
-from worker.db.models import CommandRow
+from adapters.db.models import CommandRow
 
 pytestmark = pytest.mark.chaos
 

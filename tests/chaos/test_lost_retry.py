@@ -18,7 +18,7 @@ from tests.support.emulator import start_emulator
 from tests.support.records import create_organization
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack, eventually, stack_env
-from worker.clock import SystemClock
+from adapters.clock import SystemClock
 
 pytestmark = pytest.mark.chaos
 

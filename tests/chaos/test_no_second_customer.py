@@ -12,7 +12,7 @@ import pytest
 from tests.chaos.conftest import StackFactory
 from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually
-from worker.clock import SystemClock
+from adapters.clock import SystemClock
 
 pytestmark = pytest.mark.chaos
 

@@ -18,7 +18,7 @@ from tests.chaos.test_scheduled_changes import schedule_changes, states
 from tests.support.records import create_organization
 from tests.support.stack import eventually
 from tests.support.subscriptions import DAY, executed_updates, stored_change
-from worker.clock import SystemClock
+from adapters.clock import SystemClock
 
 pytestmark = pytest.mark.chaos
 

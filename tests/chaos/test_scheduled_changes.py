@@ -27,8 +27,8 @@ from tests.support.subscriptions import (
     stored_subscription,
     subscribe,
 )
-from worker.clock import SystemClock
-from worker.db.uow import SqlUnitOfWork
+from adapters.clock import SystemClock
+from adapters.db.uow import SqlUnitOfWork
 
 pytestmark = pytest.mark.chaos
 

@@ -36,8 +36,8 @@ from tests.support.subscriptions import (
     operator,
     subscribe,
 )
-from worker.clock import SystemClock
-from worker.db.models import CommandRow
+from adapters.clock import SystemClock
+from adapters.db.models import CommandRow
 
 pytestmark = pytest.mark.chaos
 

@@ -23,7 +23,7 @@ from tests.chaos.conftest import StackFactory
 from tests.chaos.test_scheduled_changes import schedule_changes, states
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import DAY, executed_updates, stored_change
-from worker.db.models import EventRow
+from adapters.db.models import EventRow
 from worker.launch.command_lines import celery_beat_argv
 
 pytestmark = pytest.mark.chaos

@@ -21,7 +21,7 @@ from application.requests.operator_requests import DisableEndpoint, ListEndpoint
 from domain.permissions import ALL_SCOPES, Grant
 from tests.support.records import create_organization, services_on
 from tests.support.stack import Stack
-from worker.clock import SystemClock
+from adapters.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from tests.support.stack import Stack
-from worker.contracts.schemas import ASYNCAPI_FILE, SCHEMAS_DIR
+from adapters.contracts.schemas import ASYNCAPI_FILE, SCHEMAS_DIR
 
 pytestmark = pytest.mark.e2e
 

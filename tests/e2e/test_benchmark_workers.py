@@ -25,8 +25,8 @@ from tests.support.events import STREAM, outbox_rows
 from tests.support.records import create_user
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from worker.bootstrap import build_services
-from worker.clock import SystemClock
-from worker.db.migrate import upgrade
+from adapters.clock import SystemClock
+from adapters.db.migrate import upgrade
 from worker.settings import Settings
 
 pytestmark = pytest.mark.e2e

@@ -38,8 +38,8 @@ from tests.support.subscriptions import (
     subscribe,
 )
 from tests.support.subscriptions import operator as operator_services
-from worker.clock import SystemClock
-from worker.db.api_clients import NewClient
+from adapters.clock import SystemClock
+from adapters.db.api_clients import NewClient
 
 pytestmark = pytest.mark.e2e
 
@@ -273,7 +273,7 @@ def test_an_action_on_what_does_not_exist_or_cannot_be_done_is_a_page_saying_why
 def test_the_failures_page_lists_a_dead_letter_with_its_replay(stack: Stack) -> None:
     import redis
 
-    from worker.messaging.dead_letters import DeadLetters
+    from adapters.messaging.dead_letters import DeadLetters
 
     letters = DeadLetters(redis.Redis.from_url(stack.redis_url))
     letter_id = letters.add(b"not a message", queue="billing", reason="undecodable: test")

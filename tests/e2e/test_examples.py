@@ -18,8 +18,8 @@ import redis
 from domain.webhooks import WebhookEndpoint
 from tests.support.records import create_user
 from tests.support.stack import Stack, eventually
-from worker.clock import SystemClock
-from worker.db.uow import SqlUnitOfWork
+from adapters.clock import SystemClock
+from adapters.db.uow import SqlUnitOfWork
 from worker.local.embedded import free_port, port_open
 
 pytestmark = pytest.mark.e2e

@@ -21,7 +21,7 @@ from celery import Celery
 
 from tests.support.stack import eventually
 from worker.local.embedded import free_port
-from worker.messaging.config import SWEEPS
+from adapters.messaging.config import SWEEPS
 
 pytestmark = pytest.mark.e2e
 

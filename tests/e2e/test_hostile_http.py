@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.records import create_organization
 from tests.support.stack import Stack, basic
-from worker.clock import SystemClock
+from adapters.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 

@@ -37,7 +37,7 @@ from tests.support.subscriptions import (
     three_plans,
 )
 from worker.bootstrap import Services
-from worker.db.timelines import phases_of
+from adapters.db.timelines import phases_of
 
 pytestmark = pytest.mark.e2e
 

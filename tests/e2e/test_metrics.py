@@ -20,8 +20,8 @@ from domain.subscriptions.change_states import ChangeState
 from tests.support.records import create_organization, create_user
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import new_account, new_plan, operator, subscribe
-from worker.clock import SystemClock
-from worker.messaging.config import CONSUMED_QUEUES
+from adapters.clock import SystemClock
+from adapters.messaging.config import CONSUMED_QUEUES
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,7 @@ from stripe_emulator import EmulatorAdmin
 from tests.support.records import create_organization
 from tests.support.stack import Stack
 from tests.support.subscriptions import new_account, new_plan, operator, subscribe
-from worker.clock import SystemClock
+from adapters.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 

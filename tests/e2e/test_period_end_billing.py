@@ -44,8 +44,8 @@ from tests.support.subscriptions import (
     stored_subscription,
 )
 from worker.bootstrap import Services
-from worker.clock import REFRESH_SECONDS, ShiftableClock
-from worker.db.uow import SqlUnitOfWork
+from adapters.clock import REFRESH_SECONDS, ShiftableClock
+from adapters.db.uow import SqlUnitOfWork
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ from celery import Celery
 
 from tests.support.records import create_organization, create_user, user_state
 from tests.support.stack import Stack, eventually
-from worker.clock import SystemClock
+from adapters.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 

@@ -28,8 +28,8 @@ from sqlalchemy import select
 
 from tests.support.records import create_organization, create_user
 from tests.support.stack import Stack, eventually, stack_of_its_own
-from worker.clock import SystemClock
-from worker.db.models import EventRow
+from adapters.clock import SystemClock
+from adapters.db.models import EventRow
 
 pytestmark = pytest.mark.e2e
 

@@ -46,7 +46,7 @@ from tests.support.subscriptions import (
     three_plans,
 )
 from worker.bootstrap import Services
-from worker.db.models import ProviderCallRow
+from adapters.db.models import ProviderCallRow
 
 pytestmark = pytest.mark.e2e
 

@@ -30,7 +30,7 @@ from tests.support.subscriptions import (
     subscribe,
 )
 from worker.bootstrap import Services
-from worker.db.models import CommandRow
+from adapters.db.models import CommandRow
 
 pytestmark = pytest.mark.e2e
 

@@ -32,9 +32,9 @@ from tests.support.subscriptions import (
     subscribe,
 )
 from worker.bootstrap import Services
-from worker.clock import ShiftableClock
-from worker.db.models import CommandRow
-from worker.db.uow import SqlUnitOfWork
+from adapters.clock import ShiftableClock
+from adapters.db.models import CommandRow
+from adapters.db.uow import SqlUnitOfWork
 
 pytestmark = pytest.mark.e2e
 

@@ -1,5 +1,5 @@
 """A worker's task events, what Flower shows: every task's events reach Redis, published
-together (``worker.messaging.broker.GuardedConsumer``) rather than about two messages a
+together (``adapters.messaging.broker.GuardedConsumer``) rather than about two messages a
 task."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from celery import Celery
 
 from tests.support.records import create_user
 from tests.support.stack import Stack, eventually
-from worker.clock import SystemClock
+from adapters.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ import pytest
 
 from stripe_emulator import EmulatorAdmin
 from tests.support.emulator import EMULATOR_KEY, EmulatorProcess, start_emulator
-from worker.provider.stripe_adapter import StripeBillingProvider
+from adapters.provider.stripe_adapter import StripeBillingProvider
 
 
 @pytest.fixture(scope="session")

@@ -22,11 +22,11 @@ from domain.provider.calls import CallOutcome, ProviderCall
 from tests.support.environment import settings_environment
 from tests.support.fakes.clock import FakeClock
 from worker.bootstrap import Services, build_services
-from worker.clock import SystemClock
-from worker.db.command_log import SqlCommandLog
-from worker.db.engine import get_engine, session_factory
-from worker.db.models import CommandRow, ProviderCallRow
-from worker.db.provider_calls import SqlProviderCallLog
+from adapters.clock import SystemClock
+from adapters.db.command_log import SqlCommandLog
+from adapters.db.engine import get_engine, session_factory
+from adapters.db.models import CommandRow, ProviderCallRow
+from adapters.db.provider_calls import SqlProviderCallLog
 from worker.settings import Settings
 
 ENABLE = "users.enable"

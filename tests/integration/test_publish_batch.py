@@ -21,7 +21,7 @@ from kombu.exceptions import KombuError
 from application.handlers.sweeps import BULK_MESSAGE_PRIORITY
 from domain.ports.commands import CommandMessage
 from worker.local.embedded import ProcessGroup, start_redis
-from worker.messaging.publisher import CeleryPublisher, publishing_app
+from adapters.messaging.publisher import CeleryPublisher, publishing_app
 from worker.settings import Settings
 
 QUEUE = "billing.bulk"

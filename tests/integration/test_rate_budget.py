@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from domain.provider.rate_budget import CallKind, Priority, RateLimited
-from worker.provider.rate_budget import BudgetConfig, RedisRateBudget, default_rate, mode_of
+from adapters.provider.rate_budget import BudgetConfig, RedisRateBudget, default_rate, mode_of
 
 RATE = 20.0
 INTERVAL = 1 / RATE

@@ -11,7 +11,7 @@ import time
 import redis.asyncio as aioredis
 
 from worker.api.results import ResultListener
-from worker.messaging.publisher import result_channel
+from adapters.messaging.publisher import result_channel
 
 
 def state(status: str) -> bytes:

@@ -21,9 +21,9 @@ from domain.subscriptions.plans import Plan, PlanSpec, ProviderPrice
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.records import create_organization
-from worker.clock import SystemClock
-from worker.db.engine import session_factory
-from worker.db.uow import SqlUnitOfWork
+from adapters.clock import SystemClock
+from adapters.db.engine import session_factory
+from adapters.db.uow import SqlUnitOfWork
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 LEASE = timedelta(minutes=5)

@@ -13,7 +13,7 @@ import redis
 
 from tests.support.redis_server import RedisServer
 from worker.bootstrap import build_clock
-from worker.clock import ShiftableClock
+from adapters.clock import ShiftableClock
 from worker.settings import Settings
 
 DAY = 86_400.0

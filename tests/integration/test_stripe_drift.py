@@ -47,10 +47,10 @@ from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
 from tests.support.environment import settings_environment
 from tests.support.records import create_organization, services_on
 from worker.bootstrap import Services
-from worker.clock import SystemClock
-from worker.db.engine import session_factory
-from worker.db.models import EventRow
-from worker.provider.stripe_adapter import StripeBillingProvider
+from adapters.clock import SystemClock
+from adapters.db.engine import session_factory
+from adapters.db.models import EventRow
+from adapters.provider.stripe_adapter import StripeBillingProvider
 
 DRIFT_FOUND = 1
 

@@ -16,7 +16,7 @@ from domain.subscriptions.subscription import SubscriptionState, SubscriptionTer
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess
-from worker.provider.stripe_adapter import StripeBillingProvider
+from adapters.provider.stripe_adapter import StripeBillingProvider
 
 METADATA = {"subscription_id": "sub_local_1"}
 

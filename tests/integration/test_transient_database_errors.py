@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.support.postgres import PostgresCluster
-from worker.db.uow import is_transient_db_error
+from adapters.db.uow import is_transient_db_error
 from worker.local.embedded import free_port
 
 

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from domain.webhooks import new_secret
 from tests.support.stack import patience
 from tests.support.webhook_receiver import WebhookReceiver
-from worker.outbound.webhooks import HttpWebhookSender
+from adapters.outbound.webhooks import HttpWebhookSender
 
 BODY = b'{"id":"evt_1","type":"user.enabled"}'
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from sqlalchemy import text
 
 from tests.support.stack import Stack
-from worker.db.engine import get_engine
+from adapters.db.engine import get_engine
 
 
 @contextlib.contextmanager

@@ -11,8 +11,8 @@ from domain.ports.application import Clock
 from domain.ports.provider import BillingProvider
 from domain.users import NewUser, User
 from worker.bootstrap import Services, build_services
-from worker.clock import SystemClock
-from worker.db.uow import SqlUnitOfWork
+from adapters.clock import SystemClock
+from adapters.db.uow import SqlUnitOfWork
 from worker.settings import get_settings
 
 

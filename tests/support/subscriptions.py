@@ -22,8 +22,8 @@ from tests.support.emulator import EMULATOR_KEY
 from tests.support.records import create_organization, services_on
 from tests.support.stack import Stack
 from worker.bootstrap import Services
-from worker.db.uow import SqlUnitOfWork
-from worker.provider.stripe_adapter import StripeBillingProvider
+from adapters.db.uow import SqlUnitOfWork
+from adapters.provider.stripe_adapter import StripeBillingProvider
 
 DAY = 86_400.0
 

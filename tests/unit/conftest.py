@@ -12,7 +12,7 @@ import pytest
 from application import log_context
 from tasks.runtime import CommandApp
 from tests.support.fakes.application import FakeApplication
-from worker.observability.logs import ROUTED_TO_ROOT
+from adapters.observability.logs import ROUTED_TO_ROOT
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 from jsonschema.protocols import Validator
 
 from domain.events.catalog import EVENT_TYPES
-from worker.contracts.schemas import (
+from adapters.contracts.schemas import (
     ASYNCAPI_FILE,
     COMMAND_TYPES,
     SCHEMAS_DIR,

@@ -14,7 +14,7 @@ import yaml
 from prometheus_client import Counter, Gauge, Histogram
 
 from tests.support.promtool import run_promtool
-from worker.observability import metrics
+from adapters.observability import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "billing-worker.json"

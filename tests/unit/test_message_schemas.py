@@ -1,4 +1,4 @@
-"""The JSON Schemas under ``schemas/`` are the models' (``worker.contracts.schemas``): up to
+"""The JSON Schemas under ``schemas/`` are the models' (``adapters.contracts.schemas``): up to
 date, one per command and per event type, and they accept and refuse what the models do."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from domain.subscriptions.change_commands import ChangeSubscriptionPlan
 from domain.users import EnableUser
 from tasks.base import CommandTask
 from worker.celery_app import app as celery_app
-from worker.contracts.schemas import (
+from adapters.contracts.schemas import (
     COMMAND_TYPES,
     REFRESH,
     SCHEMAS_DIR,

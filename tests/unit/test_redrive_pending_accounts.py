@@ -153,7 +153,7 @@ def test_beat_redrives_pending_accounts_on_the_maintenance_queue_at_its_own_inte
 ) -> None:
     from worker.bootstrap import build_services
     from worker.celery_app import create_celery_app
-    from worker.messaging.config import REDRIVE_PENDING_ACCOUNTS, celery_config
+    from adapters.messaging.config import REDRIVE_PENDING_ACCOUNTS, celery_config
     from worker.settings import Settings
 
     clear_settings(monkeypatch)

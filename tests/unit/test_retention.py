@@ -135,7 +135,7 @@ def test_beat_prunes_the_command_log_hourly_on_the_maintenance_queue(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from worker.celery_app import create_celery_app
-    from worker.messaging.config import celery_config
+    from adapters.messaging.config import celery_config
     from worker.settings import Settings
 
     clear_settings(monkeypatch)

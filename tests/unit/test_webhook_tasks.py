@@ -95,8 +95,8 @@ def test_deliveries_go_to_the_webhooks_queue_and_beats_sweep_to_maintenance_at_i
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from worker.celery_app import create_celery_app
-    from worker.messaging.config import TASK_MODULES as APP_MODULES
-    from worker.messaging.config import celery_config
+    from adapters.messaging.config import TASK_MODULES as APP_MODULES
+    from adapters.messaging.config import celery_config
     from worker.settings import Settings
 
     clear_settings(monkeypatch)

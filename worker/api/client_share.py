@@ -17,7 +17,7 @@ platform's own client, acting for every organization, has a share in each, while
 aimed at one organization, by a client limited to it or not, is held to one share.
 
 Why not a library: ``limits`` and ``pyrate-limiter`` would do, but the budget of Stripe's
-calls (``worker/provider/rate_budget.py``) already keeps GCRA in one Lua script on the same
+calls (``adapters/provider/rate_budget.py``) already keeps GCRA in one Lua script on the same
 Redis; this is the same arithmetic without its priorities, and it tells the caller when its
 next token is due (``Retry-After``), shared by every API process. A Redis that does not
 answer lets the command through: the limit protects the workers, it must not take the API

@@ -15,7 +15,7 @@ from worker.cli.tables import echo_list
 
 if TYPE_CHECKING:
     from application.handlers.retention import Pruned
-    from worker.db.command_records import CommandRecord
+    from adapters.db.command_records import CommandRecord
 
 
 @click.group(cls=BillingGroup)

@@ -157,14 +157,14 @@ def seed_demo_client(settings: Settings, svc: Services) -> DemoCredentials:
     used.
     """
     from domain.permissions import ALL_SCOPES, Grant
-    from worker.db.api_clients import (
+    from adapters.db.api_clients import (
         create_client,
         get_client,
         rotate_secret,
         secret_authenticates,
         update_client,
     )
-    from worker.db.models import ApiClientRow
+    from adapters.db.models import ApiClientRow
 
     sessions = svc.database()
     # The demo client may do everything: it is how a new user tries the system.

@@ -150,7 +150,7 @@ def _first_use(request: Request, svc: Services) -> FirstUse:
     refuses the token's second use; the client is made once per app."""
     client = getattr(request.app.state, "console_used_tokens", None)
     if client is None:
-        from worker.messaging.redis_clients import redis_client
+        from adapters.messaging.redis_clients import redis_client
 
         # Short timeouts: a Redis that does not answer refuses the action within seconds.
         client = redis_client(svc.settings, socket_timeout=2, socket_connect_timeout=2)
@@ -163,7 +163,7 @@ def _first_use(request: Request, svc: Services) -> FirstUse:
 
 
 def _kept_secret(svc: Services, key: str, candidate: bytes) -> bytes:
-    from worker.messaging.redis_clients import redis_client
+    from adapters.messaging.redis_clients import redis_client
 
     client = redis_client(svc.settings)
     client.set(key, candidate, nx=True)

@@ -41,9 +41,9 @@ from worker.api.contract import ErrorBody
 from worker.api.state import ApiState, State
 from worker.api.strict_json import BodyRejected, parse_object
 from worker.api.stripe_syncs import take_in
-from worker.observability import metrics
-from worker.provider.stripe_events import NotAStripeEvent, event_of
-from worker.provider.stripe_signatures import BadSignature, verify_stripe_signature
+from adapters.observability import metrics
+from adapters.provider.stripe_events import NotAStripeEvent, event_of
+from adapters.provider.stripe_signatures import BadSignature, verify_stripe_signature
 
 router = APIRouter(tags=["stripe events"])
 
