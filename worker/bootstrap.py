@@ -17,6 +17,10 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.clock import ShiftableClock, SystemClock, clock_client
+from adapters.db.command_log import SqlCommandLog
+from adapters.db.engine import ping, session_factory
+from adapters.db.uow import SqlUnitOfWork, is_transient_db_error
 from domain.operations.console import ConsoleQueries
 from domain.operations.retention import CommandRetention
 from domain.ports.application import Clock, RunnerPolicy
@@ -29,10 +33,6 @@ from domain.ports.repositories import UnitOfWork
 from domain.provider.rate_budget import RateBudget
 from domain.subscriptions.proration import ProrationBehavior
 from domain.webhooks import DeliveryPolicy
-from adapters.clock import ShiftableClock, SystemClock, clock_client
-from adapters.db.command_log import SqlCommandLog
-from adapters.db.engine import ping, session_factory
-from adapters.db.uow import SqlUnitOfWork, is_transient_db_error
 from worker.settings import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -265,8 +265,8 @@ class Services:
         if self._provider is None:
             self._provider = provider_for(self.settings, self.rate_budget())
         if self._recorded_provider is None:
-            from application.provider_calls import recorded
             from adapters.db.provider_calls import SqlProviderCallLog
+            from application.provider_calls import recorded
 
             log = SqlProviderCallLog(self.database())
             self._recorded_provider = recorded(self._provider, log, self.clock)
@@ -429,11 +429,11 @@ def connect_metrics(celery: Celery | None = None) -> None:
     """Connect Celery's signals to the metrics (adapters/observability/signals.py), wired to
     this process's settings and services. ``celery``: the process's app (the workers' and
     beat's), handed to its services."""
+    from adapters.messaging.config import SWEEPS
+    from adapters.observability import metrics, signals
     from application.handlers.webhook_deliveries import DELIVER_WEBHOOK
     from application.requests.sweeps import RECONCILE_WITH_STRIPE
     from domain.provider.sync import SyncStripeObject
-    from adapters.messaging.config import SWEEPS
-    from adapters.observability import metrics, signals
 
     def exporters() -> signals.Exporters:
         settings = get_settings()

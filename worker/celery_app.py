@@ -27,11 +27,11 @@ from celery.signals import (
     worker_process_shutdown,
 )
 
+from adapters.clock import ShiftableClock
+from adapters.messaging.config import CONSUMED_QUEUES, TASK_MODULES, celery_config
 from domain.ports.application import Application
 from tasks.runtime import CommandApp
 from worker.bootstrap import bootstrap, configure_logging, connect_failover_watch, connect_metrics
-from adapters.clock import ShiftableClock
-from adapters.messaging.config import CONSUMED_QUEUES, TASK_MODULES, celery_config
 from worker.settings import Settings, get_settings
 
 __all__ = ["CONSUMED_QUEUES", "app", "create_celery_app", "worker_app"]

@@ -30,6 +30,7 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import core_schema
 
+from adapters.contracts.asyncapi import asyncapi_document
 from domain.billing.account_commands import CreateBillingAccount, RegisterBillingAccount
 from domain.events.base import Event
 from domain.events.catalog import EVENT_TYPES
@@ -38,7 +39,6 @@ from domain.provider.sync import SyncStripeObject
 from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan
 from domain.subscriptions.change_previews import PreviewPlanChange
 from domain.users import EnableUser
-from adapters.contracts.asyncapi import asyncapi_document
 
 COMMAND_TYPES: tuple[type[Command], ...] = (
     EnableUser,

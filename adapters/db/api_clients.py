@@ -25,11 +25,11 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.db.models import ApiClientRow
+from adapters.observability import metrics
 from domain.errors import found
 from domain.permissions import Grant, parse_scopes
 from domain.ports.application import Clock
-from adapters.db.models import ApiClientRow
-from adapters.observability import metrics
 
 logger = logging.getLogger(__name__)
 

@@ -23,6 +23,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from adapters.db.command_records import CommandRecord
+from adapters.db.command_runs import SqlCommandRuns
+from adapters.db.models import CommandRow, ProviderCallRow
+from adapters.db.uow import is_unique_violation
+from adapters.observability import metrics
 from domain.messages import (
     AWAITING_DELIVERY,
     CommandStatus,
@@ -31,11 +36,6 @@ from domain.messages import (
 from domain.operations.outcomes import not_replayable
 from domain.operations.retention import PRUNABLE_STATUSES
 from domain.ports.commands import DuplicateCommand, later_attempt_due_at
-from adapters.db.command_records import CommandRecord
-from adapters.db.command_runs import SqlCommandRuns
-from adapters.db.models import CommandRow, ProviderCallRow
-from adapters.db.uow import is_unique_violation
-from adapters.observability import metrics
 
 _COMMANDS = cast(Table, CommandRow.__table__)
 _RECORD = insert(_COMMANDS)

@@ -10,8 +10,8 @@ from typing import Any
 
 from sqlalchemy import Row
 
-from domain.messages import CommandStatus
 from adapters.db.models import CommandRow
+from domain.messages import CommandStatus
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.db.command_records import CommandRecord
+from adapters.db.events import SqlEventOutbox
+from adapters.db.models import CommandRow
+from adapters.db.uow import SharedUnitOfWork
+from adapters.observability import metrics
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.events.base import Event
 from domain.messages import CommandStatus, command_fingerprint
@@ -24,11 +29,6 @@ from domain.operations.outcomes import error_code, error_reason
 from domain.ports.application import Clock
 from domain.ports.commands import CannotRunInOneTransaction
 from domain.ports.repositories import UnitOfWork
-from adapters.db.command_records import CommandRecord
-from adapters.db.events import SqlEventOutbox
-from adapters.db.models import CommandRow
-from adapters.db.uow import SharedUnitOfWork
-from adapters.observability import metrics
 
 
 class _LoggedNow:

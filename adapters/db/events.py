@@ -21,6 +21,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from adapters.db.claims import claim_due_rows
+from adapters.db.mapping import RowMapping
+from adapters.db.models import (
+    EventRow,
+    StripeEndpointRow,
+    WebhookDeliveryRow,
+    WebhookEndpointRow,
+)
+from adapters.db.repositories import _RowRepository
 from domain.events.base import Event
 from domain.ports.events import RecordedEvent
 from domain.provider.sync import StripeEndpoint
@@ -31,15 +40,6 @@ from domain.webhooks import (
     WebhookDelivery,
     WebhookEndpoint,
 )
-from adapters.db.claims import claim_due_rows
-from adapters.db.mapping import RowMapping
-from adapters.db.models import (
-    EventRow,
-    StripeEndpointRow,
-    WebhookDeliveryRow,
-    WebhookEndpointRow,
-)
-from adapters.db.repositories import _RowRepository
 
 _UNFINISHED = (DeliveryState.PENDING.value, DeliveryState.DELIVERING.value)
 

@@ -9,10 +9,6 @@ from typing import Any
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session, aliased, sessionmaker
 
-from domain.billing.accounts import BillingAccountState
-from domain.messages import CommandStatus
-from domain.subscriptions.change_states import ChangeKind, ChangeState
-from domain.subscriptions.subscription import SubscriptionState
 from adapters.db.models import (
     BillingAccountRow,
     CommandRow,
@@ -24,6 +20,10 @@ from adapters.db.models import (
     WebhookEndpointRow,
 )
 from adapters.observability.gauges import DatabaseFigures
+from domain.billing.accounts import BillingAccountState
+from domain.messages import CommandStatus
+from domain.subscriptions.change_states import ChangeKind, ChangeState
+from domain.subscriptions.subscription import SubscriptionState
 
 
 class SqlSystemFigures:

@@ -17,6 +17,15 @@ from typing import Any
 from sqlalchemy import Select, and_, or_, select, text
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from adapters.db.models import (
+    PENDING_CHANGE_STATES,
+    BillingAccountRow,
+    CommandRow,
+    OrganizationRow,
+    ScheduledChangeRow,
+    SubscriptionRow,
+    UserRow,
+)
 from domain.errors import InvalidArgument
 from domain.messages import CommandStatus, is_id
 from domain.operations.console import (
@@ -32,15 +41,6 @@ from domain.operations.console import (
     SubscriptionPage,
     UserItem,
     UserPage,
-)
-from adapters.db.models import (
-    PENDING_CHANGE_STATES,
-    BillingAccountRow,
-    CommandRow,
-    OrganizationRow,
-    ScheduledChangeRow,
-    SubscriptionRow,
-    UserRow,
 )
 
 

@@ -9,8 +9,8 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.provider.calls import ProviderCall
 from adapters.db.models import ProviderCallRow
+from domain.provider.calls import ProviderCall
 
 
 class SqlProviderCallLog:

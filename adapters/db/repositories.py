@@ -8,15 +8,6 @@ from typing import Any, Generic, Protocol, TypeVar
 from sqlalchemy import ColumnElement, Select, and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from domain.billing.accounts import BillingAccount, BillingAccountState
-from domain.billing.organizations import Organization
-from domain.ports.repositories import Claim
-from domain.subscriptions.change_previews import IssuedPreview
-from domain.subscriptions.change_states import ChangeKind, ChangeState
-from domain.subscriptions.plans import Plan
-from domain.subscriptions.scheduled_changes import ScheduledChange
-from domain.subscriptions.subscription import Subscription, SubscriptionState
-from domain.users import User
 from adapters.db.claims import claim_due_rows
 from adapters.db.mapping import RowMapping
 from adapters.db.models import (
@@ -29,6 +20,15 @@ from adapters.db.models import (
     SubscriptionRow,
     UserRow,
 )
+from domain.billing.accounts import BillingAccount, BillingAccountState
+from domain.billing.organizations import Organization
+from domain.ports.repositories import Claim
+from domain.subscriptions.change_previews import IssuedPreview
+from domain.subscriptions.change_states import ChangeKind, ChangeState
+from domain.subscriptions.plans import Plan
+from domain.subscriptions.scheduled_changes import ScheduledChange
+from domain.subscriptions.subscription import Subscription, SubscriptionState
+from domain.users import User
 
 
 class _Stored(Protocol):

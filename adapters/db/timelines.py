@@ -15,6 +15,16 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.db import listing
+from adapters.db.listing import command_view
+from adapters.db.models import BillingAccountRow, CommandRow, EventRow, ProviderCallRow
+from adapters.db.repositories import (
+    SqlBillingAccountRepository,
+    SqlOrganizationRepository,
+    SqlPlanRepository,
+    SqlScheduledChangeRepository,
+    SqlSubscriptionRepository,
+)
 from domain.operations.console import (
     AccountStory,
     BillingAccountPage,
@@ -31,16 +41,6 @@ from domain.operations.console import (
 from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription
-from adapters.db import listing
-from adapters.db.listing import command_view
-from adapters.db.models import BillingAccountRow, CommandRow, EventRow, ProviderCallRow
-from adapters.db.repositories import (
-    SqlBillingAccountRepository,
-    SqlOrganizationRepository,
-    SqlPlanRepository,
-    SqlScheduledChangeRepository,
-    SqlSubscriptionRepository,
-)
 
 STORY_LIMIT = 200
 """The most commands, provider calls and events a story shows of each (the newest)."""

@@ -9,8 +9,6 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.errors import UniquenessViolation
-from domain.ports.commands import CannotRunInOneTransaction
 from adapters.db.engine import session_factory
 from adapters.db.events import (
     SqlEventOutbox,
@@ -27,6 +25,8 @@ from adapters.db.repositories import (
     SqlSubscriptionRepository,
     SqlUserRepository,
 )
+from domain.errors import UniquenessViolation
+from domain.ports.commands import CannotRunInOneTransaction
 
 
 class SqlUnitOfWork:

@@ -40,8 +40,8 @@ from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
-from domain.redaction import redact
 from adapters.messaging.dead_letters import DeadLetters
+from domain.redaction import redact
 
 logger = logging.getLogger(__name__)
 

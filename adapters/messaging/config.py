@@ -12,6 +12,7 @@ from typing import Any
 
 from kombu import Queue
 
+from adapters.messaging.redis_clients import celery_redis_config
 from application.handlers.sweeps import BULK_MESSAGE_PRIORITY, STRIPE_SYNC_MESSAGE_PRIORITY
 from application.handlers.webhook_deliveries import SEND_DUE_DELIVERIES
 from application.requests.sweeps import (
@@ -23,7 +24,6 @@ from application.requests.sweeps import (
     REPUBLISH_STALLED_COMMANDS,
 )
 from domain.provider.sync import SyncStripeObject
-from adapters.messaging.redis_clients import celery_redis_config
 from worker.settings import Settings
 
 __all__ = [

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from domain.errors import FailedPrecondition, NotFound, error_info
 from adapters.messaging.broker import Rejected, check_envelope
 from adapters.messaging.dead_letters import DeadLetter, DeadLetters
+from domain.errors import FailedPrecondition, NotFound, error_info
 
 if TYPE_CHECKING:
     from celery import Celery

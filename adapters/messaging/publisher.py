@@ -15,8 +15,8 @@ from celery.events.event import Event
 from celery.utils.time import utcoffset
 from kombu import Producer
 
-from domain.ports.commands import CommandMessage
 from adapters.messaging.config import celery_config
+from domain.ports.commands import CommandMessage
 from worker.settings import Settings
 
 logger = logging.getLogger(__name__)

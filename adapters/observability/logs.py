@@ -35,10 +35,10 @@ from typing import Any, Literal, TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
+from adapters.observability.sweeps import QuietSweeps
 from application import log_context
 from application.log_context import ID_FIELDS, LogFields
 from domain.redaction import mask_text
-from adapters.observability.sweeps import QuietSweeps
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")

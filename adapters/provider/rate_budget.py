@@ -32,6 +32,7 @@ from typing import Any, cast
 
 import redis
 
+from adapters.observability import metrics
 from domain.provider.rate_budget import (
     BudgetUsage,
     CallKind,
@@ -39,7 +40,6 @@ from domain.provider.rate_budget import (
     Priority,
     RateLimited,
 )
-from adapters.observability import metrics
 
 KEY_PREFIX = "billing:stripe-budget"
 STATS_SECONDS = 60

@@ -25,12 +25,12 @@ table (``application/provider_calls.py``).
 
 from __future__ import annotations
 
-from domain.errors import FailedPrecondition, error_info
-from domain.provider.rate_budget import RateBudget
 from adapters.provider.stripe_customers import StripeCustomers
 from adapters.provider.stripe_endpoints import StripeEndpoints
 from adapters.provider.stripe_invoices import StripeInvoices
 from adapters.provider.stripe_subscriptions import StripeSubscriptions
+from domain.errors import FailedPrecondition, error_info
+from domain.provider.rate_budget import RateBudget
 
 PROVIDER_NAME = "stripe"
 

@@ -7,12 +7,12 @@ import logging
 from functools import partial
 from typing import Any
 
+from adapters.provider.stripe_objects import customer_of
+from adapters.provider.stripe_requests import StripeRequests
 from domain.billing.accounts import ProviderCustomer
 from domain.drift.report import RemoteCustomer, oldest_customer
 from domain.provider.rate_budget import CallKind
 from domain.provider.sync import ProviderCustomerState
-from adapters.provider.stripe_objects import customer_of
-from adapters.provider.stripe_requests import StripeRequests
 
 logger = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from adapters.provider.stripe_requests import STRIPE_API_VERSION, StripeRequests
 from domain.provider.rate_budget import CallKind
 from domain.provider.sync import RegisteredEndpoint
-from adapters.provider.stripe_requests import STRIPE_API_VERSION, StripeRequests
 
 
 class StripeEndpoints(StripeRequests):

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import stripe
 
+from adapters.provider.stripe_fields import field_for_param
 from domain.errors import (
     Internal,
     InvalidArgument,
@@ -26,7 +27,6 @@ from domain.errors import (
     error_info,
     field_violations,
 )
-from adapters.provider.stripe_fields import field_for_param
 
 
 def header(error: stripe.StripeError, name: str) -> str | None:

@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 
 import stripe
 
-from domain.provider.rate_budget import CallKind, RateBudget, current_priority
 from adapters.observability import metrics
 from adapters.provider.stripe_errors import is_rate_limit, retry_after, translate
 from adapters.provider.stripe_fields import field_for_param
+from domain.provider.rate_budget import CallKind, RateBudget, current_priority
 
 STRIPE_API_VERSION = "2026-10-28.endive"
 """The Stripe API version every request carries (``Stripe-Version``): the one our code and the

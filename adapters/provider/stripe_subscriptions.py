@@ -7,14 +7,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from adapters.provider.stripe_fields import plan_field, price_field, subscription_field
+from adapters.provider.stripe_objects import listed_subscription_of, subscription_of
+from adapters.provider.stripe_requests import StripeRequests
 from domain.drift.report import RemoteSubscription, existing_subscription
 from domain.provider.rate_budget import CallKind
 from domain.subscriptions.plans import ProviderPlan, ProviderPrice
 from domain.subscriptions.proration import PaymentBehavior, ProrationBehavior
 from domain.subscriptions.subscription import ProviderSubscription, SubscriptionTerms
-from adapters.provider.stripe_fields import plan_field, price_field, subscription_field
-from adapters.provider.stripe_objects import listed_subscription_of, subscription_of
-from adapters.provider.stripe_requests import StripeRequests
 
 
 class StripeSubscriptions(StripeRequests):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.support.stack import Stack
 from adapters.contracts.schemas import ASYNCAPI_FILE, SCHEMAS_DIR
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -22,6 +22,8 @@ import pytest
 import stripe  # noqa: TID251 - the test acts as Stripe's dashboard through the SDK
 from playwright.sync_api import Browser, Route
 
+from adapters.clock import SystemClock
+from adapters.db.api_clients import NewClient
 from domain.messages import CommandStatus
 from domain.permissions import Grant, Scope
 from domain.subscriptions.change_states import ChangeState
@@ -38,8 +40,6 @@ from tests.support.subscriptions import (
     subscribe,
 )
 from tests.support.subscriptions import operator as operator_services
-from adapters.clock import SystemClock
-from adapters.db.api_clients import NewClient
 
 pytestmark = pytest.mark.e2e
 

@@ -15,12 +15,12 @@ import uuid
 import httpx
 import pytest
 
+from adapters.clock import SystemClock
 from domain.permissions import Grant, Scope
 from stripe_emulator import EmulatorAdmin
 from tests.support.records import create_organization
 from tests.support.stack import Stack
 from tests.support.subscriptions import new_account, new_plan, operator, subscribe
-from adapters.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 

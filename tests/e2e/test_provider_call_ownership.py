@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from celery import Celery
 
+from adapters.clock import SystemClock
 from application.requests.sweeps import RECONCILE_WITH_STRIPE
 from stripe_emulator import EmulatorAdmin
 from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually, stack_of_its_own
-from adapters.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 

@@ -10,8 +10,8 @@ import redis
 from kombu import Connection, Exchange, Producer, Queue
 from kombu.common import ignore_errors
 
-from tests.support.redis_server import RedisServer
 from adapters.messaging.broker import GuardedChannel
+from tests.support.redis_server import RedisServer
 
 TRANSPORT = "adapters.messaging.broker:GuardedRedisTransport"
 

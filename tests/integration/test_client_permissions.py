@@ -9,9 +9,6 @@ import pytest
 from alembic import command
 from sqlalchemy import text
 
-from domain.errors import NotFound
-from domain.permissions import ALL_SCOPES, DEFAULT_SCOPES, Grant, Scope
-from tests.support.stack import eventually
 from adapters.clock import SystemClock
 from adapters.db.api_clients import (
     ClientAuthenticator,
@@ -22,6 +19,9 @@ from adapters.db.api_clients import (
 )
 from adapters.db.engine import get_engine, session_factory
 from adapters.db.migrate import alembic_config, upgrade
+from domain.errors import NotFound
+from domain.permissions import ALL_SCOPES, DEFAULT_SCOPES, Grant, Scope
+from tests.support.stack import eventually
 
 CLOCK = SystemClock()
 

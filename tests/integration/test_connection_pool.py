@@ -9,9 +9,9 @@ import psycopg
 import pytest
 from sqlalchemy import Connection, Engine, text
 
+from adapters.db import engine as engines
 from tests.support.postgres import PostgresCluster
 from tests.support.stack import eventually
-from adapters.db import engine as engines
 
 LAST_STATEMENT = "SELECT 'the last statement'"
 PING = ";"

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from domain.permissions import ALL_SCOPES, Grant, Scope
-from worker.bootstrap import build_services
 from adapters.clock import SystemClock
 from adapters.db.api_clients import (
     create_client,
@@ -17,6 +15,8 @@ from adapters.db.api_clients import (
 )
 from adapters.db.engine import session_factory
 from adapters.db.migrate import upgrade
+from domain.permissions import ALL_SCOPES, Grant, Scope
+from worker.bootstrap import build_services
 from worker.local.seed import (
     DEMO_CLIENT_ID,
     DemoCredentials,

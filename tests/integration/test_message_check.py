@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.events.users import UserEnabledEvent
-from domain.users import User, UserState
-from tests.support.message_check import MessageCheck
 from adapters.clock import SystemClock
 from adapters.db.command_log import SqlCommandLog
 from adapters.db.engine import get_engine, session_factory
 from adapters.db.models import Base, EventRow
+from domain.events.users import UserEnabledEvent
+from domain.users import User, UserState
+from tests.support.message_check import MessageCheck
 
 NOW = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
 ENABLE_SCHEMA = "schemas/commands/users.enable.v1.json"

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from kombu import Connection, Exchange, Queue
 
-from worker.api.results import ResultListener
-from worker.local.sentinel import SentinelTopology
 from adapters.messaging.broker import GuardedSentinelChannel
 from adapters.messaging.config import celery_config
 from adapters.messaging.dead_letters import DeadLetters
 from adapters.messaging.primary_watch import RedisPrimaryWatch
 from adapters.messaging.publisher import result_channel
 from adapters.messaging.redis_clients import async_redis_client, redis_client
+from worker.api.results import ResultListener
+from worker.local.sentinel import SentinelTopology
 from worker.settings import Settings
 
 pytestmark = pytest.mark.chaos

@@ -10,8 +10,8 @@ import time
 
 import redis.asyncio as aioredis
 
-from worker.api.results import ResultListener
 from adapters.messaging.publisher import result_channel
+from worker.api.results import ResultListener
 
 
 def state(status: str) -> bytes:

@@ -7,6 +7,8 @@ import uuid
 
 import pytest
 
+from adapters.provider.stripe_adapter import StripeBillingProvider, build_provider
+from adapters.provider.stripe_requests import STRIPE_API_VERSION
 from domain.billing.account_details import Address, TaxEntry
 from domain.billing.accounts import ProviderCustomer
 from domain.errors import FailedPrecondition, Internal, InvalidArgument, TransientError, Unavailable
@@ -15,8 +17,6 @@ from domain.subscriptions.subscription import SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess
-from adapters.provider.stripe_adapter import StripeBillingProvider, build_provider
-from adapters.provider.stripe_requests import STRIPE_API_VERSION
 
 
 def customer(account_id: str | None = None, tax_id: str = "GB123456789") -> ProviderCustomer:

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from domain.webhooks import DeliveryState, WebhookDelivery
-from tests.support.cli import Done, billing_worker
 from adapters.clock import SystemClock
 from adapters.db.engine import session_factory
 from adapters.db.uow import SqlUnitOfWork
+from domain.webhooks import DeliveryState, WebhookDelivery
+from tests.support.cli import Done, billing_worker
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ import jsonschema
 import pytest
 from jsonschema.protocols import Validator
 
-from domain.events.catalog import EVENT_TYPES
 from adapters.contracts.schemas import (
     ASYNCAPI_FILE,
     COMMAND_TYPES,
@@ -24,6 +23,7 @@ from adapters.contracts.schemas import (
     command_file,
     event_file,
 )
+from domain.events.catalog import EVENT_TYPES
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from celery.utils.saferepr import saferepr
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.redaction import redact
 from adapters.messaging import masking
 from adapters.messaging.masking import (
     REPR_MAX_SIZE,
@@ -18,6 +17,7 @@ from adapters.messaging.masking import (
     masked_repr,
     message_log_fields,
 )
+from domain.redaction import redact
 
 KWARGS = {
     "command_id": "c-1",

@@ -16,14 +16,14 @@ from celery.exceptions import Retry
 from prometheus_client import REGISTRY
 from sqlalchemy.exc import OperationalError
 
-from application.handlers.webhook_deliveries import DELIVER_WEBHOOK, Outcome
-from domain.errors import CommandInProgress, TransientError
-from domain.provider.rate_budget import CallKind, RateLimited
-from worker.bootstrap import connect_metrics
 from adapters.db.uow import is_transient_db_error
 from adapters.messaging.queue_depths import queue_lists
 from adapters.observability.metrics import command_finished, prepare_multiproc_dir, retry_reason
 from adapters.observability.signals import _on_task_postrun
+from application.handlers.webhook_deliveries import DELIVER_WEBHOOK, Outcome
+from domain.errors import CommandInProgress, TransientError
+from domain.provider.rate_budget import CallKind, RateLimited
+from worker.bootstrap import connect_metrics
 
 
 def retry_while_handling(error: BaseException) -> Retry:

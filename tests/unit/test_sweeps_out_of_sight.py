@@ -14,11 +14,6 @@ from celery.app.trace import LOG_RECEIVED, LOG_SUCCESS
 from celery.beat import Service
 from prometheus_client import REGISTRY
 
-from application.requests.sweeps import ENQUEUE_DUE_CHANGES
-from application.requests.sweeps import RELAY_EVENTS as RELAY
-from tasks.base import CommandTask
-from tasks.runtime import SweepTask
-from worker.celery_app import app, create_celery_app
 from adapters.messaging.config import SWEEPS
 from adapters.observability.logs import configure
 from adapters.observability.signals import _on_task_postrun, _on_task_prerun
@@ -27,6 +22,11 @@ from adapters.observability.sweeps import (
     schedule_intervals,
     seed_sweep_metrics,
 )
+from application.requests.sweeps import ENQUEUE_DUE_CHANGES
+from application.requests.sweeps import RELAY_EVENTS as RELAY
+from tasks.base import CommandTask
+from tasks.runtime import SweepTask
+from worker.celery_app import app, create_celery_app
 from worker.settings import Settings
 
 

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
+from adapters.messaging.redis_clients import async_redis_client
 from worker.api.body import MAX_BODY_BYTES
 from worker.api.client_share import ClientShare
 from worker.api.console import install_console
@@ -40,7 +41,6 @@ from worker.api.shared_throttle import SharedFailures
 from worker.api.state import ApiState, RefusalHold
 from worker.api.verifications import Verifications
 from worker.bootstrap import Services, bootstrap, configure_logging
-from adapters.messaging.redis_clients import async_redis_client
 
 ROUTERS = (
     users.router,

@@ -82,8 +82,8 @@ def clients_create(
 ) -> None:
     """Create a client; its secret is printed once and never again. Without --scope it may
     only read back its own commands (commands:read): grant each operation it needs."""
-    from domain.rules import checked_name
     from adapters.db.api_clients import create_client
+    from domain.rules import checked_name
 
     svc = services()
     grant = _grant(scopes, org_ids, Grant())
@@ -127,8 +127,8 @@ def clients_update(
 ) -> None:
     """Rename a client, replace its scopes or organizations, or enable it again. API
     processes apply it once their cached verification ends (BILLING_AUTH_CACHE_SECONDS)."""
-    from domain.rules import checked_name
     from adapters.db.api_clients import get_client, update_client
+    from domain.rules import checked_name
 
     if org_ids and all_orgs:
         usage_error("give --org or --all-orgs, not both")

@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from worker.cli.base import REDIS_ENV, BillingGroup, as_json_option, emit, fail
 from adapters.clock import ShiftableClock, clock_client
+from worker.cli.base import REDIS_ENV, BillingGroup, as_json_option, emit, fail
 from worker.settings import get_settings
 
 NOT_A_LOCAL_STACK = (

@@ -77,9 +77,9 @@ def dead_letters_show(letter_id: str) -> None:
 def dead_letters_replay(letter_id: str) -> None:
     """Put the message back on its queue, if a worker can take it now (say, its task was
     unknown to the workers of the day); then drop the letter."""
-    from worker.bootstrap import bootstrap
     from adapters.messaging.dead_letter_replay import replay_dead_letter, worker_task_names
     from adapters.messaging.redis_clients import redis_client
+    from worker.bootstrap import bootstrap
 
     task_names = worker_task_names(bootstrap().celery_app())
     letter = replay_dead_letter(
