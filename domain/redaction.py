@@ -13,7 +13,9 @@ exception's message). The rules are by field name, wherever the field sits:
   (``GB*******89``); the type stays;
 * ``name``: its first character (``A***``) in a mapping that also holds an ``email`` or a
   ``phone`` (a billing account, its details, a user); an organization's or a plan's name stays;
-* any other string: emails and international phone numbers found in it are masked.
+* any other string: emails and international phone numbers found in it are masked, and the
+  user information of a URL in it (``https://***@host:8443/path``: a user and a password, or
+  an email as a user name) is stars, the rest of the URL left readable.
 
 Every mask is idempotent (masking a masked value changes nothing) and never longer than
 needed to tell values apart at a glance.
@@ -30,6 +32,11 @@ STARS = "***"
 # Local parts as people have them (quotes, slashes… left out: they delimit an address in a
 # repr or a message); ``*`` in, so that a masked address masks to itself.
 _EMAIL = re.compile(r"[A-Za-z0-9._%+*-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+# A URL's user information: after the scheme, up to the last ``@`` of the authority (which
+# ends at the path, the query, the fragment or a space). Matched in the same pass as emails
+# and before them, so that ``user:pass@host`` is not read as an address ``pass@host``.
+_URL_USERINFO = r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#]*@"
+_USERINFO_OR_EMAIL = re.compile(f"{_URL_USERINFO}|{_EMAIL.pattern}")
 # International numbers (E.164, as phones are stored, or written with spaces and dashes): a
 # plus sign and 8 to 15 digits. Ids, amounts and times never start with a plus sign.
 _PHONE = re.compile(r"(?<![\w+])\+\d(?:[ \-]?\d){6,14}(?!\d)")
@@ -66,12 +73,20 @@ def mask_tax_id(value: str) -> str:
 
 
 def mask_text(text: str) -> str:
-    """``text`` with every email address and international phone number in it masked."""
+    """``text`` with every email address and international phone number in it masked, and
+    the user information of every URL in it."""
     if "@" in text:
-        text = _EMAIL.sub(lambda found: mask_email(found.group(0)), text)
+        text = _USERINFO_OR_EMAIL.sub(_masked_userinfo_or_email, text)
     if "+" in text:
         text = _PHONE.sub(lambda found: mask_phone(found.group(0)), text)
     return text
+
+
+def _masked_userinfo_or_email(found: re.Match[str]) -> str:
+    scheme = found.group("scheme")
+    if scheme is not None:
+        return f"{scheme}{STARS}@"
+    return mask_email(found.group(0))
 
 
 _ADDRESS_KEPT = frozenset({"country"})

@@ -118,6 +118,20 @@ STRIPE_CLOCK_MARGIN = timedelta(seconds=60)
 An event needs no read when one began at least this long after it was created."""
 
 
+EVENT_CREATED_AHEAD_LIMIT = timedelta(seconds=600)
+"""How far ahead of our clock an event's ``created`` may be: Stripe's signature tolerance
+(300 s, either way) and as much again for its clock and ours to disagree. Stripe dates an
+event when it makes it, before it signs a delivery, so one dated further ahead was not made
+by Stripe as its clock stands (a body signed with a leaked secret, a clock gone wrong): it is
+refused rather than recorded with a time no event can have yet."""
+
+
+def created_too_far_ahead(event_created: datetime, now: datetime) -> bool:
+    """Whether an event dated ``event_created`` is further ahead of ``now`` (our clock) than
+    :data:`EVENT_CREATED_AHEAD_LIMIT` allows."""
+    return event_created > now + EVENT_CREATED_AHEAD_LIMIT
+
+
 def read_since(event_created: datetime, last_read: datetime | None) -> bool:
     """Whether a read of the object began after the event, for certain: then what the event
     reports is in our rows already (a late redelivery, a retry storm after an outage)."""

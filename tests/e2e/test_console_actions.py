@@ -3,8 +3,9 @@
 is found from the home page on the Failures page, replayed through its confirmation page,
 and its account is then active; a form another site makes the signed-in browser post is
 refused. Over HTTP as a browser speaks it (Basic credentials, form posts): a POST without
-the page's CSRF token, with a forged one, another client's, or from another site is refused
-with a 403 page and changes nothing; a read-only client sees no action and its POST is
+the page's CSRF token, with a forged one, another client's, one of another action or target,
+one used already, or from another site is refused with a 403 page and changes nothing, as is
+a body that is not form-encoded (415); a read-only client sees no action and its POST is
 refused. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import html
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
 import httpx
@@ -28,7 +30,8 @@ from domain.subscriptions.change_states import ChangeState
 from stripe_emulator import EmulatorAdmin
 from tests.support.browser import chromium, chromium_path, watched_page
 from tests.support.records import create_organization
-from tests.support.stack import Stack, eventually
+from tests.support.redis_server import RedisServer
+from tests.support.stack import Stack, another_api, eventually
 from tests.support.subscriptions import (
     changes_of,
     new_account,
@@ -155,7 +158,7 @@ def test_a_post_without_the_pages_token_with_another_clients_or_from_another_sit
     with signed_in(stack, operator) as web:
         token = confirmation_token(web.get(action))
         answers = {
-            "no token": web.post(action, data={}, headers=same_origin(stack)),
+            "no token": web.post(action, data={"reason": "x"}, headers=same_origin(stack)),
             "a forged token": web.post(
                 action, data={"csrf_token": f"9999999999.{'0' * 64}"}, headers=same_origin(stack)
             ),
@@ -173,6 +176,11 @@ def test_a_post_without_the_pages_token_with_another_clients_or_from_another_sit
             "an opaque origin": web.post(
                 action, data={"csrf_token": token}, headers={"Origin": "null"}
             ),
+            "another site, named with a password": web.post(
+                action,
+                data={"csrf_token": token},
+                headers={"Origin": "https://ops:hunter2@evil.example"},
+            ),
         }
         stuffed = web.post(
             action,
@@ -186,6 +194,9 @@ def test_a_post_without_the_pages_token_with_another_clients_or_from_another_sit
     assert_refused_page(answers["no token"], "carries no CSRF token")
     assert_refused_page(answers["another client's token"], "not valid for this client")
     assert_refused_page(answers["another site"], "another site")
+    named = answers["another site, named with a password"]
+    assert_refused_page(named, "(Origin https://***@evil.example)")  # its password masked
+    assert "hunter2" not in named.text
     assert stuffed.status_code == 400, stuffed.text
     assert "nothing was changed" in stuffed.text
     assert stack.command(command_id).status is CommandStatus.FAILED
@@ -392,6 +403,11 @@ def test_a_scheduled_plan_change_is_skipped_from_its_confirmation_page(stack: St
         again = web.post(
             action, data={"csrf_token": token, "reason": ""}, headers=same_origin(stack)
         )
+        reopened = web.post(
+            action,
+            data={"csrf_token": confirmation_token(web.get(action)), "reason": ""},
+            headers=same_origin(stack),
+        )
 
     assert team.id in confirmation.text
     assert done.status_code == 200, done.text
@@ -401,4 +417,119 @@ def test_a_scheduled_plan_change_is_skipped_from_its_confirmation_page(stack: St
     assert skipped.state is ChangeState.SKIPPED
     assert skipped.reason is not None
     assert skipped.reason.endswith(": the customer changed their mind")
-    assert f"change {scheduled.id} was skipped already" in again.text
+    assert_refused_page(again, "used already")  # the same confirmation, posted twice
+    assert reopened.status_code == 200, reopened.text
+    assert f"change {scheduled.id} was skipped already" in reopened.text
+
+
+def test_a_confirmation_posted_twice_is_taken_once_and_refused_the_second_time(
+    stack: Stack, emulator: EmulatorAdmin
+) -> None:
+    org_id, _ = failed_registration(stack, emulator)
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    account_id = account_of(stack, org_id)
+    action = f"/console/actions/mark-offline/{account_id}"
+
+    with signed_in(stack, operator) as web:
+        token = confirmation_token(web.get(action))
+        form = {"csrf_token": token, "reason": "registered by hand"}
+        first = web.post(action, data=form, headers=same_origin(stack))
+        second = web.post(action, data=form, headers=same_origin(stack))
+
+    assert first.status_code == 200, first.text
+    assert f"{account_id} marked offline" in first.text
+    assert_refused_page(second, "used already")
+    assert "nothing was changed" in second.text
+
+
+def test_a_token_of_one_action_on_one_target_is_refused_for_another_action_or_target(
+    stack: Stack, emulator: EmulatorAdmin
+) -> None:
+    org_id, command_id = failed_registration(stack, emulator)
+    other_org_id, other_command_id = failed_registration(stack, emulator)
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    replay = f"/console/actions/replay-command/{command_id}"
+    account_id = account_of(stack, org_id)
+
+    with signed_in(stack, operator) as web:
+        token = confirmation_token(web.get(replay))
+        form = {"csrf_token": token, "reason": "Stripe is back"}
+        another_target = web.post(
+            f"/console/actions/replay-command/{other_command_id}",
+            data=form,
+            headers=same_origin(stack),
+        )
+        another_action = web.post(
+            f"/console/actions/mark-offline/{account_id}", data=form, headers=same_origin(stack)
+        )
+        assert stack.command(other_command_id).status is CommandStatus.FAILED
+        assert account_state(stack, org_id) == "pending"
+        # Refused elsewhere, the token is still good for what it was issued for.
+        its_own = web.post(replay, data=form, headers=same_origin(stack))
+
+    for refused in (another_target, another_action):
+        assert_refused_page(refused, "not valid for this client, this action and this target")
+    assert its_own.status_code == 200, its_own.text
+    assert stack.finished(command_id).status is CommandStatus.SUCCEEDED
+    assert stack.command(other_command_id).status is CommandStatus.FAILED
+    assert account_state(stack, other_org_id) == "pending"
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/json", "multipart/form-data; boundary=x", None]
+)
+def test_a_post_whose_body_is_not_form_encoded_is_refused_and_changes_nothing(
+    stack: Stack, emulator: EmulatorAdmin, content_type: str | None
+) -> None:
+    org_id, command_id = failed_registration(stack, emulator)
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    action = f"/console/actions/replay-command/{command_id}"
+
+    with signed_in(stack, operator) as web:
+        token = confirmation_token(web.get(action))
+        # What a cross-site form with enctype="text/plain" sends: it parses as the form.
+        body = f"csrf_token={token}&reason=x"
+        headers = {**same_origin(stack), **({"Content-Type": content_type} if content_type else {})}
+        refused = web.post(action, content=body, headers=headers)
+        taken = web.post(action, data={"csrf_token": token}, headers=same_origin(stack))
+
+    assert refused.status_code == 415, refused.text
+    assert refused.headers["content-type"].startswith("text/html")
+    assert "application/x-www-form-urlencoded" in refused.text
+    assert "nothing was changed" in refused.text
+    assert taken.status_code == 200, taken.text  # the refused post spent nothing
+    assert stack.finished(command_id).status is CommandStatus.SUCCEEDED
+    assert account_state(stack, org_id) == "active"
+
+
+def test_without_redis_an_action_is_refused_with_a_page_saying_nothing_was_changed(
+    stack: Stack, emulator: EmulatorAdmin, tmp_path: Path
+) -> None:
+    org_id, command_id = failed_registration(stack, emulator)
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}", grant=READ_WRITE)
+    action = f"/console/actions/replay-command/{command_id}"
+    redis_of_its_own = RedisServer(tmp_path / "redis")
+    redis_of_its_own.start()
+    settings = {
+        "BILLING_REDIS_URL": redis_of_its_own.url,
+        "BILLING_CONSOLE_CSRF_SECRET": "a-secret-that-needs-no-redis",
+    }
+    try:
+        with (
+            another_api(stack, "api-whose-redis-stops", **settings) as api_url,
+            httpx.Client(
+                base_url=api_url, auth=(operator.client_id, operator.secret), timeout=30
+            ) as web,
+        ):
+            token = confirmation_token(web.get(action))
+            redis_of_its_own.stop()
+            refused = web.post(action, data={"csrf_token": token}, headers={"Origin": api_url})
+    finally:
+        redis_of_its_own.stop()
+
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["content-type"].startswith("text/html")
+    assert "cannot check that this confirmation was not used before" in refused.text
+    assert "nothing was changed" in refused.text
+    assert stack.command(command_id).status is CommandStatus.FAILED
+    assert account_state(stack, org_id) == "pending"

@@ -1,7 +1,8 @@
 """The operator console end to end: a registration that Stripe fails (an emulator fault) until
 its retries are spent, then replayed, is one story in `accounts show ORG`: each attempt at
 Stripe under one idempotency key, its error, the replay's success and the events; the same
-story over HTTP behind `operations:read`. On SQLite and PostgreSQL."""
+story over HTTP behind `operations:read`, personal data masked as the console masks it. On
+SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from domain.permissions import Grant, Scope
 from stripe_emulator import EmulatorAdmin
 from tests.support.records import create_organization
 from tests.support.stack import Stack
+from tests.support.subscriptions import new_account, new_plan, operator, subscribe
 
 pytestmark = pytest.mark.e2e
 
@@ -155,3 +157,20 @@ def test_lists_over_http_page_and_refuse_a_cursor_no_page_gave(stack: Stack) -> 
     assert one["id"] < two["id"]
     assert bad.status_code == 400
     assert bad.json()["details"][0]["fieldViolations"][0]["field"] == "after"
+
+
+def test_the_operations_apis_stories_mask_personal_data_as_the_console_does(stack: Stack) -> None:
+    ctx = operator(stack)
+    account = new_account(ctx)  # "Acme", billing@acme.example
+    subscribed = subscribe(ctx, account, new_plan(ctx, f"starter-{uuid.uuid4().hex[:8]}", 900))
+
+    with stack.http() as api:
+        account_story = api.get(f"/v1beta1/operations/billing-accounts/{account.id}")
+        subscription_story = api.get(f"/v1beta1/operations/subscriptions/{subscribed.id}")
+
+    assert account_story.status_code == 200, account_story.text
+    shown = account_story.json()["billing_account"]
+    assert (shown["name"], shown["email"]) == ("A***", "b***@acme.example")
+    assert subscription_story.status_code == 200, subscription_story.text
+    for story in (account_story, subscription_story):
+        assert "billing@acme.example" not in story.text

@@ -18,10 +18,10 @@ import httpx
 import pytest
 import redis
 
+from adapters.db.migrate import upgrade
 from tests.support.nginx import nginx, nginx_in_front_of
 from tests.support.stack import Stack, stack_env
 from tests.support.stripe_events import event, signature
-from adapters.db.migrate import upgrade
 
 pytestmark = pytest.mark.e2e
 

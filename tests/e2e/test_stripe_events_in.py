@@ -354,6 +354,37 @@ def test_a_signature_dated_in_the_future_is_refused(
     assert commands_for(stack, event_id) == 0
 
 
+@pytest.mark.parametrize("ahead", [11 * 60, 10 * 365 * 86400], ids=["11-minutes", "10-years"])
+def test_a_signed_event_created_too_far_ahead_of_our_clock_is_a_400_naming_created(
+    stack: Stack, http: httpx.Client, ahead: int
+) -> None:
+    event_id = f"evt_ahead{ahead}"
+    with stack.stripe as emulator:  # Stripe's time: the stack's clock may have been moved
+        created = emulator.now() + ahead
+    document = raw_event(event_id, created=created, data={"object": SUBSCRIPTION_OF})
+    body = json.dumps(document).encode()
+
+    answer = deliver(http, body, signature(body))  # signed now, validly
+
+    refused_as_not_an_event(answer, "created")
+    assert "ahead of our clock" in answer.json()["message"]
+    assert commands_for(stack, event_id) == 0
+
+
+def test_a_signed_event_created_minutes_ahead_of_our_clock_is_taken_as_clocks_disagree(
+    stack: Stack, http: httpx.Client, sub: Subscribed, sdk: stripe.StripeClient
+) -> None:
+    with stack.stripe as emulator:
+        created = emulator.now() + 4 * 60
+    obj = subscription_object(sdk, sub)
+    body = stripe_event("customer.subscription.updated", obj, "evt_ahead_a_little", created=created)
+
+    answer = deliver(http, body, signature(body))
+
+    assert answer.status_code == 200, answer.text
+    assert commands_for(stack, "evt_ahead_a_little") == 1
+
+
 def test_a_future_timestamp_hidden_behind_a_valid_one_is_refused(
     stack: Stack, http: httpx.Client
 ) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from domain.redaction import mask_email, mask_phone, mask_tax_id, mask_text, mask_value, redact
 
 
@@ -126,3 +128,29 @@ def test_ids_times_and_amounts_in_free_text_are_left_alone() -> None:
 
 def test_an_email_inside_a_repr_keeps_its_quotes() -> None:
     assert mask_text("{'email': 'ada@acme.example'}") == "{'email': 'a***@acme.example'}"
+
+
+@pytest.mark.parametrize(
+    ("shown", "masked"),
+    [
+        ("https://user:pass@evil.example", "https://***@evil.example"),
+        ("Origin https://ops@evil.example:8443/form", "Origin https://***@evil.example:8443/form"),
+        ("http://ada%40acme.example:pw@host.example/x?y=1", "http://***@host.example/x?y=1"),
+        ("redis://:s3cret@127.0.0.1:6379/0", "redis://***@127.0.0.1:6379/0"),
+        (
+            "from http://a:b@c@evil.example/ or ada@acme.example",
+            "from http://***@evil.example/ or a***@acme.example",
+        ),
+    ],
+)
+def test_a_urls_user_information_is_masked_and_the_rest_of_it_stays_readable(
+    shown: str, masked: str
+) -> None:
+    assert mask_text(shown) == masked
+    assert mask_text(masked) == masked
+
+
+def test_a_url_without_user_information_is_left_alone() -> None:
+    text = "the request comes from another site (Origin https://evil.example:8443)"
+
+    assert mask_text(text) == text

@@ -9,9 +9,11 @@ from datetime import UTC, datetime, timedelta
 from domain.messages import is_id
 from domain.provider.sync import (
     COMMAND_ID_LENGTH,
+    EVENT_CREATED_AHEAD_LIMIT,
     GENERATIONS_AFTER_A_READ,
     STRIPE_CLOCK_MARGIN,
     SyncStripeObject,
+    created_too_far_ahead,
     read_since,
 )
 
@@ -63,3 +65,12 @@ def test_an_event_needs_no_read_only_when_a_read_began_clearly_after_it() -> Non
     # Within the margin for the two clocks: read again.
     assert not read_since(created, created + STRIPE_CLOCK_MARGIN)
     assert read_since(created, created + STRIPE_CLOCK_MARGIN + timedelta(seconds=1))
+
+
+def test_an_event_dated_ahead_of_our_clock_is_believed_up_to_ten_minutes() -> None:
+    # Stripe's signature tolerance (5 minutes), and as much again for the clocks to differ.
+    assert timedelta(minutes=10) == EVENT_CREATED_AHEAD_LIMIT
+    assert not created_too_far_ahead(NOW + EVENT_CREATED_AHEAD_LIMIT, NOW)
+    assert created_too_far_ahead(NOW + EVENT_CREATED_AHEAD_LIMIT + timedelta(seconds=1), NOW)
+    assert created_too_far_ahead(NOW + timedelta(days=3650), NOW)
+    assert not created_too_far_ahead(NOW - timedelta(days=3650), NOW)  # old: a late redelivery

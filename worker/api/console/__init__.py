@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from worker.api.console import accounts, actions, failures, home, subscriptions
 from worker.api.console.access import install_refusal_pages
 from worker.api.console.layout import STYLESHEET
+from worker.api.console.responses import ConsoleResponses
 
 STATIC = Path(__file__).parent / "static"
 
@@ -42,6 +43,9 @@ def console_router() -> APIRouter:
 
 
 def install_console(app: FastAPI) -> None:
-    """Mount the console in ``app``: its pages, and its refusals answered as pages."""
+    """Mount the console in ``app``: its pages, its refusals and misses answered as pages, and
+    its security headers, ``HEAD`` and ``OPTIONS`` on every address under ``/console``
+    (outermost, so that a refusal made before routing has its headers too)."""
     app.include_router(console_router())
     install_refusal_pages(app)
+    app.add_middleware(ConsoleResponses)

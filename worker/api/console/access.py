@@ -8,20 +8,25 @@ organization, so a client limited to organizations is refused the console outrig
 refused ``/v1beta1/operations``: it sees no organization's data at all, its own included.
 
 A refusal is a page, not the API's JSON error: :func:`install_refusal_pages` answers
-:class:`ConsoleRefusal` with one.
+:class:`ConsoleRefusal` with one, and a miss (404) or a wrong method (405) under ``/console``
+too.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import Response
+from starlette.exceptions import HTTPException
 
 from domain.errors import CommandError
 from domain.permissions import Scope
 from worker.api.auth import Caller, authenticated_client
-from worker.api.console.layout import message_page
+from worker.api.console.layout import PREFIX, is_console_path, message_page
+from worker.api.console.responses import allowed_methods
 from worker.api.errors import ApiError
 from worker.api.state import api_state
 
@@ -37,7 +42,18 @@ class ConsoleRefusal(Exception):
         self.headers = headers or {}
 
 
-TITLES = {401: "Sign in", 403: "Not allowed", 404: "Not found", 429: "Too many attempts"}
+TITLES = {
+    401: "Sign in",
+    403: "Not allowed",
+    404: "Not found",
+    405: "Not allowed",
+    429: "Too many attempts",
+}
+MISSES = {
+    404: f"There is no console page at this address: the console starts at {PREFIX}.",
+    405: "This console page does not take that method.",
+}
+"""What the console's page says of a miss (nothing of the request is echoed)."""
 
 
 async def _caller(request: Request, scope: Scope) -> Caller:
@@ -77,11 +93,28 @@ def may_see(caller: Caller, org_id: str) -> bool:
 
 
 def install_refusal_pages(app: FastAPI) -> None:
-    """Answer a :class:`ConsoleRefusal` with a page of its status."""
+    """Answer a :class:`ConsoleRefusal` with a page of its status, and an HTTP error of the
+    router (a miss, a wrong method) under ``/console`` with a page too; elsewhere the API's
+    handler of those errors (installed before, ``worker/api/errors.py``) answers as before."""
 
     async def refusal_page(request: Request, refused: Any) -> Response:
         assert isinstance(refused, ConsoleRefusal)
         title = TITLES.get(refused.status, "Refused")
         return message_page(title, refused.message, status=refused.status, headers=refused.headers)
 
+    api_answer = app.exception_handlers.get(HTTPException, http_exception_handler)
+
+    async def miss_page(request: Request, error: Any) -> Response:
+        assert isinstance(error, HTTPException)
+        if not is_console_path(request.url.path):
+            answered = api_answer(request, error)
+            return await answered if inspect.isawaitable(answered) else answered
+        status = error.status_code
+        headers = dict(error.headers or {})
+        if status == 405:  # every method the address takes (the router names its first route's)
+            headers["Allow"] = ", ".join(allowed_methods(request.scope))
+        message = MISSES.get(status, str(error.detail))
+        return message_page(TITLES.get(status, "Refused"), message, status=status, headers=headers)
+
     app.add_exception_handler(ConsoleRefusal, refusal_page)
+    app.add_exception_handler(HTTPException, miss_page)

@@ -4,11 +4,13 @@
 
 ``GET /console/actions/{kind}/{target}`` shows what the action will do to what, as it is
 now, and a form; ``POST`` to the same address takes it. Both need ``operations:write``. The
-POST carries a CSRF token (``csrf.py``) the form got from the confirmation page, and its
-``Origin`` must be the console's: a form another site makes a signed-in browser post is
-refused with a 403 page, and nothing changes. The action runs its use case, the one the CLI
-runs (each kind's subject and use case: ``action_kinds.py``), and the result page links back
-to what it acted on.
+POST is a form (``application/x-www-form-urlencoded``, as a browser posts the page's; any
+other body is refused with a 415 page), carries the CSRF token the confirmation page issued
+for that client, that action and that target (``csrf.py``), taken once, and its ``Origin``
+must be the console's: a form another site makes a signed-in browser post, or a confirmed
+form posted again, is refused with a 403 page, and nothing changes. The action runs its use
+case, the one the CLI runs (each kind's subject and use case: ``action_kinds.py``), and the
+result page links back to what it acted on.
 """
 
 from __future__ import annotations
@@ -30,7 +32,15 @@ from domain.permissions import Scope
 from worker.api.auth import Caller
 from worker.api.console.access import Operator
 from worker.api.console.action_kinds import ACTION_KINDS, FAILURES, Action
-from worker.api.console.csrf import FIELD, CsrfTokens, Forbidden, check_origin, console_secret
+from worker.api.console.csrf import (
+    FIELD,
+    CsrfTokens,
+    FirstUse,
+    Forbidden,
+    UseUncheckable,
+    check_origin,
+    console_secret,
+)
 from worker.api.console.layout import (
     PREFIX,
     facts,
@@ -135,6 +145,23 @@ def _tokens(request: Request, svc: Services) -> CsrfTokens:
     return tokens
 
 
+def _first_use(request: Request, svc: Services) -> FirstUse:
+    """Records a token's use in Redis (``SET NX EX``), so that every API process on it
+    refuses the token's second use; the client is made once per app."""
+    client = getattr(request.app.state, "console_used_tokens", None)
+    if client is None:
+        from adapters.messaging.redis_clients import redis_client
+
+        # Short timeouts: a Redis that does not answer refuses the action within seconds.
+        client = redis_client(svc.settings, socket_timeout=2, socket_connect_timeout=2)
+        request.app.state.console_used_tokens = client
+
+    def first_use(key: str, ttl_seconds: int) -> bool:
+        return bool(client.set(key, b"1", nx=True, ex=ttl_seconds))
+
+    return first_use
+
+
 def _kept_secret(svc: Services, key: str, candidate: bytes) -> bytes:
     from adapters.messaging.redis_clients import redis_client
 
@@ -148,6 +175,23 @@ def _kept_secret(svc: Services, key: str, candidate: bytes) -> bytes:
 
 class MalformedForm(Exception):
     """A POST whose body is not the confirmation page's form."""
+
+
+class NotAForm(Exception):
+    """A POST whose body is not form-encoded (``text/plain``, JSON…): never read as a form."""
+
+
+FORM_MEDIA_TYPE = "application/x-www-form-urlencoded"
+"""The one body a console action reads: what a browser posts for the confirmation page's
+form (it has no file field, so never ``multipart/form-data``). A ``text/plain`` form another
+site posts, which browsers send cross-site without asking, is refused before it is read."""
+
+
+def _check_form_media_type(content_type: str | None) -> None:
+    media_type = (content_type or "").partition(";")[0].strip().lower()
+    if media_type != FORM_MEDIA_TYPE:
+        shown = media_type or "none"
+        raise NotAForm(f"an action is posted as a form ({FORM_MEDIA_TYPE}), not as {shown[:80]}")
 
 
 def _form_fields(body: bytes) -> dict[str, list[str]]:
@@ -172,6 +216,11 @@ def _refusal(error: BaseException, doing: str) -> HTMLResponse:
     answers for that error; never a traceback."""
     if isinstance(error, Forbidden):
         return message_page("Refused", f"{error} (nothing was changed)", status=403)
+    if isinstance(error, NotAForm):
+        return message_page("Not done", f"{doing}: {error} (nothing was changed)", status=415)
+    if isinstance(error, UseUncheckable):
+        logger.warning("console: %s refused: %s", doing, error.__cause__)
+        return message_page("Unavailable", f"{doing}: {error} (nothing was changed)", status=503)
     if isinstance(error, CommandError):
         refused = ApiError.of(error)
         title = "Not found" if refused.status == 404 else "Not done"
@@ -214,7 +263,9 @@ async def confirm_action(
     try:
         action = _checked(kind, target)
         subject = await to_thread.run_sync(lambda: action.read(svc, target))
-        token = await to_thread.run_sync(lambda: _tokens(request, svc).issue(caller.client_id))
+        token = await to_thread.run_sync(
+            lambda: _tokens(request, svc).issue(caller.client_id, kind, target)
+        )
     except Exception as error:
         return _refusal(error, f"cannot read {target}")
     body = (
@@ -234,9 +285,16 @@ async def take_action(
     try:
         action = _checked(kind, target)
         check_origin(request.headers, request.headers.get("host"))
+        _check_form_media_type(request.headers.get("content-type"))
         form = _form_fields(await request.body())
+        token = next(iter(form.get(FIELD, [])), None)
         tokens = await to_thread.run_sync(lambda: _tokens(request, svc))
-        tokens.check(caller.client_id, next(iter(form.get(FIELD, [])), None))
+        first_use = _first_use(request, svc)
+        # Spent before the action is taken, so that two posts of one form racing each other
+        # take it once; an action that then fails needs its page opened again.
+        await to_thread.run_sync(
+            lambda: tokens.redeem(caller.client_id, kind, target, token, first_use)
+        )
         reason = (form.get("reason") or [""])[0]
         subject = await to_thread.run_sync(lambda: action.read(svc, target))
         said = await to_thread.run_sync(lambda: action.take(svc, caller, target, reason))

@@ -1,14 +1,21 @@
-"""The console's protection against cross-site request forgery.
+"""The console's protection against cross-site request forgery, and against a confirmed
+action taken twice.
 
 A browser sends the console's Basic credentials with every request to the API's origin,
 also with a form another site makes it post: a credential alone proves nothing about who
 wrote the form. So each action's form carries a token that only a page of the console can
 hold, and the POST is taken only with it:
 
-- the token is ``<expiry>.<signature>``: an HMAC-SHA256, under a server secret, of the client
-  id and the expiry (Unix seconds). It is bound to the client (another client's token is
-  refused), expires (``TOKEN_LIFETIME_SECONDS``) and needs no storage, so it works the same on
-  every API process that shares the secret;
+- the token is ``<expiry>.<nonce>.<signature>``: an HMAC-SHA256, under a server secret, of
+  the client id, the action, its target, the expiry (Unix seconds) and a random nonce. It is
+  bound to the client, the action and what it acts on (a token of the confirmation page of
+  ``replay-command`` on ``cmd_a`` is refused for ``cmd_b``, or for ``retry-command``) and
+  expires (``TOKEN_LIFETIME_SECONDS``); issuing one needs no storage;
+- it is taken once: :meth:`CsrfTokens.redeem` records its nonce as used (Redis's
+  ``SET NX EX``, shared by every API process) until the token would have expired anyway, and
+  refuses a nonce used before, so a confirmed form posted again (a resubmission, a replayed
+  capture) changes nothing twice. Where the record cannot be made, the action is refused
+  (:class:`UseUncheckable`): the console fails closed;
 - the request's ``Origin`` (else its ``Referer``), when the browser sends one, must be the
   API's own origin: a second, independent check that the POST came from one of its pages.
   A request naming neither is judged by its token alone (some privacy settings strip both).
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -29,18 +37,33 @@ from urllib.parse import urlsplit
 
 TOKEN_LIFETIME_SECONDS = 3600
 """How long a confirmation page's form may be posted (an operator reads, then confirms)."""
+USED_RECORD_SLACK_SECONDS = 60
+"""How much longer a used token's record outlives the token: API processes' clocks that
+disagree by less than this still see it used until it has expired for all of them."""
 FIELD = "csrf_token"
 """The form field the token travels in."""
+USED_KEY_PREFIX = "billing:console:csrf-used:"
+"""Redis keys recording used tokens, by nonce (each expires with its token)."""
 _PURPOSE = b"billing-worker console action"
+_TOKEN = re.compile(r"([0-9]{1,12})\.([0-9a-f]{32})\.([0-9a-f]{64})")
+
+FirstUse = Callable[[str, int], bool]
+"""``first_use(key, ttl_seconds)``: record ``key`` as used for ``ttl_seconds``; ``True`` if
+it was not recorded already (Redis: ``SET key 1 NX EX ttl``). Raises if it cannot tell."""
 
 
 class Forbidden(Exception):
-    """A POST refused as possibly forged: why, in one line an operator can act on."""
+    """A POST refused as possibly forged or replayed: why, in one line an operator can act on."""
+
+
+class UseUncheckable(Exception):
+    """A token that cannot be checked for an earlier use now (the shared record of used
+    tokens does not answer): the action is refused rather than risked twice."""
 
 
 @dataclass(frozen=True)
 class CsrfTokens:
-    """Issues and checks the console's tokens under ``secret`` (``now``: Unix seconds)."""
+    """Issues and redeems the console's tokens under ``secret`` (``now``: Unix seconds)."""
 
     secret: bytes
     lifetime_seconds: int = TOKEN_LIFETIME_SECONDS
@@ -50,28 +73,69 @@ class CsrfTokens:
         if len(self.secret) < 16:
             raise ValueError("the console's CSRF secret must be at least 16 bytes")
 
-    def issue(self, client_id: str) -> str:
-        """A token for ``client_id``'s next action, valid for :attr:`lifetime_seconds`."""
+    def issue(self, client_id: str, action: str, target: str) -> str:
+        """A token for ``client_id`` to take ``action`` on ``target`` once, within
+        :attr:`lifetime_seconds`."""
         expiry = int(self.now()) + self.lifetime_seconds
-        return f"{expiry}.{self._signature(client_id, expiry)}"
+        nonce = secrets.token_hex(16)
+        return f"{expiry}.{nonce}.{self._signature(client_id, action, target, expiry, nonce)}"
 
-    def check(self, client_id: str, token: str | None) -> None:
-        """Return if ``token`` is ``client_id``'s and not expired, else raise :class:`Forbidden`."""
+    def check(self, client_id: str, action: str, target: str, token: str | None) -> None:
+        """Return if ``token`` was issued to ``client_id`` for ``action`` on ``target`` and
+        has not expired, else raise :class:`Forbidden`. Whether it was used before is
+        :meth:`redeem`'s question."""
+        self._verified(client_id, action, target, token)
+
+    def redeem(
+        self, client_id: str, action: str, target: str, token: str | None, first_use: FirstUse
+    ) -> None:
+        """Take ``token`` for ``client_id``'s ``action`` on ``target``, once: as
+        :meth:`check`, then record it used through ``first_use`` until it would have expired
+        anyway. A token used before is :class:`Forbidden`; one whose use cannot be recorded
+        (``first_use`` raised) is :class:`UseUncheckable`."""
+        expiry, nonce = self._verified(client_id, action, target, token)
+        keep_for = max(1, expiry - int(self.now())) + USED_RECORD_SLACK_SECONDS
+        try:
+            first = first_use(USED_KEY_PREFIX + nonce, keep_for)
+        except Exception as error:
+            raise UseUncheckable(
+                "the console cannot check that this confirmation was not used before (its"
+                f" record of used tokens does not answer: {type(error).__name__}); try again"
+                " once it is back"
+            ) from error
+        if not first:
+            raise Forbidden(
+                "the form's CSRF token was used already: an action is taken once per"
+                " confirmation (open the action's page again to take it again)"
+            )
+
+    def _verified(
+        self, client_id: str, action: str, target: str, token: str | None
+    ) -> tuple[int, str]:
+        """``token``'s expiry and nonce, once its signature and expiry are checked."""
         if not token:
             raise Forbidden("the form carries no CSRF token: open the action's page and confirm")
-        expiry_text, dot, signature = token.partition(".")
-        if not dot or not expiry_text.isdigit() or len(expiry_text) > 12:
+        parsed = _TOKEN.fullmatch(token)
+        if parsed is None:
             raise Forbidden("the form's CSRF token is malformed")
+        expiry_text, nonce, signature = parsed.groups()
         expiry = int(expiry_text)
-        if not hmac.compare_digest(signature, self._signature(client_id, expiry)):
-            raise Forbidden("the form's CSRF token is not valid for this client")
+        expected = self._signature(client_id, action, target, expiry, nonce)
+        if not hmac.compare_digest(signature, expected):
+            raise Forbidden(
+                "the form's CSRF token is not valid for this client, this action and this"
+                " target: open the action's own page and confirm there"
+            )
         if expiry <= self.now():
             raise Forbidden(
                 "the form's CSRF token has expired: open the action's page again and confirm"
             )
+        return expiry, nonce
 
-    def _signature(self, client_id: str, expiry: int) -> str:
-        message = b"\x00".join((_PURPOSE, client_id.encode(), str(expiry).encode()))
+    def _signature(self, client_id: str, action: str, target: str, expiry: int, nonce: str) -> str:
+        # Every part is length-prefixed: no choice of ids can make two tuples sign alike.
+        parts = (_PURPOSE, *(p.encode() for p in (client_id, action, target, str(expiry), nonce)))
+        message = b"".join(len(part).to_bytes(4, "big") + part for part in parts)
         return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
 
 

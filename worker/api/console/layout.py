@@ -21,6 +21,12 @@ from domain.redaction import mask_text
 PREFIX = "/console"
 STYLESHEET = f"{PREFIX}/static/console.css"
 
+
+def is_console_path(path: str) -> bool:
+    """Whether ``path`` is the console's (``/console`` or under it), page or not."""
+    return path == PREFIX or path.startswith(f"{PREFIX}/")
+
+
 NAV: tuple[tuple[str, str, str], ...] = (
     ("home", "Home", PREFIX),
     ("accounts", "Accounts", f"{PREFIX}/accounts"),

@@ -3,7 +3,8 @@
 
 Reads need the ``operations:read`` scope, actions ``operations:write``; both span every
 organization, so a client limited to organizations holds neither. Reads answer the console's views
-(``domain/operations/console.py``); an action runs its handler
+(``domain/operations/console.py``), the stories with personal data masked as the console's pages
+and the logs mask it (``domain/redaction.py``); an action runs its handler
 (``application/handlers/operations.py``) at once, in a thread, and answers what it did. Nothing here
 is a command of the log.
 """
@@ -51,6 +52,7 @@ from domain.operations.console import (
     UserPage,
 )
 from domain.permissions import Scope
+from domain.redaction import redact
 from worker.api.auth import Caller, permitted
 from worker.api.body import Body
 from worker.api.contract import OperatorActionRequest
@@ -100,8 +102,9 @@ def _reason(body: dict[str, object]) -> str:
     description="The account (by its id, or its organization's id), its Stripe customer and "
     "state, its subscriptions' stories (phases, plan changes, invoices from Stripe), every "
     "command that named it or its organization, each Stripe call made for them "
-    "(operation, idempotency key, attempt, outcome, error), and its events. Needs the "
-    "`operations:read` scope.",
+    "(operation, idempotency key, attempt, outcome, error), and its events. Personal data is "
+    "masked as the console shows it (the account's name `A***`, its email `b***@acme.example`, "
+    "emails and phones in errors and events). Needs the `operations:read` scope.",
     **direct_operation(answer=AccountStory, answer_description="The account's story."),
 )
 async def get_billing_account_story(
@@ -110,7 +113,7 @@ async def get_billing_account_story(
     story = await _run(lambda: account_story(ShowAccount(org_or_account), state.svc))
     if story is None:
         raise ApiError.of(NotFound.resource("billing_account", org_or_account))
-    return JSONResponse(story.model_dump(mode="json"))
+    return JSONResponse(redact(story.model_dump(mode="json")))
 
 
 @router.get(
@@ -119,7 +122,7 @@ async def get_billing_account_story(
     summary="A subscription's story",
     description="Its phases, its plan changes with their apply lag, its newest invoices at "
     "Stripe (or why they could not be read), and its commands, Stripe calls and events. "
-    "Needs the `operations:read` scope.",
+    "Personal data is masked as the console shows it. Needs the `operations:read` scope.",
     **direct_operation(answer=SubscriptionStory, answer_description="The subscription's story."),
 )
 async def get_subscription_story(id: IdPath, client: Reader, state: State) -> JSONResponse:
@@ -130,7 +133,7 @@ async def get_subscription_story(id: IdPath, client: Reader, state: State) -> JS
         return handlers.subscription_story(ShowSubscription(read), svc)
 
     story = await _run(told)
-    return JSONResponse(story.model_dump(mode="json"))
+    return JSONResponse(redact(story.model_dump(mode="json")))
 
 
 @router.get(

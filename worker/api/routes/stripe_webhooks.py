@@ -13,8 +13,9 @@ a 5xx for three days), and whether it is recorded is decided before anything is 
   addresses never fail: they sign every delivery afresh);
 * a signed body is read as strict JSON (no duplicate names, no NaN, at most 32 levels deep),
   and the event's id, ``type``, ``created`` and the id of the object it routes to are
-  checked (Stripe's id alphabet, our caps): a signed body that is not such an event is a 400
-  naming the field, recording nothing;
+  checked (Stripe's id alphabet, our caps; ``created`` at most
+  ``EVENT_CREATED_AHEAD_LIMIT``, 10 minutes, ahead of our clock): a signed body that is not
+  such an event is a 400 naming the field, recording nothing;
 * an event we handle asks for a read of its object, coalesced per object
   (``worker/api/stripe_syncs.py``): it joins the object's sync still waiting for a worker, or
   records and publishes a new one, ``stripe:{object_type}:{object_id}:{generation}``, or
@@ -38,6 +39,7 @@ from adapters.provider.stripe_signatures import BadSignature, verify_stripe_sign
 from application.handlers.stripe_endpoints import stripe_endpoint_secrets
 from application.requests.operator_requests import ListStripeEndpointSecrets
 from domain.errors import ErrorCode, error_info, field_violations
+from domain.provider.sync import EVENT_CREATED_AHEAD_LIMIT, created_too_far_ahead
 from worker.api.contract import ErrorBody
 from worker.api.state import ApiState, State
 from worker.api.strict_json import BodyRejected, parse_object
@@ -76,7 +78,8 @@ def _error(
     "true, its `command_id`), and an event older than the object's last read needs none "
     "(`command_id`: null). Unhandled event types are answered 200 and counted. A bad, "
     "missing, stale or future signature is a 400 and records nothing, as is a signed body "
-    "that is not a Stripe event (strict JSON, Stripe's id alphabet); a body over 256 KiB is a "
+    "that is not a Stripe event (strict JSON, Stripe's id alphabet, `created` at most 10 "
+    "minutes ahead of our clock); a body over 256 KiB is a "
     "413. A source address whose deliveries failed verification too often is answered 429 "
     "(with `Retry-After`) before its body is read.",
     responses={
@@ -136,6 +139,15 @@ async def receive_stripe_event(request: Request, state: State) -> JSONResponse:
         return _not_an_event(rejected.message, rejected.violations[0])
     except NotAStripeEvent as malformed:
         return _not_an_event(str(malformed), (malformed.field, malformed.description))
+    # Our clock, not the host's: under a shifted clock (the local stack, the tests) Stripe's
+    # emulator dates its events in the same shifted time.
+    now = await to_thread.run_sync(state.svc.clock.now)
+    if created_too_far_ahead(event.created, now):
+        limit = int(EVENT_CREATED_AHEAD_LIMIT.total_seconds())
+        return _not_an_event(
+            f"created is more than {limit} s ahead of our clock",
+            ("created", f"Unix seconds at most {limit} s after now"),
+        )
     if not event.is_handled:
         metrics.stripe_event_received(event.type, "ignored")
         return JSONResponse({"received": True, "handled": False})
