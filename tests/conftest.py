@@ -10,6 +10,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,18 +144,28 @@ def fresh_database(request: pytest.FixtureRequest, backend: str, workdir: Path) 
     return _database(request, backend, workdir, f"integration_{backend}")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """In a run in two processes (``python3 -m worker.dev test`` runs pytest-xdist with
-    ``--dist loadgroup``): the tests of one database backend run in one process, in the
-    order pytest gives them, so that the session's stack on that backend is set up once; any
-    other test runs with the rest of its file (they share the file's fixtures).
+def test_group(nodeid: str) -> str:
+    """The group a test runs in, in a run in two processes: its database backend's (every
+    test of one backend in one process, in the order pytest gives them, so that the
+    session's stack on that backend is set up once), or else its file's (a file's tests share
+    the file's fixtures)."""
+    path, _, name = nodeid.partition("::")
+    parameters = name[name.find("[") + 1 : -1].split("-") if name.endswith("]") else []
+    backend = next((each for each in BACKENDS if each in parameters), None)
+    return f"backend-{backend}" if backend else path
 
-    Not in effect with pytest 9.2 and pytest-xdist 3.8: xdist marks a test's group by
-    rewriting ``item._nodeid``, which pytest 9.2 no longer reads (its node id is ``_id``), so
-    every test goes to whichever process is free, and each process sets up the stack of each
-    backend it runs tests of. The suite passes either way (two suites at once included)."""
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        backend = callspec.params.get("backend") if callspec is not None else None
-        group = f"backend-{backend}" if backend else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(name=group))
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` (``python3 -m worker.dev test``) with our groups
+    (:func:`test_group`), read from each test's node id. pytest-xdist's own groups
+    (``xdist_group`` marks) are not used: it marks a test's group by rewriting
+    ``item._nodeid``, which pytest 9 no longer reads, so they would have no effect."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    class ByBackendThenFile(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return test_group(nodeid)
+
+    return ByBackendThenFile(config, log)

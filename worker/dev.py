@@ -2,6 +2,7 @@
 
     python3 -m worker.dev up      # set up .venv, then run the whole system
     python3 -m worker.dev test    # set up .venv, then lint, type-check and run the tests
+                                  # (`test --quick`: the unit tests only, in about a minute)
     python3 -m worker.dev lock    # refresh requirements/*.lock from pyproject.toml
                                   # (extra arguments go to `uv pip compile`, e.g. --upgrade)
     python3 -m worker.dev docs    # regenerate the reference pages, then serve the docs
@@ -156,13 +157,21 @@ def refresh_locks(uv_arguments: list[str]) -> None:
         )
 
 
-TEST_HELP = """usage: python3 -m worker.dev test [PYTEST ARGUMENTS ...]
+TEST_HELP = """usage: python3 -m worker.dev test [--quick] [PYTEST ARGUMENTS ...]
 
 Set up .venv from requirements/dev.lock (only when it or a pyproject changed), then run
 `ruff check .`, `ruff format --check .` and `mypy`, then the tests: `pytest -n 2 --dist
 loadgroup ARGUMENTS` (two processes; `-n 0` runs one). Every argument goes to pytest, e.g.
 `test tests/unit -k money -x`. Once .venv exists, `.venv/bin/python -m pytest --help` lists
-pytest's options."""
+pytest's options.
+
+--quick   the quick tier, for the loop of editing: the same lint and type checks, then only
+          the tests that start no server and no stack (`tests/unit`: the domain, the use
+          cases on the fakes of the ports, the layer rules, the documents): about a minute on
+          2 cores. The full suite, as CI runs it, is the command without --quick."""
+
+QUICK_TIER = ("tests/unit",)
+"""The tests ``test --quick`` runs: in-process, no server and no stack."""
 
 
 def _asks_for_help(arguments: list[str]) -> bool:
@@ -195,14 +204,17 @@ def main(argv: list[str]) -> None:
         ensure_environment(RUNTIME_LOCK)
         os.execv(BIN / "billing-worker", [str(BIN / "billing-worker"), "up", *rest])
     elif command == "test":
+        quick = "--quick" in rest
+        rest = [argument for argument in rest if argument != "--quick"]
+        if quick and not any(Path(argument.split("::")[0]).exists() for argument in rest):
+            rest = [*QUICK_TIER, *rest]
         ensure_environment(DEV_LOCK)
         _run(BIN / "ruff", "check", ".")
         _run(BIN / "ruff", "format", "--check", ".")
         _run(BIN / "mypy")
         # The suite mostly waits on processes and sockets: two pytest processes, each with
-        # its own Redis, PostgreSQL and port range; a backend's tests, and a file's others,
-        # are meant to stay in one process (tests/conftest.py says why they do not today).
-        # `-n 0` given: one process.
+        # its own Redis, PostgreSQL and port range; a backend's tests stay in one process, a
+        # file's others together (tests/conftest.py's scheduler). `-n 0` given: one process.
         parallel = (
             []
             if any(arg.startswith(("-n", "--numprocesses")) for arg in rest)
