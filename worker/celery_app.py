@@ -31,7 +31,8 @@ from adapters.clock import ShiftableClock
 from adapters.messaging.config import CONSUMED_QUEUES, TASK_MODULES, celery_config
 from domain.ports.application import Application
 from tasks.runtime import CommandApp
-from worker.bootstrap import bootstrap, configure_logging, connect_failover_watch, connect_metrics
+from worker.bootstrap import bootstrap
+from worker.process_signals import configure_logging, connect_failover_watch, connect_metrics
 from worker.settings import Settings, get_settings
 
 __all__ = ["CONSUMED_QUEUES", "app", "create_celery_app", "worker_app"]

@@ -23,7 +23,7 @@ from adapters.observability.signals import _on_task_postrun
 from application.handlers.webhook_deliveries import DELIVER_WEBHOOK, Outcome
 from domain.errors import CommandInProgress, TransientError
 from domain.provider.rate_budget import CallKind, RateLimited
-from worker.bootstrap import connect_metrics
+from worker.process_signals import connect_metrics
 
 
 def retry_while_handling(error: BaseException) -> Retry:

@@ -41,7 +41,8 @@ from worker.api.shared_throttle import SharedFailures
 from worker.api.sources import ClientFromTrustedProxy, TrustedProxies
 from worker.api.state import ApiState, RefusalHold
 from worker.api.verifications import Verifications
-from worker.bootstrap import Services, bootstrap, configure_logging
+from worker.bootstrap import Services, bootstrap
+from worker.process_signals import configure_logging
 
 ROUTERS = (
     users.router,

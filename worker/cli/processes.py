@@ -133,8 +133,9 @@ def up(
     worker, beat, API and Flower, with demo data (`billing-worker demo`). Ctrl-C or
     `billing-worker down` stops it all; `up` again resumes where it stopped, `up --fresh`
     starts over."""
+    from worker.local.data_dir import wipe_data_dir
     from worker.local.stack_lock import hold
-    from worker.local.start import LocalStack, wipe_data_dir
+    from worker.local.start import LocalStack
 
     settings = get_settings()
     overrides = {}
@@ -256,7 +257,7 @@ def api(host: str | None, port: int | None, workers: int | None) -> None:
     if processes > 1:
         # The supervisor never builds the app: its own lines (a process started, restarted,
         # stopped) are in the configured format only if it configures logging itself.
-        from worker.bootstrap import configure_logging
+        from worker.process_signals import configure_logging
 
         configure_logging()
     uvicorn.run(

@@ -1,5 +1,5 @@
 """What a running local stack tells a command beside it: ``stack.json``, which ``up`` writes in
-the data directory, read here and nowhere else.
+the data directory, written and read here and nowhere else.
 
 The settings (:mod:`worker.settings`) are the environment's values only. A command run beside
 ``up`` (``billing-worker accounts show``, ``clock advance``…) names no Redis, no Stripe key and
@@ -34,6 +34,16 @@ def read_stack(data_dir: Path) -> dict[str, Any]:
         return {}
     held = is_held(data_dir)
     return loaded if held is None else {**loaded, "stopped": not held}
+
+
+def write_stack_file(settings: Settings, stack: dict[str, Any]) -> Path:
+    """Record what ``up`` started (``stack.json``, 0600: it holds the Redis URL, password
+    included)."""
+    path = settings.data_dir / STACK_FILE
+    path.touch(mode=0o600)  # it holds the Redis URL, password included
+    path.chmod(0o600)
+    path.write_text(json.dumps(stack, indent=2, sort_keys=True))
+    return path
 
 
 def is_running(stack: dict[str, Any]) -> bool:

@@ -6,9 +6,6 @@ The demo data it seeds is :mod:`worker.local.seed`; what it prints, :mod:`worker
 from __future__ import annotations
 
 import importlib.util
-import json
-import secrets
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -29,6 +26,7 @@ from worker.launch.command_lines import (
 )
 from worker.launch.private import create_files_for_owner_only, make_private
 from worker.local.banner import Started, banner
+from worker.local.data_dir import EMULATOR_STATE_FILE, HA_DIRECTORY, kept_flower_password
 from worker.local.embedded import (
     REDIS_PASSWORD_FILENAME,
     ProcessGroup,
@@ -39,7 +37,6 @@ from worker.local.embedded import (
 )
 from worker.local.ha import heal, kept_topology, recorded
 from worker.local.seed import (
-    DEMO_CLIENT_FILE,
     DemoCredentials,
     seed_billing,
     seed_demo_client,
@@ -47,49 +44,13 @@ from worker.local.seed import (
     wire_stripe_events,
 )
 from worker.local.sentinel import MASTER_NAME, SentinelTopology
-from worker.local.stack_state import read_stack
-from worker.settings import STACK_FILE, Settings
+from worker.local.stack_state import read_stack, write_stack_file
+from worker.settings import Settings
 
 EMULATOR_NOT_INSTALLED = (
     "the Stripe emulator is not installed: run `pip install -e ./stripe_emulator` "
     "(`python3 -m worker.dev up` does)"
 )
-EMULATOR_STATE_FILE = "stripe-emulator.json"
-HA_DIRECTORY = "redis-ha"
-"""``up --ha``'s primary, replica and sentinels: their data, configurations, passwords."""
-
-FRESH_WIPES = (
-    "billing.db",
-    "billing.db-journal",
-    "billing.db-wal",
-    "billing.db-shm",
-    "redis",
-    HA_DIRECTORY,
-    EMULATOR_STATE_FILE,
-    DEMO_CLIENT_FILE,
-    "celerybeat-schedule",
-    "flower.db",
-    "metrics",
-    STACK_FILE,
-)
-"""What ``up --fresh`` removes from the data directory (each if present; ``celerybeat-schedule``
-and ``flower.db`` with their suffixed siblings): the SQLite database, Redis's data (the queues,
-the dead letters, the clock's offset), the emulator's state (its data and clock), the demo
-client's secret, beat's and Flower's state. The logs stay."""
-
-
-FLOWER_PASSWORD_FILE = "flower-password"  # noqa: S105 - a file name, not a password
-
-
-def kept_flower_password(data_dir: Path) -> str:
-    """Flower's password when ``BILLING_FLOWER_PASSWORD`` is unset: made once and kept (0600)
-    in the data directory, so that every ``up`` on it (``--fresh`` too: it wipes data, not
-    logins) keeps the password an operator saved in a browser."""
-    path = data_dir / FLOWER_PASSWORD_FILE
-    if not path.exists():
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_urlsafe(12))
-    return path.read_text().strip()
 
 
 def require_emulator(alternative: str = "") -> None:
@@ -111,14 +72,6 @@ def emulator_api_key() -> str:
     return DEFAULT_API_KEY
 
 
-def write_stack_file(settings: Settings, stack: dict[str, Any]) -> Path:
-    path = settings.data_dir / STACK_FILE
-    path.touch(mode=0o600)  # it holds the Redis URL, password included
-    path.chmod(0o600)
-    path.write_text(json.dumps(stack, indent=2, sort_keys=True))
-    return path
-
-
 def children_log_format(settings: Settings) -> str:
     """The log format of the processes ``up`` starts: lines for a terminal, unless
     ``BILLING_LOG_FORMAT`` says otherwise (the separate processes of a deployment write JSON
@@ -128,36 +81,6 @@ def children_log_format(settings: Settings) -> str:
 
 def elapsed_since(start: float) -> str:
     return f"{time.monotonic() - start:.1f}s"
-
-
-def wipe_data_dir(settings: Settings) -> list[str]:
-    """``up --fresh``: remove :data:`FRESH_WIPES` from the data directory; the names removed.
-
-    Refused (``SystemExit``, one line) when the database or Redis is not the data directory's
-    own (``BILLING_DATABASE_URL``, ``BILLING_REDIS_URL``: they are not ours to wipe). A stack
-    still running on it is refused before, by the data directory's lock ``up`` takes
-    (:mod:`worker.local.stack_lock`): it is not stopped for you."""
-    for setting, value in (
-        ("BILLING_DATABASE_URL", settings.database_url),
-        ("BILLING_REDIS_URL", settings.redis_url),
-    ):
-        if value:
-            raise SystemExit(
-                f"--fresh wipes only the data directory's own database and Redis; {setting} "
-                "names another: unset it, or reset that one yourself"
-            )
-    removed = []
-    data_dir = settings.data_dir
-    for name in FRESH_WIPES:
-        for path in sorted(data_dir.glob(f"{name}*")) if data_dir.is_dir() else []:
-            if path.name != name and name not in ("celerybeat-schedule", "flower.db"):
-                continue  # billing.db matches billing.db-wal: each is listed on its own
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-            removed.append(path.name)
-    return removed
 
 
 class LocalStack:
