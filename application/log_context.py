@@ -2,7 +2,7 @@
 touches.
 
 The runner (:func:`application.command_runner.run_command`) binds the fields when a delivery
-starts; a logging filter (``worker.observability.logs``) adds them to every record logged
+starts; a logging filter (``adapters.observability.logs``) adds them to every record logged
 meanwhile in that context, whoever logs it (the runner, a handler, the Stripe adapter, Celery's
 own lines about the task). Only values shaped as ids are taken from a message: a foreign
 publisher cannot put an email into a log line through an id field.

@@ -69,7 +69,7 @@ class SweepTask(ApplicationTask):
     it, shows the commands, not a sweep every second. The worker checks this flag for every
     task event (received, started, succeeded, failed, revoked), whatever ``-E`` or Flower's
     ``enable_events`` say; beat, their only publisher, sends no ``task-sent`` events either
-    (``worker.observability.signals``). Operators watch sweeps through metrics instead
+    (``adapters.observability.signals``). Operators watch sweeps through metrics instead
     (``billing_sweep_last_success_timestamp_seconds``, alert ``BillingSweepStalled``).
     Delivery is unchanged: the same queue, late acknowledgement and expiry as before."""
 

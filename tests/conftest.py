@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from adapters.db.migrate import upgrade
 from tests.support.emulator import start_emulator
 from tests.support.port_ranges import claim_port_range
 from tests.support.postgres import PostgresCluster, start_cluster
 from tests.support.processes import leftover_guard
 from tests.support.stack import Stack, stack_env
-from worker.db.migrate import upgrade
 from worker.local.embedded import ProcessGroup, start_redis
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

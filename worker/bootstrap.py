@@ -17,6 +17,10 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.clock import ShiftableClock, SystemClock, clock_client
+from adapters.db.command_log import SqlCommandLog
+from adapters.db.engine import ping, session_factory
+from adapters.db.uow import SqlUnitOfWork, is_transient_db_error
 from domain.operations.console import ConsoleQueries
 from domain.operations.retention import CommandRetention
 from domain.ports.application import Clock, RunnerPolicy
@@ -29,10 +33,6 @@ from domain.ports.repositories import OrganizationDirectory, UnitOfWork
 from domain.provider.rate_budget import RateBudget
 from domain.subscriptions.proration import ProrationBehavior
 from domain.webhooks import DeliveryPolicy
-from worker.clock import ShiftableClock, SystemClock, clock_client
-from worker.db.command_log import SqlCommandLog
-from worker.db.engine import ping, session_factory
-from worker.db.uow import SqlUnitOfWork, is_transient_db_error
 from worker.settings import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -40,9 +40,9 @@ if TYPE_CHECKING:
     from celery import Celery
     from prometheus_client.registry import Collector
 
-    from worker.messaging.sweep_successes import SweepSuccesses
-    from worker.observability.gauges import DatabaseFigures
-    from worker.outbound.relay_thread import BackgroundRelay
+    from adapters.messaging.sweep_successes import SweepSuccesses
+    from adapters.observability.gauges import DatabaseFigures
+    from adapters.outbound.relay_thread import BackgroundRelay
 
 
 @dataclass(frozen=True)
@@ -132,20 +132,20 @@ class Services:
         )
 
     def event_stream(self) -> EventStream:
-        from worker.outbound.stream import RedisEventStream
+        from adapters.outbound.stream import RedisEventStream
 
         return RedisEventStream(
             self._redis(), self.settings.events_stream, self.settings.events_stream_maxlen
         )
 
     def relay_lock(self) -> RelayLock:
-        from worker.outbound.stream import RedisRelayLock
+        from adapters.outbound.stream import RedisRelayLock
 
         return RedisRelayLock(self._redis(), f"{self.settings.events_stream}:relay-lock")
 
     def relay_soon(self, relay: Callable[[], bool]) -> None:
         if self.background_relay is None:
-            from worker.outbound.relay_thread import CoalescingRelay, node_relays
+            from adapters.outbound.relay_thread import CoalescingRelay, node_relays
 
             self.background_relay = CoalescingRelay(
                 self.settings.events_relay_coalesce_seconds, node=node_relays()
@@ -158,7 +158,7 @@ class Services:
             self.background_relay.flush()
 
     def webhook_sender(self) -> WebhookSender:
-        from worker.outbound.webhooks import HttpWebhookSender
+        from adapters.outbound.webhooks import HttpWebhookSender
 
         return HttpWebhookSender(
             allow_private_networks=self.settings.resolved_webhook_allow_private_networks()
@@ -166,13 +166,13 @@ class Services:
 
     def sweep_successes(self) -> SweepSuccesses:
         """When each sweep last succeeded (written by the workers, read by the console)."""
-        from worker.messaging.sweep_successes import SweepSuccesses
+        from adapters.messaging.sweep_successes import SweepSuccesses
 
         return SweepSuccesses(self._redis())
 
     def _redis(self) -> redis.Redis:
         if self._redis_client is None:
-            from worker.messaging.redis_clients import redis_client
+            from adapters.messaging.redis_clients import redis_client
 
             self._redis_client = redis_client(self.settings)
         return self._redis_client
@@ -180,14 +180,14 @@ class Services:
     def celery_app(self) -> Celery:
         """This process's one Celery app (see :attr:`celery`)."""
         if self.celery is None:
-            from worker.messaging.publisher import publishing_app
+            from adapters.messaging.publisher import publishing_app
 
             self.celery = publishing_app(self.settings)
         return self.celery
 
     @cached_property
     def _publisher(self) -> CommandPublisher:
-        from worker.messaging.publisher import CeleryPublisher
+        from adapters.messaging.publisher import CeleryPublisher
 
         return CeleryPublisher(self.celery_app())
 
@@ -198,8 +198,8 @@ class Services:
     def system_collector(self) -> Collector:
         """Beat's collector of the whole system's gauges, over this process's clock,
         database, broker and Stripe budget."""
-        from worker.observability.gauges import SystemCollector
-        from worker.provider.rate_budget import UnmeteredBudget
+        from adapters.observability.gauges import SystemCollector
+        from adapters.provider.rate_budget import UnmeteredBudget
 
         budget = self.rate_budget()
         return SystemCollector(
@@ -212,9 +212,9 @@ class Services:
     def queue_depths(self) -> Callable[[], Mapping[str, int]]:
         """A reader of every consumed queue's depth, from the broker (beat's gauges, the
         console's home page)."""
-        from worker.messaging.config import CONSUMED_QUEUES
-        from worker.messaging.queue_depths import QueueDepths
-        from worker.messaging.redis_clients import redis_client
+        from adapters.messaging.config import CONSUMED_QUEUES
+        from adapters.messaging.queue_depths import QueueDepths
+        from adapters.messaging.redis_clients import redis_client
 
         steps = self.celery_app().conf.broker_transport_options.get("priority_steps") or [0]
         return QueueDepths(redis_client(self.settings, socket_timeout=2), CONSUMED_QUEUES, steps)
@@ -222,19 +222,19 @@ class Services:
     def system_figures(self) -> Callable[[datetime], DatabaseFigures]:
         """A reader of the database's figures at a time (beat's gauges, the console's home
         page): failed and rejected commands, accounts pending, changes by state, drift."""
-        from worker.db.gauges import SqlSystemFigures
+        from adapters.db.gauges import SqlSystemFigures
 
         lead = timedelta(seconds=self.settings.period_end_lead_seconds)
         return SqlSystemFigures(self.database(), lead)
 
     def broker_primary(self) -> BrokerPrimary:
-        from worker.messaging.primary_watch import RedisPrimaryWatch
+        from adapters.messaging.primary_watch import RedisPrimaryWatch
 
         return RedisPrimaryWatch(self._redis())
 
     def dead_letters(self) -> DeadLetterStore:
-        from worker.messaging.dead_letters import DeadLetters
-        from worker.messaging.redis_clients import redis_client
+        from adapters.messaging.dead_letters import DeadLetters
+        from adapters.messaging.redis_clients import redis_client
 
         return DeadLetters(redis_client(self.settings))
 
@@ -252,7 +252,7 @@ class Services:
     def client_verifier(self) -> ClientVerifier:
         """A verifier of API clients' credentials over this process's database, with its own
         cache and hashing threads (the API builds one at startup)."""
-        from worker.db.api_clients import ClientAuthenticator
+        from adapters.db.api_clients import ClientAuthenticator
 
         return ClientAuthenticator(
             self.database(),
@@ -265,8 +265,8 @@ class Services:
         if self._provider is None:
             self._provider = provider_for(self.settings, self.rate_budget())
         if self._recorded_provider is None:
+            from adapters.db.provider_calls import SqlProviderCallLog
             from application.provider_calls import recorded
-            from worker.db.provider_calls import SqlProviderCallLog
 
             log = SqlProviderCallLog(self.database())
             self._recorded_provider = recorded(self._provider, log, self.clock)
@@ -274,13 +274,13 @@ class Services:
 
     def organizations(self) -> OrganizationDirectory:
         """Whether an organization exists (the API asks before it records a command)."""
-        from worker.db.repositories import SqlOrganizationDirectory
+        from adapters.db.repositories import SqlOrganizationDirectory
 
         return SqlOrganizationDirectory(self.database())
 
     def console(self) -> ConsoleQueries:
-        """The operator console's reads (``worker/db/timelines.py``, ``listing.py``)."""
-        from worker.db.timelines import SqlConsole
+        """The operator console's reads (``adapters/db/timelines.py``, ``listing.py``)."""
+        from adapters.db.timelines import SqlConsole
 
         return SqlConsole(self.database())
 
@@ -292,14 +292,14 @@ class Services:
 
     @staticmethod
     def is_transient(error: BaseException) -> bool:
-        from worker.messaging.redis_clients import is_redis_unreachable
+        from adapters.messaging.redis_clients import is_redis_unreachable
 
         return is_transient_db_error(error) or is_redis_unreachable(error)
 
 
 def provider_for(settings: Settings, budget: RateBudget | None = None) -> BillingProvider:
     """The billing provider these settings name (a ``CommandError`` if none is set up)."""
-    from worker.provider.stripe_adapter import build_provider
+    from adapters.provider.stripe_adapter import build_provider
 
     return build_provider(
         settings.resolved_stripe_api_key(),
@@ -312,8 +312,8 @@ def provider_for(settings: Settings, budget: RateBudget | None = None) -> Billin
 def budget_for(settings: Settings, *, max_wait_seconds: float | None = None) -> RateBudget:
     """The rate budget of the Stripe account these settings name. ``max_wait_seconds``
     overrides how long a call may block (a CLI command may simply wait its turn)."""
-    from worker.messaging.redis_clients import redis_client
-    from worker.provider.rate_budget import (
+    from adapters.messaging.redis_clients import redis_client
+    from adapters.provider.rate_budget import (
         BudgetConfig,
         RedisRateBudget,
         UnmeteredBudget,
@@ -398,9 +398,9 @@ def bootstrap(*, celery: Celery | None = None) -> Services:
 
 def configure_logging(level: str | int | None = None) -> None:
     """Set up this process's logging as its settings say (``BILLING_LOG_FORMAT``,
-    ``BILLING_LOG_LEVEL``, ``BILLING_MASK_PERSONAL_DATA``; worker/observability/logs.py)."""
-    from worker.messaging.config import SWEEPS
-    from worker.observability.logs import configure
+    ``BILLING_LOG_LEVEL``, ``BILLING_MASK_PERSONAL_DATA``; adapters/observability/logs.py)."""
+    from adapters.messaging.config import SWEEPS
+    from adapters.observability.logs import configure
 
     settings = get_settings()
     configure(
@@ -416,7 +416,7 @@ _failover_watch_connected = False
 
 def connect_failover_watch(celery: Celery | None = None) -> None:
     """Beat, once it starts, watches the broker's primary in a thread of its own
-    (``worker/messaging/failover_watch.py``); connected once per process."""
+    (``adapters/messaging/failover_watch.py``); connected once per process."""
     global _failover_watch_connected
     if _failover_watch_connected:
         return
@@ -424,7 +424,7 @@ def connect_failover_watch(celery: Celery | None = None) -> None:
     from celery.signals import beat_init
 
     def start_watch(**_: object) -> None:
-        from worker.messaging.failover_watch import watch_in_background
+        from adapters.messaging.failover_watch import watch_in_background
 
         watch_in_background(lambda: bootstrap(celery=celery), get_settings().beat_interval_seconds)
 
@@ -432,14 +432,14 @@ def connect_failover_watch(celery: Celery | None = None) -> None:
 
 
 def connect_metrics(celery: Celery | None = None) -> None:
-    """Connect Celery's signals to the metrics (worker/observability/signals.py), wired to
+    """Connect Celery's signals to the metrics (adapters/observability/signals.py), wired to
     this process's settings and services. ``celery``: the process's app (the workers' and
     beat's), handed to its services."""
+    from adapters.messaging.config import SWEEPS
+    from adapters.observability import metrics, signals
     from application.handlers.webhook_deliveries import DELIVER_WEBHOOK
     from application.requests.sweeps import RECONCILE_WITH_STRIPE
     from domain.provider.sync import SyncStripeObject
-    from worker.messaging.config import SWEEPS
-    from worker.observability import metrics, signals
 
     def exporters() -> signals.Exporters:
         settings = get_settings()

@@ -1,5 +1,5 @@
 """The Celery application of the workers and beat: the shared configuration
-(``worker.messaging.config``), the tasks, and the process's signals (logging, metrics, fresh
+(``adapters.messaging.config``), the tasks, and the process's signals (logging, metrics, fresh
 connections after a fork).
 
 ``app`` (what ``celery -A worker.celery_app`` runs) is built, and its metrics connected, when
@@ -10,7 +10,7 @@ Building the app connects to nothing; connections are made by the worker or beat
 it. The app hands itself to the composition root (``worker.bootstrap``): the follow-ups its
 tasks publish go out through the same app, so a worker process holds one app and one
 publisher. Processes that only publish (the API, the CLI) never import this module; they use
-``worker.messaging.publisher.publishing_app``.
+``adapters.messaging.publisher.publishing_app``.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from celery.signals import (
     worker_process_shutdown,
 )
 
+from adapters.clock import ShiftableClock
+from adapters.messaging.config import CONSUMED_QUEUES, TASK_MODULES, celery_config
 from domain.ports.application import Application
 from tasks.runtime import CommandApp
 from worker.bootstrap import bootstrap, configure_logging, connect_failover_watch, connect_metrics
-from worker.clock import ShiftableClock
-from worker.messaging.config import CONSUMED_QUEUES, TASK_MODULES, celery_config
 from worker.settings import Settings, get_settings
 
 __all__ = ["CONSUMED_QUEUES", "app", "create_celery_app", "worker_app"]
@@ -55,8 +55,8 @@ def create_celery_app(
         "billing_worker",
         application=lambda: application(app),
         include=TASK_MODULES,
-        # Messages we publish show their arguments masked (worker/messaging/masking.py).
-        amqp="worker.messaging.masking:MaskingAMQP" if settings.mask_personal_data else None,
+        # Messages we publish show their arguments masked (adapters/messaging/masking.py).
+        amqp="adapters.messaging.masking:MaskingAMQP" if settings.mask_personal_data else None,
     )
     app.conf.update(celery_config(settings))
     # Our tasks are Celery shared tasks: each registers on every app once its module is
@@ -72,7 +72,7 @@ def create_celery_app(
 def _read_the_clock_as_each_task_starts(app: CommandApp) -> None:
     """The local stack's and the tests' shiftable clock (never production's, which reads the
     system clock) re-reads its offset as each of ``app``'s tasks starts. Each process caches
-    the offset for a moment (``worker.clock.REFRESH_SECONDS``); without this, a sweep that
+    the offset for a moment (``adapters.clock.REFRESH_SECONDS``); without this, a sweep that
     claimed a change with the moved time could hand it to a process still on the old one,
     which would apply it "before" its boundary (a negative lag)."""
 
@@ -115,7 +115,7 @@ def __getattr__(name: str) -> CommandApp:
 def _configure_logging(loglevel: int | str | None = None, **_: Any) -> None:
     # Connected, this replaces Celery's own logging set-up in workers and beat: one handler,
     # JSON or console lines naming their command, personal data masked
-    # (worker/observability/logs.py).
+    # (adapters/observability/logs.py).
     configure_logging(loglevel)
 
 
@@ -132,7 +132,7 @@ def _log_from_the_start(options: dict[str, Any] | None = None, **_: Any) -> None
 def _share_relays_across_the_node(**_: Any) -> None:
     # In the node's main process, before its pool forks: the pool's processes share when
     # their latest relay began, and one relay serves the commands of all of them.
-    from worker.outbound.relay_thread import share_relays_across_the_node
+    from adapters.outbound.relay_thread import share_relays_across_the_node
 
     share_relays_across_the_node()
 
@@ -140,7 +140,7 @@ def _share_relays_across_the_node(**_: Any) -> None:
 @worker_process_init.connect
 def _fresh_connections_after_fork(**_: Any) -> None:
     # A prefork child must not share the parent's database sockets.
-    from worker.db.engine import dispose_engines
+    from adapters.db.engine import dispose_engines
 
     dispose_engines()
 

@@ -6,7 +6,7 @@ command is recorded ``queued``, its message is gone), a worker's later attempts 
 ``retrying``) and apply commands of due plan changes (the change is claimed under a lease, its
 command is gone). The stalled-command sweep and the claims' leases would bring them back, but
 only after their thresholds (minutes). This sweep runs every beat interval, in a thread of
-beat's (``worker/messaging/failover_watch.py``), and looks at the broker's primary
+beat's (``adapters/messaging/failover_watch.py``), and looks at the broker's primary
 (``domain.ports.broker``); when another server has become the primary, it republishes every
 command awaiting its next message (``queued``, or ``retrying``/``waiting``: a later attempt's
 message) that entered that state since the last sighting the new primary holds (minus

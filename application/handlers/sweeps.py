@@ -39,7 +39,7 @@ STRIPE_SYNC_MESSAGE_PRIORITY = 9
 an event reports work done, and its sync only re-reads what Stripe holds, so a storm of them
 (3 or 4 per renewal, all at the boundary) never holds back the due changes or an interactive
 command; they run when the workers have nothing else to do. The route of the task sets it
-(``worker/messaging/config.py``), so that every publisher of the command gets it."""
+(``adapters/messaging/config.py``), so that every publisher of the command gets it."""
 
 
 def publish_due_changes(sweep: PublishDueChanges, app: Application) -> int:

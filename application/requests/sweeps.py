@@ -18,7 +18,7 @@ RELAY_MAX_BATCHES = 50
 """A relay run's work is bounded; what is left goes with the next command or sweep."""
 
 # The names beat sends its sweeps under (``tasks/*.py`` runs them; the queues' configuration,
-# ``worker/messaging/config.py``, routes and schedules them). A public contract: never rename.
+# ``adapters/messaging/config.py``, routes and schedules them). A public contract: never rename.
 
 RELAY_EVENTS = "events.relay"
 """Publishes the events a worker left behind (each command relays its own right away)."""

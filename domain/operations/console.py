@@ -1,5 +1,5 @@
 """The operator console's read side: what ``accounts show``, ``subscriptions show`` and the
-lists answer, and the port that reads it (``worker/db/timelines.py``, ``worker/db/listing.py``).
+lists answer, and the port that reads it (``adapters/db/timelines.py``, ``adapters/db/listing.py``).
 
 Views are frozen models of ids, states, timestamps and error messages, the same on the
 command line (``--json``) and over HTTP (``/v1beta1/operations/…``). Lists are pages in a

@@ -1,5 +1,5 @@
 """The port of API client authentication (spec section 5): what the API asks of the stored
-clients, as a Protocol. The adapter is ``worker/db/api_clients.py`` (``ClientAuthenticator``),
+clients, as a Protocol. The adapter is ``adapters/db/api_clients.py`` (``ClientAuthenticator``),
 handed to the API by the composition root (``worker.bootstrap``)."""
 
 from __future__ import annotations

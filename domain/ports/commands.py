@@ -6,8 +6,8 @@ Protocols.
 The log is what makes a redelivered message harmless: it finds its command's outcome there
 and does not do the work twice; so the log is written in short transactions of its own
 (or in the command's, for a command that changes only the database), never left to a
-handler's that rolled back. Adapters in ``worker/`` implement them (``worker/db/command_log.py``,
-``worker/messaging/publisher.py``, ``worker/messaging/dead_letters.py``).
+handler's that rolled back. Adapters in ``worker/`` implement them (``adapters/db/command_log.py``,
+``adapters/messaging/publisher.py``, ``adapters/messaging/dead_letters.py``).
 
 Every command goes onto its queue through :meth:`CommandPublisher.publish`, as a
 :class:`CommandMessage`: the API after accepting it, the sweeps, an operator's replay, the

@@ -1,8 +1,8 @@
 """Ports of the events outbox and of the webhooks: what the relay and the deliveries need
 from the outside world, as Protocols.
 
-Adapters in ``worker/`` implement them (``worker/db/events.py``, ``worker/outbound/stream.py``,
-``worker/outbound/webhooks.py``).
+Adapters in ``worker/`` implement them (``adapters/db/events.py``, ``adapters/outbound/stream.py``,
+``adapters/outbound/webhooks.py``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ settings they make them with, as Protocols.
 The handlers never see the provider's SDK: what it answers comes back as domain values and its
 failures as domain errors, so that the runner tells what is worth retrying without knowing
 who the provider is. The adapter in ``worker/`` implements the provider
-(``worker/provider/stripe_adapter.py``, one module per family of operations), the handlers are
+(``adapters/provider/stripe_adapter.py``, one module per family of operations), the handlers are
 given it recorded (``application/provider_calls.py``, one rule per method), and the settings
 implement the policy (``worker/bootstrap.py``).
 """

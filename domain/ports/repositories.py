@@ -5,7 +5,7 @@ as Protocols.
 A handler reaches the aggregates only through a unit of work (one database transaction), so
 that what it changes is committed or rolled back as one; the outbox and the webhook tables
 are in that transaction too, their ports in ``domain.ports.events``. Adapters in ``worker/``
-implement them (``worker/db/uow.py``, ``worker/db/repositories.py``).
+implement them (``adapters/db/uow.py``, ``adapters/db/repositories.py``).
 """
 
 from __future__ import annotations

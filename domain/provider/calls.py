@@ -48,7 +48,7 @@ class ProviderCall:
 
 
 class ProviderCallLog(Protocol):
-    """Where provider calls are recorded (``worker/db/provider_calls.py``)."""
+    """Where provider calls are recorded (``adapters/db/provider_calls.py``)."""
 
     def record(self, call: ProviderCall) -> None:
         """Keep ``call``, numbered as the next attempt of its idempotency key (or, without

@@ -2,7 +2,7 @@
 
 Started by the benchmarks as ``python -m celery -A tests.benchmarks.bare_celery worker ...``
 with ``BENCH_BROKER_URL`` and ``BENCH_CELERY_CONFIG`` (the JSON of the settings the harness
-took from ``worker.messaging.config.celery_config``). It imports none of our code, so its
+took from ``adapters.messaging.config.celery_config``). It imports none of our code, so its
 run time and its memory are Celery's own.
 """
 

@@ -32,8 +32,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from adapters.db.migrate import upgrade  # noqa: E402
 from tests.support.stack import Stack, stack_env  # noqa: E402
-from worker.db.migrate import upgrade  # noqa: E402
 from worker.local.embedded import ProcessGroup, start_redis  # noqa: E402
 
 

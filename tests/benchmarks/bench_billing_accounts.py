@@ -24,11 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from adapters.clock import SystemClock  # noqa: E402
+from adapters.db.migrate import upgrade  # noqa: E402
 from tests.support.emulator import start_emulator  # noqa: E402
 from tests.support.records import create_organization  # noqa: E402
 from tests.support.stack import Stack, stack_env  # noqa: E402
-from worker.clock import SystemClock  # noqa: E402
-from worker.db.migrate import upgrade  # noqa: E402
 from worker.local.embedded import ProcessGroup, start_redis  # noqa: E402
 
 

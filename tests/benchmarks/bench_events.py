@@ -31,13 +31,13 @@ from standardwebhooks import Webhook
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from adapters.clock import SystemClock  # noqa: E402
+from adapters.db.migrate import upgrade  # noqa: E402
+from adapters.db.uow import SqlUnitOfWork  # noqa: E402
 from domain.webhooks import WebhookEndpoint  # noqa: E402
 from tests.support.events import STREAM, stream_entries  # noqa: E402
 from tests.support.records import create_user  # noqa: E402
 from tests.support.stack import Stack, stack_env  # noqa: E402
-from worker.clock import SystemClock  # noqa: E402
-from worker.db.migrate import upgrade  # noqa: E402
-from worker.db.uow import SqlUnitOfWork  # noqa: E402
 from worker.local.embedded import ProcessGroup, free_port, start_redis  # noqa: E402
 
 

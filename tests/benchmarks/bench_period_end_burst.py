@@ -54,6 +54,10 @@ from sqlalchemy import func, select
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from adapters.clock import ShiftableClock, SystemClock  # noqa: E402
+from adapters.db.migrate import upgrade  # noqa: E402
+from adapters.db.models import CommandRow, ScheduledChangeRow  # noqa: E402
+from adapters.provider.stripe_adapter import StripeBillingProvider  # noqa: E402
 from application.handlers.stripe_endpoints import register_stripe_endpoint  # noqa: E402
 from application.handlers.subscribe import seed_period_end_changes  # noqa: E402
 from application.requests.operator_requests import RegisterStripeEndpoint, SeedPeriodEndChanges  # noqa: E402
@@ -66,11 +70,7 @@ from tests.support.records import create_organization, services_on  # noqa: E402
 from tests.support.stack import Stack, stack_env  # noqa: E402
 from tests.support.subscriptions import DAY, new_account, new_plan, subscribe  # noqa: E402
 from worker.bootstrap import Services  # noqa: E402
-from worker.clock import ShiftableClock, SystemClock  # noqa: E402
-from worker.db.migrate import upgrade  # noqa: E402
-from worker.db.models import CommandRow, ScheduledChangeRow  # noqa: E402
 from worker.local.embedded import ProcessGroup, start_redis  # noqa: E402
-from worker.provider.stripe_adapter import StripeBillingProvider  # noqa: E402
 
 LEAD = timedelta(hours=1)
 """``BILLING_PERIOD_END_LEAD_SECONDS`` of README_SETTINGS."""

@@ -37,16 +37,16 @@ from sqlalchemy import func, select
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from adapters.clock import SystemClock  # noqa: E402
+from adapters.db.migrate import upgrade  # noqa: E402
+from adapters.db.models import CommandRow  # noqa: E402
+from adapters.provider.stripe_adapter import StripeBillingProvider  # noqa: E402
 from tests.support.emulator import EMULATOR_KEY, start_emulator  # noqa: E402
 from tests.support.records import create_user, services_on  # noqa: E402
 from tests.support.stack import Stack, stack_env  # noqa: E402
 from tests.support.stripe_events import event, signature  # noqa: E402
 from tests.support.subscriptions import new_account, new_plan, subscribe  # noqa: E402
-from worker.clock import SystemClock  # noqa: E402
-from worker.db.migrate import upgrade  # noqa: E402
-from worker.db.models import CommandRow  # noqa: E402
 from worker.local.embedded import ProcessGroup, start_redis  # noqa: E402
-from worker.provider.stripe_adapter import StripeBillingProvider  # noqa: E402
 
 
 def hammer(clients: int, jobs: list[Callable[[httpx.Client], int]], stack: Stack) -> float:

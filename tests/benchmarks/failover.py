@@ -20,11 +20,11 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
+from adapters.db.models import CommandRow
 from tests.benchmarks.figures import Figure, Target
 from tests.benchmarks.harness import BENCH_SETTINGS, BenchContext, seed_users
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack, stack_env
-from worker.db.models import CommandRow
 from worker.local.sentinel import SentinelTopology
 
 RESUME_TARGET_SECONDS = 30.0

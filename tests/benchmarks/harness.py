@@ -27,16 +27,16 @@ import redis
 from celery import Celery
 from sqlalchemy import case, func, select
 
+from adapters.clock import SystemClock
+from adapters.db.migrate import upgrade
+from adapters.db.models import CommandRow
+from adapters.db.uow import SqlUnitOfWork
 from domain.rules import new_id
 from domain.users import NewUser, User
 from tests.benchmarks import bare_celery
 from tests.support.emulator import EmulatorProcess, start_emulator
 from tests.support.postgres import PostgresCluster, start_cluster
 from tests.support.stack import Stack, stack_env
-from worker.clock import SystemClock
-from worker.db.migrate import upgrade
-from worker.db.models import CommandRow
-from worker.db.uow import SqlUnitOfWork
 from worker.local.embedded import ProcessGroup, start_redis, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -304,7 +304,7 @@ class BareCelery:
 
 
 def bare_config(redis_url: str) -> dict[str, Any]:
-    from worker.messaging.config import celery_config
+    from adapters.messaging.config import celery_config
     from worker.settings import Settings
 
     config = celery_config(Settings(redis_url=redis_url))

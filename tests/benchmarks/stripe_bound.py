@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from adapters.clock import SystemClock
 from tests.benchmarks import bench_period_end_burst as burst
 from tests.benchmarks.figures import Figure, Target
 from tests.benchmarks.harness import (
@@ -28,7 +29,6 @@ from tests.benchmarks.harness import (
 )
 from tests.support.records import create_organization
 from tests.support.stack import Stack
-from worker.clock import SystemClock
 
 STRIPE_LATENCY_MS = 300
 STRIPE_RATE = 25.0

@@ -8,6 +8,9 @@ from datetime import timedelta
 
 from sqlalchemy import select, text, update
 
+from adapters.clock import SystemClock
+from adapters.db.models import ScheduledChangeRow
+from adapters.db.repositories import _claimable
 from application.handlers.sweeps import publish_due_changes
 from application.requests.sweeps import PublishDueChanges
 from domain.subscriptions.change_states import ChangeKind, ChangeState
@@ -27,9 +30,6 @@ from tests.support.emulator import EMULATOR_KEY
 from tests.support.stack import Stack
 from tests.support.subscriptions import new_account, new_plan, operator
 from worker.bootstrap import build_services
-from worker.clock import SystemClock
-from worker.db.models import ScheduledChangeRow
-from worker.db.repositories import _claimable
 from worker.settings import Settings
 
 SUBSCRIPTIONS = """

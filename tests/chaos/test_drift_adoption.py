@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from adapters.clock import SystemClock
+from adapters.db.uow import SqlUnitOfWork
 from domain.billing.accounts import BillingAccountState
 from tests.chaos.conftest import StackFactory
 from tests.support.environment import settings_environment
 from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually
-from worker.clock import SystemClock
-from worker.db.uow import SqlUnitOfWork
 
 pytestmark = pytest.mark.chaos
 

@@ -9,11 +9,11 @@ import uuid
 import pytest
 import redis
 
+from adapters.clock import SystemClock
 from tests.chaos.conftest import StackFactory
 from tests.support.events import STREAM, outbox_rows, stream_entries
 from tests.support.records import create_user
 from tests.support.stack import eventually
-from worker.clock import SystemClock
 
 pytestmark = pytest.mark.chaos
 

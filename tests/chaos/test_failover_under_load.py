@@ -31,16 +31,16 @@ import pytest
 from celery import Celery
 from sqlalchemy import select
 
+from adapters.clock import CLOCK_OFFSET_KEY, SystemClock
+from adapters.db.models import CommandRow
+from adapters.messaging.primary_watch import PRIMARY_KEY
 from domain.subscriptions.change_states import ChangeState
 from tests.chaos.test_scheduled_changes import schedule_changes, states
 from tests.support.emulator import start_emulator
 from tests.support.records import create_organization, create_user, user_state
 from tests.support.stack import Stack, eventually, stack_env
 from tests.support.subscriptions import DAY, executed_updates
-from worker.clock import CLOCK_OFFSET_KEY, SystemClock
-from worker.db.models import CommandRow
 from worker.local.sentinel import SentinelTopology
-from worker.messaging.primary_watch import PRIMARY_KEY
 
 pytestmark = pytest.mark.chaos
 

@@ -14,6 +14,7 @@ import httpx
 import pytest
 import redis
 
+from adapters.db.models import CommandRow
 from domain.permissions import Grant, Scope
 from domain.subscriptions.change_previews import PreviewPlanChange
 from domain.subscriptions.change_states import ChangeState
@@ -21,7 +22,6 @@ from tests.chaos.conftest import StackFactory
 from tests.chaos.test_scheduled_changes import schedule_changes, states
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import DAY, new_account, new_plan, operator, subscribe
-from worker.db.models import CommandRow
 
 pytestmark = pytest.mark.chaos
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from adapters.clock import SystemClock
 from domain.messages import CommandStatus
 from tests.support.emulator import start_emulator
 from tests.support.records import create_organization
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack, eventually, stack_env
-from worker.clock import SystemClock
 
 pytestmark = pytest.mark.chaos
 

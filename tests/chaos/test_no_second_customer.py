@@ -9,10 +9,10 @@ import uuid
 
 import pytest
 
+from adapters.clock import SystemClock
 from tests.chaos.conftest import StackFactory
 from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually
-from worker.clock import SystemClock
 
 pytestmark = pytest.mark.chaos
 

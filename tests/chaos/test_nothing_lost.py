@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from adapters.clock import SystemClock
 from tests.support.locks import user_row_locked
 from tests.support.records import create_user, user_state
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack, eventually, stack_env
 from worker.celery_app import create_celery_app
-from worker.clock import SystemClock
 from worker.settings import Settings
 
 pytestmark = pytest.mark.chaos

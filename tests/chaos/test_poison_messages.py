@@ -8,11 +8,11 @@ import uuid
 import pytest
 from celery import Celery
 
+from adapters.clock import SystemClock
 from tests.chaos.conftest import StackFactory
 from tests.support.raw_messages import POISON, dead_letters, push
 from tests.support.records import create_user, user_state
 from tests.support.stack import eventually
-from worker.clock import SystemClock
 
 pytestmark = pytest.mark.chaos
 

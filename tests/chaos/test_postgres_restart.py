@@ -26,14 +26,14 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
+from adapters.clock import SystemClock
+from adapters.db.migrate import upgrade
+from adapters.db.models import EventRow
 from domain.errors import ErrorCode, error_info
 from domain.messages import CommandStatus
 from tests.support.postgres import PostgresCluster, start_cluster
 from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually, stack_of_its_own
-from worker.clock import SystemClock
-from worker.db.migrate import upgrade
-from worker.db.models import EventRow
 
 pytestmark = pytest.mark.chaos
 

@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+from adapters.clock import SystemClock
 from domain.subscriptions.change_states import ChangeState
 from stripe_emulator import LoggedRequest
 from tests.chaos.conftest import StackFactory
@@ -18,7 +19,6 @@ from tests.chaos.test_scheduled_changes import schedule_changes, states
 from tests.support.records import create_organization
 from tests.support.stack import eventually
 from tests.support.subscriptions import DAY, executed_updates, stored_change
-from worker.clock import SystemClock
 
 pytestmark = pytest.mark.chaos
 

@@ -11,6 +11,8 @@ from collections import Counter
 
 import pytest
 
+from adapters.clock import SystemClock
+from adapters.db.uow import SqlUnitOfWork
 from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from tests.chaos.conftest import StackFactory
@@ -27,8 +29,6 @@ from tests.support.subscriptions import (
     stored_subscription,
     subscribe,
 )
-from worker.clock import SystemClock
-from worker.db.uow import SqlUnitOfWork
 
 pytestmark = pytest.mark.chaos
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from adapters.clock import SystemClock
 from tests.support.cli import billing_worker
 from tests.support.records import create_user, user_state
 from tests.support.stack import Stack, eventually, stack_env
-from worker.clock import SystemClock
 from worker.launch.command_lines import flower_argv, flower_env
 from worker.local.embedded import free_port
 from worker.local.sentinel import SentinelTopology

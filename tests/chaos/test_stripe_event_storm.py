@@ -18,6 +18,8 @@ import httpx
 import pytest
 import redis
 
+from adapters.clock import SystemClock
+from adapters.db.models import CommandRow
 from application.requests.sweeps import ENQUEUE_DUE_CHANGES
 from domain.billing.account_commands import CreateBillingAccount
 from domain.provider.sync import SyncStripeObject
@@ -36,8 +38,6 @@ from tests.support.subscriptions import (
     operator,
     subscribe,
 )
-from worker.clock import SystemClock
-from worker.db.models import CommandRow
 
 pytestmark = pytest.mark.chaos
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from adapters.clock import SystemClock
 from application.handlers import webhook_endpoints
 from application.requests.operator_requests import DisableEndpoint, ListEndpoints
 from domain.permissions import ALL_SCOPES, Grant
 from tests.support.records import create_organization, services_on
 from tests.support.stack import Stack
-from worker.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 

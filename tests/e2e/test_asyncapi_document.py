@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from adapters.contracts.schemas import ASYNCAPI_FILE, SCHEMAS_DIR
 from tests.support.stack import Stack
-from worker.contracts.schemas import ASYNCAPI_FILE, SCHEMAS_DIR
 
 pytestmark = pytest.mark.e2e
 

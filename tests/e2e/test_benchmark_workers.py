@@ -19,14 +19,14 @@ from celery import Celery
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from adapters.clock import SystemClock
+from adapters.db.migrate import upgrade
 from application.handlers.events import relay_events
 from application.requests.sweeps import RelayEvents
 from tests.support.events import STREAM, outbox_rows
 from tests.support.records import create_user
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from worker.bootstrap import build_services
-from worker.clock import SystemClock
-from worker.db.migrate import upgrade
 from worker.settings import Settings
 
 pytestmark = pytest.mark.e2e

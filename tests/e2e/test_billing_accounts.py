@@ -17,12 +17,12 @@ import pytest
 import stripe  # noqa: TID251 - the tests look at the emulator's customers through the SDK
 from sqlalchemy import func, select
 
+from adapters.clock import SystemClock
+from adapters.db.models import BillingAccountRow
 from stripe_emulator import EmulatorAdmin, LoggedRequest
 from tests.support.errors import field_violations
 from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually
-from worker.clock import SystemClock
-from worker.db.models import BillingAccountRow
 
 pytestmark = pytest.mark.e2e
 

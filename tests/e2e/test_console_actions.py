@@ -20,6 +20,8 @@ import pytest
 import stripe  # noqa: TID251 - the test acts as Stripe's dashboard through the SDK
 from playwright.sync_api import Browser, Route
 
+from adapters.clock import SystemClock
+from adapters.db.api_clients import NewClient
 from domain.messages import CommandStatus
 from domain.permissions import Grant, Scope
 from domain.subscriptions.change_states import ChangeState
@@ -35,8 +37,6 @@ from tests.support.subscriptions import (
     subscribe,
 )
 from tests.support.subscriptions import operator as operator_services
-from worker.clock import SystemClock
-from worker.db.api_clients import NewClient
 
 pytestmark = pytest.mark.e2e
 
@@ -262,7 +262,7 @@ def test_an_action_on_what_does_not_exist_or_cannot_be_done_is_a_page_saying_why
 def test_the_failures_page_lists_a_dead_letter_with_its_replay(stack: Stack) -> None:
     import redis
 
-    from worker.messaging.dead_letters import DeadLetters
+    from adapters.messaging.dead_letters import DeadLetters
 
     letters = DeadLetters(redis.Redis.from_url(stack.redis_url))
     letter_id = letters.add(b"not a message", queue="billing", reason="undecodable: test")

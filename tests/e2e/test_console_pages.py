@@ -16,6 +16,9 @@ import pytest
 from celery import Celery
 from playwright.sync_api import Browser
 
+from adapters.clock import SystemClock
+from adapters.messaging.redis_clients import redis_client
+from adapters.messaging.sweep_successes import SweepSuccesses
 from application.requests.sweeps import RELAY_EVENTS
 from domain.permissions import Grant, Scope
 from stripe_emulator import EmulatorAdmin
@@ -23,9 +26,6 @@ from tests.support.browser import chromium, chromium_path, watched_page
 from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import new_account, new_plan, operator, subscribe
-from worker.clock import SystemClock
-from worker.messaging.redis_clients import redis_client
-from worker.messaging.sweep_successes import SweepSuccesses
 from worker.settings import Settings
 
 pytestmark = pytest.mark.e2e

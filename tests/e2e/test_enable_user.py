@@ -9,12 +9,12 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from adapters.clock import SystemClock
+from adapters.db.engine import get_engine
 from tests.support.locks import user_row_locked
 from tests.support.records import create_user, user_state
 from tests.support.stack import Stack, another_api, basic, eventually
 from worker.celery_app import create_celery_app
-from worker.clock import SystemClock
-from worker.db.engine import get_engine
 from worker.settings import Settings
 
 pytestmark = pytest.mark.e2e

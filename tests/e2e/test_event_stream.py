@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import redis
 
+from adapters.clock import SystemClock
 from domain.events.catalog import parse_event
 from tests.support.events import STREAM, outbox_rows, read_group
 from tests.support.records import create_organization, create_user
 from tests.support.stack import Stack, eventually
-from worker.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 

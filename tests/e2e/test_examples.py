@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import redis
 
+from adapters.clock import SystemClock
+from adapters.db.uow import SqlUnitOfWork
 from domain.webhooks import WebhookEndpoint
 from tests.support.records import create_user
 from tests.support.stack import Stack, eventually
-from worker.clock import SystemClock
-from worker.db.uow import SqlUnitOfWork
 from worker.local.embedded import free_port, port_open
 
 pytestmark = pytest.mark.e2e

@@ -20,14 +20,14 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from adapters.clock import SystemClock
+from adapters.db.api_clients import NewClient
 from domain.errors import NotFound
 from domain.permissions import Grant, Scope
 from domain.subscriptions.change_previews import PreviewPlanChange
 from tests.support.records import create_organization, create_user
 from tests.support.stack import Stack, another_api, eventually
 from tests.support.subscriptions import new_account, new_plan, operator, subscribe
-from worker.clock import SystemClock
-from worker.db.api_clients import NewClient
 from worker.settings import Settings
 
 pytestmark = pytest.mark.e2e

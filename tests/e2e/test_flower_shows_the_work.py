@@ -19,9 +19,9 @@ import httpx
 import pytest
 from celery import Celery
 
+from adapters.messaging.config import SWEEPS
 from tests.support.stack import eventually
 from worker.local.embedded import free_port
-from worker.messaging.config import SWEEPS
 
 pytestmark = pytest.mark.e2e
 

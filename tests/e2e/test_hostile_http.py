@@ -15,9 +15,9 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
+from adapters.clock import SystemClock
 from tests.support.records import create_organization
 from tests.support.stack import Stack, basic
-from worker.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 

@@ -18,6 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
+from adapters.clock import SystemClock
+from adapters.db.models import BillingAccountRow
 from tests.support.raw_messages import (
     POISON,
     REFUSED,
@@ -30,8 +32,6 @@ from tests.support.raw_messages import (
 )
 from tests.support.records import create_organization, create_user, user_state
 from tests.support.stack import Stack, eventually
-from worker.clock import SystemClock
-from worker.db.models import BillingAccountRow
 
 pytestmark = pytest.mark.e2e
 

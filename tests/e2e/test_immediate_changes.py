@@ -18,6 +18,7 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - the tests read the emulator's invoices through the SDK
 
+from adapters.db.timelines import phases_of
 from domain.subscriptions.change_previews import PREVIEW_VALIDITY
 from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan
@@ -37,7 +38,6 @@ from tests.support.subscriptions import (
     three_plans,
 )
 from worker.bootstrap import Services
-from worker.db.timelines import phases_of
 
 pytestmark = pytest.mark.e2e
 

@@ -20,12 +20,12 @@ import redis
 import stripe  # noqa: TID251 - the test talks to the emulator as any Stripe client would
 from celery import Celery
 
+from adapters.db.engine import session_factory
+from adapters.db.models import CommandRow
 from stripe_emulator import EmulatorAdmin
 from tests.support.environment import settings_environment
 from tests.support.local_up import http_status, running_up
 from tests.support.stack import eventually
-from worker.db.engine import session_factory
-from worker.db.models import CommandRow
 from worker.local.embedded import free_port
 
 pytestmark = pytest.mark.e2e

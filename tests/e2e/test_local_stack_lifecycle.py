@@ -20,11 +20,11 @@ from typing import Any
 import httpx
 import pytest
 
+from adapters.db.engine import session_factory
+from adapters.db.models import OrganizationRow
 from tests.support.cli import Done, billing_worker
 from tests.support.raw_messages import dead_letter_of, envelope, last_letter_id, push
 from tests.support.stack import eventually
-from worker.db.engine import session_factory
-from worker.db.models import OrganizationRow
 from worker.local.embedded import free_port
 from worker.local.seed import DEMO_DATA
 

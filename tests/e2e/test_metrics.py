@@ -16,13 +16,13 @@ import pytest
 from celery import Celery
 from prometheus_client.parser import text_string_to_metric_families
 
+from adapters.clock import SystemClock
+from adapters.messaging.config import CONSUMED_QUEUES
 from domain.billing.account_commands import RegisterBillingAccount
 from domain.subscriptions.change_states import ChangeState
 from tests.support.records import create_organization, create_user
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import new_account, new_plan, operator, subscribe
-from worker.clock import SystemClock
-from worker.messaging.config import CONSUMED_QUEUES
 
 REGISTER = RegisterBillingAccount.TASK_NAME
 

@@ -14,11 +14,11 @@ import uuid
 import httpx
 import pytest
 
+from adapters.clock import SystemClock
 from domain.permissions import Grant, Scope
 from stripe_emulator import EmulatorAdmin
 from tests.support.records import create_organization
 from tests.support.stack import Stack
-from worker.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 

@@ -24,6 +24,8 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - the tests read the emulator's invoices through the SDK
 
+from adapters.clock import REFRESH_SECONDS, ShiftableClock
+from adapters.db.uow import SqlUnitOfWork
 from application.handlers.subscribe import create_subscription
 from application.requests.operator_requests import CreateSubscription
 from domain.subscriptions.change_states import ChangeState
@@ -44,8 +46,6 @@ from tests.support.subscriptions import (
     stored_subscription,
 )
 from worker.bootstrap import Services
-from worker.clock import REFRESH_SECONDS, ShiftableClock
-from worker.db.uow import SqlUnitOfWork
 
 pytestmark = pytest.mark.e2e
 

@@ -10,11 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
+from adapters.clock import SystemClock
+from adapters.db.api_clients import NewClient, update_client
 from domain.permissions import Grant, Scope
 from tests.support.records import create_organization
 from tests.support.stack import Stack
-from worker.clock import SystemClock
-from worker.db.api_clients import NewClient, update_client
 
 pytestmark = pytest.mark.e2e
 

@@ -14,9 +14,9 @@ import pytest
 import redis
 from celery import Celery
 
+from adapters.clock import SystemClock
 from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually, stack_env
-from worker.clock import SystemClock
 from worker.launch.command_lines import celery_beat_argv
 from worker.local.embedded import ProcessGroup
 

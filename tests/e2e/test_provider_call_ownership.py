@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from celery import Celery
 
+from adapters.clock import SystemClock
 from application.requests.sweeps import RECONCILE_WITH_STRIPE
 from stripe_emulator import EmulatorAdmin
 from tests.support.records import create_organization
 from tests.support.stack import Stack, eventually, stack_of_its_own
-from worker.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 
@@ -141,7 +141,7 @@ def test_a_sweep_between_two_attempts_of_a_command_records_none_of_its_calls_und
 
 
 def _account_of(stack: Stack, org_id: str) -> Any:
-    from worker.db.uow import SqlUnitOfWork
+    from adapters.db.uow import SqlUnitOfWork
 
     with SqlUnitOfWork(stack.sessions) as uow:
         return uow.billing_accounts.current_for_organization(org_id)

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from adapters.clock import SystemClock
+from adapters.db.models import BillingAccountRow
 from tests.support.raw_messages import push
 from tests.support.records import create_organization, create_user, user_state
 from tests.support.stack import Stack
-from worker.clock import SystemClock
-from worker.db.models import BillingAccountRow
 
 pytestmark = pytest.mark.e2e
 

@@ -13,9 +13,9 @@ import pytest
 import redis
 from celery import Celery
 
+from adapters.clock import SystemClock
 from tests.support.records import create_organization, create_user, user_state
 from tests.support.stack import Stack, eventually
-from worker.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 

@@ -26,10 +26,10 @@ from celery import Celery
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
+from adapters.clock import SystemClock
+from adapters.db.models import EventRow
 from tests.support.records import create_organization, create_user
 from tests.support.stack import Stack, eventually, stack_of_its_own
-from worker.clock import SystemClock
-from worker.db.models import EventRow
 
 pytestmark = pytest.mark.e2e
 

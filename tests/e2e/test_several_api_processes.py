@@ -23,10 +23,10 @@ import pytest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
+from adapters.clock import SystemClock
 from tests.e2e.test_authentication_bursts import burst
 from tests.support.records import create_user, user_state
 from tests.support.stack import Stack, eventually
-from worker.clock import SystemClock
 from worker.local.embedded import ProcessGroup, free_port
 
 pytestmark = pytest.mark.e2e

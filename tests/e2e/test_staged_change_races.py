@@ -23,6 +23,7 @@ import pytest
 import stripe  # noqa: TID251 - the tests read the emulator's invoices through the SDK
 from sqlalchemy import select
 
+from adapters.db.models import ProviderCallRow
 from domain.subscriptions.change_states import ChangeReason, ChangeState
 from domain.subscriptions.plans import Plan
 from domain.subscriptions.scheduled_changes import ScheduledChange
@@ -46,7 +47,6 @@ from tests.support.subscriptions import (
     three_plans,
 )
 from worker.bootstrap import Services
-from worker.db.models import ProviderCallRow
 
 pytestmark = pytest.mark.e2e
 

@@ -17,6 +17,7 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - the tests change the emulator's objects through the SDK
 
+from adapters.db.models import CommandRow
 from domain.subscriptions.plans import Plan
 from domain.subscriptions.subscription import SubscriptionState
 from tests.support.stack import Stack, another_api, eventually
@@ -30,7 +31,6 @@ from tests.support.subscriptions import (
     subscribe,
 )
 from worker.bootstrap import Services
-from worker.db.models import CommandRow
 
 pytestmark = pytest.mark.e2e
 

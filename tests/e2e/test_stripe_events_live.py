@@ -115,7 +115,7 @@ class CustomerCleanedUp(contextlib.AbstractContextManager[str]):
     """The subscription's Stripe customer, deleted at Stripe after the test."""
 
     def __init__(self, stack: Stack, sub: Subscribed) -> None:
-        from worker.db.uow import SqlUnitOfWork
+        from adapters.db.uow import SqlUnitOfWork
 
         with SqlUnitOfWork(stack.sessions) as uow:
             account = uow.billing_accounts.get(sub.account_id)

@@ -14,6 +14,9 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - the tests act as Stripe's dashboard through the SDK
 
+from adapters.clock import ShiftableClock
+from adapters.db.models import CommandRow
+from adapters.db.uow import SqlUnitOfWork
 from application.handlers.stripe_endpoints import register_stripe_endpoint
 from application.requests.operator_requests import RegisterStripeEndpoint
 from domain.provider.sync import SYNC_NOT_YET_READ
@@ -32,9 +35,6 @@ from tests.support.subscriptions import (
     subscribe,
 )
 from worker.bootstrap import Services
-from worker.clock import ShiftableClock
-from worker.db.models import CommandRow
-from worker.db.uow import SqlUnitOfWork
 
 pytestmark = pytest.mark.e2e
 

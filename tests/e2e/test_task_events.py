@@ -1,5 +1,5 @@
 """A worker's task events, what Flower shows: every task's events reach Redis, published
-together (``worker.messaging.broker.GuardedConsumer``) rather than about two messages a
+together (``adapters.messaging.broker.GuardedConsumer``) rather than about two messages a
 task."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 import redis
 from celery import Celery
 
+from adapters.clock import SystemClock
 from tests.support.records import create_user
 from tests.support.stack import Stack, eventually
-from worker.clock import SystemClock
 
 pytestmark = pytest.mark.e2e
 

@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
+from adapters.clock import SystemClock
+from adapters.db.uow import SqlUnitOfWork
 from domain.permissions import ALL_SCOPES, Grant, Scope
 from domain.webhooks import DeliveryState, WebhookDelivery
 from tests.support.stack import Stack
-from worker.clock import SystemClock
-from worker.db.uow import SqlUnitOfWork
 
 pytestmark = pytest.mark.e2e
 

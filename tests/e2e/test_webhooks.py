@@ -16,12 +16,12 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from adapters.clock import SystemClock
+from adapters.db.uow import SqlUnitOfWork
 from domain.webhooks import DeliveryState, WebhookDelivery, WebhookEndpoint
 from tests.support.records import create_user
 from tests.support.stack import Stack, eventually, stack_env
 from tests.support.webhook_receiver import Received, WebhookReceiver
-from worker.clock import SystemClock
-from worker.db.uow import SqlUnitOfWork
 
 pytestmark = pytest.mark.e2e
 

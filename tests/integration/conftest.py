@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from adapters.provider.stripe_adapter import StripeBillingProvider
 from stripe_emulator import EmulatorAdmin
 from tests.support.emulator import EMULATOR_KEY, EmulatorProcess, start_emulator
-from worker.provider.stripe_adapter import StripeBillingProvider
 
 
 @pytest.fixture(scope="session")

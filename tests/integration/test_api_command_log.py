@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from worker.clock import SystemClock
-from worker.db.command_log import SqlCommandLog
-from worker.db.engine import get_engine, session_factory
+from adapters.clock import SystemClock
+from adapters.db.command_log import SqlCommandLog
+from adapters.db.engine import get_engine, session_factory
 
 
 @contextmanager

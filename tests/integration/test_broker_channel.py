@@ -1,4 +1,4 @@
-"""Our Redis channel (``worker/messaging/broker.py``) on real Redis: what it sends outside the
+"""Our Redis channel (``adapters/messaging/broker.py``) on real Redis: what it sends outside the
 poll (publishes, task events) goes through one client over its pool, not a client built per
 command as kombu's own channel does."""
 
@@ -10,10 +10,10 @@ import redis
 from kombu import Connection, Exchange, Producer, Queue
 from kombu.common import ignore_errors
 
+from adapters.messaging.broker import GuardedChannel
 from tests.support.redis_server import RedisServer
-from worker.messaging.broker import GuardedChannel
 
-TRANSPORT = "worker.messaging.broker:GuardedRedisTransport"
+TRANSPORT = "adapters.messaging.broker:GuardedRedisTransport"
 
 
 def our_channel(connection: Connection) -> GuardedChannel:

@@ -17,14 +17,14 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from adapters.clock import SystemClock
+from adapters.db.engine import session_factory
+from adapters.db.migrate import upgrade
 from domain.permissions import Scope
 from domain.subscriptions.plans import Plan, PlanSpec
 from tests.support.cli import assert_refused_in_one_line, billing_worker
 from tests.support.records import create_organization, create_user, services_on
 from worker.cli import main
-from worker.clock import SystemClock
-from worker.db.engine import session_factory
-from worker.db.migrate import upgrade
 from worker.local.embedded import free_port
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from adapters.db.engine import session_factory
+from adapters.db.migrate import upgrade
+from adapters.db.models import OrganizationRow
 from tests.support.cli import assert_refused_in_one_line, billing_worker
-from worker.db.engine import session_factory
-from worker.db.migrate import upgrade
-from worker.db.models import OrganizationRow
 from worker.local.embedded import free_port
 
 UNAVAILABLE = 3

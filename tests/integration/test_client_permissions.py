@@ -9,19 +9,19 @@ import pytest
 from alembic import command
 from sqlalchemy import text
 
-from domain.errors import NotFound
-from domain.permissions import ALL_SCOPES, DEFAULT_SCOPES, Grant, Scope
-from tests.support.stack import eventually
-from worker.clock import SystemClock
-from worker.db.api_clients import (
+from adapters.clock import SystemClock
+from adapters.db.api_clients import (
     ClientAuthenticator,
     create_client,
     list_clients,
     rotate_secret,
     update_client,
 )
-from worker.db.engine import get_engine, session_factory
-from worker.db.migrate import alembic_config, upgrade
+from adapters.db.engine import get_engine, session_factory
+from adapters.db.migrate import alembic_config, upgrade
+from domain.errors import NotFound
+from domain.permissions import ALL_SCOPES, DEFAULT_SCOPES, Grant, Scope
+from tests.support.stack import eventually
 
 CLOCK = SystemClock()
 

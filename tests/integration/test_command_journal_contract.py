@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from adapters.db.command_log import SqlCommandLog
+from adapters.db.engine import session_factory
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.messages import CommandStatus
 from domain.ports.commands import CommandJournal, retries_used
 from tests.support.fakes.clock import FakeClock
 from tests.support.fakes.journal import FakeCommandJournal
-from worker.db.command_log import SqlCommandLog
-from worker.db.engine import session_factory
 
 LEASE = timedelta(minutes=10)
 ENABLE = "users.enable"

@@ -14,6 +14,11 @@ from typing import Any
 import pytest
 from sqlalchemy import event, select
 
+from adapters.clock import SystemClock
+from adapters.db.command_log import SqlCommandLog
+from adapters.db.engine import get_engine, session_factory
+from adapters.db.models import CommandRow, ProviderCallRow
+from adapters.db.provider_calls import SqlProviderCallLog
 from application.handlers.retention import prune_command_log
 from application.requests.sweeps import PruneCommandLog
 from domain.messages import CommandStatus
@@ -22,11 +27,6 @@ from domain.provider.calls import CallOutcome, ProviderCall
 from tests.support.environment import settings_environment
 from tests.support.fakes.clock import FakeClock
 from worker.bootstrap import Services, build_services
-from worker.clock import SystemClock
-from worker.db.command_log import SqlCommandLog
-from worker.db.engine import get_engine, session_factory
-from worker.db.models import CommandRow, ProviderCallRow
-from worker.db.provider_calls import SqlProviderCallLog
 from worker.settings import Settings
 
 ENABLE = "users.enable"

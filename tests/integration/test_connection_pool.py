@@ -1,4 +1,4 @@
-"""The PostgreSQL engine's pool (``worker.db.engine``): a pooled connection is pinged at
+"""The PostgreSQL engine's pool (``adapters.db.engine``): a pooled connection is pinged at
 checkout only when it may be dead, and a dead one is replaced without an error."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import psycopg
 import pytest
 from sqlalchemy import Connection, Engine, text
 
+from adapters.db import engine as engines
 from tests.support.postgres import PostgresCluster
 from tests.support.stack import eventually
-from worker.db import engine as engines
 
 LAST_STATEMENT = "SELECT 'the last statement'"
 PING = ";"

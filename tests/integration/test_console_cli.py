@@ -11,13 +11,13 @@ from collections.abc import Callable
 
 import pytest
 
+from adapters.clock import SystemClock
+from adapters.db.engine import session_factory
+from adapters.db.uow import SqlUnitOfWork
 from domain.billing.account_details import BillingDetails
 from domain.billing.accounts import BillingAccount
 from tests.support.cli import Done, billing_worker
 from tests.support.records import create_organization, create_user
-from worker.clock import SystemClock
-from worker.db.engine import session_factory
-from worker.db.uow import SqlUnitOfWork
 
 
 @pytest.fixture(scope="module")

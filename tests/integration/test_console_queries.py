@@ -1,4 +1,4 @@
-"""The operator console's reads on SQLite and PostgreSQL (``worker/db/timelines.py``,
+"""The operator console's reads on SQLite and PostgreSQL (``adapters/db/timelines.py``,
 ``listing.py``): an account's and a subscription's story gather what named them from the
 command log, the provider-call record and the outbox; lists page with their cursors."""
 
@@ -12,6 +12,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.db.command_log import SqlCommandLog
+from adapters.db.engine import session_factory
+from adapters.db.provider_calls import SqlProviderCallLog
+from adapters.db.timelines import SqlConsole
+from adapters.db.uow import SqlUnitOfWork
 from domain.billing.account_details import BillingDetails
 from domain.billing.accounts import BillingAccount
 from domain.errors import InvalidArgument
@@ -22,11 +27,6 @@ from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription, Subscription
 from tests.support.fakes.clock import FakeClock
 from tests.support.records import create_organization
-from worker.db.command_log import SqlCommandLog
-from worker.db.engine import session_factory
-from worker.db.provider_calls import SqlProviderCallLog
-from worker.db.timelines import SqlConsole
-from worker.db.uow import SqlUnitOfWork
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)

@@ -10,15 +10,15 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import update
 
+from adapters.clock import SystemClock
+from adapters.db.api_clients import ClientAuthenticator, create_client
+from adapters.db.command_log import SqlCommandLog
+from adapters.db.engine import get_engine, session_factory
+from adapters.db.migrate import upgrade
+from adapters.db.models import ApiClientRow, Base, CommandRow
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.messages import CommandStatus
 from domain.ports.commands import DuplicateCommand
-from worker.clock import SystemClock
-from worker.db.api_clients import ClientAuthenticator, create_client
-from worker.db.command_log import SqlCommandLog
-from worker.db.engine import get_engine, session_factory
-from worker.db.migrate import upgrade
-from worker.db.models import ApiClientRow, Base, CommandRow
 
 
 def test_migrations_build_exactly_the_models_schema(fresh_database: str) -> None:

@@ -16,6 +16,10 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from adapters.clock import SystemClock
+from adapters.db.engine import session_factory
+from adapters.db.models import EventRow
+from adapters.provider.stripe_adapter import StripeBillingProvider
 from application.handlers.billing import create_billing_account
 from application.handlers.plans import create_plan
 from application.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
@@ -35,10 +39,6 @@ from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
 from tests.support.environment import settings_environment
 from tests.support.records import create_organization, services_on
 from worker.bootstrap import Services
-from worker.clock import SystemClock
-from worker.db.engine import session_factory
-from worker.db.models import EventRow
-from worker.provider.stripe_adapter import StripeBillingProvider
 
 DETAILS = BillingDetails(name="Acme", email="billing@acme.example")
 

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from domain.permissions import ALL_SCOPES, Grant, Scope
-from worker.bootstrap import build_services
-from worker.clock import SystemClock
-from worker.db.api_clients import (
+from adapters.clock import SystemClock
+from adapters.db.api_clients import (
     create_client,
     get_client,
     rotate_secret,
     secret_authenticates,
     update_client,
 )
-from worker.db.engine import session_factory
-from worker.db.migrate import upgrade
+from adapters.db.engine import session_factory
+from adapters.db.migrate import upgrade
+from domain.permissions import ALL_SCOPES, Grant, Scope
+from worker.bootstrap import build_services
 from worker.local.seed import (
     DEMO_CLIENT_ID,
     DemoCredentials,

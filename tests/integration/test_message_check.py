@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.clock import SystemClock
+from adapters.db.command_log import SqlCommandLog
+from adapters.db.engine import get_engine, session_factory
+from adapters.db.models import Base, EventRow
 from domain.events.users import UserEnabledEvent
 from domain.users import User, UserState
 from tests.support.message_check import MessageCheck
-from worker.clock import SystemClock
-from worker.db.command_log import SqlCommandLog
-from worker.db.engine import get_engine, session_factory
-from worker.db.models import Base, EventRow
 
 NOW = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
 ENABLE_SCHEMA = "schemas/commands/users.enable.v1.json"
@@ -57,7 +57,7 @@ def test_a_succeeded_command_that_does_not_match_its_schema_is_named_once_with_i
         f"command {bad} (users.enable) does not match {ENABLE_SCHEMA}: at $: "
         "Additional properties are not allowed ('user' was unexpected)",
         f"command {unknown} (users.rename): there is no schema "
-        "schemas/commands/users.rename.v1.json (run python -m worker.contracts.schemas)",
+        "schemas/commands/users.rename.v1.json (run python -m adapters.contracts.schemas)",
     }
     assert check.violations() == []
     later = succeeded(log, "users.enable", user_id="usr 2")
@@ -103,7 +103,7 @@ def test_events_are_checked_once_their_table_exists(
         "event evt_bad (user.enabled v1, sequence 2) does not match "
         "schemas/events/user.enabled.v1.json",
         "event evt_v2 (user.enabled v2, sequence 3): there is no schema "
-        "schemas/events/user.enabled.v2.json (run python -m worker.contracts.schemas)",
+        "schemas/events/user.enabled.v2.json (run python -m adapters.contracts.schemas)",
     ]
     assert "$.data: 'state' is a required property" in found[0]
     assert check.violations() == []

@@ -9,6 +9,9 @@ import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
+from adapters.clock import SystemClock
+from adapters.db.engine import session_factory
+from adapters.db.uow import SqlUnitOfWork
 from domain.billing.account_details import BillingDetails
 from domain.billing.accounts import BillingAccount
 from domain.subscriptions.plans import Plan, PlanSpec
@@ -16,9 +19,6 @@ from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription, Subscription, SubscriptionState
 from tests.support.records import create_organization
 from worker.bootstrap import build_services
-from worker.clock import SystemClock
-from worker.db.engine import session_factory
-from worker.db.uow import SqlUnitOfWork
 from worker.settings import Settings
 
 

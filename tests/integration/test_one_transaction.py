@@ -14,6 +14,10 @@ import pytest
 from sqlalchemy import Engine, event, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.db.command_log import SqlCommandLog
+from adapters.db.engine import session_factory
+from adapters.db.models import EventRow, UserRow
+from adapters.db.uow import SqlUnitOfWork
 from application.handlers.users import enable_user
 from application.one_transaction import InOneTransaction
 from domain.errors import NotFound
@@ -23,10 +27,6 @@ from domain.ports.repositories import UnitOfWork
 from domain.users import EnableUser, NewUser, User, UserState
 from tests.support.fakes.application import FakeBillingPolicy
 from tests.support.fakes.clock import FakeClock
-from worker.db.command_log import SqlCommandLog
-from worker.db.engine import session_factory
-from worker.db.models import EventRow, UserRow
-from worker.db.uow import SqlUnitOfWork
 
 ENABLE = EnableUser.TASK_NAME
 Work = Callable[[UnitOfWork], dict[str, Any]]

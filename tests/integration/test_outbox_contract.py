@@ -9,6 +9,8 @@ from datetime import timedelta
 
 import pytest
 
+from adapters.db.engine import session_factory
+from adapters.db.uow import SqlUnitOfWork
 from domain.errors import UniquenessViolation
 from domain.events.users import UserEnabledEvent
 from domain.ports.repositories import UnitOfWork
@@ -16,8 +18,6 @@ from domain.users import User, UserState
 from domain.webhooks import DeliveryClaim, DeliveryState, WebhookDelivery, WebhookEndpoint
 from tests.support.fakes.clock import T0
 from tests.support.fakes.database import FakeDatabase
-from worker.db.engine import session_factory
-from worker.db.uow import SqlUnitOfWork
 
 Store = Callable[[], UnitOfWork]
 SECOND = timedelta(seconds=1)

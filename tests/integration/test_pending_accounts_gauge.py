@@ -1,5 +1,5 @@
 """Beat's gauges of accounts stuck pending, read from SQLite and PostgreSQL as beat reads them
-at a scrape (``worker/observability/gauges.py``)."""
+at a scrape (``adapters/observability/gauges.py``)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from datetime import timedelta
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
+from adapters.clock import SystemClock
+from adapters.db.engine import session_factory
+from adapters.db.uow import SqlUnitOfWork
 from domain.billing.account_details import BillingDetails
 from domain.billing.accounts import BillingAccount
 from tests.support.records import create_organization
 from worker.bootstrap import build_services
-from worker.clock import SystemClock
-from worker.db.engine import session_factory
-from worker.db.uow import SqlUnitOfWork
 from worker.settings import Settings
 
 

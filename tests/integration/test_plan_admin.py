@@ -8,6 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
+from adapters.clock import SystemClock
+from adapters.db.engine import session_factory
+from adapters.provider.stripe_adapter import StripeBillingProvider
 from application.handlers.plans import create_plan
 from application.handlers.subscribe import create_subscription, subscription_report
 from application.requests.operator_requests import (
@@ -30,9 +33,6 @@ from stripe_emulator import EmulatorAdmin
 from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
 from tests.support.records import create_organization, services_on
 from worker.bootstrap import Services
-from worker.clock import SystemClock
-from worker.db.engine import session_factory
-from worker.provider.stripe_adapter import StripeBillingProvider
 
 
 @pytest.fixture

@@ -12,6 +12,11 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.clock import SystemClock
+from adapters.db.engine import session_factory
+from adapters.db.models import ProviderCallRow
+from adapters.db.provider_calls import SqlProviderCallLog
+from adapters.provider.stripe_adapter import StripeBillingProvider
 from application import log_context
 from application.provider_calls import recorded
 from domain.billing.account_details import Address
@@ -21,11 +26,6 @@ from domain.ports.provider import BillingProvider
 from domain.subscriptions.plans import ProviderPlan
 from domain.subscriptions.subscription import SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
-from worker.clock import SystemClock
-from worker.db.engine import session_factory
-from worker.db.models import ProviderCallRow
-from worker.db.provider_calls import SqlProviderCallLog
-from worker.provider.stripe_adapter import StripeBillingProvider
 
 COMMAND = "cmd_recorded_1"
 Row = tuple[str, str | None, str | None, str | None, int, str]

@@ -18,10 +18,10 @@ from celery.events.state import State
 from kombu import Connection, Producer, Queue
 from kombu.exceptions import KombuError
 
+from adapters.messaging.publisher import CeleryPublisher, publishing_app
 from application.handlers.sweeps import BULK_MESSAGE_PRIORITY
 from domain.ports.commands import CommandMessage
 from worker.local.embedded import ProcessGroup, start_redis
-from worker.messaging.publisher import CeleryPublisher, publishing_app
 from worker.settings import Settings
 
 QUEUE = "billing.bulk"

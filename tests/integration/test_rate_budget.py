@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
+from adapters.provider.rate_budget import BudgetConfig, RedisRateBudget, default_rate, mode_of
 from domain.provider.rate_budget import CallKind, Priority, RateLimited
-from worker.provider.rate_budget import BudgetConfig, RedisRateBudget, default_rate, mode_of
 
 RATE = 20.0
 INTERVAL = 1 / RATE

@@ -1,5 +1,5 @@
 """Redis Sentinel on real servers (a primary, a replica and a sentinel: worker/local/sentinel.py):
-the clients of the one factory (``worker/messaging/redis_clients.py``) follow the primary
+the clients of the one factory (``adapters/messaging/redis_clients.py``) follow the primary
 through a failover, and our guarded transport keeps its guard on kombu's Sentinel transport."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from kombu import Connection, Exchange, Queue
 
+from adapters.messaging.broker import GuardedSentinelChannel
+from adapters.messaging.config import celery_config
+from adapters.messaging.dead_letters import DeadLetters
+from adapters.messaging.primary_watch import RedisPrimaryWatch
+from adapters.messaging.publisher import result_channel
+from adapters.messaging.redis_clients import async_redis_client, redis_client
 from worker.api.results import ResultListener
 from worker.local.sentinel import SentinelTopology
-from worker.messaging.broker import GuardedSentinelChannel
-from worker.messaging.config import celery_config
-from worker.messaging.dead_letters import DeadLetters
-from worker.messaging.primary_watch import RedisPrimaryWatch
-from worker.messaging.publisher import result_channel
-from worker.messaging.redis_clients import async_redis_client, redis_client
 from worker.settings import Settings
 
 pytestmark = pytest.mark.chaos

@@ -18,6 +18,11 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import insert, select
 
+from adapters.clock import SystemClock
+from adapters.db.command_log import SqlCommandLog
+from adapters.db.engine import get_engine, session_factory
+from adapters.db.migrate import alembic_config, upgrade
+from adapters.db.models import CommandRow
 from domain.errors import (
     FailedPrecondition,
     Internal,
@@ -29,11 +34,6 @@ from domain.errors import (
 )
 from domain.messages import CommandStatus
 from worker.bootstrap import build_services
-from worker.clock import SystemClock
-from worker.db.command_log import SqlCommandLog
-from worker.db.engine import get_engine, session_factory
-from worker.db.migrate import alembic_config, upgrade
-from worker.db.models import CommandRow
 from worker.settings import Settings
 
 ENABLE = "users.enable"

@@ -7,7 +7,7 @@ import uuid
 
 import redis
 
-from worker.outbound.stream import RedisRelayLock
+from adapters.outbound.stream import RedisRelayLock
 
 
 def lock_pair(redis_server: str) -> tuple[RedisRelayLock, RedisRelayLock]:

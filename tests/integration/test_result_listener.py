@@ -10,8 +10,8 @@ import time
 
 import redis.asyncio as aioredis
 
+from adapters.messaging.publisher import result_channel
 from worker.api.results import ResultListener
-from worker.messaging.publisher import result_channel
 
 
 def state(status: str) -> bytes:

@@ -1,4 +1,4 @@
-"""The result backend (``worker.messaging.result_store``) on a real Redis: a success is
+"""The result backend (``adapters.messaging.result_store``) on a real Redis: a success is
 stored without reading what is stored first, and no other state overwrites a success."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import redis
 from celery import Celery, states
 from celery.backends.redis import RedisBackend
 
-from worker.messaging.result_store import CommandResults
+from adapters.messaging.result_store import CommandResults
 
 DB = 14
 """A Redis database no stack of the session uses."""

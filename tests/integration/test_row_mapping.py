@@ -12,6 +12,10 @@ import pytest
 from sqlalchemy import String
 from sqlalchemy.orm import Mapped, mapped_column
 
+from adapters.db.engine import session_factory
+from adapters.db.mapping import RowMapping
+from adapters.db.models import Base
+from adapters.db.uow import SqlUnitOfWork
 from domain.billing.account_details import Address, TaxEntry
 from domain.billing.accounts import BillingAccount, BillingAccountState
 from domain.billing.organizations import Organization, OrganizationState
@@ -20,10 +24,6 @@ from domain.subscriptions.plans import Plan, PlanInterval
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from domain.users import User, UserState
-from worker.db.engine import session_factory
-from worker.db.mapping import RowMapping
-from worker.db.models import Base
-from worker.db.uow import SqlUnitOfWork
 
 NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
 

@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event
 
+from adapters.clock import SystemClock
+from adapters.db.engine import session_factory
+from adapters.db.uow import SqlUnitOfWork
 from domain.billing.account_details import BillingDetails
 from domain.billing.accounts import BillingAccount
 from domain.errors import UniquenessViolation
@@ -21,9 +24,6 @@ from domain.subscriptions.plans import Plan, PlanSpec, ProviderPrice
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.records import create_organization
-from worker.clock import SystemClock
-from worker.db.engine import session_factory
-from worker.db.uow import SqlUnitOfWork
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 LEASE = timedelta(minutes=5)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from adapters.clock import ShiftableClock
 from tests.support.redis_server import RedisServer
 from worker.bootstrap import build_clock
-from worker.clock import ShiftableClock
 from worker.settings import Settings
 
 DAY = 86_400.0

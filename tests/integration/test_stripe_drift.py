@@ -19,6 +19,10 @@ import stripe  # noqa: TID251 - the tests make what a crash leaves at the emulat
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.clock import SystemClock
+from adapters.db.engine import session_factory
+from adapters.db.models import EventRow
+from adapters.provider.stripe_adapter import StripeBillingProvider
 from application.handlers.billing import create_billing_account
 from application.handlers.drift import drift_report
 from application.handlers.plans import create_plan
@@ -47,10 +51,6 @@ from tests.support.emulator import EMULATOR_KEY, EmulatorProcess
 from tests.support.environment import settings_environment
 from tests.support.records import create_organization, services_on
 from worker.bootstrap import Services
-from worker.clock import SystemClock
-from worker.db.engine import session_factory
-from worker.db.models import EventRow
-from worker.provider.stripe_adapter import StripeBillingProvider
 
 DRIFT_FOUND = 1
 

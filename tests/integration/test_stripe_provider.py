@@ -7,6 +7,8 @@ import uuid
 
 import pytest
 
+from adapters.provider.stripe_adapter import StripeBillingProvider, build_provider
+from adapters.provider.stripe_requests import STRIPE_API_VERSION
 from domain.billing.account_details import Address, TaxEntry
 from domain.billing.accounts import ProviderCustomer
 from domain.errors import FailedPrecondition, Internal, InvalidArgument, TransientError, Unavailable
@@ -15,8 +17,6 @@ from domain.subscriptions.subscription import SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess
-from worker.provider.stripe_adapter import StripeBillingProvider, build_provider
-from worker.provider.stripe_requests import STRIPE_API_VERSION
 
 
 def customer(account_id: str | None = None, tax_id: str = "GB123456789") -> ProviderCustomer:
@@ -165,7 +165,7 @@ def test_every_page_of_a_search_is_read_and_the_oldest_customer_taken_with_a_war
         made.append(provider.create_customer(customer("ba_dup"), idempotency_key=f"k-dup-{n}"))
         admin.advance_clock(60)
 
-    with caplog.at_level(logging.WARNING, logger="worker.provider.stripe_customers"):
+    with caplog.at_level(logging.WARNING, logger="adapters.provider.stripe_customers"):
         found = provider.find_customer("ba_dup")
 
     assert found == made[0]

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 import stripe  # noqa: TID251 - the tests look at the emulator's objects through the SDK
 
+from adapters.provider.stripe_adapter import StripeBillingProvider
 from domain.billing.account_details import Address
 from domain.billing.accounts import ProviderCustomer
 from domain.errors import InvalidArgument, TransientError
@@ -16,7 +17,6 @@ from domain.subscriptions.subscription import SubscriptionState, SubscriptionTer
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.support.emulator import EmulatorProcess
-from worker.provider.stripe_adapter import StripeBillingProvider
 
 METADATA = {"subscription_id": "sub_local_1"}
 

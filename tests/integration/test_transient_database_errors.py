@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from adapters.db.uow import is_transient_db_error
 from tests.support.postgres import PostgresCluster
-from worker.db.uow import is_transient_db_error
 from worker.local.embedded import free_port
 
 

@@ -10,6 +10,9 @@ from datetime import timedelta
 
 import pytest
 
+from adapters.clock import SystemClock
+from adapters.db.engine import session_factory
+from adapters.db.uow import SqlUnitOfWork
 from domain.billing.account_details import BillingDetails
 from domain.billing.accounts import BillingAccount, BillingAccountState
 from domain.billing.organizations import Organization
@@ -24,9 +27,6 @@ from tests.support.fakes.clock import T0
 from tests.support.fakes.data import a_plan, an_organization
 from tests.support.fakes.database import FakeDatabase
 from tests.support.records import create_organization
-from worker.clock import SystemClock
-from worker.db.engine import session_factory
-from worker.db.uow import SqlUnitOfWork
 
 
 @dataclass

@@ -14,13 +14,13 @@ from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 from sqlalchemy import text
 
+from adapters.clock import SystemClock
+from adapters.db.api_clients import ClientAuthenticator, create_client
+from adapters.db.engine import session_factory
 from domain.permissions import Grant
 from tests.support.stack import eventually
 from worker.api.shared_throttle import SharedFailures
 from worker.api.verifications import Verifications
-from worker.clock import SystemClock
-from worker.db.api_clients import ClientAuthenticator, create_client
-from worker.db.engine import session_factory
 
 
 def slow_verifications(reason: str) -> float:

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.clock import SystemClock
+from adapters.db.engine import session_factory
+from adapters.db.uow import SqlUnitOfWork
 from domain.webhooks import DeliveryState, WebhookDelivery
 from tests.support.cli import Done, billing_worker
-from worker.clock import SystemClock
-from worker.db.engine import session_factory
-from worker.db.uow import SqlUnitOfWork
 
 
 @dataclass(frozen=True)

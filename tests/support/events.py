@@ -9,7 +9,7 @@ import redis
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from worker.db.models import EventRow
+from adapters.db.models import EventRow
 
 STREAM = "billing:events"
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 from sqlalchemy import text
 
+from adapters.db.engine import get_engine
 from tests.support.stack import Stack
-from worker.db.engine import get_engine
 
 
 @contextlib.contextmanager

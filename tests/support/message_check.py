@@ -19,7 +19,7 @@ from jsonschema.protocols import Validator
 from sqlalchemy import bindparam, inspect, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from worker.contracts.schemas import REFRESH, SCHEMAS_DIR
+from adapters.contracts.schemas import REFRESH, SCHEMAS_DIR
 
 MAX_ERRORS_PER_MESSAGE = 5
 _CHUNK = 500

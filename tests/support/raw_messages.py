@@ -9,7 +9,7 @@ from typing import Any
 
 import redis
 
-from worker.messaging.dead_letters import DeadLetter, DeadLetters
+from adapters.messaging.dead_letters import DeadLetter, DeadLetters
 
 EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.clock import SystemClock
+from adapters.db.uow import SqlUnitOfWork
 from application.handlers import organizations, users
 from domain.billing.organizations import NewOrganization, Organization
 from domain.ports.application import Clock
 from domain.ports.provider import BillingProvider
 from domain.users import NewUser, User
 from worker.bootstrap import Services, build_services
-from worker.clock import SystemClock
-from worker.db.uow import SqlUnitOfWork
 from worker.settings import get_settings
 
 

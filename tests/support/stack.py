@@ -15,13 +15,13 @@ import httpx
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.clock import REFRESH_SECONDS, ShiftableClock, SystemClock
+from adapters.db.api_clients import NewClient, create_client
+from adapters.db.command_log import SqlCommandLog
+from adapters.db.command_records import CommandRecord
+from adapters.db.engine import session_factory
 from domain.permissions import ALL_SCOPES, Grant
 from stripe_emulator import DEFAULT_API_KEY, EmulatorAdmin
-from worker.clock import REFRESH_SECONDS, ShiftableClock, SystemClock
-from worker.db.api_clients import NewClient, create_client
-from worker.db.command_log import SqlCommandLog
-from worker.db.command_records import CommandRecord
-from worker.db.engine import session_factory
 from worker.launch.command_lines import (
     WORKER_APP,
     api_argv,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from adapters.db.uow import SqlUnitOfWork
+from adapters.provider.stripe_adapter import StripeBillingProvider
 from application.handlers.billing import create_billing_account
 from application.handlers.plans import create_plan
 from application.handlers.subscribe import create_subscription
@@ -22,8 +24,6 @@ from tests.support.emulator import EMULATOR_KEY
 from tests.support.records import create_organization, services_on
 from tests.support.stack import Stack
 from worker.bootstrap import Services
-from worker.db.uow import SqlUnitOfWork
-from worker.provider.stripe_adapter import StripeBillingProvider
 
 DAY = 86_400.0
 

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from adapters.observability.logs import ROUTED_TO_ROOT
 from application import log_context
 from tasks.runtime import CommandApp
 from tests.support.fakes.application import FakeApplication
-from worker.observability.logs import ROUTED_TO_ROOT
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus"
 
 EXPORTED = {
-    # Recorded by the processes (worker/observability/metrics.py) and computed by beat
-    # (worker/observability/gauges.py).
+    # Recorded by the processes (adapters/observability/metrics.py) and computed by beat
+    # (adapters/observability/gauges.py).
     "billing_oldest_due_change_age_seconds",
     "billing_failed_commands",
     "billing_queue_depth",

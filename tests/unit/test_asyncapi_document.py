@@ -16,14 +16,14 @@ import jsonschema
 import pytest
 from jsonschema.protocols import Validator
 
-from domain.events.catalog import EVENT_TYPES
-from worker.contracts.schemas import (
+from adapters.contracts.schemas import (
     ASYNCAPI_FILE,
     COMMAND_TYPES,
     SCHEMAS_DIR,
     command_file,
     event_file,
 )
+from domain.events.catalog import EVENT_TYPES
 
 
 @pytest.fixture(scope="module")

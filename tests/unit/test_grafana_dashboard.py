@@ -13,8 +13,8 @@ import pytest
 import yaml
 from prometheus_client import Counter, Gauge, Histogram
 
+from adapters.observability import metrics
 from tests.support.promtool import run_promtool
-from worker.observability import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "billing-worker.json"

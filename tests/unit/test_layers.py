@@ -74,7 +74,7 @@ def test_the_worker_imports_the_stripe_emulator_only_inside_the_functions_that_r
 
 
 def test_only_the_modules_of_worker_provider_import_the_stripe_sdk() -> None:
-    # The Stripe adapter is cut into modules by what they ask Stripe (worker/provider/);
+    # The Stripe adapter is cut into modules by what they ask Stripe (adapters/provider/);
     # everything else reaches Stripe through the provider port.
     offending = sorted(
         str(path.relative_to(ROOT))
@@ -98,7 +98,7 @@ ENTRY_POINTS = (
 )
 """What runs the system: the composition root, the processes and what starts them."""
 
-OBSERVABILITY_MAY_IMPORT = ("domain", "application.log_context", "worker.observability")
+OBSERVABILITY_MAY_IMPORT = ("domain", "application.log_context", "adapters.observability")
 """Observability is told everything it records; from below it knows only the domain's
 vocabulary and the runner's log context."""
 
@@ -207,7 +207,7 @@ def test_observability_imports_nothing_of_ours_but_the_domain_and_the_log_contex
     offending = sorted(
         f"{module} imports {target}"
         for module, targets in import_graph().items()
-        if within(module, ("worker.observability",))
+        if within(module, ("adapters.observability",))
         for target in targets
         if not within(target, OBSERVABILITY_MAY_IMPORT)
     )
@@ -236,7 +236,7 @@ def test_the_skip_locked_claim_is_written_once() -> None:
     )
 
     # db/command_log.py's is the retention sweep's DELETE, not a claim.
-    assert writers == ["worker/db/claims.py", "worker/db/command_log.py"]
+    assert writers == ["adapters/db/claims.py", "adapters/db/command_log.py"]
 
 
 def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -257,7 +257,7 @@ def test_a_process_that_only_publishes_never_builds_the_workers_celery_app(proce
     assert "worker.celery_app" not in reachable(import_graph(), process)
 
 
-API_FORBIDDEN = ("sqlalchemy", "worker.db")
+API_FORBIDDEN = ("sqlalchemy", "adapters.db")
 """The API reaches the database through the ports the composition root hands it (the command
 log's, the client verifier's, the services' readiness): never around them."""
 
@@ -280,13 +280,13 @@ def test_the_api_rule_sees_a_lazy_import_of_the_database_adapter(tmp_path: Path)
     api = tmp_path / "worker" / "api"
     api.mkdir(parents=True)
     (api / "health.py").write_text(
-        "def ready() -> None:\n    from worker.db.engine import get_engine\n"
+        "def ready() -> None:\n    from adapters.db.engine import get_engine\n"
     )
     (api / "gateway.py").write_text("from sqlalchemy.exc import IntegrityError\n")
 
     assert api_imports_around_the_ports(api) == [
         "worker/api/gateway.py imports sqlalchemy.exc",
-        "worker/api/health.py imports worker.db.engine",
+        "worker/api/health.py imports adapters.db.engine",
     ]
 
 
@@ -398,14 +398,14 @@ def test_the_layer_check_reports_a_use_case_that_imports_celery_or_an_adapter(
         {
             "application/__init__.py": "",
             "application/handlers/enable.py": "import celery\n",
-            "application/handlers/store.py": "def save() -> None:\n    from worker.db import uow\n",
+            "application/handlers/store.py": "def save() -> None:\n    from adapters.db import uow\n",
             "application/retry.py": "import random\n\nfrom domain.errors import TransientError\n",
         },
     )
 
     assert layer_violations(tree, "application") == [
         "application/handlers/enable.py imports celery",
-        "application/handlers/store.py imports worker.db",
+        "application/handlers/store.py imports adapters.db",
     ]
 
 
@@ -415,13 +415,13 @@ def test_the_tasks_check_reports_a_task_that_reaches_an_adapter(tmp_path: Path) 
         {
             "tasks/users.py": "from celery import shared_task\n\nfrom application import retry\n",
             "tasks/billing.py": "def run() -> None:\n    import httpx\n",
-            "tasks/events.py": "from worker.outbound.stream import publish\n",
+            "tasks/events.py": "from adapters.outbound.stream import publish\n",
         },
     )
 
     assert foreign_imports(tree, "tasks", TASKS_MAY_IMPORT) == [
         "tasks/billing.py imports httpx",
-        "tasks/events.py imports worker.outbound.stream",
+        "tasks/events.py imports adapters.outbound.stream",
     ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import logging
 
-from worker.observability.logs import EscapeControlCharacters, install
+from adapters.observability.logs import EscapeControlCharacters, install
 
 
 def logged(*args: object, exc: BaseException | None = None) -> str:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from adapters.observability.logs import configure, remember_message
 from application import log_context
-from worker.observability.logs import configure, remember_message
 
 
 def logged(log_format: str, *args: Any, exc: BaseException | None = None, **extra: Any) -> str:

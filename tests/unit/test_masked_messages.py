@@ -1,4 +1,4 @@
-"""What Celery shows of a task message's arguments (worker/messaging/masking.py)."""
+"""What Celery shows of a task message's arguments (adapters/messaging/masking.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from celery.utils.saferepr import saferepr
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.redaction import redact
-from worker.messaging import masking
-from worker.messaging.masking import (
+from adapters.messaging import masking
+from adapters.messaging.masking import (
     REPR_MAX_SIZE,
     mask_argument_reprs,
     masked_repr,
     message_log_fields,
 )
+from domain.redaction import redact
 
 KWARGS = {
     "command_id": "c-1",
@@ -27,7 +27,7 @@ KWARGS = {
 
 
 def test_our_publishers_write_masked_argument_reprs_and_sent_events() -> None:
-    app = Celery("unit-tests", set_as_current=False, amqp="worker.messaging.masking:MaskingAMQP")
+    app = Celery("unit-tests", set_as_current=False, amqp="adapters.messaging.masking:MaskingAMQP")
     try:
         message: Any = app.amqp.create_task_message(
             "task-1", "billing.create_account", (), KWARGS, create_sent_event=True

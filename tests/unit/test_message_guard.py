@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapters.messaging.broker import Rejected, check_envelope
 from domain.messages import command_fingerprint, storable, unstorable_values
 from tests.support.raw_messages import REFUSED, envelope
-from worker.messaging.broker import Rejected, check_envelope
 
 
 @pytest.mark.parametrize("case", sorted(set(REFUSED) - {"unknown-task"}))

@@ -1,4 +1,4 @@
-"""The JSON Schemas under ``schemas/`` are the models' (``worker.contracts.schemas``): up to
+"""The JSON Schemas under ``schemas/`` are the models' (``adapters.contracts.schemas``): up to
 date, one per command and per event type, and they accept and refuse what the models do."""
 
 from __future__ import annotations
@@ -13,6 +13,15 @@ import pytest
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
+from adapters.contracts.schemas import (
+    COMMAND_TYPES,
+    REFRESH,
+    SCHEMAS_DIR,
+    command_file,
+    event_file,
+    main,
+    stale_files,
+)
 from domain.billing.account_commands import CreateBillingAccount
 from domain.events.base import Event, Subject
 from domain.events.catalog import EVENT_TYPES
@@ -23,15 +32,6 @@ from domain.subscriptions.change_commands import ChangeSubscriptionPlan
 from domain.users import EnableUser
 from tasks.base import CommandTask
 from worker.celery_app import app as celery_app
-from worker.contracts.schemas import (
-    COMMAND_TYPES,
-    REFRESH,
-    SCHEMAS_DIR,
-    command_file,
-    event_file,
-    main,
-    stale_files,
-)
 
 NOW = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
 

@@ -16,14 +16,14 @@ from celery.exceptions import Retry
 from prometheus_client import REGISTRY
 from sqlalchemy.exc import OperationalError
 
+from adapters.db.uow import is_transient_db_error
+from adapters.messaging.queue_depths import queue_lists
+from adapters.observability.metrics import command_finished, prepare_multiproc_dir, retry_reason
+from adapters.observability.signals import _on_task_postrun
 from application.handlers.webhook_deliveries import DELIVER_WEBHOOK, Outcome
 from domain.errors import CommandInProgress, TransientError
 from domain.provider.rate_budget import CallKind, RateLimited
 from worker.bootstrap import connect_metrics
-from worker.db.uow import is_transient_db_error
-from worker.messaging.queue_depths import queue_lists
-from worker.observability.metrics import command_finished, prepare_multiproc_dir, retry_reason
-from worker.observability.signals import _on_task_postrun
 
 
 def retry_while_handling(error: BaseException) -> Retry:
@@ -111,7 +111,7 @@ def test_an_applied_change_in_a_result_observes_its_apply_lag_and_others_do_not(
 def test_a_worker_whose_metrics_directory_does_not_exist_yet_still_starts(tmp_path: Path) -> None:
     missing = tmp_path / "fresh-container" / "metrics"
     started = subprocess.run(
-        [sys.executable, "-c", "import worker.observability.metrics"],
+        [sys.executable, "-c", "import adapters.observability.metrics"],
         env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(missing)},
         capture_output=True,
         text=True,

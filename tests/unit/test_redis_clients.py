@@ -1,4 +1,4 @@
-"""The one factory of Redis clients (``worker/messaging/redis_clients.py``): without sentinels
+"""The one factory of Redis clients (``adapters/messaging/redis_clients.py``): without sentinels
 it makes exactly the clients and the Celery configuration of one Redis URL; with sentinels,
 clients of the primary the sentinels name and kombu's and Celery's Sentinel configuration.
 (Failovers on real servers: tests/integration/test_redis_sentinel.py.)"""
@@ -15,14 +15,14 @@ import redis.sentinel
 from celery.app.backends import by_url
 from pydantic import ValidationError
 
-from worker.messaging.config import celery_config
-from worker.messaging.redis_clients import (
+from adapters.messaging.config import celery_config
+from adapters.messaging.redis_clients import (
     GUARDED_SENTINEL_TRANSPORT,
     GUARDED_TRANSPORT,
     async_redis_client,
     redis_client,
 )
-from worker.messaging.result_store import CommandResults, SentinelCommandResults
+from adapters.messaging.result_store import CommandResults, SentinelCommandResults
 from worker.settings import Settings
 
 URL = "redis://:s3cret@10.0.0.5:6390/3"

@@ -151,9 +151,9 @@ def test_the_command_id_of_a_long_account_id_fits_and_stays_the_same() -> None:
 def test_beat_redrives_pending_accounts_on_the_maintenance_queue_at_its_own_interval(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from adapters.messaging.config import REDRIVE_PENDING_ACCOUNTS, celery_config
     from worker.bootstrap import build_services
     from worker.celery_app import create_celery_app
-    from worker.messaging.config import REDRIVE_PENDING_ACCOUNTS, celery_config
     from worker.settings import Settings
 
     clear_settings(monkeypatch)

@@ -1,4 +1,4 @@
-"""The worker process's background relay (``worker/outbound/relay_thread.py``): a request is
+"""The worker process's background relay (``adapters/outbound/relay_thread.py``): a request is
 never lost, an idle process relays at once, and a burst of requests shares a few runs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from worker.outbound.relay_thread import CoalescingRelay, NodeRelays
+from adapters.outbound.relay_thread import CoalescingRelay, NodeRelays
 
 
 class Relays:

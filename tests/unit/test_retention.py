@@ -134,8 +134,8 @@ def test_an_operator_prunes_until_done_whatever_the_budget() -> None:
 def test_beat_prunes_the_command_log_hourly_on_the_maintenance_queue(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from adapters.messaging.config import celery_config
     from worker.celery_app import create_celery_app
-    from worker.messaging.config import celery_config
     from worker.settings import Settings
 
     clear_settings(monkeypatch)

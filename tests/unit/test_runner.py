@@ -24,6 +24,7 @@ from celery.exceptions import Retry
 import tasks.billing
 import tasks.subscriptions
 import tasks.users
+from adapters.observability.metrics import retry_reason
 from domain.billing.account_commands import CreateBillingAccount
 from domain.billing.accounts import BillingAccountState
 from domain.errors import ErrorCode, InvalidArgument, TransientError
@@ -34,7 +35,6 @@ from tasks.runtime import CommandApp
 from tests.support.fakes.application import DEFAULT_RUNNER_POLICY, FakeApplication
 from tests.support.fakes.data import a_user, an_organization
 from tests.support.fakes.database import DatabaseUnavailable
-from worker.observability.metrics import retry_reason
 
 # The task modules register their tasks with every Celery app, this one included.
 TASK_MODULES = (tasks.billing, tasks.subscriptions, tasks.users)

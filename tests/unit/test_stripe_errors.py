@@ -7,6 +7,14 @@ from typing import Any
 import pytest
 import stripe  # noqa: TID251 - the adapter's inputs are the SDK's own exceptions
 
+from adapters.provider.stripe_errors import translate
+from adapters.provider.stripe_fields import (
+    field_for_param,
+    plan_field,
+    price_field,
+    subscription_field,
+)
+from adapters.provider.stripe_requests import STRIPE_API_VERSION
 from domain.errors import (
     CommandError,
     ErrorCode,
@@ -17,14 +25,6 @@ from domain.errors import (
 )
 from domain.messages import CommandStatus
 from domain.operations.outcomes import ended_as
-from worker.provider.stripe_errors import translate
-from worker.provider.stripe_fields import (
-    field_for_param,
-    plan_field,
-    price_field,
-    subscription_field,
-)
-from worker.provider.stripe_requests import STRIPE_API_VERSION
 
 
 def stripe_error(

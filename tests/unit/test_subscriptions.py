@@ -312,8 +312,8 @@ def test_a_command_always_makes_the_same_change() -> None:
 def test_beat_sweeps_for_due_changes_every_second_on_the_maintenance_queue(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from adapters.messaging.config import ENQUEUE_DUE_CHANGES, celery_config
     from worker.celery_app import create_celery_app
-    from worker.messaging.config import ENQUEUE_DUE_CHANGES, celery_config
     from worker.settings import Settings
 
     clear_settings(monkeypatch)

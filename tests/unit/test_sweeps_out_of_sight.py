@@ -1,5 +1,5 @@
 """Beat's sweeps stay out of Flower and out of the INFO log, and show in the metrics instead
-(worker/observability/sweeps.py)."""
+(adapters/observability/sweeps.py)."""
 
 from __future__ import annotations
 
@@ -14,19 +14,19 @@ from celery.app.trace import LOG_RECEIVED, LOG_SUCCESS
 from celery.beat import Service
 from prometheus_client import REGISTRY
 
+from adapters.messaging.config import SWEEPS
+from adapters.observability.logs import configure
+from adapters.observability.signals import _on_task_postrun, _on_task_prerun
+from adapters.observability.sweeps import (
+    no_sent_events_from_beat,
+    schedule_intervals,
+    seed_sweep_metrics,
+)
 from application.requests.sweeps import ENQUEUE_DUE_CHANGES
 from application.requests.sweeps import RELAY_EVENTS as RELAY
 from tasks.base import CommandTask
 from tasks.runtime import SweepTask
 from worker.celery_app import app, create_celery_app
-from worker.messaging.config import SWEEPS
-from worker.observability.logs import configure
-from worker.observability.signals import _on_task_postrun, _on_task_prerun
-from worker.observability.sweeps import (
-    no_sent_events_from_beat,
-    schedule_intervals,
-    seed_sweep_metrics,
-)
 from worker.settings import Settings
 
 

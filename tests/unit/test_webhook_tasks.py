@@ -94,9 +94,9 @@ def test_the_sweep_task_publishes_the_due_deliveries(
 def test_deliveries_go_to_the_webhooks_queue_and_beats_sweep_to_maintenance_at_its_interval(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from adapters.messaging.config import TASK_MODULES as APP_MODULES
+    from adapters.messaging.config import celery_config
     from worker.celery_app import create_celery_app
-    from worker.messaging.config import TASK_MODULES as APP_MODULES
-    from worker.messaging.config import celery_config
     from worker.settings import Settings
 
     clear_settings(monkeypatch)

@@ -4,7 +4,7 @@ Routes live in ``worker/api/routes/`` (one router per resource), authentication 
 ``auth.py``, body reading in ``body.py``, the pre-routing refusals in ``middleware.py`` and
 what routes share in ``state.py``. The API reaches the database and the queues only through
 the ports the composition root (``worker.bootstrap``) hands it: no module here imports
-SQLAlchemy or ``worker.db`` (tests/unit/test_layers.py).
+SQLAlchemy or ``adapters.db`` (tests/unit/test_layers.py).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
+from adapters.messaging.redis_clients import async_redis_client
 from worker.api.body import MAX_BODY_BYTES
 from worker.api.client_share import ClientShare
 from worker.api.console import install_console
@@ -41,7 +42,6 @@ from worker.api.shared_throttle import SharedFailures
 from worker.api.state import ApiState, RefusalHold
 from worker.api.verifications import Verifications
 from worker.bootstrap import Services, bootstrap, configure_logging
-from worker.messaging.redis_clients import async_redis_client
 
 ROUTERS = (
     users.router,

@@ -22,7 +22,7 @@ user, calls no Stripe and counts in the ceiling only. The defaults and why:
 ``docs/explanation/fair-share.md``.
 
 Why not a library: ``limits`` and ``pyrate-limiter`` would do, but the budget of Stripe's
-calls (``worker/provider/rate_budget.py``) already keeps GCRA in one Lua script on the same
+calls (``adapters/provider/rate_budget.py``) already keeps GCRA in one Lua script on the same
 Redis; this is the same arithmetic without its priorities, and it tells the caller when its
 next token is due (``Retry-After``), shared by every API process. A Redis that does not
 answer lets the command through: the limit protects the workers, it must not take the API

@@ -7,11 +7,11 @@ import time
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from adapters.observability import metrics
 from worker.api.auth import basic_credentials, throttled
 from worker.api.body import too_large
 from worker.api.errors import body_of
 from worker.api.state import ApiState
-from worker.observability import metrics
 
 
 class ThrottledSources:

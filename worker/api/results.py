@@ -28,7 +28,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from celery.states import READY_STATES
 
-from worker.messaging.publisher import RESULT_CHANNEL_PREFIX
+from adapters.messaging.publisher import RESULT_CHANNEL_PREFIX
 
 logger = logging.getLogger(__name__)
 

@@ -227,7 +227,7 @@ def _unreachable(error: BaseException) -> str | None:
             )
         return f"the database is unreachable or refused the request at {url}: {first}{hint}"
     if type(error).__module__.startswith("redis"):
-        from worker.messaging.redis_clients import describe_redis, uses_sentinel
+        from adapters.messaging.redis_clients import describe_redis, uses_sentinel
 
         where = describe_redis(settings)
         explicit = settings.redis_url or uses_sentinel(settings)

@@ -12,7 +12,7 @@ from worker.cli.base import DATABASE_ENV, BillingGroup, as_json_option, emit, se
 from worker.cli.tables import echo_list
 
 if TYPE_CHECKING:
-    from worker.db.api_clients import ClientView, NewClient
+    from adapters.db.api_clients import ClientView, NewClient
 
 SCOPES_HELP = f"A scope the client holds (repeat for several): {', '.join(Scope)}, or * for all."
 ORGS_HELP = "An organization the client may act in (repeat for several); default: every one."
@@ -82,8 +82,8 @@ def clients_create(
 ) -> None:
     """Create a client; its secret is printed once and never again. Without --scope it may
     only read back its own commands (commands:read): grant each operation it needs."""
+    from adapters.db.api_clients import create_client
     from domain.rules import checked_name
-    from worker.db.api_clients import create_client
 
     svc = services()
     grant = _grant(scopes, org_ids, Grant())
@@ -95,7 +95,7 @@ def clients_create(
 @as_json_option
 def clients_list(as_json: bool) -> None:
     """Every client: id, name, state, scopes and organizations (never a secret)."""
-    from worker.db.api_clients import list_clients
+    from adapters.db.api_clients import list_clients
 
     found = list_clients(services().database())
     if as_json:
@@ -127,8 +127,8 @@ def clients_update(
 ) -> None:
     """Rename a client, replace its scopes or organizations, or enable it again. API
     processes apply it once their cached verification ends (BILLING_AUTH_CACHE_SECONDS)."""
+    from adapters.db.api_clients import get_client, update_client
     from domain.rules import checked_name
-    from worker.db.api_clients import get_client, update_client
 
     if org_ids and all_orgs:
         usage_error("give --org or --all-orgs, not both")
@@ -155,7 +155,7 @@ def clients_update(
 def clients_disable(client_id: str, as_json: bool) -> None:
     """Disable a client: its requests get 401 (within BILLING_AUTH_CACHE_SECONDS in API
     processes that verified it recently). `clients update ID --enable` undoes it."""
-    from worker.db.api_clients import update_client
+    from adapters.db.api_clients import update_client
 
     svc = services()
     _emit_client(as_json, update_client(svc.database(), svc.clock, client_id, enabled=False))
@@ -167,7 +167,7 @@ def clients_disable(client_id: str, as_json: bool) -> None:
 def clients_rotate_secret(client_id: str, as_json: bool) -> None:
     """Give a client a new secret, printed once; the old one stops working (within
     BILLING_AUTH_CACHE_SECONDS in API processes that verified it recently)."""
-    from worker.db.api_clients import rotate_secret
+    from adapters.db.api_clients import rotate_secret
     from worker.local.seed import remember_rotated_demo_secret
     from worker.settings import get_settings
 

@@ -1,6 +1,6 @@
 """``billing-worker clock``: the local stack's clock.
 
-The application clock (real time plus an offset kept in Redis, :mod:`worker.clock`) and the
+The application clock (real time plus an offset kept in Redis, :mod:`adapters.clock`) and the
 Stripe emulator's clock move together. The offset lives with the stack's data, so it
 survives a restart of ``up``; ``clock reset`` or ``up --fresh`` bring real time back.
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
+from adapters.clock import ShiftableClock, clock_client
 from worker.cli.base import REDIS_ENV, BillingGroup, as_json_option, emit, fail
-from worker.clock import ShiftableClock, clock_client
 from worker.settings import get_settings
 
 NOT_A_LOCAL_STACK = (

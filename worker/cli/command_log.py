@@ -14,8 +14,8 @@ from worker.cli.dead_letters import dead_letter_store
 from worker.cli.tables import echo_list
 
 if TYPE_CHECKING:
+    from adapters.db.command_records import CommandRecord
     from application.handlers.retention import Pruned
-    from worker.db.command_records import CommandRecord
 
 
 @click.group(cls=BillingGroup)

@@ -12,12 +12,12 @@ from worker.cli.tables import echo_list
 from worker.settings import get_settings
 
 if TYPE_CHECKING:
-    from worker.messaging.dead_letters import DeadLetter, DeadLetters
+    from adapters.messaging.dead_letters import DeadLetter, DeadLetters
 
 
 def dead_letter_store() -> DeadLetters:
-    from worker.messaging.dead_letters import DeadLetters
-    from worker.messaging.redis_clients import redis_client
+    from adapters.messaging.dead_letters import DeadLetters
+    from adapters.messaging.redis_clients import redis_client
 
     return DeadLetters(redis_client(get_settings()))
 
@@ -77,9 +77,9 @@ def dead_letters_show(letter_id: str) -> None:
 def dead_letters_replay(letter_id: str) -> None:
     """Put the message back on its queue, if a worker can take it now (say, its task was
     unknown to the workers of the day); then drop the letter."""
+    from adapters.messaging.dead_letter_replay import replay_dead_letter, worker_task_names
+    from adapters.messaging.redis_clients import redis_client
     from worker.bootstrap import bootstrap
-    from worker.messaging.dead_letter_replay import replay_dead_letter, worker_task_names
-    from worker.messaging.redis_clients import redis_client
 
     task_names = worker_task_names(bootstrap().celery_app())
     letter = replay_dead_letter(

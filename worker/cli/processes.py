@@ -198,7 +198,7 @@ def _confirm_fresh(data_dir: Path, assume_yes: bool) -> None:
 def worker(celery_args: tuple[str, ...]) -> None:
     """Run a Celery worker on every queue (extra arguments go to `celery worker`)."""
     create_files_for_owner_only()  # what it writes in the data directory is private
-    from worker.observability.metrics import MULTIPROC_DIR_ENV
+    from adapters.observability.metrics import MULTIPROC_DIR_ENV
 
     settings = get_settings()
     if settings.worker_metrics_port:
@@ -241,7 +241,7 @@ def api(host: str | None, port: int | None, workers: int | None) -> None:
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
-    from worker.observability.metrics import MULTIPROC_DIR_ENV
+    from adapters.observability.metrics import MULTIPROC_DIR_ENV
 
     settings = get_settings()
     port = port or settings.api_port
@@ -294,7 +294,7 @@ def flower(port: int | None) -> None:
 def migrate() -> None:
     """Apply database migrations."""
     create_files_for_owner_only()  # what it writes in the data directory is private
-    from worker.db.migrate import upgrade
+    from adapters.db.migrate import upgrade
 
     settings = get_settings()
     upgrade(settings.resolved_database_url())

@@ -33,7 +33,7 @@ def celery_worker_argv(
 ) -> list[str]:
     """A worker's command line; ``log_format`` is the ``BILLING_LOG_FORMAT`` it runs with,
     ``app`` the module of its Celery app (another only in a benchmark: tests/benchmarks/)."""
-    from worker.messaging.config import CONSUMED_QUEUES
+    from adapters.messaging.config import CONSUMED_QUEUES
 
     return python_module(
         *_celery(log_format, app),
@@ -113,7 +113,7 @@ def flower_argv(host: str, port: int, db_file: Path) -> list[str]:
 def worker_metrics_env(port: int, directory: Path) -> dict[str, str]:
     """The environment of a worker node serving its metrics on ``port``: its pool processes
     write their values to ``directory`` (emptied now: a node's counters start from zero)."""
-    from worker.observability.metrics import MULTIPROC_DIR_ENV, prepare_multiproc_dir
+    from adapters.observability.metrics import MULTIPROC_DIR_ENV, prepare_multiproc_dir
 
     prepare_multiproc_dir(directory)
     return {"BILLING_WORKER_METRICS_PORT": str(port), MULTIPROC_DIR_ENV: str(directory)}
@@ -123,7 +123,7 @@ def api_metrics_env(directory: Path) -> dict[str, str]:
     """The environment of several API processes on one port: each writes its metric values to
     ``directory`` (emptied now: the API's counters start from zero), and any of them answers
     ``/metrics`` with the sum of all."""
-    from worker.observability.metrics import MULTIPROC_DIR_ENV, prepare_multiproc_dir
+    from adapters.observability.metrics import MULTIPROC_DIR_ENV, prepare_multiproc_dir
 
     prepare_multiproc_dir(directory)
     return {MULTIPROC_DIR_ENV: str(directory)}

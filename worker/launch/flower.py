@@ -87,8 +87,8 @@ class QueueLengths:
         self._steps = tuple(priority_steps) or (0,)
 
     async def queues(self, names: Iterable[str]) -> list[dict[str, Any]]:
-        from worker.messaging.queue_depths import queue_lists
-        from worker.messaging.redis_clients import async_redis_client
+        from adapters.messaging.queue_depths import queue_lists
+        from adapters.messaging.redis_clients import async_redis_client
         from worker.settings import get_settings
 
         names = list(names)

@@ -156,15 +156,15 @@ def seed_demo_client(settings: Settings, svc: Services) -> DemoCredentials:
     it. A disabled demo client is enabled again, as it exists to be
     used.
     """
-    from domain.permissions import ALL_SCOPES, Grant
-    from worker.db.api_clients import (
+    from adapters.db.api_clients import (
         create_client,
         get_client,
         rotate_secret,
         secret_authenticates,
         update_client,
     )
-    from worker.db.models import ApiClientRow
+    from adapters.db.models import ApiClientRow
+    from domain.permissions import ALL_SCOPES, Grant
 
     sessions = svc.database()
     # The demo client may do everything: it is how a new user tries the system.

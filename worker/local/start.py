@@ -231,7 +231,7 @@ class LocalStack:
         database_url = settings.resolved_database_url()
         env["BILLING_DATABASE_URL"] = database_url
 
-        from worker.db.migrate import upgrade
+        from adapters.db.migrate import upgrade
 
         upgrade(database_url)
         # Seeded with the settings the children get, so with the same (shiftable) clock.
@@ -383,7 +383,7 @@ class LocalStack:
         credentials = seed_demo_client(settings, svc)
         if emulator_url is None or self.emulator_key is None:
             return credentials, False
-        from worker.provider.stripe_adapter import StripeBillingProvider
+        from adapters.provider.stripe_adapter import StripeBillingProvider
 
         wait_until(
             lambda: port_open("127.0.0.1", int(emulator_url.rsplit(":", 1)[1])),
@@ -461,6 +461,6 @@ class LocalStack:
 
 
 def _clock_offset(settings: Settings) -> float:
-    from worker.clock import ShiftableClock, clock_client
+    from adapters.clock import ShiftableClock, clock_client
 
     return ShiftableClock(clock_client(settings)).offset()

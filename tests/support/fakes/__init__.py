@@ -3,15 +3,15 @@
 tests of the real handlers and of the real task runner; one module an idea:
 
 * ``clock``: :class:`FakeClock`, which moves only when told to (and ``T0``, where it starts);
-* ``database``: :class:`FakeDatabase` and :class:`FakeUnitOfWork` (``worker/db/uow.py``): its
+* ``database``: :class:`FakeDatabase` and :class:`FakeUnitOfWork` (``adapters/db/uow.py``): its
   transactions and the schema's uniqueness rules; ``repositories``: its tables
-  (``worker/db/repositories.py``);
+  (``adapters/db/repositories.py``);
 * ``events``: the outbox and webhook tables, the Redis stream, the webhook sender and the
-  relay's lock (``worker/db/events.py``, ``worker/outbound/``);
+  relay's lock (``adapters/db/events.py``, ``adapters/outbound/``);
 * ``provider``: :class:`FakeBillingProvider`, an in-memory Stripe as
-  ``worker/provider/stripe_adapter.py`` sees it; ``provider_requests``: how it answers a
+  ``adapters/provider/stripe_adapter.py`` sees it; ``provider_requests``: how it answers a
   request (idempotency keys, scripted failures, refusals);
-* ``journal``: :class:`FakeCommandJournal`, the command log (``worker/db/command_log.py``);
+* ``journal``: :class:`FakeCommandJournal`, the command log (``adapters/db/command_log.py``);
 * ``messaging``: the publisher and the dead letters;
 * ``application``: :class:`FakeApplication`, every port at once, as the handlers and the
   runner are given it;

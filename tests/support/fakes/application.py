@@ -128,7 +128,7 @@ class FakeApplication:
 
     def billing_provider(self) -> FakeBillingProvider:
         if not self._with_provider:
-            # As worker.provider.stripe_adapter.build_provider without an API key.
+            # As adapters.provider.stripe_adapter.build_provider without an API key.
             raise FailedPrecondition(
                 "no billing provider is configured",
                 details=[error_info("PROVIDER_NOT_CONFIGURED")],

@@ -1,9 +1,9 @@
-""":class:`FakeDatabase` and :class:`FakeUnitOfWork` mirror ``worker/db/uow.py`` and
-``worker/db/repositories.py``: a repository hands out copies (changing an entity changes
+""":class:`FakeDatabase` and :class:`FakeUnitOfWork` mirror ``adapters/db/uow.py`` and
+``adapters/db/repositories.py``: a repository hands out copies (changing an entity changes
 nothing until it is saved), writes become visible to other units of work only on
 ``commit()`` (a transaction reads what others committed, as PostgreSQL's read committed
 does), leaving the block without a commit rolls back, and a commit that would break
-one of the schema's uniqueness rules (``worker/db/models.py``) raises
+one of the schema's uniqueness rules (``adapters/db/models.py``) raises
 :class:`UniquenessViolation` and rolls the transaction back. Row locks (``for_update``) are
 not modelled: a test runs one transaction at a time, and plays a racing transaction with
 :meth:`FakeDatabase.before_next_commit`. Foreign keys are not checked.
@@ -71,7 +71,7 @@ def _pending_change_subscription(change: ScheduledChange) -> object | None:
     return change.subscription_id if change.state.is_pending else None
 
 
-# The uniqueness rules of worker/db/models.py, besides every table's primary key.
+# The uniqueness rules of adapters/db/models.py, besides every table's primary key.
 UNIQUE_RULES: dict[str, tuple[_UniqueRule, ...]] = {
     "users": (_UniqueRule("users.email", lambda user: user.email),),
     "organizations": (_UniqueRule("organizations.name", lambda org: org.name),),

@@ -2,8 +2,8 @@
 the :class:`tests.support.fakes.database.FakeDatabase`, so that they commit and roll back with the
 handler's transaction), the Redis stream, the webhook sender and the relay's lock.
 
-They mirror ``worker/db/events.py``, ``worker/outbound/stream.py`` and
-``worker/outbound/webhooks.py``.
+They mirror ``adapters/db/events.py``, ``adapters/outbound/stream.py`` and
+``adapters/outbound/webhooks.py``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-""":class:`FakeCommandJournal` mirrors ``SqlCommandLog`` (``worker/db/command_log.py``, with
-its runs in ``worker/db/command_runs.py``)."""
+""":class:`FakeCommandJournal` mirrors ``SqlCommandLog`` (``adapters/db/command_log.py``, with
+its runs in ``adapters/db/command_runs.py``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-""":class:`FakeBillingProvider` mirrors Stripe as the adapter (``worker/provider/stripe_*.py``) sees
+""":class:`FakeBillingProvider` mirrors Stripe as the adapter (``adapters/provider/stripe_*.py``) sees
 it: one object per idempotency key (a repeated key replays the first answer, a refusal included;
 the same key with other parameters or for another operation is an ``Internal`` error,
 Stripe's ``IdempotencyError``), keys forgotten after 24 hours on the fake clock, customers

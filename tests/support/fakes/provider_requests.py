@@ -113,7 +113,7 @@ class RecordedRequests:
 
 
 def rejected(field_name: str, message: str) -> InvalidArgument:
-    """A 4xx as ``worker.provider.stripe_errors.translate`` makes it."""
+    """A 4xx as ``adapters.provider.stripe_errors.translate`` makes it."""
     return InvalidArgument(
         f"the billing provider rejected the request: {message}",
         details=[

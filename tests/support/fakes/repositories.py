@@ -1,4 +1,4 @@
-"""The repositories of the fake database's tables (``worker/db/repositories.py``): each
+"""The repositories of the fake database's tables (``adapters/db/repositories.py``): each
 reads and writes through the :class:`~tests.support.fakes.database.Transaction` of its unit of work,
 and hands out copies."""
 

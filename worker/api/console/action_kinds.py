@@ -1,6 +1,6 @@
 """The console's actions, each as its confirmation page shows it and as it is taken: what it
 acts on (its subject, read now) and the use case it runs, the one the CLI runs
-(``application/handlers/operations.py``, ``worker/messaging/dead_letter_replay.py``,
+(``application/handlers/operations.py``, ``adapters/messaging/dead_letter_replay.py``,
 ``application/handlers/drift.py``). The pages and the form around them are ``actions.py``.
 """
 
@@ -166,8 +166,8 @@ def _drift_subject(svc: Services, key: str) -> Subject:
 
 
 def _dead_letters(svc: Services) -> Any:
-    from worker.messaging.dead_letters import DeadLetters
-    from worker.messaging.redis_clients import redis_client
+    from adapters.messaging.dead_letters import DeadLetters
+    from adapters.messaging.redis_clients import redis_client
 
     return DeadLetters(redis_client(svc.settings))
 
@@ -221,8 +221,8 @@ def _skip_change(svc: Services, caller: Caller, change_id: str, reason: str) -> 
 
 
 def _replay_letter(svc: Services, caller: Caller, letter_id: str, reason: str) -> str:
-    from worker.messaging.dead_letter_replay import replay_dead_letter, worker_task_names
-    from worker.messaging.redis_clients import redis_client
+    from adapters.messaging.dead_letter_replay import replay_dead_letter, worker_task_names
+    from adapters.messaging.redis_clients import redis_client
 
     letter = replay_dead_letter(
         _dead_letters(svc),

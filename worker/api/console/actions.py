@@ -136,7 +136,7 @@ def _tokens(request: Request, svc: Services) -> CsrfTokens:
 
 
 def _kept_secret(svc: Services, key: str, candidate: bytes) -> bytes:
-    from worker.messaging.redis_clients import redis_client
+    from adapters.messaging.redis_clients import redis_client
 
     client = redis_client(svc.settings)
     client.set(key, candidate, nx=True)

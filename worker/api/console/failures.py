@@ -173,8 +173,8 @@ def _pending(svc: Services, caller: Caller) -> str:
 
 
 def _dead_letters(svc: Services, caller: Caller) -> str:
-    from worker.messaging.dead_letters import DeadLetters
-    from worker.messaging.redis_clients import redis_client
+    from adapters.messaging.dead_letters import DeadLetters
+    from adapters.messaging.redis_clients import redis_client
 
     store = DeadLetters(redis_client(svc.settings))
     letters = _read("dead letters", lambda: store.list(SHOWN))

@@ -97,8 +97,8 @@ alert ``BillingSweepStalled`` would fire)."""
 
 
 def _sweeps(svc: Services, now: datetime) -> str:
-    from worker.messaging.config import SWEEPS
-    from worker.observability.sweeps import schedule_intervals
+    from adapters.messaging.config import SWEEPS
+    from adapters.observability.sweeps import schedule_intervals
 
     successes = _read("sweeps' last successes", lambda: svc.sweep_successes().read())
     if successes is None:

@@ -2,7 +2,7 @@
 
 Beside ``/openapi.json`` and, like it, public: it describes the contract, no one's data. Not
 in the OpenAPI document (it is not an operation of the HTTP API). The same text as
-``schemas/asyncapi.json``, made from the models (``worker.contracts.schemas``), so the API
+``schemas/asyncapi.json``, made from the models (``adapters.contracts.schemas``), so the API
 needs no file of the repository.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from worker.contracts.schemas import asyncapi_json
+from adapters.contracts.schemas import asyncapi_json
 
 router = APIRouter(tags=["contracts"])
 

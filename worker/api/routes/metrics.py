@@ -14,7 +14,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
-from worker.observability.metrics import multiproc_dir, multiprocess_registry
+from adapters.observability.metrics import multiproc_dir, multiprocess_registry
 
 router = APIRouter(tags=["health"])
 

@@ -32,6 +32,9 @@ from anyio import to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from adapters.observability import metrics
+from adapters.provider.stripe_events import NotAStripeEvent, event_of
+from adapters.provider.stripe_signatures import BadSignature, verify_stripe_signature
 from application.handlers.stripe_endpoints import stripe_endpoint_secrets
 from application.requests.operator_requests import ListStripeEndpointSecrets
 from domain.errors import ErrorCode, error_info, field_violations
@@ -39,9 +42,6 @@ from worker.api.contract import ErrorBody
 from worker.api.state import ApiState, State
 from worker.api.strict_json import BodyRejected, parse_object
 from worker.api.stripe_syncs import take_in
-from worker.observability import metrics
-from worker.provider.stripe_events import NotAStripeEvent, event_of
-from worker.provider.stripe_signatures import BadSignature, verify_stripe_signature
 
 router = APIRouter(tags=["stripe events"])
 

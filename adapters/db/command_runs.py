@@ -1,0 +1,344 @@
+"""A command's runs in the command log: what the tasks write as they run it (the worker's
+side of ``domain.ports.commands.CommandJournal``).
+
+A delivery begins the command (logging it first when another service published it straight
+onto the queue), or is told it finished (replay), runs elsewhere, or names another command;
+it then records the outcome once, with the events that report it, or a retry or a wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import Row, Table, and_, bindparam, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from adapters.db.command_records import CommandRecord
+from adapters.db.events import SqlEventOutbox
+from adapters.db.models import CommandRow
+from adapters.db.uow import SharedUnitOfWork
+from adapters.observability import metrics
+from domain.errors import CommandIdReused, CommandInProgress
+from domain.events.base import Event
+from domain.messages import CommandStatus, command_fingerprint
+from domain.operations.outcomes import error_code, error_reason
+from domain.ports.application import Clock
+from domain.ports.commands import CannotRunInOneTransaction
+from domain.ports.repositories import UnitOfWork
+
+
+class _LoggedNow:
+    """``_begin``'s answer when it made the command's entry (a command first seen here)."""
+
+
+_LOGGED_NOW = _LoggedNow()
+
+MAX_RETRY_HISTORY = 50
+DEFAULT_RUNNING_LEASE = timedelta(minutes=10)
+
+
+class SqlCommandRuns:
+    """Each method is one short transaction of its own (``run_in_one_transaction``: with
+    the command's own work in it)."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        clock: Clock,
+        running_lease: timedelta = DEFAULT_RUNNING_LEASE,
+    ) -> None:
+        self._sessions = sessions
+        self._clock = clock
+        self._running_lease = running_lease
+
+    def begin(
+        self, command_id: str, command_type: str, payload: dict[str, Any], *, source: str
+    ) -> CommandRecord | None:
+        """Mark the command running (logging it first if it is new), or return its record if
+        it finished. Raises :class:`CommandInProgress` while another delivery runs it, and
+        :class:`CommandIdReused` when the id names a command of another type or payload."""
+        fingerprint = command_fingerprint(command_type, payload)
+        try:
+            outcome = self._begin(command_id, command_type, payload, fingerprint, source)
+        except IntegrityError:
+            # Two deliveries of a new command raced to log it; the loser sees the entry now.
+            outcome = self._begin(command_id, command_type, payload, fingerprint, source)
+        if isinstance(outcome, _LoggedNow):
+            metrics.command_accepted(command_type, source)
+            return None
+        return outcome
+
+    def _begin(
+        self,
+        command_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        fingerprint: str,
+        source: str,
+    ) -> CommandRecord | _LoggedNow | None:
+        now = self._clock.now()
+        with self._sessions.begin() as session:
+            row = session.get(CommandRow, command_id, with_for_update=True)
+            if row is None:
+                session.add(
+                    CommandRow(
+                        **_new_entry(
+                            command_id,
+                            command_type,
+                            payload,
+                            fingerprint,
+                            source,
+                            now,
+                            status=CommandStatus.RUNNING,
+                        )
+                    )
+                )
+                return _LOGGED_NOW
+            if _names_another_command(row, command_type, fingerprint):
+                raise CommandIdReused(command_id, row.type)
+            if CommandStatus(row.status).is_terminal:
+                return CommandRecord.of(row)
+            if self._running_elsewhere(row, now):
+                raise CommandInProgress(command_id)
+            row.status = CommandStatus.RUNNING.value
+            row.attempts += 1
+            row.updated_at = now
+            return None
+
+    def run_in_one_transaction(
+        self,
+        command_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        *,
+        source: str,
+        work: Callable[[UnitOfWork], dict[str, Any]],
+    ) -> CommandRecord | None:
+        """``CommandJournal.run_in_one_transaction``: ``work`` runs, then one statement
+        writes the entry succeeded, logging it if it is new, in the same transaction.
+
+        The write is an insert that, when the entry exists, finishes it only if it is this
+        delivery's to finish (the same command, not finished, not running under another
+        delivery's lease); otherwise nothing is written, the transaction rolls back with the
+        work, and the entry is read: a finished command's outcome is returned (a
+        redelivery), else ``None`` sends the delivery the usual way (which waits for the
+        running one, or refuses an id naming another command). Reading the entry first cost
+        every command a statement (a round trip on PostgreSQL) for what only a redelivery
+        needs; a redelivery now runs its work and undoes it.
+        A racing delivery's entry makes the insert wait for its transaction (PostgreSQL) or
+        for the write lock (SQLite), then find it.
+
+        The entry's statement is SQLAlchemy Core on the table, not the ORM: the hot path of
+        every such command, where the ORM's loading and flush cost more than the statements
+        (the handler's own statements stay its repositories')."""
+        fingerprint = command_fingerprint(command_type, payload)
+        started = self._clock.now()
+        with self._sessions() as session:
+            result = work(SharedUnitOfWork(session))
+            now = self._clock.now()
+            entry = _new_entry(
+                command_id,
+                command_type,
+                payload,
+                fingerprint,
+                source,
+                started,
+                status=CommandStatus.SUCCEEDED,
+            )
+            entry.update(result=result, error=None, updated_at=now, finished_at=now)
+            upsert = _FINISH_OR_LOG[session.get_bind().dialect.name]
+            try:
+                row = session.execute(
+                    upsert,
+                    {
+                        **entry,
+                        "logged_at": started,
+                        "lease_began": started - self._running_lease,
+                    },
+                ).first()
+                if row is None:
+                    # Not this delivery's to finish: its work is undone, and a finished
+                    # command's outcome is replayed (the rare redelivery pays a read).
+                    session.rollback()
+                    return self._finished_before(session, command_id, command_type, fingerprint)
+                session.commit()
+            except IntegrityError as error:
+                # A racing delivery logged the command first (PostgreSQL may tell at commit).
+                raise CannotRunInOneTransaction("another delivery logged the entry") from error
+        record = CommandRecord.of(row)
+        if row.logged_now:
+            metrics.command_accepted(command_type, source)
+        metrics.command_finished(
+            command_type, CommandStatus.SUCCEEDED.value, record.created_at, now, result
+        )
+        return record
+
+    @staticmethod
+    def _finished_before(
+        session: Session, command_id: str, command_type: str, fingerprint: str
+    ) -> CommandRecord | None:
+        """The outcome a redelivered command recorded before, or ``None`` (another delivery
+        runs it, or its id names another command: the usual way says which)."""
+        row = session.execute(_READ_ENTRY, {"id": command_id}).first()
+        if row is None or _names_another_command(row, command_type, fingerprint):
+            return None
+        return CommandRecord.of(row) if CommandStatus(row.status).is_terminal else None
+
+    def _running_elsewhere(self, row: CommandRow | Row[Any], now: datetime) -> bool:
+        """Another delivery of this command is running it now (a duplicate message); one whose
+        worker died stops counting once the lease is over."""
+        return row.status == CommandStatus.RUNNING.value and (
+            now - row.updated_at < self._running_lease
+        )
+
+    def succeed(self, command_id: str, result: dict[str, Any]) -> None:
+        self._finish(command_id, CommandStatus.SUCCEEDED, result=result)
+
+    def fail(self, command_id: str, error: dict[str, Any], events: Sequence[Event] = ()) -> None:
+        self._finish(command_id, CommandStatus.FAILED, error=error, events=events)
+
+    def reject(self, command_id: str, error: dict[str, Any], events: Sequence[Event] = ()) -> None:
+        self._finish(command_id, CommandStatus.REJECTED, error=error, events=events)
+
+    def retrying(
+        self, command_id: str, error: dict[str, Any], retry: dict[str, Any] | None = None
+    ) -> None:
+        now = self._clock.now()
+        with self._sessions.begin() as session:
+            row = session.get(CommandRow, command_id, with_for_update=True)
+            if row is None:
+                return
+            row.status = CommandStatus.RETRYING.value
+            row.error = error
+            row.updated_at = now
+            if retry is not None:
+                history = [*(row.retries or []), {"at": now.isoformat(), **retry}]
+                row.retries = history[-MAX_RETRY_HISTORY:]
+
+    def waiting(self, command_id: str, seconds: float) -> None:
+        """The command was re-queued to wait ``seconds`` for the provider's rate budget."""
+        now = self._clock.now()
+        with self._sessions.begin() as session:
+            session.execute(
+                update(CommandRow)
+                .where(CommandRow.id == command_id)
+                .values(status=CommandStatus.WAITING.value, updated_at=now)
+            )
+
+    def _finish(
+        self,
+        command_id: str,
+        status: CommandStatus,
+        *,
+        result: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+        events: Sequence[Event] = (),
+    ) -> None:
+        """Record the outcome once: a command that finished already (another delivery
+        finished it first) is left as it is, and ``events`` are written only with the outcome
+        they report, in its transaction."""
+        now = self._clock.now()
+        with self._sessions.begin() as session:
+            finished = session.execute(
+                update(CommandRow)
+                .where(CommandRow.id == command_id, CommandRow.status.notin_(_FINISHED))
+                .values(
+                    status=status.value,
+                    result=result,
+                    error=error,
+                    updated_at=now,
+                    finished_at=now,
+                )
+                .returning(CommandRow.type, CommandRow.created_at)
+            ).first()
+            if finished is not None:
+                outbox = SqlEventOutbox(session)
+                for event in events:
+                    outbox.add(event)
+        if finished is not None:
+            metrics.command_finished(finished.type, status.value, finished.created_at, now, result)
+            if error is not None:
+                metrics.command_ended_in_error(
+                    finished.type, status.value, error_code(error).name, error_reason(error)
+                )
+
+
+def _new_entry(
+    command_id: str,
+    command_type: str,
+    payload: dict[str, Any],
+    fingerprint: str,
+    source: str,
+    now: datetime,
+    *,
+    status: CommandStatus,
+) -> dict[str, Any]:
+    """The entry of a command first seen by a worker (another service published it): its
+    columns' values."""
+    return {
+        "id": command_id,
+        "type": command_type,
+        "status": status.value,
+        "source": source,
+        "payload": payload,
+        "fingerprint": fingerprint,
+        "attempts": 1,
+        "created_at": now,
+        "updated_at": now,
+        "published_at": now,
+    }
+
+
+_COMMANDS = cast(Table, CommandRow.__table__)
+
+
+def _finish_or_log(dialect_insert: Callable[[Table], Any]) -> Any:
+    """``run_in_one_transaction``'s one statement, in a dialect's ``INSERT … ON CONFLICT``:
+    the new entry, succeeded; or, for an entry already there, its outcome, only where it
+    is this delivery's to finish. Returns the entry and ``logged_now`` (it is new)."""
+    statement = dialect_insert(_COMMANDS)
+    excluded, commands = statement.excluded, _COMMANDS.c
+    when = commands.created_at.type
+    return statement.on_conflict_do_update(
+        index_elements=[commands.id],
+        set_={
+            "status": excluded.status,
+            "attempts": commands.attempts + 1,
+            "result": excluded.result,
+            "error": None,
+            "updated_at": excluded.updated_at,
+            "finished_at": excluded.finished_at,
+        },
+        where=and_(
+            commands.type == excluded.type,
+            # Entries logged before fingerprints were kept are taken at their type's word.
+            or_(commands.fingerprint.is_(None), commands.fingerprint == excluded.fingerprint),
+            commands.status.notin_(_FINISHED),
+            or_(
+                commands.status != CommandStatus.RUNNING.value,
+                commands.updated_at <= bindparam("lease_began", type_=when),
+            ),
+        ),
+    ).returning(
+        *_COMMANDS.columns,
+        (commands.created_at == bindparam("logged_at", type_=when)).label("logged_now"),
+    )
+
+
+def _names_another_command(row: CommandRow | Row[Any], command_type: str, fingerprint: str) -> bool:
+    # Entries logged before fingerprints were kept are taken at their type's word.
+    return row.type != command_type or row.fingerprint not in (None, fingerprint)
+
+
+_FINISHED = tuple(status.value for status in CommandStatus if status.is_terminal)
+# Built once, executed with their parameters: a statement built for each command costs
+# about as much as the ORM's own load and flush (SQLAlchemy builds its cache key each time).
+_READ_ENTRY = select(_COMMANDS).where(_COMMANDS.c.id == bindparam("id"))
+_FINISH_OR_LOG = {
+    "postgresql": _finish_or_log(postgresql.insert),
+    "sqlite": _finish_or_log(sqlite.insert),
+}

@@ -1,0 +1,167 @@
+"""The database's part of beat's gauges (``adapters.observability.gauges``): counts and ages
+read in one session at each scrape."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session, aliased, sessionmaker
+
+from adapters.db.models import (
+    BillingAccountRow,
+    CommandRow,
+    EventRow,
+    PlanRow,
+    ScheduledChangeRow,
+    SubscriptionRow,
+    WebhookDeliveryRow,
+    WebhookEndpointRow,
+)
+from adapters.observability.gauges import DatabaseFigures
+from domain.billing.accounts import BillingAccountState
+from domain.messages import CommandStatus
+from domain.subscriptions.change_states import ChangeKind, ChangeState
+from domain.subscriptions.subscription import SubscriptionState
+
+
+class SqlSystemFigures:
+    """Reads :class:`DatabaseFigures` as of a given instant."""
+
+    def __init__(self, sessions: sessionmaker[Session], period_end_lead: timedelta) -> None:
+        self._sessions = sessions
+        self._period_end_lead = period_end_lead
+
+    def __call__(self, now: datetime) -> DatabaseFigures:
+        pending = [state.value for state in ChangeState if state.is_pending]
+        unstaged = [ChangeState.SCHEDULED.value, ChangeState.APPLYING.value]
+        with self._sessions() as session:
+            by_state: dict[str, int] = {
+                str(state): int(count)
+                for state, count in session.execute(
+                    select(ScheduledChangeRow.state, func.count()).group_by(
+                        ScheduledChangeRow.state
+                    )
+                ).all()
+            }
+            row = ScheduledChangeRow
+            lead = self._period_end_lead
+            # Due: a change at the period's end once it should be made at Stripe (the lead
+            # before its boundary) and until it is staged; any other once it is in effect.
+            due_at_stripe: datetime | None = session.scalar(
+                select(func.min(row.effective_at)).where(
+                    row.state.in_(unstaged),
+                    row.kind == ChangeKind.END_OF_PERIOD.value,
+                    row.effective_at <= now + lead,
+                )
+            )
+            due_here: datetime | None = session.scalar(
+                select(func.min(row.effective_at)).where(
+                    row.state.in_(pending),
+                    row.kind == ChangeKind.IMMEDIATE.value,
+                    row.effective_at <= now,
+                )
+            )
+            staged_past: datetime | None = session.scalar(
+                select(func.min(row.effective_at)).where(
+                    row.state == ChangeState.STAGED.value, row.effective_at <= now
+                )
+            )
+            candidates = [
+                moment
+                for moment in (
+                    None if due_at_stripe is None else due_at_stripe - lead,
+                    due_here,
+                    staged_past,
+                )
+                if moment is not None
+            ]
+            oldest_due = min(candidates) if candidates else None
+            failed, rejected = (
+                int(
+                    session.scalar(
+                        select(func.count())
+                        .select_from(CommandRow)
+                        .where(CommandRow.status == status.value)
+                    )
+                    or 0
+                )
+                for status in (CommandStatus.FAILED, CommandStatus.REJECTED)
+            )
+            deliveries_by_state = _count_by(session, WebhookDeliveryRow.state)
+            endpoints_by_state = _count_by(session, WebhookEndpointRow.state)
+            unpublished = int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(EventRow)
+                    .where(EventRow.published_at.is_(None))
+                )
+                or 0
+            )
+            pending_count, oldest_pending = session.execute(
+                select(func.count(), func.min(BillingAccountRow.created_at)).where(
+                    BillingAccountRow.state == BillingAccountState.PENDING.value
+                )
+            ).one()
+            off_plan = _subscriptions_off_plan(session)
+        return DatabaseFigures(
+            changes_by_state=by_state,
+            oldest_due_change=oldest_due,
+            failed_commands=failed,
+            rejected_commands=rejected,
+            deliveries_by_state=deliveries_by_state,
+            endpoints_by_state=endpoints_by_state,
+            unpublished_events=unpublished,
+            pending_accounts=int(pending_count or 0),
+            oldest_pending_account=oldest_pending,
+            subscriptions_off_plan=off_plan,
+        )
+
+
+def _subscriptions_off_plan(session: Session) -> dict[str, int]:
+    """Live subscriptions whose billed price (as last read) is not their plan's, by kind;
+    one whose pending change holds that price at Stripe (being made, or staged ahead of its
+    boundary) is in flight, not off."""
+    sub, plan, billed, change, target = (
+        SubscriptionRow,
+        aliased(PlanRow),
+        aliased(PlanRow),
+        ScheduledChangeRow,
+        aliased(PlanRow),
+    )
+    over = [state.value for state in SubscriptionState if state.is_over]
+    in_flight = (
+        select(change.id)
+        .join(target, target.id == change.target_plan_id)
+        .where(
+            change.subscription_id == sub.id,
+            change.state.in_([ChangeState.APPLYING.value, ChangeState.STAGED.value]),
+            target.provider_price_id == sub.billed_price_id,
+        )
+        .exists()
+    )
+    rows = session.execute(
+        select(billed.id.is_not(None), func.count())
+        .select_from(sub)
+        .join(plan, plan.id == sub.plan_id)
+        .outerjoin(billed, billed.provider_price_id == sub.billed_price_id)
+        .where(
+            sub.state.not_in(over),
+            sub.billed_price_id.is_not(None),
+            or_(plan.provider_price_id.is_(None), plan.provider_price_id != sub.billed_price_id),
+            ~in_flight,
+        )
+        .group_by(billed.id.is_not(None))
+    ).all()
+    counts = {"unknown_price": 0, "other_plan": 0}
+    for known, count in rows:
+        counts["other_plan" if known else "unknown_price"] += int(count)
+    return counts
+
+
+def _count_by(session: Session, column: Any) -> dict[str, int]:
+    return {
+        str(value): int(count)
+        for value, count in session.execute(select(column, func.count()).group_by(column)).all()
+    }

@@ -1,0 +1,246 @@
+"""Stripe's objects read into our values: a subscription, a customer, an invoice, a change's
+preview. Reading them needs no SDK, so it lives apart from the adapter's operations
+(``adapters/provider/stripe_customers.py`` and its siblings), which call Stripe and hand its
+objects here.
+
+The protocols name just the fields read, as the SDK types them: mypy checks the SDK's objects
+the adapter passes against them, so the SDK's types (those of the pinned API version) still
+vouch for every field read here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from domain.drift.report import BilledInvoice, RemoteCustomer, RemoteSubscription
+from domain.errors import Internal, error_info
+from domain.operations.console import InvoiceLineView, InvoiceView
+from domain.subscriptions.change_previews import ChangePreview, PreviewLine
+from domain.subscriptions.subscription import ProviderSubscription
+
+
+class _Metadata(Protocol):
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class _Identified(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+class StripeCustomer(Protocol):
+    """What is read of a ``stripe.Customer``."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def created(self) -> int: ...
+    @property
+    def metadata(self) -> _Metadata | None: ...
+
+
+class StripeSubscription(Protocol):
+    """What is read of a ``stripe.Subscription`` (its items by key: ``items`` is also a
+    mapping's method)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def customer(self) -> str | _Identified: ...
+    @property
+    def created(self) -> int: ...
+    @property
+    def metadata(self) -> _Metadata | None: ...
+    @property
+    def billing_cycle_anchor(self) -> int: ...
+    @property
+    def cancel_at(self) -> int | None: ...
+    def __getitem__(self, key: str) -> Any: ...
+
+
+class _LinePeriod(Protocol):
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+
+
+class _LineItemDetails(Protocol):
+    @property
+    def proration(self) -> bool: ...
+
+
+class _LineParent(Protocol):
+    @property
+    def subscription_item_details(self) -> _LineItemDetails | None: ...
+
+
+class _LinePriceDetails(Protocol):
+    @property
+    def price(self) -> str | _Identified: ...
+
+
+class _LinePricing(Protocol):
+    @property
+    def price_details(self) -> _LinePriceDetails | None: ...
+
+
+class _InvoiceLine(Protocol):
+    @property
+    def description(self) -> str | None: ...
+    @property
+    def amount(self) -> int: ...
+    @property
+    def parent(self) -> _LineParent | None: ...
+    @property
+    def pricing(self) -> _LinePricing | None: ...
+    @property
+    def period(self) -> _LinePeriod: ...
+
+
+class _InvoiceLines(Protocol):
+    @property
+    def data(self) -> Sequence[_InvoiceLine]: ...
+
+
+class StripeInvoice(Protocol):
+    """What is read of a ``stripe.Invoice`` (a preview's)."""
+
+    @property
+    def currency(self) -> str: ...
+    @property
+    def amount_due(self) -> int: ...
+    @property
+    def subtotal(self) -> int: ...
+    @property
+    def total(self) -> int: ...
+    @property
+    def lines(self) -> _InvoiceLines: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def customer_of(customer: StripeCustomer) -> RemoteCustomer:
+    metadata = customer.metadata
+    return RemoteCustomer(
+        id=str(customer.id),
+        created=_time(customer.created),
+        metadata={str(k): str(v) for k, v in (metadata.to_dict() if metadata else {}).items()},
+    )
+
+
+def listed_subscription_of(subscription: StripeSubscription) -> RemoteSubscription:
+    customer = subscription.customer
+    metadata = subscription.metadata
+    return RemoteSubscription(
+        subscription=subscription_of(subscription),
+        customer_id=str(customer if isinstance(customer, str) else customer.id),
+        created=_time(subscription.created),
+        metadata={str(k): str(v) for k, v in (metadata.to_dict() if metadata else {}).items()},
+    )
+
+
+def _optional_text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def invoice_of(document: dict[str, Any], lines: Sequence[PreviewLine] = ()) -> InvoiceView:
+    def when(name: str) -> datetime | None:
+        value = document.get(name)
+        return _time(value) if isinstance(value, int) else None
+
+    return InvoiceView(
+        id=str(document["id"]),
+        status=str(document.get("status") or ""),
+        number=_optional_text(document.get("number")),
+        currency=str(document.get("currency") or ""),
+        amount_due=int(document.get("amount_due") or 0),
+        amount_paid=int(document.get("amount_paid") or 0),
+        billing_reason=_optional_text(document.get("billing_reason")),
+        created=_time(int(document.get("created") or 0)),
+        period_start=when("period_start"),
+        period_end=when("period_end"),
+        lines=[InvoiceLineView(**asdict(line)) for line in lines],
+    )
+
+
+def subscription_of(subscription: StripeSubscription) -> ProviderSubscription:
+    """Our view of a Stripe subscription of one item. API 2026-10-28.endive keeps the current
+    period on the items, not on the subscription."""
+    items = subscription["items"].data
+    if not items:
+        raise Internal(
+            f"stripe subscription {subscription.id} has no items",
+            details=[error_info("PROVIDER_SUBSCRIPTION_WITHOUT_ITEMS", id=subscription.id)],
+        )
+    item = items[0]
+    recurring = item.price.recurring
+    return ProviderSubscription(
+        id=str(subscription.id),
+        status=str(subscription.status),
+        item_id=str(item.id),
+        price_id=str(item.price.id),
+        current_period_start=_time(item.current_period_start),
+        current_period_end=_time(item.current_period_end),
+        billing_cycle_anchor=_time(subscription.billing_cycle_anchor),
+        interval=str(recurring.interval) if recurring else "month",
+        interval_count=int(recurring.interval_count) if recurring else 1,
+        cancel_at=_time(subscription.cancel_at) if subscription.cancel_at else None,
+        unit_amount=_optional_int(item.price.unit_amount),
+        currency=_optional_text(item.price.currency),
+    )
+
+
+def _optional_int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _time(timestamp: int) -> datetime:
+    return datetime.fromtimestamp(timestamp, UTC)
+
+
+def preview_of(invoice: StripeInvoice) -> ChangePreview:
+    """Our view of a previewed invoice: its totals and lines (a line's price is read from its
+    ``pricing`` in API 2026-10-28.endive)."""
+    lines = [line_of(line) for line in invoice.lines.data]
+    return ChangePreview(
+        currency=str(invoice.currency),
+        amount_due=int(invoice.amount_due),
+        subtotal=int(invoice.subtotal),
+        total=int(invoice.total),
+        lines=tuple(lines),
+    )
+
+
+def line_of(line: _InvoiceLine) -> PreviewLine:
+    """One invoice line: its amount, whether it is a proration, its period and its price
+    (read from its ``pricing`` in API 2026-10-28.endive)."""
+    parent = line.parent
+    item_details = parent.subscription_item_details if parent else None
+    pricing = line.pricing
+    price_details = pricing.price_details if pricing else None
+    return PreviewLine(
+        description=str(line.description or ""),
+        amount=int(line.amount),
+        proration=bool(item_details.proration) if item_details else False,
+        period_start=_time(line.period.start),
+        period_end=_time(line.period.end),
+        price_id=str(price_details.price) if price_details else None,
+    )
+
+
+def billed_invoice_of(invoice: StripeInvoice) -> BilledInvoice:
+    """An invoice with its lines (the first page of them, as Stripe embeds them: a renewal of
+    one item has one line, and its corrections a few)."""
+    document = invoice.to_dict()
+    return BilledInvoice(
+        id=str(document["id"]),
+        status=str(document.get("status") or ""),
+        billing_reason=_optional_text(document.get("billing_reason")),
+        currency=str(invoice.currency),
+        created=_time(int(document.get("created") or 0)),
+        lines=tuple(line_of(line) for line in invoice.lines.data),
+    )

@@ -1,0 +1,136 @@
+"""The Stripe adapter's plans and subscriptions: a plan's product and price, a subscription
+created, read, its price changed (now or staged for its period's end), found again and listed
+for the drift report."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from adapters.provider.stripe_fields import plan_field, price_field, subscription_field
+from adapters.provider.stripe_objects import listed_subscription_of, subscription_of
+from adapters.provider.stripe_requests import StripeRequests
+from domain.drift.report import RemoteSubscription, existing_subscription
+from domain.provider.rate_budget import CallKind
+from domain.subscriptions.plans import ProviderPlan, ProviderPrice
+from domain.subscriptions.proration import PaymentBehavior, ProrationBehavior
+from domain.subscriptions.subscription import ProviderSubscription, SubscriptionTerms
+
+
+class StripeSubscriptions(StripeRequests):
+    """The plan and subscription operations of
+    :class:`domain.ports.provider.BillingProvider`."""
+
+    def create_plan_price(self, plan: ProviderPlan, *, idempotency_key: str) -> ProviderPrice:
+        metadata = {"plan_id": plan.plan_id, "plan_name": plan.name}
+        params: dict[str, Any] = {
+            "currency": plan.currency,
+            "unit_amount": plan.amount,
+            "recurring": {"interval": plan.interval},
+            "nickname": plan.title,
+            "product_data": {"name": plan.title, "metadata": metadata},
+            "metadata": metadata,
+        }
+        price = self._call(
+            CallKind.WRITE,
+            "create price",
+            lambda: self._client.v1.prices.create(
+                params=params,  # type: ignore[arg-type]
+                options={"idempotency_key": idempotency_key},
+            ),
+            price_field,
+        )
+        product = price.product
+        product_id = product if isinstance(product, str) else product.id
+        return ProviderPrice(product_id=str(product_id), price_id=str(price.id))
+
+    def create_subscription(
+        self,
+        customer_id: str,
+        price_id: str,
+        terms: SubscriptionTerms,
+        *,
+        metadata: dict[str, str],
+        idempotency_key: str,
+    ) -> ProviderSubscription:
+        params: dict[str, Any] = {
+            "customer": customer_id,
+            "items": [{"price": price_id}],
+            "metadata": metadata,
+            "collection_method": terms.collection_method,
+            # Pinned rather than left to the API version or the account's default: flexible
+            # mode credits a change from what the customer was actually debited.
+            "billing_mode": {"type": "flexible"},
+        }
+        if terms.collection_method == "send_invoice":
+            params["days_until_due"] = terms.days_until_due
+        if terms.trial_days:
+            params["trial_period_days"] = terms.trial_days
+        created = self._call(
+            CallKind.WRITE,
+            "create subscription",
+            lambda: self._client.v1.subscriptions.create(
+                params=params,  # type: ignore[arg-type]
+                options={"idempotency_key": idempotency_key},
+            ),
+            subscription_field,
+        )
+        return subscription_of(created)
+
+    def get_subscription(self, provider_id: str) -> ProviderSubscription:
+        found = self._call(
+            CallKind.READ,
+            "retrieve subscription",
+            lambda: self._client.v1.subscriptions.retrieve(provider_id),
+            plan_field,
+        )
+        return subscription_of(found)
+
+    def change_subscription_price(
+        self,
+        provider_id: str,
+        item_id: str,
+        price_id: str,
+        *,
+        proration_behavior: ProrationBehavior,
+        idempotency_key: str,
+        proration_date: datetime | None = None,
+        payment_behavior: PaymentBehavior | None = None,
+    ) -> ProviderSubscription:
+        params: dict[str, Any] = {
+            "items": [{"id": item_id, "price": price_id}],
+            "proration_behavior": proration_behavior,
+        }
+        if proration_date is not None:
+            params["proration_date"] = int(proration_date.timestamp())
+        if payment_behavior is not None:
+            params["payment_behavior"] = payment_behavior
+        updated = self._call(
+            CallKind.WRITE,
+            "update subscription",
+            lambda: self._client.v1.subscriptions.update(
+                provider_id,
+                params=params,  # type: ignore[arg-type]
+                options={"idempotency_key": idempotency_key},
+            ),
+            plan_field,
+        )
+        return subscription_of(updated)
+
+    def list_subscriptions(self, customer_id: str | None = None) -> list[RemoteSubscription]:
+        params: dict[str, Any] = {"status": "all"}
+        if customer_id is not None:
+            params["customer"] = customer_id
+        subscriptions = self._client.v1.subscriptions
+        return [
+            listed_subscription_of(subscription)
+            for subscription in self._pages(
+                "list subscriptions", lambda page: subscriptions.list(params=page), params
+            )
+        ]
+
+    def find_subscription(
+        self, customer_id: str, subscription_id: str
+    ) -> ProviderSubscription | None:
+        found = existing_subscription(self.list_subscriptions(customer_id), subscription_id)
+        return found.subscription if found is not None else None
