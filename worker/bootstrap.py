@@ -29,7 +29,7 @@ from domain.ports.clients import ClientVerifier
 from domain.ports.commands import CommandPublisher, DeadLetterStore
 from domain.ports.events import EventStream, RelayLock, WebhookSender
 from domain.ports.provider import BillingProvider
-from domain.ports.repositories import UnitOfWork
+from domain.ports.repositories import OrganizationDirectory, UnitOfWork
 from domain.provider.rate_budget import RateBudget
 from domain.subscriptions.proration import ProrationBehavior
 from domain.webhooks import DeliveryPolicy
@@ -275,6 +275,12 @@ class Services:
             log = SqlProviderCallLog(self.database())
             self._recorded_provider = recorded(self._provider, log, self.clock)
         return self._recorded_provider
+
+    def organizations(self) -> OrganizationDirectory:
+        """Whether an organization exists (the API asks before it records a command)."""
+        from adapters.db.repositories import SqlOrganizationDirectory
+
+        return SqlOrganizationDirectory(self.database())
 
     def console(self) -> ConsoleQueries:
         """The operator console's reads (``adapters/db/timelines.py``, ``listing.py``)."""

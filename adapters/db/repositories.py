@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
 from sqlalchemy import ColumnElement, Select, and_, bindparam, delete, func, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from adapters.db.claims import claim_due_rows
 from adapters.db.mapping import RowMapping
@@ -119,6 +119,20 @@ class SqlOrganizationRepository(_RowRepository[Organization, OrganizationRow]):
 
     def by_name(self, name: str) -> Organization | None:
         return self._one(select(OrganizationRow).where(OrganizationRow.name == name))
+
+
+class SqlOrganizationDirectory:
+    """Whether an organization exists: one primary-key read of its id alone (never the row,
+    whose avatar may weigh 2 MB), in a short session of its own."""
+
+    _EXISTS = select(OrganizationRow.id).where(OrganizationRow.id == bindparam("id"))
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self._sessions = sessions
+
+    def exists(self, org_id: str) -> bool:
+        with self._sessions() as session:
+            return session.scalar(self._EXISTS, {"id": org_id}) is not None
 
 
 class SqlBillingAccountRepository(_RowRepository[BillingAccount, BillingAccountRow]):

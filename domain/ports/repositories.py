@@ -48,6 +48,13 @@ class OrganizationRepository(Protocol):
     def add(self, organization: Organization) -> None: ...
 
 
+class OrganizationDirectory(Protocol):
+    """Whether an organization exists, read outside any unit of work: what the API asks
+    before it records (or counts) a command naming one."""
+
+    def exists(self, org_id: str) -> bool: ...
+
+
 class BillingAccountRepository(Protocol):
     def get(self, account_id: str, *, for_update: bool = False) -> BillingAccount | None: ...
 

@@ -29,7 +29,8 @@ all at the boundary), and prints the drain time with them ÷ without: the syncs 
 wait behind the due changes, so the target is at most 1.10. With ``--preview-flood`` the
 second run has a client holding ``subscriptions:change`` for one other organization send
 synchronous previews from 8 threads through the drain (waiting out each ``Retry-After`` of
-its share, ``BILLING_CLIENT_COMMANDS_PER_SECOND`` at its default): the target is the same.
+its share, ``BILLING_CLIENT_COMMANDS_PER_SECOND`` and the client's ceiling at their defaults):
+the target is the same.
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ README_SETTINGS = {
     "BILLING_PERIOD_END_LEAD_SECONDS": "3600",
     "BILLING_CLIENT_COMMANDS_PER_SECOND": "1",
     "BILLING_CLIENT_COMMAND_BURST": "20",
+    "BILLING_CLIENT_TOTAL_COMMANDS_PER_SECOND": "5",
+    "BILLING_CLIENT_TOTAL_COMMAND_BURST": "100",
 }
 
 

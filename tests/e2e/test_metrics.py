@@ -18,10 +18,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.clock import SystemClock
 from adapters.messaging.config import CONSUMED_QUEUES
+from domain.billing.account_commands import RegisterBillingAccount
 from domain.subscriptions.change_states import ChangeState
 from tests.support.records import create_organization, create_user
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import new_account, new_plan, operator, subscribe
+
+REGISTER = RegisterBillingAccount.TASK_NAME
 
 pytestmark = pytest.mark.e2e
 
@@ -137,37 +140,39 @@ def test_an_enabled_user_is_counted_accepted_by_the_api_and_finished_by_the_work
         ), histogram
 
 
-def test_offline_accounts_and_a_missing_organization_count_succeeded_and_rejected(
+def test_an_offline_account_and_a_missing_one_count_succeeded_and_rejected(
     stack: Stack, worker_metrics: str, beat: str
 ) -> None:
     before = scrape(worker_metrics)
+    org_id = new_org(stack)
     with stack.http() as http:
-        created = http.post(
-            f"/v1beta1/organizations/{new_org(stack)}/billing", json=account(offline=True)
-        )
+        created = http.post(f"/v1beta1/organizations/{org_id}/billing", json=account(offline=True))
         missing = http.post(
-            f"/v1beta1/organizations/org_missing_{uuid.uuid4().hex[:6]}/billing",
-            json=account(offline=True),
+            f"/v1beta1/organizations/{org_id}/billing/ba_missing_{uuid.uuid4().hex[:6]}/register",
+            json={},
         )
     assert (created.status_code, missing.status_code) == (200, 404)
 
-    for outcome in ("succeeded", "rejected"):
+    for command_type, outcome in (
+        ("billing.create_account", "succeeded"),
+        (REGISTER, "rejected"),
+    ):
         eventually(
             grew(
                 worker_metrics,
                 "billing_commands_finished_total",
                 before,
-                type="billing.create_account",
+                type=command_type,
                 outcome=outcome,
             ),
-            what=f"a {outcome} billing.create_account",
+            what=f"a {outcome} {command_type}",
         )
     eventually(
         grew(
             worker_metrics,
             "billing_command_errors_total",
             before,
-            type="billing.create_account",
+            type=REGISTER,
             outcome="rejected",
             code="NOT_FOUND",
             reason="NOT_FOUND",

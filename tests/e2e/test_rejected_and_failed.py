@@ -153,10 +153,12 @@ def story(stack: Stack, task_events: TaskEvents) -> Story:
             mistakes[f"unknown-user-{number}"] = http.post(
                 f"/v1beta1/users/usr_nobody_{uuid.uuid4().hex[:8]}/enable", json={}
             )
+        # (An organization that does not exist is refused before anything is recorded.)
         for number in range(5):
-            mistakes[f"unknown-org-{number}"] = http.post(
-                f"/v1beta1/organizations/org_nobody_{uuid.uuid4().hex[:8]}/billing",
-                json=offline_account(),
+            mistakes[f"unknown-account-{number}"] = http.post(
+                f"/v1beta1/organizations/{orgs[0]}/billing/ba_nobody_{uuid.uuid4().hex[:8]}"
+                "/register",
+                json={},
             )
         for number in range(3):
             mistakes[f"second-account-{number}"] = http.post(

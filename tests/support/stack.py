@@ -55,6 +55,7 @@ TEST_SETTINGS = {
     # Tests and benchmarks send bursts from one client: each client's share of the workers is
     # tests/chaos/test_fair_share.py's business.
     "BILLING_CLIENT_COMMANDS_PER_SECOND": "0",
+    "BILLING_CLIENT_TOTAL_COMMANDS_PER_SECOND": "0",
     # The tests' webhook receivers listen on 127.0.0.1.
     "BILLING_WEBHOOK_ALLOW_PRIVATE_NETWORKS": "true",
     # Stripe events the tests sign themselves (tests/support/stripe_events.py).

@@ -23,6 +23,7 @@ from worker.api.errors import install_error_handlers
 from worker.api.gateway import CommandGateway
 from worker.api.middleware import BodySizeLimit, HttpMetrics, ThrottledSources
 from worker.api.openapi import install_openapi
+from worker.api.organizations import KnownOrganizations
 from worker.api.results import ResultListener
 from worker.api.routes import (
     OPENAPI_TAGS,
@@ -85,8 +86,13 @@ def create_app(svc: Services | None = None) -> FastAPI:
                 resolved.publisher(),
                 results,
                 settings.http_wait_timeout_seconds,
-                ClientShare(
-                    redis, settings.client_commands_per_second, settings.client_command_burst
+                known_organizations=KnownOrganizations(resolved.organizations()),
+                client_share=ClientShare(
+                    redis,
+                    settings.client_commands_per_second,
+                    settings.client_command_burst,
+                    settings.client_total_commands_per_second,
+                    settings.client_total_command_burst,
                 ),
                 is_transient=Services.is_transient,
             ),

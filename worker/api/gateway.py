@@ -40,6 +40,7 @@ from domain.messages import Command, CommandStatus
 from domain.ports.commands import CommandIntake, CommandPublisher, DuplicateCommand, LoggedCommand
 from worker.api.client_share import ClientShare
 from worker.api.errors import HTTP_STATUS, ApiError
+from worker.api.organizations import KnownOrganizations
 from worker.api.results import ResultListener, Watch
 
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -53,6 +54,8 @@ class CommandGateway:
     publisher: CommandPublisher
     results: ResultListener
     wait_timeout: float
+    known_organizations: KnownOrganizations | None = None
+    """The organizations a new command may name (``None``: any, the handler decides)."""
     client_share: ClientShare | None = None
     """Each client's rate of new commands (``None``: no limit)."""
     is_transient: Callable[[BaseException], bool] = lambda _error: False
@@ -97,8 +100,14 @@ class CommandGateway:
                 command = command_type.model_validate({**fields, "command_id": command_id})
             except ValidationError as error:
                 raise _bad_request(error, field_names or {}) from None
-            if self.client_share is not None:  # a new command: within the client's share
-                await self.client_share.take(client_id, getattr(command, "org_id", None))
+            org_id: str | None = getattr(command, "org_id", None)
+            # A new command: of an organization that exists (a made-up id is refused before
+            # it is recorded or counted, so it cannot multiply the share), then within the
+            # client's share.
+            if org_id is not None and self.known_organizations is not None:
+                await self.known_organizations.check(client_id, org_id)
+            if self.client_share is not None:
+                await self.client_share.take(client_id, org_id)
 
             def accept_and_publish() -> LoggedCommand:
                 # One trip to a worker thread: record (the outbox), then publish at once.

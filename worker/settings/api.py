@@ -110,18 +110,35 @@ class ApiSettings(Section):
         default=1.0,
         ge=0,
         description="New commands one API client may send per second for one organization, "
-        "sustained (previews, changes, creations alike; a command of no organization counts "
-        "under the client alone; 0: no limit). Beyond it and its burst a request is refused "
-        "(429, Retry-After) before anything is recorded, so that one client cannot take the "
-        "workers and Stripe's budget from every organization's period end: interactive "
-        "commands go first on both, so keep a client's rate times its commands' Stripe calls "
-        "a small part of BILLING_STRIPE_RATE_PER_SECOND.",
+        "sustained (previews, changes, creations alike; 0: no limit per organization). Beyond "
+        "it and its burst a request is refused (429, Retry-After) before anything is recorded, "
+        "so that a flood aimed at one organization cannot take the workers and Stripe's budget "
+        "from every organization's period end: interactive commands go first on both, so keep "
+        "a client's rate times its commands' Stripe calls a small part of "
+        "BILLING_STRIPE_RATE_PER_SECOND. A command of no organization (enabling a user) is "
+        "counted by BILLING_CLIENT_TOTAL_COMMANDS_PER_SECOND only.",
     )
     client_command_burst: int = Field(
         default=20,
         ge=0,
         description="New commands one API client may send at once for one organization, on "
         "top of its rate.",
+    )
+    client_total_commands_per_second: float = Field(
+        default=5.0,
+        ge=0,
+        description="New commands one API client may send per second in all, sustained, "
+        "whatever the organizations (and commands of no organization, such as enabling a "
+        "user); 0: no ceiling. The share per organization cannot be multiplied past it by "
+        "naming many organizations. 5 a second is 2 % of a worker core (4 ms a command) and "
+        "a fortieth of the 200 commands a second the capacity page sizes a deployment for.",
+    )
+    client_total_command_burst: int = Field(
+        default=100,
+        ge=0,
+        description="New commands one API client may send at once in all, on top of its "
+        "ceiling's rate: a batch of 100 user enables is accepted at once (about 0.4 s of one "
+        "worker process).",
     )
 
     @field_validator("api_trusted_proxies")
