@@ -85,6 +85,7 @@ REGISTRY: dict[str, Benchmark] = {
     "events": Script("bench_events.py", ("--users", "20", "--clients", "4", "--wait", "20")),
     "billing-accounts": Script("bench_billing_accounts.py", ("--accounts", "20", "--clients", "4")),
     "auth-flood": Script("bench_auth_flood.py", ("--seconds", "2")),
+    "made-up-flood": Script("bench_made_up_flood.py", ("--seconds", "3")),
     "stripe-emulator": Script("bench_stripe_emulator.py", ("--requests", "100")),
     "stripe-events-in": Script(
         "bench_stripe_events_in.py",

@@ -138,11 +138,21 @@ def test_sixty_previews_at_made_up_organizations_are_refused_with_the_spec_s_404
     client = stack.new_client("made-up-organizations")
     before = previews_logged(stack)
 
-    with http(api_at_defaults, client) as api:
-        refused = {
-            org_id: api.post(path, json={"plan": "team"})
-            for org_id, path in (made_up_preview_path() for _ in range(60))
-        }
+    made_up = [made_up_preview_path() for _ in range(60)]
+
+    def preview(path: str) -> httpx.Response:
+        with http(api_at_defaults, client) as api:
+            return api.post(path, json={"plan": "team"})
+
+    # At once: past its first few, a client's refusals are held a second each.
+    with ThreadPoolExecutor(30) as pool:
+        refused = dict(
+            zip(
+                (org_id for org_id, _ in made_up),
+                pool.map(preview, (path for _, path in made_up)),
+                strict=True,
+            )
+        )
 
     assert {answer.status_code for answer in refused.values()} == {404}
     for org_id, answer in refused.items():
@@ -188,14 +198,14 @@ def test_a_flood_of_made_up_organizations_takes_nothing_from_any_client_s_share(
     for thread in threads:
         thread.start()
     try:
-        eventually(lambda: sum(flood.values()) >= 50 or None, what="the flood under way")
+        eventually(lambda: sum(flood.values()) >= 30 or None, what="the flood under way")
         # The other client's whole share for its organization, synchronously, mid-flood.
         with http(api_at_defaults, other) as api:
             previews = Counter(
                 api.post(f"{target.change_url}/preview", json={"plan": to_plan.name}).status_code
                 for _ in range(per_organization)
             )
-        eventually(lambda: sum(flood.values()) >= 200 or None, what="200 made-up previews")
+        eventually(lambda: sum(flood.values()) >= 60 or None, what="60 made-up previews")
         flooding = all(thread.is_alive() for thread in threads)
     finally:
         stop.set()

@@ -11,7 +11,11 @@ import pytest
 
 from domain.errors import NotFound
 from worker.api.errors import ApiError
-from worker.api.organizations import LOOKUPS_PER_CLIENT, KnownOrganizations
+from worker.api.organizations import (
+    FREE_REFUSALS_PER_MINUTE,
+    LOOKUPS_PER_CLIENT,
+    KnownOrganizations,
+)
 
 
 class Directory:
@@ -114,3 +118,30 @@ def test_one_client_s_made_up_ids_are_read_a_few_at_a_time_and_never_hold_up_ano
 
     assert reads_while_stuck == LOOKUPS_PER_CLIENT + 1  # the flooder's turns, and the other's
     assert most_in_flight == LOOKUPS_PER_CLIENT + 1
+
+
+def test_a_client_s_refusals_past_its_free_ones_in_a_minute_are_held_and_another_s_are_not() -> (
+    None
+):
+    directory = Directory("org_real")
+    now = [0.0]
+    held: list[str] = []
+    holding: list[str] = []
+
+    async def hold() -> None:
+        held.append(holding[-1])
+
+    known = KnownOrganizations(directory, clock=lambda: now[0], hold_refusal=hold)
+
+    async def refuse(client_id: str, count: int) -> None:
+        for number in range(count):
+            holding.append(client_id)
+            with pytest.raises(ApiError):
+                await known.check(client_id, f"org_made_up_{number}")
+
+    asyncio.run(refuse("cli_flooder", FREE_REFUSALS_PER_MINUTE + 5))
+    asyncio.run(refuse("cli_typo", 1))
+    now[0] = 60.0  # a new minute: the flooder's free refusals again
+    asyncio.run(refuse("cli_flooder", 1))
+
+    assert held == ["cli_flooder"] * 5

@@ -78,6 +78,9 @@ def create_app(svc: Services | None = None) -> FastAPI:
         failures_by_source = SharedFailures(
             redis, "source", settings.auth_max_failures_per_source, window
         )
+        refusal_hold = RefusalHold(
+            settings.auth_throttled_hold_seconds, settings.auth_max_held_refusals
+        )
         app.state.api = ApiState(
             svc=resolved,
             gateway=CommandGateway(
@@ -86,7 +89,9 @@ def create_app(svc: Services | None = None) -> FastAPI:
                 resolved.publisher(),
                 results,
                 settings.http_wait_timeout_seconds,
-                known_organizations=KnownOrganizations(resolved.organizations()),
+                known_organizations=KnownOrganizations(
+                    resolved.organizations(), hold_refusal=refusal_hold.hold
+                ),
                 client_share=ClientShare(
                     redis,
                     settings.client_commands_per_second,
@@ -102,9 +107,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
             verifications=Verifications(
                 authenticator, failures_by_source_and_client, failures_by_source
             ),
-            refusal_hold=RefusalHold(
-                settings.auth_throttled_hold_seconds, settings.auth_max_held_refusals
-            ),
+            refusal_hold=refusal_hold,
             stripe_failures_by_source=SharedFailures(
                 redis, "stripe-source", settings.stripe_webhook_max_failures_per_source, window
             ),

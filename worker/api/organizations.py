@@ -19,6 +19,13 @@ next moment, and made-up ids must not fill the memory); each costs one primary-k
 and one client's reads of ids not remembered run at most ``LOOKUPS_PER_CLIENT`` at a time in
 this process, so a flood of made-up ids waits in its own line and never holds the threads
 every other client's commands are recorded on.
+
+Past ``FREE_REFUSALS_PER_MINUTE`` a client's refusals are held before they are sent (the
+API's refusal hold, ``BILLING_AUTH_THROTTLED_HOLD_SECONDS``, as for too many failed
+authentications): a client flooding made-up ids then spends its time waiting, one refusal a
+second per connection, instead of asking again at once and taking the API's CPU from every
+other client, while a caller's occasional typo is answered at once. Counted per process (the
+client is authenticated, so their number is bounded).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from anyio import to_thread
 
@@ -40,6 +47,8 @@ REMEMBERED_AT_MOST = 10_000
 """How many organizations found one process remembers (the least recently found go first)."""
 LOOKUPS_PER_CLIENT = 2
 """Reads of organizations not remembered one client may have in flight in one process."""
+FREE_REFUSALS_PER_MINUTE = 10
+"""Refusals one client gets at once in a minute, in one process; later ones are held."""
 
 
 class KnownOrganizations:
@@ -52,8 +61,10 @@ class KnownOrganizations:
         remember_seconds: float = REMEMBER_SECONDS,
         capacity: int = REMEMBERED_AT_MOST,
         clock: Callable[[], float] = time.monotonic,
+        hold_refusal: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._directory = directory
+        self._hold_refusal = hold_refusal
         self._remember_seconds = remember_seconds
         self._capacity = capacity
         self._clock = clock
@@ -61,6 +72,8 @@ class KnownOrganizations:
         """Organization id → when it stops being answered from memory."""
         self._lookups: dict[str, tuple[asyncio.Semaphore, int]] = {}
         """Client id → its reads' turns, and how many of its requests hold or wait for one."""
+        self._refusals: dict[str, tuple[float, int]] = {}
+        """Client id → when its minute of refusals started, and how many it had in it."""
 
     async def check(self, client_id: str, org_id: str) -> None:
         """Return if ``org_id`` exists, else raise the ``404`` (``NOT_FOUND``) naming it."""
@@ -69,8 +82,19 @@ class KnownOrganizations:
         async with self._turn(client_id):
             exists = await to_thread.run_sync(self._directory.exists, org_id)
         if not exists:
+            if self._refused_often(client_id) and self._hold_refusal is not None:
+                await self._hold_refusal()
             raise ApiError.of(NotFound.resource("organization", org_id))
         self._remember(org_id)
+
+    def _refused_often(self, client_id: str) -> bool:
+        """Count a refusal of ``client_id``'s; whether it is past its free ones this minute."""
+        now = self._clock()
+        started, count = self._refusals.get(client_id, (now, 0))
+        if now - started >= 60.0:
+            started, count = now, 0
+        self._refusals[client_id] = (started, count + 1)
+        return count >= FREE_REFUSALS_PER_MINUTE
 
     def _remembered(self, org_id: str) -> bool:
         until = self._found.get(org_id)

@@ -90,8 +90,9 @@ class ApiSettings(Section):
         default=1.0,
         ge=0,
         le=10,
-        description="How long a refusal for too many failed authentications is held before "
-        "it is sent: a flooding client then waits instead of sending again at once.",
+        description="How long a refusal for too many failed authentications, or of a command "
+        "naming an organization that does not exist, is held before it is sent: a flooding "
+        "client then waits instead of sending again at once.",
     )
     auth_max_held_refusals: int = Field(
         default=1024,
