@@ -57,10 +57,13 @@ def _flat(value: Any) -> bool:
 
 
 def _plain(value: Any) -> bool:
-    """A scalar whose ``repr`` is ``saferepr``'s (which writes unprintable characters as
-    they are, where ``repr`` escapes them)."""
+    """A scalar whose ``repr`` is ``saferepr``'s: ``saferepr`` writes unprintable characters
+    and backslashes as they are, where ``repr`` escapes them, and quotes a string holding a
+    single quote differently; such strings take ``saferepr``'s own path."""
     kind = type(value)
-    return kind in _SCALARS and (kind is not str or value.isprintable())
+    return kind in _SCALARS and (
+        kind is not str or (value.isprintable() and "\\" not in value and "'" not in value)
+    )
 
 
 def mask_argument_reprs(headers: dict[str, Any], args: Any, kwargs: Any) -> None:
