@@ -13,8 +13,11 @@ from typing import Any
 from kombu import Queue
 
 from adapters.messaging.redis_clients import celery_redis_config
-from application.handlers.sweeps import BULK_MESSAGE_PRIORITY, STRIPE_SYNC_MESSAGE_PRIORITY
-from application.handlers.webhook_deliveries import SEND_DUE_DELIVERIES
+from application.handlers.events.webhook_deliveries import SEND_DUE_DELIVERIES
+from application.handlers.operations.sweeps import (
+    BULK_MESSAGE_PRIORITY,
+    STRIPE_SYNC_MESSAGE_PRIORITY,
+)
 from application.requests.sweeps import (
     ENQUEUE_DUE_CHANGES,
     PRUNE_COMMAND_LOG,

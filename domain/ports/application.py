@@ -90,7 +90,7 @@ class CommandLogContext(PublishingContext, Protocol):
 
 class FailoverContext(CommandLogContext, Protocol):
     """The command log's side and a look at the broker's primary: what the failover sweep
-    runs with (``application/handlers/failover.py``)."""
+    runs with (``application/handlers/operations/failover.py``)."""
 
     @property
     def policy(self) -> RunnerPolicy: ...

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from application.handlers.due_changes import claim_due_changes
-from application.handlers.previews import preview_plan_change
-from application.handlers.scheduled_changes import apply_scheduled_change
-from application.handlers.subscriptions import change_subscription_plan
-from application.handlers.sweeps import BULK_MESSAGE_PRIORITY, publish_due_changes
+from application.handlers.operations.sweeps import BULK_MESSAGE_PRIORITY, publish_due_changes
+from application.handlers.subscriptions.due_changes import claim_due_changes
+from application.handlers.subscriptions.plan_changes import change_subscription_plan
+from application.handlers.subscriptions.previews import preview_plan_change
+from application.handlers.subscriptions.scheduled_changes import apply_scheduled_change
 from application.requests.sweeps import ClaimDueChanges, PublishDueChanges
 from domain.errors import (
     FailedPrecondition,

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from application.handlers.due_changes import claim_due_changes
-from application.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
-from application.handlers.scheduled_changes import apply_change
-from application.handlers.subscriptions import change_subscription_plan
+from application.handlers.provider.sync import reconcile_with_stripe, sync_stripe_object
+from application.handlers.subscriptions.due_changes import claim_due_changes
+from application.handlers.subscriptions.plan_changes import change_subscription_plan
+from application.handlers.subscriptions.scheduled_changes import apply_change
 from application.requests.sweeps import ClaimDueChanges, ReconcileWithStripe
 from domain.provider.sync import SyncStripeObject
 from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan

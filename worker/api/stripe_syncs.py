@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from application.handlers.provider_sync import FindReadsOf, reads_of
+from application.handlers.provider.sync import FindReadsOf, reads_of
 from domain.ports.commands import DuplicateCommand, LoggedCommand
 from domain.provider.sync import SYNC_NOT_YET_READ, ProviderEvent, SyncStripeObject, read_since
 from worker.api.state import ApiState

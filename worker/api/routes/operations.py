@@ -2,10 +2,10 @@
 ``billing-worker accounts``, ``subscriptions``, ``commands``, ``orgs`` and ``users``.
 
 Reads need the ``operations:read`` scope, actions ``operations:write``; both span every
-organization, so a client limited to organizations holds neither. Reads answer the console's views
-(``domain/operations/console.py``); an action runs its handler
-(``application/handlers/operations.py``) at once, in a thread, and answers what it did. Nothing here
-is a command of the log.
+organization, so a client limited to organizations holds neither. Reads answer the console's
+views (``domain/operations/console.py``); an action runs its handler
+(``application/handlers/operations/actions.py``) at once, in a thread, and answers what it did.
+Nothing here is a command of the log.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from application.handlers import operations as handlers
-from application.handlers.stories import ShowAccount, account_story
+from application.handlers.operations import actions as handlers
+from application.handlers.operations.stories import ShowAccount, account_story
 from application.requests.operator_actions import (
     ActionTaken,
     MarkAccountOffline,

@@ -35,7 +35,7 @@ from fastapi.responses import JSONResponse
 from adapters.observability import metrics
 from adapters.provider.stripe_events import NotAStripeEvent, event_of
 from adapters.provider.stripe_signatures import BadSignature, verify_stripe_signature
-from application.handlers.stripe_endpoints import stripe_endpoint_secrets
+from application.handlers.provider.stripe_endpoints import stripe_endpoint_secrets
 from application.requests.operator_requests import ListStripeEndpointSecrets
 from domain.errors import ErrorCode, error_info, field_violations
 from worker.api.contract import ErrorBody
