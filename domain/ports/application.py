@@ -20,7 +20,12 @@ from typing import Protocol
 
 from domain.operations.retention import CommandRetention
 from domain.ports.broker import BrokerPrimary
-from domain.ports.commands import CommandJournal, CommandPublisher, DeadLetterStore
+from domain.ports.commands import (
+    CommandIntake,
+    CommandJournal,
+    CommandPublisher,
+    DeadLetterStore,
+)
 from domain.ports.events import EventStream, RelayLock, WebhookSender
 from domain.ports.provider import BillingPolicy, BillingProvider
 from domain.ports.repositories import UnitOfWork
@@ -75,6 +80,16 @@ class PublishingContext(HandlerContext, Protocol):
     sent again, webhook deliveries), once the change they follow is committed."""
 
     def publisher(self) -> CommandPublisher: ...
+
+
+class IntakeContext(PublishingContext, Protocol):
+    """The handler context, the publisher and the command log where commands are accepted
+    (recorded, then published at once): what Stripe's events are taken in with, each one
+    joined to its object's waiting sync or recorded as a new one
+    (``application/handlers/provider/stripe_events.py``)."""
+
+    @property
+    def intake(self) -> CommandIntake: ...
 
 
 class CommandLogContext(PublishingContext, Protocol):

@@ -20,13 +20,22 @@ from domain.ports.application import (
     Application,
     CommandLogContext,
     HandlerContext,
+    IntakeContext,
     OutboxContext,
     PublishingContext,
 )
 
-CONTEXTS = (HandlerContext, PublishingContext, CommandLogContext, OutboxContext, Application)
+CONTEXTS = (
+    HandlerContext,
+    PublishingContext,
+    IntakeContext,
+    CommandLogContext,
+    OutboxContext,
+    Application,
+)
 """What a handler may be given: the handler context, a part of the application made on it
-(the publisher, the command log's side, the outbox's side), or the whole application."""
+(the publisher, the command log's intake, the command log's side, the outbox's side), or the
+whole application."""
 
 
 def public_functions() -> Iterator[tuple[str, Callable[..., Any]]]:
@@ -63,6 +72,7 @@ def test_the_handlers_are_found() -> None:
         "operations.actions.retry_command",
         "events.relay.relay_events",
         "events.webhook_deliveries.deliver",
+        "provider.stripe_events.take_in_stripe_event",
     }
     assert given_a_part <= set(HANDLERS)
     assert len(HANDLERS) > 40
