@@ -27,7 +27,7 @@ from application.handlers.subscriptions.change_steps import (
     price_of,
     record_outcome,
 )
-from domain.errors import CommandError, InvalidArgument, PaymentFailed
+from domain.errors import CommandError, GoneAtProvider, InvalidArgument, PaymentFailed
 from domain.events.base import Event
 from domain.events.subscriptions import PlanChangeScheduled
 from domain.ports.application import HandlerContext
@@ -124,8 +124,8 @@ def _reach_the_boundary(
     provider = svc.billing_provider()
     try:
         remote = provider.get_subscription(subscription.provider_id)
-    except InvalidArgument as refusal:  # gone at the provider
-        _refused(change.id, refusal, svc, command_id)
+    except GoneAtProvider as gone:  # the subscription is gone there, and the change with it
+        _refused(change.id, gone, svc, command_id)
         raise
     step = period_end_step(change, remote, price_id, interval_changes=interval_changes)
     if step.send:
@@ -213,7 +213,7 @@ def _after_refusal(
     change is skipped with the provider's words, and the refusal raised)."""
     try:
         remote = provider.get_subscription(subscription.provider_id)
-    except InvalidArgument:  # gone at the provider: the refusal stands as it is
+    except InvalidArgument:  # gone there, or the read refused too: the refusal stands as it is
         _refused(change.id, refusal, svc, command_id)
         raise refusal from None
     if change.applies_to(remote.state):
