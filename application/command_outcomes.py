@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from application.handlers.events import COMMANDS_BATCHES, relay_for_commands
+from application.handlers.events.relay import COMMANDS_BATCHES, relay_for_commands
 from application.requests.sweeps import RelayEvents
 from domain.errors import ErrorCode
 from domain.messages import CommandStatus

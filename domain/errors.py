@@ -135,6 +135,18 @@ class InvalidArgument(CommandError):
         return cls(message, details=[field_violations(violations)])
 
 
+class GoneAtProvider(InvalidArgument):
+    """The object a provider request addressed does not exist there: deleted, or never made
+    (Stripe's ``resource_missing`` on the request's own id, a 404).
+
+    Raised only by the provider's adapter, and caught only where "gone" is what is meant (a
+    sync marks the object missing, a change at the period's end is skipped). Every other
+    refusal, a missing object a parameter names included (a price, a customer), is a plain
+    :class:`InvalidArgument`, never read as gone. A command that meets it and does not catch it
+    ends as before, ``INVALID_ARGUMENT`` with the provider's words.
+    """
+
+
 class NotFound(CommandError):
     code = ErrorCode.NOT_FOUND
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from celery import shared_task
 
-from application.handlers.billing import create_billing_account, register_billing_account
-from application.handlers.sweeps import redrive_pending_accounts as redrive
+from application.handlers.billing.accounts import create_billing_account, register_billing_account
+from application.handlers.operations.sweeps import redrive_pending_accounts as redrive
 from application.requests.sweeps import REDRIVE_PENDING_ACCOUNTS, RedrivePendingAccounts
 from domain.billing.account_commands import CreateBillingAccount, RegisterBillingAccount
 from tasks.base import CommandTask

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from application.handlers.events import relay_events
+from application.handlers.events.relay import relay_events
 from application.requests.sweeps import RELAY_EVENTS, RelayEvents
 from tasks.runtime import SweepTask
 

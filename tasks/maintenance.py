@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from application.handlers.retention import prune_command_log as prune
-from application.handlers.retention import prune_outbox
-from application.handlers.sweeps import republish_stalled_commands as republish
+from application.handlers.operations.retention import prune_command_log as prune
+from application.handlers.operations.retention import prune_outbox
+from application.handlers.operations.sweeps import republish_stalled_commands as republish
 from application.requests.sweeps import (
     PRUNE_COMMAND_LOG,
     REPUBLISH_STALLED_COMMANDS,

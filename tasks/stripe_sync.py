@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import shared_task
 
-from application.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
+from application.handlers.provider.sync import reconcile_with_stripe, sync_stripe_object
 from application.requests.sweeps import RECONCILE_WITH_STRIPE, ReconcileWithStripe
 from domain.provider.sync import SyncStripeObject
 from tasks.base import CommandTask

@@ -9,12 +9,12 @@ from typing import Any
 
 from celery import shared_task
 
-from application.handlers.previews import preview_plan_change
-from application.handlers.scheduled_changes import (
+from application.handlers.operations.sweeps import publish_due_changes
+from application.handlers.subscriptions.plan_changes import change_subscription_plan
+from application.handlers.subscriptions.previews import preview_plan_change
+from application.handlers.subscriptions.scheduled_changes import (
     apply_scheduled_change as handle_apply_scheduled_change,
 )
-from application.handlers.subscriptions import change_subscription_plan
-from application.handlers.sweeps import publish_due_changes
 from application.requests.sweeps import ENQUEUE_DUE_CHANGES, PublishDueChanges
 from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan
 from domain.subscriptions.change_previews import PreviewPlanChange

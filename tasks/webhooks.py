@@ -14,7 +14,7 @@ from typing import Any
 from celery import shared_task
 from pydantic import ValidationError
 
-from application.handlers.webhook_deliveries import (
+from application.handlers.events.webhook_deliveries import (
     DELIVER_WEBHOOK,
     SEND_DUE_DELIVERIES,
     WEBHOOKS_QUEUE,

@@ -26,7 +26,7 @@ from domain.operations.retention import CommandRetention
 from domain.ports.application import Clock, RunnerPolicy
 from domain.ports.broker import BrokerPrimary
 from domain.ports.clients import ClientVerifier
-from domain.ports.commands import CommandPublisher, DeadLetterStore
+from domain.ports.commands import CommandIntake, CommandPublisher, DeadLetterStore
 from domain.ports.events import EventStream, RelayLock, WebhookSender
 from domain.ports.provider import BillingProvider
 from domain.ports.repositories import OrganizationDirectory, UnitOfWork
@@ -194,6 +194,12 @@ class Services:
     def publisher(self) -> CommandPublisher:
         """This process's one publisher, over :meth:`celery_app`."""
         return self._publisher
+
+    @property
+    def intake(self) -> CommandIntake:
+        """The command log where commands are accepted (recorded, then published at once):
+        what Stripe's events are taken in with."""
+        return self.commands
 
     def system_collector(self) -> Collector:
         """Beat's collector of the whole system's gauges, over this process's clock,

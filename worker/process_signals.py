@@ -56,7 +56,7 @@ def connect_metrics(celery: Celery | None = None) -> None:
     beat's), handed to its services."""
     from adapters.messaging.config import SWEEPS
     from adapters.observability import metrics, signals
-    from application.handlers.webhook_deliveries import DELIVER_WEBHOOK
+    from application.handlers.events.webhook_deliveries import DELIVER_WEBHOOK
     from application.requests.sweeps import RECONCILE_WITH_STRIPE
     from domain.provider.sync import SyncStripeObject
 

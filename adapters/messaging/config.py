@@ -15,8 +15,11 @@ from kombu import Queue
 
 from adapters.messaging.redis_clients import RedisOptions, celery_redis_config
 from adapters.messaging.transport_options import MASK_PERSONAL_DATA, SHIFTABLE_CLOCK
-from application.handlers.sweeps import BULK_MESSAGE_PRIORITY, STRIPE_SYNC_MESSAGE_PRIORITY
-from application.handlers.webhook_deliveries import SEND_DUE_DELIVERIES
+from application.handlers.events.webhook_deliveries import SEND_DUE_DELIVERIES
+from application.handlers.operations.sweeps import (
+    BULK_MESSAGE_PRIORITY,
+    STRIPE_SYNC_MESSAGE_PRIORITY,
+)
 from application.requests.sweeps import (
     ENQUEUE_DUE_CHANGES,
     PRUNE_COMMAND_LOG,

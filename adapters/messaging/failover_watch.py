@@ -1,5 +1,5 @@
 """Beat's watch of the broker's primary: a thread of beat's process runs the failover sweep
-(``application/handlers/failover.py``) every beat interval, beside beat's schedule.
+(``application/handlers/operations/failover.py``) every beat interval, beside beat's schedule.
 
 Not a task on the queue like the other sweeps: after a failover the queues hold what
 accumulated while the workers reconnected, and a sweep message waits its turn behind it (tens
@@ -15,7 +15,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from application.handlers.failover import recover_from_failover
+from application.handlers.operations.failover import recover_from_failover
 from application.requests.sweeps import RecoverFromFailover
 from domain.ports.application import FailoverContext
 

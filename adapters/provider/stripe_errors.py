@@ -7,6 +7,9 @@
 * bad credentials → :class:`Internal` (an operator must fix the configuration);
 * a declined card → :class:`PaymentFailed`; one key reused for two requests →
   :class:`Internal`;
+* ``resource_missing`` on the request's own object (a 404 on ``id``: deleted, or never
+  made) → :class:`GoneAtProvider`; a missing object a parameter names (a price, a customer)
+  is refused like any other 4xx;
 * any other 4xx → :class:`InvalidArgument`, naming the command's field and carrying
   Stripe's message.
 """
@@ -19,6 +22,7 @@ import stripe
 
 from adapters.provider.stripe_fields import field_for_param
 from domain.errors import (
+    GoneAtProvider,
     Internal,
     InvalidArgument,
     PaymentFailed,
@@ -97,10 +101,21 @@ def translate(
             details=[error_info("PROVIDER_IDEMPOTENCY", **context)],
         )
     param = stripe_error.param if stripe_error else None
-    return InvalidArgument(
+    refused = GoneAtProvider if is_gone(error) else InvalidArgument
+    return refused(
         f"the billing provider rejected the request: {message}",
         details=[
             field_violations([(field_for(param), message)]),
             error_info("PROVIDER_REJECTED", status=str(status), param=param or "", **context),
         ],
     )
+
+
+def is_gone(error: stripe.StripeError) -> bool:
+    """Whether Stripe answered that the object the request addresses does not exist: a 404
+    ``resource_missing`` on its ``id`` (Stripe names the parameter holding a missing object
+    it was given, ``customer`` or ``items[0][price]``, when that is what is missing)."""
+    stripe_error = error.error
+    code = (stripe_error.code if stripe_error else None) or error.code or ""
+    param = (stripe_error.param if stripe_error else None) or ""
+    return error.http_status == 404 and code == "resource_missing" and param in ("", "id")

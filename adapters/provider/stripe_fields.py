@@ -44,8 +44,9 @@ def plan_field(param: str | None) -> str:
 
 
 # Stripe's parameters of a subscription creation → the inputs of ``subscriptions create``
-# (``application/handlers/subscribe.py::create_subscription``, its terms named as the CLI shows
-# them); ``subscription`` when Stripe named none or one we do not take from an input.
+# (``application/handlers/subscriptions/subscribe.py::create_subscription``, its terms named as
+# the CLI shows them); ``subscription`` when Stripe named none or one we do not take from an
+# input.
 _SUBSCRIPTION_FIELD_OF_PARAM = {
     "customer": "billing_account",
     "items": "plan",

@@ -1,10 +1,10 @@
 """What an operator may do from the console (``billing-worker accounts retry`` …, and
 ``POST /v1beta1/operations/…``), as messages.
 
-Each action is run at once by its handler (``application/handlers/operations.py``), in a unit of
-work that writes its event to the outbox; what it sets going (a registration, a command
-sent again) runs on the queue as any command does. ``command_id`` names the action: its
-events carry it, and the registration a retry sends runs under it.
+Each action is run at once by its handler (``application/handlers/operations/actions.py``), in a
+unit of work that writes its event to the outbox; what it sets going (a registration, a command
+sent again) runs on the queue as any command does. ``command_id`` names the action: its events
+carry it, and the registration a retry sends runs under it.
 """
 
 from __future__ import annotations

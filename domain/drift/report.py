@@ -126,7 +126,8 @@ class RemoteCustomer:
 @dataclass(frozen=True)
 class RemoteSubscription:
     """A subscription as the provider lists it: our view of it, with its customer, when it
-    was made and its metadata (ours carry our ids: see ``application/handlers/subscribe.py``)."""
+    was made and its metadata (ours carry our ids: see
+    ``application/handlers/subscriptions/subscribe.py``)."""
 
     subscription: ProviderSubscription
     customer_id: str

@@ -2,10 +2,10 @@
 (``domain.drift.subscriptions``), then the money of their renewals (``domain.drift.renewals``),
 over the values of ``domain.drift.report``.
 
-Pure rules: the handler (``application/handlers/drift.py``) reads both sides, every customer and
-every subscription at the provider (lists, which see every write at once: Stripe's search
-index lags writes by up to a minute) and our accounts, subscriptions, plans and pending plan
-changes, and hands them to :func:`find_drift`.
+Pure rules: the handler (``application/handlers/drift/report.py``) reads both sides, every
+customer and every subscription at the provider (lists, which see every write at once: Stripe's
+search index lags writes by up to a minute) and our accounts, subscriptions, plans and pending
+plan changes, and hands them to :func:`find_drift`.
 
 What is *not* drift:
 

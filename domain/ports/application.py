@@ -20,7 +20,12 @@ from typing import Protocol
 
 from domain.operations.retention import CommandRetention
 from domain.ports.broker import BrokerPrimary
-from domain.ports.commands import CommandJournal, CommandPublisher, DeadLetterStore
+from domain.ports.commands import (
+    CommandIntake,
+    CommandJournal,
+    CommandPublisher,
+    DeadLetterStore,
+)
 from domain.ports.events import EventStream, RelayLock, WebhookSender
 from domain.ports.provider import BillingPolicy, BillingProvider
 from domain.ports.repositories import UnitOfWork
@@ -77,6 +82,16 @@ class PublishingContext(HandlerContext, Protocol):
     def publisher(self) -> CommandPublisher: ...
 
 
+class IntakeContext(PublishingContext, Protocol):
+    """The handler context, the publisher and the command log where commands are accepted
+    (recorded, then published at once): what Stripe's events are taken in with, each one
+    joined to its object's waiting sync or recorded as a new one
+    (``application/handlers/provider/stripe_events.py``)."""
+
+    @property
+    def intake(self) -> CommandIntake: ...
+
+
 class CommandLogContext(PublishingContext, Protocol):
     """The command log's side: what was asked (the journal), beside the publisher that sends
     commands again, and the dead letters of what could not be read. What an operator's retry
@@ -90,7 +105,7 @@ class CommandLogContext(PublishingContext, Protocol):
 
 class FailoverContext(CommandLogContext, Protocol):
     """The command log's side and a look at the broker's primary: what the failover sweep
-    runs with (``application/handlers/failover.py``)."""
+    runs with (``application/handlers/operations/failover.py``)."""
 
     @property
     def policy(self) -> RunnerPolicy: ...

@@ -1,11 +1,11 @@
 """The broker's primary, as the failover sweep sees it.
 
-Redis replicates asynchronously: when a replica is promoted (a Sentinel failover), what the
-old primary acknowledged but had not yet sent to the replica is gone, queued messages
-included. The sweep that republishes them (``application/handlers/failover.py``) needs to know
-two things, which :class:`BrokerPrimary` tells it: that the server acting as the primary is not
-the one it saw last, and the last moment a write of ours reached the primary that is in charge
-now (what was written after that moment may be lost).
+Redis replicates asynchronously: when a replica is promoted (a Sentinel failover), what the old
+primary acknowledged but had not yet sent to the replica is gone, queued messages included. The
+sweep that republishes them (``application/handlers/operations/failover.py``) needs to know two
+things, which :class:`BrokerPrimary` tells it: that the server acting as the primary is not the
+one it saw last, and the last moment a write of ours reached the primary that is in charge now
+(what was written after that moment may be lost).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ handler's that rolled back. Adapters in ``worker/`` implement them (``adapters/d
 
 Every command goes onto its queue through :meth:`CommandPublisher.publish`, as a
 :class:`CommandMessage`: the API after accepting it, the sweeps, an operator's replay, the
-command line (``application/handlers/outbox.py`` holds the steps around it).
+command line (``application/handlers/operations/outbox.py`` holds the steps around it).
 """
 
 from __future__ import annotations

@@ -31,6 +31,9 @@ class BillingProvider(Protocol):
     Failures are raised as domain errors: :class:`domain.errors.TransientError` for what is
     worth retrying (connection errors, 429, 5xx, lock timeouts), a
     :class:`domain.errors.CommandError` for what is not (a 4xx: the request itself is wrong).
+    An object a request addresses that the provider does not hold (a read or a write of a
+    subscription deleted there) is :class:`domain.errors.GoneAtProvider`; every other refusal
+    is a plain :class:`domain.errors.InvalidArgument`.
     """
 
     @property

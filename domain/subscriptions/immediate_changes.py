@@ -7,7 +7,7 @@ customer whose card is declined would use it unpaid for the rest of the period, 
 ``past_due``. So a change that costs more now is invoiced at once (``always_invoice``) and sent
 with ``payment_behavior=error_if_incomplete``: Stripe makes the change only if that invoice is
 paid, else nothing, and the request ends with ``PAYMENT_FAILED``
-(``application/handlers/scheduled_changes.py``).
+(``application/handlers/subscriptions/scheduled_changes.py``).
 """
 
 from __future__ import annotations

@@ -58,8 +58,8 @@ from adapters.clock import ShiftableClock, SystemClock  # noqa: E402
 from adapters.db.migrate import upgrade  # noqa: E402
 from adapters.db.models import CommandRow, ScheduledChangeRow  # noqa: E402
 from adapters.provider.stripe_adapter import StripeBillingProvider  # noqa: E402
-from application.handlers.stripe_endpoints import register_stripe_endpoint  # noqa: E402
-from application.handlers.subscribe import seed_period_end_changes  # noqa: E402
+from application.handlers.provider.stripe_endpoints import register_stripe_endpoint  # noqa: E402
+from application.handlers.subscriptions.subscribe import seed_period_end_changes  # noqa: E402
 from application.requests.operator_requests import RegisterStripeEndpoint, SeedPeriodEndChanges  # noqa: E402
 from domain.permissions import Grant, Scope  # noqa: E402
 from domain.subscriptions.plans import Plan  # noqa: E402

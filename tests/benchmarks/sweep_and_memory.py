@@ -11,7 +11,7 @@ from sqlalchemy import select, text, update
 from adapters.clock import SystemClock
 from adapters.db.models import ScheduledChangeRow
 from adapters.db.repositories import _claimable
-from application.handlers.sweeps import publish_due_changes
+from application.handlers.operations.sweeps import publish_due_changes
 from application.requests.sweeps import PublishDueChanges
 from domain.subscriptions.change_states import ChangeKind, ChangeState
 from domain.subscriptions.subscription import SubscriptionState

@@ -7,7 +7,7 @@ Every accepted command ends ``succeeded``, nothing is lost or run twice at Strip
 emulator's request log), no process is restarted, and the time from the fault to commands
 completing again is printed and bounded. The stalled-command sweep and the plan changes'
 leases are set to 300 s, out of reach: what the failover dropped comes back through the
-failover sweep (application/handlers/failover.py), or the test times out.
+failover sweep (application/handlers/operations/failover.py), or the test times out.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from adapters.clock import SystemClock
-from application.handlers import webhook_endpoints
+from application.handlers.events import webhook_endpoints
 from application.requests.operator_requests import DisableEndpoint, ListEndpoints
 from domain.permissions import ALL_SCOPES, Grant
 from tests.support.records import create_organization, services_on

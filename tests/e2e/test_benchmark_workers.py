@@ -21,7 +21,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from adapters.clock import SystemClock
 from adapters.db.migrate import upgrade
-from application.handlers.events import relay_events
+from application.handlers.events.relay import relay_events
 from application.requests.sweeps import RelayEvents
 from tests.support.events import STREAM, outbox_rows
 from tests.support.records import create_user

@@ -26,7 +26,7 @@ import stripe  # noqa: TID251 - the tests read the emulator's invoices through t
 
 from adapters.clock import REFRESH_SECONDS, ShiftableClock
 from adapters.db.uow import SqlUnitOfWork
-from application.handlers.subscribe import create_subscription
+from application.handlers.subscriptions.subscribe import create_subscription
 from application.requests.operator_requests import CreateSubscription
 from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan

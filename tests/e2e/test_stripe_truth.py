@@ -17,7 +17,7 @@ import stripe  # noqa: TID251 - the tests act as Stripe's dashboard through the 
 from adapters.clock import ShiftableClock
 from adapters.db.models import CommandRow
 from adapters.db.uow import SqlUnitOfWork
-from application.handlers.stripe_endpoints import register_stripe_endpoint
+from application.handlers.provider.stripe_endpoints import register_stripe_endpoint
 from application.requests.operator_requests import RegisterStripeEndpoint
 from domain.provider.sync import SYNC_NOT_YET_READ
 from domain.subscriptions.change_states import ChangeState

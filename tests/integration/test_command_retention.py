@@ -19,7 +19,7 @@ from adapters.db.command_log import SqlCommandLog
 from adapters.db.engine import get_engine, session_factory
 from adapters.db.models import CommandRow, ProviderCallRow
 from adapters.db.provider_calls import SqlProviderCallLog
-from application.handlers.retention import prune_command_log
+from application.handlers.operations.retention import prune_command_log
 from application.requests.sweeps import PruneCommandLog
 from domain.messages import CommandStatus
 from domain.ports.commands import DuplicateCommand

@@ -11,8 +11,8 @@ import pytest
 from adapters.clock import SystemClock
 from adapters.db.engine import session_factory
 from adapters.provider.stripe_adapter import StripeBillingProvider
-from application.handlers.plans import create_plan
-from application.handlers.subscribe import create_subscription, subscription_report
+from application.handlers.subscriptions.plans import create_plan
+from application.handlers.subscriptions.subscribe import create_subscription, subscription_report
 from application.requests.operator_requests import (
     CreatePlan,
     CreateSubscription,

@@ -19,7 +19,7 @@ from kombu import Connection, Producer, Queue
 from kombu.exceptions import KombuError
 
 from adapters.messaging.publisher import CeleryPublisher, publishing_app
-from application.handlers.sweeps import BULK_MESSAGE_PRIORITY
+from application.handlers.operations.sweeps import BULK_MESSAGE_PRIORITY
 from domain.ports.commands import CommandMessage
 from worker.local.embedded import ProcessGroup, start_redis
 from worker.settings import Settings

@@ -23,11 +23,11 @@ from adapters.clock import SystemClock
 from adapters.db.engine import session_factory
 from adapters.db.models import EventRow
 from adapters.provider.stripe_adapter import StripeBillingProvider
-from application.handlers.billing import create_billing_account
-from application.handlers.drift import drift_report
-from application.handlers.plans import create_plan
-from application.handlers.provider_sync import resync_stripe_object
-from application.handlers.subscribe import create_subscription
+from application.handlers.billing.accounts import create_billing_account
+from application.handlers.drift.report import drift_report
+from application.handlers.provider.sync import resync_stripe_object
+from application.handlers.subscriptions.plans import create_plan
+from application.handlers.subscriptions.subscribe import create_subscription
 from application.requests.operator_requests import (
     CreatePlan,
     CreateSubscription,

@@ -11,7 +11,14 @@ from adapters.provider.stripe_adapter import StripeBillingProvider, build_provid
 from adapters.provider.stripe_requests import STRIPE_API_VERSION
 from domain.billing.account_details import Address, TaxEntry
 from domain.billing.accounts import ProviderCustomer
-from domain.errors import FailedPrecondition, Internal, InvalidArgument, TransientError, Unavailable
+from domain.errors import (
+    FailedPrecondition,
+    GoneAtProvider,
+    Internal,
+    InvalidArgument,
+    TransientError,
+    Unavailable,
+)
 from domain.subscriptions.plans import ProviderPlan
 from domain.subscriptions.subscription import SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
@@ -82,6 +89,49 @@ def test_an_invalid_tax_id_is_an_invalid_argument_on_the_commands_field(
     violation = error.value.details[0]["fieldViolations"][0]
     assert violation["field"] == "account.tax_data[0].id"
     assert "gb_vat" in violation["description"]
+
+
+def test_a_subscription_stripe_does_not_hold_is_gone_at_the_provider(
+    provider: StripeBillingProvider,
+) -> None:
+    with pytest.raises(GoneAtProvider) as read:
+        provider.get_subscription("sub_missing000000000000")
+    with pytest.raises(GoneAtProvider) as written:
+        provider.change_subscription_price(
+            "sub_missing000000000000",
+            "si_missing00000000000000",
+            "price_missing00000000000",
+            proration_behavior="none",
+            idempotency_key="k-gone",
+        )
+
+    for gone in (read.value, written.value):
+        info = gone.details[1]["metadata"]
+        assert (info["stripe_code"], info["status"], info["param"]) == (
+            "resource_missing",
+            "404",
+            "id",
+        )
+        assert "No such subscription" in gone.message
+
+
+def test_a_missing_object_named_by_a_parameter_is_refused_not_gone(
+    provider: StripeBillingProvider,
+) -> None:
+    # Stripe answers 404 resource_missing here too, naming the parameter: the request is
+    # wrong, the object it addresses is not gone.
+    with pytest.raises(InvalidArgument) as refused:
+        provider.create_subscription(
+            "cus_missing000000000000",
+            "price_missing00000000000",
+            SubscriptionTerms(),
+            metadata={"subscription_id": "sub_param"},
+            idempotency_key="k-param",
+        )
+
+    assert not isinstance(refused.value, GoneAtProvider)
+    info = refused.value.details[1]["metadata"]
+    assert (info["stripe_code"], info["param"]) == ("resource_missing", "customer")
 
 
 @pytest.mark.parametrize(

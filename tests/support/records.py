@@ -7,7 +7,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from adapters.clock import SystemClock
 from adapters.db.uow import SqlUnitOfWork
-from application.handlers import organizations, users
+from application.handlers import users
+from application.handlers.billing import organizations
 from domain.billing.organizations import NewOrganization, Organization
 from domain.ports.application import Clock
 from domain.ports.provider import BillingProvider

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from adapters.db.uow import SqlUnitOfWork
 from adapters.provider.stripe_adapter import StripeBillingProvider
-from application.handlers.billing import create_billing_account
-from application.handlers.plans import create_plan
-from application.handlers.subscribe import create_subscription
+from application.handlers.billing.accounts import create_billing_account
+from application.handlers.subscriptions.plans import create_plan
+from application.handlers.subscriptions.subscribe import create_subscription
 from application.requests.operator_requests import CreatePlan, CreateSubscription
 from domain.billing.account_commands import CreateBillingAccount
 from domain.billing.account_details import BillingDetails

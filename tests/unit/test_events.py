@@ -11,13 +11,13 @@ import pytest
 from celery import Task
 
 import tasks.users  # noqa: F401  (registers the tasks with every app)
-from application.handlers.billing import create_billing_account
-from application.handlers.events import relay_events
-from application.handlers.retention import prune_outbox
-from application.handlers.scheduled_changes import apply_scheduled_change
-from application.handlers.subscriptions import change_subscription_plan
+from application.handlers.billing.accounts import create_billing_account
+from application.handlers.events.relay import relay_events
+from application.handlers.events.webhook_deliveries import DELIVER_WEBHOOK, WEBHOOKS_QUEUE
+from application.handlers.operations.retention import prune_outbox
+from application.handlers.subscriptions.plan_changes import change_subscription_plan
+from application.handlers.subscriptions.scheduled_changes import apply_scheduled_change
 from application.handlers.users import enable_user
-from application.handlers.webhook_deliveries import DELIVER_WEBHOOK, WEBHOOKS_QUEUE
 from application.requests.sweeps import PruneOutbox, RelayEvents
 from domain.billing.account_commands import CreateBillingAccount
 from domain.billing.account_details import BillingDetails

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from application.handlers.billing import create_billing_account, register_billing_account
+from application.handlers.billing.accounts import create_billing_account, register_billing_account
 from domain.billing.account_commands import CreateBillingAccount, RegisterBillingAccount
 from domain.billing.account_details import BillingDetails
 from domain.billing.accounts import BillingAccountState

@@ -1,4 +1,5 @@
-"""The drift report and its adoptions (``application/handlers/drift.py``), on in-memory ports."""
+"""The drift report and its adoptions (``application/handlers/drift/report.py``), on in-memory
+ports."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from application.handlers.drift import (
+from application.handlers.drift.report import (
     ADOPTED,
     NEEDS_A_PERSON,
     adopt_findings,

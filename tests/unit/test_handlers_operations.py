@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from application.handlers.operations import (
+from application.handlers.operations.actions import (
     mark_account_offline,
     replay_commands,
     retry_command,
     retry_registration,
     skip_scheduled_change,
 )
-from application.handlers.subscriptions import change_subscription_plan
+from application.handlers.subscriptions.plan_changes import change_subscription_plan
 from application.requests.operator_actions import (
     MarkAccountOffline,
     ReplayCommands,

@@ -1,5 +1,6 @@
-"""Subscribing an account (``application/handlers/subscribe.py``), on in-memory ports: a retried
-creation takes the subscription an earlier attempt made at the provider, never a second."""
+"""Subscribing an account (``application/handlers/subscriptions/subscribe.py``), on in-memory
+ports: a retried creation takes the subscription an earlier attempt made at the provider, never
+a second."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from application.handlers.subscribe import create_subscription
+from application.handlers.subscriptions.subscribe import create_subscription
 from application.requests.operator_requests import CreateSubscription
 from domain.billing.account_details import BillingDetails
 from domain.billing.accounts import BillingAccount

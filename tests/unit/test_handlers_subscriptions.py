@@ -9,14 +9,15 @@ from typing import Any
 
 import pytest
 
-from application.handlers.due_changes import claim_due_changes
-from application.handlers.previews import preview_plan_change
-from application.handlers.scheduled_changes import apply_scheduled_change
-from application.handlers.subscriptions import change_subscription_plan
-from application.handlers.sweeps import BULK_MESSAGE_PRIORITY, publish_due_changes
+from application.handlers.operations.sweeps import BULK_MESSAGE_PRIORITY, publish_due_changes
+from application.handlers.subscriptions.due_changes import claim_due_changes
+from application.handlers.subscriptions.plan_changes import change_subscription_plan
+from application.handlers.subscriptions.previews import preview_plan_change
+from application.handlers.subscriptions.scheduled_changes import apply_scheduled_change
 from application.requests.sweeps import ClaimDueChanges, PublishDueChanges
 from domain.errors import (
     FailedPrecondition,
+    GoneAtProvider,
     InvalidArgument,
     NotFound,
     PaymentFailed,
@@ -30,6 +31,7 @@ from domain.subscriptions.scheduled_changes import ScheduledChange, change_id_fo
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.fakes.application import FakeApplication, FakeBillingPolicy
 from tests.support.fakes.data import Subscribed, a_plan, subscribed
+from tests.support.fakes.provider_requests import rejected
 
 DAY = timedelta(days=1)
 SECOND = timedelta(seconds=1)
@@ -531,13 +533,33 @@ def test_a_due_change_of_a_subscription_gone_at_the_provider_is_recorded_as_refu
     app.provider.delete_subscription(sub.provider_id)
     app.clock.advance(31 * DAY)
 
-    with pytest.raises(InvalidArgument, match="No such subscription"):
+    with pytest.raises(GoneAtProvider, match="No such subscription"):
         apply(app, scheduled.id)
 
     [refused] = changes(app, sub)
     assert refused.state is ChangeState.SKIPPED
     assert refused.reason is not None
     assert refused.reason.startswith("provider_rejected: ")
+
+
+def test_a_due_change_whose_read_is_refused_for_another_reason_is_kept_not_skipped_as_gone(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    app.clock.advance(31 * DAY)
+    # A refusal that says nothing of the subscription being gone (a bad request of ours).
+    app.provider.fail_next("get_subscription", rejected("plan", "Invalid expand: 'items.x'"))
+
+    with pytest.raises(InvalidArgument, match="Invalid expand") as raised:
+        apply(app, scheduled.id)
+
+    assert not isinstance(raised.value, GoneAtProvider)
+    [kept] = changes(app, sub)
+    assert kept.state is ChangeState.APPLYING  # claimed: applied again once its lease ends
+    assert app.provider.calls_of("change_subscription_price") == []
+    # The read answers again: the change goes through.
+    assert apply(app, scheduled.id, command_id="apply:2")["state"] == "applied"
 
 
 def test_a_change_first_sent_longer_ago_than_the_key_window_reads_the_provider_first(

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from application.handlers.events import relay_events
-from application.handlers.webhook_deliveries import (
+from application.handlers.events.relay import relay_events
+from application.handlers.events.webhook_deliveries import (
     DELIVER_WEBHOOK,
     WEBHOOKS_QUEUE,
     Outcome,

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from application.handlers import webhook_endpoints as handlers
+from application.handlers.events import webhook_endpoints as handlers
 from application.requests.operator_requests import (
     AddEndpoint,
     DisableEndpoint,

@@ -20,7 +20,7 @@ from adapters.db.uow import is_transient_db_error
 from adapters.messaging.queue_depths import queue_lists
 from adapters.observability.metrics import command_finished, prepare_multiproc_dir, retry_reason
 from adapters.observability.signals import _on_task_postrun
-from application.handlers.webhook_deliveries import DELIVER_WEBHOOK, Outcome
+from application.handlers.events.webhook_deliveries import DELIVER_WEBHOOK, Outcome
 from domain.errors import CommandInProgress, TransientError
 from domain.provider.rate_budget import CallKind, RateLimited
 from worker.process_signals import connect_metrics

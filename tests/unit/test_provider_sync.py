@@ -9,17 +9,19 @@ from typing import Any
 
 import pytest
 
-from application.handlers.due_changes import claim_due_changes
-from application.handlers.provider_sync import reconcile_with_stripe, sync_stripe_object
-from application.handlers.scheduled_changes import apply_change
-from application.handlers.subscriptions import change_subscription_plan
+from application.handlers.provider.sync import reconcile_with_stripe, sync_stripe_object
+from application.handlers.subscriptions.due_changes import claim_due_changes
+from application.handlers.subscriptions.plan_changes import change_subscription_plan
+from application.handlers.subscriptions.scheduled_changes import apply_change
 from application.requests.sweeps import ClaimDueChanges, ReconcileWithStripe
+from domain.errors import GoneAtProvider, InvalidArgument
 from domain.provider.sync import SyncStripeObject
 from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan
 from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.fakes.application import FakeApplication
 from tests.support.fakes.data import Subscribed, subscribed
+from tests.support.fakes.provider_requests import rejected
 
 DAY = timedelta(days=1)
 
@@ -146,6 +148,34 @@ def test_syncing_twice_changes_nothing_the_second_time(
 
     assert (again["changes"], again["drift"]) == ({}, [])
     assert event_types(app) == ["subscription.synced"]
+
+
+def test_a_subscription_gone_at_stripe_is_reported_missing_and_counted_as_read(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.provider.delete_subscription(sub.provider_id)
+
+    synced = sync(app, sub.provider_id)
+
+    assert synced["drift"] == ["missing"]
+    assert stored(app, sub).synced_at == app.clock.now()
+    assert stored(app, sub).state is SubscriptionState.ACTIVE  # reported, not decided here
+
+
+def test_a_read_refused_for_another_reason_is_not_taken_for_a_subscription_gone_at_stripe(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    read_before = stored(app, sub).synced_at
+    refusal = rejected("plan", "Invalid expand: 'items.x'")
+    app.provider.fail_next("get_subscription", refusal, times=2)
+
+    with pytest.raises(InvalidArgument, match="Invalid expand") as raised:
+        sync(app, sub.provider_id)
+    found = reconcile_with_stripe(ReconcileWithStripe(reads=10), app)
+
+    assert not isinstance(raised.value, GoneAtProvider)
+    assert found == {}  # no "missing": the sweep moves on, and reads it again next time
+    assert stored(app, sub).synced_at == read_before
 
 
 def test_a_deleted_customer_marks_the_account_and_ends_its_subscriptions(

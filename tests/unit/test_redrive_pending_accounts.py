@@ -1,5 +1,5 @@
-"""Beat's re-drive of accounts stuck ``pending`` (``application/handlers/sweeps.py``), on in-memory
-ports: one registration command per account and period, collapsing duplicates."""
+"""Beat's re-drive of accounts stuck ``pending`` (``application/handlers/operations/sweeps.py``),
+on in-memory ports: one registration command per account and period, collapsing duplicates."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from application.handlers.billing import register_billing_account
-from application.handlers.sweeps import BULK_MESSAGE_PRIORITY, redrive_pending_accounts
+from application.handlers.billing.accounts import register_billing_account
+from application.handlers.operations.sweeps import BULK_MESSAGE_PRIORITY, redrive_pending_accounts
 from application.requests.sweeps import RedrivePendingAccounts
 from domain.billing.account_commands import RegisterBillingAccount
 from domain.billing.account_details import BillingDetails

@@ -1,5 +1,5 @@
-"""Pruning the command log (``application.handlers.retention``) on the in-memory journal, and beat's
-schedule of it."""
+"""Pruning the command log (``application.handlers.operations.retention``) on the in-memory
+journal, and beat's schedule of it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from application.handlers.retention import due_for_pruning, prune_command_log
+from application.handlers.operations.retention import due_for_pruning, prune_command_log
 from application.requests.sweeps import CountDueForPruning, PruneCommandLog
 from domain.messages import CommandStatus
 from tests.support.environment import clear_settings

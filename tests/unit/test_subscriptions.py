@@ -332,7 +332,7 @@ def test_beat_sweeps_for_due_changes_every_second_on_the_maintenance_queue(
 
 
 def test_each_claim_of_a_change_is_one_apply_command() -> None:
-    from application.handlers.due_changes import apply_command_for
+    from application.handlers.subscriptions.due_changes import apply_command_for
     from domain.ports.repositories import Claim
 
     first = apply_command_for(Claim("chg_1", 1))

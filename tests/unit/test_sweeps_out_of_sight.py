@@ -135,7 +135,7 @@ def test_a_sweep_that_did_something_or_went_wrong_still_says_so_at_info_and_abov
     lines = logged(
         "INFO",
         [
-            ("application.handlers.events", logging.INFO, "relayed %s events", 3),
+            ("application.handlers.events.relay", logging.INFO, "relayed %s events", 3),
             ("celery.app.trace", logging.ERROR, LOG_SUCCESS, succeeded(ENQUEUE_DUE_CHANGES)),
         ],
     )

@@ -10,7 +10,7 @@ from celery import Task
 from celery.exceptions import Retry
 
 import tasks.webhooks
-from application.handlers.events import relay_events
+from application.handlers.events.relay import relay_events
 from application.requests.sweeps import RelayEvents
 from domain.events.users import UserEnabledEvent
 from domain.ports.events import WebhookResponse

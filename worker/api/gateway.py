@@ -2,7 +2,7 @@
 
 The command log row is written before the message is published, so a command the API
 acknowledged is never lost: if the publish fails, beat's stalled-command sweep publishes it
-(``application.handlers.outbox.accept``). The log is reached through its port
+(``application.handlers.operations.outbox.accept``). The log is reached through its port
 (``domain.ports.commands.CommandIntake``): a request that loses the race for its idempotency
 key is told so by ``DuplicateCommand``, and answered with the command that won.
 The wait listens on the Celery result channel of the command (Redis pub/sub) and reads the
@@ -26,7 +26,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from application.handlers import outbox
+from application.handlers.operations import outbox
 from domain.errors import (
     BAD_REQUEST,
     ERROR_INFO,
@@ -155,10 +155,10 @@ class CommandGateway:
         idempotency_key: str | None = None,
         request_fingerprint: str | None = None,
     ) -> LoggedCommand:
-        """Record ``command`` and publish it at once (``application.handlers.outbox.accept``:
-        a publish that fails is left to the stalled-command sweep). Raises
-        :class:`DuplicateCommand` when its id or the client's key is taken. Blocking: call
-        it from a worker thread."""
+        """Record ``command`` and publish it at once
+        (``application.handlers.operations.outbox.accept``: a publish that fails is left to the
+        stalled-command sweep). Raises :class:`DuplicateCommand` when its id or the client's key
+        is taken. Blocking: call it from a worker thread."""
         return outbox.accept(
             command,
             self.commands,

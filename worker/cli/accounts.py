@@ -45,7 +45,7 @@ def accounts_show(org_or_account: str, as_json: bool) -> None:
     Stripe), and a timeline of every command that named it, its organization or its
     subscriptions, each Stripe call made for them (operation, idempotency key, attempt,
     outcome, error), the next retry, and the events they emitted."""
-    from application.handlers.stories import ShowAccount, account_story
+    from application.handlers.operations.stories import ShowAccount, account_story
     from domain.rules import checked_id
 
     story = account_story(ShowAccount(checked_id(org_or_account, "org_or_account")), services())
@@ -86,7 +86,7 @@ def _account_id(org_or_account: str) -> str:
 def accounts_retry(org_or_account: str, reason: str, as_json: bool) -> None:
     """Send a pending account's registration with Stripe again now (same idempotency key:
     one customer however often it runs); a worker runs it."""
-    from application.handlers.operations import retry_registration
+    from application.handlers.operations.actions import retry_registration
 
     action = RetryRegistration(
         command_id=new_action_id("retry-registration"),
@@ -109,7 +109,7 @@ def accounts_mark_offline(org_or_account: str, reason: str, as_json: bool) -> No
     """Make a pending account active without Stripe (its registration abandoned; it can be
     registered later). A registration still retrying registers it when it gets through:
     mark it offline once its command has failed."""
-    from application.handlers.operations import mark_account_offline
+    from application.handlers.operations.actions import mark_account_offline
 
     action = MarkAccountOffline(
         command_id=new_action_id("mark-offline"),
@@ -128,7 +128,7 @@ def accounts_mark_offline(org_or_account: str, reason: str, as_json: bool) -> No
 def commands_retry(command_id: str, reason: str, as_json: bool) -> None:
     """Run a retrying, waiting or queued command now instead of at its next retry (a failed
     one is replayed with `commands replay`)."""
-    from application.handlers.operations import retry_command
+    from application.handlers.operations.actions import retry_command
 
     action = RetryCommand(
         command_id=new_action_id("retry-command"), target_command_id=command_id, reason=reason
@@ -144,7 +144,7 @@ def commands_retry(command_id: str, reason: str, as_json: bool) -> None:
 def subscriptions_skip_change(change_id: str, reason: str, as_json: bool) -> None:
     """Skip a scheduled plan change (`subscriptions show` lists them): it will not be made.
     A staged change (made at Stripe already) or one being applied is refused."""
-    from application.handlers.operations import skip_scheduled_change
+    from application.handlers.operations.actions import skip_scheduled_change
 
     action = SkipScheduledChange(
         command_id=new_action_id("skip-change"), change_id=change_id, reason=reason

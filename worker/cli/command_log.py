@@ -15,7 +15,7 @@ from worker.cli.tables import echo_list
 
 if TYPE_CHECKING:
     from adapters.db.command_records import CommandRecord
-    from application.handlers.retention import Pruned
+    from application.handlers.operations.retention import Pruned
 
 
 @click.group(cls=BillingGroup)
@@ -81,7 +81,7 @@ def commands_replay(command_ids: tuple[str, ...]) -> None:
     """Run finished commands again (same command id, so still idempotent). A rejected
     command is refused, with its reason: it was the caller's mistake and would be rejected
     again."""
-    from application.handlers.operations import replay_commands
+    from application.handlers.operations.actions import replay_commands
     from application.requests.operator_actions import ReplayCommands, new_action_id
 
     replay = ReplayCommands(
@@ -108,7 +108,7 @@ def commands_prune(dry_run: bool) -> None:
     BILLING_FAILED_COMMAND_RETENTION_DAYS, rejected after
     BILLING_REJECTED_COMMAND_RETENTION_DAYS; never a command that has not finished), in
     batches of short transactions, until none is due. Their idempotency keys go with them."""
-    from application.handlers.retention import due_for_pruning, prune_command_log
+    from application.handlers.operations.retention import due_for_pruning, prune_command_log
     from application.requests.sweeps import CountDueForPruning, PruneCommandLog
 
     app = services()

@@ -36,7 +36,7 @@ def orgs_create(
     as_json: bool,
 ) -> None:
     """Create an organization."""
-    from application.handlers.organizations import create_organization
+    from application.handlers.billing.organizations import create_organization
     from domain.billing.organizations import NewOrganization
 
     avatar = base64.b64encode(avatar_file.read_bytes()).decode() if avatar_file else None

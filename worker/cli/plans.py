@@ -44,7 +44,7 @@ def plans_create(
 ) -> None:
     """Create a plan, with its product and price at the provider. Running it again after a
     failure resumes the same plan."""
-    from application.handlers.plans import create_plan
+    from application.handlers.subscriptions.plans import create_plan
     from application.requests.operator_requests import CreatePlan
 
     spec = PlanSpec(name=name, title=title, amount=amount, currency=currency, interval=interval)
@@ -56,7 +56,7 @@ def plans_create(
 @as_json_option
 def plans_list(as_json: bool) -> None:
     """List the plans, each with its price in the currency's units (49.00 USD, 500 JPY)."""
-    from application.handlers.plans import list_plans
+    from application.handlers.subscriptions.plans import list_plans
     from application.requests.operator_requests import ListPlans
 
     found = list_plans(ListPlans(), services())

@@ -19,7 +19,7 @@ from worker.cli.base import (
 from worker.local.stack_state import stack_settings
 
 if TYPE_CHECKING:
-    from application.handlers.drift import Adoption
+    from application.handlers.drift.report import Adoption
     from domain.drift.report import Finding
 
 DRIFT_FOUND = 1
@@ -107,7 +107,7 @@ def stripe_drift(adopt: bool, skip_invoices: bool, as_json: bool) -> None:
     request refused (one line on stderr: no Stripe key); 3 the database or Stripe is
     unreachable.
     """
-    from application.handlers.drift import adopt_findings, drift_report
+    from application.handlers.drift.report import adopt_findings, drift_report
     from application.requests.operator_requests import AdoptFindings, ReportDrift
 
     svc = services()

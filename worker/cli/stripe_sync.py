@@ -24,7 +24,7 @@ def stripe_webhooks_register(url: str, as_json: bool) -> None:
     https://…/webhooks/stripe), for the event types we handle, at the pinned API version,
     and keep its signing secret for the API. Run it again at any time: an endpoint of URL
     whose secret we do not have is replaced."""
-    from application.handlers.stripe_endpoints import register_stripe_endpoint
+    from application.handlers.provider.stripe_endpoints import register_stripe_endpoint
     from application.requests.operator_requests import RegisterStripeEndpoint
 
     endpoint = register_stripe_endpoint(RegisterStripeEndpoint(url), services())
@@ -55,7 +55,7 @@ def stripe_webhooks_list(as_json: bool) -> None:
 def stripe_sync(object_id: str, as_json: bool) -> None:
     """Re-read OBJECT_ID (a Stripe subscription sub_… or customer cus_…) from Stripe now and
     bring our rows in line, as a webhook would."""
-    from application.handlers.provider_sync import resync_stripe_object
+    from application.handlers.provider.sync import resync_stripe_object
     from application.requests.operator_requests import ResyncStripeObject
 
     resync = ResyncStripeObject(

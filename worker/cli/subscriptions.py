@@ -57,7 +57,7 @@ def subscriptions_create(
 ) -> None:
     """Subscribe a registered billing account to a plan at the provider. To retry a creation
     that failed midway, run it again with the same --id."""
-    from application.handlers.subscribe import create_subscription
+    from application.handlers.subscriptions.subscribe import create_subscription
     from application.requests.operator_requests import CreateSubscription
 
     terms = SubscriptionTerms(
@@ -85,7 +85,7 @@ def subscriptions_show(subscription_id: str, as_json: bool) -> None:
     """A subscription: its phases (past, current, to come), its plan changes (scheduled,
     staged, applied with their lag, skipped…), its newest invoices at Stripe, and a timeline
     of the commands, Stripe calls and events that concern it."""
-    from application.handlers.operations import subscription_story
+    from application.handlers.operations.actions import subscription_story
     from domain.rules import checked_id
 
     svc = services()
@@ -109,7 +109,7 @@ def subscriptions_preview_change(
     """What changing SUBSCRIPTION_ID to --plan now would invoice, from Stripe's preview
     (amounts in minor units); changes nothing. Send the printed proration date with the
     change (`plan_change.proration_date`) within 5 minutes to be invoiced exactly this."""
-    from application.handlers.previews import preview_plan_change
+    from application.handlers.subscriptions.previews import preview_plan_change
 
     preview = preview_plan_change(
         PreviewPlanChange(
@@ -144,7 +144,7 @@ def subscriptions_seed_period_end(
 ) -> None:
     """Make COUNT subscriptions, each with a plan change at its period's end: the period-end
     burst (then `billing-worker clock advance 31d` on a local stack makes them all due)."""
-    from application.handlers.subscribe import seed_period_end_changes
+    from application.handlers.subscriptions.subscribe import seed_period_end_changes
     from application.requests.operator_requests import SeedPeriodEndChanges
 
     began = time.monotonic()

@@ -98,7 +98,7 @@ def _duration(seconds: float) -> str:
 @as_json_option
 def webhooks_add(url: str, events: tuple[str, ...], description: str, as_json: bool) -> None:
     """Add an endpoint; its signing secret is printed once and never again."""
-    from application.handlers.webhook_endpoints import add_endpoint
+    from application.handlers.events.webhook_endpoints import add_endpoint
     from application.requests.operator_requests import AddEndpoint
 
     svc = services()
@@ -124,7 +124,7 @@ def webhooks_add(url: str, events: tuple[str, ...], description: str, as_json: b
 @as_json_option
 def webhooks_list(as_json: bool) -> None:
     """Every endpoint: id, state, URL, events and why it is disabled (never a secret)."""
-    from application.handlers.webhook_endpoints import list_endpoints
+    from application.handlers.events.webhook_endpoints import list_endpoints
     from application.requests.operator_requests import ListEndpoints
 
     found = list_endpoints(ListEndpoints(), services())
@@ -143,7 +143,7 @@ def webhooks_list(as_json: bool) -> None:
 @as_json_option
 def webhooks_show(endpoint_id: str, as_json: bool) -> None:
     """One endpoint (never its secret)."""
-    from application.handlers.webhook_endpoints import get_endpoint
+    from application.handlers.events.webhook_endpoints import get_endpoint
     from application.requests.operator_requests import GetEndpoint
 
     endpoint = get_endpoint(GetEndpoint(endpoint_id), services())
@@ -157,7 +157,7 @@ def webhooks_show(endpoint_id: str, as_json: bool) -> None:
 def webhooks_disable(endpoint_id: str, reason: str, as_json: bool) -> None:
     """Stop sending to an endpoint. Its unfinished deliveries are marked failed; replay them
     once it is enabled again."""
-    from application.handlers.webhook_endpoints import disable_endpoint
+    from application.handlers.events.webhook_endpoints import disable_endpoint
     from application.requests.operator_requests import DisableEndpoint
 
     disabled = disable_endpoint(DisableEndpoint(endpoint_id, reason), services())
@@ -174,7 +174,7 @@ def webhooks_disable(endpoint_id: str, reason: str, as_json: bool) -> None:
 @as_json_option
 def webhooks_enable(endpoint_id: str, as_json: bool) -> None:
     """Send to an endpoint again (its failed deliveries stay failed until replayed)."""
-    from application.handlers.webhook_endpoints import enable_endpoint
+    from application.handlers.events.webhook_endpoints import enable_endpoint
     from application.requests.operator_requests import EnableEndpoint
 
     endpoint = enable_endpoint(EnableEndpoint(endpoint_id), services())
@@ -187,7 +187,7 @@ def webhooks_enable(endpoint_id: str, as_json: bool) -> None:
 def webhooks_rotate_secret(endpoint_id: str, as_json: bool) -> None:
     """Give an endpoint a new secret, printed once. The old one keeps signing beside it for
     BILLING_WEBHOOK_SECRET_GRACE_SECONDS, so that the receiver can switch."""
-    from application.handlers.webhook_endpoints import rotate_secret
+    from application.handlers.events.webhook_endpoints import rotate_secret
     from application.requests.operator_requests import RotateSecret
 
     svc = services()
@@ -226,7 +226,7 @@ def webhooks_deliveries(
     as_json: bool,
 ) -> None:
     """Deliveries, newest first: state, endpoint, event, attempts and the last error."""
-    from application.handlers.webhook_endpoints import list_deliveries
+    from application.handlers.events.webhook_endpoints import list_deliveries
     from application.requests.operator_requests import ListDeliveries
     from domain.webhooks import DeliveryState
 
@@ -263,7 +263,7 @@ def webhooks_replay(
     """Send failed deliveries again, with a new retry budget: DELIVERY_ID…, or every failed
     delivery of an endpoint (--endpoint ID --failed). Its endpoint must be enabled. The
     sweep sends them within seconds."""
-    from application.handlers.webhook_endpoints import replay_deliveries, replay_failed
+    from application.handlers.events.webhook_endpoints import replay_deliveries, replay_failed
     from application.requests.operator_requests import ReplayDeliveries, ReplayFailed
 
     if delivery_ids and (endpoint_id or all_failed):

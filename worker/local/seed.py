@@ -121,7 +121,7 @@ def remember_rotated_demo_secret(settings: Settings, client_id: str, secret: str
 
 def seed_records(svc: Services) -> None:
     """The organizations and the user, each made unless it exists."""
-    from application.handlers.organizations import create_organization
+    from application.handlers.billing.organizations import create_organization
     from application.handlers.users import create_user
     from domain.billing.organizations import NewOrganization
     from domain.errors import AlreadyExists
@@ -201,9 +201,9 @@ def seed_billing(svc: Services) -> None:
     """Demo billing, made once: two plans, the demo organization's billing account
     (registered with the provider ``svc`` names: the emulator) and a subscription to the first
     plan."""
-    from application.handlers.billing import create_billing_account
-    from application.handlers.plans import create_plan, list_plans
-    from application.handlers.subscribe import create_subscription
+    from application.handlers.billing.accounts import create_billing_account
+    from application.handlers.subscriptions.plans import create_plan, list_plans
+    from application.handlers.subscriptions.subscribe import create_subscription
     from application.requests.operator_requests import CreatePlan, CreateSubscription, ListPlans
     from domain.billing.account_commands import CreateBillingAccount
     from domain.billing.account_details import BillingDetails
@@ -246,7 +246,7 @@ def seed_billing(svc: Services) -> None:
 def wire_stripe_events(svc: Services, url: str) -> None:
     """The emulator's events go to this stack's API, as Stripe's would go to a deployment's
     (`billing-worker stripe webhooks register`)."""
-    from application.handlers.stripe_endpoints import register_stripe_endpoint
+    from application.handlers.provider.stripe_endpoints import register_stripe_endpoint
     from application.requests.operator_requests import RegisterStripeEndpoint
 
     register_stripe_endpoint(RegisterStripeEndpoint(url), svc)

@@ -30,7 +30,7 @@ from domain.subscriptions.plans import ProviderPlan, ProviderPrice
 from domain.subscriptions.proration import PaymentBehavior, ProrationBehavior
 from domain.subscriptions.subscription import ProviderSubscription, SubscriptionTerms
 from tests.support.fakes.clock import T0, FakeClock
-from tests.support.fakes.provider_requests import RecordedRequests, rejected
+from tests.support.fakes.provider_requests import RecordedRequests, gone, rejected
 
 
 class FakeBillingProvider(RecordedRequests):
@@ -135,7 +135,7 @@ class FakeBillingProvider(RecordedRequests):
                 return ProviderCustomerState(customer_id, deleted=True, billing_account_id=None)
             customer = self.customers.get(customer_id)
             if customer is None:
-                raise rejected("account", f"No such customer: '{customer_id}'")
+                raise gone("account", f"No such customer: '{customer_id}'")
             return ProviderCustomerState(
                 customer_id, deleted=False, billing_account_id=customer.billing_account_id
             )
@@ -276,7 +276,7 @@ class FakeBillingProvider(RecordedRequests):
         proration_date: datetime,
     ) -> ChangePreview:
         def preview() -> ChangePreview:
-            current = self._existing(provider_id)
+            current = self._existing(provider_id, named_by_a_parameter=True)
             self._ensure_price(price_id)
             start, end = current.current_period_start, current.current_period_end
             share = (end - proration_date) / (end - start)
@@ -300,10 +300,16 @@ class FakeBillingProvider(RecordedRequests):
 
     # -- inside -----------------------------------------------------------------------------
 
-    def _existing(self, provider_id: str) -> ProviderSubscription:
+    def _existing(
+        self, provider_id: str, *, named_by_a_parameter: bool = False
+    ) -> ProviderSubscription:
+        """The subscription ``provider_id``; missing, it is gone when the request addresses it
+        (a read, an update), and refused like any parameter when a parameter names it (the
+        invoice preview's ``subscription``), as Stripe answers."""
         found = self.subscriptions.get(provider_id)
         if found is None:
-            raise rejected("plan", f"No such subscription: '{provider_id}'")
+            missing = rejected if named_by_a_parameter else gone
+            raise missing("plan", f"No such subscription: '{provider_id}'")
         return self._renewed(found)
 
     def _renewed(self, found: ProviderSubscription) -> ProviderSubscription:
@@ -334,7 +340,7 @@ class FakeBillingProvider(RecordedRequests):
     def _replace(self, provider_id: str, **changes: Any) -> ProviderSubscription:
         current = self.subscriptions.get(provider_id)
         if current is None:
-            raise rejected("plan", f"No such subscription: '{provider_id}'")
+            raise gone("plan", f"No such subscription: '{provider_id}'")
         values = {**current.__dict__, **changes}
         updated = ProviderSubscription(**values)
         self.subscriptions[provider_id] = updated

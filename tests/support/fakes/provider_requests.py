@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from domain.errors import CommandError, Internal, InvalidArgument, error_info, field_violations
+from domain.errors import (
+    CommandError,
+    GoneAtProvider,
+    Internal,
+    InvalidArgument,
+    error_info,
+    field_violations,
+)
 from tests.support.fakes.clock import FakeClock
 
 STRIPE_KEY_MEMORY = timedelta(hours=24)
@@ -119,5 +126,18 @@ def rejected(field_name: str, message: str) -> InvalidArgument:
         details=[
             field_violations([(field_name, message)]),
             error_info("PROVIDER_REJECTED", status="400"),
+        ],
+    )
+
+
+def gone(field_name: str, message: str) -> GoneAtProvider:
+    """Stripe's 404 ``resource_missing`` on the request's own object, as
+    ``adapters.provider.stripe_errors.translate`` makes it (a missing object a parameter names
+    is :func:`rejected`)."""
+    return GoneAtProvider(
+        f"the billing provider rejected the request: {message}",
+        details=[
+            field_violations([(field_name, message)]),
+            error_info("PROVIDER_REJECTED", status="404"),
         ],
     )

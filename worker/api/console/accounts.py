@@ -1,7 +1,7 @@
 """Organizations and billing accounts: the search, the lists, and an account's page (its
 Stripe customer and state, its subscriptions, and one timeline of its commands, Stripe calls
 and events), told by the same use case as ``billing-worker accounts show``
-(``application/handlers/stories.py``)."""
+(``application/handlers/operations/stories.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from application.handlers.stories import ShowAccount, account_story
+from application.handlers.operations.stories import ShowAccount, account_story
 from domain.errors import CommandError
 from domain.messages import ID_PATTERN
 from domain.operations.console import (

@@ -1,7 +1,7 @@
 """The console's actions, each as its confirmation page shows it and as it is taken: what it
 acts on (its subject, read now) and the use case it runs, the one the CLI runs
-(``application/handlers/operations.py``, ``adapters/messaging/dead_letter_replay.py``,
-``application/handlers/drift.py``). The pages and the form around them are ``actions.py``.
+(``application/handlers/operations/actions.py``, ``adapters/messaging/dead_letter_replay.py``,
+``application/handlers/drift/report.py``). The pages and the form around them are ``actions.py``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from application.handlers import operations as handlers
-from application.handlers.drift import adopt_findings, drift_report
+from application.handlers.drift.report import adopt_findings, drift_report
+from application.handlers.operations import actions as handlers
 from application.requests.operator_actions import (
     MarkAccountOffline,
     ReplayCommands,

@@ -19,7 +19,7 @@ from anyio import to_thread
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from application.handlers.drift import drift_report
+from application.handlers.drift.report import drift_report
 from application.requests.operator_requests import ReportDrift
 from domain.errors import CommandError
 from domain.operations.outcomes import error_line

@@ -1,7 +1,7 @@
 """A subscription's page: its phases, its plan changes (scheduled, staged, applied) with their
 lag as a duration, its next invoice as Stripe previews it, its invoices with their lines, and
 its timeline: the story ``billing-worker subscriptions show`` tells
-(``application/handlers/operations.py``)."""
+(``application/handlers/operations/actions.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from application.handlers.operations import subscription_story
+from application.handlers.operations.actions import subscription_story
 from application.requests.operator_actions import ShowSubscription
 from domain.messages import ID_PATTERN
 from domain.operations.console import InvoiceView, SubscriptionStory, duration

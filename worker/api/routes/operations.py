@@ -3,10 +3,10 @@
 
 Reads need the ``operations:read`` scope, actions ``operations:write``; both span every
 organization, so a client limited to organizations holds neither. Reads answer the console's views
-(``domain/operations/console.py``), the stories with personal data masked as the console's pages
-and the logs mask it (``domain/redaction.py``); an action runs its handler
-(``application/handlers/operations.py``) at once, in a thread, and answers what it did. Nothing here
-is a command of the log.
+(``domain/operations/console.py``), the stories with personal data masked as the console's
+pages and the logs mask it (``domain/redaction.py``); an action runs its handler
+(``application/handlers/operations/actions.py``) at once, in a thread, and answers what it did.
+Nothing here is a command of the log.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from application.handlers import operations as handlers
-from application.handlers.stories import ShowAccount, account_story
+from application.handlers.operations import actions as handlers
+from application.handlers.operations.stories import ShowAccount, account_story
 from application.requests.operator_actions import (
     ActionTaken,
     MarkAccountOffline,

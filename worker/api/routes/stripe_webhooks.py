@@ -16,11 +16,12 @@ a 5xx for three days), and whether it is recorded is decided before anything is 
   checked (Stripe's id alphabet, our caps; ``created`` at most
   ``EVENT_CREATED_AHEAD_LIMIT``, 10 minutes, ahead of our clock): a signed body that is not
   such an event is a 400 naming the field, recording nothing;
-* an event we handle asks for a read of its object, coalesced per object
-  (``worker/api/stripe_syncs.py``): it joins the object's sync still waiting for a worker, or
-  records and publishes a new one, ``stripe:{object_type}:{object_id}:{generation}``, or
-  needs none (a read began after it); the answer is 200 once that is settled, before the
-  read. An event of a type we do not handle is answered 200 and counted (as ``other``).
+* an event we handle is handed to the application, which decides the read of its object,
+  coalesced per object (``application/handlers/provider/stripe_events.py``): it joins the
+  object's sync still waiting for a worker, or records and publishes a new one,
+  ``stripe:{object_type}:{object_id}:{generation}``, or needs none (a read began after it); the
+  answer is 200 once that is settled, before the read. An event of a type we do not handle is
+  answered 200 and counted (as ``other``).
 """
 
 from __future__ import annotations
@@ -36,14 +37,14 @@ from fastapi.responses import JSONResponse
 from adapters.observability import metrics
 from adapters.provider.stripe_events import NotAStripeEvent, event_of
 from adapters.provider.stripe_signatures import BadSignature, verify_stripe_signature
-from application.handlers.stripe_endpoints import stripe_endpoint_secrets
+from application.handlers.provider.stripe_endpoints import stripe_endpoint_secrets
+from application.handlers.provider.stripe_events import take_in_stripe_event
 from application.requests.operator_requests import ListStripeEndpointSecrets
 from domain.errors import ErrorCode, error_info, field_violations
 from domain.provider.sync import EVENT_CREATED_AHEAD_LIMIT, created_too_far_ahead
 from worker.api.contract import ErrorBody
 from worker.api.state import ApiState, State
 from worker.api.strict_json import BodyRejected, parse_object
-from worker.api.stripe_syncs import take_in
 
 router = APIRouter(tags=["stripe events"])
 
@@ -151,7 +152,7 @@ async def receive_stripe_event(request: Request, state: State) -> JSONResponse:
     if not event.is_handled:
         metrics.stripe_event_received(event.type, "ignored")
         return JSONResponse({"received": True, "handled": False})
-    intake = await to_thread.run_sync(take_in, state, event)
+    intake = await to_thread.run_sync(take_in_stripe_event, event, state.svc)
     metrics.stripe_event_received(event.type, intake.outcome)
     return JSONResponse(
         {

@@ -1,7 +1,7 @@
 """``/v1beta1/webhooks``: webhook endpoints, their secrets and their deliveries.
 
 These are configuration, not billing commands: each route runs its handler
-(``application.handlers.webhook_endpoints``) synchronously, in a thread, and answers with the
+(``application.handlers.events.webhook_endpoints``) synchronously, in a thread, and answers with the
 outcome; nothing is journalled in the command log or published on a queue, so there is no
 ``202``, ``Idempotency-Key`` or ``Command-Id`` here. Every route needs the
 ``webhooks:manage`` scope, which is not limited to organizations (an endpoint receives the
@@ -22,7 +22,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from application.handlers import webhook_endpoints as handlers
+from application.handlers.events import webhook_endpoints as handlers
 from application.requests.operator_requests import (
     AddEndpoint,
     DisableEndpoint,

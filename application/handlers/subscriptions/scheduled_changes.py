@@ -3,9 +3,9 @@
 The provider is told of a change by :func:`apply_change`, with the key ``{change_id}:apply``
 (``{change_id}:apply-late`` for the correction of a change made after the provider renewed,
 after ``{change_id}:realign-late`` when the on-time write itself arrived after the renewal):
-each write under its own key, whose repetitions the provider replays. (A staged change is
-taken back by ``application/handlers/staged_withdrawals.py``; beat claims due changes and makes
-staged ones take effect in ``application/handlers/due_changes.py``.)
+each write under its own key, whose repetitions the provider replays. (A staged change is taken
+back by ``application/handlers/subscriptions/staged_withdrawals.py``; beat claims due changes
+and makes staged ones take effect in ``application/handlers/subscriptions/due_changes.py``.)
 
 * An immediate change is sent blind; the subscription is read first only when an earlier
   attempt may be older than the provider's memory of the key (then the read tells whether it
@@ -13,21 +13,21 @@ staged ones take effect in ``application/handlers/due_changes.py``.)
 * A change at the period's end is claimed ``period_end_lead`` before its boundary; the
   subscription is always read first, and ``domain/subscriptions/period_end.py`` decides on what it
   shows. Made ahead of the boundary, the change is ``staged``; beat's sweep makes it take effect
-  (``application/handlers/due_changes.py``) once the boundary passes, without calling the provider
-  again.
+  (``application/handlers/subscriptions/due_changes.py``) once the boundary passes, without
+  calling the provider again.
 """
 
 from __future__ import annotations
 
 import logging
 
-from application.handlers.change_steps import (
+from application.handlers.subscriptions.change_steps import (
     correct_renewal,
     locked_change,
     price_of,
     record_outcome,
 )
-from domain.errors import CommandError, InvalidArgument, PaymentFailed
+from domain.errors import CommandError, GoneAtProvider, InvalidArgument, PaymentFailed
 from domain.events.base import Event
 from domain.events.subscriptions import PlanChangeScheduled
 from domain.ports.application import HandlerContext
@@ -124,8 +124,8 @@ def _reach_the_boundary(
     provider = svc.billing_provider()
     try:
         remote = provider.get_subscription(subscription.provider_id)
-    except InvalidArgument as refusal:  # gone at the provider
-        _refused(change.id, refusal, svc, command_id)
+    except GoneAtProvider as gone:  # the subscription is gone there, and the change with it
+        _refused(change.id, gone, svc, command_id)
         raise
     step = period_end_step(change, remote, price_id, interval_changes=interval_changes)
     if step.send:
@@ -213,7 +213,7 @@ def _after_refusal(
     change is skipped with the provider's words, and the refusal raised)."""
     try:
         remote = provider.get_subscription(subscription.provider_id)
-    except InvalidArgument:  # gone at the provider: the refusal stands as it is
+    except InvalidArgument:  # gone there, or the read refused too: the refusal stands as it is
         _refused(change.id, refusal, svc, command_id)
         raise refusal from None
     if change.applies_to(remote.state):

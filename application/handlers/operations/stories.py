@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from application.handlers.operations import subscription_story
+from application.handlers.operations.actions import subscription_story
 from application.requests.operator_actions import ShowSubscription
 from domain.operations.console import (
     MAX_PAGE_SIZE,

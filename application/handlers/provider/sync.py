@@ -30,7 +30,7 @@ from typing import Any
 from application.requests.operator_requests import ResyncStripeObject
 from application.requests.sweeps import ReconcileWithStripe
 from domain.billing.accounts import BillingAccount
-from domain.errors import CommandError, InvalidArgument
+from domain.errors import CommandError, GoneAtProvider
 from domain.events.billing_accounts import BillingAccountCustomerDeleted
 from domain.events.subscriptions import PlanChangeSkipped, SubscriptionSynced
 from domain.ports.application import HandlerContext
@@ -131,7 +131,7 @@ def _sync_subscription(
     try:
         with calls_at(Priority.BULK):
             remote = svc.billing_provider().get_subscription(provider_id)
-    except InvalidArgument:
+    except GoneAtProvider:  # any other refusal fails this read, and is read again later
         logger.warning("subscription %s is gone at the provider", provider_id)
         with svc.unit_of_work() as uow:  # read: the sweep moves on to the others
             gone = uow.subscriptions.by_provider_id(provider_id, for_update=True)

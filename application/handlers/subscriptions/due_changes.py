@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from application.handlers.change_steps import locked_change, record_outcome
+from application.handlers.subscriptions.change_steps import locked_change, record_outcome
 from application.requests.sweeps import ClaimDueChanges, TakeEffectOfStagedChanges
 from domain.ports.application import HandlerContext
 from domain.ports.repositories import Claim

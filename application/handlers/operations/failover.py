@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from application.handlers.due_changes import apply_command_for
-from application.handlers.outbox import publish_recorded
-from application.handlers.sweeps import BULK_MESSAGE_PRIORITY
+from application.handlers.operations.outbox import publish_recorded
+from application.handlers.operations.sweeps import BULK_MESSAGE_PRIORITY
+from application.handlers.subscriptions.due_changes import apply_command_for
 from application.requests.sweeps import RecoverFromFailover
 from domain.messages import AWAITING_DELIVERY, AWAITING_RETRY, CommandStatus
 from domain.ports.application import FailoverContext

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from application.handlers.outbox import publish_recorded
+from application.handlers.operations.outbox import publish_recorded
 from application.requests.operator_actions import (
     ActionTaken,
     MarkAccountOffline,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 
-from application.handlers.webhook_deliveries import fan_out, publish_deliveries
+from application.handlers.events.webhook_deliveries import fan_out, publish_deliveries
 from application.requests.sweeps import PublishDeliveries, RelayEvents
 from domain.ports.application import OutboxContext
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 
-from application.handlers.change_requests import subscription_under, target_plan
+from application.handlers.subscriptions.change_requests import subscription_under, target_plan
 from domain.errors import Internal, InvalidArgument, UniquenessViolation, error_info
 from domain.ports.application import HandlerContext
 from domain.subscriptions.change_previews import (

@@ -6,16 +6,21 @@ count: the events of one object that arrive while its sync waits for a worker jo
 Nothing is lost: an event joins only a sync that has not started reading yet
 (``SYNC_NOT_YET_READ``); once one runs, the next event records the next one, whose read comes
 after it (``SyncStripeObject.command_ids_for``).
+
+The webhook route (``worker/api/routes/stripe_webhooks.py``) verifies and parses a delivery
+and hands its event here; what to record is decided here, with one read of our copy of the
+object (:func:`application.handlers.provider.sync.reads_of`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from application.handlers.provider_sync import FindReadsOf, reads_of
+from application.handlers.operations.outbox import accept
+from application.handlers.provider.sync import FindReadsOf, reads_of
+from domain.ports.application import IntakeContext
 from domain.ports.commands import DuplicateCommand, LoggedCommand
 from domain.provider.sync import SYNC_NOT_YET_READ, ProviderEvent, SyncStripeObject, read_since
-from worker.api.state import ApiState
 
 MAX_GENERATIONS_TRIED = 200
 """Generations of one object tried before giving up (a taken one is a sync that started
@@ -38,21 +43,21 @@ class Intake:
         return "coalesced" if self.command_id is not None else "already_read"
 
 
-def take_in(state: ApiState, event: ProviderEvent) -> Intake:
+def take_in_stripe_event(event: ProviderEvent, ctx: IntakeContext) -> Intake:
     """Record the sync ``event`` asks for and publish it, unless a pending sync of its object
-    covers it (then the event joins that one) or a read began after it."""
-    assert event.object_type is not None
-    assert event.object_id is not None
-    svc = state.svc
-    ours = reads_of(FindReadsOf(event.object_type, event.object_id), svc)
+    covers it (then the event joins that one) or a read began after it. Blocking: the API
+    calls it from a worker thread."""
+    if event.object_type is None or event.object_id is None:
+        raise ValueError(f"event {event.id} ({event.type}) routes to no object")
+    ours = reads_of(FindReadsOf(event.object_type, event.object_id), ctx)
     if read_since(event.created, ours.last_read):
         return Intake(command_id=None, recorded=False)
-    gateway = state.gateway
+    commands = ctx.intake
     candidates = SyncStripeObject.command_ids_for(
-        event.object_type, event.object_id, ours.last_read or ours.kept_since, svc.clock.now()
+        event.object_type, event.object_id, ours.last_read or ours.kept_since, ctx.clock.now()
     )
     for _, command_id in zip(range(MAX_GENERATIONS_TRIED), candidates, strict=False):
-        existing = gateway.commands.get(command_id)
+        existing = commands.get(command_id)
         if existing is not None:
             if _waits(existing) or _recorded_for(existing, event):
                 return Intake(command_id=existing.id, recorded=False)
@@ -65,10 +70,10 @@ def take_in(state: ApiState, event: ProviderEvent) -> Intake:
             event_type=event.type,
         )
         try:
-            record = gateway.accept(command, client_id=None)
+            record = accept(command, commands, ctx.publisher(), client_id=None)
         except DuplicateCommand:
             # Another delivery recorded it at this instant: join it if it still waits.
-            existing = gateway.commands.get(command_id)
+            existing = commands.get(command_id)
             if existing is not None and _waits(existing):
                 return Intake(command_id=existing.id, recorded=False)
             continue

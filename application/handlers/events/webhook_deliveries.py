@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from application.handlers.webhook_endpoints import MAX_REASON, disable_endpoint
+from application.handlers.events.webhook_endpoints import MAX_REASON, disable_endpoint
 from application.requests.operator_requests import DisableEndpoint
 from application.requests.sweeps import PublishDeliveries, SendDueDeliveries
 from application.retry import RetryPolicy

@@ -1,10 +1,11 @@
 """Plan change handlers: decide and persist the change, call the provider outside any
 transaction with the change's own idempotency key, record the outcome.
 
-Every change is a row (``domain/subscriptions/scheduled_changes.py``) whose id is derived from the
-command id, so a redelivered command finds its change again instead of making another. An immediate
-change is applied at once through :func:`application.handlers.scheduled_changes.apply_change`, the
-one caller of the provider's update.
+Every change is a row (``domain/subscriptions/scheduled_changes.py``) whose id is derived from
+the command id, so a redelivered command finds its change again instead of making another. An
+immediate change is applied at once through
+:func:`application.handlers.subscriptions.scheduled_changes.apply_change`, the one caller of the
+provider's update.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import logging
 from datetime import datetime
 from typing import NoReturn
 
-from application.handlers.change_requests import subscription_under, target_plan
-from application.handlers.scheduled_changes import apply_change
-from application.handlers.staged_withdrawals import WithdrawStagedChange, withdraw_staged_change
+from application.handlers.subscriptions.change_requests import subscription_under, target_plan
+from application.handlers.subscriptions.scheduled_changes import apply_change
+from application.handlers.subscriptions.staged_withdrawals import (
+    WithdrawStagedChange,
+    withdraw_staged_change,
+)
 from domain.errors import (
     Internal,
     InvalidArgument,

@@ -2,8 +2,9 @@
 request that replaces, cancels or supersedes it (asked with a :class:`WithdrawStagedChange`).
 
 The item goes back to the price it had under the key ``{change_id}:withdraw``, corrected the
-same way as a late change (``application/handlers/scheduled_changes.py``) if the write arrived after
-the provider renewed: each write under its own key, whose repetitions the provider replays.
+same way as a late change (``application/handlers/subscriptions/scheduled_changes.py``) if the
+write arrived after the provider renewed: each write under its own key, whose repetitions the
+provider replays.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from application.handlers.change_steps import correct_renewal, locked_change, price_of
+from application.handlers.subscriptions.change_steps import correct_renewal, locked_change, price_of
 from domain.errors import InvalidArgument
 from domain.events.subscriptions import PlanChangeCanceled, PlanChangeReplaced
 from domain.ports.application import HandlerContext

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from application.handlers.due_changes import (
+from application.handlers.operations.outbox import publish_recorded
+from application.handlers.subscriptions.due_changes import (
     apply_command_for,
     claim_due_changes,
     release_claim,
     take_effect_of_staged_changes,
 )
-from application.handlers.outbox import publish_recorded
 from application.requests.sweeps import (
     ClaimDueChanges,
     PublishDueChanges,

@@ -1,0 +1,2 @@
+"""Where Stripe and our database disagree: the drift report, and the adoption of what can be
+linked safely."""
