@@ -20,11 +20,19 @@ from domain.ports.application import (
     Application,
     CommandLogContext,
     HandlerContext,
+    OperatorContext,
     OutboxContext,
     PublishingContext,
 )
 
-CONTEXTS = (HandlerContext, PublishingContext, CommandLogContext, OutboxContext, Application)
+CONTEXTS = (
+    HandlerContext,
+    PublishingContext,
+    CommandLogContext,
+    OperatorContext,
+    OutboxContext,
+    Application,
+)
 """What a handler may be given: the handler context, a part of the application made on it
 (the publisher, the command log's side, the outbox's side), or the whole application."""
 
