@@ -111,7 +111,7 @@ def _offer(action: ActionKind[Any, Any], where: Command) -> None:
         where.name,
         settings_env=where.settings_env,
         help=f"{action.summary}. {action.does} {where.note}".strip(),
-        short_help=action.summary,
+        short_help=f"{action.summary}.",
     )(command)
 
 
