@@ -246,6 +246,18 @@ class Services:
             redis_client(self.settings), shiftable_clock=self.settings.shiftable_clock
         )
 
+    def replay_dead_letter(self, letter_id: str) -> str:
+        """The dead letter's message back on its queue, if this release's workers can take it
+        (``adapters/messaging/dead_letter_replay.py``); answers the queue."""
+        from adapters.messaging.dead_letter_replay import replay_dead_letter, worker_task_names
+        from adapters.messaging.dead_letters import DeadLetters
+        from adapters.messaging.redis_clients import redis_client
+
+        client = redis_client(self.settings)
+        store = DeadLetters(client, shiftable_clock=self.settings.shiftable_clock)
+        task_names = worker_task_names(self.celery_app())
+        return replay_dead_letter(store, client, letter_id, task_names).queue
+
     def database(self) -> sessionmaker[Session]:
         """Sessions of this process's database (for what has no repository: API clients)."""
         return self.sessions or session_factory(

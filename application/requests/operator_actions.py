@@ -73,6 +73,18 @@ class SkipScheduledChange(OperatorAction):
     change_id: ResourceId
 
 
+class ReplayDeadLetter(OperatorAction):
+    """Put a dead letter's message back on its queue, if a worker can take it now."""
+
+    letter_id: str
+
+
+class AdoptDrift(OperatorAction):
+    """Adopt one finding of the drift report read now, named by its key (``kind:id…``)."""
+
+    finding_key: str
+
+
 class ActionTaken(Message):
     """What an action did."""
 

@@ -93,6 +93,13 @@ class ResyncStripeObject:
 
 
 @dataclass(frozen=True)
+class FindDrift:
+    """The finding of the drift report read now that ``key`` names (``Finding.key``)."""
+
+    key: str
+
+
+@dataclass(frozen=True)
 class RegisterStripeEndpoint:
     """Create (or update) our webhook endpoint for ``url`` at Stripe, and keep its secret."""
 

@@ -211,6 +211,11 @@ class Finding:
         return self.adoption is not None
 
     @property
+    def key(self) -> str:
+        """Its name for an operator's action: its kind and the ids it involves."""
+        return ":".join((self.kind.value, *self.ids))
+
+    @property
     def ids(self) -> tuple[str, ...]:
         """Every id involved: our account, the customers, our subscription, the provider's."""
         return tuple(

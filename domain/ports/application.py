@@ -103,6 +103,17 @@ class CommandLogContext(PublishingContext, Protocol):
     def dead_letters(self) -> DeadLetterStore: ...
 
 
+class OperatorContext(CommandLogContext, Protocol):
+    """What an operator's actions run with (``application/operator_actions.py``): the command
+    log's side, and the dead letters' replay, which only the broker's adapter can do."""
+
+    def replay_dead_letter(self, letter_id: str) -> str:
+        """Put the dead letter's message back on its queue, if a worker can take it now, and
+        drop the letter; answers the queue. ``NotFound`` without it, ``FailedPrecondition``
+        saying why when it still cannot be taken."""
+        ...
+
+
 class FailoverContext(CommandLogContext, Protocol):
     """The command log's side and a look at the broker's primary: what the failover sweep
     runs with (``application/handlers/operations/failover.py``)."""

@@ -309,7 +309,7 @@ def test_in_a_browser_a_failed_registration_is_replayed_from_the_home_page_and_r
         failed.get_by_role("link", name="Replay").click()
         page.wait_for_url(re.compile(rf"/console/actions/replay-command/{command_id}$"))
         assert "billing.create_account" in page.locator(".facts").inner_text()
-        page.get_by_label("Why (kept with what it changes)").fill("Stripe is back")
+        page.get_by_label("Why (written to the log with the action)").fill("Stripe is back")
         page.get_by_role("button", name="Replay the command").click()
         page.wait_for_load_state()
         assert f"command {command_id} is queued again" in page.locator("main").inner_text()

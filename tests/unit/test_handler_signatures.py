@@ -21,6 +21,7 @@ from domain.ports.application import (
     CommandLogContext,
     HandlerContext,
     IntakeContext,
+    OperatorContext,
     OutboxContext,
     PublishingContext,
 )
@@ -30,6 +31,7 @@ CONTEXTS = (
     PublishingContext,
     IntakeContext,
     CommandLogContext,
+    OperatorContext,
     OutboxContext,
     Application,
 )

@@ -75,22 +75,6 @@ def _list(records: Sequence[CommandRecord], status: str) -> None:
     )
 
 
-@commands.command("replay", settings_env=(*DATABASE_ENV, *REDIS_ENV))
-@click.argument("command_ids", nargs=-1, required=True)
-def commands_replay(command_ids: tuple[str, ...]) -> None:
-    """Run finished commands again (same command id, so still idempotent). A rejected
-    command is refused, with its reason: it was the caller's mistake and would be rejected
-    again."""
-    from application.handlers.operations.actions import replay_commands
-    from application.requests.operator_actions import ReplayCommands, new_action_id
-
-    replay = ReplayCommands(
-        command_id=new_action_id("replay-commands"), target_command_ids=list(command_ids)
-    )
-    for taken in replay_commands(replay, services()):
-        click.echo(f"replayed {taken.sent_command_id}")
-
-
 RETENTION_ENV = (
     *DATABASE_ENV,
     "BILLING_COMMAND_RETENTION_DAYS",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from worker.cli.base import REDIS_ENV, BillingGroup, fail, services
+from worker.cli.base import REDIS_ENV, BillingGroup, fail
 from worker.cli.tables import echo_list
 from worker.local.stack_state import stack_settings
 
@@ -71,21 +71,6 @@ def dead_letters_list(limit: int, as_json: bool) -> None:
 def dead_letters_show(letter_id: str) -> None:
     """One dead letter with its raw bytes (as text, undecodable bytes escaped)."""
     click.echo(json.dumps(_letter(letter_id).to_view(with_raw=True), indent=2))
-
-
-@dead_letters.command("replay", settings_env=REDIS_ENV)
-@click.argument("letter_id")
-def dead_letters_replay(letter_id: str) -> None:
-    """Put the message back on its queue, if a worker can take it now (say, its task was
-    unknown to the workers of the day); then drop the letter."""
-    from adapters.messaging.dead_letter_replay import replay_dead_letter, worker_task_names
-    from adapters.messaging.redis_clients import redis_client
-
-    task_names = worker_task_names(services().celery_app())
-    letter = replay_dead_letter(
-        dead_letter_store(), redis_client(stack_settings()), letter_id, task_names
-    )
-    click.echo(f"replayed {letter_id} onto {letter.queue}")
 
 
 @dead_letters.command("drop", settings_env=REDIS_ENV)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from application.requests.operator_requests import AdoptFindings, ReportDrift
+from application.requests.operator_actions import AdoptDrift
+from application.requests.operator_requests import AdoptFindings, FindDrift, ReportDrift
 from domain.billing.accounts import BillingAccount, BillingAccountState
 from domain.drift.report import CustomerLink, Finding, OurSide, ProviderSide, SubscriptionRecord
 from domain.drift.rules import find_drift
@@ -26,6 +27,7 @@ from domain.errors import (
     AlreadyExists,
     CommandError,
     FailedPrecondition,
+    NotFound,
     UniquenessViolation,
     error_info,
     found,
@@ -115,6 +117,22 @@ def adopt_findings(request: AdoptFindings, svc: HandlerContext) -> list[Adoption
             continue
         adoptions.append(Adoption(finding, True, ADOPTED))
     return adoptions
+
+
+def drift_finding(request: FindDrift, svc: HandlerContext) -> Finding:
+    """The finding of the drift report read now that ``request.key`` names (the money check
+    left out: its findings are never adoptable). ``NotFound`` when there is none any more."""
+    for finding in drift_report(ReportDrift(read_invoices=False), svc):
+        if finding.key == request.key:
+            return finding
+    raise NotFound(f"no drift {request.key!r} now: it was adopted or put right meanwhile")
+
+
+def adopt_drift(request: AdoptDrift, svc: HandlerContext) -> Adoption:
+    """Adopt the one finding ``request`` names, as ``stripe drift --adopt`` adopts each."""
+    finding = drift_finding(FindDrift(request.finding_key), svc)
+    (adoption,) = adopt_findings(AdoptFindings([finding]), svc)
+    return adoption
 
 
 def link_customer(link: CustomerLink, svc: HandlerContext) -> BillingAccount:

@@ -17,6 +17,7 @@ from application.requests.operator_actions import (
     ActionTaken,
     MarkAccountOffline,
     ReplayCommands,
+    ReplayDeadLetter,
     RetryCommand,
     RetryRegistration,
     ShowSubscription,
@@ -33,7 +34,7 @@ from domain.events.subscriptions import PlanChangeSkipped
 from domain.messages import AWAITING_DELIVERY, CommandStatus
 from domain.operations.console import SubscriptionStory
 from domain.operations.outcomes import not_replayable
-from domain.ports.application import CommandLogContext, HandlerContext
+from domain.ports.application import CommandLogContext, HandlerContext, OperatorContext
 from domain.ports.commands import CommandMessage
 from domain.provider.rate_budget import Priority, calls_at
 from domain.subscriptions.change_states import ChangeReason, ChangeState
@@ -163,6 +164,21 @@ def replay_commands(command: ReplayCommands, ctx: CommandLogContext) -> list[Act
             )
         )
     return taken
+
+
+def replay_dead_letter(command: ReplayDeadLetter, ctx: OperatorContext) -> ActionTaken:
+    """Put a dead letter's message back on its queue, if a worker can take it now (say, its
+    task was unknown to the workers of the day), and drop the letter; one that still cannot
+    be taken is refused and kept."""
+    queue = ctx.replay_dead_letter(command.letter_id)
+    logger.info("operator replayed dead letter %s onto %s", command.letter_id, queue)
+    return ActionTaken(
+        action="replay_dead_letter",
+        command_id=command.command_id,
+        subject=f"dead_letter:{command.letter_id}",
+        state=f"on {queue}",
+        changed=True,
+    )
 
 
 def skip_scheduled_change(command: SkipScheduledChange, ctx: HandlerContext) -> ActionTaken:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from domain.errors import FailedPrecondition, error_info
+from domain.errors import FailedPrecondition, NotFound, error_info
 from domain.operations.retention import CommandRetention
 from domain.ports.application import (
     Application,
@@ -122,6 +122,8 @@ class FakeApplication:
         self.lock = FakeRelayLock()
         self.deliveries = deliveries
         self._with_provider = with_provider
+        self.replayable: dict[str, str] = {}
+        """Dead letters a replay puts back, by id: their queues."""
 
     def unit_of_work(self) -> FakeUnitOfWork:
         return self.db.unit_of_work()
@@ -137,6 +139,12 @@ class FakeApplication:
 
     def publisher(self) -> FakePublisher:
         return self.published
+
+    def replay_dead_letter(self, letter_id: str) -> str:
+        """The queue of a letter scripted in ``replayable``; ``NotFound`` for another."""
+        if letter_id not in self.replayable:
+            raise NotFound.resource("dead_letter", letter_id)
+        return self.replayable.pop(letter_id)
 
     def dead_letters(self) -> FakeDeadLetters:
         return self.dead

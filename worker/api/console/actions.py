@@ -8,9 +8,10 @@ POST is a form (``application/x-www-form-urlencoded``, as a browser posts the pa
 other body is refused with a 415 page), carries the CSRF token the confirmation page issued
 for that client, that action and that target (``csrf.py``), taken once, and its ``Origin``
 must be the console's: a form another site makes a signed-in browser post, or a confirmed
-form posted again, is refused with a 403 page, and nothing changes. The action runs its use
-case, the one the CLI runs (each kind's subject and use case: ``action_kinds.py``), and the
-result page links back to what it acted on.
+form posted again, is refused with a 403 page, and nothing changes. The actions are
+those of the table the API and the CLI offer too (``application/operator_actions.py``: each
+one's wording, scope, reason and use case), taken through its ``take``; what each acts on is
+read for its page by ``action_kinds.py``, and the result page links back to it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import html
 import logging
 import re
+from typing import Any
 from urllib.parse import parse_qs
 
 from anyio import to_thread
@@ -25,13 +27,21 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 
+from application.operator_actions import (
+    REASON_LABELS,
+    ActionKind,
+    ReasonUse,
+    Surface,
+    offered_by,
+    take,
+)
 from domain.errors import CommandError, NotFound, TransientError, violations_of
 from domain.messages import ID_PATTERN
 from domain.operations.console import AccountStory, SubscriptionStory
 from domain.permissions import Scope
 from worker.api.auth import Caller
 from worker.api.console.access import Operator
-from worker.api.console.action_kinds import ACTION_KINDS, FAILURES, Action
+from worker.api.console.action_kinds import FAILURES, SUBJECTS
 from worker.api.console.csrf import (
     FIELD,
     CsrfTokens,
@@ -58,6 +68,9 @@ from worker.bootstrap import Services
 logger = logging.getLogger(__name__)
 router = APIRouter()
 
+ACTION_KINDS: dict[str, ActionKind[Any, Any]] = {a.kind: a for a in offered_by(Surface.CONSOLE)}
+"""The console's actions, by kind: the table's that the console offers."""
+
 ACTIONS = f"{PREFIX}/actions"
 TARGET = re.compile(ID_PATTERN)
 CONFIRMATION_HEADERS = {
@@ -67,10 +80,11 @@ CONFIRMATION_HEADERS = {
 }
 
 
-def may_act(caller: Caller) -> bool:
-    """Whether ``caller`` may take actions (pages show it no action button otherwise)."""
+def may_act(caller: Caller, scope: Scope = Scope.OPERATIONS_WRITE) -> bool:
+    """Whether ``caller`` may take actions (of ``scope``; pages show it no action button
+    otherwise)."""
     try:
-        caller.grant.check(Scope.OPERATIONS_WRITE)
+        caller.grant.check(scope)
     except CommandError:
         return False
     return True
@@ -83,7 +97,7 @@ def action_url(kind: str, target: str) -> str:
 
 def action_button(caller: Caller, kind: str, target: str, label: str | None = None) -> str:
     """A link to the action's confirmation page, for a caller who may take it; else ""."""
-    if not may_act(caller) or kind not in ACTION_KINDS:
+    if kind not in ACTION_KINDS or not may_act(caller, ACTION_KINDS[kind].scope):
         return ""
     shown = label or ACTION_KINDS[kind].title
     href = html.escape(action_url(kind, target), quote=True)
@@ -204,10 +218,11 @@ def _form_fields(body: bytes) -> dict[str, list[str]]:
 MAX_FORM_FIELDS = 8
 
 
-def _checked(kind: str, target: str) -> Action:
+def _checked(kind: str, target: str, caller: Caller) -> ActionKind[Any, Any]:
     action = ACTION_KINDS.get(kind)
     if action is None or len(target) > 128 or not TARGET.match(target):
         raise NotFound(f"no action {kind!r} on {target!r}")
+    caller.grant.check(action.scope)
     return action
 
 
@@ -239,11 +254,11 @@ def _refusal(error: BaseException, doing: str) -> HTMLResponse:
     )
 
 
-def _form(action: Action, kind: str, target: str, token: str) -> str:
+def _form(action: ActionKind[Any, Any], kind: str, target: str, token: str) -> str:
     reason = (
-        "<p><label>Why (kept with what it changes) "
+        f"<p><label>{text(REASON_LABELS[action.reason])} "
         '<input type="text" name="reason" maxlength="200" size="60"></label></p>'
-        if action.takes_reason
+        if action.reason is not ReasonUse.NONE
         else ""
     )
     address = html.escape(action_url(kind, target), quote=True)
@@ -261,8 +276,9 @@ async def confirm_action(
 ) -> HTMLResponse:
     svc = state.svc
     try:
-        action = _checked(kind, target)
-        subject = await to_thread.run_sync(lambda: action.read(svc, target))
+        action = _checked(kind, target, caller)
+        read = SUBJECTS[action.target.subject]
+        subject = await to_thread.run_sync(lambda: read(svc, target))
         token = await to_thread.run_sync(
             lambda: _tokens(request, svc).issue(caller.client_id, kind, target)
         )
@@ -283,7 +299,8 @@ async def take_action(
 ) -> HTMLResponse:
     svc = state.svc
     try:
-        action = _checked(kind, target)
+        action = _checked(kind, target, caller)
+        read = SUBJECTS[action.target.subject]
         check_origin(request.headers, request.headers.get("host"))
         _check_form_media_type(request.headers.get("content-type"))
         form = _form_fields(await request.body())
@@ -296,8 +313,11 @@ async def take_action(
             lambda: tokens.redeem(caller.client_id, kind, target, token, first_use)
         )
         reason = (form.get("reason") or [""])[0]
-        subject = await to_thread.run_sync(lambda: action.read(svc, target))
-        said = await to_thread.run_sync(lambda: action.take(svc, caller, target, reason))
+        subject = await to_thread.run_sync(lambda: read(svc, target))
+        done = await to_thread.run_sync(
+            lambda: take(action, svc, [target], reason, by=caller.client_id)
+        )
+        said = action.said(done)
     except Exception as error:
         return _refusal(error, f"{kind} {target}")
     logger.info("console: %s took %s on %s", caller.client_id, kind, target)

@@ -25,7 +25,7 @@ from domain.errors import CommandError
 from domain.operations.outcomes import error_line
 from worker.api.auth import Caller
 from worker.api.console.access import Viewer
-from worker.api.console.action_kinds import FAILURES, account_page, finding_key
+from worker.api.console.action_kinds import FAILURES, account_page
 from worker.api.console.actions import action_button, may_act
 from worker.api.console.layout import (
     badge,
@@ -222,7 +222,7 @@ def _drift(svc: Services, caller: Caller, read_invoices: bool) -> str:
             text(finding.action),
         ]
         if acting:
-            adopt = action_button(caller, "adopt-drift", finding_key(finding), "Adopt")
+            adopt = action_button(caller, "adopt-drift", finding.key, "Adopt")
             row.append(adopt if finding.adoptable else "")
         rows.append(row)
     scope = (

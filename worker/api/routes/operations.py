@@ -3,40 +3,25 @@
 
 Reads need the ``operations:read`` scope, actions ``operations:write``; both span every
 organization, so a client limited to organizations holds neither. Reads answer the console's views
-(``domain/operations/console.py``), the stories with personal data masked as the console's
-pages and the logs mask it (``domain/redaction.py``); an action runs its handler
-(``application/handlers/operations/actions.py``) at once, in a thread, and answers what it did.
-Nothing here is a command of the log.
+(``domain/operations/console.py``), the stories with personal data masked as the console's pages
+and the logs mask it (``domain/redaction.py``); the actions are the
+table's (``application/operator_actions.py``), offered by ``operator_actions.py``. Nothing here is a
+command of the log.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal
 
-from anyio import to_thread
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 
 from application.handlers.operations import actions as handlers
 from application.handlers.operations.stories import ShowAccount, account_story
-from application.requests.operator_actions import (
-    ActionTaken,
-    MarkAccountOffline,
-    RetryCommand,
-    RetryRegistration,
-    ShowSubscription,
-    SkipScheduledChange,
-    new_action_id,
-)
+from application.requests.operator_actions import ShowSubscription
 from domain.errors import (
-    CommandError,
-    ErrorCode,
     NotFound,
-    TransientError,
     found,
-    violations_of,
 )
 from domain.messages import ID_PATTERN
 from domain.operations.console import (
@@ -54,17 +39,14 @@ from domain.operations.console import (
 from domain.permissions import Scope
 from domain.redaction import redact
 from worker.api.auth import Caller, permitted
-from worker.api.body import Body
-from worker.api.contract import OperatorActionRequest
 from worker.api.errors import ApiError
 from worker.api.openapi import direct_operation
+from worker.api.routes.operator_actions import PREFIX, run_action
 from worker.api.state import State
 
 router = APIRouter(tags=["operations"])
-T = TypeVar("T")
 
 Reader = Annotated[Caller, permitted(Scope.OPERATIONS_READ)]
-Writer = Annotated[Caller, permitted(Scope.OPERATIONS_WRITE)]
 IdPath = Annotated[str, Path(min_length=1, max_length=128, pattern=ID_PATTERN)]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="Rows in a page.")]
 After = Annotated[
@@ -72,27 +54,6 @@ After = Annotated[
     Query(min_length=1, max_length=512, description="The `next_cursor` of the page before."),
 ]
 IdFilter = Annotated[str | None, Query(min_length=1, max_length=128, pattern=ID_PATTERN)]
-PREFIX = "/v1beta1/operations"
-ACTION_ERRORS = (503,)
-
-
-async def _run(call: Callable[[], T]) -> T:
-    """The handler's outcome; a domain error becomes its answer in the spec's body."""
-    try:
-        return await to_thread.run_sync(call)
-    except CommandError as refused:
-        raise ApiError.of(refused) from None
-    except TransientError as unavailable:
-        raise ApiError(ErrorCode.UNAVAILABLE, unavailable.message) from None
-
-
-def _reason(body: dict[str, object]) -> str:
-    try:
-        return OperatorActionRequest.model_validate(body).reason
-    except ValidationError as error:
-        raise ApiError.bad_request(
-            "the request is invalid", violations_of(error.errors(include_url=False))
-        ) from None
 
 
 @router.get(
@@ -110,7 +71,7 @@ def _reason(body: dict[str, object]) -> str:
 async def get_billing_account_story(
     org_or_account: IdPath, client: Reader, state: State
 ) -> JSONResponse:
-    story = await _run(lambda: account_story(ShowAccount(org_or_account), state.svc))
+    story = await run_action(lambda: account_story(ShowAccount(org_or_account), state.svc))
     if story is None:
         raise ApiError.of(NotFound.resource("billing_account", org_or_account))
     return JSONResponse(redact(story.model_dump(mode="json")))
@@ -132,7 +93,7 @@ async def get_subscription_story(id: IdPath, client: Reader, state: State) -> JS
         read = found(svc.console().subscription_story(id), "subscription", id)
         return handlers.subscription_story(ShowSubscription(read), svc)
 
-    story = await _run(told)
+    story = await run_action(told)
     return JSONResponse(redact(story.model_dump(mode="json")))
 
 
@@ -150,7 +111,7 @@ async def list_organizations(
     limit: Limit = DEFAULT_PAGE_SIZE,
     after: After = None,
 ) -> JSONResponse:
-    page = await _run(
+    page = await run_action(
         lambda: state.svc.console().organizations(state=org_state, limit=limit, after=after)
     )
     return JSONResponse(page.model_dump(mode="json"))
@@ -170,7 +131,9 @@ async def list_users(
     limit: Limit = DEFAULT_PAGE_SIZE,
     after: After = None,
 ) -> JSONResponse:
-    page = await _run(lambda: state.svc.console().users(state=user_state, limit=limit, after=after))
+    page = await run_action(
+        lambda: state.svc.console().users(state=user_state, limit=limit, after=after)
+    )
     return JSONResponse(page.model_dump(mode="json"))
 
 
@@ -191,7 +154,7 @@ async def list_billing_accounts(
     limit: Limit = DEFAULT_PAGE_SIZE,
     after: After = None,
 ) -> JSONResponse:
-    page = await _run(
+    page = await run_action(
         lambda: state.svc.console().billing_accounts(
             state=account_state, org_id=org_id, limit=limit, after=after
         )
@@ -219,7 +182,7 @@ async def list_subscriptions(
     limit: Limit = DEFAULT_PAGE_SIZE,
     after: After = None,
 ) -> JSONResponse:
-    page = await _run(
+    page = await run_action(
         lambda: state.svc.console().subscriptions(
             state=subscription_state,
             billing_account_id=billing_account_id,
@@ -254,105 +217,9 @@ async def list_commands(
     after: After = None,
 ) -> JSONResponse:
     statuses = list(status or IN_FLIGHT_STATUSES)
-    page = await _run(
+    page = await run_action(
         lambda: state.svc.console().commands(
             statuses=statuses, command_type=command_type, limit=limit, after=after
         )
     )
     return JSONResponse(page.model_dump(mode="json"))
-
-
-def _action(summary: str, description: str) -> dict[str, Any]:
-    return {
-        "summary": summary,
-        "description": f'{description} Body `{{}}` or `{{"reason": …}}`. Needs the '
-        "`operations:write` scope.",
-        **direct_operation(
-            request=OperatorActionRequest,
-            answer=ActionTaken,
-            answer_description="What the action did.",
-            errors=ACTION_ERRORS,
-            examples={"with a reason": {"reason": "Stripe is back"}, "empty": {}},
-        ),
-    }
-
-
-@router.post(
-    f"{PREFIX}/billing-accounts/{{id}}/retry-registration",
-    operation_id="retry_billing_account_registration",
-    **_action(
-        "Send a pending account's registration again now",
-        "Only a `pending` account; the registration runs on the queue under the action's id, "
-        "with the account's idempotency key.",
-    ),
-)
-async def retry_billing_account_registration(
-    id: IdPath, client: Writer, body: Body, state: State
-) -> JSONResponse:
-    action = RetryRegistration(
-        command_id=new_action_id("retry-registration"),
-        billing_account_id=id,
-        reason=_reason(body),
-    )
-    taken = await _run(lambda: handlers.retry_registration(action, state.svc))
-    return JSONResponse(taken.model_dump(mode="json"))
-
-
-@router.post(
-    f"{PREFIX}/billing-accounts/{{id}}/mark-offline",
-    operation_id="mark_billing_account_offline",
-    **_action(
-        "Make a pending account active without Stripe",
-        "Its registration is abandoned (it can be registered later); an offline account is "
-        "answered unchanged.",
-    ),
-)
-async def mark_billing_account_offline(
-    id: IdPath, client: Writer, body: Body, state: State
-) -> JSONResponse:
-    action = MarkAccountOffline(
-        command_id=new_action_id("mark-offline"), billing_account_id=id, reason=_reason(body)
-    )
-    taken = await _run(lambda: handlers.mark_account_offline(action, state.svc))
-    return JSONResponse(taken.model_dump(mode="json"))
-
-
-@router.post(
-    f"{PREFIX}/commands/{{id}}/retry",
-    operation_id="retry_command_now",
-    **_action(
-        "Run a waiting command now",
-        "Only a `queued`, `retrying` or `waiting` command; it is sent again under its own id "
-        "and runs once.",
-    ),
-)
-async def retry_command_now(
-    id: Annotated[str, Path(min_length=1, max_length=64, pattern=ID_PATTERN)],
-    client: Writer,
-    body: Body,
-    state: State,
-) -> JSONResponse:
-    action = RetryCommand(
-        command_id=new_action_id("retry-command"), target_command_id=id, reason=_reason(body)
-    )
-    taken = await _run(lambda: handlers.retry_command(action, state.svc))
-    return JSONResponse(taken.model_dump(mode="json"))
-
-
-@router.post(
-    f"{PREFIX}/scheduled-changes/{{id}}/skip",
-    operation_id="skip_scheduled_change",
-    **_action(
-        "Skip a scheduled plan change",
-        "Only a `scheduled` change (a `staged` one is made at Stripe already); a skipped one "
-        "is answered unchanged.",
-    ),
-)
-async def skip_scheduled_change(
-    id: IdPath, client: Writer, body: Body, state: State
-) -> JSONResponse:
-    action = SkipScheduledChange(
-        command_id=new_action_id("skip-change"), change_id=id, reason=_reason(body)
-    )
-    taken = await _run(lambda: handlers.skip_scheduled_change(action, state.svc))
-    return JSONResponse(taken.model_dump(mode="json"))

@@ -1,0 +1,119 @@
+"""The operator's actions on the command line: one command for each action of the table
+(``application/operator_actions.py``) the CLI offers, in the group it belongs to.
+
+Only where each lives is this module's own (:data:`COMMANDS`, keyed by the action's kind: its
+group, its name, what its argument is called, the settings it reads, and a note for this
+surface); its help, its ``--reason`` (when it takes one), what it prints (one line, or its
+``--json``) and the use case it runs are the table's. Every action is taken through the table's
+``take``, as the API and the console take it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from application.operator_actions import REASON_LABELS, ActionKind, ReasonUse, Surface, offered_by
+from worker.cli.accounts import accounts
+from worker.cli.base import DATABASE_ENV, REDIS_ENV, as_json_option, emit, fail, services
+from worker.cli.command_log import commands
+from worker.cli.dead_letters import dead_letters
+from worker.cli.subscriptions import subscriptions
+
+if TYPE_CHECKING:
+    from worker.bootstrap import Services
+
+
+def _account_id(svc: Services, org_or_account: str) -> str:
+    """The billing account an organization's id or an account's id names."""
+    from domain.rules import checked_id
+
+    story = svc.console().account_story(checked_id(org_or_account, "org_or_account"))
+    if story is None:
+        fail(f"no billing account {org_or_account}, nor an organization {org_or_account} with one")
+    return str(story.billing_account["id"])
+
+
+@dataclass(frozen=True)
+class Command:
+    """Where the command line offers an action."""
+
+    group: click.Group
+    name: str
+    argument: str
+    """The argument's name (``command_ids``: several, for an action that takes many)."""
+    settings_env: tuple[str, ...]
+    note: str = ""
+    """What the help adds for this surface."""
+    target: Callable[[Services, str], str] | None = None
+    """How the argument becomes the action's target (default: as it is)."""
+
+
+COMMANDS = {
+    "replay-command": Command(
+        commands,
+        "replay",
+        "command_ids",
+        (*DATABASE_ENV, *REDIS_ENV),
+        note="Several COMMAND_IDS: all or none (each is checked before the first is replayed).",
+    ),
+    "retry-command": Command(commands, "retry", "command_id", (*DATABASE_ENV, *REDIS_ENV)),
+    "retry-registration": Command(
+        accounts,
+        "retry",
+        "org_or_account",
+        (*DATABASE_ENV, *REDIS_ENV),
+        note="ORG_OR_ACCOUNT: the account's id, or its organization's.",
+        target=_account_id,
+    ),
+    "mark-offline": Command(
+        accounts,
+        "mark-offline",
+        "org_or_account",
+        DATABASE_ENV,
+        note="ORG_OR_ACCOUNT: the account's id, or its organization's.",
+        target=_account_id,
+    ),
+    "skip-change": Command(
+        subscriptions,
+        "skip-change",
+        "change_id",
+        DATABASE_ENV,
+        note="`subscriptions show` lists a subscription's changes.",
+    ),
+    "replay-dead-letter": Command(dead_letters, "replay", "letter_id", REDIS_ENV),
+}
+"""The command of each action the command line offers, by kind."""
+
+
+def _offer(action: ActionKind[Any, Any], where: Command) -> None:
+    def run(as_json: bool, reason: str = "", **arguments: Any) -> None:
+        from application.operator_actions import take
+
+        given = arguments[where.argument]
+        svc = services()
+        targets = tuple(given) if action.many else (given,)
+        if where.target is not None:
+            targets = tuple(where.target(svc, one) for one in targets)
+        done = take(action, svc, targets, reason, by="cli")
+        emit(as_json, action.view(done), action.said(done))
+
+    command = as_json_option(run)
+    if action.reason is not ReasonUse.NONE:
+        command = click.option("--reason", default="", help=f"{REASON_LABELS[action.reason]}.")(
+            command
+        )
+    command = click.argument(where.argument, nargs=-1 if action.many else 1, required=True)(command)
+    where.group.command(
+        where.name,
+        settings_env=where.settings_env,
+        help=f"{action.summary}. {action.does} {where.note}".strip(),
+        short_help=f"{action.summary}.",
+    )(command)
+
+
+for _action in offered_by(Surface.CLI):
+    _offer(_action, COMMANDS[_action.kind])
