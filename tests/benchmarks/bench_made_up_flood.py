@@ -1,7 +1,7 @@
 """Another client's synchronous preview while one client floods previews of made-up
 organizations (issue 42: a fair share nobody can multiply).
 
-Run: ``.venv/bin/python tests/benchmarks/bench_made_up_flood.py [--seconds 10]``
+Run: ``python3 -m worker.dev bench made-up-flood`` (``--seconds 40`` each phase, the default)
 
 Starts the system on embedded parts (Redis, SQLite, a worker, the API, the Stripe emulator),
 subscribes one organization, then measures a client's synchronous plan-change preview of it
@@ -103,7 +103,7 @@ def row(name: str, values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--seconds", type=float, default=40.0)
     args = parser.parse_args()
     results: list[tuple[str, list[float], list[float], Counter[int], float]] = []
     with tempfile.TemporaryDirectory(prefix="bench-made-up-") as tmp:
