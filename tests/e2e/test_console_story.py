@@ -6,30 +6,15 @@ On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 
 import pytest
 
 from tests.support.stack import Stack
+from tests.support.stack import cli_output as cli
 from tests.support.subscriptions import new_account, new_plan, operator, subscribe
 
 pytestmark = pytest.mark.e2e
-
-
-def cli(stack: Stack, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "worker.cli", *args],
-        env={**os.environ, **stack.env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def test_an_accounts_story_tells_its_subscriptions_changes_events_and_invoices(

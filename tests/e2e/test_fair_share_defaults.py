@@ -8,9 +8,6 @@ operator reads it."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import uuid
 from collections import Counter
@@ -27,6 +24,7 @@ from domain.permissions import Grant, Scope
 from domain.subscriptions.change_previews import PreviewPlanChange
 from tests.support.records import create_organization, create_user
 from tests.support.stack import Stack, another_api, eventually
+from tests.support.stack import cli_output as cli
 from tests.support.subscriptions import new_account, new_plan, operator, subscribe
 from worker.settings import Settings
 
@@ -58,19 +56,6 @@ def http(url: str, client: NewClient, **kwargs: object) -> httpx.Client:
         timeout=30,
         **kwargs,  # type: ignore[arg-type]
     )
-
-
-def cli(stack: Stack, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "worker.cli", *args],
-        env={**os.environ, **stack.env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def previews_logged(stack: Stack) -> int:

@@ -7,9 +7,6 @@ SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 
 import httpx
@@ -20,24 +17,12 @@ from domain.permissions import Grant, Scope
 from stripe_emulator import EmulatorAdmin
 from tests.support.records import create_organization
 from tests.support.stack import Stack
+from tests.support.stack import cli_output as cli
 from tests.support.subscriptions import new_account, new_plan, operator, subscribe
 
 pytestmark = pytest.mark.e2e
 
 ACCOUNT = {"body": {"name": "Acme Ltd", "email": "billing@acme.example"}}
-
-
-def cli(stack: Stack, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "worker.cli", *args],
-        env={**os.environ, **stack.env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def test_a_failed_then_replayed_registration_shows_both_attempts_in_the_accounts_story(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -330,3 +332,18 @@ def another_api(stack: Stack, name: str, **settings: str) -> Iterator[str]:
         yield url
     finally:
         group.stop()
+
+
+def cli_output(stack: Stack, *args: str) -> str:
+    """What ``billing-worker ARGS`` prints on the stack's settings, as an operator runs it;
+    the test fails with its error line if it exits non-zero."""
+    done = subprocess.run(
+        [sys.executable, "-m", "worker.cli", *args],
+        env={**os.environ, **stack.env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
