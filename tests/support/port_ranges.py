@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
-from worker.local.embedded import FREE_PORT_RANGE_ENV
+from worker.local.embedded import FREE_PORT_LEDGER_ENV, FREE_PORT_RANGE_ENV
 
 FIRST_PORT = 20_000
 PORTS_PER_SLOT = 2_000
@@ -53,5 +53,10 @@ def claim_port_range(lock_directory: Path = LOCK_DIRECTORY) -> str | None:
         first = FIRST_PORT + PORTS_PER_SLOT * slot
         chosen = f"{first}-{first + PORTS_PER_SLOT - 1}"
         os.environ[FREE_PORT_RANGE_ENV] = chosen
+        # The ports handed out in the range, shared with every process this one starts; a
+        # new holder of the slot starts it afresh.
+        ledger = lock_directory / f"slot-{slot}.ports"
+        ledger.write_text("")
+        os.environ[FREE_PORT_LEDGER_ENV] = str(ledger)
         return chosen
     return None

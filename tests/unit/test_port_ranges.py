@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import pytest
+
 from tests.support.port_ranges import FIRST_PORT, PORTS_PER_SLOT, SLOTS
 from tests.support.processes import python_until_stdin_closes
-from worker.local.embedded import FREE_PORT_RANGE_ENV
+from worker.local.embedded import FREE_PORT_LEDGER_ENV, FREE_PORT_RANGE_ENV, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,3 +70,25 @@ def test_with_every_slot_held_a_session_falls_back_to_the_kernel_s_ports(
         extra = sessions.enter_context(session(tmp_path))
         assert len(set(held)) == SLOTS
         assert extra == "None"
+
+
+def test_a_process_a_session_starts_never_picks_a_port_the_session_handed_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ten ports above every slot and below the kernel's own: nothing else picks there.
+    monkeypatch.setenv(FREE_PORT_RANGE_ENV, "32100-32109")
+    monkeypatch.setenv(FREE_PORT_LEDGER_ENV, str(tmp_path / "ports"))
+    handed_out = {free_port() for _ in range(9)}  # not bound yet, as a server starting
+
+    picked_by_child = subprocess.run(
+        [sys.executable, "-c", "from worker.local.embedded import free_port; print(free_port())"],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+
+    assert len(handed_out) == 9
+    assert {int(picked_by_child)} == set(range(32100, 32110)) - handed_out

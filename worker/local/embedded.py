@@ -7,6 +7,7 @@ Used by ``billing-worker up`` and by the test fixtures, so that both run the sam
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import random
@@ -29,20 +30,47 @@ FREE_PORT_RANGE_ENV = "FREE_PORT_RANGE"
 processes that each start servers on ports they picked (two test sessions side by side) take
 ranges of their own, so that neither picks a port the other picked and has not bound yet."""
 
+FREE_PORT_LEDGER_ENV = "FREE_PORT_LEDGER"
+"""A file where every process picking in one range (a test session and the ``up`` it starts,
+which inherit both variables) records the ports it handed out: without it a child could pick
+the port its parent just handed to a server that has not bound it yet (an ``up``'s metrics
+exporter taking the API port its test chose: "Address already in use")."""
+
 _handed_out: set[int] = set()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now (and, within a range, not handed out before)."""
+    """A port nothing listens on now (and, within a range, not handed out before: by this
+    process, or by any sharing its ``FREE_PORT_LEDGER``)."""
     chosen = os.environ.get(FREE_PORT_RANGE_ENV)
     if not chosen:
         with socket.socket() as sock:
             sock.bind((host, 0))
             return int(sock.getsockname()[1])
     low, high = (int(bound) for bound in chosen.split("-", 1))
-    candidates = [port for port in range(low, high + 1) if port not in _handed_out]
-    if not candidates:  # every port was handed out once: those are long bound or free again
-        _handed_out.clear()
+    ledger = os.environ.get(FREE_PORT_LEDGER_ENV)
+    if not ledger:
+        port = _unused_port(host, low, high, _handed_out)
+        _handed_out.add(port)
+        return port
+    with open(ledger, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released as the file closes
+        handle.seek(0)
+        handed_out = {int(line) for line in handle.read().split() if line.isdigit()}
+        if len(handed_out) >= high - low + 1:
+            handle.truncate(0)
+            handed_out = set()
+        port = _unused_port(host, low, high, handed_out)
+        handle.write(f"{port}\n")
+        return port
+
+
+def _unused_port(host: str, low: int, high: int, handed_out: set[int]) -> int:
+    """A port from ``low`` to ``high`` not in ``handed_out`` that nothing listens on now; once
+    every port was handed out, any free one (those are long bound or free again)."""
+    candidates = [port for port in range(low, high + 1) if port not in handed_out]
+    if not candidates:
+        handed_out.clear()
         candidates = list(range(low, high + 1))
     random.shuffle(candidates)
     for port in candidates:
@@ -51,9 +79,8 @@ def free_port(host: str = "127.0.0.1") -> int:
                 sock.bind((host, port))
             except OSError:
                 continue
-        _handed_out.add(port)
         return port
-    raise OSError(f"no free port in {FREE_PORT_RANGE_ENV}={chosen}")
+    raise OSError(f"no free port in {FREE_PORT_RANGE_ENV}={low}-{high}")
 
 
 def redis_server_binary() -> str:
