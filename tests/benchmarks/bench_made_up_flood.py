@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from adapters.db.migrate import upgrade  # noqa: E402
+from tests.benchmarks.figures import percentile  # noqa: E402
 from tests.support.emulator import start_emulator  # noqa: E402
 from tests.support.stack import Stack, stack_env  # noqa: E402
 from tests.support.subscriptions import new_account, new_plan, operator, subscribe  # noqa: E402
@@ -47,11 +48,6 @@ SHARES = (
 )
 DEFAULTS = {f"BILLING_{name.upper()}": str(Settings.model_fields[name].default) for name in SHARES}
 FLOOD_THREADS = 8
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def previews(stack: Stack, path: str, plan: str, seconds: float) -> list[float]:
