@@ -80,8 +80,8 @@ class SharedUnitOfWork(SqlUnitOfWork):
     the whole transaction back."""
 
     def __init__(self, session: Session) -> None:
-        # Its maker's session, never a new one: its sessions make none.
-        super().__init__(sessionmaker(bind=session.get_bind()))
+        # Its maker's session, never one of its own (its ``__enter__`` opens none), so no
+        # sessions to make them from: the base's ``__init__`` is not called.
         self._bind(session)
         self._flushes = 0
         self._flushes_committed = 0
