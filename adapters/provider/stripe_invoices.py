@@ -10,11 +10,11 @@ from typing import Any
 from adapters.provider.stripe_fields import plan_field
 from adapters.provider.stripe_objects import billed_invoice_of, invoice_of, line_of, preview_of
 from adapters.provider.stripe_requests import LIST_PAGE_SIZE, StripeRequests
-from domain.drift.report import BilledInvoice
 from domain.operations.console import InvoiceView
 from domain.provider.rate_budget import CallKind
 from domain.subscriptions.change_previews import ChangePreview
 from domain.subscriptions.proration import ProrationBehavior
+from domain.subscriptions.renewals import BilledInvoice
 
 
 class StripeInvoices(StripeRequests):

@@ -14,10 +14,11 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from domain.drift.report import BilledInvoice, RemoteCustomer, RemoteSubscription
+from domain.drift.report import RemoteCustomer, RemoteSubscription
 from domain.errors import Internal, error_info
 from domain.operations.console import InvoiceLineView, InvoiceView
 from domain.subscriptions.change_previews import ChangePreview, PreviewLine
+from domain.subscriptions.renewals import BilledInvoice
 from domain.subscriptions.subscription import ProviderSubscription
 
 

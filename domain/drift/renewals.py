@@ -21,11 +21,10 @@ at Stripe right *now* and the renewal wrong. So the check reads invoices, not pr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from domain.billing.currencies import format_amount
 from domain.drift.report import (
-    BilledInvoice,
     DriftKind,
     Finding,
     OurSide,
@@ -35,13 +34,10 @@ from domain.drift.report import (
 from domain.subscriptions.change_previews import PreviewLine
 from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan
+from domain.subscriptions.renewals import BilledInvoice, latest_renewal
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription
 
-RENEWAL_REASON = "subscription_cycle"
-CORRECTION_SLACK = timedelta(minutes=1)
-"""How far after the period's start a proration may start and still correct that period
-(Stripe's proration date is in whole seconds)."""
 IN_FORCE = (ChangeState.APPLIED, ChangeState.STAGED)
 
 
@@ -83,30 +79,19 @@ def _renewal_finding(
     changes: Sequence[ScheduledChange],
     plans: Mapping[str, Plan],
 ) -> Finding | None:
-    renewals = [
-        invoice
-        for invoice in invoices
-        if invoice.billing_reason == RENEWAL_REASON and invoice.status != "void"
-    ]
-    if not renewals:
+    period = latest_renewal(invoices)
+    if period is None:
         return None
-    renewal = max(renewals, key=lambda invoice: (invoice.created, invoice.id))
-    charges = [line for line in renewal.lines if not line.proration]
-    if not charges:
-        return None
-    charge = max(charges, key=lambda line: line.period_start)
-    start = charge.period_start
-    plan = plans.get(plan_in_force(row, changes, start))
+    plan = plans.get(plan_in_force(row, changes, period.start))
     if plan is None:
         return None
-    corrections = [
-        line
-        for invoice in invoices
-        if invoice.status != "void" and invoice.currency == renewal.currency
-        for line in invoice.lines
-        if line.proration and start <= line.period_start <= start + CORRECTION_SLACK
-    ]
-    net = charge.amount + sum(line.amount for line in corrections)
+    renewal, charge, corrections, net, start = (
+        period.renewal,
+        period.charge,
+        period.corrections,
+        period.net,
+        period.start,
+    )
     same_money = renewal.currency == plan.currency and net == plan.amount
     same_price = charge.price_id == plan.provider_price_id
     if same_money and (same_price or corrections):

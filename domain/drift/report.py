@@ -20,8 +20,8 @@ from typing import Any
 
 from domain.billing.accounts import BillingAccount
 from domain.billing.currencies import format_amount
-from domain.subscriptions.change_previews import PreviewLine
 from domain.subscriptions.plans import Plan
+from domain.subscriptions.renewals import BilledInvoice
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription, Subscription
 
@@ -95,19 +95,6 @@ class PriceTerms:
             "interval": self.interval,
             "interval_count": self.interval_count,
         }
-
-
-@dataclass(frozen=True)
-class BilledInvoice:
-    """An invoice of a subscription as the money check reads it: why it was made, its
-    currency and its lines (amounts in minor units, credits negative)."""
-
-    id: str
-    status: str
-    billing_reason: str | None
-    currency: str
-    created: datetime
-    lines: tuple[PreviewLine, ...]
 
 
 @dataclass(frozen=True)

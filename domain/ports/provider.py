@@ -16,12 +16,13 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from domain.billing.accounts import ProviderCustomer
-from domain.drift.report import BilledInvoice, RemoteCustomer, RemoteSubscription
+from domain.drift.report import RemoteCustomer, RemoteSubscription
 from domain.operations.console import InvoiceView
 from domain.provider.sync import ProviderCustomerState, RegisteredEndpoint
 from domain.subscriptions.change_previews import ChangePreview
 from domain.subscriptions.plans import ProviderPlan, ProviderPrice
 from domain.subscriptions.proration import PaymentBehavior, ProrationBehavior
+from domain.subscriptions.renewals import BilledInvoice
 from domain.subscriptions.subscription import ProviderSubscription, SubscriptionTerms
 
 

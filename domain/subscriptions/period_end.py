@@ -14,8 +14,11 @@ is a correction: prorated from the start of the new period and invoiced at once,
 new period costs the new price net, the correction visible as proration lines.
 
 The provider may also renew *while* the on-time change is on its way (a write held across the
-boundary): its answer then shows the new period begun, billed at the old price. The same
-correction follows, after the old price is put back on the item without proration (a
+boundary): its answer then shows the new period begun, billed at the old price. When that
+answer is lost, the retry's read cannot tell the write made before the renewal from the write
+made after it (both show the new price in a renewed period), so the renewal invoice is read:
+if it billed the old price and nothing corrected it (:func:`billed_at_the_old_price`), the
+same correction follows, after the old price is put back on the item without proration (a
 correction prorates from the price the item has): :func:`renewal_correction`. A staged change
 taken back before its boundary (:func:`withdrawal`) is corrected the same way when the provider
 renewed first, the other way round.
@@ -29,12 +32,14 @@ twice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
 from domain.subscriptions.change_states import ChangeReason
 from domain.subscriptions.proration import ProrationBehavior
+from domain.subscriptions.renewals import BilledInvoice, renewal_of_period
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription
 
@@ -66,6 +71,10 @@ class PeriodEndStep:
     correct_renewal: bool = False
     """The provider renewed at the old price after the change was made: correct the new
     period (:func:`renewal_correction`) before recording the change applied."""
+    check_renewal: bool = False
+    """The provider holds the new price and renewed, and whether the write reached it before
+    or after the renewal is not known (its answer was lost): read what the renewal billed
+    (:func:`billed_at_the_old_price`) before recording the change applied."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,17 @@ def renewal_correction(
     return writes
 
 
+def billed_at_the_old_price(
+    remote: ProviderSubscription, invoices: Sequence[BilledInvoice], target_price_id: str
+) -> str | None:
+    """The price the provider's renewal of its current period billed, when that is not the
+    target and nothing corrected the period since (a write whose answer was lost reached the
+    provider after it renewed); ``None`` when the period bills the target already, or when
+    ``invoices`` do not hold that renewal (nothing was billed for it to correct)."""
+    period = renewal_of_period(invoices, remote.current_period_start)
+    return None if period is None else period.billed_other_than(target_price_id)
+
+
 def staged_too_late(change: ScheduledChange, answer: ProviderSubscription) -> bool:
     """Whether the provider's answer to the change sent ahead of its boundary shows that it
     renewed first (the write was held across the boundary): the renewal billed the old price
@@ -144,6 +164,11 @@ def period_end_step(
             # …after the provider renewed, and the correction may not have gone out: it goes
             # (again: a repetition is a replay of each write).
             return PeriodEndStep(Step.APPLY, correct_renewal=True)
+        if renewed and not interval_changes:
+            # …before or after the renewal: the subscription looks the same either way, the
+            # renewal invoice does not. (Another interval restarts the cycle: Stripe's own
+            # proration settles a change made after the renewal.)
+            return PeriodEndStep(Step.APPLY, check_renewal=True)
         on_time = remote.current_period_end == boundary and not interval_changes
         return PeriodEndStep(Step.STAGE if on_time else Step.APPLY)
     if renewed:

@@ -42,6 +42,7 @@ from tests.support.subscriptions import (
     Catalog,
     Subscribed,
     changes_of,
+    executed_updates,
     stored_change,
     stored_subscription,
     three_plans,
@@ -131,7 +132,9 @@ def net_from(invoiced: list[Invoice]) -> int:
 # --- row 1: the change's write held across the boundary --------------------------------------
 
 
+@pytest.mark.parametrize("answer", ["seen", "lost"])
 def test_a_change_whose_write_stripe_holds_across_the_renewal_nets_the_new_period_to_its_price(
+    answer: str,
     stack: Stack,
     api: httpx.Client,
     ctx: Services,
@@ -139,13 +142,17 @@ def test_a_change_whose_write_stripe_holds_across_the_renewal_nets_the_new_perio
     sdk: stripe.StripeClient,
     emulator: EmulatorAdmin,
 ) -> None:
+    """Whether the held write's answer reaches the worker or is lost after Stripe executed
+    it (the retry then reads a subscription on the new price in a renewed period, which looks
+    the same as a write made in time: the renewal invoice tells them apart)."""
     sub = subscribe(ctx, catalog.team)
     pay_open_invoices(sdk, sub.provider_id)
     change = at_period_end(stack, api, sub, catalog.starter)
     boundary = change.effective_at
-    emulator.add_fault(
-        "latency", f"POST /v1/subscriptions/{sub.provider_id}", latency_ms=HELD, count=1
-    )
+    updates = f"POST /v1/subscriptions/{sub.provider_id}"
+    emulator.add_fault("latency", updates, latency_ms=HELD, count=1)
+    if answer == "lost":
+        emulator.add_fault("drop", updates, after_execution=True, count=1)
 
     move_to(stack, boundary - timedelta(seconds=11))  # the sweep claims it; the worker reads…
     eventually(
@@ -171,6 +178,10 @@ def test_a_change_whose_write_stripe_holds_across_the_renewal_nets_the_new_perio
     assert stored_subscription(stack, sub.id).plan_id == catalog.starter.id
     item = sdk.v1.subscriptions.retrieve(sub.provider_id)["items"].data[0]
     assert item.price.id == catalog.starter.provider_price_id
+    written = [r.idempotency_key for r in executed_updates(emulator, sub.provider_id)]
+    assert sorted(written) == sorted(
+        [change.provider_idempotency_key, change.late_realign_key, change.late_correction_key]
+    )  # each write once at Stripe
 
 
 # --- row 4: a staged change taken back --------------------------------------------------------

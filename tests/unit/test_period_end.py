@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from domain.subscriptions.change_previews import PreviewLine
 from domain.subscriptions.change_states import ChangeKind, ChangeState
 from domain.subscriptions.period_end import (
     PriceWrite,
     Step,
+    billed_at_the_old_price,
     period_end_step,
     renewal_correction,
     staged_too_late,
     withdrawal,
 )
+from domain.subscriptions.renewals import BilledInvoice
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription
 
@@ -100,7 +103,9 @@ def test_a_retry_finding_the_new_price_of_a_change_marked_late_corrects_again() 
     assert (step.step, step.correct_renewal, step.send) == (Step.APPLY, True, False)
 
 
-def test_a_retry_finding_the_new_price_of_a_change_made_in_time_records_it_without_writes() -> None:
+def test_a_retry_finding_the_new_price_in_a_renewed_period_reads_the_renewal_before_recording() -> (
+    None
+):
     step = period_end_step(
         a_change(),
         stripe_holds("price_starter", renewed=True),
@@ -108,7 +113,74 @@ def test_a_retry_finding_the_new_price_of_a_change_made_in_time_records_it_witho
         interval_changes=False,
     )
 
-    assert (step.step, step.correct_renewal, step.send) == (Step.APPLY, False, False)
+    assert (step.step, step.check_renewal, step.correct_renewal, step.send) == (
+        Step.APPLY,
+        True,
+        False,
+        False,
+    )
+
+
+def test_a_retry_finding_the_new_price_before_the_renewal_stages_without_reading_invoices() -> None:
+    step = period_end_step(
+        a_change(),
+        stripe_holds("price_starter", renewed=False),
+        "price_starter",
+        interval_changes=False,
+    )
+
+    assert (step.step, step.check_renewal, step.send) == (Step.STAGE, False, False)
+
+
+def test_a_retry_of_a_change_to_another_interval_is_settled_by_stripe_s_own_proration() -> None:
+    step = period_end_step(
+        a_change(),
+        stripe_holds("price_starter", renewed=True),
+        "price_starter",
+        interval_changes=True,
+    )
+
+    assert (step.step, step.check_renewal, step.correct_renewal) == (Step.APPLY, False, False)
+
+
+def line(
+    price: str, amount: int, *, proration: bool = False, start: datetime = BOUNDARY
+) -> PreviewLine:
+    return PreviewLine("", amount, proration, start, NEXT, price)
+
+
+def invoice(invoice_id: str, reason: str, *lines: PreviewLine) -> BilledInvoice:
+    return BilledInvoice(invoice_id, "paid", reason, "usd", BOUNDARY, lines)
+
+
+def test_a_renewal_that_billed_the_old_price_uncorrected_names_the_price_to_correct_from() -> None:
+    earlier = invoice(
+        "in_0", "subscription_cycle", line("price_team", 2900, start=BOUNDARY - timedelta(days=30))
+    )
+    renewal = invoice("in_1", "subscription_cycle", line("price_team", 2900))
+
+    assert (
+        billed_at_the_old_price(
+            stripe_holds("price_starter", renewed=True), [renewal, earlier], "price_starter"
+        )
+        == "price_team"
+    )
+
+
+def test_a_renewal_at_the_new_price_or_already_corrected_needs_nothing() -> None:
+    at_new = invoice("in_1", "subscription_cycle", line("price_starter", 900))
+    at_old = invoice("in_1", "subscription_cycle", line("price_team", 2900))
+    correction = invoice(
+        "in_2",
+        "subscription_update",
+        line("price_team", -2900, proration=True),
+        line("price_starter", 900, proration=True),
+    )
+    renewed = stripe_holds("price_starter", renewed=True)
+
+    assert billed_at_the_old_price(renewed, [at_new], "price_starter") is None
+    assert billed_at_the_old_price(renewed, [correction, at_old], "price_starter") is None
+    assert billed_at_the_old_price(renewed, [], "price_starter") is None
 
 
 def test_a_withdrawal_puts_the_old_price_back_without_proration_under_its_own_key() -> None:

@@ -8,7 +8,6 @@ from datetime import timedelta
 
 from domain.drift.renewals import plan_in_force, renewal_drift
 from domain.drift.report import (
-    BilledInvoice,
     DriftKind,
     OurSide,
     PriceTerms,
@@ -17,6 +16,7 @@ from domain.drift.report import (
 )
 from domain.drift.rules import find_drift
 from domain.subscriptions.change_previews import PreviewLine
+from domain.subscriptions.renewals import BilledInvoice
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription, Subscription
 from tests.support.fakes.clock import T0

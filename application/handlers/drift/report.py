@@ -38,14 +38,10 @@ from domain.ports.application import HandlerContext
 from domain.provider.rate_budget import Priority, calls_at
 from domain.rules import new_id
 from domain.subscriptions.change_states import ChangeState
+from domain.subscriptions.renewals import RENEWAL_INVOICES
 from domain.subscriptions.subscription import Subscription
 
 logger = logging.getLogger(__name__)
-
-
-RENEWAL_INVOICES = 10
-"""How many of a subscription's latest invoices the money check reads (one list call): its
-latest renewal and the corrections made since."""
 
 
 def drift_report(request: ReportDrift, svc: HandlerContext) -> list[Finding]:

@@ -12,7 +12,9 @@ and makes staged ones take effect in ``application/handlers/subscriptions/due_ch
   went through), and after a refusal (to tell an ended subscription from a rejected change).
 * A change at the period's end is claimed ``period_end_lead`` before its boundary; the
   subscription is always read first, and ``domain/subscriptions/period_end.py`` decides on what it
-  shows. Made ahead of the boundary, the change is ``staged``; beat's sweep makes it take effect
+  shows (and, when it shows the new price in a renewed period, on what the renewal invoice
+  billed: a write whose answer was lost may have reached the provider after it renewed).
+  Made ahead of the boundary, the change is ``staged``; beat's sweep makes it take effect
   (``application/handlers/subscriptions/due_changes.py``) once the boundary passes, without
   calling the provider again.
 """
@@ -38,9 +40,11 @@ from domain.subscriptions.change_states import ChangeKind, ChangeReason, ChangeS
 from domain.subscriptions.period_end import (
     PeriodEndStep,
     Step,
+    billed_at_the_old_price,
     period_end_step,
     staged_too_late,
 )
+from domain.subscriptions.renewals import RENEWAL_INVOICES
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription, Subscription
 
@@ -145,13 +149,21 @@ def _reach_the_boundary(
             if step.step is Step.STAGE and staged_too_late(change, remote):
                 _mark_corrected_late(change.id, svc)
                 step = PeriodEndStep(Step.APPLY, correct_renewal=True)
+    billed_price_id = from_price_id
+    if step.check_renewal:
+        invoices = provider.list_billed_invoices(subscription.provider_id, RENEWAL_INVOICES)
+        billed_otherwise = billed_at_the_old_price(remote, invoices, price_id)
+        if billed_otherwise is not None:
+            _mark_corrected_late(change.id, svc)
+            step = PeriodEndStep(Step.APPLY, correct_renewal=True)
+            billed_price_id = billed_otherwise
     if step.correct_renewal:
         remote = correct_renewal(
             provider,
             change,
             subscription,
             remote,
-            billed_price_id=from_price_id,
+            billed_price_id=billed_price_id,
             wanted_price_id=price_id,
             keys=(change.late_realign_key, change.late_correction_key),
             what="the write",

@@ -16,7 +16,6 @@ from typing import Any
 
 from domain.billing.accounts import ProviderCustomer
 from domain.drift.report import (
-    BilledInvoice,
     RemoteCustomer,
     RemoteSubscription,
     existing_subscription,
@@ -28,6 +27,7 @@ from domain.provider.sync import ProviderCustomerState, RegisteredEndpoint
 from domain.subscriptions.change_previews import ChangePreview, PreviewLine
 from domain.subscriptions.plans import ProviderPlan, ProviderPrice
 from domain.subscriptions.proration import PaymentBehavior, ProrationBehavior
+from domain.subscriptions.renewals import BilledInvoice
 from domain.subscriptions.subscription import ProviderSubscription, SubscriptionTerms
 from tests.support.fakes.clock import T0, FakeClock
 from tests.support.fakes.provider_requests import RecordedRequests, gone, rejected
