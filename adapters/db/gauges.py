@@ -14,6 +14,7 @@ from adapters.db.models import (
     CommandRow,
     EventRow,
     PlanRow,
+    RenewalCheckRow,
     ScheduledChangeRow,
     SubscriptionRow,
     WebhookDeliveryRow,
@@ -23,6 +24,7 @@ from adapters.observability.gauges import DatabaseFigures
 from domain.billing.accounts import BillingAccountState
 from domain.messages import CommandStatus
 from domain.subscriptions.change_states import ChangeKind, ChangeState
+from domain.subscriptions.renewal_checks import RenewalCheckState
 from domain.subscriptions.subscription import SubscriptionState
 
 
@@ -105,6 +107,14 @@ class SqlSystemFigures:
                 )
             ).one()
             off_plan = _subscriptions_off_plan(session)
+            billed_wrong = int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(RenewalCheckRow)
+                    .where(RenewalCheckRow.state == RenewalCheckState.BILLED_WRONG.value)
+                )
+                or 0
+            )
         return DatabaseFigures(
             changes_by_state=by_state,
             oldest_due_change=oldest_due,
@@ -116,6 +126,7 @@ class SqlSystemFigures:
             pending_accounts=int(pending_count or 0),
             oldest_pending_account=oldest_pending,
             subscriptions_off_plan=off_plan,
+            renewals_billed_wrong=billed_wrong,
         )
 
 

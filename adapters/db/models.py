@@ -219,6 +219,29 @@ class ScheduledChangeRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class RenewalCheckRow(Base):
+    """The check of each renewal a plan change at the period's end took effect at (see
+    ``domain/subscriptions/renewal_checks.py``)."""
+
+    __tablename__ = "renewal_checks"
+    __table_args__ = (
+        # What the reconciliation sweep looks for: checks due, the earliest first.
+        Index("ix_renewal_checks_state_due_at", "state", "due_at"),
+    )
+
+    id: Mapped[str] = mapped_column(ForeignKey("scheduled_changes.id"), primary_key=True)
+    subscription_id: Mapped[str] = mapped_column(String(128))
+    plan_id: Mapped[str] = mapped_column(String(128))
+    period_start: Mapped[datetime] = mapped_column(UTCDateTime)
+    due_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    state: Mapped[str] = mapped_column(String(16))
+    checks: Mapped[int] = mapped_column(Integer, default=0)
+    finding: Mapped[str | None] = mapped_column(Text, nullable=True)
+    checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class ChangePreviewRow(Base):
     """Previews answered lately: the proration times a change may name
     (``domain/subscriptions/change_previews.py``); a subscription's expired ones go with its next

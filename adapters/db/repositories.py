@@ -16,6 +16,7 @@ from adapters.db.models import (
     ChangePreviewRow,
     OrganizationRow,
     PlanRow,
+    RenewalCheckRow,
     ScheduledChangeRow,
     SubscriptionRow,
     UserRow,
@@ -26,6 +27,7 @@ from domain.ports.repositories import Claim
 from domain.subscriptions.change_previews import IssuedPreview
 from domain.subscriptions.change_states import ChangeKind, ChangeState
 from domain.subscriptions.plans import Plan
+from domain.subscriptions.renewal_checks import RenewalCheck, RenewalCheckState
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from domain.users import User
@@ -277,6 +279,25 @@ class SqlChangePreviewRepository(_RowRepository[IssuedPreview, ChangePreviewRow]
                 ChangePreviewRow.proration_date < before,
             )
         )
+
+
+class SqlRenewalCheckRepository(_RowRepository[RenewalCheck, RenewalCheckRow]):
+    mapping = RowMapping(RenewalCheck, RenewalCheckRow)
+
+    def get(self, change_id: str, *, for_update: bool = False) -> RenewalCheck | None:
+        return self._by_id(change_id, for_update=for_update)
+
+    def due(self, now: datetime, limit: int) -> list[RenewalCheck]:
+        row = RenewalCheckRow
+        return self._all(
+            select(row)
+            .where(row.state.in_(_CHECKED_AGAIN), row.due_at <= now)
+            .order_by(row.due_at, row.id)
+            .limit(limit)
+        )
+
+
+_CHECKED_AGAIN = (RenewalCheckState.DUE.value, RenewalCheckState.BILLED_WRONG.value)
 
 
 class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChangeRow]):

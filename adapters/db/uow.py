@@ -20,6 +20,7 @@ from adapters.db.repositories import (
     SqlChangePreviewRepository,
     SqlOrganizationRepository,
     SqlPlanRepository,
+    SqlRenewalCheckRepository,
     SqlScheduledChangeRepository,
     SqlSubscriptionRepository,
     SqlUserRepository,
@@ -45,6 +46,7 @@ class SqlUnitOfWork:
         self.subscriptions = SqlSubscriptionRepository(self.session)
         self.scheduled_changes = SqlScheduledChangeRepository(self.session)
         self.change_previews = SqlChangePreviewRepository(self.session)
+        self.renewal_checks = SqlRenewalCheckRepository(self.session)
         self.events = SqlEventOutbox(self.session)
         self.webhook_endpoints = SqlWebhookEndpointRepository(self.session)
         self.webhook_deliveries = SqlWebhookDeliveryRepository(self.session)

@@ -43,6 +43,9 @@ class DatabaseFigures:
     subscriptions_off_plan: Mapping[str, int] = field(default_factory=dict)
     """Live subscriptions Stripe bills at a price that is not their plan's, by kind
     (``unknown_price``: none of our plans'; ``other_plan``: another plan's)."""
+    renewals_billed_wrong: int = 0
+    """Periods whose renewal invoice, as last read, bills other money than the plan a change
+    put in force at their start (``domain/subscriptions/renewal_checks.py``)."""
 
 
 OFF_PLAN_KINDS = ("unknown_price", "other_plan")
@@ -183,10 +186,20 @@ class SystemCollector(Collector):
         )
         for kind in OFF_PLAN_KINDS:
             off_plan.add_metric([kind], figures.subscriptions_off_plan.get(kind, 0))
+        billed_wrong = GaugeMetricFamily(
+            "billing_renewals_billed_wrong",
+            "Periods that a plan change at the period's end put on a plan and whose renewal "
+            "invoice at Stripe, as last read, bills other money net (a write that reached "
+            "Stripe after it renewed, uncorrected). Beat's reconciliation sweep reads each "
+            "renewal shortly after its boundary and every few minutes while it is wrong: back "
+            "to 0 once the period is corrected at Stripe (`stripe drift` names each one).",
+            value=figures.renewals_billed_wrong,
+        )
         return [
             changes,
             age,
             off_plan,
+            billed_wrong,
             failed_commands,
             rejected_commands,
             deliveries,

@@ -97,6 +97,14 @@ class ReconcileWithStripe:
 
 
 @dataclass(frozen=True)
+class CheckDueRenewals:
+    """Read the renewal invoices of up to ``limit`` renewal checks due (part of the
+    reconciliation sweep, which spends its reads on them first)."""
+
+    limit: int
+
+
+@dataclass(frozen=True)
 class PruneCommandLog:
     """Delete the finished commands older than their retention: within the policy's batch
     budget (beat's sweep), or ``until_done`` (an operator, who waits for it)."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from domain.billing.currencies import format_amount
 from domain.drift.report import (
     DriftKind,
     Finding,
@@ -31,10 +30,9 @@ from domain.drift.report import (
     PriceTerms,
     ProviderSide,
 )
-from domain.subscriptions.change_previews import PreviewLine
 from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan
-from domain.subscriptions.renewals import BilledInvoice, latest_renewal
+from domain.subscriptions.renewals import RENEWAL_REMEDY, BilledInvoice, latest_renewal
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription
 
@@ -85,37 +83,19 @@ def _renewal_finding(
     plan = plans.get(plan_in_force(row, changes, period.start))
     if plan is None:
         return None
-    renewal, charge, corrections, net, start = (
-        period.renewal,
-        period.charge,
-        period.corrections,
-        period.net,
-        period.start,
-    )
-    same_money = renewal.currency == plan.currency and net == plan.amount
-    same_price = charge.price_id == plan.provider_price_id
-    if same_money and (same_price or corrections):
+    if period.bills(plan):
         return None
-    stripe_bills = PriceTerms(charge.price_id, net, renewal.currency, plan.interval.value)
-    corrected = (
-        f", {len(corrections)} correction line(s) included" if corrections else ", no correction"
+    stripe_bills = PriceTerms(
+        period.charge.price_id, period.net, period.currency, plan.interval.value
     )
     return Finding(
         DriftKind.RENEWAL_MISMATCH,
-        f"subscription {row.id} ({row.provider_id}): the renewal of {start.isoformat()} "
-        f"(invoice {renewal.id}) billed {_shown(charge, renewal.currency)}{corrected}: "
-        f"{format_amount(net, renewal.currency)} for the period, while plan {plan.name} "
+        f"subscription {row.id} ({row.provider_id}): {period.shown()}, while plan {plan.name} "
         f"({PriceTerms.of_plan(plan).shown()}) was in force here at its start",
-        "credit or charge the difference at Stripe (an invoice item, or a prorated update "
-        "as of the period's start), and find out why the renewal billed it: a plan change "
-        "that reached Stripe after the renewal, or a price changed at Stripe",
+        RENEWAL_REMEDY,
         billing_account_id=row.billing_account_id,
         subscription_id=row.id,
         provider_subscription_id=row.provider_id,
         stripe_bills=stripe_bills,
         we_bill=PriceTerms.of_plan(plan),
     )
-
-
-def _shown(line: PreviewLine, currency: str) -> str:
-    return f"{format_amount(line.amount, currency)} ({line.price_id or 'no price'})"

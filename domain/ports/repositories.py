@@ -25,6 +25,7 @@ from domain.ports.events import (
 )
 from domain.subscriptions.change_previews import IssuedPreview
 from domain.subscriptions.plans import Plan
+from domain.subscriptions.renewal_checks import RenewalCheck
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription
 from domain.users import User
@@ -200,6 +201,22 @@ class ChangePreviewRepository(Protocol):
         ...
 
 
+class RenewalCheckRepository(Protocol):
+    """The checks of renewals plan changes took effect at
+    (``domain/subscriptions/renewal_checks.py``)."""
+
+    def get(self, change_id: str, *, for_update: bool = False) -> RenewalCheck | None: ...
+
+    def add(self, check: RenewalCheck) -> None: ...
+
+    def save(self, check: RenewalCheck) -> None: ...
+
+    def due(self, now: datetime, limit: int) -> list[RenewalCheck]:
+        """Up to ``limit`` checks due by ``now`` (``due`` or ``billed_wrong``), the earliest
+        due first."""
+        ...
+
+
 class UnitOfWork(Protocol):
     """One database transaction. Leaving the block without ``commit()`` rolls back.
 
@@ -227,6 +244,9 @@ class UnitOfWork(Protocol):
 
     @property
     def change_previews(self) -> ChangePreviewRepository: ...
+
+    @property
+    def renewal_checks(self) -> RenewalCheckRepository: ...
 
     @property
     def events(self) -> EventOutbox: ...

@@ -13,12 +13,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from domain.billing.currencies import format_amount
 from domain.subscriptions.change_previews import PreviewLine
+from domain.subscriptions.plans import Plan
 
 RENEWAL_REASON = "subscription_cycle"
 CORRECTION_SLACK = timedelta(minutes=1)
 """How far after the period's start a proration may start and still correct that period
 (Stripe's proration date is in whole seconds)."""
+RENEWAL_REMEDY = (
+    "credit or charge the difference at Stripe (an invoice item, or a prorated update as of "
+    "the period's start), and find out why the renewal billed it: a plan change that reached "
+    "Stripe after the renewal, or a price changed at Stripe"
+)
+"""What an operator does about a period billed at another price than its plan's."""
 RENEWAL_INVOICES = 10
 """How many of a subscription's latest invoices are read to find a renewal and what corrected
 it (one page: a period rarely has more than a renewal, a correction and a change or two)."""
@@ -58,6 +66,27 @@ class BilledPeriod:
     def net(self) -> int:
         """What the period costs, the corrections included."""
         return self.charge.amount + sum(line.amount for line in self.corrections)
+
+    def bills(self, plan: Plan) -> bool:
+        """Whether the period costs ``plan``'s price net: its amount in its currency, at its
+        price or corrected to that amount."""
+        same_money = self.currency == plan.currency and self.net == plan.amount
+        same_price = self.charge.price_id == plan.provider_price_id
+        return same_money and (same_price or bool(self.corrections))
+
+    def shown(self) -> str:
+        """What the period was billed, for an operator: the renewal's line and the net."""
+        corrected = (
+            f", {len(self.corrections)} correction line(s) included"
+            if self.corrections
+            else ", no correction"
+        )
+        return (
+            f"the renewal of {self.start.isoformat()} (invoice {self.renewal.id}) billed "
+            f"{format_amount(self.charge.amount, self.currency)} "
+            f"({self.charge.price_id or 'no price'}){corrected}: "
+            f"{format_amount(self.net, self.currency)} for the period"
+        )
 
     def billed_other_than(self, price_id: str) -> str | None:
         """The price the renewal billed when it is not ``price_id`` and nothing corrected

@@ -25,16 +25,22 @@ import pytest
 import stripe  # noqa: TID251 - the tests read the emulator's invoices through the SDK
 
 from adapters.clock import REFRESH_SECONDS, ShiftableClock
+from adapters.db.models import RenewalCheckRow
 from adapters.db.uow import SqlUnitOfWork
+from adapters.provider.stripe_adapter import StripeBillingProvider
+from application.handlers.provider.sync import reconcile_with_stripe
 from application.handlers.subscriptions.subscribe import create_subscription
 from application.requests.operator_requests import CreateSubscription
+from application.requests.sweeps import ReconcileWithStripe
 from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import SubscriptionState, SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
+from tests.support.emulator import EMULATOR_KEY
 from tests.support.events import outbox_rows
 from tests.support.invoices import Invoice, invoices_of, pay_open_invoices
+from tests.support.records import services_on
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from tests.support.subscriptions import (
     Subscribed,
@@ -424,3 +430,107 @@ def test_a_preview_and_the_change_made_right_after_invoice_the_same_amounts_to_t
     assert previewed["billed"] == "now"
     assert previewed["currency"] == "usd"
     assert {line["amount"] for line in previewed["lines"]} & {-900, 2900} == set()  # prorated
+
+
+# --- the renewal, checked -----------------------------------------------------------------
+
+
+def renewals_billed_wrong(ctx: Services) -> float:
+    """The ``billing_renewals_billed_wrong`` gauge, as beat's collector exports it."""
+    [value] = [
+        sample.value
+        for family in ctx.system_collector().collect()
+        if family.name == "billing_renewals_billed_wrong"
+        for sample in family.samples
+    ]
+    return value
+
+
+def reconcile(stack: Stack) -> dict[str, int]:
+    """One run of beat's reconciliation sweep, on the stack's clock (these stacks keep the
+    sweep an hour apart, out of the way of the tests that count Stripe's reads)."""
+    beat = services_on(
+        stack.sessions,
+        ShiftableClock(stack.redis_url),
+        provider=StripeBillingProvider(EMULATOR_KEY, api_base=stack.stripe_url),
+    )
+    return reconcile_with_stripe(ReconcileWithStripe(reads=100), beat)
+
+
+def renewal_check_of(stack: Stack, change: ScheduledChange) -> RenewalCheckRow:
+    with stack.sessions() as session:
+        found = session.get(RenewalCheckRow, change.id)
+        assert found is not None, f"no renewal check for change {change.id}"
+        return found
+
+
+def test_a_renewal_billed_at_another_price_is_counted_wrong_until_it_is_corrected_at_stripe(
+    stack: Stack,
+    api: httpx.Client,
+    ctx: Services,
+    sub: Subscribed,
+    catalog: Catalog,
+    sdk: stripe.StripeClient,
+) -> None:
+    change = at_period_end(stack, api, sub, catalog.team)
+    boundary = change.effective_at
+    move_to(stack, boundary - WITHIN_THE_LEAD)
+    wait_for(stack, change, ChangeState.STAGED)
+    item = sdk.v1.subscriptions.retrieve(sub.provider_id)["items"].data[0]
+    sdk.v1.subscriptions.update(  # someone in Stripe's dashboard puts the old price back
+        sub.provider_id,
+        params={  # type: ignore[arg-type]
+            "items": [{"id": item.id, "price": catalog.starter.provider_price_id}],
+            "proration_behavior": "none",
+        },
+    )
+    move_to(stack, boundary + timedelta(minutes=1))
+    wait_for(stack, change, ChangeState.APPLIED)
+    [renewal] = billed_from(sdk, sub, boundary)
+    assert renewal.total == 900  # Stripe renewed at starter's price for a team period
+    move_to(stack, boundary + timedelta(minutes=2))  # the check falls due shortly after
+
+    found = reconcile(stack)
+
+    check = renewal_check_of(stack, change)
+    assert check.state == "billed_wrong", check.finding
+    assert "billed 9.00 USD" in (check.finding or "")
+    assert found.get("renewal_mismatch") == 1
+    assert renewals_billed_wrong(ctx) == 1
+
+    sdk.v1.subscriptions.update(  # the runbook's correction, prorated from the period's start
+        sub.provider_id,
+        params={  # type: ignore[arg-type]
+            "items": [{"id": item.id, "price": catalog.team.provider_price_id}],
+            "proration_behavior": "always_invoice",
+            "proration_date": int(boundary.timestamp()),
+        },
+    )
+    move_to(stack, boundary + timedelta(minutes=8))  # a wrong period is read every 5 minutes
+    reconcile(stack)
+
+    assert renewal_check_of(stack, change).state == "billed_right"
+    assert renewals_billed_wrong(ctx) == 0
+    assert sum(invoice.total for invoice in billed_from(sdk, sub, boundary)) == 2900
+
+
+def test_a_renewal_billed_at_the_plan_s_price_is_checked_right_once(
+    stack: Stack,
+    api: httpx.Client,
+    ctx: Services,
+    sub: Subscribed,
+    catalog: Catalog,
+    sdk: stripe.StripeClient,
+) -> None:
+    change = at_period_end(stack, api, sub, catalog.team)
+    move_to(stack, change.effective_at - WITHIN_THE_LEAD)
+    wait_for(stack, change, ChangeState.STAGED)
+    move_to(stack, change.effective_at + timedelta(minutes=1))
+    wait_for(stack, change, ChangeState.APPLIED)
+    move_to(stack, change.effective_at + timedelta(minutes=2))
+
+    reconcile(stack)
+    reconcile(stack)
+
+    check = renewal_check_of(stack, change)
+    assert (check.state, check.checks) == ("billed_right", 1)

@@ -33,6 +33,8 @@ from tests.e2e.test_period_end_billing import (
     billed_from,
     invoices,
     move_to,
+    reconcile,
+    renewal_check_of,
     subscribe,
     wait_for,
 )
@@ -178,10 +180,13 @@ def test_a_change_whose_write_stripe_holds_across_the_renewal_nets_the_new_perio
     assert stored_subscription(stack, sub.id).plan_id == catalog.starter.id
     item = sdk.v1.subscriptions.retrieve(sub.provider_id)["items"].data[0]
     assert item.price.id == catalog.starter.provider_price_id
-    written = [r.idempotency_key for r in executed_updates(emulator, sub.provider_id)]
+    written = [r.idempotency_key or "" for r in executed_updates(emulator, sub.provider_id)]
     assert sorted(written) == sorted(
         [change.provider_idempotency_key, change.late_realign_key, change.late_correction_key]
     )  # each write once at Stripe
+    move_to(stack, boundary + timedelta(minutes=2))
+    reconcile(stack)
+    assert renewal_check_of(stack, change).state == "billed_right"  # the gauge's source
 
 
 # --- row 4: a staged change taken back --------------------------------------------------------

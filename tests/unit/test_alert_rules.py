@@ -30,6 +30,7 @@ EXPORTED = {
     "billing_events_unpublished",
     "billing_oldest_pending_account_age_seconds",
     "billing_subscriptions_off_plan",
+    "billing_renewals_billed_wrong",
     "billing_sweep_last_success_timestamp_seconds",
     "billing_sweep_interval_seconds",
     "up",

@@ -27,9 +27,11 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from application.handlers.subscriptions.renewal_checks import check_due_renewals
 from application.requests.operator_requests import ResyncStripeObject
-from application.requests.sweeps import ReconcileWithStripe
+from application.requests.sweeps import CheckDueRenewals, ReconcileWithStripe
 from domain.billing.accounts import BillingAccount
+from domain.drift.report import DriftKind
 from domain.errors import CommandError, GoneAtProvider
 from domain.events.billing_accounts import BillingAccountCustomerDeleted
 from domain.events.subscriptions import PlanChangeSkipped, SubscriptionSynced
@@ -272,12 +274,15 @@ def _price_in_flight(uow: UnitOfWork, pending: ScheduledChange | None) -> str | 
 
 
 def reconcile_with_stripe(sweep: ReconcileWithStripe, svc: HandlerContext) -> dict[str, int]:
-    """Beat's backstop for webhooks that are down, late or never configured: re-read the
-    ``reads`` rows read longest ago (subscriptions, and a share of accounts), at bulk
-    priority, and bring them in line. Returns the drift found, by kind."""
-    reads = sweep.reads
+    """Beat's backstop for webhooks that are down, late or never configured: read the
+    renewals due for a check first (``application/handlers/subscriptions/renewal_checks.py``),
+    then re-read, with the rest of the ``reads``, the rows read longest ago (subscriptions, and
+    a share of accounts), at bulk priority, and bring them in line. Returns the drift found,
+    by kind."""
+    renewals = check_due_renewals(CheckDueRenewals(sweep.reads), svc)
+    reads = sweep.reads - renewals.reads
     with svc.unit_of_work() as uow:
-        accounts = uow.billing_accounts.least_recently_synced(max(1, reads // 5))
+        accounts = uow.billing_accounts.least_recently_synced(min(reads, max(1, reads // 5)))
         subscriptions = uow.subscriptions.least_recently_synced(max(0, reads - len(accounts)))
         customer_of = {
             account_id: account.provider_id
@@ -290,6 +295,8 @@ def reconcile_with_stripe(sweep: ReconcileWithStripe, svc: HandlerContext) -> di
             if (subscription := uow.subscriptions.get(subscription_id)) is not None
         }
     found: dict[str, int] = {}
+    if renewals.billed_wrong:
+        found[DriftKind.RENEWAL_MISMATCH.value] = renewals.billed_wrong
     jobs: list[tuple[str, Callable[[], StripeObjectSynced]]] = [
         (customer_id, partial(_sync_customer, customer_id, svc, source="sweep"))
         for customer_id in customer_of.values()

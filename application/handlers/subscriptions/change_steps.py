@@ -20,6 +20,7 @@ from domain.ports.provider import BillingProvider
 from domain.ports.repositories import UnitOfWork
 from domain.subscriptions.change_states import ChangeKind, ChangeState
 from domain.subscriptions.period_end import renewal_correction
+from domain.subscriptions.renewal_checks import RenewalCheck
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription, Subscription
 
@@ -111,8 +112,18 @@ def record_outcome(
             SubscriptionPlanChanged if change.kind is ChangeKind.IMMEDIATE else PlanChangeApplied
         )
         event: Event = applied.of(change, command_id=command_id, now=now, subscription=subscription)
+        if change.kind is ChangeKind.END_OF_PERIOD and not interval_changes(uow, change):
+            uow.renewal_checks.add(RenewalCheck.after(change, now))
     else:
         event = PlanChangeSkipped.of(
             change, command_id=command_id, now=now, subscription=subscription
         )
     uow.events.add(event)
+
+
+def interval_changes(uow: UnitOfWork, change: ScheduledChange) -> bool:
+    """Whether the change moves to a plan billed at another interval (month → year): Stripe
+    restarts the cycle when it is made and bills it by its own proration, so no renewal at
+    the boundary bills it."""
+    current, target = uow.plans.get(change.from_plan_id), uow.plans.get(change.target_plan_id)
+    return current is not None and target is not None and current.interval != target.interval

@@ -25,6 +25,7 @@ import logging
 
 from application.handlers.subscriptions.change_steps import (
     correct_renewal,
+    interval_changes,
     locked_change,
     price_of,
     record_outcome,
@@ -34,7 +35,6 @@ from domain.events.base import Event
 from domain.events.subscriptions import PlanChangeScheduled
 from domain.ports.application import HandlerContext
 from domain.ports.provider import BillingProvider
-from domain.ports.repositories import UnitOfWork
 from domain.subscriptions.change_commands import ApplyScheduledChange, ScheduledChangeOutcome
 from domain.subscriptions.change_states import ChangeKind, ChangeReason, ChangeState
 from domain.subscriptions.period_end import (
@@ -86,7 +86,7 @@ def apply_change(command: ApplyScheduledChange, svc: HandlerContext) -> Schedule
         from_price_id = (
             price_of(uow, change.from_plan_id) if change.kind is ChangeKind.END_OF_PERIOD else ""
         )
-        interval_changes = _interval_changes(uow, change)
+        another_interval = interval_changes(uow, change)
         read_first = change.outcome_may_be_forgotten(now, svc.billing.provider_idempotency_window)
         change.about_to_send(now)
         uow.scheduled_changes.save(change)
@@ -99,7 +99,7 @@ def apply_change(command: ApplyScheduledChange, svc: HandlerContext) -> Schedule
             (from_price_id, price_id),
             svc,
             command_id,
-            interval_changes=interval_changes,
+            interval_changes=another_interval,
         )
     provider = svc.billing_provider()
     try:
@@ -331,12 +331,6 @@ def _refused(
         record_outcome(uow, change, None, command_id, now)
         uow.commit()
     _log_outcome(change)
-
-
-def _interval_changes(uow: UnitOfWork, change: ScheduledChange) -> bool:
-    """Whether the change moves to a plan billed at another interval (month → year)."""
-    current, target = uow.plans.get(change.from_plan_id), uow.plans.get(change.target_plan_id)
-    return current is not None and target is not None and current.interval != target.interval
 
 
 def _log_outcome(change: ScheduledChange) -> None:

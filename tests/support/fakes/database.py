@@ -24,6 +24,7 @@ from domain.billing.organizations import Organization
 from domain.errors import UniquenessViolation
 from domain.subscriptions.change_previews import IssuedPreview
 from domain.subscriptions.plans import Plan
+from domain.subscriptions.renewal_checks import RenewalCheck
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription
 from domain.users import User
@@ -39,6 +40,7 @@ from tests.support.fakes.repositories import (
     FakeChangePreviewRepository,
     FakeOrganizationRepository,
     FakePlanRepository,
+    FakeRenewalCheckRepository,
     FakeScheduledChangeRepository,
     FakeSubscriptionRepository,
     FakeUserRepository,
@@ -88,6 +90,7 @@ UNIQUE_RULES: dict[str, tuple[_UniqueRule, ...]] = {
         _UniqueRule("uq_scheduled_changes_pending_subscription_id", _pending_change_subscription),
     ),
     "change_previews": (),
+    "renewal_checks": (),
     "events": (),
     "webhook_endpoints": (),
     "webhook_deliveries": (
@@ -183,6 +186,7 @@ def _table_of(entity: Any) -> str:
         Subscription: "subscriptions",
         ScheduledChange: "scheduled_changes",
         IssuedPreview: "change_previews",
+        RenewalCheck: "renewal_checks",
         WebhookEndpoint: "webhook_endpoints",
         WebhookDelivery: "webhook_deliveries",
     }
@@ -246,6 +250,7 @@ class FakeUnitOfWork:
         self.subscriptions = FakeSubscriptionRepository(self._tx)
         self.scheduled_changes = FakeScheduledChangeRepository(self._tx)
         self.change_previews = FakeChangePreviewRepository(self._tx)
+        self.renewal_checks = FakeRenewalCheckRepository(self._tx)
         self.events = FakeEventOutbox(self._tx)
         self.webhook_endpoints = FakeWebhookEndpointRepository(self._tx)
         self.webhook_deliveries = FakeWebhookDeliveryRepository(self._tx)

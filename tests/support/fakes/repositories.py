@@ -13,6 +13,7 @@ from domain.ports.repositories import Claim
 from domain.subscriptions.change_previews import IssuedPreview
 from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan
+from domain.subscriptions.renewal_checks import RenewalCheck, RenewalCheckState
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription
 from domain.users import User
@@ -192,6 +193,18 @@ class FakeChangePreviewRepository(_Repository[IssuedPreview]):
         for preview in self._all():
             if preview.subscription_id == subscription_id and preview.proration_date < before:
                 self._tx.delete(self.table, preview.id)
+
+
+class FakeRenewalCheckRepository(_Repository[RenewalCheck]):
+    table = "renewal_checks"
+
+    def get(self, change_id: str, *, for_update: bool = False) -> RenewalCheck | None:
+        return self._get(change_id)
+
+    def due(self, now: datetime, limit: int) -> list[RenewalCheck]:
+        again = (RenewalCheckState.DUE, RenewalCheckState.BILLED_WRONG)
+        due = [check for check in self._all() if check.state in again and check.due_at <= now]
+        return sorted(due, key=lambda check: (check.due_at, check.id))[:limit]
 
 
 class FakeScheduledChangeRepository(_Repository[ScheduledChange]):
