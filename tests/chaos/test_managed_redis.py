@@ -159,7 +159,7 @@ def stream_written_since(url: str, wall_ms: int) -> bool:
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("fault", ["flip"])
+@pytest.mark.parametrize("fault", ["flip", "empty-restart"])
 def test_a_managed_redis_failing_over_or_restarting_empty_under_load_loses_doubles_and_stops_nothing(  # noqa: E501
     system: System, fault: str, backend: str
 ) -> None:
