@@ -8,9 +8,11 @@ two answers are then the only sign that the primary moved, and redis-py raises t
 response errors (``ReadOnlyError``, a bare ``ResponseError``), which nobody retries: kombu
 counts them among its channel errors, so Celery stopped the worker ("Unrecoverable error",
 issue 41), and our own clients kept writing to the replica until its connections closed. As a
-connection error, closed, each is what a lost connection already is to every client: redis-py
-retries the command on a new connection (made through the moved name, so to the new primary),
-and kombu and Celery reconnect the worker's consumer and publisher. redis-py does the same for
+connection error, closed, each is what a lost connection already is to every client: the
+command is retried as after any lost connection (by redis-py where the client has a retry, by
+our callers otherwise: :func:`adapters.messaging.redis_clients.is_redis_unreachable`), on a new
+connection made through the moved name, so to the new primary; and kombu and Celery reconnect
+the worker's consumer and publisher. redis-py does the same for
 ``READONLY`` on its Sentinel connections (``SentinelManagedConnection``); this is that
 behaviour for a connection to one address, with ``UNBLOCKED`` added, which Sentinel clients
 meet too.
