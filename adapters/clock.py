@@ -3,11 +3,18 @@
 Production always uses real time. The local stack and the tests may shift it (never
 backwards) by writing an offset into Redis, so that ``billing-worker clock advance 31d`` moves
 every process's notion of "now" together with the Stripe emulator's clock.
+
+The offset's key is never deleted (``clock reset`` writes 0), so a key that is gone after a
+process read an offset means Redis lost its dataset (restarted empty, a new server behind its
+address): the first process to notice writes back the offset it last read
+(:meth:`ShiftableClock.offset`), rather than every process falling back to real time, months
+behind the data made in shifted time.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
@@ -16,6 +23,8 @@ if TYPE_CHECKING:
     import redis
 
     from adapters.messaging.redis_clients import RedisOptions
+
+logger = logging.getLogger(__name__)
 
 CLOCK_OFFSET_KEY = "billing-worker:clock-offset-seconds"
 REFRESH_SECONDS = 0.5
@@ -72,6 +81,8 @@ class ShiftableClock:
 
             try:
                 raw = self._redis.get(CLOCK_OFFSET_KEY)
+                if raw is None and self._has_read and self._offset:
+                    raw = self._restore()
             except redis.RedisError:
                 if not self._has_read:
                     raise
@@ -84,6 +95,18 @@ class ShiftableClock:
             # the CPU between the two must not take an offset read before a move for fresh.
             self._read_at = asked_at
         return self._offset
+
+    def _restore(self) -> Any:
+        """The offset written back after Redis lost it (the module's docstring): this
+        process's last one, unless another process wrote its own first (``NX``: only an
+        absent key is written, never one moved since, nor a reset's 0); what the key holds."""
+        if self._redis.set(CLOCK_OFFSET_KEY, repr(self._offset), nx=True):
+            logger.warning(
+                "the clock's offset was gone from Redis (its dataset lost): wrote back %s s",
+                self._offset,
+            )
+            return repr(self._offset)
+        return self._redis.get(CLOCK_OFFSET_KEY)
 
     def expire(self) -> None:
         """Make the next :meth:`offset` read Redis (a task starts: the worker's hook in
@@ -110,11 +133,13 @@ class ShiftableClock:
         if seconds < 0:
             raise ValueError("the clock only moves forward")
         total = float(self._redis.incrbyfloat(CLOCK_OFFSET_KEY, seconds))
+        self._offset, self._has_read = total, True  # what it would write back (offset())
         self._read_at = float("-inf")
         return total
 
     def reset(self) -> None:
         """Back to real time for every process (``billing-worker clock reset``: time runs
-        backwards once, on purpose)."""
-        self._redis.delete(CLOCK_OFFSET_KEY)
+        backwards once, on purpose). An offset of 0, not a deleted key: a key gone is a lost
+        dataset, which processes restore (:meth:`offset`)."""
+        self._redis.set(CLOCK_OFFSET_KEY, "0")
         self._read_at = float("-inf")

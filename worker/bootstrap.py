@@ -88,6 +88,7 @@ class Services:
     _provider: BillingProvider | None = field(default=None, repr=False)
     _budget: RateBudget | None = field(default=None, repr=False)
     _redis_client: redis.Redis | None = field(default=None, repr=False)
+    _primary_watch: BrokerPrimary | None = field(default=None, repr=False)
     _recorded_provider: BillingProvider | None = field(default=None, repr=False)
 
     @cached_property
@@ -234,9 +235,13 @@ class Services:
         return SqlSystemFigures(self.database(), lead)
 
     def broker_primary(self) -> BrokerPrimary:
+        """The process's one watch of the broker's primary: it remembers its last sighting
+        (a Redis restarted empty is known by it)."""
         from adapters.messaging.primary_watch import RedisPrimaryWatch
 
-        return RedisPrimaryWatch(self._redis())
+        if self._primary_watch is None:
+            self._primary_watch = RedisPrimaryWatch(self._redis())
+        return self._primary_watch
 
     def dead_letters(self) -> DeadLetterStore:
         from adapters.messaging.dead_letters import DeadLetters

@@ -41,6 +41,7 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
 from adapters.messaging.dead_letters import DeadLetters
+from adapters.messaging.demoted_primary import leaving_demoted_primary
 from adapters.messaging.transport_options import (
     MASK_PERSONAL_DATA,
     SHIFTABLE_CLOCK,
@@ -145,6 +146,18 @@ class GuardedChannel(_RedisChannel):  # type: ignore[misc]
     one client for what it sends outside the poll."""
 
     _sending_client: redis.Redis | None = None
+
+    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
+        """kombu's connection parameters, with connections that leave a primary demoted under
+        them (:mod:`adapters.messaging.demoted_primary`). kombu counts ``READONLY`` and
+        ``UNBLOCKED`` (redis-py's response errors) among its channel errors, so a worker whose
+        blocking read met a managed Redis's failover (the old primary turned into a replica in
+        place) stopped for good; as connection errors, Celery reconnects it, to the new
+        primary behind the same name, and what it had delivered and not acknowledged waits in
+        Redis's unacknowledged set as after any lost connection."""
+        params = cast(dict[str, Any], super()._connparams(asynchronous=asynchronous))
+        params["connection_class"] = leaving_demoted_primary(params["connection_class"])
+        return params
 
     @property
     def pool(self) -> Any:

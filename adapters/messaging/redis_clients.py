@@ -14,8 +14,11 @@ publish can wait forever on a dead primary's connection).
 Next to ``up --ha`` (no Redis setting, the sentinels recorded in ``stack.json``) the CLI is
 handed the recorded sentinels (:func:`worker.local.stack_state.with_local_stack`).
 
-Without sentinels every function here gives exactly what the code gave before Sentinel
-existed: ``redis.Redis.from_url(BILLING_REDIS_URL, ...)`` and the URL as broker and backend.
+Without sentinels every function here gives what the code gave before Sentinel existed:
+``redis.Redis.from_url(BILLING_REDIS_URL, ...)`` and the URL as broker and backend. Either
+way a client's connections leave a primary demoted under them (``READONLY``, ``UNBLOCKED``:
+:mod:`adapters.messaging.demoted_primary`), so that a client of one address that a managed
+Redis moves to a new primary (a DNS name) follows it as Sentinel clients do.
 
 A leaf, like :mod:`adapters.messaging.config`: it is handed its values (:class:`RedisOptions`,
 the settings' ``messaging`` section) and imports nothing of the worker.
@@ -116,8 +119,12 @@ def redis_client(settings: RedisOptions, **options: Any) -> redis.Redis:
     import redis
     import redis.sentinel
 
+    from adapters.messaging.demoted_primary import follow_demotions
+
     if not uses_sentinel(settings):
-        return redis.Redis.from_url(settings.resolved_redis_url(), **options)
+        client = redis.Redis.from_url(settings.resolved_redis_url(), **options)
+        follow_demotions(client.connection_pool)
+        return client
     # redis-py's Sentinel is untyped (8.1).
     sentinel: Any = redis.sentinel.Sentinel
     primary = sentinel(
@@ -125,6 +132,7 @@ def redis_client(settings: RedisOptions, **options: Any) -> redis.Redis:
     ).master_for(
         settings.redis_master_name, redis_class=redis.Redis, **_master_options(settings, options)
     )
+    follow_demotions(primary.connection_pool)
     return cast("redis.Redis", primary)
 
 
@@ -133,8 +141,12 @@ def async_redis_client(settings: RedisOptions, **options: Any) -> redis.asyncio.
     import redis.asyncio
     import redis.asyncio.sentinel
 
+    from adapters.messaging.demoted_primary import follow_demotions
+
     if not uses_sentinel(settings):
-        return redis.asyncio.Redis.from_url(settings.resolved_redis_url(), **options)
+        client = redis.asyncio.Redis.from_url(settings.resolved_redis_url(), **options)
+        follow_demotions(client.connection_pool)
+        return client
     sentinel: Any = redis.asyncio.sentinel.Sentinel
     primary = sentinel(
         settings.sentinel_addresses(), sentinel_kwargs=sentinel_options(settings, asynchronous=True)
@@ -143,6 +155,7 @@ def async_redis_client(settings: RedisOptions, **options: Any) -> redis.asyncio.
         redis_class=redis.asyncio.Redis,
         **_master_options(settings, options),
     )
+    follow_demotions(primary.connection_pool)
     return cast("redis.asyncio.Redis", primary)
 
 

@@ -20,6 +20,8 @@ from celery.backends.redis import RedisBackend, SentinelBackend
 from celery.exceptions import BackendStoreError
 from kombu.utils.encoding import bytes_to_str
 
+from adapters.messaging.demoted_primary import follow_demotions
+
 
 class _SuccessStoredUnread:
     """Stores ``SUCCESS`` without reading the stored state first (the module's docstring)."""
@@ -47,6 +49,12 @@ class _SuccessStoredUnread:
         except BackendStoreError as error:
             raise BackendStoreError(str(error), state=state, task_id=task_id) from error  # type: ignore[call-arg]
         return result
+
+    def _get_pool(self, **params: Any) -> Any:
+        """Celery's connection pool, of connections that leave a primary demoted under them
+        (:mod:`adapters.messaging.demoted_primary`): a result stored on an old primary turned
+        into a replica is stored again on the new one, not failed with ``READONLY``."""
+        return follow_demotions(super()._get_pool(**params))  # type: ignore[misc]
 
     def _set(self, key: Any, value: Any, expires: Any = None) -> None:
         """Store and announce ``value`` in one round trip, as Celery does, without wrapping

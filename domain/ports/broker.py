@@ -31,6 +31,11 @@ class PrimarySighting:
     failed_over_at: datetime | None = None
     """When the primary seen took over, as :meth:`BrokerPrimary.settle` recorded it (``None``
     for a primary that never replaced another, and when ``changed``)."""
+    dataset_lost: bool = False
+    """When ``changed``: the new primary held no sighting at all, though this process saw
+    another primary before: its dataset is new (Redis restarted empty, a new server behind the
+    same address), so every message the broker held is gone, not only the latest writes;
+    ``previous_seen_at`` is this process's own last sighting."""
 
 
 class BrokerPrimary(Protocol):

@@ -80,3 +80,30 @@ def test_an_expired_clock_keeps_the_last_offset_while_redis_does_not_answer(
     clock.expire()
 
     assert clock.offset() == DAY
+
+
+def test_an_offset_lost_with_redis_s_dataset_is_written_back_by_a_clock_that_read_it(
+    server: RedisServer,
+) -> None:
+    clock, other = ShiftableClock(server.url, refresh=0), ShiftableClock(server.url, refresh=0)
+    clock.advance(DAY)
+    assert other.offset() == DAY
+
+    redis.Redis.from_url(server.url).flushall()  # Redis restarted with an empty dataset
+
+    assert clock.offset() == DAY
+    assert other.offset() == DAY
+    assert ShiftableClock(server.url).offset() == DAY  # a process started after it too
+
+
+def test_a_reset_clock_stays_at_real_time_though_processes_read_an_offset_before(
+    server: RedisServer,
+) -> None:
+    clock, other = ShiftableClock(server.url, refresh=0), ShiftableClock(server.url, refresh=0)
+    clock.advance(DAY)
+    assert other.offset() == DAY
+
+    clock.reset()
+
+    assert other.offset() == 0
+    assert ShiftableClock(server.url).offset() == 0

@@ -164,17 +164,14 @@ def up(
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    healthy = True
     try:
         stack.start(echo=click.echo)
-        healthy = stack.watch()
+        stack.watch()  # until Ctrl-C or SIGTERM: a child that exits is started again
     except KeyboardInterrupt:
         click.echo("\nstopping…")
     finally:
         stack.stop()
         click.echo("stopped.")
-    if not healthy:
-        sys.exit(1)
 
 
 def _confirm_fresh(data_dir: Path, assume_yes: bool) -> None:

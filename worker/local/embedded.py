@@ -124,6 +124,14 @@ class Child:
     name: str
     process: subprocess.Popen[bytes]
     log: IO[bytes] | None = None
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    """What it was started with, over this process's environment: started again the same."""
+    log_path: Path | None = None
+    cwd: Path | None = None
+    started_at: float = field(default_factory=time.monotonic)
+    restarts: int = 0
+    """How many times :meth:`ProcessGroup.restart` started it again."""
 
 
 @dataclass
@@ -143,6 +151,29 @@ class ProcessGroup:
         log_path: Path | None = None,
         cwd: Path | None = None,
     ) -> subprocess.Popen[bytes]:
+        process, log = self._spawn(argv, env, log_path, cwd)
+        self.children.append(
+            Child(name, process, log, argv=tuple(argv), env=env, log_path=log_path, cwd=cwd)
+        )
+        return process
+
+    def restart(self, child: Child) -> subprocess.Popen[bytes]:
+        """Start an exited ``child`` again as it was started (its log appended to), counting
+        it in :attr:`Child.restarts`; the new process."""
+        if child.log:
+            child.log.close()
+        child.process, child.log = self._spawn(child.argv, child.env, child.log_path, child.cwd)
+        child.started_at = time.monotonic()
+        child.restarts += 1
+        return child.process
+
+    def _spawn(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None,
+        log_path: Path | None,
+        cwd: Path | None,
+    ) -> tuple[subprocess.Popen[bytes], IO[bytes] | None]:
         log = log_path.open("ab") if log_path else None
         process = subprocess.Popen(
             list(argv),
@@ -154,8 +185,7 @@ class ProcessGroup:
             pass_fds=self.pass_fds,
             start_new_session=True,  # Ctrl-C reaches us only; we stop the children in order
         )
-        self.children.append(Child(name, process, log))
-        return process
+        return process, log
 
     def exited(self) -> list[tuple[str, int]]:
         return [(c.name, code) for c in self.children if (code := c.process.poll()) is not None]

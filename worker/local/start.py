@@ -45,6 +45,7 @@ from worker.local.seed import (
 )
 from worker.local.sentinel import MASTER_NAME, SentinelTopology
 from worker.local.stack_state import read_stack, write_stack_file
+from worker.local.supervisor import Supervisor
 from worker.settings import Settings
 
 EMULATOR_NOT_INSTALLED = (
@@ -345,20 +346,17 @@ class LocalStack:
         except httpx.HTTPError:
             return False
 
-    def watch(self) -> bool:
-        """Block until interrupted; returns False when a child died (and says which). With
-        ``--ha`` a server or sentinel that dies is not the end: the sentinels promote the
-        replica, and the process is started again (:meth:`_heal`)."""
+    def watch(self) -> None:
+        """Block until interrupted, starting again every child that exits
+        (:mod:`worker.local.supervisor`: one process's exit does not stop the others). With
+        ``--ha`` a server or sentinel that dies is started again too, once the sentinels have
+        promoted the replica (:meth:`_heal`)."""
+        supervisor = Supervisor(
+            self.group, self.data_dir / "logs", lambda line: print(line, file=sys.stderr)
+        )
         while True:
             time.sleep(0.5)
-            failed = self.group.exited()
-            if failed:
-                name, code = failed[0]
-                print(
-                    f"{name} exited with {code}; see {self.data_dir / 'logs' / name}.log",
-                    file=sys.stderr,
-                )
-                return False
+            supervisor.tend()
             if self.topology is not None:
                 self._heal(self.topology)
 

@@ -16,6 +16,11 @@ republishes the retries recorded and the changes claimed since the look before (
 not killed takes writes until it is demoted). Most of those messages were not lost: a command
 published twice runs once (the runner's idempotency by command id), the duplicate costs a
 look-up.
+
+A Redis restarted with an empty dataset (or a new server behind the same address) is a change
+of primary too, one that lost every message, not only the latest writes
+(``PrimarySighting.dataset_lost``): the sweep then republishes what entered those states in
+the :data:`LOST_DATASET_LOOKBACK` before its last sighting.
 """
 
 from __future__ import annotations
@@ -49,6 +54,11 @@ command, ``retrying`` in the log, would wait for the stalled-command sweep (minu
 LOOK_MARGIN = timedelta(seconds=2)
 """Taken before the previous look in :data:`SETTLING`: the look's time is beat's clock, a
 retry's a worker's, and a retry is recorded just before its message goes."""
+
+LOST_DATASET_LOOKBACK = timedelta(days=1)
+"""After a Redis restarted with an empty dataset, how far back the sweep republishes: every
+message the broker held is gone, not only the latest writes. Older commands are the
+stalled-command sweep's (its threshold is minutes)."""
 
 REPUBLISH_LIMIT = 10_000
 """The most commands one failover republishes (the oldest first); the stalled-command sweep
@@ -88,12 +98,14 @@ def recover_from_failover(sweep: RecoverFromFailover, app: FailoverContext) -> F
                 sighting.previous_seen_at.isoformat(),
             )
         return late
-    since = sighting.previous_seen_at - CLOCK_SKEW_MARGIN
+    lookback = LOST_DATASET_LOOKBACK if sighting.dataset_lost else CLOCK_SKEW_MARGIN
+    since = sighting.previous_seen_at - lookback
     recovery = _republish(app, since, AWAITING_DELIVERY)
     watch.settle(sighting, app.clock.now())
     logger.warning(
-        "the broker's primary changed (last seen before at %s): republished %d commands "
+        "the broker's primary changed%s (last seen before at %s): republished %d commands "
         "awaiting delivery and the apply commands of %d plan changes claimed since %s",
+        ", its dataset empty" if sighting.dataset_lost else "",
         sighting.previous_seen_at.isoformat(),
         recovery.republished,
         recovery.reclaimed,
