@@ -49,6 +49,10 @@ pytestmark = pytest.mark.chaos
 
 ORGS = 24
 """Organizations whose billing accounts the load creates (one command each)."""
+RANDOM_ORGS = 60
+LOAD_PACE = 0.15
+"""Seconds between two requests of the load the random kills meet: it lasts through them
+(each restart takes a few seconds)."""
 SETTINGS = {
     # A killed node's unacknowledged messages come back soon, and a command recorded but never
     # published (the API killed in its commit) is published again soon.
@@ -192,47 +196,50 @@ def stack(
 def test_a_worker_and_the_api_killed_at_random_moments_under_load_lose_and_double_nothing(
     stack: Stack,
 ) -> None:
-    orgs = organizations(stack)
+    orgs = organizations(stack, RANDOM_ORGS)
     chance = random.Random(os.environ.get("CHAOS_SEED", "kills"))
     worker = stack.start_worker("r0", concurrency=2)
     stack.start_api()
     answers: dict[str, Answer] = {}
-    sending = threading.Thread(
-        target=lambda: answers.update({org_id: send(stack, org_id) for org_id in orgs})
-    )
+
+    def load() -> None:
+        """A request every ``LOAD_PACE`` seconds, through the kills (each sent again until
+        the API answers, as a caller would)."""
+        for org_id in orgs:
+            answers[org_id] = send(stack, org_id)
+            time.sleep(LOAD_PACE)
+
+    sending = threading.Thread(target=load)
     sending.start()
     kills = []
     for round_number in range(4):
-        time.sleep(chance.uniform(0.1, 0.6))
+        time.sleep(chance.uniform(0.2, 1.0))
         if round_number % 2:
             api = next(child for child in stack.group.children if child.name == "api")
             kill_group(api.process)
-            kills.append("api")
+            kills.append(f"api after {len(answers)} answers")
             stack.start_api()
         else:
             kill_group(worker)
-            kills.append("worker")
+            kills.append(f"worker after {len(answers)} answers")
             worker = stack.start_worker(f"r{round_number + 1}", concurrency=2)
-    killed_at = time.monotonic()
+    killed_at, answered_by_then = time.monotonic(), len(answers)
     sending.join(120)
-    print(f"\nkilled, in turn: {kills}")
+    print(f"\nkilled, in turn: {kills}; {len(orgs)} requests")
+    assert answered_by_then < len(orgs), "the load was over before the last kill"
 
-    # What the kills left unanswered is sent again, under the same keys.
-    again = [org_id for org_id, answer in answers.items() if answer.status not in (200, 202)]
-    for org_id in again:
-        answers[org_id] = send(stack, org_id)
     accepted = command_ids(list(answers.values()))
-    assert len(accepted) == ORGS, [a for a in answers.values() if a.status not in (200, 202)]
+    assert len(accepted) == len(orgs), [a for a in answers.values() if a.status not in (200, 202)]
     assert_every_command_ran_once(stack, accepted, orgs, since=killed_at)
 
 
 # --- the load and the verdict ----------------------------------------------------------------
 
 
-def organizations(stack: Stack) -> list[str]:
+def organizations(stack: Stack, count: int = ORGS) -> list[str]:
     return [
         create_organization(stack.sessions, SystemClock(), name=f"org-{uuid.uuid4().hex[:12]}").id
-        for _ in range(ORGS)
+        for _ in range(count)
     ]
 
 
