@@ -22,6 +22,8 @@ from domain.events.subscriptions import PlanChangeApplied
 from domain.subscriptions.change_states import ChangeState
 from tests.chaos.conftest import StackFactory
 from tests.chaos.test_scheduled_changes import schedule_changes, states
+from tests.emulator.support import sdk_client
+from tests.support.invoices import net_for_period
 from tests.support.stack import Stack, eventually
 from tests.support.subscriptions import DAY, executed_updates, stored_change
 from worker.launch.command_lines import celery_beat_argv
@@ -29,6 +31,8 @@ from worker.launch.command_lines import celery_beat_argv
 pytestmark = pytest.mark.chaos
 
 CHANGES = 60
+TEAM_AMOUNT = 2900
+"""The team plan's price (``schedule_changes``): what each period after the change costs."""
 SWEEP = "Sending due task apply-due-plan-changes"
 BEATS = ("beat", "beat-second")
 
@@ -115,3 +119,14 @@ def test_two_beats_at_once_apply_each_change_due_at_once_exactly_once(
             assert update.form["items"]["0"]["price"] == team_price
     assert applied_events(stack) == Counter({change_id: 1 for change_id in change_ids})
     assert {stored_change(stack, change_id).claims for change_id in change_ids} == {1}
+    # Stripe renewed each before the late change reached it: the period nets to team's price.
+    sdk = sdk_client(stack.stripe_url)
+    boundaries = {
+        sub.provider_id: stored_change(stack, cid).effective_at
+        for sub, cid in zip(subscribed, change_ids, strict=True)
+    }
+    billed = {
+        provider_id: net_for_period(sdk, provider_id, start)
+        for provider_id, start in boundaries.items()
+    }
+    assert billed == dict.fromkeys(boundaries, TEAM_AMOUNT)

@@ -85,3 +85,17 @@ def pay_open_invoices(sdk: stripe.StripeClient, provider_id: str) -> None:
     listed = sdk.v1.invoices.list(params={"subscription": provider_id, "status": "open"})
     for invoice in listed.data:
         sdk.v1.invoices.pay(str(invoice.id), params={"paid_out_of_band": True})
+
+
+def net_for_period(sdk: stripe.StripeClient, provider_id: str, start: datetime) -> int:
+    """What the period from ``start`` costs, as the emulator billed it: every line of the
+    subscription's invoices (void ones aside) that starts with the period, the renewal's
+    charge and any proration that corrects it (a correction is prorated as of the period's
+    start). Read through the SDK only, independent of the worker's own reading of invoices."""
+    return sum(
+        line.amount
+        for invoice in invoices_of(sdk, provider_id)
+        if invoice.status != "void"
+        for line in invoice.lines
+        if line.start == start
+    )
