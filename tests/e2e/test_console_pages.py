@@ -76,6 +76,7 @@ def test_a_failed_registration_is_found_from_the_home_page_and_its_page_shows_th
         page.goto("/console")
         home = page.content()
         assert "Accounts stuck pending" in home
+        assert "periods billed at the wrong price (renewals)" in home  # the gauge's figure
         assert "Queues" in home
         assert page.get_by_role("link", name="Failures").get_attribute("href") == (
             "/console/failures"

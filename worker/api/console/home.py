@@ -184,6 +184,14 @@ def overview(svc: Services) -> str:
             )
         )
         cards.append(
+            _card(
+                "periods billed at the wrong price (renewals)",
+                figures.renewals_billed_wrong,
+                f"{FAILURES}#drift",
+                alert=figures.renewals_billed_wrong > 0,
+            )
+        )
+        cards.append(
             _card("failed commands waiting for an operator", figures.failed_commands, FAILURES)
         )
     body = [
