@@ -134,6 +134,13 @@ def at_period_end(stack: Stack, api: httpx.Client, sub: Subscribed, plan: Plan) 
     return change
 
 
+def staged(stack: Stack, api: httpx.Client, sub: Subscribed, plan: Plan) -> ScheduledChange:
+    """A change to ``plan`` at the period's end, staged at Stripe half an hour before it."""
+    change = at_period_end(stack, api, sub, plan)
+    move_to(stack, change.effective_at - WITHIN_THE_LEAD)
+    return wait_for(stack, change, ChangeState.STAGED)
+
+
 def move_to(stack: Stack, moment: datetime) -> None:
     """Move both clocks forward to ``moment`` (in one step)."""
     seconds = (moment - stack_now(stack)).total_seconds()
@@ -472,10 +479,8 @@ def test_a_renewal_billed_at_another_price_is_counted_wrong_until_it_is_correcte
     catalog: Catalog,
     sdk: stripe.StripeClient,
 ) -> None:
-    change = at_period_end(stack, api, sub, catalog.team)
+    change = staged(stack, api, sub, catalog.team)
     boundary = change.effective_at
-    move_to(stack, boundary - WITHIN_THE_LEAD)
-    wait_for(stack, change, ChangeState.STAGED)
     item = sdk.v1.subscriptions.retrieve(sub.provider_id)["items"].data[0]
     sdk.v1.subscriptions.update(  # someone in Stripe's dashboard puts the old price back
         sub.provider_id,
@@ -522,9 +527,7 @@ def test_a_renewal_billed_at_the_plan_s_price_is_checked_right_once(
     catalog: Catalog,
     sdk: stripe.StripeClient,
 ) -> None:
-    change = at_period_end(stack, api, sub, catalog.team)
-    move_to(stack, change.effective_at - WITHIN_THE_LEAD)
-    wait_for(stack, change, ChangeState.STAGED)
+    change = staged(stack, api, sub, catalog.team)
     move_to(stack, change.effective_at + timedelta(minutes=1))
     wait_for(stack, change, ChangeState.APPLIED)
     move_to(stack, change.effective_at + timedelta(minutes=2))

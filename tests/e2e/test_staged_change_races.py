@@ -25,7 +25,6 @@ from sqlalchemy import select
 
 from adapters.db.models import ProviderCallRow
 from domain.subscriptions.change_states import ChangeReason, ChangeState
-from domain.subscriptions.plans import Plan
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from stripe_emulator import EmulatorAdmin
 from tests.e2e.test_period_end_billing import (
@@ -35,6 +34,7 @@ from tests.e2e.test_period_end_billing import (
     move_to,
     reconcile,
     renewal_check_of,
+    staged,
     subscribe,
     wait_for,
 )
@@ -60,7 +60,6 @@ GUARD = timedelta(seconds=60)
 """``BILLING_STAGED_CHANGE_GUARD_SECONDS`` of this stack: a minute rather than the default
 5 s, so that a request asked "in the last seconds" is still there when the worker takes it,
 however slow the machine."""
-WITHIN_THE_LEAD = timedelta(minutes=30)
 HELD = 8_000
 """How long (ms) the emulator holds the write: far longer than the test takes to move the
 clocks over the boundary once it sees the write on its way."""
@@ -99,13 +98,6 @@ WORKERS: dict[str, subprocess.Popen[bytes]] = {}
 @pytest.fixture(scope="module")
 def catalog(ctx: Services) -> Catalog:
     return three_plans(ctx, scale_amount=4900)
-
-
-def staged(stack: Stack, api: httpx.Client, sub: Subscribed, plan: Plan) -> ScheduledChange:
-    """A change to ``plan`` at the period's end, staged at Stripe half an hour before it."""
-    change = at_period_end(stack, api, sub, plan)
-    move_to(stack, change.effective_at - WITHIN_THE_LEAD)
-    return wait_for(stack, change, ChangeState.STAGED)
 
 
 def change(api: httpx.Client, sub: Subscribed, body: dict[str, Any]) -> httpx.Response:
