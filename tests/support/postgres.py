@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -136,6 +136,7 @@ def start_cluster(extra_options: str = "") -> PostgresCluster:
     cluster.start_server()
     return cluster
 
+
 def _own_directory(prefix: str) -> tuple[Path, list[str]]:
     """A new directory for a cluster's data, and the command prefix its binaries run under
     (as root: the ``postgres`` user, which initdb and the server insist on)."""
@@ -169,12 +170,8 @@ class StreamingPair:
 
     def url(self, database: str) -> str:
         """libpq's multi-host URL: each host in turn, the first that accepts writes."""
-        hosts = "&".join(
-            f"host=127.0.0.1:{server.port}" for server in (self.primary, self.standby)
-        )
-        return (
-            f"postgresql+psycopg://postgres@/{database}?{hosts}&target_session_attrs=read-write"
-        )
+        hosts = "&".join(f"host=127.0.0.1:{server.port}" for server in (self.primary, self.standby))
+        return f"postgresql+psycopg://postgres@/{database}?{hosts}&target_session_attrs=read-write"
 
     def create_database(self, name: str) -> str:
         """A database made on the primary (the standby replays it); its multi-host URL."""
