@@ -340,6 +340,8 @@ class _Delivered(Generic[C]):
             "retry_after_seconds": retry_after,
         }
         try:
+            # The journal tries again for a while itself (a switchover's seconds without a
+            # primary); past that the entry stays ``running`` until its lease is over.
             self.svc.commands.retrying(command_id, retrying, retry)
         except Exception:  # the retry matters more than its record
             logger.warning("could not record the retry of %s", command_id, exc_info=True)

@@ -7,6 +7,8 @@ are discarded, and the next write lands on the new primary without a restart."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -19,6 +21,7 @@ from adapters.db.command_log import SqlCommandLog
 from adapters.db.engine import build_engine
 from adapters.db.migrate import upgrade
 from adapters.db.uow import is_transient_db_error
+from domain.messages import CommandStatus
 from tests.support.postgres import StreamingPair, start_streaming_pair
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -120,3 +123,38 @@ def test_25006_and_57p03_are_transient(pair: StreamingPair) -> None:
         engine.dispose()
     assert getattr(getattr(read_only, "orig", None), "sqlstate", None) == "25006"
     assert is_transient_db_error(read_only)
+
+
+@pytest.mark.parametrize("old_primary", ["stopped", "read-only"])
+def test_a_delivery_records_its_retry_and_its_outcome_across_a_switchover_that_takes_seconds(
+    pair: StreamingPair, engine: Engine, old_primary: str
+) -> None:
+    # A command running on the old primary; its delivery's records meet the switchover
+    # while no server accepts writes yet (the standby is promoted 1.5 s later).
+    runs = SqlCommandLog(sessionmaker(bind=engine), SystemClock())
+    retried, finished = uuid.uuid4().hex, uuid.uuid4().hex
+    for command_id in (retried, finished):
+        assert runs.begin(command_id, "users.enable", {"user_id": "u"}, source="queue") is None
+    if old_primary == "stopped":
+        pair.primary.stop_server("fast")
+    else:
+        pair.make_primary_read_only()
+        pair.caught_up()
+    promoting = threading.Timer(1.5, pair.promote)
+    promoting.start()
+    try:
+        began = time.monotonic()
+        runs.retrying(retried, {"code": 14, "message": "database", "details": []})
+        runs.succeed(finished, {})
+        waited = time.monotonic() - began
+    finally:
+        promoting.join()
+    # Neither is left running (under the lease of a delivery that has gone).
+    assert [
+        record.status if (record := runs.get(each)) else None for each in (retried, finished)
+    ] == [
+        CommandStatus.RETRYING,
+        CommandStatus.SUCCEEDED,
+    ]
+    assert waited >= 1.0, "recorded before any server could write"
+    assert server_port(engine) == pair.standby.port
