@@ -85,7 +85,7 @@ class SqlCommandRuns:
                 if not is_transient_db_error(error) or time.monotonic() + pause > deadline:
                     raise
                 logger.warning(
-                    "could not record %s of %s yet (%s); again in %.1fs",
+                    "the database cannot take %s of %s yet (%s); trying again in %.1fs",
                     what,
                     command_id,
                     type(error).__name__,

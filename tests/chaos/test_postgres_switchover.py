@@ -346,6 +346,9 @@ def test_a_postgres_switchover_under_load_loses_and_doubles_nothing_and_restarts
             [update] = executed_updates(emulator, sub.provider_id)
             assert update.form["items"]["0"]["price"] == team_price
     assert {user_state(stack.sessions, user) for user in load.users.values()} == {"enabled"}
+    # No delivery gave up recording its command's retry (issue 41: 'could not record the
+    # retry', the command then left `running` under a lease nobody held).
+    assert "could not record the retry" not in (stack.workdir / "worker-w1.log").read_text()
     # No process restarted, none exited.
     assert stack.group.exited() == []
     assert pids(stack) == before

@@ -107,9 +107,8 @@ def test_after_a_switchover_the_next_write_after_one_transient_error_lands_on_th
     assert {server_port(engine) for _ in range(4)} == {pair.standby.port}
 
 
-def test_25006_and_57p03_are_transient(pair: StreamingPair) -> None:
-    # What a read-only server answers a write with, and a server that cannot take a
-    # connection now (starting up, shutting down, a standby that does not take any).
+def test_a_write_refused_by_a_read_only_server_is_transient(pair: StreamingPair) -> None:
+    # What a demoted primary left up read-only answers every write with: 25006.
     pair.make_primary_read_only()
     engine = build_engine(pair.primary.admin_url)
     try:
