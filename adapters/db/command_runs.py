@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from adapters.db.command_records import CommandRecord
 from adapters.db.events import SqlEventOutbox
 from adapters.db.models import CommandRow
-from adapters.db.uow import SharedUnitOfWork, is_transient_db_error
+from adapters.db.uow import SharedUnitOfWork, is_unreachable_or_read_only
 from adapters.observability import metrics
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.events.base import Event
@@ -75,14 +75,16 @@ class SqlCommandRuns:
         elsewhere until then. During a switchover the connection that met the old primary is
         discarded (``adapters/db/engine.py``) and a new one finds the new primary within
         seconds: waiting for it here ends the command, or hands it to its retry, at once
-        (issue 41: 'could not record the retry', and a command left ``running``)."""
+        (issue 41: 'could not record the retry', and a command left ``running``). A busy
+        database (a lock timeout, a deadlock) is not waited for here: the delivery's own
+        retry, with its backoff, is the answer to that."""
         deadline = time.monotonic() + self._record_patience.total_seconds()
         pause = 0.1
         while True:
             try:
                 return record()
             except Exception as error:
-                if not is_transient_db_error(error) or time.monotonic() + pause > deadline:
+                if not is_unreachable_or_read_only(error) or time.monotonic() + pause > deadline:
                     raise
                 logger.warning(
                     "the database cannot take %s of %s yet (%s); trying again in %.1fs",

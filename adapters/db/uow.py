@@ -174,3 +174,19 @@ def is_transient_db_error(error: BaseException) -> bool:
         sqlstate = getattr(error.orig, "sqlstate", None)
         return sqlstate is not None and _is_transient_sqlstate(sqlstate)
     return isinstance(error, sa_exc.TimeoutError)  # connection pool exhausted
+
+
+def is_unreachable_or_read_only(error: BaseException) -> bool:
+    """The transient errors that say no server takes writes on this connection now (lost,
+    refused, shutting down, read-only), as opposed to a busy one (locks, deadlocks): what a
+    switchover or a restart looks like, over in seconds."""
+    if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
+        return True
+    if not isinstance(error, sa_exc.DBAPIError):
+        return False
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    if sqlstate is not None:
+        return str(sqlstate) in NOT_A_WRITABLE_PRIMARY_SQLSTATES or str(sqlstate).startswith("08")
+    return isinstance(error, sa_exc.OperationalError) and not type(
+        error.orig
+    ).__module__.startswith("sqlite3")

@@ -20,7 +20,7 @@ from adapters.clock import SystemClock
 from adapters.db.command_log import SqlCommandLog
 from adapters.db.engine import build_engine
 from adapters.db.migrate import upgrade
-from adapters.db.uow import is_transient_db_error
+from adapters.db.uow import is_transient_db_error, is_unreachable_or_read_only
 from domain.messages import CommandStatus
 from tests.support.postgres import StreamingPair, start_streaming_pair
 
@@ -122,6 +122,7 @@ def test_a_write_refused_by_a_read_only_server_is_transient(pair: StreamingPair)
         engine.dispose()
     assert getattr(getattr(read_only, "orig", None), "sqlstate", None) == "25006"
     assert is_transient_db_error(read_only)
+    assert is_unreachable_or_read_only(read_only)  # a delivery's records wait it out
 
 
 @pytest.mark.parametrize("old_primary", ["stopped", "read-only"])
