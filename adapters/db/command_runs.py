@@ -97,17 +97,26 @@ class SqlCommandRuns:
             pause = min(pause * 2, 2.0)
 
     def begin(
-        self, command_id: str, command_type: str, payload: dict[str, Any], *, source: str
+        self,
+        command_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        *,
+        source: str,
+        at: datetime | None = None,
+        resumes: datetime | None = None,
     ) -> CommandRecord | None:
-        """Mark the command running (logging it first if it is new), or return its record if
-        it finished. Raises :class:`CommandInProgress` while another delivery runs it, and
-        :class:`CommandIdReused` when the id names a command of another type or payload."""
+        """Mark the command running as of ``at`` (logging it first if it is new), or return
+        its record if it finished. Raises :class:`CommandInProgress` while another delivery
+        runs it, and :class:`CommandIdReused` when the id names a command of another type or
+        payload. An entry running as of ``resumes`` is taken over (``CommandJournal.begin``).
+        """
         fingerprint = command_fingerprint(command_type, payload)
         # One instant for every try: a try whose commit went through but whose answer was
         # lost (the connection dropped) left the entry running at it, which a later try of
         # this call recognises as its own, not another delivery's. Only a later try: the
         # first has no earlier one to find.
-        now = self._clock.now()
+        now = at or self._clock.now()
         tries = 0
 
         def begin_once() -> CommandRecord | _LoggedNow | None:
@@ -116,12 +125,12 @@ class SqlCommandRuns:
             mine = now if tries > 1 else None
             try:
                 return self._begin(
-                    command_id, command_type, payload, fingerprint, source, now, mine
+                    command_id, command_type, payload, fingerprint, source, now, mine, resumes
                 )
             except IntegrityError:
                 # Two deliveries of a new command raced to log it; the loser sees it now.
                 return self._begin(
-                    command_id, command_type, payload, fingerprint, source, now, mine
+                    command_id, command_type, payload, fingerprint, source, now, mine, resumes
                 )
 
         outcome = self._patiently("the start", command_id, begin_once)
@@ -139,6 +148,7 @@ class SqlCommandRuns:
         source: str,
         now: datetime,
         mine: datetime | None,
+        resumes: datetime | None,
     ) -> CommandRecord | _LoggedNow | None:
         with self._sessions.begin() as session:
             row = session.get(CommandRow, command_id, with_for_update=True)
@@ -161,10 +171,14 @@ class SqlCommandRuns:
                 raise CommandIdReused(command_id, row.type)
             if CommandStatus(row.status).is_terminal:
                 return CommandRecord.of(row)
-            if row.status == CommandStatus.RUNNING.value and row.updated_at == mine:
+            running = row.status == CommandStatus.RUNNING.value
+            if running and row.updated_at == mine:
                 # This delivery's own earlier try, committed but unanswered.
                 return _LOGGED_NOW if row.created_at == now else None
-            if self._running_elsewhere(row, now):
+            # The run an earlier delivery of this message began and could not record the end
+            # of is this one's; any other running delivery is waited for.
+            resumed = running and resumes is not None and row.updated_at == resumes
+            if not resumed and self._running_elsewhere(row, now):
                 raise CommandInProgress(command_id)
             row.status = CommandStatus.RUNNING.value
             row.attempts += 1

@@ -92,9 +92,12 @@ def stack(pair: StreamingPair, workdir: Path, redis_server: str) -> Iterator[Sta
         workdir,
         database_url,
         f"{redis_server}/{REDIS_DB}",
-        # Out of reach: what the switchover interrupted must end without a sweep.
+        # Out of reach: what the switchover interrupted must end without a sweep, and a
+        # command left running without waiting out the running lease (the visibility
+        # timeout: the tests' 30 s would hide a run nobody resumes).
         BILLING_STALLED_COMMAND_SECONDS="300",
         BILLING_SCHEDULED_CHANGE_LEASE_SECONDS="300",
+        BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS="300",
         BILLING_HTTP_WAIT_TIMEOUT_SECONDS="3",
     ) as system:
         system.client = system.new_client()
@@ -352,3 +355,60 @@ def test_a_postgres_switchover_under_load_loses_and_doubles_nothing_and_restarts
     # No process restarted, none exited.
     assert stack.group.exited() == []
     assert pids(stack) == before
+
+
+NO_PRIMARY_SECONDS = 25.0
+"""Longer than a delivery's patience with its records (``DEFAULT_RECORD_PATIENCE``, 20 s)."""
+
+
+@pytest.mark.timeout(180)
+def test_a_run_whose_retry_could_not_be_recorded_is_resumed_by_its_retry_not_after_the_lease(
+    pair: StreamingPair, stack: Stack
+) -> None:
+    """A switchover slower than the records' patience: the primary goes while a command's
+    Stripe call hangs, and no server writes for 25 s. The delivery cannot record its retry
+    (the command stays ``running``); its retry's message carries the run's mark and takes the
+    run over once the standby is promoted, instead of waiting out the running lease (the
+    broker's visibility timeout, ten minutes)."""
+    org_id = create_organization(stack.sessions, SystemClock(), name="org-slow-switchover").id
+    stack.start_worker("w1", concurrency=1)
+    stack.start_api()
+    with stack.stripe as emulator:
+        # Stripe makes the customer, then answers nothing for a while: the primary goes then.
+        emulator.add_fault(
+            "hang", "POST /v1/customers", after_execution=True, hang_seconds=3, count=1
+        )
+        with stack.http() as http:
+            response = http.post(
+                f"/v1beta1/organizations/{org_id}/billing",
+                json={"body": {"name": "Acme Ltd", "email": "billing@acme.example"}},
+                headers={"Prefer": "respond-async", "Idempotency-Key": "slow-switchover"},
+            )
+        assert response.status_code == 202, response.text
+        command_id = response.headers["Command-Id"]
+        eventually(lambda: emulator.faults()[0].fired == 1, timeout=20, what="the call hanging")
+    fault_at = time.monotonic()
+    pair.primary.stop_server("fast")
+    time.sleep(NO_PRIMARY_SECONDS)
+    pair.promote()
+    get_engine(stack.database_url).dispose()  # the test's own reads: the new primary
+
+    record = stack.finished(command_id, timeout=RESUME_BOUND_SECONDS)
+    resumed = time.monotonic() - fault_at
+    print(
+        f"\n[no primary for {NO_PRIMARY_SECONDS:.0f} s] the command ended {record.status.value} "
+        f"{resumed:.1f} s after the primary went ({resumed - NO_PRIMARY_SECONDS:.1f} s after "
+        "the promotion)"
+    )
+    assert record.status.value == "succeeded", record.error
+    worker_log = (stack.workdir / "worker-w1.log").read_text()
+    assert "could not record the retry" in worker_log, "the retry was recorded after all"
+    with stack.stripe as emulator:
+        made = [
+            request
+            for request in emulator.requests(path_prefix="/v1/customers", method="POST")
+            if not request.replayed
+            and (request.status == 200 or "(after)" in (request.fault or ""))
+        ]
+    assert len(made) == 1, "one customer at Stripe (the hung call's), the retry a replay of it"
+    assert stack.group.exited() == []
