@@ -13,8 +13,9 @@ Stripe (the emulator's request log: one customer per account, one update per cha
 API answers 503 with the spec's body while no server writes (never 500), no process is
 restarted, and the time from the fault to commands completing again is printed and bounded.
 The stalled-command sweep, the plan changes' leases and the running lease are out of reach
-(300 s and more): nothing here is brought back by a sweep. PostgreSQL only: SQLite has no
-standby.
+(300 s): nothing here is brought back by a sweep or a lease. A last test makes the
+switchover slower than a delivery's patience with its records, and sees the run it left
+`running` resumed by its retry. PostgreSQL only: SQLite has no standby.
 """
 
 from __future__ import annotations
