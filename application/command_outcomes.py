@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from application.handlers.events.relay import COMMANDS_BATCHES, relay_for_commands
@@ -35,6 +36,9 @@ class Delivery:
     is kept as a dead letter."""
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    resumes: datetime | None = None
+    """The mark of the run the delivery before this one began and could not record the end
+    of (``CommandJournal.begin``): this delivery takes that run over."""
 
     @property
     def attempt(self) -> int:
@@ -70,6 +74,9 @@ class RetryLater:
 
     delay: float
     cause: BaseException
+    resumes: datetime | None = None
+    """The mark of this delivery's run when its end could not be recorded (the command is
+    left running): the next delivery takes it over (:attr:`Delivery.resumes`)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,8 @@ class WaitForBudget:
 
     delay: float
     cause: BaseException
+    resumes: datetime | None = None
+    """As :attr:`RetryLater.resumes`: the wait could not be recorded."""
 
 
 DeliveryOutcome = Succeeded | Ended | RetryLater | WaitForBudget

@@ -99,6 +99,8 @@ class _Delivered(Generic[C]):
         self.command_type = command_type
         self.handler = handler
         self.delivery = delivery
+        self.started_at = svc.clock.now()
+        """The mark of this delivery's run (``CommandJournal.begin``)."""
 
     def run(self) -> DeliveryOutcome:
         svc, command_type, delivery = self.svc, self.command_type, self.delivery
@@ -125,7 +127,12 @@ class _Delivered(Generic[C]):
         # command another service published straight onto the queue.
         try:
             finished = svc.commands.begin(
-                command_id, command_type.TASK_NAME, payload, source="queue"
+                command_id,
+                command_type.TASK_NAME,
+                payload,
+                source="queue",
+                at=self.started_at,
+                resumes=delivery.resumes,
             )
         except CommandIdReused as reused:
             return self._refuse_reused_id(reused, payload)
@@ -191,7 +198,7 @@ class _Delivered(Generic[C]):
                 raise
             # The work is done but its outcome is not recorded: run again later (handlers
             # are idempotent, so the provider sees no second effect), which records it.
-            return RetryLater(self._delay(), cause=error)
+            return RetryLater(self._delay(), cause=error, resumes=self.started_at)
         return Succeeded(shown(svc, body), relay=True)
 
     def _in_one_transaction(
@@ -287,7 +294,7 @@ class _Delivered(Generic[C]):
             if not svc.is_transient(journal_error):
                 raise
             # The outcome could not be recorded: run again later rather than lose it.
-            return RetryLater(self._delay(), cause=journal_error)
+            return RetryLater(self._delay(), cause=journal_error, resumes=self.started_at)
         # Not chained to the error it reports (no ``cause``): Celery shows a failure's
         # traceback (the result backend), and the error's message may quote input (a
         # provider's 4xx).
@@ -298,12 +305,14 @@ class _Delivered(Generic[C]):
         is: waiting for the rate limit must not use up the budget kept for real failures."""
         # A little spread, so that commands told the same moment do not all come back in it.
         delay = waiting.wait_seconds * (1.0 + random.uniform(0.0, 0.1))  # noqa: S311
+        resumes = None
         try:
             self.svc.commands.waiting(command_id, round(delay, 3))
         except Exception:  # the wait matters more than its record
             logger.warning("could not record the wait of %s", command_id, exc_info=True)
+            resumes = self.started_at  # left running: the next delivery takes it over
         logger.info("command %s waits %.2fs for the stripe rate budget", command_id, delay)
-        return WaitForBudget(delay, cause=waiting)
+        return WaitForBudget(delay, cause=waiting, resumes=resumes)
 
     def _retry_or_fail(
         self, command_id: str, failure: Exception, reason: str, retry_after: float | None
@@ -339,10 +348,15 @@ class _Delivered(Generic[C]):
             "backoff_ceiling_seconds": round(ceiling, 3),
             "retry_after_seconds": retry_after,
         }
+        resumes = None
         try:
+            # The journal tries again for a while itself (a switchover's seconds without a
+            # primary); past that the entry stays ``running``, and the retry takes that run
+            # over (``resumes``) rather than wait for its lease to end.
             self.svc.commands.retrying(command_id, retrying, retry)
         except Exception:  # the retry matters more than its record
             logger.warning("could not record the retry of %s", command_id, exc_info=True)
+            resumes = self.started_at
         logger.warning(
             "command %s attempt %d failed transiently (%s); retry in %.2fs",
             command_id,
@@ -350,4 +364,4 @@ class _Delivered(Generic[C]):
             reason,
             delay,
         )
-        return RetryLater(delay, cause=failure)
+        return RetryLater(delay, cause=failure, resumes=resumes)

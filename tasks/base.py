@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, Self
 
 from billiard.einfo import ExceptionInfo
@@ -85,6 +86,35 @@ def _kept_if_unsent() -> Iterator[None]:
         raise Reject(error, requeue=True) from error
 
 
+RESUMES_HEADER = "billing_resumes_run"
+"""The message header that carries a run's mark to the next delivery when the run's end could
+not be recorded (``Delivery.resumes``). Celery hands a message's own headers to the task as
+attributes of its request, and copies them into its retries: each retry sets or drops the
+mark, so that it travels one delivery only."""
+
+
+def _resuming(request: Any, resumes: datetime | None) -> dict[str, Any]:
+    """The next delivery's headers: those Celery copies, with the run's mark if ``resumes``,
+    without an earlier one's."""
+    headers = dict(request.as_execution_options().get("headers") or {})
+    headers.pop(RESUMES_HEADER, None)
+    if resumes is not None:
+        headers[RESUMES_HEADER] = resumes.isoformat()
+    return {"headers": headers}
+
+
+def _resumed_run(request: Any) -> datetime | None:
+    """The mark a message carries (:data:`RESUMES_HEADER`), if a valid one."""
+    mark = getattr(request, RESUMES_HEADER, None)
+    if not isinstance(mark, str):
+        return None
+    try:
+        resumed = datetime.fromisoformat(mark)
+    except ValueError:
+        return None
+    return resumed if resumed.tzinfo is not None else None
+
+
 class CommandRejected(CommandFailed):
     """The command was the caller's mistake (``rejected``, ``domain.operations.outcomes``); a
     :class:`CommandFailed`, so that code catching that catches both."""
@@ -122,6 +152,7 @@ class CommandTask(ApplicationTask):
             queue=str((request.delivery_info or {}).get("routing_key") or "?"),
             args=args,
             kwargs=kwargs,
+            resumes=_resumed_run(request),
         )
         outcome = run_command(self.application, command_type, handler, delivery)
         failure: BaseException
@@ -132,13 +163,18 @@ class CommandTask(ApplicationTask):
             case Ended(error=error, rejected=rejected, masked=masked, relay=relay):
                 self._relay_after_return(relay)
                 failure = (CommandRejected if rejected else CommandFailed).of(error, masked=masked)
-            case RetryLater(delay=delay):
+            case RetryLater(delay=delay, resumes=resumes):
                 with _kept_if_unsent():
-                    failure = self.retry(countdown=delay, max_retries=None, throw=False)
-            case WaitForBudget(delay=delay):
+                    failure = self.retry(
+                        countdown=delay,
+                        max_retries=None,
+                        throw=False,
+                        **_resuming(request, resumes),
+                    )
+            case WaitForBudget(delay=delay, resumes=resumes):
                 # Sent again as ``Task.retry`` sends it, but with its retry count unchanged.
                 signature = self.signature_from_request(
-                    request, countdown=delay, retries=request.retries
+                    request, countdown=delay, retries=request.retries, **_resuming(request, resumes)
                 )
                 with _kept_if_unsent():
                     signature.apply_async()

@@ -8,9 +8,11 @@ it then records the outcome once, with the events that report it, or a retry or 
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Row, Table, and_, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -20,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from adapters.db.command_records import CommandRecord
 from adapters.db.events import SqlEventOutbox
 from adapters.db.models import CommandRow
-from adapters.db.uow import SharedUnitOfWork
+from adapters.db.uow import SharedUnitOfWork, is_unreachable_or_read_only
 from adapters.observability import metrics
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.events.base import Event
@@ -29,6 +31,10 @@ from domain.operations.outcomes import error_code, error_reason
 from domain.ports.application import Clock
 from domain.ports.commands import CannotRunInOneTransaction
 from domain.ports.repositories import UnitOfWork
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class _LoggedNow:
@@ -39,6 +45,9 @@ _LOGGED_NOW = _LoggedNow()
 
 MAX_RETRY_HISTORY = 50
 DEFAULT_RUNNING_LEASE = timedelta(minutes=10)
+DEFAULT_RECORD_PATIENCE = timedelta(seconds=20)
+"""How long a delivery tries again to record that its command runs, ended or will be retried,
+while the database is unreachable or cannot write (a switchover, a restart)."""
 
 
 class SqlCommandRuns:
@@ -50,23 +59,81 @@ class SqlCommandRuns:
         sessions: sessionmaker[Session],
         clock: Clock,
         running_lease: timedelta = DEFAULT_RUNNING_LEASE,
+        record_patience: timedelta = DEFAULT_RECORD_PATIENCE,
     ) -> None:
         self._sessions = sessions
         self._clock = clock
         self._running_lease = running_lease
+        self._record_patience = record_patience
+
+    def _patiently(self, what: str, command_id: str, record: Callable[[], T]) -> T:
+        """``record`` (one short transaction), tried again while the database is unreachable
+        or cannot write, for :data:`DEFAULT_RECORD_PATIENCE` at most.
+
+        A record that is not made leaves the command ``running`` under this delivery's lease
+        (the broker's visibility timeout, ten minutes): every later delivery is told it runs
+        elsewhere until then. During a switchover the connection that met the old primary is
+        discarded (``adapters/db/engine.py``) and a new one finds the new primary within
+        seconds: waiting for it here ends the command, or hands it to its retry, at once
+        (issue 41: 'could not record the retry', and a command left ``running``). A busy
+        database (a lock timeout, a deadlock) is not waited for here: the delivery's own
+        retry, with its backoff, is the answer to that."""
+        deadline = time.monotonic() + self._record_patience.total_seconds()
+        pause = 0.1
+        while True:
+            try:
+                return record()
+            except Exception as error:
+                if not is_unreachable_or_read_only(error) or time.monotonic() + pause > deadline:
+                    raise
+                logger.warning(
+                    "the database cannot take %s of %s yet (%s); trying again in %.1fs",
+                    what,
+                    command_id,
+                    type(error).__name__,
+                    pause,
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     def begin(
-        self, command_id: str, command_type: str, payload: dict[str, Any], *, source: str
+        self,
+        command_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        *,
+        source: str,
+        at: datetime | None = None,
+        resumes: datetime | None = None,
     ) -> CommandRecord | None:
-        """Mark the command running (logging it first if it is new), or return its record if
-        it finished. Raises :class:`CommandInProgress` while another delivery runs it, and
-        :class:`CommandIdReused` when the id names a command of another type or payload."""
+        """Mark the command running as of ``at`` (logging it first if it is new), or return
+        its record if it finished. Raises :class:`CommandInProgress` while another delivery
+        runs it, and :class:`CommandIdReused` when the id names a command of another type or
+        payload. An entry running as of ``resumes`` is taken over (``CommandJournal.begin``).
+        """
         fingerprint = command_fingerprint(command_type, payload)
-        try:
-            outcome = self._begin(command_id, command_type, payload, fingerprint, source)
-        except IntegrityError:
-            # Two deliveries of a new command raced to log it; the loser sees the entry now.
-            outcome = self._begin(command_id, command_type, payload, fingerprint, source)
+        # One instant for every try: a try whose commit went through but whose answer was
+        # lost (the connection dropped) left the entry running at it, which a later try of
+        # this call recognises as its own, not another delivery's. Only a later try: the
+        # first has no earlier one to find.
+        now = at or self._clock.now()
+        tries = 0
+
+        def begin_once() -> CommandRecord | _LoggedNow | None:
+            nonlocal tries
+            tries += 1
+            mine = now if tries > 1 else None
+            try:
+                return self._begin(
+                    command_id, command_type, payload, fingerprint, source, now, mine, resumes
+                )
+            except IntegrityError:
+                # Two deliveries of a new command raced to log it; the loser sees it now.
+                return self._begin(
+                    command_id, command_type, payload, fingerprint, source, now, mine, resumes
+                )
+
+        outcome = self._patiently("the start", command_id, begin_once)
         if isinstance(outcome, _LoggedNow):
             metrics.command_accepted(command_type, source)
             return None
@@ -79,8 +146,10 @@ class SqlCommandRuns:
         payload: dict[str, Any],
         fingerprint: str,
         source: str,
+        now: datetime,
+        mine: datetime | None,
+        resumes: datetime | None,
     ) -> CommandRecord | _LoggedNow | None:
-        now = self._clock.now()
         with self._sessions.begin() as session:
             row = session.get(CommandRow, command_id, with_for_update=True)
             if row is None:
@@ -102,7 +171,14 @@ class SqlCommandRuns:
                 raise CommandIdReused(command_id, row.type)
             if CommandStatus(row.status).is_terminal:
                 return CommandRecord.of(row)
-            if self._running_elsewhere(row, now):
+            running = row.status == CommandStatus.RUNNING.value
+            if running and row.updated_at == mine:
+                # This delivery's own earlier try, committed but unanswered.
+                return _LOGGED_NOW if row.created_at == now else None
+            # The run an earlier delivery of this message began and could not record the end
+            # of is this one's; any other running delivery is waited for.
+            resumed = running and resumes is not None and row.updated_at == resumes
+            if not resumed and self._running_elsewhere(row, now):
                 raise CommandInProgress(command_id)
             row.status = CommandStatus.RUNNING.value
             row.attempts += 1
@@ -207,6 +283,11 @@ class SqlCommandRuns:
     def retrying(
         self, command_id: str, error: dict[str, Any], retry: dict[str, Any] | None = None
     ) -> None:
+        self._patiently("the retry", command_id, lambda: self._retrying(command_id, error, retry))
+
+    def _retrying(
+        self, command_id: str, error: dict[str, Any], retry: dict[str, Any] | None
+    ) -> None:
         now = self._clock.now()
         with self._sessions.begin() as session:
             row = session.get(CommandRow, command_id, with_for_update=True)
@@ -221,13 +302,17 @@ class SqlCommandRuns:
 
     def waiting(self, command_id: str, seconds: float) -> None:
         """The command was re-queued to wait ``seconds`` for the provider's rate budget."""
-        now = self._clock.now()
-        with self._sessions.begin() as session:
-            session.execute(
-                update(CommandRow)
-                .where(CommandRow.id == command_id)
-                .values(status=CommandStatus.WAITING.value, updated_at=now)
-            )
+
+        def record() -> None:
+            now = self._clock.now()
+            with self._sessions.begin() as session:
+                session.execute(
+                    update(CommandRow)
+                    .where(CommandRow.id == command_id)
+                    .values(status=CommandStatus.WAITING.value, updated_at=now)
+                )
+
+        self._patiently("the wait", command_id, record)
 
     def _finish(
         self,
@@ -240,7 +325,29 @@ class SqlCommandRuns:
     ) -> None:
         """Record the outcome once: a command that finished already (another delivery
         finished it first) is left as it is, and ``events`` are written only with the outcome
-        they report, in its transaction."""
+        they report, in its transaction. Tried again while the database cannot write
+        (:meth:`_patiently`): a try that did write finished the command, and the next one
+        finds it finished and writes nothing."""
+        now, finished = self._patiently(
+            f"the outcome ({status.value})",
+            command_id,
+            lambda: self._finish_once(command_id, status, result, error, events),
+        )
+        if finished is not None:
+            metrics.command_finished(finished.type, status.value, finished.created_at, now, result)
+            if error is not None:
+                metrics.command_ended_in_error(
+                    finished.type, status.value, error_code(error).name, error_reason(error)
+                )
+
+    def _finish_once(
+        self,
+        command_id: str,
+        status: CommandStatus,
+        result: dict[str, Any] | None,
+        error: dict[str, Any] | None,
+        events: Sequence[Event],
+    ) -> tuple[datetime, Row[str, datetime] | None]:
         now = self._clock.now()
         with self._sessions.begin() as session:
             finished = session.execute(
@@ -259,12 +366,7 @@ class SqlCommandRuns:
                 outbox = SqlEventOutbox(session)
                 for event in events:
                     outbox.add(event)
-        if finished is not None:
-            metrics.command_finished(finished.type, status.value, finished.created_at, now, result)
-            if error is not None:
-                metrics.command_ended_in_error(
-                    finished.type, status.value, error_code(error).name, error_reason(error)
-                )
+        return now, finished
 
 
 def _new_entry(

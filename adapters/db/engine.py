@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, exc, text
+from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.orm import Session, sessionmaker
 
 _lock = threading.Lock()
@@ -52,7 +53,37 @@ def build_engine(url: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS) -
         hide_parameters=True,
     )
     ping_pooled_connections_in_doubt(engine)
+    discard_connections_to_a_server_that_cannot_write(engine)
     return engine
+
+
+NOT_A_WRITABLE_PRIMARY_SQLSTATES = frozenset(
+    {
+        "25006",  # read_only_sql_transaction: a demoted primary, or one left up read-only
+        "57P01",  # admin_shutdown
+        "57P02",  # crash_shutdown
+        "57P03",  # cannot_connect_now: starting up, shutting down, in recovery
+    }
+)
+"""What a server answers on a connection that can no longer write there: after a switchover
+(the standby promoted) only a new connection reaches the new primary."""
+
+
+def discard_connections_to_a_server_that_cannot_write(engine: Engine) -> None:
+    """A connection that met :data:`NOT_A_WRITABLE_PRIMARY_SQLSTATES` counts as a lost one.
+
+    The old primary of a switchover that stays up read-only answers every write with 25006 on
+    a connection that is otherwise alive: returned to the pool, it would be handed out again
+    and fail again, for ever (issue 41). Marked a disconnect, SQLAlchemy invalidates it and
+    every older connection of the pool, so the next checkout connects anew and libpq's
+    multi-host URL (``target_session_attrs=read-write``) finds the server that writes now.
+    """
+
+    @event.listens_for(engine, "handle_error")
+    def cannot_write_there(context: ExceptionContext) -> None:
+        sqlstate = getattr(context.original_exception, "sqlstate", None)
+        if sqlstate is not None and str(sqlstate) in NOT_A_WRITABLE_PRIMARY_SQLSTATES:
+            context.is_disconnect = True
 
 
 IDLE_BEFORE_PING_SECONDS = 10.0

@@ -9,6 +9,7 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.db.engine import NOT_A_WRITABLE_PRIMARY_SQLSTATES
 from adapters.db.events import (
     SqlEventOutbox,
     SqlStripeEndpointRepository,
@@ -144,34 +145,50 @@ _TRANSIENT_SQLSTATES = {
     "40P01",  # deadlock_detected
     "55P03",  # lock_not_available
     "57014",  # query_canceled (statement/lock timeout)
-    "08000",
-    "08003",
-    "08006",
-    "08001",
-    "08004",  # connection exceptions
-    "57P01",
-    "57P02",
-    "57P03",  # admin shutdown, crash shutdown, cannot connect now
+    *NOT_A_WRITABLE_PRIMARY_SQLSTATES,  # read-only (25006), shutting down, cannot connect now
 }
 
 
+def _is_transient_sqlstate(sqlstate: object) -> bool:
+    # Class 08, connection exceptions: the connection is gone, a new one may reach a server.
+    return str(sqlstate) in _TRANSIENT_SQLSTATES or str(sqlstate).startswith("08")
+
+
 def is_transient_db_error(error: BaseException) -> bool:
-    """Lock timeouts, deadlocks, serialization failures and lost connections."""
+    """Lock timeouts, deadlocks, serialization failures, lost connections, and a server that
+    cannot write now (a switchover's old primary, read-only: 25006)."""
     if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
         return True
     if isinstance(error, sa_exc.OperationalError):
         original = error.orig
         sqlstate = getattr(original, "sqlstate", None)
         if sqlstate is not None:
-            return str(sqlstate) in _TRANSIENT_SQLSTATES
+            return _is_transient_sqlstate(sqlstate)
         if type(original).__module__.startswith("sqlite3"):
             message = str(original).lower()
             return "database is locked" in message or "database is busy" in message
         # A server driver's operational error without a SQLSTATE comes from the connection,
         # not from a statement the server ran: refused, reset, or the server starting up or
-        # shutting down (a PostgreSQL restart) — the database is unreachable for now.
+        # shutting down (a PostgreSQL restart), or no host of a multi-host URL accepting
+        # writes yet (a switchover under way) — the database is unreachable for now.
         return True
     if isinstance(error, sa_exc.DBAPIError):
         sqlstate = getattr(error.orig, "sqlstate", None)
-        return sqlstate is not None and str(sqlstate) in _TRANSIENT_SQLSTATES
+        return sqlstate is not None and _is_transient_sqlstate(sqlstate)
     return isinstance(error, sa_exc.TimeoutError)  # connection pool exhausted
+
+
+def is_unreachable_or_read_only(error: BaseException) -> bool:
+    """The transient errors that say no server takes writes on this connection now (lost,
+    refused, shutting down, read-only), as opposed to a busy one (locks, deadlocks): what a
+    switchover or a restart looks like, over in seconds."""
+    if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
+        return True
+    if not isinstance(error, sa_exc.DBAPIError):
+        return False
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    if sqlstate is not None:
+        return str(sqlstate) in NOT_A_WRITABLE_PRIMARY_SQLSTATES or str(sqlstate).startswith("08")
+    return isinstance(error, sa_exc.OperationalError) and not type(
+        error.orig
+    ).__module__.startswith("sqlite3")

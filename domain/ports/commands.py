@@ -149,14 +149,26 @@ class CommandJournal(Protocol):
     """
 
     def begin(
-        self, command_id: str, command_type: str, payload: dict[str, Any], *, source: str
+        self,
+        command_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        *,
+        source: str,
+        at: datetime | None = None,
+        resumes: datetime | None = None,
     ) -> CommandOutcome | None:
-        """Mark the command running (creating its entry if a publisher sent it directly).
+        """Mark the command running (creating its entry if a publisher sent it directly),
+        as of ``at`` (default: now), the run's mark.
 
         Returns the recorded outcome instead when the command already finished: a
         redelivered message must not do the work twice. Raises
         :class:`domain.errors.CommandInProgress` while another delivery is running it, and
         :class:`domain.errors.CommandIdReused` when the id names another command.
+
+        ``resumes``: the mark of the run an earlier delivery of this message began and could
+        not record the end of (the database went away): an entry still running as of that
+        mark is this delivery's to take over, at once, not after the running lease.
         """
         ...
 

@@ -142,6 +142,29 @@ def test_a_running_command_is_in_progress_until_its_lease_is_over(journal: Journ
     assert log.begin("c1", ENABLE, payload("c1"), source="queue") is None
 
 
+def test_a_run_left_running_is_taken_over_at_once_by_the_delivery_carrying_its_mark(
+    journal: Journal,
+) -> None:
+    # The delivery that began the run could not record how it ended (the database went):
+    # its retry carries the run's mark and resumes it; a mark of another instant does not.
+    log = journal.port
+    began_at = journal.clock.now()
+    log.begin("c1", ENABLE, payload("c1"), source="queue", at=began_at)
+    journal.clock.advance(timedelta(seconds=3))
+
+    with pytest.raises(CommandInProgress):
+        log.begin(
+            "c1", ENABLE, payload("c1"), source="queue", resumes=began_at - timedelta(seconds=1)
+        )
+    assert log.begin("c1", ENABLE, payload("c1"), source="queue", resumes=began_at) is None
+    entry = log.get("c1")
+    assert entry is not None
+    assert entry.status is CommandStatus.RUNNING
+    # Resumed, the run is the new delivery's: the old mark resumes nothing any more.
+    with pytest.raises(CommandInProgress):
+        log.begin("c1", ENABLE, payload("c1"), source="queue", resumes=began_at)
+
+
 def test_a_command_waiting_for_a_retry_or_for_the_budget_begins_again(journal: Journal) -> None:
     log = journal.port
     log.begin("c1", ENABLE, payload("c1"), source="queue")

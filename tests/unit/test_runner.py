@@ -30,7 +30,7 @@ from domain.billing.accounts import BillingAccountState
 from domain.errors import ErrorCode, InvalidArgument, TransientError
 from domain.messages import CommandStatus
 from domain.users import EnableUser, UserState
-from tasks.base import CommandFailed, CommandRejected
+from tasks.base import RESUMES_HEADER, CommandFailed, CommandRejected
 from tasks.runtime import CommandApp
 from tests.support.fakes.application import DEFAULT_RUNNER_POLICY, FakeApplication
 from tests.support.fakes.data import a_user, an_organization
@@ -56,9 +56,11 @@ def deliver(
     task_id: str = "task-1",
     retries: int = 0,
     queue: str = "users",
+    headers: dict[str, str] | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """Run the task on one delivery of a message, as the worker runs it."""
+    """Run the task on one delivery of a message, as the worker runs it; a message's own
+    ``headers`` are attributes of the request, as Celery's worker hands them."""
     task: Task[Any, Any] = worker.tasks[task_name]
     task.push_request(
         id=task_id,
@@ -68,6 +70,7 @@ def deliver(
         delivery_info={"routing_key": queue},
         is_eager=True,
         called_directly=False,
+        **(headers or {}),
     )
     try:
         result: dict[str, Any] = task.run(*args, **kwargs)
@@ -80,7 +83,9 @@ def enable(worker: CommandApp, command_id: str = "c1", **options: Any) -> dict[s
     return deliver(worker, ENABLE, command_id=command_id, user_id="usr_1", **options)
 
 
-def create_account(worker: CommandApp, retries: int = 0) -> dict[str, Any]:
+def create_account(
+    worker: CommandApp, retries: int = 0, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
     return deliver(
         worker,
         CREATE,
@@ -90,7 +95,15 @@ def create_account(worker: CommandApp, retries: int = 0) -> dict[str, Any]:
         account={"name": "Acme", "email": "billing@acme.example"},
         retries=retries,
         queue="billing",
+        headers=headers,
     )
+
+
+def headers_of(retry: Retry) -> dict[str, str]:
+    """The headers the retry's message is sent with."""
+    signature: Any = getattr(retry, "sig", None)  # the stubs lack it
+    assert signature is not None
+    return dict(signature.options.get("headers") or {})
 
 
 def reason_of(error: dict[str, Any]) -> str:
@@ -465,22 +478,59 @@ def test_a_rejection_record_that_breaks_for_another_reason_raises_it(
         deliver(worker, ENABLE, command_id="c1", user_id="usr_missing")
 
 
-def test_a_retry_that_cannot_be_recorded_still_happens(
+def test_a_retry_that_cannot_be_recorded_still_happens_and_takes_over_the_run_at_once(
     worker: CommandApp, app: FakeApplication
 ) -> None:
     app.provider.fail_next("create_customer", unavailable())
     app.commands.fail_next("retrying", DatabaseUnavailable("connection lost"))
 
-    with pytest.raises(Retry):
+    with pytest.raises(Retry) as retry:
         create_account(worker)
 
-    # Unrecorded, the retry looks like a duplicate of a running delivery: it waits for the
-    # running lease to end, then runs.
+    # Unrecorded, the command is left running; the retry's message carries the run's mark,
+    # and its delivery takes that run over without waiting for the running lease.
     assert app.commands["c-create"].status is CommandStatus.RUNNING
+    assert headers_of(retry.value) == {
+        RESUMES_HEADER: app.commands["c-create"].updated_at.isoformat()
+    }
+    result = create_account(worker, retries=1, headers=headers_of(retry.value))
+
+    assert result["billing_account"]["state"] == "active"
+    assert app.commands.entries["c-create"].status is CommandStatus.SUCCEEDED
+    assert len({call.idempotency_key for call in app.provider.calls}) == 1
+
+
+def test_a_success_that_cannot_be_recorded_is_recorded_by_the_next_delivery_at_once(
+    worker: CommandApp, app: FakeApplication
+) -> None:
+    app.commands.fail_next("succeed", DatabaseUnavailable("connection lost"))
+
+    with pytest.raises(Retry) as retry:
+        create_account(worker)
+    again = create_account(worker, retries=1, headers=headers_of(retry.value))
+
+    assert again["billing_account"]["state"] == "active"
+    assert app.commands["c-create"].status is CommandStatus.SUCCEEDED
+    assert len(app.provider.calls_of("create_customer")) == 1
+
+
+def test_a_duplicate_message_without_the_runs_mark_still_waits_for_the_running_delivery(
+    worker: CommandApp, app: FakeApplication
+) -> None:
+    app.commands.fail_next("retrying", DatabaseUnavailable("connection lost"))
+    app.provider.fail_next("create_customer", unavailable())
     with pytest.raises(Retry):
-        create_account(worker, retries=1)
-    app.clock.advance(timedelta(minutes=11))
-    assert create_account(worker, retries=2)["billing_account"]["state"] == "active"
+        create_account(worker)
+    stale = {RESUMES_HEADER: (app.clock.now() - timedelta(seconds=1)).isoformat()}
+
+    # Another delivery of the command (no mark, or another run's) is told it runs elsewhere,
+    # and its own retry carries no mark.
+    for headers in (None, stale):
+        with pytest.raises(Retry) as waiting:
+            create_account(worker, retries=0, headers=headers)
+        assert RESUMES_HEADER not in headers_of(waiting.value)
+        assert app.commands["c-create"].status is CommandStatus.RUNNING
+    assert len(app.provider.calls_of("create_customer")) == 1
 
 
 # --- what Celery shows of a command -----------------------------------------------------------

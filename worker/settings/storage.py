@@ -44,7 +44,11 @@ class StorageSettings(Section):
     database_url: str | None = Field(
         default=None,
         description="SQLAlchemy URL; unset: sqlite:///<data_dir>/billing.db. PostgreSQL: "
-        "postgresql+psycopg://user:pass@host/db.",
+        "postgresql+psycopg://user:pass@host/db. A primary with standbys (a switchover or "
+        "failover promotes one): every host, in libpq's multi-host form, "
+        "postgresql+psycopg://user:pass@/db?host=h1:5432&host=h2:5432"
+        "&target_session_attrs=read-write (each process then reconnects to whichever "
+        "accepts writes).",
     )
     database_lock_timeout_seconds: float = Field(
         default=10.0,

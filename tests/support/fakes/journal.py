@@ -92,10 +92,17 @@ class FakeCommandJournal:
         return self.entries.get(command_id)
 
     def begin(
-        self, command_id: str, command_type: str, payload: dict[str, Any], *, source: str
+        self,
+        command_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        *,
+        source: str,
+        at: datetime | None = None,
+        resumes: datetime | None = None,
     ) -> JournalEntry | None:
         self._maybe_fail("begin")
-        now = self._clock.now()
+        now = at or self._clock.now()
         fingerprint = command_fingerprint(command_type, payload)
         entry = self.entries.get(command_id)
         if entry is None:
@@ -116,7 +123,9 @@ class FakeCommandJournal:
             raise CommandIdReused(command_id, entry.type)
         if entry.status.is_terminal:
             return copy.deepcopy(entry)
-        if entry.status is CommandStatus.RUNNING and now - entry.updated_at < self._running_lease:
+        running = entry.status is CommandStatus.RUNNING
+        resumed = running and resumes is not None and entry.updated_at == resumes
+        if running and not resumed and now - entry.updated_at < self._running_lease:
             raise CommandInProgress(command_id)
         entry.status = CommandStatus.RUNNING
         entry.attempts += 1
