@@ -43,11 +43,13 @@ from adapters.db.migrate import upgrade
 from adapters.db.models import CommandRow
 from domain.errors import ErrorCode, error_info
 from domain.subscriptions.change_states import ChangeState
-from tests.chaos.test_scheduled_changes import schedule_changes, states
+from tests.chaos.test_scheduled_changes import TEAM_AMOUNT, schedule_changes, states
+from tests.emulator.support import sdk_client
+from tests.support.invoices import net_for_period
 from tests.support.postgres import StreamingPair, start_streaming_pair
 from tests.support.records import create_organization, create_user, user_state
 from tests.support.stack import Stack, eventually, stack_of_its_own
-from tests.support.subscriptions import DAY, executed_updates
+from tests.support.subscriptions import DAY, executed_updates, stored_change
 
 pytestmark = pytest.mark.chaos
 
@@ -349,6 +351,16 @@ def test_a_postgres_switchover_under_load_loses_and_doubles_nothing_and_restarts
         for sub in subscribed:
             [update] = executed_updates(emulator, sub.provider_id)
             assert update.form["items"]["0"]["price"] == team_price
+    # Every period billed at the plan in force at its start, as the emulator invoiced it:
+    # the renewal at the old price and the late change's correction net to team's.
+    sdk = sdk_client(stack.stripe_url)
+    billed = {
+        sub.provider_id: net_for_period(
+            sdk, sub.provider_id, stored_change(stack, change_id).effective_at
+        )
+        for sub, change_id in zip(subscribed, change_ids, strict=True)
+    }
+    assert billed == dict.fromkeys(billed, TEAM_AMOUNT)
     assert {user_state(stack.sessions, user) for user in load.users.values()} == {"enabled"}
     # No delivery gave up recording its command's retry (issue 41: 'could not record the
     # retry', the command then left `running` under a lease nobody held).

@@ -33,12 +33,16 @@ from tests.support.subscriptions import (
 pytestmark = pytest.mark.chaos
 
 
+TEAM_AMOUNT = 2900
+"""The team plan's price (:func:`schedule_changes`): what each period after a change costs."""
+
+
 def schedule_changes(stack: Stack, count: int) -> tuple[list[Subscribed], list[str], str]:
     """``count`` subscriptions of one account on a starter plan, each with a change to a team
     plan at its period's end; returns them, the change ids and the team plan's price id."""
     ctx = operator(stack)
     starter = new_plan(ctx, "starter", 900)
-    team = new_plan(ctx, "team", 2900)
+    team = new_plan(ctx, "team", TEAM_AMOUNT)
     assert team.provider_price_id is not None
     account = new_account(ctx)
     subscribed = [subscribe(ctx, account, starter) for _ in range(count)]

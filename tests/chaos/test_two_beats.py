@@ -21,7 +21,7 @@ from adapters.db.models import EventRow
 from domain.events.subscriptions import PlanChangeApplied
 from domain.subscriptions.change_states import ChangeState
 from tests.chaos.conftest import StackFactory
-from tests.chaos.test_scheduled_changes import schedule_changes, states
+from tests.chaos.test_scheduled_changes import TEAM_AMOUNT, schedule_changes, states
 from tests.emulator.support import sdk_client
 from tests.support.invoices import net_for_period
 from tests.support.stack import Stack, eventually
@@ -31,8 +31,7 @@ from worker.launch.command_lines import celery_beat_argv
 pytestmark = pytest.mark.chaos
 
 CHANGES = 60
-TEAM_AMOUNT = 2900
-"""The team plan's price (``schedule_changes``): what each period after the change costs."""
+
 SWEEP = "Sending due task apply-due-plan-changes"
 BEATS = ("beat", "beat-second")
 
