@@ -65,26 +65,35 @@ SETTINGS = {
 # --- PostgreSQL: commits held, then the process killed inside them --------------------------
 
 
-@contextlib.contextmanager
-def commits_held(server: PostgresCluster) -> Iterator[Callable[[], int]]:
-    """Every writing commit on ``server`` waits for a synchronous standby that never comes,
-    until the block ends; yields a count of the commits waiting now."""
-    admin = f"postgresql://postgres@127.0.0.1:{server.port}/postgres"
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute("ALTER SYSTEM SET synchronous_standby_names = 'never_connects'")
-        connection.execute("SELECT pg_reload_conf()")
+class CommitHold:
+    """Holds every writing commit on a server: each waits for a synchronous standby that
+    never comes (``hold``) until ``release``; ``waiting`` counts the commits waiting now."""
 
-        def waiting() -> int:
-            row = connection.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
-            ).fetchone()
-            return int(row[0]) if row else 0
+    def __init__(self, server: PostgresCluster) -> None:
+        self._admin = psycopg.connect(
+            f"postgresql://postgres@127.0.0.1:{server.port}/postgres", autocommit=True
+        )
 
-        try:
-            yield waiting
-        finally:
-            connection.execute("ALTER SYSTEM RESET synchronous_standby_names")
-            connection.execute("SELECT pg_reload_conf()")
+    def hold(self) -> None:
+        self._admin.execute("ALTER SYSTEM SET synchronous_standby_names = 'never_connects'")
+        self._admin.execute("SELECT pg_reload_conf()")
+
+    def release(self) -> None:
+        self._admin.execute("ALTER SYSTEM RESET synchronous_standby_names")
+        self._admin.execute("SELECT pg_reload_conf()")
+
+    def waiting(self) -> int:
+        row = self._admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def __enter__(self) -> CommitHold:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._admin:
+            self.release()
 
 
 @pytest.fixture
@@ -125,14 +134,21 @@ def test_a_worker_killed_inside_its_commits_on_postgresql_loses_and_doubles_noth
     assert len(accepted) == ORGS, [a for a in answers if a.status not in (200, 202)]
 
     rounds: list[int] = []
-    for round_number in range(3):
-        worker = stack.start_worker(f"held{round_number}", concurrency=2)
-        time.sleep(0.2 * round_number)  # each round's commits meet the hold at other stages
-        with commits_held(cluster) as waiting:
-            eventually(lambda: waiting() >= 1, timeout=30, what="a commit of the worker to wait")
-            rounds.append(waiting())
+    with CommitHold(cluster) as commits:
+        for round_number in range(3):
+            commits.hold()  # the new worker's first commits (each command marked running) wait
+            worker = stack.start_worker(f"held{round_number}", concurrency=2)
+            if round_number:  # later stages too: its commands go on a moment, then wait again
+                commits.release()
+                time.sleep(0.1 * round_number)
+                commits.hold()
+            eventually(
+                lambda: commits.waiting() >= 1, timeout=30, what="a commit of the worker to wait"
+            )
+            rounds.append(commits.waiting())
             kill_group(worker)
             killed_at = time.monotonic()
+            commits.release()
     print(f"\ncommits waiting when the worker was killed, by round: {rounds}")
 
     stack.start_worker("after", concurrency=2)
@@ -155,7 +171,9 @@ def test_the_api_killed_inside_its_commits_on_postgresql_loses_and_doubles_nothi
         with stack.http() as http:
             first[org_id] = create_billing_account(http, org_id)
 
-    with commits_held(cluster) as waiting:
+    with CommitHold(cluster) as commits:
+        commits.hold()
+        waiting = commits.waiting
         senders = [threading.Thread(target=send_once, args=(org_id,)) for org_id in held]
         for sender in senders:
             sender.start()
