@@ -266,7 +266,9 @@ class Services:
     def database(self) -> sessionmaker[Session]:
         """Sessions of this process's database (for what has no repository: API clients)."""
         return self.sessions or session_factory(
-            self.settings.resolved_database_url(), self.settings.database_lock_timeout_seconds
+            self.settings.resolved_database_url(),
+            self.settings.database_lock_timeout_seconds,
+            self.settings.database_network_timeout_seconds,
         )
 
     def unit_of_work(self) -> UnitOfWork:
@@ -397,7 +399,9 @@ def build_services(
         commands=SqlCommandLog(
             sessions
             or session_factory(
-                settings.resolved_database_url(), settings.database_lock_timeout_seconds
+                settings.resolved_database_url(),
+                settings.database_lock_timeout_seconds,
+                settings.database_network_timeout_seconds,
             ),
             clock,
             # A running command whose worker died is handed back by the broker after the

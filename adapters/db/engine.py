@@ -19,10 +19,18 @@ _engines: dict[tuple[int, str], Engine] = {}
 DEFAULT_LOCK_TIMEOUT_SECONDS = 10.0
 """How long a statement waits for a lock unless the root hands another
 (``BILLING_DATABASE_LOCK_TIMEOUT_SECONDS``)."""
+DEFAULT_NETWORK_TIMEOUT_SECONDS = 10.0
+"""How long PostgreSQL's network may leave a connection without an answer unless the root
+hands another (``BILLING_DATABASE_NETWORK_TIMEOUT_SECONDS``)."""
 
 
-def build_engine(url: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS) -> Engine:
-    """An engine whose lock waits end after ``lock_timeout`` seconds.
+def build_engine(
+    url: str,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
+    network_timeout: float = DEFAULT_NETWORK_TIMEOUT_SECONDS,
+) -> Engine:
+    """An engine whose lock waits end after ``lock_timeout`` seconds and whose PostgreSQL
+    connections give up on a silent network after about ``network_timeout`` seconds.
 
     A statement that times out on a lock raises an error that ``is_transient_db_error``
     recognises, so the command is retried with backoff instead of waiting forever.
@@ -49,7 +57,10 @@ def build_engine(url: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS) -
         url,
         pool_size=5,
         max_overflow=10,
-        connect_args={"options": f"-c lock_timeout={int(lock_timeout * 1000)}"},
+        connect_args={
+            "options": f"-c lock_timeout={int(lock_timeout * 1000)}",
+            **network_timeouts(network_timeout),
+        },
         hide_parameters=True,
     )
     ping_pooled_connections_in_doubt(engine)
@@ -84,6 +95,28 @@ def discard_connections_to_a_server_that_cannot_write(engine: Engine) -> None:
         sqlstate = getattr(context.original_exception, "sqlstate", None)
         if sqlstate is not None and str(sqlstate) in NOT_A_WRITABLE_PRIMARY_SQLSTATES:
             context.is_disconnect = True
+
+
+def network_timeouts(seconds: float) -> dict[str, int]:
+    """libpq's parameters that bound what a network partition costs a connection.
+
+    A partition answers nothing: no refusal, no reset. Without these, a connection attempt
+    waits for the kernel's SYN retries (about two minutes) and a statement sent on an open
+    connection waits for its retransmissions to give up (about fifteen minutes): an API
+    request, a worker's command, held that long (tests/chaos/test_partition_postgres.py).
+    ``tcp_user_timeout`` ends a connection whose sent data stays unacknowledged that long
+    (a long query the server acknowledged is not affected); keepalives find a partition
+    while the client only waits for an answer; ``connect_timeout`` bounds the attempt.
+    """
+    whole = max(2, round(seconds))  # libpq's connect_timeout: whole seconds, 2 at least
+    return {
+        "connect_timeout": whole,
+        "tcp_user_timeout": int(seconds * 1000),
+        "keepalives": 1,
+        "keepalives_idle": whole,
+        "keepalives_interval": max(1, whole // 3),
+        "keepalives_count": 3,
+    }
 
 
 IDLE_BEFORE_PING_SECONDS = 10.0
@@ -139,23 +172,30 @@ def _sent_something(dbapi_connection: Any) -> bool:
         return True
 
 
-def get_engine(url: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS) -> Engine:
-    """The engine for ``url`` in this process (built on first use, with ``lock_timeout``)."""
+def get_engine(
+    url: str,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
+    network_timeout: float = DEFAULT_NETWORK_TIMEOUT_SECONDS,
+) -> Engine:
+    """The engine for ``url`` in this process (built on first use, with ``lock_timeout`` and
+    ``network_timeout``)."""
     key = (os.getpid(), url)
     engine = _engines.get(key)
     if engine is None:
         with _lock:
             engine = _engines.get(key)
             if engine is None:
-                engine = build_engine(url, lock_timeout)
+                engine = build_engine(url, lock_timeout, network_timeout)
                 _engines[key] = engine
     return engine
 
 
 def session_factory(
-    url: str, lock_timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS
+    url: str,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
+    network_timeout: float = DEFAULT_NETWORK_TIMEOUT_SECONDS,
 ) -> sessionmaker[Session]:
-    return sessionmaker(bind=get_engine(url, lock_timeout), expire_on_commit=False)
+    return sessionmaker(bind=get_engine(url, lock_timeout, network_timeout), expire_on_commit=False)
 
 
 def ping(sessions: sessionmaker[Session]) -> None:

@@ -11,12 +11,20 @@ import pytest
 import redis
 
 from tests.support.emulator import start_emulator
+from tests.support.netns import remove_stale
 from tests.support.stack import Stack, stack_env
 
 CHAOS_REDIS_DB = 9
 """Redis databases 9 (SQLite) and 10 (PostgreSQL); the shared stacks use 1 and 2."""
 
 StackFactory = Callable[[dict[str, str]], Stack]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_stale_partitions() -> None:
+    """Network namespaces and veth pairs a killed session left (tests/support/netns.py) are
+    removed before any test: a leftover keeps its addresses taken and its names in use."""
+    remove_stale()
 
 
 @pytest.fixture

@@ -85,3 +85,21 @@ def test_a_pooled_connection_the_server_ended_is_replaced_at_checkout_without_an
     with engine.connect() as connection:
         assert connection.execute(text("SELECT 1")).scalar_one() == 1
         assert server_pid(connection) != pid
+
+
+def test_a_connection_gives_up_on_a_silent_network_after_the_network_timeout(
+    postgres_cluster: PostgresCluster,
+) -> None:
+    built = engines.build_engine(postgres_cluster.create_database("pool_network"), 5.0, 4.0)
+    try:
+        with built.connect() as connection:
+            dbapi = connection.connection.dbapi_connection
+            assert dbapi is not None
+            parameters = dbapi.info.get_parameters()  # what libpq connected with
+    finally:
+        built.dispose()
+    # Without them a partition holds a statement for the kernel's retransmissions (minutes):
+    # tests/chaos/test_partition_postgres.py.
+    assert parameters["connect_timeout"] == "4"
+    assert parameters["tcp_user_timeout"] == "4000"
+    assert parameters["keepalives"] == "1"

@@ -6,7 +6,7 @@ import contextlib
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,17 +39,35 @@ class EmulatorProcess:
         return self.process.returncode
 
 
-def start_emulator(log_path: Path, *args: str, ready_timeout: float = 15.0) -> EmulatorProcess:
-    """Start an emulator on a free port and wait until its admin API answers."""
+def start_emulator(
+    log_path: Path,
+    *args: str,
+    ready_timeout: float = 15.0,
+    run_in: Sequence[str] = (),
+    host: str = "127.0.0.1",
+) -> EmulatorProcess:
+    """Start an emulator on a free port of ``host`` and wait until its admin API answers;
+    ``run_in`` goes before its command line (``ip netns exec NAME``: it runs in that network
+    namespace, ``host`` being its address there)."""
     port = free_port()
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "stripe_emulator", "--port", str(port), *args],
+            [
+                *run_in,
+                sys.executable,
+                "-m",
+                "stripe_emulator",
+                "--host",
+                host,
+                "--port",
+                str(port),
+                *args,
+            ],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    emulator = EmulatorProcess(process, f"http://127.0.0.1:{port}", log_path)
+    emulator = EmulatorProcess(process, f"http://{host}:{port}", log_path)
     try:
         with EmulatorAdmin(emulator.url) as admin:
             admin.wait_until_ready(ready_timeout)

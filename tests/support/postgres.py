@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,19 +32,22 @@ class PostgresCluster:
     run_as: list[str]
     options: str = ""
     """The server's options (``postgres`` command line)."""
+    host: str = "127.0.0.1"
+    """Where the tests reach the server (a link's address when it runs in a namespace)."""
 
     @property
     def admin_url(self) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+        return self.url("postgres")
 
-    def url(self, database: str) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+    def url(self, database: str, host: str | None = None) -> str:
+        """The URL of ``database``, reached at ``host`` (default :attr:`host`)."""
+        return f"postgresql+psycopg://postgres@{host or self.host}:{self.port}/{database}"
 
     def create_database(self, name: str) -> str:
         import psycopg
 
         with psycopg.connect(
-            f"postgresql://postgres@127.0.0.1:{self.port}/postgres", autocommit=True
+            f"postgresql://postgres@{self.host}:{self.port}/postgres", autocommit=True
         ) as connection:
             # A stack stopped just before may hold connections a moment longer: closed.
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -107,9 +111,19 @@ class PostgresCluster:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-def start_cluster(extra_options: str = "") -> PostgresCluster:
+def start_cluster(
+    extra_options: str = "",
+    *,
+    run_in: Sequence[str] = (),
+    listen: Sequence[str] = ("127.0.0.1",),
+    trust: Sequence[str] = (),
+) -> PostgresCluster:
     """initdb + pg_ctl start on a free port; as root the server runs as ``postgres``.
-    ``extra_options``: more of the server's options (``-c name=value``), over the defaults."""
+
+    ``extra_options``: more of the server's options (``-c name=value``), over the defaults.
+    ``run_in`` goes before every ``pg_ctl`` (``ip netns exec NAME``: the server runs in that
+    network namespace); it listens on the ``listen`` addresses (the first is where the tests
+    reach it) and trusts clients from the ``trust`` networks besides loopback."""
     initdb, pg_ctl = find_pg_binary("initdb"), find_pg_binary("pg_ctl")
     if not initdb or not pg_ctl:
         raise FileNotFoundError("PostgreSQL server binaries (initdb, pg_ctl) not found")
@@ -130,9 +144,21 @@ def start_cluster(extra_options: str = "") -> PostgresCluster:
         check=True,
         capture_output=True,
     )
+    with (base / "data" / "pg_hba.conf").open("a") as rules:
+        for network in trust:
+            rules.write(f"host all all {network} trust\n")
     port = free_port()
-    options = _server_options(port, base, f"-c synchronous_commit=off {extra_options}")
-    cluster = PostgresCluster(base=base, port=port, pg_ctl=pg_ctl, run_as=run_as, options=options)
+    options = _server_options(
+        port, base, f"-c synchronous_commit=off {extra_options}", listen=listen
+    )
+    cluster = PostgresCluster(
+        base=base,
+        port=port,
+        pg_ctl=pg_ctl,
+        run_as=[*run_in, *run_as],
+        options=options,
+        host=listen[0],
+    )
     cluster.start_server()
     return cluster
 
@@ -148,9 +174,11 @@ def _own_directory(prefix: str) -> tuple[Path, list[str]]:
     return base, []
 
 
-def _server_options(port: int, base: Path, extra: str = "") -> str:
+def _server_options(
+    port: int, base: Path, extra: str = "", *, listen: Sequence[str] = ("127.0.0.1",)
+) -> str:
     return (
-        f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
+        f"-p {port} -k {base} -c listen_addresses={','.join(listen)} -c fsync=off "
         f"-c full_page_writes=off -c max_connections=200 {extra}"
     ).strip()
 

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -186,18 +186,24 @@ class Stack:
         concurrency: int = 2,
         loglevel: str = "INFO",
         app: str = WORKER_APP,
+        run_in: Sequence[str] = (),
     ) -> Any:
         """A worker node of ``concurrency`` processes running ``app`` (a module's Celery app:
-        production's unless a benchmark composes its own), once it answers a ping."""
+        production's unless a benchmark composes its own), once it answers a ping. ``run_in``
+        goes before its command line (``ip netns exec NAME``: the node runs in that network
+        namespace; its metrics exporter is then only reachable there)."""
         metrics_port = free_port()
         process = self.group.start(
             f"worker-{name}",
-            celery_worker_argv(
-                concurrency=concurrency,
-                hostname=f"{name}-{self.name}@%h",
-                loglevel=loglevel,
-                app=app,
-            ),
+            [
+                *run_in,
+                *celery_worker_argv(
+                    concurrency=concurrency,
+                    hostname=f"{name}-{self.name}@%h",
+                    loglevel=loglevel,
+                    app=app,
+                ),
+            ],
             env={
                 **self.env,
                 **worker_metrics_env(metrics_port, self.workdir / f"metrics-worker-{name}"),

@@ -56,6 +56,14 @@ class StorageSettings(Section):
         description="How long a statement waits for a lock before failing; such failures "
         "are retried like any transient error.",
     )
+    database_network_timeout_seconds: float = Field(
+        default=10.0,
+        ge=2,
+        description="PostgreSQL: how long a connection attempt, or data sent on a connection "
+        "and never acknowledged (a network partition), may wait before the connection is "
+        "given up as a transient error (the API answers 503, a worker retries); without it "
+        "a partition holds a request until the kernel gives up, minutes later.",
+    )
 
     def resolved_database_url(self) -> str:
         if self.database_url:
