@@ -35,14 +35,13 @@ from typing import Any
 import httpx
 import pytest
 from celery import Celery
-from sqlalchemy import select
 
 from adapters.clock import SystemClock
 from adapters.db.engine import get_engine
 from adapters.db.migrate import upgrade
-from adapters.db.models import CommandRow
 from domain.errors import ErrorCode, error_info
 from domain.subscriptions.change_states import ChangeState
+from tests.chaos.test_failover_under_load import customers_created, statuses
 from tests.chaos.test_scheduled_changes import TEAM_AMOUNT, schedule_changes, states
 from tests.emulator.support import sdk_client
 from tests.support.invoices import net_for_period
@@ -199,28 +198,6 @@ def send_raw(stack: Stack, load: Load, users: list[str], fault: threading.Event)
             time.sleep(0.2)
     finally:
         app.close()
-
-
-def statuses(stack: Stack, command_ids: list[str]) -> Counter[str]:
-    with stack.sessions() as session:
-        found = session.execute(
-            select(CommandRow.id, CommandRow.status).where(CommandRow.id.in_(command_ids))
-        ).all()
-    counts = Counter(str(status) for _, status in found)
-    counts["missing"] = len(command_ids) - len(found)
-    return counts
-
-
-def customers_created(stack: Stack) -> Counter[str]:
-    """Customers the emulator created, by the organization in their metadata (idempotent
-    replays are no second customer)."""
-    with stack.stripe as emulator:
-        requests = emulator.requests(path_prefix="/v1/customers", method="POST")
-    return Counter(
-        str(request.form.get("metadata", {}).get("org_id"))
-        for request in requests
-        if request.path == "/v1/customers" and request.status == 200 and not request.replayed
-    )
 
 
 def completed_after(stack: Stack, load: Load, at: float, commands: dict[str, str]) -> bool:
