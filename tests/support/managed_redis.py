@@ -7,7 +7,6 @@ dataset (:meth:`ManagedRedis.restart_empty`). Nothing is written to disk: a rest
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import signal
@@ -20,6 +19,7 @@ import redis
 
 from tests.support.forwarder import Forwarder
 from worker.local.embedded import ProcessGroup, free_port, redis_server_binary, wait_until
+from worker.local.sentinel import answers_ping, replicating
 
 
 class ManagedRedis:
@@ -77,9 +77,9 @@ class ManagedRedis:
         )
         client = self.server(port)
         if replica_of is None:
-            wait_until(lambda: _answers(client), 15, f"redis on {port}")
+            wait_until(lambda: answers_ping(client), 15, f"redis on {port}")
         else:
-            wait_until(lambda: _replicating(client), 30, f"redis on {port} to sync")
+            wait_until(lambda: replicating(client), 30, f"redis on {port} to sync")
 
     def replicated(self, key: str) -> bool:
         """Whether the replica holds what the primary holds at ``key``."""
@@ -98,7 +98,7 @@ class ManagedRedis:
 
     def wait_for_replica(self, timeout: float = 30.0) -> None:
         """Wait until the replica (the old primary, after :meth:`flip`) is in sync."""
-        wait_until(lambda: _replicating(self.server(self.replica)), timeout, "the replica's sync")
+        wait_until(lambda: replicating(self.server(self.replica)), timeout, "the replica's sync")
 
     def restart_empty(self, down_seconds: float = 2.0) -> None:
         """SIGKILL the primary and start it again on its port with an empty dataset, after
@@ -125,15 +125,3 @@ class ManagedRedis:
         if self.forwarder is not None:
             self.forwarder.stop()
         self._group.stop()
-
-
-def _answers(client: redis.Redis) -> bool:
-    with contextlib.suppress(redis.RedisError):
-        return bool(client.ping())
-    return False
-
-
-def _replicating(client: redis.Redis) -> bool:
-    with contextlib.suppress(redis.RedisError):
-        return client.info("replication").get("master_link_status") == "up"
-    return False

@@ -29,6 +29,7 @@ import redis
 
 from tests.support.netns import Link, Namespace
 from worker.local.embedded import ProcessGroup, free_port, redis_server_binary, wait_until
+from worker.local.sentinel import answers_ping, replicating
 
 MASTER_NAME = "billing-primary"
 SENTINELS = 3
@@ -67,7 +68,7 @@ class SplitSentinels:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.primary_port, self.replica_port = free_port(), free_port()
         self._server("primary", self.primary_port, [f"bind {self.primary_host}"], self.side)
-        wait_until(lambda: _answers(self.client(self.primary_host, self.primary_port)), 15, "P")
+        wait_until(lambda: answers_ping(self.client(self.primary_host, self.primary_port)), 15, "P")
         self._server(
             "replica",
             self.replica_port,
@@ -78,7 +79,7 @@ class SplitSentinels:
             ],
         )
         replica = self.client(self.replica_host, self.replica_port)
-        wait_until(lambda: _replicating(replica), 30, "the replica to sync")
+        wait_until(lambda: replicating(replica), 30, "the replica to sync")
         for number in range(1, SENTINELS + 1):
             self._sentinel(f"sentinel-{number}")
         wait_until(self._sentinels_ready, 30, "the sentinels to see the replica and each other")
@@ -167,7 +168,7 @@ class SplitSentinels:
         )
 
     def old_primary_demoted(self) -> bool:
-        return self.role(self.primary_host, self.primary_port) == "slave" and _replicating(
+        return self.role(self.primary_host, self.primary_port) == "slave" and replicating(
             self.client(self.primary_host, self.primary_port)
         )
 
@@ -199,17 +200,3 @@ class SplitSentinels:
 
     def stop(self) -> None:
         self.group.stop()
-
-
-def _answers(client: redis.Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except redis.RedisError:
-        return False
-
-
-def _replicating(client: redis.Redis) -> bool:
-    try:
-        return client.info("replication").get("master_link_status") == "up"
-    except redis.RedisError:
-        return False

@@ -146,9 +146,9 @@ class SentinelTopology:
         self.data_servers[name] = Server(name, port, process, config)
         client = self.server(port)
         if replica_of is None:
-            wait_until(lambda: _answers(client), 15, name)
+            wait_until(lambda: answers_ping(client), 15, name)
         else:
-            wait_until(lambda: _replicating(client), 30, f"{name} to sync")
+            wait_until(lambda: replicating(client), 30, f"{name} to sync")
         return port
 
     def _start_sentinel(self, name: str, primary: int) -> None:
@@ -344,14 +344,16 @@ class SentinelTopology:
         self._group.stop()
 
 
-def _answers(client: redis.Redis) -> bool:
+def answers_ping(client: redis.Redis) -> bool:
+    """Whether the server behind ``client`` answers (not while starting, stopped or paused)."""
     try:
         return bool(client.ping())
     except redis.RedisError:
         return False
 
 
-def _replicating(client: redis.Redis) -> bool:
+def replicating(client: redis.Redis) -> bool:
+    """Whether the replica behind ``client`` is in sync with its primary."""
     try:
         return client.info("replication").get("master_link_status") == "up"
     except redis.RedisError:
