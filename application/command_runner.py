@@ -143,8 +143,10 @@ class _Delivered(Generic[C]):
         except Exception as error:
             if not svc.is_transient(error):
                 raise
-            # Nothing is recorded yet and the database is unreachable: keep the message.
-            return RetryLater(self._delay(), cause=error)
+            # The database could not take the start: keep the message. A try whose commit
+            # went through unanswered left the command running as of ``started_at``: the
+            # next delivery takes that run over rather than wait out its lease.
+            return RetryLater(self._delay(), cause=error, resumes=self.started_at)
         if finished is not None:
             return replayed(svc, finished.status, finished.result, finished.error)
         return self._run(command_id, payload, unstorable)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from application.handlers.operations.sweeps import BULK_MESSAGE_PRIORITY, publish_due_changes
+from application.handlers.subscriptions import due_changes
 from application.handlers.subscriptions.due_changes import claim_due_changes
 from application.handlers.subscriptions.plan_changes import change_subscription_plan
 from application.handlers.subscriptions.previews import preview_plan_change
@@ -31,6 +32,7 @@ from domain.subscriptions.scheduled_changes import ScheduledChange, change_id_fo
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.fakes.application import FakeApplication, FakeBillingPolicy
 from tests.support.fakes.data import Subscribed, a_plan, subscribed
+from tests.support.fakes.database import DatabaseUnavailable
 from tests.support.fakes.provider_requests import rejected
 
 DAY = timedelta(days=1)
@@ -630,6 +632,45 @@ def test_claims_whose_batch_could_not_go_are_released_and_taken_by_the_next_swee
 
     [message] = app.published.published
     assert message.command_id.endswith(":2")
+
+
+def test_claims_whose_commit_answer_was_lost_are_taken_back_by_the_same_sweep_not_after_the_lease(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    app.clock.advance(31 * DAY)
+    app.db.lose_next_commit_answers(1)  # the claim went through; its answer did not
+
+    [claim] = claim_due_changes(ClaimDueChanges(10), app)
+
+    assert (claim.change_id, claim.number) == (scheduled.id, 1)  # its own, not a second one
+    assert claim_due_changes(ClaimDueChanges(10), app) == []
+
+
+def test_a_sweep_whose_claim_did_not_commit_claims_again_once_the_database_writes(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    [scheduled] = changes(app, sub)
+    app.clock.advance(31 * DAY)
+    app.db.fail_next_commits(2)
+
+    [claim] = claim_due_changes(ClaimDueChanges(10), app)
+
+    assert (claim.change_id, claim.number) == (scheduled.id, 1)
+
+
+def test_a_sweep_that_cannot_claim_within_its_patience_gives_up_and_claims_nothing(
+    app: FakeApplication, sub: Subscribed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    change_subscription_plan(request(sub, plan="team"), app)
+    app.clock.advance(31 * DAY)
+    monkeypatch.setattr(due_changes, "CLAIM_PATIENCE_SECONDS", 0.3)
+    app.db.fail_next_commits(100)
+
+    with pytest.raises(DatabaseUnavailable):
+        claim_due_changes(ClaimDueChanges(10), app)
 
 
 # --- the provider's truth, payments and previews -----------------------------------------------

@@ -431,6 +431,27 @@ def test_an_unreachable_journal_at_the_start_keeps_the_message_for_a_retry(
     assert app.db.row("users", "usr_1").state is UserState.DISABLED
 
 
+def test_a_start_whose_answer_was_lost_is_taken_over_by_the_next_delivery_not_after_the_lease(
+    worker: CommandApp, app: FakeApplication
+) -> None:
+    app.commands.lose_next_answer("begin", DatabaseUnavailable("server closed the connection"))
+
+    with pytest.raises(Retry) as retry:
+        create_account(worker)
+
+    # The start went through unanswered: the command is running as of this delivery, and
+    # its retry carries that run's mark.
+    assert app.commands["c-create"].status is CommandStatus.RUNNING
+    assert headers_of(retry.value) == {
+        RESUMES_HEADER: app.commands["c-create"].updated_at.isoformat()
+    }
+    result = create_account(worker, retries=1, headers=headers_of(retry.value))
+
+    assert result["billing_account"]["state"] == "active"
+    assert app.commands.entries["c-create"].status is CommandStatus.SUCCEEDED
+    assert len(app.provider.calls_of("create_customer")) == 1
+
+
 def test_a_journal_that_breaks_at_the_start_for_another_reason_raises_it(
     worker: CommandApp, app: FakeApplication
 ) -> None:

@@ -7,10 +7,12 @@ provider again.
 from __future__ import annotations
 
 import logging
+import time
+from datetime import datetime
 
 from application.handlers.subscriptions.change_steps import locked_change, record_outcome
 from application.requests.sweeps import ClaimDueChanges, TakeEffectOfStagedChanges
-from domain.ports.application import HandlerContext
+from domain.ports.application import Application, HandlerContext
 from domain.ports.repositories import Claim
 from domain.provider.rate_budget import sweep_quota
 from domain.subscriptions.change_commands import ApplyScheduledChange
@@ -48,7 +50,7 @@ def take_effect_of_staged_changes(sweep: TakeEffectOfStagedChanges, svc: Handler
     return len(due)
 
 
-def claim_due_changes(sweep: ClaimDueChanges, svc: HandlerContext) -> list[Claim]:
+def claim_due_changes(sweep: ClaimDueChanges, svc: Application) -> list[Claim]:
     """Take changes that fell due (and those a dead worker left), for beat's sweep; the rest
     wait for the next sweep.
 
@@ -56,27 +58,66 @@ def claim_due_changes(sweep: ClaimDueChanges, svc: HandlerContext) -> list[Claim
     than can be applied within ``horizon_seconds``, counting the claimed changes not yet
     applied: the burst is fed to the workers at the provider's pace, and no claim waits in a
     queue until its lease runs out. Without one, take up to ``batch_size``.
+
+    A claim whose commit met a transient error (a switchover, a restart) is tried again for
+    :data:`CLAIM_PATIENCE_SECONDS`, at the same instant: a commit that went through but
+    whose answer was lost left its changes ``applying`` under a lease that began then, and
+    the next try takes them back as its own (``claimed_since``) instead of leaving them to
+    wait out their lease with no apply command published (issue 41).
     """
-    batch_size, apply_rate = sweep.batch_size, sweep.apply_rate
     now = svc.clock.now()
+    deadline = time.monotonic() + CLAIM_PATIENCE_SECONDS
+    pause = 0.1
+    in_doubt = False
+    while True:
+        try:
+            return _claim_due_changes_at(now, sweep, svc, in_doubt=in_doubt)
+        except Exception as error:
+            if not svc.is_transient(error) or time.monotonic() + pause > deadline:
+                raise
+            in_doubt = True
+            logger.warning(
+                "could not claim the due plan changes (%s); trying again in %.1fs",
+                type(error).__name__,
+                pause,
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 2.0)
+
+
+CLAIM_PATIENCE_SECONDS = 20.0
+"""How long beat's sweep tries again to claim due changes while the database cannot write
+(as a delivery waits to record its command: ``DEFAULT_RECORD_PATIENCE``)."""
+
+
+def _claim_due_changes_at(
+    now: datetime, sweep: ClaimDueChanges, svc: HandlerContext, *, in_doubt: bool
+) -> list[Claim]:
+    """One try of :func:`claim_due_changes`; ``in_doubt``: an earlier try at ``now`` may
+    have committed its claims without hearing so."""
+    batch_size, apply_rate = sweep.batch_size, sweep.apply_rate
+    lease = svc.billing.change_lease
     with svc.unit_of_work() as uow:
-        limit = batch_size
+        # Claimed at ``now`` or later: an earlier try's, or a concurrent sweep's (whose apply
+        # commands published twice are one command each in the log).
+        earlier = uow.scheduled_changes.claimed_since(now, lease, batch_size) if in_doubt else []
+        limit = batch_size - len(earlier)
         if apply_rate is not None:
             limit = sweep_quota(
                 rate_per_second=apply_rate,
-                horizon_seconds=min(
-                    sweep.horizon_seconds, svc.billing.change_lease.total_seconds() / 2
-                ),
+                horizon_seconds=min(sweep.horizon_seconds, lease.total_seconds() / 2),
                 in_flight=uow.scheduled_changes.count_in_flight(now),
-                batch_size=batch_size,
+                batch_size=limit,
             )
-        if limit == 0:
-            return []
-        claims = uow.scheduled_changes.claim_due(
-            now, now + svc.billing.change_lease, limit, lead=svc.billing.period_end_lead
+        claims = (
+            uow.scheduled_changes.claim_due(
+                now, now + lease, limit, lead=svc.billing.period_end_lead
+            )
+            if limit > 0
+            else []
         )
         uow.commit()
-    return claims
+    return [*earlier, *claims]
 
 
 def release_claim(claim: Claim, svc: HandlerContext) -> None:

@@ -113,6 +113,7 @@ class FakeDatabase:
         """The outbox's sequence (taken at insert, as PostgreSQL's)."""
         self._commit_failures: list[BaseException] = []
         self._before_commit: list[Callable[[], None]] = []
+        self._answers_lost = 0
 
     # -- for the tests ----------------------------------------------------------------------
 
@@ -141,6 +142,11 @@ class FakeDatabase:
         commit is checked: the commit then sees what the race committed."""
         self._before_commit.append(race)
 
+    def lose_next_commit_answers(self, times: int) -> None:
+        """The next ``times`` commits go through, then raise :class:`DatabaseUnavailable`:
+        the connection dropped before their answer came back (a switchover)."""
+        self._answers_lost += times
+
     # -- for the unit of work ---------------------------------------------------------------
 
     def commit_transaction(
@@ -163,6 +169,9 @@ class FakeDatabase:
             _check_unique(table, merged[table])
         self.tables = merged
         self.commits += 1
+        if self._answers_lost:
+            self._answers_lost -= 1
+            raise DatabaseUnavailable("server closed the connection unexpectedly")
 
 
 def _check_unique(table: str, rows: Mapping[str, Any]) -> None:

@@ -59,12 +59,18 @@ class FakeCommandJournal:
         self.prunes: list[int] = []
         """How many commands each ``prune_finished`` call deleted (one transaction each)."""
         self._failures: dict[str, list[Exception]] = defaultdict(list)
+        self._answers_lost: dict[str, list[Exception]] = defaultdict(list)
 
     # -- for the tests ----------------------------------------------------------------------
 
     def fail_next(self, operation: str, error: Exception, *, times: int = 1) -> None:
         """The next ``times`` calls of ``operation`` (a method name) raise ``error``."""
         self._failures[operation].extend([error] * times)
+
+    def lose_next_answer(self, operation: str, error: Exception) -> None:
+        """The next call of ``operation`` (``begin``) takes effect, then raises ``error``: its
+        commit went through, its answer was lost."""
+        self._answers_lost[operation].append(error)
 
     def accept(self, command_id: str, command_type: str, payload: dict[str, Any]) -> JournalEntry:
         """Record a command as the API does before publishing it (``queued``)."""
@@ -102,6 +108,20 @@ class FakeCommandJournal:
         resumes: datetime | None = None,
     ) -> JournalEntry | None:
         self._maybe_fail("begin")
+        begun = self._begin(command_id, command_type, payload, source, at, resumes)
+        if self._answers_lost["begin"]:
+            raise self._answers_lost["begin"].pop(0)
+        return begun
+
+    def _begin(
+        self,
+        command_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        source: str,
+        at: datetime | None,
+        resumes: datetime | None,
+    ) -> JournalEntry | None:
         now = at or self._clock.now()
         fingerprint = command_fingerprint(command_type, payload)
         entry = self.entries.get(command_id)
