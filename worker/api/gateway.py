@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import json
 import re
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -132,9 +133,24 @@ class CommandGateway:
                     raise
                 if waits:
                     record = await self.wait(record.id, self.wait_timeout)
+            except Exception as error:
+                if self.is_transient(error):
+                    self._publish_if_recorded_unheard(command_id)
+                raise
         elif waits:
             record = await self.wait(record.id, self.wait_timeout)
         return respond(record, render, headers, field_names=field_names, respond_async=not waits)
+
+    def _publish_if_recorded_unheard(self, command_id: str) -> None:
+        """The record's commit may have gone through unanswered: look, in the background
+        (the request answers 503 at once), and publish the command if it was recorded."""
+        threading.Thread(
+            target=outbox.publish_if_recorded_unheard,
+            args=(command_id, self.commands.get, self.publisher),
+            kwargs={"is_transient": self.is_transient},
+            name=f"in-doubt-{command_id}",
+            daemon=True,
+        ).start()
 
     async def _existing(self, client_id: str, key: str, fingerprint: str) -> LoggedCommand | None:
         record = await to_thread.run_sync(self.commands.find_by_idempotency_key, client_id, key)

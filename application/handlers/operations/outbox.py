@@ -12,18 +12,26 @@ operator's) is published as ``CommandMessage.of(command)``.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
-from domain.messages import Command
+from domain.messages import Command, CommandStatus
 from domain.ports.commands import (
     CommandIntake,
     CommandJournal,
     CommandMessage,
     CommandPublisher,
+    JournalRecord,
     LoggedCommand,
     PublishableCommand,
 )
 
 logger = logging.getLogger(__name__)
+
+
+IN_DOUBT_PATIENCE_SECONDS = 30.0
+"""How long the API looks for a command whose record it did not hear of (a switchover's
+length, with room)."""
 
 
 def accept(
@@ -57,6 +65,50 @@ def accept(
             extra={"command_id": record.id, "task": record.type},
         )
     return record
+
+
+def publish_if_recorded_unheard(
+    command_id: str,
+    find: Callable[[str], JournalRecord | None],
+    publisher: CommandPublisher,
+    *,
+    is_transient: Callable[[BaseException], bool],
+    patience_seconds: float = IN_DOUBT_PATIENCE_SECONDS,
+) -> bool:
+    """After :func:`accept` met a transient error recording ``command_id``: its commit may
+    have gone through with its answer lost (a switchover, a dropped connection), leaving the
+    command recorded ``queued`` and never published, and a client that retries with its
+    idempotency key is then answered with that record, which nobody publishes until the
+    stalled-command sweep. Once the log answers (tried for ``patience_seconds``): the command
+    is published if it was recorded and still waits (True); not recorded, nothing is left to
+    do (the client's retry records it anew). ``find``: the log's look-up by id."""
+    deadline = time.monotonic() + patience_seconds
+    pause = 0.1
+    while True:
+        try:
+            record = find(command_id)
+            if record is None or record.status is not CommandStatus.QUEUED:
+                return False
+            publisher.publish(CommandMessage.recorded(record))
+        except Exception as error:
+            if not is_transient(error) or time.monotonic() + pause > deadline:
+                logger.warning(
+                    "could not learn whether command %s was recorded; the stalled-command "
+                    "sweep publishes it if it was",
+                    command_id,
+                    exc_info=True,
+                    extra={"command_id": command_id},
+                )
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+            continue
+        logger.warning(
+            "command %s was recorded by a commit whose answer was lost; published it",
+            command_id,
+            extra={"command_id": command_id, "task": record.type},
+        )
+        return True
 
 
 def publish_recorded(
