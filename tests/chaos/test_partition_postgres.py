@@ -1,19 +1,25 @@
-"""The API cut from PostgreSQL by a network partition under a load of commands, then healed
-(issue 41, item 4b).
+"""The API, or the worker and beat, cut from PostgreSQL by a network partition under a load of
+commands, then healed (issue 41, item 4b).
 
-Topology: PostgreSQL runs in a network namespace of its own (tests/support/netns.py) with two
+Topology: PostgreSQL runs in a network namespace of its own (tests/support/netns.py) with three
 links to the root namespace, where every other process runs. The API reaches the database
-through one link, the worker, beat and the test through the other. Cutting the API's link is
-a partition between the API and PostgreSQL only: the API's packets vanish (no refusal, no
-reset), its open connections stall, while the worker goes on finishing what was accepted.
+through one link, the worker and beat through another, the test through the third. Cutting
+one link is a partition between those processes and PostgreSQL only: their packets vanish (no
+refusal, no reset), their open connections stall, while the others go on.
 
-While cut, the API answers 503 with the spec's error body (code UNAVAILABLE), never a 500 and
-never a hang: its connections give up after ``BILLING_DATABASE_NETWORK_TIMEOUT_SECONDS``. A
-503 means "send it again"; the load does, with the same ``Idempotency-Key``, as a client
-should, so a command whose commit reached PostgreSQL but whose answer did not (a 503 that in
-fact recorded it) is found again rather than made twice. After the heal every command ends
-succeeded, one customer per account at Stripe, no process restarted, and the time from the
-cut to commands completing again is printed and bounded.
+The worker and beat cut off: the API goes on accepting; commands the worker was running when
+the cut came (a start, a Stripe call's record, an outcome whose commit may have gone through
+unanswered) and those accepted during it all end succeeded after the heal, each customer made
+once, without waiting for a lease or a sweep (both out of reach here).
+
+The API cut off: while cut, the API answers 503 with the spec's error body (code
+UNAVAILABLE), never a 500 and never a hang: its connections give up after
+``BILLING_DATABASE_NETWORK_TIMEOUT_SECONDS``. A 503 means "send it again"; the load does, with
+the same ``Idempotency-Key``, as a client should, so a command whose commit reached PostgreSQL
+but whose answer did not (a 503 that in fact recorded it) is found again rather than made
+twice, and published by the API once the database answers again. After the heal every
+command ends succeeded, one customer per account at Stripe, no process restarted, and the
+time from the cut to commands completing again is printed and bounded.
 """
 
 from __future__ import annotations
@@ -67,18 +73,24 @@ REDIS_DB = 12
 @dataclass
 class Partitioned:
     stack: Stack
-    api_link: Link
+    cut_off: str
+    """Who the partition cuts from PostgreSQL: ``api`` or ``worker-and-beat``."""
+    link: Link
 
 
-@pytest.fixture
-def partitioned(workdir: Path, redis_server: str) -> Iterator[Partitioned]:
+@pytest.fixture(params=["api", "worker-and-beat"])
+def partitioned(
+    request: pytest.FixtureRequest, workdir: Path, redis_server: str
+) -> Iterator[Partitioned]:
     require_namespaces()
     with namespace("pg") as pg_namespace:
-        api_link, others_link = pg_namespace.add_link(), pg_namespace.add_link()
+        # The test's own link first: where the cluster's URL points.
+        links = [pg_namespace.add_link() for _ in range(3)]
+        _tests_link, api_link, workers_link = links
         cluster = start_cluster(
             run_in=pg_namespace.exec_prefix,
-            listen=(others_link.namespace_address, api_link.namespace_address),
-            trust=(str(others_link.network), str(api_link.network)),
+            listen=tuple(link.namespace_address for link in links),
+            trust=tuple(str(link.network) for link in links),
         )
         try:
             name = f"partition_pg_{uuid.uuid4().hex[:8]}"
@@ -91,25 +103,34 @@ def partitioned(workdir: Path, redis_server: str) -> Iterator[Partitioned]:
                 f"{redis_server}/{REDIS_DB}",
                 BILLING_HTTP_WAIT_TIMEOUT_SECONDS="3",
                 BILLING_DATABASE_NETWORK_TIMEOUT_SECONDS=str(NETWORK_TIMEOUT_SECONDS),
+                # Out of reach: what the cut interrupted ends without a sweep or a lease.
+                BILLING_STALLED_COMMAND_SECONDS="300",
+                BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS="300",
             ) as stack:
                 stack.client = stack.new_client()
-                stack.start_worker("w1", concurrency=2)
-                stack.start_beat()
+                through_workers_link = {
+                    "BILLING_DATABASE_URL": cluster.url(name, host=workers_link.namespace_address)
+                }
+                stack.start_worker("w1", concurrency=2, extra_env=through_workers_link)
+                stack.start_beat(extra_env=through_workers_link)
                 stack.start_api(
                     extra_env={
                         "BILLING_DATABASE_URL": cluster.url(name, host=api_link.namespace_address)
                     }
                 )
-                yield Partitioned(stack, api_link)
+                cut_off = str(request.param)
+                yield Partitioned(stack, cut_off, api_link if cut_off == "api" else workers_link)
         finally:
             cluster.stop()
 
 
 @pytest.mark.timeout(180)
-def test_an_api_cut_from_postgres_answers_503_and_every_command_runs_once_after_the_heal(
+def test_a_process_cut_from_postgres_loses_and_doubles_no_command_and_the_api_never_says_500(
     partitioned: Partitioned,
 ) -> None:
-    stack, link = partitioned.stack, partitioned.api_link
+    """Cut off, the API answers 503 and every command runs once after the heal; the worker
+    and beat cut off, the API accepts on and every command runs once after the heal."""
+    stack, link = partitioned.stack, partitioned.link
     orgs = [
         create_organization(stack.sessions, SystemClock(), name=f"org-{uuid.uuid4().hex[:12]}").id
         for _ in range(COMMANDS)
@@ -177,7 +198,10 @@ def test_an_api_cut_from_postgres_answers_503_and_every_command_runs_once_after_
     statuses = Counter(answer.status for answer in answers)
     assert set(statuses) <= {200, 202, 503}, f"answers other than 200, 202, 503: {statuses}"
     refused = [answer for answer in answers if answer.status == 503]
-    assert refused, "no request met the partition"
+    if partitioned.cut_off == "api":
+        assert refused, "no request met the partition"
+    else:
+        assert not refused, "the API refused while only the worker and beat were cut off"
     for answer in refused:
         assert answer.body["code"] == ErrorCode.UNAVAILABLE, answer.body
         assert answer.body["details"] == [error_info("DATABASE_UNAVAILABLE")], answer.body
@@ -218,13 +242,13 @@ def test_an_api_cut_from_postgres_answers_503_and_every_command_runs_once_after_
         if record.finished_at is not None and accepted[org_id].sent_at >= times["cut"]
     )
     resume = finished_again - times["cut_wall"]
+    healed_after = times["healed"] - times["cut"]
     print(
-        f"\nAPI cut from PostgreSQL for {CUT_SECONDS:.0f}s under {COMMANDS} commands: "
-        f"{statuses[503]} answers 503 (longest answer {slowest:.1f}s), "
-        f"{statuses[200] + statuses[202]} accepted; the API accepting again "
-        f"{accepted_again - times['cut']:.2f}s after the cut "
-        f"({accepted_again - times['healed']:.2f}s after the heal); commands completing "
-        f"again {resume:.2f}s after the cut"
+        f"\n{partitioned.cut_off} cut from PostgreSQL for {CUT_SECONDS:.0f}s under {COMMANDS} "
+        f"commands: {statuses[503]} answers 503 (longest answer {slowest:.1f}s), "
+        f"{statuses[200] + statuses[202]} accepted; the API accepting during or after the cut "
+        f"{accepted_again - times['cut']:.2f}s after it; commands completing again "
+        f"{resume:.2f}s after the cut ({resume - healed_after:.2f}s after the heal)"
     )
     assert slowest < REQUEST_DEADLINE_SECONDS
     assert resume < RESUME_BOUND_SECONDS

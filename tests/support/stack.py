@@ -187,6 +187,7 @@ class Stack:
         loglevel: str = "INFO",
         app: str = WORKER_APP,
         run_in: Sequence[str] = (),
+        extra_env: dict[str, str] | None = None,
     ) -> Any:
         """A worker node of ``concurrency`` processes running ``app`` (a module's Celery app:
         production's unless a benchmark composes its own), once it answers a ping. ``run_in``
@@ -207,6 +208,7 @@ class Stack:
             env={
                 **self.env,
                 **worker_metrics_env(metrics_port, self.workdir / f"metrics-worker-{name}"),
+                **(extra_env or {}),
             },
             log_path=self.workdir / f"worker-{name}.log",
         )
