@@ -31,7 +31,7 @@ import pytest
 from sqlalchemy import select
 
 from adapters.clock import SystemClock
-from adapters.db.models import BillingAccountRow
+from adapters.db.models import BillingAccountRow, CommandRow
 from domain.messages import CommandStatus
 from tests.chaos.test_postgres_restart import (
     Answer,
@@ -82,6 +82,15 @@ class CommitHold:
         self._admin.execute("ALTER SYSTEM RESET synchronous_standby_names")
         self._admin.execute("SELECT pg_reload_conf()")
 
+    def drop_waiting(self) -> int:
+        """End the sessions whose commits wait: each commit stays made, and its client
+        hears only that the connection went. Returns how many."""
+        row = self._admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE wait_event = 'SyncRep'"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
     def waiting(self) -> int:
         row = self._admin.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
@@ -96,21 +105,43 @@ class CommitHold:
             self.release()
 
 
+@contextlib.contextmanager
+def commits_held_on(
+    server: PostgresCluster, workdir: Path, redis_server: str, **settings: str
+) -> Iterator[Stack]:
+    """A stack on a cluster of its own whose sessions commit synchronously (the cluster's
+    default is off, for speed: a commit that does not wait cannot be held)."""
+    with stack_on(server, workdir, redis_server, **settings) as system:
+        database = system.database_url.rsplit("/", 1)[-1]
+        with psycopg.connect(
+            f"postgresql://postgres@127.0.0.1:{server.port}/postgres", autocommit=True
+        ) as connection:
+            connection.execute(f'ALTER DATABASE "{database}" SET synchronous_commit = on')
+        system.start_beat()
+        yield system
+
+
 @pytest.fixture
 def held_stack(
     cluster: PostgresCluster,  # noqa: F811 - the imported fixture
     workdir: Path,
     redis_server: str,
 ) -> Iterator[Stack]:
-    """A stack on a cluster of its own whose sessions commit synchronously (the cluster's
-    default is off, for speed: a commit that does not wait cannot be held)."""
-    with stack_on(cluster, workdir, redis_server, **SETTINGS) as system:
-        database = system.database_url.rsplit("/", 1)[-1]
-        with psycopg.connect(
-            f"postgresql://postgres@127.0.0.1:{cluster.port}/postgres", autocommit=True
-        ) as connection:
-            connection.execute(f'ALTER DATABASE "{database}" SET synchronous_commit = on')
-        system.start_beat()
+    with commits_held_on(cluster, workdir, redis_server, **SETTINGS) as system:
+        yield system
+
+
+@pytest.fixture
+def held_stack_without_sweeps(
+    cluster: PostgresCluster,  # noqa: F811 - the imported fixture
+    workdir: Path,
+    redis_server: str,
+) -> Iterator[Stack]:
+    """Commits held, and the stalled-command sweep out of reach: what the test proves ends
+    without it."""
+    with commits_held_on(
+        cluster, workdir, redis_server, **{**SETTINGS, "BILLING_STALLED_COMMAND_SECONDS": "300"}
+    ) as system:
         yield system
 
 
@@ -193,6 +224,56 @@ def test_the_api_killed_inside_its_commits_on_postgresql_loses_and_doubles_nothi
     accepted = command_ids(answers)
     assert len(accepted) == ORGS, [a for a in answers if a.status not in (200, 202)]
     assert_every_command_ran_once(stack, accepted, orgs, since=killed_at)
+
+
+@pytest.mark.timeout(180)
+def test_commands_the_api_recorded_but_never_heard_so_are_published_by_it_without_the_sweep(
+    held_stack_without_sweeps: Stack,
+    cluster: PostgresCluster,  # noqa: F811 - the imported fixture
+) -> None:
+    """The API's connections dropped while their commits wait (``pg_terminate_backend``):
+    each command is committed, the API hears only that its connection went (a switchover's
+    lost answer) and answers 503; once the database answers it publishes each command itself,
+    and no caller sends anything again."""
+    stack = held_stack_without_sweeps
+    stack.start_worker("w1", concurrency=2)
+    stack.start_api()
+    orgs = organizations(stack, 6)
+    first: dict[str, Answer] = {}
+
+    def send_once(org_id: str) -> None:
+        with stack.http() as http:
+            first[org_id] = create_billing_account(http, org_id)
+
+    with CommitHold(cluster) as commits:
+        commits.hold()
+        senders = [threading.Thread(target=send_once, args=(org_id,)) for org_id in orgs]
+        for sender in senders:
+            sender.start()
+        eventually(lambda: commits.waiting() >= len(orgs), timeout=30, what="the API's commits")
+        dropped = commits.drop_waiting()
+        dropped_at = time.monotonic()
+        commits.release()
+        for sender in senders:
+            sender.join(30)
+    print(f"\n{dropped} connections dropped inside their commits")
+    assert {org_id: answer.status for org_id, answer in first.items()} == dict.fromkeys(orgs, 503)
+
+    recorded = commands_by_idempotency_key(stack, orgs)
+    assert set(recorded) == set(orgs), "a command whose commit was dropped was not recorded"
+    assert_every_command_ran_once(stack, recorded, orgs, since=dropped_at)
+
+
+def commands_by_idempotency_key(stack: Stack, orgs: list[str]) -> dict[str, str]:
+    """Organization → the command recorded under its request's idempotency key."""
+    keys = {idempotency_key(org_id): org_id for org_id in orgs}
+    with stack.sessions() as session:
+        rows = session.execute(
+            select(CommandRow.idempotency_key, CommandRow.id).where(
+                CommandRow.idempotency_key.in_(keys)
+            )
+        ).all()
+    return {keys[str(key)]: command_id for key, command_id in rows}
 
 
 # --- both databases: killed at random moments under load -------------------------------------
