@@ -12,6 +12,8 @@ from sqlalchemy import Engine, create_engine, event, exc, text
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.db.commit_bound import bound_commits
+
 _lock = threading.Lock()
 _engines: dict[tuple[int, str], Engine] = {}
 
@@ -30,7 +32,8 @@ def build_engine(
     network_timeout: float = DEFAULT_NETWORK_TIMEOUT_SECONDS,
 ) -> Engine:
     """An engine whose lock waits end after ``lock_timeout`` seconds and whose PostgreSQL
-    connections give up on a silent network after about ``network_timeout`` seconds.
+    connections give up on a silent network after about ``network_timeout`` seconds, as its
+    commits do when unanswered that long (``adapters/db/commit_bound.py``).
 
     A statement that times out on a lock raises an error that ``is_transient_db_error``
     recognises, so the command is retried with backoff instead of waiting forever.
@@ -65,6 +68,8 @@ def build_engine(
     )
     ping_pooled_connections_in_doubt(engine)
     discard_connections_to_a_server_that_cannot_write(engine)
+    # A commit held on a live server (a synchronous standby gone) ends like a silent network.
+    bound_commits(engine, network_timeout)
     return engine
 
 
