@@ -62,7 +62,9 @@ class StorageSettings(Section):
         description="PostgreSQL: how long a connection attempt, or data sent on a connection "
         "and never acknowledged (a network partition), may wait before the connection is "
         "given up as a transient error (the API answers 503, a worker retries); without it "
-        "a partition holds a request until the kernel gives up, minutes later.",
+        "a partition holds a request until the kernel gives up, minutes later. A COMMIT still "
+        "unanswered after it (held by a synchronous standby that is gone) is cancelled and "
+        "treated as one whose answer was lost.",
     )
 
     def resolved_database_url(self) -> str:
