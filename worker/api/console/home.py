@@ -34,6 +34,7 @@ from worker.api.console.layout import (
     url,
     when,
 )
+from worker.api.console.search import search_form
 from worker.api.state import State
 from worker.bootstrap import Services
 
@@ -196,9 +197,7 @@ def overview(svc: Services) -> str:
         )
     body = [
         f'<p class="clock">The clock: {when(now)} UTC</p>',
-        f'<form class="search" method="get" action="{PREFIX}/accounts" role="search">'
-        '<label>Organization or account id <input name="q" type="search" autocomplete="off">'
-        "</label><button type=submit>Find</button></form>",
+        search_form(),
         f'<div class="cards">{"".join(cards)}</div>',
     ]
     queue_rows = [[text(queue), text(depth)] for queue, depth in sorted((depths or {}).items())]
