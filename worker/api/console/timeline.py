@@ -4,8 +4,9 @@ subscription's pages show it; runs of routine syncs folded into one line.
 Stripe's webhooks and beat's reconciliation re-read an account's customer and subscriptions
 often (``stripe.sync_object``: a command, its ``get_customer`` or ``get_subscription`` call,
 its success). Told one by one they bury what an operator looks for, so consecutive syncs that
-succeeded are shown as one line, "synced N times, first … last …". A sync that failed, or
-anything else between two syncs, ends the run and is shown as it is.
+succeeded are shown as one line, "synced N times, first … last …". A sync that has not
+succeeded (failed, retrying, still running), or anything else between two syncs, ends the run
+and is shown as it is.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def command_link(command_id: str) -> str:
 
 
 def _command_entries(command: CommandView) -> list[Entry]:
-    syncing = command.type == SYNC_COMMAND
+    syncing = command.type == SYNC_COMMAND and command.status == "succeeded"
     entries = [
         Entry(
             command.created_at.isoformat(),
@@ -61,20 +62,24 @@ def _command_entries(command: CommandView) -> list[Entry]:
                     f"{command_link(command.id)} {outcome}",
                     text(command.last_error),
                 ],
-                command.id if syncing and command.status == "succeeded" else None,
+                command.id if syncing else None,
             )
         )
     return entries
 
 
-def _call_entry(call: ProviderCallView) -> Entry:
+def _call_entry(call: ProviderCallView, unsuccessful: set[str]) -> Entry:
     what = f"{text(call.operation)} attempt {text(call.attempt)}: {badge(call.outcome)}"
     if call.idempotency_key:
         what += f" key <code>{text(call.idempotency_key)}</code>"
     if call.command_id:
         what += f" for {command_link(call.command_id)}"
     detail = text(call.error) + f" ({call.duration_ms} ms)"
-    routine = call.operation in SYNC_READS and call.outcome == "succeeded"
+    routine = (
+        call.operation in SYNC_READS
+        and call.outcome == "succeeded"
+        and call.command_id not in unsuccessful
+    )
     return Entry(
         call.at.isoformat(),
         [when(call.at), "stripe", what, detail],
@@ -127,6 +132,7 @@ def timeline_rows(
     """The rows of the timeline of ``commands``, ``calls`` and ``events``, oldest first,
     consecutive routine syncs folded."""
     entries = [entry for command in commands for entry in _command_entries(command)]
-    entries += [_call_entry(call) for call in calls]
+    unsuccessful = {command.id for command in commands if command.status != "succeeded"}
+    entries += [_call_entry(call, unsuccessful) for call in calls]
     entries += [_event_entry(event) for event in events]
     return folded(sorted(entries, key=lambda entry: entry.at))
