@@ -35,6 +35,7 @@ from worker.api.console.layout import (
     when,
 )
 from worker.api.console.search import search_form
+from worker.api.console.timeline import command_link
 from worker.api.state import State
 from worker.bootstrap import Services
 
@@ -77,7 +78,7 @@ def _count(page_read: CommandPage | None) -> str:
 def _command_rows(commands: list[CommandView]) -> list[list[str]]:
     return [
         [
-            f'<span class="mono">{text(command.id)}</span>',
+            command_link(command.id),
             text(command.type),
             badge(command.status),
             text(command.attempts),

@@ -80,9 +80,7 @@ def _described(q: str) -> str:
 def _row(hit: SearchHit) -> list[str]:
     organization = link(url("organizations", hit.org_id), hit.org_id) if hit.org_id else ""
     account = (
-        link(url("accounts", hit.id), "its billing account")
-        if hit.kind == "organization"
-        else ""
+        link(url("accounts", hit.id), "its billing account") if hit.kind == "organization" else ""
     )
     return [
         text(hit.kind.replace("_", " ")),
