@@ -21,7 +21,9 @@ from adapters.db.models import (
     PENDING_CHANGE_STATES,
     BillingAccountRow,
     CommandRow,
+    EventRow,
     OrganizationRow,
+    ProviderCallRow,
     ScheduledChangeRow,
     SubscriptionRow,
     UserRow,
@@ -35,8 +37,10 @@ from domain.operations.console import (
     BillingAccountPage,
     CommandPage,
     CommandView,
+    EventView,
     OrganizationItem,
     OrganizationPage,
+    ProviderCallView,
     SubscriptionItem,
     SubscriptionPage,
     UserItem,
@@ -212,6 +216,33 @@ def command_view(row: CommandRow) -> CommandView:
         last_error=str(error["message"]) if error.get("message") else None,
         next_retry_at=next_retry_at,
         retries=len(retries),
+    )
+
+
+def call_view(row: ProviderCallRow) -> ProviderCallView:
+    return ProviderCallView(
+        id=row.id,
+        at=row.started_at,
+        operation=row.operation,
+        subject=row.subject,
+        command_id=row.command_id,
+        idempotency_key=row.idempotency_key,
+        attempt=row.attempt,
+        outcome=row.outcome,
+        error=row.error,
+        duration_ms=row.duration_ms,
+    )
+
+
+def event_view(row: EventRow) -> EventView:
+    return EventView(
+        id=row.id,
+        type=row.type,
+        occurred_at=row.occurred_at,
+        command_id=row.command_id,
+        subject=row.subject_key,
+        published_at=row.published_at,
+        data=dict(row.document.get("data") or {}),
     )
 
 

@@ -15,8 +15,8 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from adapters.db import listing
-from adapters.db.listing import command_view
+from adapters.db import listing, search
+from adapters.db.listing import call_view, command_view, event_view
 from adapters.db.models import BillingAccountRow, CommandRow, EventRow, ProviderCallRow
 from adapters.db.repositories import (
     SqlBillingAccountRepository,
@@ -29,11 +29,13 @@ from domain.operations.console import (
     AccountStory,
     BillingAccountPage,
     CommandPage,
+    CommandStory,
     CommandView,
     EventView,
     OrganizationPage,
     PhaseView,
     ProviderCallView,
+    SearchHit,
     SubscriptionPage,
     SubscriptionStory,
     UserPage,
@@ -44,33 +46,6 @@ from domain.subscriptions.subscription import Subscription
 
 STORY_LIMIT = 200
 """The most commands, provider calls and events a story shows of each (the newest)."""
-
-
-def _call_view(row: ProviderCallRow) -> ProviderCallView:
-    return ProviderCallView(
-        id=row.id,
-        at=row.started_at,
-        operation=row.operation,
-        subject=row.subject,
-        command_id=row.command_id,
-        idempotency_key=row.idempotency_key,
-        attempt=row.attempt,
-        outcome=row.outcome,
-        error=row.error,
-        duration_ms=row.duration_ms,
-    )
-
-
-def _event_view(row: EventRow) -> EventView:
-    return EventView(
-        id=row.id,
-        type=row.type,
-        occurred_at=row.occurred_at,
-        command_id=row.command_id,
-        subject=row.subject_key,
-        published_at=row.published_at,
-        data=dict(row.document.get("data") or {}),
-    )
 
 
 def _payload_names(names: Iterable[tuple[str, str]]) -> ColumnElement[bool]:
@@ -156,6 +131,16 @@ class SqlConsole:
                 provider_calls=_calls(session, subjects, ids),
                 events=_events(session, [f"subscription:{subscription_id}"], ids),
             )
+
+    def command_story(self, command_id: str) -> CommandStory | None:
+        with self._sessions() as session:
+            return search.command_story(session, command_id)
+
+    # --- search ------------------------------------------------------------------------------
+
+    def search(self, query: str, *, limit: int) -> list[SearchHit]:
+        with self._sessions() as session:
+            return search.search(session, query, limit)
 
     # --- lists -------------------------------------------------------------------------------
 
@@ -251,7 +236,7 @@ def _calls(
         .order_by(ProviderCallRow.started_at.desc(), ProviderCallRow.id.desc())
         .limit(STORY_LIMIT)
     ).all()
-    return [_call_view(row) for row in reversed(rows)]
+    return [call_view(row) for row in reversed(rows)]
 
 
 def _events(
@@ -265,7 +250,7 @@ def _events(
         .order_by(EventRow.sequence.desc())
         .limit(STORY_LIMIT)
     ).all()
-    return [_event_view(row) for row in reversed(rows)]
+    return [event_view(row) for row in reversed(rows)]
 
 
 def phases_of(subscription: Subscription, changes: Sequence[ScheduledChange]) -> list[PhaseView]:

@@ -217,6 +217,47 @@ class CommandPage(Message):
 IN_FLIGHT_STATUSES = ("queued", "running", "retrying", "waiting")
 
 
+class RetryView(Message):
+    """One transient failure of a command and the backoff that followed it."""
+
+    attempt: int | None
+    at: Timestamp | None
+    reason: str | None
+    delay_seconds: float | None
+
+
+class CommandStory(Message):
+    """A command and everything it did: its record (payload, result and error whole, as the
+    command log keeps them: a page masks them by the redaction rules), its transient
+    failures, the Stripe calls made for it and the events it emitted."""
+
+    command: CommandView
+    payload: dict[str, Any]
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+    client_id: str | None
+    idempotency_key: str | None
+    published_at: Timestamp | None
+    retry_history: list[RetryView]
+    provider_calls: list[ProviderCallView]
+    events: list[EventView]
+
+
+SEARCH_KINDS = ("billing_account", "organization", "command", "subscription")
+
+
+class SearchHit(Message):
+    """One thing a console search found: what it is, its id, and how it matched (``id``,
+    ``stripe id``, ``handle``, ``name``, ``email``)."""
+
+    kind: str = Field(description="billing_account, organization, command or subscription.")
+    id: str
+    matched: str
+    label: str = Field(description="What to show beside the id (masked where personal).")
+    org_id: str | None = None
+    state: str | None = None
+
+
 class ConsoleQueries(Protocol):
     """The console's reads. Each is one short read-only transaction; a bad cursor or filter
     is an ``InvalidArgument`` naming it."""
@@ -261,6 +302,18 @@ class ConsoleQueries(Protocol):
     ) -> CommandPage:
         """Commands in ``statuses``, oldest first (only those updated at or after
         ``updated_since``, when given: what failed in the last day)."""
+        ...
+
+    def command_story(self, command_id: str) -> CommandStory | None:
+        """The command's record, its Stripe calls and its events; ``None`` if no command has
+        that id (or it was pruned)."""
+        ...
+
+    def search(self, query: str, *, limit: int) -> list[SearchHit]:
+        """What ``query`` names, each read through an index: an account, organization,
+        subscription or command by its id, an account or subscription by its Stripe id, an
+        organization by its handle, an account by its whole name or its whole email
+        address. At most ``limit`` hits; none for an empty query."""
         ...
 
 

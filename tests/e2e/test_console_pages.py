@@ -81,7 +81,7 @@ def test_a_failed_registration_is_found_from_the_home_page_and_its_page_shows_th
         assert page.get_by_role("link", name="Failures").get_attribute("href") == (
             "/console/failures"
         )
-        page.get_by_role("search").get_by_label("Organization or account id").fill(org_id)
+        page.get_by_role("search").get_by_label("Id, handle, account name or email").fill(org_id)
         page.get_by_role("search").get_by_role("button", name="Find").click()
         page.wait_for_url(re.compile(rf"/console/accounts/{org_id}$"))
         account = page.content()

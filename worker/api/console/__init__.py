@@ -7,7 +7,16 @@ from pathlib import Path
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import Response
 
-from worker.api.console import accounts, actions, failures, home, subscriptions
+from worker.api.console import (
+    accounts,
+    actions,
+    commands,
+    failures,
+    home,
+    organizations,
+    search,
+    subscriptions,
+)
 from worker.api.console.access import install_refusal_pages
 from worker.api.console.layout import STYLESHEET
 from worker.api.console.responses import ConsoleResponses
@@ -15,7 +24,8 @@ from worker.api.console.responses import ConsoleResponses
 STATIC = Path(__file__).parent / "static"
 
 PAGE_ROUTERS = (
-    *(home.router, accounts.router, subscriptions.router),
+    *(home.router, search.router, organizations.router, accounts.router),
+    *(subscriptions.router, commands.router),
     *(failures.router, actions.router),  # the failures and their actions
 )
 """Each page module's router; the console's other pages join this tuple."""

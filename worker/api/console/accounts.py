@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from fastapi import APIRouter
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, Response
 
 from application.handlers.operations.stories import ShowAccount, account_story
 from domain.errors import CommandError
@@ -17,8 +17,6 @@ from domain.operations.console import (
     DEFAULT_PAGE_SIZE,
     AccountStory,
     CommandView,
-    EventView,
-    ProviderCallView,
     merged,
 )
 from domain.redaction import redact
@@ -37,6 +35,8 @@ from worker.api.console.layout import (
     url,
     when,
 )
+from worker.api.console.search import search_form, search_response
+from worker.api.console.timeline import timeline_rows
 from worker.api.state import State
 
 router = APIRouter()
@@ -53,17 +53,15 @@ def _id(value: str | None) -> str | None:
     return value if 0 < len(value) <= 128 and re.fullmatch(ID_PATTERN, value) else None
 
 
-def _search_form(q: str | None, state: str | None) -> str:
+def _state_filter(state: str | None) -> str:
     options = "".join(
         f'<option value="{s}"{" selected" if s == state else ""}>{s}</option>'
         for s in ("", *ACCOUNT_STATES)
     )
     return (
-        f'<form class="search" method="get" action="{PREFIX}/accounts" role="search">'
-        '<label>Organization or account id <input name="q" type="search" '
-        f'value="{text(q)}" autocomplete="off"></label>'
+        f'<form class="search" method="get" action="{PREFIX}/accounts">'
         f'<label>State <select name="status">{options}</select></label>'
-        "<button type=submit>Find</button></form>"
+        "<button type=submit>Show</button></form>"
     )
 
 
@@ -84,16 +82,12 @@ def accounts_page(
     status: str | None = None,
     after: str | None = None,
 ) -> Response:
-    """The billing accounts, newest id last, in a state; a search by an organization's or an
-    account's id goes straight to the account."""
+    """The billing accounts by id, in a state; ``q``: the search (``search.py``)."""
     svc = state.svc
+    if q:  # the search as it was asked before it had its own page
+        return search_response(q, caller, svc)
     account_state = status if status in ACCOUNT_STATES else None
-    body = _search_form(q, account_state)
-    if q:
-        wanted = _id(q)
-        if wanted and svc.console().account_story(wanted) is not None:
-            return RedirectResponse(url("accounts", wanted), status_code=303)
-        body += f'<p class="message">No account, nor an organization with one, is {text(q)}.</p>'
+    body = _state_filter(account_state) + search_form()
     try:
         listed = svc.console().billing_accounts(
             state=account_state, org_id=None, limit=DEFAULT_PAGE_SIZE, after=after or None
@@ -114,31 +108,7 @@ def accounts_page(
     headers = ("Account", "Organization", "State", "Stripe customer", "Currency", "Created")
     body += table(headers, rows, "no billing accounts")
     body += _pager(listed.next_cursor, f"{PREFIX}/accounts", status=account_state)
-    body += f"<p>{link(f'{PREFIX}/organizations', 'Organizations')}</p>"
     return page("Billing accounts", body, nav="accounts")
-
-
-@router.get(f"{PREFIX}/organizations")
-def organizations_page(caller: Viewer, state: State, after: str | None = None) -> HTMLResponse:
-    try:
-        listed = state.svc.console().organizations(
-            state=None, limit=DEFAULT_PAGE_SIZE, after=after or None
-        )
-    except CommandError as refused:  # a cursor no page gave
-        return message_page("Bad request", refused.message, status=400)
-    rows = [
-        [
-            link(url("accounts", item.id), item.id),
-            text(item.name),
-            text(item.title),
-            badge(item.state),
-            when(item.created_at),
-        ]
-        for item in listed.items
-    ]
-    body = table(("Organization", "Name", "Title", "State", "Created"), rows, "no organizations")
-    body += _pager(listed.next_cursor, f"{PREFIX}/organizations")
-    return page("Organizations", body, nav="accounts")
 
 
 def _summary(story: AccountStory) -> str:
@@ -193,60 +163,6 @@ def _subscriptions(story: AccountStory) -> str:
         )
     headers = ("Subscription", "Plan", "State", "Stripe", "Period ends", "Pending change")
     return section("Subscriptions", table(headers, rows, "no subscriptions"), id="subscriptions")
-
-
-def timeline_rows(
-    commands: list[CommandView], calls: list[ProviderCallView], events: list[EventView]
-) -> list[list[str]]:
-    entries: list[tuple[str, list[str]]] = []
-    for command in commands:
-        entries.append(
-            (
-                command.created_at.isoformat(),
-                [
-                    when(command.created_at),
-                    "command",
-                    f"<code>{text(command.id)}</code> "
-                    f"{text(command.type)} ({text(command.source)})",
-                    "",
-                ],
-            )
-        )
-        if command.status != "queued" or command.updated_at != command.created_at:
-            outcome = f"{badge(command.status)}, {text(command.attempts)} attempt(s)"
-            if command.next_retry_at is not None:
-                outcome += f"; next retry {when(command.next_retry_at)}"
-            entries.append(
-                (
-                    command.updated_at.isoformat(),
-                    [
-                        when(command.updated_at),
-                        "command",
-                        f"<code>{text(command.id)}</code> {outcome}",
-                        text(command.last_error),
-                    ],
-                )
-            )
-    for call in calls:
-        what = f"{text(call.operation)} attempt {text(call.attempt)}: {badge(call.outcome)}"
-        if call.idempotency_key:
-            what += f" key <code>{text(call.idempotency_key)}</code>"
-        detail = text(call.error) + f" ({call.duration_ms} ms)"
-        entries.append((call.at.isoformat(), [when(call.at), "stripe", what, detail]))
-    for event in events:
-        published = "published" if event.published_at else "not yet published"
-        entries.append(
-            (
-                event.occurred_at.isoformat(),
-                [
-                    when(event.occurred_at),
-                    "event",
-                    f"{text(event.type)} <code>{text(event.id)}</code>",
-                    published,
-                ],
-            )
-        )
-    return [row for _, row in sorted(entries, key=lambda entry: entry[0])]
 
 
 def account_body(story: AccountStory) -> str:

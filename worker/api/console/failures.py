@@ -36,6 +36,7 @@ from worker.api.console.layout import (
     text,
     when,
 )
+from worker.api.console.timeline import command_link
 from worker.api.state import State
 from worker.bootstrap import Services
 
@@ -95,7 +96,7 @@ def _finished(svc: Services, caller: Caller, status: str) -> str:
     rows = []
     for record in records:
         row = [
-            _mono(record.id),
+            command_link(record.id),
             text(record.type),
             when(record.finished_at or record.updated_at),
             text(error_line(record.error or {})),
@@ -129,7 +130,7 @@ def _waiting(svc: Services, caller: Caller) -> str:
     rows = []
     for command in commands.items:
         row = [
-            _mono(command.id),
+            command_link(command.id),
             text(command.type),
             badge(command.status),
             text(command.attempts),

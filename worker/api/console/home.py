@@ -34,6 +34,8 @@ from worker.api.console.layout import (
     url,
     when,
 )
+from worker.api.console.search import search_form
+from worker.api.console.timeline import command_link
 from worker.api.state import State
 from worker.bootstrap import Services
 
@@ -76,7 +78,7 @@ def _count(page_read: CommandPage | None) -> str:
 def _command_rows(commands: list[CommandView]) -> list[list[str]]:
     return [
         [
-            f'<span class="mono">{text(command.id)}</span>',
+            command_link(command.id),
             text(command.type),
             badge(command.status),
             text(command.attempts),
@@ -196,9 +198,7 @@ def overview(svc: Services) -> str:
         )
     body = [
         f'<p class="clock">The clock: {when(now)} UTC</p>',
-        f'<form class="search" method="get" action="{PREFIX}/accounts" role="search">'
-        '<label>Organization or account id <input name="q" type="search" autocomplete="off">'
-        "</label><button type=submit>Find</button></form>",
+        search_form(),
         f'<div class="cards">{"".join(cards)}</div>',
     ]
     queue_rows = [[text(queue), text(depth)] for queue, depth in sorted((depths or {}).items())]

@@ -29,6 +29,7 @@ def is_console_path(path: str) -> bool:
 
 NAV: tuple[tuple[str, str, str], ...] = (
     ("home", "Home", PREFIX),
+    ("organizations", "Organizations", f"{PREFIX}/organizations"),
     ("accounts", "Accounts", f"{PREFIX}/accounts"),
     ("failures", "Failures", f"{PREFIX}/failures"),
 )

@@ -16,7 +16,6 @@ from application.requests.operator_actions import ShowSubscription
 from domain.messages import ID_PATTERN
 from domain.operations.console import InvoiceView, SubscriptionStory, duration
 from worker.api.console.access import Viewer, may_see
-from worker.api.console.accounts import timeline_rows
 from worker.api.console.actions import subscription_actions
 from worker.api.console.layout import (
     PREFIX,
@@ -31,6 +30,7 @@ from worker.api.console.layout import (
     url,
     when,
 )
+from worker.api.console.timeline import timeline_rows
 from worker.api.state import State
 
 router = APIRouter()
