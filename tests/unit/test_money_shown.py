@@ -28,7 +28,7 @@ def invoice(id_: str, currency: str, amount: int) -> InvoiceView:
         period_end=END,
         lines=[
             InvoiceLineView(
-                description="1 × Team (at ¥150,000 / month)",
+                description="Team (at ¥150,000 / month)",
                 amount=amount,
                 proration=False,
                 period_start=START,
