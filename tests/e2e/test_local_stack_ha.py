@@ -176,6 +176,7 @@ def clock_on_the_console(up: Up) -> str:
     return line
 
 
+@pytest.mark.timeout(300)  # three starts of `up`, each 15-40 s on a busy box
 def test_the_clock_moved_on_up_is_the_clock_of_up_ha_on_that_data_and_back(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
