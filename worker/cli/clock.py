@@ -114,7 +114,7 @@ def clock_show(as_json: bool) -> None:
         "stripe_emulator_now": emulator_now.isoformat() if emulator_now else None,
     }
     lines = [
-        f"offset     {offset:g}s ({_days(offset)} ahead)",
+        f"offset     {offset:.0f}s ({_days(offset)} ahead)",
         f"now        {shifted:%Y-%m-%d %H:%M:%S} UTC   (what every process of the stack uses)",
         f"real time  {real:%Y-%m-%d %H:%M:%S} UTC",
     ]
