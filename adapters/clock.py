@@ -137,6 +137,17 @@ class ShiftableClock:
         self._read_at = float("-inf")
         return total
 
+    def align(self, seconds: float) -> float:
+        """Make the offset ``seconds`` for every process, whatever it was (the local stack's
+        one offset is the Stripe emulator's: ``worker/local/stack_clock.py``); the offset it
+        replaced (0 when there was none)."""
+        if seconds < 0:
+            raise ValueError("the clock is never behind real time")
+        was = self._redis.set(CLOCK_OFFSET_KEY, repr(float(seconds)), get=True)
+        self._offset, self._has_read = float(seconds), True
+        self._read_at = float("-inf")
+        return float(cast(Any, was)) if was is not None else 0.0
+
     def reset(self) -> None:
         """Back to real time for every process (``billing-worker clock reset``: time runs
         backwards once, on purpose). An offset of 0, not a deleted key: a key gone is a lost

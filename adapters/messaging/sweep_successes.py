@@ -3,7 +3,9 @@
 The metric ``billing_sweep_last_success_timestamp_seconds`` lives in each worker node's
 exporter, out of the API's reach; the console's home page reads this instead. A worker writes
 one hash field when a sweep's run succeeds (a round trip per run, a few a second at most);
-the value is the worker's wall clock, as the metric's is.
+the value is the worker's wall clock, as the metric's is, and never the application's clock
+(which ``clock advance`` shifts on the local stack): beat runs the sweeps on real time, so
+their health is judged on real time (``worker/api/console/home.py``).
 """
 
 from __future__ import annotations

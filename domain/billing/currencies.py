@@ -91,10 +91,12 @@ def amount_refusal(amount: int, currency: str) -> str | None:
 
 
 def format_amount(amount: int, currency: str) -> str:
-    """``amount`` minor units as people read them: ``4900, "usd"`` → ``49.00 USD``,
-    ``500, "jpy"`` → ``500 JPY``, ``1230, "kwd"`` → ``1.230 KWD``."""
+    """``amount`` minor units as people read them, in the currency's own decimals, thousands
+    grouped: ``4900, "usd"`` → ``49.00 USD``, ``500, "jpy"`` → ``500 JPY``, ``1230, "kwd"`` →
+    ``1.230 KWD``, ``123456789, "usd"`` → ``1,234,567.89 USD``. The one way money is shown to
+    a person: the CLI, the console and the domain's own messages."""
     places = decimals(currency)
     sign = "-" if amount < 0 else ""
     whole, fraction = divmod(abs(amount), 10**places)
-    shown = f"{whole}.{fraction:0{places}d}" if places else str(whole)
+    shown = f"{whole:,}.{fraction:0{places}d}" if places else f"{whole:,}"
     return f"{sign}{shown} {currency.upper()}"

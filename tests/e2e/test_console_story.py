@@ -60,4 +60,6 @@ def test_an_accounts_story_tells_its_subscriptions_changes_events_and_invoices(
     assert "plan changes" in text
     assert "invoice lines" in text
     assert first["id"] in text
+    assert "10.00 USD" in text  # in the currency's units, as the console shows them
+    assert "1000 usd" not in text
     assert "subscription.plan_change.scheduled" in text  # the merged timeline has them too

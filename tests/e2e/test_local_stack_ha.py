@@ -1,7 +1,8 @@
 """`billing-worker up --ha` tried as a new user would: one command starts a primary, a replica
 and three sentinels beside the stack; `kill -9` of the primary leaves the demo working without
 touching anything (the replica is promoted, the old primary comes back as its replica); and
-`billing-worker down` stops every process `up` started."""
+`billing-worker down` stops every process `up` started; and the clock moved on `up` is the
+clock of `up --ha` on the same data directory, and back."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import signal
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -157,3 +159,54 @@ def test_up_ha_again_starts_the_last_primary_as_the_primary_with_its_data(up: Up
     finally:
         again.stop()
     assert is_held(up.data_dir) is False
+
+
+def shown_clock(up: Up) -> dict[str, Any]:
+    done = up.cli("clock", "show", "--json")
+    assert done.status == 0, done.stderr
+    shown: dict[str, Any] = json.loads(done.stdout)
+    return shown
+
+
+def clock_on_the_console(up: Up) -> str:
+    """The home page's clock line, as the demo client sees it."""
+    page = httpx.get(f"{up.stack['api_url']}/console", auth=up.secret(), timeout=30)
+    assert page.status_code == 200, page.text
+    [line] = [part for part in page.text.split("<p ") if part.startswith('class="clock')]
+    return line
+
+
+@pytest.mark.timeout(300)  # three starts of `up`, each 15-40 s on a busy box
+def test_the_clock_moved_on_up_is_the_clock_of_up_ha_on_that_data_and_back(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    data_dir = tmp_path_factory.mktemp("one-clock")
+    plain = start_up(data_dir)
+    try:
+        assert plain.cli("clock", "advance", "31d").status == 0
+    finally:
+        plain.stop()
+
+    ha = start_up(data_dir, "--ha")  # its Redis data is its own: it never held the offset
+    try:
+        ha_banner, ha_clock = ha.printed("Clock"), shown_clock(ha)
+        ha_console = clock_on_the_console(ha)
+        assert ha.cli("clock", "advance", "1d").status == 0
+    finally:
+        ha.stop()
+
+    again = start_up(data_dir)  # its Redis data still says 31 days
+    try:
+        again_banner, again_clock = again.printed("Clock"), shown_clock(again)
+    finally:
+        again.stop()
+
+    assert ha_banner.startswith("31.00 days ahead of real time: ")
+    assert ha_clock["offset_seconds"] == 31 * 86_400
+    shifted, stripe = (
+        datetime.fromisoformat(ha_clock[key]) for key in ("now", "stripe_emulator_now")
+    )
+    assert abs((stripe - shifted).total_seconds()) < 5
+    assert "31.00 days ahead of real time" in ha_console
+    assert again_banner.startswith("32.00 days ahead of real time: ")
+    assert again_clock["offset_seconds"] == 32 * 86_400

@@ -107,3 +107,18 @@ def test_a_reset_clock_stays_at_real_time_though_processes_read_an_offset_before
 
     assert other.offset() == 0
     assert ShiftableClock(server.url).offset() == 0
+
+
+def test_aligning_the_offset_replaces_it_for_every_process_and_says_what_it_was(
+    server: RedisServer,
+) -> None:
+    other = ShiftableClock(server.url, refresh=0)  # another process's
+    other.advance(31 * DAY)  # what this Redis's data held
+
+    was = ShiftableClock(server.url).align(62 * DAY)  # the emulator's, at `up`
+
+    assert was == 31 * DAY
+    assert other.offset() == 62 * DAY
+    assert ShiftableClock(server.url).align(0) == 62 * DAY
+    with pytest.raises(ValueError, match="never behind"):
+        ShiftableClock(server.url).align(-1)

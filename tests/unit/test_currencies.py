@@ -95,6 +95,9 @@ def test_a_currency_has_the_decimals_stripe_counts_its_amounts_in(
         (1230, "kwd", "1.230 KWD"),
         (50, "bhd", "0.050 BHD"),
         (-4900, "usd", "-49.00 USD"),
+        (123_456_789, "usd", "1,234,567.89 USD"),
+        (150_000, "jpy", "150,000 JPY"),
+        (-1_234_560, "kwd", "-1,234.560 KWD"),
     ],
 )
 def test_an_amount_in_minor_units_is_shown_in_the_currencys_own_units(

@@ -21,7 +21,13 @@ from __future__ import annotations
 
 import click
 
-from worker.cli import actions, listing, processes, stripe_sync  # noqa: F401 - they add to groups
+from worker.cli import (  # noqa: F401 - they add to groups
+    actions,
+    listing,
+    processes,
+    stripe_faults,
+    stripe_sync,
+)
 from worker.cli.accounts import accounts
 from worker.cli.base import RootGroup
 from worker.cli.clients import clients

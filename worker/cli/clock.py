@@ -1,8 +1,11 @@
 """``billing-worker clock``: the local stack's clock.
 
 The application clock (real time plus an offset kept in Redis, :mod:`adapters.clock`) and the
-Stripe emulator's clock move together. The offset lives with the stack's data, so it
-survives a restart of ``up``; ``clock reset`` or ``up --fresh`` bring real time back.
+Stripe emulator's clock move together. The one offset is the emulator's, kept in its state file
+in the data directory, which ``up`` and ``up --ha`` both start it on; the application's in Redis
+is its copy, written by ``up`` and by ``clock advance`` (:mod:`worker.local.stack_clock`). So
+it survives a restart of ``up`` in either mode; ``clock reset`` or ``up --fresh`` bring real
+time back.
 """
 
 from __future__ import annotations
@@ -72,9 +75,16 @@ def clock_advance(duration: str) -> None:
     # Stripe first: once the application's clock moves, beat may apply a change that fell
     # due, and the provider must already be in the new period when it does.
     emulator_url = stack.get("stripe_emulator_url")
+    application = ShiftableClock(clock_client(stack_settings()))
     if emulator_url:
-        EmulatorAdmin(str(emulator_url)).advance_clock(seconds)
-    offset = ShiftableClock(clock_client(stack_settings())).advance(seconds)
+        # The emulator's offset is the stack's one (worker/local/stack_clock.py): the
+        # application's becomes a copy of it, whatever it was.
+        with EmulatorAdmin(str(emulator_url)) as emulator:
+            emulator.advance_clock(seconds)
+            offset = emulator.clock()["offset"]
+        application.align(offset)
+    else:
+        offset = application.advance(seconds)
     click.echo(f"advanced {duration}; the clock is now {_days(offset)} ahead")
 
 
@@ -104,7 +114,7 @@ def clock_show(as_json: bool) -> None:
         "stripe_emulator_now": emulator_now.isoformat() if emulator_now else None,
     }
     lines = [
-        f"offset     {offset:g}s ({_days(offset)} ahead)",
+        f"offset     {offset:.0f}s ({_days(offset)} ahead)",
         f"now        {shifted:%Y-%m-%d %H:%M:%S} UTC   (what every process of the stack uses)",
         f"real time  {real:%Y-%m-%d %H:%M:%S} UTC",
     ]

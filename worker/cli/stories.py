@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from domain.billing.currencies import format_amount
 from domain.operations.console import (
     AccountStory,
     CommandView,
@@ -151,8 +152,8 @@ def _subscription_summary(story: SubscriptionStory) -> list[str]:
                 invoice.id,
                 invoice.number or "",
                 invoice.status,
-                f"{invoice.amount_due} {invoice.currency}",
-                f"{invoice.amount_paid} {invoice.currency}",
+                format_amount(invoice.amount_due, invoice.currency),
+                format_amount(invoice.amount_paid, invoice.currency),
                 invoice.billing_reason or "",
                 when(invoice.created),
             ]
@@ -169,10 +170,11 @@ def _subscription_summary(story: SubscriptionStory) -> list[str]:
         lines.append(f"  not read: {story.next_invoice_error or 'the subscription is over'}")
     else:
         lines.append(
-            f"  {upcoming.amount_due} {upcoming.currency} due, {len(upcoming.lines)} line(s)"
+            f"  {format_amount(upcoming.amount_due, upcoming.currency)} due, "
+            f"{len(upcoming.lines)} line(s)"
         )
         lines += [
-            f"  {line.amount:>10} {upcoming.currency}  {line.description}"
+            f"  {format_amount(line.amount, upcoming.currency):>14}  {line.description}"
             for line in upcoming.lines
         ]
     return lines
@@ -183,7 +185,7 @@ def _invoice_lines(story: SubscriptionStory) -> list[str]:
         [
             invoice.id,
             line.description,
-            f"{line.amount} {invoice.currency}",
+            format_amount(line.amount, invoice.currency),
             "yes" if line.proration else "",
             f"{when(line.period_start)} → {when(line.period_end)}",
             line.price_id or "",

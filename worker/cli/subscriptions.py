@@ -10,6 +10,7 @@ from typing import Literal, cast
 import click
 
 from application.requests.operator_actions import ShowSubscription
+from domain.billing.currencies import format_amount
 from domain.errors import found
 from domain.subscriptions.change_previews import PreviewPlanChange
 from domain.subscriptions.subscription import SubscriptionTerms
@@ -107,8 +108,9 @@ def subscriptions_preview_change(
     subscription_id: str, org_id: str, billing_account_id: str, plan_ref: str, as_json: bool
 ) -> None:
     """What changing SUBSCRIPTION_ID to --plan now would invoice, from Stripe's preview
-    (amounts in minor units); changes nothing. Send the printed proration date with the
-    change (`plan_change.proration_date`) within 5 minutes to be invoiced exactly this."""
+    (amounts in the currency's units; with --json, in minor units); changes nothing. Send
+    the printed proration date with the change (`plan_change.proration_date`) within 5
+    minutes to be invoiced exactly this."""
     from application.handlers.subscriptions.previews import preview_plan_change
 
     preview = preview_plan_change(
@@ -124,13 +126,14 @@ def subscriptions_preview_change(
     if as_json:
         click.echo(json.dumps(preview, indent=2, sort_keys=True))
         return
+    currency = preview["currency"]
     click.echo(
-        f"{preview['subscription_id']} → {preview['plan_id']}: {preview['amount_due']} "
-        f"{preview['currency']} due ({preview['billed']}, {preview['proration_behavior']}), "
-        f"prorated at {preview['proration_date']}"
+        f"{preview['subscription_id']} → {preview['plan_id']}: "
+        f"{format_amount(preview['amount_due'], currency)} due ({preview['billed']}, "
+        f"{preview['proration_behavior']}), prorated at {preview['proration_date']}"
     )
     for line in preview["lines"]:
-        click.echo(f"  {line['amount']:>10}  {line['description']}")
+        click.echo(f"  {format_amount(line['amount'], currency):>14}  {line['description']}")
 
 
 @subscriptions.command("seed-period-end", settings_env=(*DATABASE_ENV, *STRIPE_ENV))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +63,17 @@ def demo_table(records: Sequence[DemoRecord], indent: str = "  ") -> list[str]:
     return [f"{indent}{kind:<{kinds}}  {id_:<{ids}}  {what}" for kind, id_, what in rows]
 
 
-def clock_line(offset_seconds: float | None) -> str:
+def clock_line(offset_seconds: float | None, real_now: datetime | None = None) -> str:
+    """The banner's clock: real time, or how far ahead it is and the shifted now every
+    process of the stack uses."""
     if offset_seconds is None:
         return "real time (the clock moves only with the Stripe emulator)"
     if not offset_seconds:
         return "real time (billing-worker clock advance 31d | show | reset)"
+    shifted = (real_now or datetime.now(UTC)) + timedelta(seconds=offset_seconds)
     return (
-        f"{offset_seconds / 86400:.2f} days ahead of real time, kept from an earlier run "
+        f"{offset_seconds / 86400:.2f} days ahead of real time: {shifted:%Y-%m-%d %H:%M} UTC "
+        "for every process and the Stripe emulator, kept from an earlier run "
         "(billing-worker clock show | reset)"
     )
 

@@ -44,6 +44,7 @@ from worker.local.seed import (
     wire_stripe_events,
 )
 from worker.local.sentinel import MASTER_NAME, SentinelTopology
+from worker.local.stack_clock import align_with_emulator, clock_offset
 from worker.local.stack_state import read_stack, write_stack_file
 from worker.local.supervisor import Supervisor
 from worker.settings import Settings
@@ -168,6 +169,12 @@ class LocalStack:
                 "shiftable_clock": emulator_url is not None or settings.shiftable_clock,
             }
         )
+        if emulator_url is not None:
+            # Before anything reads the clock: the emulator's offset is the stack's, whichever
+            # Redis (one server's data, or --ha's) this run keeps (worker/local/stack_clock.py).
+            aligned = align_with_emulator(seeding, emulator_url)
+            if aligned.changed:
+                echo(aligned.explained())
         credentials, demo_billing = self._seed(seeding, emulator_url, echo)
 
         flower_password = (
@@ -253,7 +260,7 @@ class LocalStack:
             metrics_urls=metrics_urls,
             credentials=credentials,
             demo_billing=demo_billing,
-            clock_offset_seconds=_clock_offset(seeding) if seeding.shiftable_clock else None,
+            clock_offset_seconds=clock_offset(seeding) if seeding.shiftable_clock else None,
             redis_ha=recorded_ha,
         )
         for line in banner(started):
@@ -380,9 +387,3 @@ class LocalStack:
         stack = read_stack(self.settings.data_dir)
         if stack:
             write_stack_file(self.settings, {**stack, "stopped": True})
-
-
-def _clock_offset(settings: Settings) -> float:
-    from adapters.clock import ShiftableClock, clock_client
-
-    return ShiftableClock(clock_client(settings)).offset()

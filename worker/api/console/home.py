@@ -3,13 +3,20 @@ commands in flight, what failed or was rejected in the last day, the accounts st
 ``pending``, the drift the database shows, the sweeps' last success, and the clock. Figures
 are read as beat's gauges read them (``Services.queue_depths``, ``Services.system_figures``),
 the sweeps' successes as the workers record them (``Services.sweep_successes``), and each
-list from the console's reads (``ConsoleQueries``)."""
+list from the console's reads (``ConsoleQueries``).
+
+Two clocks show here. The application's (``Services.clock``: on the local stack, real time
+plus the offset ``clock advance`` moves) stamps every row, so the lists and the page's clock
+are on it. The sweeps run on real time (beat schedules them every so many real seconds) and
+their successes are recorded on the workers' wall clock, as the metric that alerts on them is:
+a sweep's health is judged against real time, so that moving the application's clock by a
+month does not make every sweep look a month late."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from fastapi import APIRouter
@@ -98,7 +105,9 @@ STALLED_INTERVALS = 3
 alert ``BillingSweepStalled`` would fire)."""
 
 
-def _sweeps(svc: Services, now: datetime) -> str:
+def _sweeps(svc: Services, real_now: datetime) -> str:
+    """Each sweep's last success and verdict, judged against ``real_now``: the wall clock
+    the successes were recorded on (the module's docstring)."""
     from adapters.messaging.config import SWEEPS
     from adapters.observability.sweeps import schedule_intervals
 
@@ -109,7 +118,7 @@ def _sweeps(svc: Services, now: datetime) -> str:
     rows = []
     for sweep in sorted(SWEEPS):
         last, interval = successes.get(sweep), intervals.get(sweep)
-        age = None if last is None else (now - last).total_seconds()
+        age = None if last is None else max(0.0, (real_now - last).total_seconds())
         late = age is not None and interval is not None and age > STALLED_INTERVALS * interval
         # Never recorded: not run since Redis's data began (an hourly sweep on a new stack).
         verdict = "not yet" if age is None else "stalled" if late else "ok"
@@ -122,13 +131,31 @@ def _sweeps(svc: Services, now: datetime) -> str:
                 badge(verdict),
             ]
         )
-    headers = ("Sweep", "Every", "Last success", "Ago", "")
+    headers = ("Sweep", "Every", "Last success (real time)", "Ago", "")
     return table(headers, rows, "no sweeps")
+
+
+SHIFTED_AFTER_SECONDS = 1.0
+"""How far ahead of real time the application's clock must be to be called shifted (it is
+read a moment before real time is)."""
+
+
+def _clock_line(now: datetime, real_now: datetime) -> str:
+    """The application's clock, and how far ahead of real time it is when shifted."""
+    ahead = (now - real_now).total_seconds()
+    if ahead < SHIFTED_AFTER_SECONDS:
+        return f'<p class="clock">The clock: {when(now)} UTC (real time)</p>'
+    return (
+        f'<p class="clock shifted">The clock: {when(now)} UTC, shifted '
+        f"{ahead / 86400:.2f} days ahead of real time ({when(real_now)} UTC) by "
+        "<code>billing-worker clock advance</code>; the sweeps are timed in real time</p>"
+    )
 
 
 def overview(svc: Services) -> str:
     """The home page's body."""
     now = svc.clock.now()
+    real_now = datetime.now(UTC)  # the sweeps' clock (the module's docstring)
     console = svc.console()
     depths = _read("queues", lambda: svc.queue_depths()())
     figures = _read("database figures", lambda: svc.system_figures()(now))
@@ -197,7 +224,7 @@ def overview(svc: Services) -> str:
             _card("failed commands waiting for an operator", figures.failed_commands, FAILURES)
         )
     body = [
-        f'<p class="clock">The clock: {when(now)} UTC</p>',
+        _clock_line(now, real_now),
         search_form(),
         f'<div class="cards">{"".join(cards)}</div>',
     ]
@@ -211,7 +238,7 @@ def overview(svc: Services) -> str:
             id="queues",
         )
     )
-    body.append(section("Sweeps", _sweeps(svc, now), id="sweeps"))
+    body.append(section("Sweeps", _sweeps(svc, real_now), id="sweeps"))
     if figures is not None:
         changes = [
             [badge(state), text(count)] for state, count in sorted(figures.changes_by_state.items())

@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 
 from application.handlers.operations.actions import subscription_story
 from application.requests.operator_actions import ShowSubscription
+from domain.billing.currencies import format_amount
 from domain.messages import ID_PATTERN
 from domain.operations.console import InvoiceView, SubscriptionStory, duration
 from worker.api.console.access import Viewer, may_see
@@ -37,9 +38,9 @@ router = APIRouter()
 
 
 def money(amount: int, currency: str) -> str:
-    """Minor units as a reader reads them (``2500 usd`` → ``25.00 USD``; zero-decimal
-    currencies are rare among our plans and are shown in minor units)."""
-    return text(f"{amount / 100:,.2f} {currency.upper()}")
+    """Minor units as a reader reads them (:func:`domain.billing.currencies.format_amount`,
+    as the CLI shows them), escaped for the page."""
+    return text(format_amount(amount, currency))
 
 
 def _summary(story: SubscriptionStory) -> str:
