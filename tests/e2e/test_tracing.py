@@ -7,20 +7,27 @@ trace continue in the worker."""
 
 from __future__ import annotations
 
+import json
 import secrets
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from celery import Celery
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from adapters.clock import SystemClock
 from adapters.db.migrate import upgrade
-from stripe_emulator import EmulatorAdmin
+from adapters.messaging.publisher import CeleryPublisher, publishing_app
+from adapters.observability.tracing import start_tracing, stop_tracing
+from domain.ports.commands import CommandMessage
+from stripe_emulator import DEFAULT_API_KEY, EmulatorAdmin
 from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
 from tests.support.records import create_organization, create_user
-from tests.support.stack import DEFAULT_API_KEY, Stack, eventually, stack_of_its_own
+from tests.support.stack import Stack, eventually, stack_of_its_own
+from worker.settings import Settings
 
 pytestmark = pytest.mark.e2e
 
@@ -198,3 +205,42 @@ def test_a_command_published_without_trace_context_starts_its_own_trace(
     run = one(the_trace_of(receiver, command_id, "run/users.enable"), "run/users.enable")
 
     assert run.parent_span_id == ""
+
+
+def test_a_published_command_carries_its_publish_spans_trace_context_in_its_headers(
+    stack: Stack,
+) -> None:
+    exporter = InMemorySpanExporter()
+    start_tracing("test", exporter=exporter)
+    queue = f"tracing-{uuid.uuid4().hex[:8]}"  # consumed by nobody: the message stays
+    command_id = str(uuid.uuid4())
+    app = publishing_app(Settings(redis_url=stack.redis_url))
+    try:
+        CeleryPublisher(app).publish(
+            CommandMessage(
+                id=command_id,
+                type="users.enable",
+                payload={"command_id": command_id, "user_id": "usr_1"},
+                queue=queue,
+            )
+        )
+    finally:
+        app.close()
+        stop_tracing()
+
+    [published] = exporter.get_finished_spans()
+    assert published.name == "publish users.enable"
+    client = redis.Redis.from_url(stack.redis_url)
+    raw = client.lpop(queue)
+    assert isinstance(raw, bytes)
+    message = json.loads(raw)
+    client.close()
+    context = published.get_span_context()
+    assert context is not None
+    version, trace_id, parent_id, flags = message["headers"]["traceparent"].split("-")
+    assert (version, trace_id, parent_id) == (
+        "00",
+        f"{context.trace_id:032x}",
+        f"{context.span_id:016x}",
+    )
+    assert int(flags, 16) & 1  # sampled
