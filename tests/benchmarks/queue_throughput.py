@@ -204,3 +204,51 @@ def scaling(ctx: BenchContext) -> list[Figure]:
             )
         )
     return figures
+
+
+def tracing(ctx: BenchContext) -> list[Figure]:
+    """What tracing costs a command: P1's setup on SQLite with tracing off (production's
+    default), then on (``OTEL_EXPORTER_OTLP_ENDPOINT``: every span sent over OTLP/HTTP to a
+    real receiver in this process, which decodes each batch). Interleaved off, on, on, off,
+    each side's two runs counted together, as in P1. The value is the difference per command
+    (on - off), wall time from throughput and the worker processes' CPU time."""
+    from tests.support.otlp_receiver import otlp_receiver
+
+    with otlp_receiver() as receiver:
+        traced = Setup(settings={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url})
+        first_off = enable_throughput(ctx, "tracing_off_first", "sqlite", Setup())
+        on = together(
+            enable_throughput(ctx, f"tracing_on_{run}", "sqlite", traced) for run in (1, 2)
+        )
+        off = together((first_off, enable_throughput(ctx, "tracing_off_last", "sqlite", Setup())))
+        spans = len(receiver.spans)
+    runs = {
+        "on": on.details(),
+        "off": off.details(),
+        # Warm-ups included: what the receiver decoded over both traced runs.
+        "spans_received": spans,
+        "exporter": "otlp (http/protobuf), BatchSpanProcessor defaults",
+    }
+    wall_off, wall_on = 1000 / off.rate, 1000 / on.rate
+    return [
+        Figure(
+            "tracing.wall",
+            "tracing on: wall time added per command",
+            wall_on - wall_off,
+            "ms",
+            wall_off,
+            "per command, tracing off",
+            also_required=on.failed == 0,
+            details=runs,
+        ),
+        Figure(
+            "tracing.cpu",
+            "tracing on: worker CPU added per command",
+            on.cpu_ms_per_command - off.cpu_ms_per_command,
+            "ms",
+            off.cpu_ms_per_command,
+            "per command, tracing off",
+            also_required=on.failed == 0,
+            details=runs,
+        ),
+    ]
