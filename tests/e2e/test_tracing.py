@@ -8,7 +8,10 @@ trace continue in the worker."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +33,8 @@ from tests.support.stack import Stack, eventually, stack_of_its_own
 from worker.settings import Settings
 
 pytestmark = pytest.mark.e2e
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 TRACING_REDIS_DB = 4
 CREATE_ACCOUNT = "billing.create_account"
@@ -167,18 +172,23 @@ def test_a_publisher_that_sends_a_traceparent_sees_its_trace_continue_in_the_wor
 ) -> None:
     user = create_user(stack.sessions, SystemClock(), email=f"u-{uuid.uuid4().hex[:8]}@x.example")
     trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
-    publisher = Celery("another-service", broker=stack.redis_url)
-    publisher.conf.update(task_serializer="json", accept_content=["json"])
-    command_id = str(uuid.uuid4())
-    try:
-        publisher.send_task(
-            "users.enable",
-            queue="users",
-            kwargs={"command_id": command_id, "user_id": user.id},
-            headers={"traceparent": f"00-{trace_id}-{parent_id}-01"},
-        )
-    finally:
-        publisher.close()
+
+    # The how-to's publisher (examples/publish_command_traced.py), in a process of its own.
+    published = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLES / "publish_command_traced.py"),
+            user.id,
+            f"00-{trace_id}-{parent_id}-01",
+        ],
+        env={**os.environ, "REDIS_URL": stack.redis_url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert published.returncode == 0, published.stderr
+    command_id = published.stdout.strip()
 
     spans = the_trace_of(receiver, command_id, "run/users.enable")
 
