@@ -119,3 +119,11 @@ def start_api_tracing() -> None:
     from adapters.observability.tracing import start_tracing
 
     start_tracing("api")
+
+
+def stop_api_tracing() -> None:
+    """The API process, as it stops: its buffered spans are sent (nothing if it never
+    traced)."""
+    from adapters.observability.tracing import stop_tracing
+
+    stop_tracing()

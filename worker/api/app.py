@@ -45,7 +45,7 @@ from worker.api.state import ApiState, RefusalHold
 from worker.api.tracing import trace_requests
 from worker.api.verifications import Verifications
 from worker.bootstrap import Services, bootstrap
-from worker.process_signals import configure_logging, start_api_tracing
+from worker.process_signals import configure_logging, start_api_tracing, stop_api_tracing
 
 ROUTERS = (
     users.router,
@@ -119,6 +119,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
         yield
         await results.stop()
         await redis.aclose()
+        stop_api_tracing()  # the spans still buffered are sent before the process exits
 
     # Swagger UI and ReDoc from a package's files, not a CDN: /docs works offline.
     app = FastAPIOffline(
