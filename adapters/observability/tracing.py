@@ -132,10 +132,12 @@ def start_tracing(
     environ: Mapping[str, str] | None = None,
     exporter: Any = None,
 ) -> Any:
-    """Build this process's tracer provider once (again in a forked child) and make it the
-    global one, if :func:`tracing_choice` says so or an ``exporter`` is given (a test's
-    in-memory one); returns it, or ``None`` when tracing is off. ``process``: api, worker or
-    beat, kept on every span's resource (:data:`PROCESS_ATTRIBUTE`)."""
+    """Build this process's tracer provider once (again in a forked child) if
+    :func:`tracing_choice` says so, exporting in batches to the exporters it names, and make it
+    OpenTelemetry's global one; or, given an ``exporter`` (a test's in-memory one), export each
+    span to it at once and leave the global alone. Returns the provider, or ``None`` when
+    tracing is off. ``process`` (``api``, ``worker``) is kept on every span's resource
+    (:data:`PROCESS_ATTRIBUTE`)."""
     global _provider, _provider_pid, _tracer
     if _provider is not None and _provider_pid == os.getpid():
         return _provider
