@@ -32,7 +32,12 @@ from adapters.messaging.config import CONSUMED_QUEUES, TASK_MODULES, celery_conf
 from domain.ports.application import Application
 from tasks.runtime import CommandApp
 from worker.bootstrap import bootstrap
-from worker.process_signals import configure_logging, connect_failover_watch, connect_metrics
+from worker.process_signals import (
+    configure_logging,
+    connect_failover_watch,
+    connect_metrics,
+    connect_tracing,
+)
 from worker.settings import Settings, get_settings
 
 __all__ = ["CONSUMED_QUEUES", "app", "create_celery_app", "worker_app"]
@@ -92,11 +97,13 @@ def worker_app(
 ) -> CommandApp:
     """The app a worker node or beat runs: :func:`create_celery_app` with, unless ``metrics``
     is off, the run time and retries of each delivery and the exporters connected to Celery's
-    signals (once per process). The process's other signals below are connected at import."""
+    signals (once per process), and the traces of each pool process (off unless the
+    ``OTEL_*`` settings ask). The process's other signals below are connected at import."""
     built = create_celery_app(application=application)
     if metrics:
         connect_metrics(built)
     connect_failover_watch(built)
+    connect_tracing()
     return built
 
 

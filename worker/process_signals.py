@@ -1,5 +1,6 @@
 """What a process connects as it starts, from its settings: its logging, Celery's signals to
-the metrics (workers and beat), and beat's watch of the broker's primary. Each is connected
+the metrics (workers and beat), its traces (the API, a worker's pool processes), and beat's
+watch of the broker's primary. Each is connected
 once per process; the services they report on come from the composition root
 (:func:`worker.bootstrap.bootstrap`)."""
 
@@ -82,3 +83,47 @@ def connect_metrics(celery: Celery | None = None) -> None:
             sweep_succeeded=lambda sweep, at: bootstrap().sweep_successes().record(sweep, at),
         )
     )
+
+
+_tracing_connected = False
+
+
+def connect_tracing() -> None:
+    """Each pool process of a worker node starts tracing after Celery's fork, if the
+    ``OTEL_*`` settings ask for it (``adapters/observability/tracing.py``): its own provider
+    and export thread, the Celery instrumentation's span for each run; the buffered spans
+    are sent as it stops. The node's main process runs no task and traces nothing.
+    Connected once per process."""
+    global _tracing_connected
+    if _tracing_connected:
+        return
+    _tracing_connected = True
+    from celery.signals import worker_process_init, worker_process_shutdown
+
+    from adapters.observability import tracing
+
+    def start(**_: object) -> None:
+        if tracing.start_tracing("worker") is not None:
+            tracing.instrument_celery_worker()
+
+    def stop(**_: object) -> None:
+        tracing.stop_tracing()
+
+    worker_process_init.connect(start, weak=False)
+    worker_process_shutdown.connect(stop, weak=False)
+
+
+def start_api_tracing() -> None:
+    """The API process starts tracing as uvicorn builds its app, if the ``OTEL_*`` settings
+    ask for it (``worker/api/tracing.py`` instruments the app)."""
+    from adapters.observability.tracing import start_tracing
+
+    start_tracing("api")
+
+
+def stop_api_tracing() -> None:
+    """The API process, as it stops: its buffered spans are sent (nothing if it never
+    traced)."""
+    from adapters.observability.tracing import stop_tracing
+
+    stop_tracing()

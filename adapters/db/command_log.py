@@ -28,6 +28,7 @@ from adapters.db.command_runs import SqlCommandRuns
 from adapters.db.models import CommandRow, ProviderCallRow
 from adapters.db.uow import is_unique_violation
 from adapters.observability import metrics
+from adapters.observability.tracing import COMMAND_ID, COMMAND_TYPE, span
 from domain.messages import (
     AWAITING_DELIVERY,
     CommandStatus,
@@ -113,7 +114,10 @@ class SqlCommandLog(SqlCommandRuns):
             "finished_at": None,
         }
         try:
-            with self._engine.begin() as connection:
+            with (
+                span("command_log accept", {COMMAND_ID: command_id, COMMAND_TYPE: command_type}),
+                self._engine.begin() as connection,
+            ):
                 connection.execute(_RECORD, entry)
         except IntegrityError as error:
             if not is_unique_violation(error):

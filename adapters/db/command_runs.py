@@ -24,6 +24,7 @@ from adapters.db.events import SqlEventOutbox
 from adapters.db.models import CommandRow
 from adapters.db.uow import SharedUnitOfWork, is_unreachable_or_read_only
 from adapters.observability import metrics
+from adapters.observability.tracing import COMMAND_ID, COMMAND_TYPE, span
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.events.base import Event
 from domain.messages import CommandStatus, command_fingerprint
@@ -133,7 +134,8 @@ class SqlCommandRuns:
                     command_id, command_type, payload, fingerprint, source, now, mine, resumes
                 )
 
-        outcome = self._patiently("the start", command_id, begin_once)
+        with span("command_log begin", {COMMAND_ID: command_id, COMMAND_TYPE: command_type}):
+            outcome = self._patiently("the start", command_id, begin_once)
         if isinstance(outcome, _LoggedNow):
             metrics.command_accepted(command_type, source)
             return None
@@ -186,6 +188,25 @@ class SqlCommandRuns:
             return None
 
     def run_in_one_transaction(
+        self,
+        command_id: str,
+        command_type: str,
+        payload: dict[str, Any],
+        *,
+        source: str,
+        work: Callable[[UnitOfWork], dict[str, Any]],
+    ) -> CommandRecord | None:
+        """``CommandJournal.run_in_one_transaction`` (:meth:`_run_in_one_transaction`), in a
+        span of the command log."""
+        with span(
+            "command_log run_in_one_transaction",
+            {COMMAND_ID: command_id, COMMAND_TYPE: command_type},
+        ):
+            return self._run_in_one_transaction(
+                command_id, command_type, payload, source=source, work=work
+            )
+
+    def _run_in_one_transaction(
         self,
         command_id: str,
         command_type: str,
@@ -283,7 +304,10 @@ class SqlCommandRuns:
     def retrying(
         self, command_id: str, error: dict[str, Any], retry: dict[str, Any] | None = None
     ) -> None:
-        self._patiently("the retry", command_id, lambda: self._retrying(command_id, error, retry))
+        with span("command_log retrying", {COMMAND_ID: command_id}):
+            self._patiently(
+                "the retry", command_id, lambda: self._retrying(command_id, error, retry)
+            )
 
     def _retrying(
         self, command_id: str, error: dict[str, Any], retry: dict[str, Any] | None
@@ -328,11 +352,12 @@ class SqlCommandRuns:
         they report, in its transaction. Tried again while the database cannot write
         (:meth:`_patiently`): a try that did write finished the command, and the next one
         finds it finished and writes nothing."""
-        now, finished = self._patiently(
-            f"the outcome ({status.value})",
-            command_id,
-            lambda: self._finish_once(command_id, status, result, error, events),
-        )
+        with span(f"command_log {status.value}", {COMMAND_ID: command_id}):
+            now, finished = self._patiently(
+                f"the outcome ({status.value})",
+                command_id,
+                lambda: self._finish_once(command_id, status, result, error, events),
+            )
         if finished is not None:
             metrics.command_finished(finished.type, status.value, finished.created_at, now, result)
             if error is not None:

@@ -30,6 +30,7 @@ from adapters.db.models import (
     WebhookEndpointRow,
 )
 from adapters.db.repositories import _RowRepository
+from adapters.observability.tracing import COMMAND_ID, EVENT_ID, EVENT_TYPE, span
 from domain.events.base import Event
 from domain.ports.events import RecordedEvent
 from domain.provider.sync import StripeEndpoint
@@ -51,7 +52,14 @@ class SqlEventOutbox:
     def add(self, event: Event) -> None:
         """Write ``event`` in the session's transaction now: one insert, as SQLAlchemy Core
         (through the ORM, its row cost a command about as much as the statement again at the
-        flush, issue 34)."""
+        flush, issue 34). A span of its own: an event the command emitted, in its trace."""
+        attributes = {EVENT_ID: event.id, EVENT_TYPE: event.type}
+        if event.command_id is not None:
+            attributes[COMMAND_ID] = event.command_id
+        with span(f"emit {event.type}", attributes):
+            self._add(event)
+
+    def _add(self, event: Event) -> None:
         self._session.execute(
             _ADD_EVENT,
             {

@@ -16,6 +16,13 @@ from celery.utils.time import utcoffset
 from kombu import Producer
 
 from adapters.messaging.config import CeleryOptions, celery_config
+from adapters.observability.tracing import (
+    COMMAND_ID,
+    COMMAND_TYPE,
+    SpanKind,
+    inject_trace_context,
+    span,
+)
 from domain.ports.commands import CommandMessage
 
 logger = logging.getLogger(__name__)
@@ -58,16 +65,29 @@ class CeleryPublisher:
             options["declare"] = []
         if self._sent_events is not None:
             options["event_dispatcher"] = self._sent_events
-        self.app.send_task(
-            message.type,
-            kwargs=dict(message.payload),
-            task_id=message.id,
-            retries=message.retries,
-            retry=not buffered_only,
-            retry_policy=PUBLISH_RETRY_POLICY,
-            producer=self.producer,
-            **options,
-        )
+        attributes = {
+            COMMAND_ID: message.id,
+            COMMAND_TYPE: message.type,
+            "messaging.system": "celery",
+            "messaging.operation.type": "send",
+            "messaging.message.id": message.id,
+        }
+        with span(f"publish {message.type}", attributes, kind=SpanKind.PRODUCER):
+            # The run continues this trace: W3C trace context in the message's headers.
+            headers: dict[str, Any] = {}
+            inject_trace_context(headers)
+            if headers:
+                options["headers"] = headers
+            self.app.send_task(
+                message.type,
+                kwargs=dict(message.payload),
+                task_id=message.id,
+                retries=message.retries,
+                retry=not buffered_only,
+                retry_policy=PUBLISH_RETRY_POLICY,
+                producer=self.producer,
+                **options,
+            )
         if self._in_batch:
             # Celery declares the message's queue on every publish: a cached check, but it
             # copies and binds the queue each time (a sixth of a sweep's publish). Once a

@@ -43,6 +43,7 @@ class StripeCustomers(StripeRequests):
                 params=params,  # type: ignore[arg-type]
                 options={"idempotency_key": idempotency_key},
             ),
+            idempotency_key=idempotency_key,
         )
         return str(created.id)
 

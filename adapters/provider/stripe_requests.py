@@ -15,10 +15,12 @@ import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import stripe
 
 from adapters.observability import metrics
+from adapters.observability.tracing import IDEMPOTENCY_KEY, SpanKind, annotate_span, span
 from adapters.provider.stripe_errors import is_rate_limit, retry_after, translate
 from adapters.provider.stripe_fields import field_for_param
 from domain.provider.rate_budget import CallKind, RateBudget, current_priority
@@ -58,6 +60,7 @@ class StripeRequests:
             http_client=stripe.RequestsClient(timeout=timeout),
         )
         self._budget = budget
+        self._server_address = urlsplit(api_base or stripe.DEFAULT_API_BASE).hostname or "?"
 
     def _call(
         self,
@@ -65,8 +68,29 @@ class StripeRequests:
         operation: str,
         send: Callable[[], T],
         field_for: Callable[[str | None], str] = field_for_param,
+        *,
+        idempotency_key: str | None = None,
     ) -> T:
-        """``send`` one request through the rate budget, translating Stripe's errors."""
+        """``send`` one request through the rate budget, translating Stripe's errors; in a
+        span of its own that names the operation and its ``idempotency_key`` (never the API
+        key, nor what the request carries: personal data)."""
+        attributes = {
+            "stripe.operation": operation,
+            "stripe.call_kind": kind.value,
+            "server.address": self._server_address,
+        }
+        if idempotency_key is not None:
+            attributes[IDEMPOTENCY_KEY] = idempotency_key
+        with span(f"stripe {operation}", attributes, kind=SpanKind.CLIENT):
+            return self._call_in_budget(kind, operation, send, field_for)
+
+    def _call_in_budget(
+        self,
+        kind: CallKind,
+        operation: str,
+        send: Callable[[], T],
+        field_for: Callable[[str | None], str],
+    ) -> T:
         budget = self._budget
         rate_limits = 0
         while True:
@@ -125,5 +149,6 @@ def _measured(operation: str, send: Callable[[], T]) -> T:
         status = str(error.http_status) if error.http_status else "error"
         raise
     finally:
+        annotate_span("http.response.status_code", int(status) if status.isdigit() else None)
         metrics.STRIPE_REQUESTS.labels(label, status).inc()
         metrics.STRIPE_REQUEST_SECONDS.labels(label).observe(time.perf_counter() - started)

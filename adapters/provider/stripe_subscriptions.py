@@ -39,6 +39,7 @@ class StripeSubscriptions(StripeRequests):
                 options={"idempotency_key": idempotency_key},
             ),
             price_field,
+            idempotency_key=idempotency_key,
         )
         product = price.product
         product_id = product if isinstance(product, str) else product.id
@@ -74,6 +75,7 @@ class StripeSubscriptions(StripeRequests):
                 options={"idempotency_key": idempotency_key},
             ),
             subscription_field,
+            idempotency_key=idempotency_key,
         )
         return subscription_of(created)
 
@@ -114,6 +116,7 @@ class StripeSubscriptions(StripeRequests):
                 options={"idempotency_key": idempotency_key},
             ),
             plan_field,
+            idempotency_key=idempotency_key,
         )
         return subscription_of(updated)
 

@@ -175,10 +175,11 @@ def accepts(
     warm_up: int,
     processes: int,
     backend: str = "sqlite",
+    settings: dict[str, str] | None = None,
 ) -> Requests:
     """``count`` respond-async enables (after ``warm_up`` more) from 8 clients, on an API of
-    ``processes`` processes and no worker."""
-    with system(ctx, name, backend) as stack:
+    ``processes`` processes and no worker, with ``settings`` in its environment."""
+    with system(ctx, name, backend, settings=settings) as stack:
         stack.start_api(processes=processes)
         stack.client = stack.new_client()
         users = seed_users(stack, warm_up + count)

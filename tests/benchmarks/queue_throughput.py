@@ -1,9 +1,11 @@
 """Commands published straight on the queue: P1 (beside bare Celery), P8 (each capability
-switched off in turn) and the scaling figure (1, 2, 4 worker processes; two nodes)."""
+switched off in turn), the scaling figure (1, 2, 4 worker processes; two nodes), and what
+tracing costs a command (on beside off)."""
 
 from __future__ import annotations
 
 import timeit
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -19,6 +21,8 @@ from tests.benchmarks.harness import (
     system,
     worker_processes,
 )
+from tests.benchmarks.http_paths import accepts
+from tests.support.otlp_receiver import otlp_receiver
 from worker.launch.command_lines import WORKER_APP
 
 
@@ -204,3 +208,70 @@ def scaling(ctx: BenchContext) -> list[Figure]:
             )
         )
     return figures
+
+
+def tracing(ctx: BenchContext) -> list[Figure]:
+    """What tracing costs a command: P1's setup on SQLite with tracing off (production's
+    default), then on (``OTEL_EXPORTER_OTLP_ENDPOINT``: every span sent over OTLP/HTTP to a
+    real receiver in this process, which decodes each batch). Interleaved off, on, on, off,
+    each side's two runs counted together, as in P1. The value is the difference per command
+    (on - off), wall time from throughput and the worker processes' CPU time. Then P2's
+    accept path (respond-async, 8 clients, no worker) through an API with tracing off, then
+    on: the time per accept it adds (the request's span, the command log's, the publish's)."""
+    count, warm_up = ctx.size(200, 3000), ctx.size(20, 200)
+    with otlp_receiver() as receiver:
+        otlp = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+        traced = Setup(settings=otlp)
+        first_off = enable_throughput(ctx, "tracing_off_first", "sqlite", Setup())
+        on = together(
+            enable_throughput(ctx, f"tracing_on_{run}", "sqlite", traced) for run in (1, 2)
+        )
+        off = together((first_off, enable_throughput(ctx, "tracing_off_last", "sqlite", Setup())))
+        spans = len(receiver.spans)
+        api_off = accepts(ctx, "tracing_api_off", count, warm_up, processes=1)
+        api_on = accepts(ctx, "tracing_api_on", count, warm_up, processes=1, settings=otlp)
+        api_spans = len(receiver.spans) - spans
+    runs = {
+        "on": on.details(),
+        "off": off.details(),
+        # Warm-ups included: what the receiver decoded over both traced runs.
+        "spans_received": spans,
+        "exporter": "otlp (http/protobuf), BatchSpanProcessor defaults",
+    }
+    wall_off, wall_on = 1000 / off.rate, 1000 / on.rate
+    return [
+        Figure(
+            "tracing.wall",
+            "tracing on: wall time added per command",
+            wall_on - wall_off,
+            "ms",
+            wall_off,
+            "per command, tracing off",
+            also_required=on.failed == 0,
+            details=runs,
+        ),
+        Figure(
+            "tracing.cpu",
+            "tracing on: worker CPU added per command",
+            on.cpu_ms_per_command - off.cpu_ms_per_command,
+            "ms",
+            off.cpu_ms_per_command,
+            "per command, tracing off",
+            also_required=on.failed == 0,
+            details=runs,
+        ),
+        Figure(
+            "tracing.api",
+            "tracing on: the API's time added per accepted command (respond-async, 8 clients)",
+            1000 / api_on.rate - 1000 / api_off.rate,
+            "ms",
+            1000 / api_off.rate,
+            "per accept, tracing off",
+            also_required=api_on.statuses == Counter({202: count}),
+            details={
+                "on": api_on.details(202),
+                "off": api_off.details(202),
+                "spans_received": api_spans,
+            },
+        ),
+    ]

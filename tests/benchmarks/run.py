@@ -79,6 +79,7 @@ REGISTRY: dict[str, Benchmark] = {
     "p7": Measured("P7: memory (PSS) of each process", sweep_and_memory.p7),
     "p8": Measured("P8: what each capability costs per command", queue_throughput.p8),
     "scaling": Measured("Scaling: worker processes and nodes", queue_throughput.scaling),
+    "tracing": Measured("Tracing: what it costs per command, on ÷ off", queue_throughput.tracing),
     "failover": Measured(
         "Failover: time to resume after Redis's primary is killed", failover.failover
     ),

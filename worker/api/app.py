@@ -42,9 +42,10 @@ from worker.api.routes import (
 from worker.api.shared_throttle import SharedFailures
 from worker.api.sources import ClientFromTrustedProxy, TrustedProxies
 from worker.api.state import ApiState, RefusalHold
+from worker.api.tracing import trace_requests
 from worker.api.verifications import Verifications
 from worker.bootstrap import Services, bootstrap
-from worker.process_signals import configure_logging
+from worker.process_signals import configure_logging, start_api_tracing, stop_api_tracing
 
 ROUTERS = (
     users.router,
@@ -118,6 +119,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
         yield
         await results.stop()
         await redis.aclose()
+        stop_api_tracing()  # the spans still buffered are sent before the process exits
 
     # Swagger UI and ReDoc from a package's files, not a CDN: /docs works offline.
     app = FastAPIOffline(
@@ -139,6 +141,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
     for router in ROUTERS:
         app.include_router(router)
     install_console(app)  # the operator's pages, under /console
+    trace_requests(app)  # outermost, once tracing started (asgi_app): off by default
     return app
 
 
@@ -146,4 +149,5 @@ def asgi_app() -> FastAPI:
     """Factory for ``uvicorn --factory worker.api.app:asgi_app``. uvicorn calls it before it
     logs anything of its own, so every line of the process is in the configured format."""
     configure_logging()
+    start_api_tracing()
     return create_app()

@@ -47,6 +47,12 @@ Read from the environment too, though not settings:
   `billing-worker api` with several processes sets it to `<data_dir>/metrics/api-<port>`
   (emptied when the launcher starts; one directory per API launcher).
 - `BILLING_VENV`: the virtualenv `python3 -m worker.dev` makes and uses (default `./.venv`).
+- `OTEL_*`: OpenTelemetry's standard variables, read by its SDK in the API and each worker pool
+  process. Tracing is off unless `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+  `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set or `OTEL_TRACES_EXPORTER` names `otlp` or
+  `console`; `OTEL_TRACES_EXPORTER=none` or `OTEL_SDK_DISABLED=true` keep it off;
+  `OTEL_SERVICE_NAME` (default `billing-worker`) alone enables nothing. The OTLP exporter speaks
+  `http/protobuf` only. See [Follow a command in traces](../how-to/tracing.md).
 """
 
 
