@@ -132,11 +132,13 @@ class AuditedUnitOfWork:
     def __init__(self, inner: UnitOfWork, pending: PendingEntry) -> None:
         self._inner = inner
         self._pending = pending
-        self._events = _RecordingOutbox(inner.events)
+        self._events: _RecordingOutbox | None = None
 
     def __enter__(self) -> Self:
-        self._inner.__enter__()
-        self._events.added.clear()
+        # The repositories are the inner unit of work's once it is entered (a SQL one opens
+        # its session there).
+        self._inner = self._inner.__enter__()
+        self._events = _RecordingOutbox(self._inner.events)
         return self
 
     def __exit__(
@@ -152,7 +154,7 @@ class AuditedUnitOfWork:
         if pending.written is not None:
             self._inner.commit()
             return
-        added = list(self._events.added)
+        added = [] if self._events is None else list(self._events.added)
         entry = pending.write(
             self._inner, [change_line(event) for event in added], account_of(added, self._inner)
         )
@@ -160,11 +162,14 @@ class AuditedUnitOfWork:
         pending.written = entry
 
     def rollback(self) -> None:
-        self._events.added.clear()
+        if self._events is not None:
+            self._events.added.clear()
         self._inner.rollback()
 
     @property
     def events(self) -> EventOutbox:
+        if self._events is None:
+            raise RuntimeError("the unit of work is used before it is entered")
         return self._events
 
     @property

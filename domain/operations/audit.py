@@ -13,10 +13,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from domain.messages import Message
-from domain.operations.console import Timestamp
 
 AUDIT_PAGE_SIZE = 50
 AUDIT_MAX_PAGE_SIZE = 500
@@ -29,7 +28,7 @@ class AuditEntry(Message):
     action: str = Field(description="The action's kind: ``replay-command``, ``mark-offline``…")
     operator: str = Field(description="Who: the API client's id, or the CLI's operator name.")
     surface: str = Field(description="Where it was taken: ``api``, ``console`` or ``cli``.")
-    at: Timestamp = Field(description="When, on the application's clock.")
+    at: AwareDatetime = Field(description="When, on the application's clock.")
     reason: str = Field(description="Why, as the operator said it.")
     targets: list[str] = Field(description="What it acted on, ``type:id`` each.")
     billing_account_id: str | None = Field(

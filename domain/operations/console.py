@@ -16,6 +16,7 @@ from typing import Annotated, Any, Protocol
 from pydantic import Field, PlainSerializer, WithJsonSchema
 
 from domain.messages import Message
+from domain.operations.audit import AuditEntry
 
 Timestamp = Annotated[
     datetime,
@@ -89,6 +90,11 @@ class AccountStory(Message):
         default_factory=list,
         description="Its subscriptions' stories (phases, plan changes, invoices, commands, "
         "Stripe calls and events), newest first.",
+    )
+    audit: list[AuditEntry] = Field(
+        default_factory=list,
+        description="What operators did to it or its commands, subscriptions and changes (the "
+        "audit trail), oldest first.",
     )
 
 

@@ -283,7 +283,9 @@ def test_the_failures_page_lists_a_dead_letter_with_its_replay(stack: Stack) -> 
     with signed_in(stack, operator) as web:
         failures = web.get("/console/failures")
         token = confirmation_token(web.get(action))
-        refused = web.post(action, data={"csrf_token": token}, headers=same_origin(stack))
+        refused = web.post(
+            action, data={"csrf_token": token, "reason": "try it"}, headers=same_origin(stack)
+        )
 
     assert letter_id in failures.text
     assert f'href="{action}"' in failures.text
@@ -369,7 +371,9 @@ def test_a_customer_stripe_has_for_a_pending_account_is_adopted_from_the_drift_r
         drift = web.get("/console/failures/drift")
         assert f'href="{action}"' in drift.text, drift.text
         token = confirmation_token(web.get(action))
-        done = web.post(action, data={"csrf_token": token}, headers=same_origin(stack))
+        done = web.post(
+            action, data={"csrf_token": token, "reason": "ours"}, headers=same_origin(stack)
+        )
         again = web.get(action)
 
     assert done.status_code == 200, done.text
@@ -401,11 +405,11 @@ def test_a_scheduled_plan_change_is_skipped_from_its_confirmation_page(stack: St
             headers=same_origin(stack),
         )
         again = web.post(
-            action, data={"csrf_token": token, "reason": ""}, headers=same_origin(stack)
+            action, data={"csrf_token": token, "reason": "again"}, headers=same_origin(stack)
         )
         reopened = web.post(
             action,
-            data={"csrf_token": confirmation_token(web.get(action)), "reason": ""},
+            data={"csrf_token": confirmation_token(web.get(action)), "reason": "again"},
             headers=same_origin(stack),
         )
 

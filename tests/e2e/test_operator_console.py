@@ -35,7 +35,7 @@ def test_a_failed_then_replayed_registration_shows_both_attempts_in_the_accounts
     assert failed.status_code == 503, failed.text
     command_id = failed.headers["Command-Id"]
     emulator.clear_faults()  # Stripe is back
-    cli(stack, "commands", "replay", command_id)
+    cli(stack, "commands", "replay", command_id, "--reason", "Stripe is back")
     assert stack.finished(command_id).status.value == "succeeded"
 
     story = json.loads(cli(stack, "accounts", "show", org.id, "--json"))

@@ -23,6 +23,7 @@ import click
 
 from worker.cli import actions, listing, processes, stripe_sync  # noqa: F401 - they add to groups
 from worker.cli.accounts import accounts
+from worker.cli.audit import audit
 from worker.cli.base import RootGroup
 from worker.cli.clients import clients
 from worker.cli.clock import clock
@@ -60,6 +61,7 @@ def main() -> None:
 processes.register(main)
 main.add_command(status)
 main.add_command(down)
+main.add_command(audit)
 for group in (
     clients,
     orgs,

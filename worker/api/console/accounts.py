@@ -6,6 +6,7 @@ and events), told by the same use case as ``billing-worker accounts show``
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -13,6 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from application.handlers.operations.stories import ShowAccount, account_story
 from domain.errors import CommandError
 from domain.messages import ID_PATTERN
+from domain.operations.audit import AuditEntry
 from domain.operations.console import (
     DEFAULT_PAGE_SIZE,
     AccountStory,
@@ -196,9 +198,20 @@ def _subscriptions(story: AccountStory) -> str:
 
 
 def timeline_rows(
-    commands: list[CommandView], calls: list[ProviderCallView], events: list[EventView]
+    commands: list[CommandView],
+    calls: list[ProviderCallView],
+    events: list[EventView],
+    audit: Sequence[AuditEntry] = (),
 ) -> list[list[str]]:
     entries: list[tuple[str, list[str]]] = []
+    for entry in audit:
+        what = (
+            f"{text(entry.action)} by <strong>{text(entry.operator)}</strong> "
+            f"({text(entry.surface)}) on {text(' '.join(entry.targets))}"
+        )
+        entries.append(
+            (entry.at.isoformat(), [when(entry.at), "operator", what, f"why: {text(entry.reason)}"])
+        )
     for command in commands:
         entries.append(
             (
@@ -251,7 +264,7 @@ def timeline_rows(
 
 def account_body(story: AccountStory) -> str:
     commands, calls, events = merged(story)
-    rows = timeline_rows(commands, calls, events)
+    rows = timeline_rows(commands, calls, events, story.audit)
     timeline = table(("When", "What", "", "Detail"), rows, "nothing happened to it yet")
     return (
         _summary(story)
