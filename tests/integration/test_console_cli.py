@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -169,8 +170,8 @@ def test_the_audit_trail_is_filtered_by_operator_action_and_time(env: dict[str, 
     mark = ("accounts", "mark-offline", account.id, "--reason", "why not")
     ok(billing_worker(*mark, "--operator", f"carol-{account.id}", env=env))
 
-    def listed(*wanted: str) -> list[dict[str, str]]:
-        found: list[dict[str, str]] = json.loads(
+    def listed(*wanted: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = json.loads(
             ok(billing_worker("audit", *wanted, "--json", env=env))
         )
         return found

@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import Response
 
-from worker.api.console import accounts, actions, failures, home, subscriptions
+from worker.api.console import accounts, actions, audit, failures, home, subscriptions
 from worker.api.console.access import install_refusal_pages
 from worker.api.console.layout import STYLESHEET
 from worker.api.console.responses import ConsoleResponses
@@ -17,6 +17,7 @@ STATIC = Path(__file__).parent / "static"
 PAGE_ROUTERS = (
     *(home.router, accounts.router, subscriptions.router),
     *(failures.router, actions.router),  # the failures and their actions
+    audit.router,
 )
 """Each page module's router; the console's other pages join this tuple."""
 
