@@ -243,15 +243,29 @@ def test_a_pending_account_is_marked_offline_from_its_confirmation_page(
         assert f'href="{action}"' in failures.text
         assert f'href="{action}"' in account_page.text
         token = confirmation_token(web.get(action))
-        done = web.post(
+        without_reason = web.post(
+            action, data={"csrf_token": token, "reason": " "}, headers=same_origin(stack)
+        )
+        done = web.post(  # the same token: a form refused for its reason can be sent again
             action,
             data={"csrf_token": token, "reason": "registered by hand"},
             headers=same_origin(stack),
         )
+        timeline = web.get(f"/console/accounts/{account_id}")
+        audit = web.get("/console/audit", params={"operator": operator.client_id})
 
+    assert without_reason.status_code == 400, without_reason.text
+    assert "mark-offline needs a reason" in without_reason.text
     assert done.status_code == 200, done.text
     assert f"{account_id} marked offline" in done.text
     assert account_state(stack, org_id) == "active"
+    said = f"mark-offline by <strong>{operator.client_id}</strong> (console)"
+    assert said in timeline.text
+    assert "why: registered by hand" in timeline.text
+    assert 'href="/console/audit"' in audit.text  # in the navigation
+    assert f"<code>billing_account:{account_id}</code>" in audit.text
+    assert "registered by hand" in audit.text
+    assert f"billing_account.marked_offline billing_account:{account_id}" in audit.text
 
 
 def test_an_action_on_what_does_not_exist_or_cannot_be_done_is_a_page_saying_why(
