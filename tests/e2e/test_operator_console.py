@@ -87,7 +87,7 @@ def test_an_action_through_the_operations_api_is_audited_and_needs_a_reason(stac
         uow.billing_accounts.add(pending)
         uow.commit()
     operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}")
-    path = f"/v1beta1/operations/billing-accounts/{org.id}/mark-offline"
+    path = f"/v1beta1/operations/billing-accounts/{pending.id}/mark-offline"
 
     with stack.http(operator) as api:
         refused = {body: api.post(path, json=json.loads(body)) for body in ("{}", '{"reason": ""}')}
