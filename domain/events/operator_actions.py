@@ -10,13 +10,16 @@ from pydantic import Field
 from domain.events.base import Event, Subject
 from domain.messages import Message
 from domain.operations.audit import AuditEntry
+from domain.redaction import mask_text
 
 
 class OperatorActionData(Message):
     action: str = Field(description="The action's kind: ``replay-command``, ``mark-offline``…")
     operator: str = Field(description="Who: the API client's id, or the CLI's operator name.")
     surface: str = Field(description="Where: ``api``, ``console`` or ``cli``.")
-    reason: str = Field(description="Why, as the operator said it.")
+    reason: str = Field(
+        description="Why, as the operator said it (an email or phone number in it masked)."
+    )
     targets: list[str] = Field(description="What it acted on, ``type:id`` each.")
     billing_account_id: str | None = Field(description="The billing account it concerns, if any.")
     changes: list[str] = Field(description="What it changed, one line each.")
@@ -42,7 +45,7 @@ class OperatorActionTaken(Event):
                 action=entry.action,
                 operator=entry.operator,
                 surface=entry.surface,
-                reason=entry.reason,
+                reason=mask_text(entry.reason),
                 targets=entry.targets,
                 billing_account_id=entry.billing_account_id,
                 changes=entry.changes,
