@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from application.audit import AuditedContext, PendingEntry
 from application.requests.operator_actions import (
     ActionTaken,
     AdoptDrift,
@@ -180,6 +179,10 @@ def take(
     (``application.audit``); an action that changes nothing in a unit of work (a replay
     through the command log, a dead letter put back) has them written once it is done. A
     refused action writes none."""
+    # Imported here: the audit's ports load the domain's validators, which the command line's
+    # help must not wait for.
+    from application.audit import AuditedContext, PendingEntry
+
     reason = require_reason(action, reason)
     call = Call(new_action_id(action.kind), tuple(targets), reason)
     request = action.request(call)
