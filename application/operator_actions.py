@@ -215,16 +215,22 @@ def take(
 
 def _account_of(action: ActionKind[Any, Any], call: Call, ctx: OperatorContext) -> str | None:
     """The billing account an action's entry belongs to, when its target names one: the
-    account itself, or the command's (from its payload). Others are learnt from the events
-    the action writes."""
+    account itself, or the command's (from its payload: its account, else its organization's
+    current one). Others are learnt from the events the action writes."""
     if action.target is ACCOUNT:
         return call.targets[0]
-    if action.target is COMMAND:
-        for target in call.targets:
-            record = ctx.commands.get(target)
-            account_id = None if record is None else record.payload.get("billing_account_id")
-            if isinstance(account_id, str):
-                return account_id
+    if action.target is not COMMAND:
+        return None
+    payloads = [record.payload for record in map(ctx.commands.get, call.targets) if record]
+    for payload in payloads:
+        if isinstance(payload.get("billing_account_id"), str):
+            return str(payload["billing_account_id"])
+    for payload in payloads:
+        if isinstance(payload.get("org_id"), str):
+            with ctx.unit_of_work() as uow:
+                account = uow.billing_accounts.current_for_organization(str(payload["org_id"]))
+            if account is not None:
+                return account.id
     return None
 
 

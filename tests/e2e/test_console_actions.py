@@ -325,7 +325,7 @@ def test_in_a_browser_a_failed_registration_is_replayed_from_the_home_page_and_r
         failed.get_by_role("link", name="Replay").click()
         page.wait_for_url(re.compile(rf"/console/actions/replay-command/{command_id}$"))
         assert "billing.create_account" in page.locator(".facts").inner_text()
-        page.get_by_label("Why (written to the log with the action)").fill("Stripe is back")
+        page.get_by_label("Why (kept in the audit trail)").fill("Stripe is back")
         page.get_by_role("button", name="Replay the command").click()
         page.wait_for_load_state()
         assert f"command {command_id} is queued again" in page.locator("main").inner_text()
@@ -333,6 +333,9 @@ def test_in_a_browser_a_failed_registration_is_replayed_from_the_home_page_and_r
         page.get_by_role("link", name=f"Back to the account {account_id}").click()
         page.wait_for_url(re.compile(rf"/console/accounts/{account_id}$"))
         assert "active" in page.locator(".facts").first.inner_text()
+        replayed = page.locator("#timeline").get_by_role("row").filter(has_text="replay-command")
+        assert f"by {operator.client_id} (console)" in replayed.inner_text()
+        assert "why: Stripe is back" in replayed.inner_text()
         assert operator.secret not in page.content()
     assert watched.problems == []
     assert account_state(stack, org_id) == "active"

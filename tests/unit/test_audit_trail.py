@@ -172,3 +172,14 @@ def test_the_audit_trail_is_filtered_by_target_operator_action_and_time(
     assert [e.reason for e in entries(app, operator="ops")] == ["first"]
     assert [e.reason for e in entries(app, action="mark-offline")] == ["second"]
     assert [e.reason for e in entries(app, since=later)] == ["second"]
+
+
+def test_a_replayed_command_naming_only_its_organization_is_in_its_accounts_trail(
+    app: FakeApplication,
+) -> None:
+    app.commands.accept("cmd_1", "billing.create_account", {"org_id": "org_1"})
+    app.commands["cmd_1"].status = CommandStatus.FAILED
+
+    take(action("replay-command"), app, ["cmd_1"], "Stripe is back", by="ops", surface=Surface.API)
+
+    assert [entry.targets for entry in entries(app, target="ba_1")] == [["command:cmd_1"]]
