@@ -6,9 +6,9 @@ Three surfaces offer them from this table, each with its own details keyed by th
 operations API (``worker/api/routes/operator_actions.py``: its paths), the console
 (``worker/api/console/actions.py``: its confirmation pages, CSRF tokens and subjects) and the
 command line (``worker/cli/actions.py``: its commands and arguments). Every action is taken
-through :func:`take`, the one place each passes through (its log line; an audit trail would be
-written there). ``tests/unit/test_operator_actions.py`` checks each surface offers what the
-table says it does.
+through :func:`take`, the one place each passes through: its reason is checked, its log line
+and its audit entry (``application/audit.py``) written there.
+``tests/unit/test_operator_actions.py`` checks each surface offers what the table says it does.
 
 Nothing here imports a handler at import time: the command line shows its help from this
 table without loading the use cases.
@@ -34,12 +34,15 @@ from application.requests.operator_actions import (
     SkipScheduledChange,
     new_action_id,
 )
+from domain.errors import InvalidArgument
 from domain.permissions import Scope
 
 if TYPE_CHECKING:
     from domain.ports.application import OperatorContext
 
 logger = logging.getLogger(__name__)
+
+MAX_REASON_LENGTH = 200
 
 Req = TypeVar("Req")
 Out = TypeVar("Out")
@@ -60,19 +63,17 @@ EVERY_SURFACE = frozenset(Surface)
 
 
 class ReasonUse(StrEnum):
-    """What an action does with the operator's reason."""
+    """What an action does with the operator's reason. Every action changes state, so every
+    one needs a reason (:func:`require_reason`)."""
 
-    NONE = "none"
-    """It asks for none."""
-    LOGGED = "logged"
-    """Written to the action's log line (:func:`take`) and given to the handler, which does not
-    keep it."""
+    AUDITED = "audited"
+    """Kept in the audit trail (``domain.operations.audit``) and the action's log line."""
     KEPT = "kept"
-    """Also kept by the handler, with what it changed."""
+    """Also kept by the handler, with what it changed (a skipped change's reason)."""
 
 
 REASON_LABELS = {
-    ReasonUse.LOGGED: "Why (written to the log with the action)",
+    ReasonUse.AUDITED: "Why (kept in the audit trail)",
     ReasonUse.KEPT: "Why (kept with what it changes)",
 }
 """How each surface asks for a reason (the console's field, the command line's ``--reason``)."""
@@ -143,6 +144,23 @@ class ActionKind(Generic[Req, Out]):
         return handler(request, ctx)
 
 
+def require_reason(action: ActionKind[Any, Any], reason: str) -> str:
+    """The reason, one line of printable text; an ``InvalidArgument`` naming the ``reason``
+    field when none was given (every action changes state: each needs one)."""
+    said = " ".join("".join(c if c.isprintable() else " " for c in reason).split())
+    if not said:
+        raise InvalidArgument.for_fields(
+            f"{action.kind} needs a reason: say why (it is kept in the audit trail)",
+            [("reason", "required: why the action is taken")],
+        )
+    if len(said) > MAX_REASON_LENGTH:
+        raise InvalidArgument.for_fields(
+            f"the reason is too long (at most {MAX_REASON_LENGTH} characters)",
+            [("reason", f"at most {MAX_REASON_LENGTH} characters")],
+        )
+    return said
+
+
 def take(
     action: ActionKind[Any, Out],
     ctx: OperatorContext,
@@ -150,20 +168,70 @@ def take(
     reason: str = "",
     *,
     by: str,
+    surface: Surface,
 ) -> Out:
-    """Take ``action`` on ``targets`` for ``by`` (an API client's id, or ``cli``): build its
-    request, run its handler and log what was asked. Every surface takes every action here."""
+    """Take ``action`` on ``targets`` for ``by`` (an API client's id, or the command line's
+    operator name) from ``surface``: check its reason, build its request, run its handler and
+    write its audit entry. Every surface takes every action here.
+
+    The entry (``domain.operations.audit``) and its ``operator.action_taken`` event are
+    written in the first transaction the handler commits, beside what it changed
+    (``application.audit``); an action that changes nothing in a unit of work (a replay
+    through the command log, a dead letter put back) has them written once it is done. A
+    refused action writes none."""
+    # Imported here: the audit's ports load the domain's validators, which the command line's
+    # help must not wait for.
+    from application.audit import AuditedContext, PendingEntry
+
+    reason = require_reason(action, reason)
     call = Call(new_action_id(action.kind), tuple(targets), reason)
     request = action.request(call)
     logger.info(
-        "operator action %s %s on %s by %s%s",
+        "operator action %s %s on %s by %s (%s)%s",
         action.kind,
         call.action_id,
         " ".join(call.targets),
         by,
-        f": {getattr(request, 'reason', reason)}" if reason else "",
+        surface.value,
+        f": {reason}" if reason else "",
     )
-    return action.run(request, ctx)
+    pending = PendingEntry(
+        id=call.action_id,
+        action=action.kind,
+        operator=by,
+        surface=surface.value,
+        at=ctx.clock.now(),
+        reason=reason,
+        targets=tuple(f"{action.target.subject}:{target}" for target in call.targets),
+        billing_account_id=_account_of(action, call, ctx),
+    )
+    done = action.run(request, AuditedContext(ctx, pending))
+    if pending.written is None:
+        with ctx.unit_of_work() as uow:
+            pending.write(uow, action.said(done).splitlines())
+            uow.commit()
+    return done
+
+
+def _account_of(action: ActionKind[Any, Any], call: Call, ctx: OperatorContext) -> str | None:
+    """The billing account an action's entry belongs to, when its target names one: the
+    account itself, or the command's (from its payload: its account, else its organization's
+    current one). Others are learnt from the events the action writes."""
+    if action.target is ACCOUNT:
+        return call.targets[0]
+    if action.target is not COMMAND:
+        return None
+    payloads = [record.payload for record in map(ctx.commands.get, call.targets) if record]
+    for payload in payloads:
+        if isinstance(payload.get("billing_account_id"), str):
+            return str(payload["billing_account_id"])
+    for payload in payloads:
+        if isinstance(payload.get("org_id"), str):
+            with ctx.unit_of_work() as uow:
+                account = uow.billing_accounts.current_for_organization(str(payload["org_id"]))
+            if account is not None:
+                return account.id
+    return None
 
 
 def _taken(taken: ActionTaken) -> Any:
@@ -198,7 +266,7 @@ OPERATOR_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
         ),
         handler="operations.actions:replay_commands",
         scope=Scope.OPERATIONS_WRITE,
-        reason=ReasonUse.LOGGED,
+        reason=ReasonUse.AUDITED,
         title="Replay the command",
         summary="Run a finished command again",
         does="The command is made queued again and published under its own id; a worker runs "
@@ -218,7 +286,7 @@ OPERATOR_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
         ),
         handler="operations.actions:retry_command",
         scope=Scope.OPERATIONS_WRITE,
-        reason=ReasonUse.LOGGED,
+        reason=ReasonUse.AUDITED,
         title="Retry the command now",
         summary="Run a waiting command now",
         does="Only a queued, retrying or waiting command: it is sent again now under its "
@@ -235,7 +303,7 @@ OPERATOR_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
         ),
         handler="operations.actions:retry_registration",
         scope=Scope.OPERATIONS_WRITE,
-        reason=ReasonUse.LOGGED,
+        reason=ReasonUse.AUDITED,
         title="Retry the registration",
         summary="Send a pending account's registration again now",
         does="Only a pending account: its registration with Stripe is sent again now, under "
@@ -254,7 +322,7 @@ OPERATOR_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
         ),
         handler="operations.actions:mark_account_offline",
         scope=Scope.OPERATIONS_WRITE,
-        reason=ReasonUse.LOGGED,
+        reason=ReasonUse.AUDITED,
         title="Mark the account offline",
         summary="Make a pending account active without Stripe",
         does="The pending account becomes active without Stripe (its registration is "
@@ -289,10 +357,12 @@ OPERATOR_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
     ActionKind[ReplayDeadLetter, ActionTaken](
         kind="replay-dead-letter",
         target=Target("dead_letter", "letter_id"),
-        request=lambda call: ReplayDeadLetter(command_id=call.action_id, letter_id=call.target),
+        request=lambda call: ReplayDeadLetter(
+            command_id=call.action_id, letter_id=call.target, reason=call.reason
+        ),
         handler="operations.actions:replay_dead_letter",
         scope=Scope.OPERATIONS_WRITE,
-        reason=ReasonUse.NONE,
+        reason=ReasonUse.AUDITED,
         title="Replay the dead letter",
         summary="Put a dead letter's message back on its queue",
         does="The message is put back on its queue, if a worker can take it now (say, its "
@@ -305,10 +375,12 @@ OPERATOR_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
     ActionKind[AdoptDrift, Any](
         kind="adopt-drift",
         target=Target("drift_finding", "finding"),
-        request=lambda call: AdoptDrift(command_id=call.action_id, finding_key=call.target),
+        request=lambda call: AdoptDrift(
+            command_id=call.action_id, finding_key=call.target, reason=call.reason
+        ),
         handler="drift.report:adopt_drift",
         scope=Scope.OPERATIONS_WRITE,
-        reason=ReasonUse.NONE,
+        reason=ReasonUse.AUDITED,
         title="Adopt the drift",
         summary="Adopt one finding of the drift report",
         does="The difference is linked as the drift report says (stripe drift --adopt, for "

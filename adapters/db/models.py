@@ -376,3 +376,23 @@ class ProviderCallRow(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
     duration_ms: Mapped[int] = mapped_column(Integer)
+
+
+class AuditEntryRow(Base):
+    """The operators' audit trail (``domain.operations.audit``): one row per action taken,
+    written in its transaction, never changed."""
+
+    __tablename__ = "audit_entries"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    action: Mapped[str] = mapped_column(String(64), index=True)
+    operator: Mapped[str] = mapped_column(String(128), index=True)
+    surface: Mapped[str] = mapped_column(String(16))
+    at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    reason: Mapped[str] = mapped_column(Text)
+    targets: Mapped[list[str]] = mapped_column(JSONDocument)
+    target_ids: Mapped[str] = mapped_column(Text)
+    """The targets' ids and ``type:id`` forms, space-separated between spaces: what a filter
+    on one target matches (``LIKE '% id %'``) alike on every database."""
+    billing_account_id: Mapped[str | None] = mapped_column(String(128), nullable=True, index=True)
+    changes: Mapped[list[str]] = mapped_column(JSONDocument)

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
+from adapters.db.audit import SqlAuditTrail
 from adapters.db.listing import call_view, command_view, event_view
 from adapters.db.models import (
     BillingAccountRow,
@@ -26,6 +27,7 @@ from adapters.db.models import (
     SubscriptionRow,
 )
 from domain.messages import is_id
+from domain.operations.audit import AuditFilter
 from domain.operations.console import (
     CommandStory,
     RetryView,
@@ -197,7 +199,8 @@ def _retries(entries: Iterable[dict[str, Any]]) -> list[RetryView]:
 
 def command_story(session: Session, command_id: str) -> CommandStory | None:
     """The command's story: its row by id, its Stripe calls by ``command_id`` and its
-    events among those of the subjects it names (``events.subject_key``), by ``command_id``."""
+    events among those of the subjects it names (``events.subject_key``), by ``command_id``;
+    the operators' actions that targeted it (the audit trail)."""
     if not is_id(command_id, max_length=64):
         return None
     row = session.get(CommandRow, command_id)
@@ -230,4 +233,5 @@ def command_story(session: Session, command_id: str) -> CommandStory | None:
         retry_history=_retries(row.retries or []),
         provider_calls=[call_view(call) for call in reversed(calls)],
         events=[event_view(event) for event in reversed(events)],
+        audit=SqlAuditTrail(session).find(AuditFilter(target=command_id), STORY_LIMIT),
     )

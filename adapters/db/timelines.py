@@ -16,8 +16,15 @@ from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from adapters.db import listing, search
+from adapters.db.audit import entry_of
 from adapters.db.listing import call_view, command_view, event_view
-from adapters.db.models import BillingAccountRow, CommandRow, EventRow, ProviderCallRow
+from adapters.db.models import (
+    AuditEntryRow,
+    BillingAccountRow,
+    CommandRow,
+    EventRow,
+    ProviderCallRow,
+)
 from adapters.db.repositories import (
     SqlBillingAccountRepository,
     SqlOrganizationRepository,
@@ -25,6 +32,7 @@ from adapters.db.repositories import (
     SqlScheduledChangeRepository,
     SqlSubscriptionRepository,
 )
+from domain.operations.audit import AuditEntry
 from domain.operations.console import (
     AccountStory,
     BillingAccountPage,
@@ -97,6 +105,7 @@ class SqlConsole:
                 commands=commands,
                 provider_calls=calls,
                 events=events,
+                audit=_audit(session, account.id),
             )
 
     def subscription_story(self, subscription_id: str) -> SubscriptionStory | None:
@@ -289,3 +298,14 @@ def phases_of(subscription: Subscription, changes: Sequence[ScheduledChange]) ->
         if change.state.is_pending
     ]
     return sorted(phases, key=lambda phase: phase.effective_at)
+
+
+def _audit(session: Session, billing_account_id: str) -> list[AuditEntry]:
+    """The newest :data:`STORY_LIMIT` audit entries of the account, oldest first."""
+    rows = session.scalars(
+        select(AuditEntryRow)
+        .where(AuditEntryRow.billing_account_id == billing_account_id)
+        .order_by(AuditEntryRow.at.desc(), AuditEntryRow.id.desc())
+        .limit(STORY_LIMIT)
+    )
+    return [entry_of(row) for row in reversed(list(rows))]

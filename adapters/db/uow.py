@@ -9,6 +9,7 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.db.audit import SqlAuditTrail
 from adapters.db.engine import NOT_A_WRITABLE_PRIMARY_SQLSTATES
 from adapters.db.events import (
     SqlEventOutbox,
@@ -52,6 +53,7 @@ class SqlUnitOfWork:
         self.webhook_endpoints = SqlWebhookEndpointRepository(self.session)
         self.webhook_deliveries = SqlWebhookDeliveryRepository(self.session)
         self.stripe_endpoints = SqlStripeEndpointRepository(self.session)
+        self.audit = SqlAuditTrail(self.session)
 
     def __exit__(
         self,

@@ -24,7 +24,7 @@ def new_event_id() -> str:
 class Subject(Message):
     """The resource an event belongs to: its events are delivered in order."""
 
-    type: Literal["billing_account", "user", "subscription", "command"]
+    type: Literal["billing_account", "user", "subscription", "command", "operator_action"]
     id: str
 
 

@@ -17,7 +17,7 @@ are published in the order they happened.
 This module is the catalog: every event type by name, and an event read back from its JSON
 form. The envelope is ``domain.events.base``; each aggregate's events are in a module of
 their own (``domain.events.billing_accounts``, ``domain.events.users``,
-``domain.events.subscriptions``, ``domain.events.commands``).
+``domain.events.subscriptions``, ``domain.events.commands``, ``domain.events.operator_actions``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from domain.events.billing_accounts import (
     BillingAccountRegistrationRetried,
 )
 from domain.events.commands import CommandFailedEvent, CommandRejectedEvent, CommandRetryRequested
+from domain.events.operator_actions import OperatorActionTaken
 from domain.events.subscriptions import (
     PlanChangeApplied,
     PlanChangeCanceled,
@@ -65,6 +66,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         CommandFailedEvent,
         CommandRetryRequested,
         CommandRejectedEvent,
+        OperatorActionTaken,
     )
 }
 """The catalog: every event type, by name."""

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Protocol
 from pydantic import Field, PlainSerializer, WithJsonSchema
 
 from domain.messages import Message
+from domain.operations.audit import AuditEntry
 
 Timestamp = Annotated[
     datetime,
@@ -89,6 +90,11 @@ class AccountStory(Message):
         default_factory=list,
         description="Its subscriptions' stories (phases, plan changes, invoices, commands, "
         "Stripe calls and events), newest first.",
+    )
+    audit: list[AuditEntry] = Field(
+        default_factory=list,
+        description="What operators did to it or its commands, subscriptions and changes (the "
+        "audit trail), oldest first.",
     )
 
 
@@ -229,7 +235,8 @@ class RetryView(Message):
 class CommandStory(Message):
     """A command and everything it did: its record (payload, result and error whole, as the
     command log keeps them: a page masks them by the redaction rules), its transient
-    failures, the Stripe calls made for it and the events it emitted."""
+    failures, the Stripe calls made for it, the events it emitted and what operators did
+    about it."""
 
     command: CommandView
     payload: dict[str, Any]
@@ -241,6 +248,9 @@ class CommandStory(Message):
     retry_history: list[RetryView]
     provider_calls: list[ProviderCallView]
     events: list[EventView]
+    audit: list[AuditEntry] = Field(
+        default_factory=list, description="The operators' actions on it, newest first."
+    )
 
 
 SEARCH_KINDS = ("billing_account", "organization", "command", "subscription")

@@ -17,6 +17,7 @@ from typing import Protocol, Self
 
 from domain.billing.accounts import BillingAccount
 from domain.billing.organizations import Organization
+from domain.operations.audit import AuditTrail
 from domain.ports.events import (
     EventOutbox,
     StripeEndpointRepository,
@@ -259,6 +260,11 @@ class UnitOfWork(Protocol):
 
     @property
     def stripe_endpoints(self) -> StripeEndpointRepository: ...
+
+    @property
+    def audit(self) -> AuditTrail:
+        """The operators' audit trail (``domain.operations.audit``)."""
+        ...
 
     def __enter__(self) -> Self: ...
 

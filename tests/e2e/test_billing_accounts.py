@@ -473,7 +473,16 @@ def test_a_registration_that_exhausts_its_budget_stays_pending_until_an_operator
 
     emulator.clear_faults()  # Stripe is back
     replay = subprocess.run(
-        [sys.executable, "-m", "worker.cli", "commands", "replay", command_id],
+        [
+            sys.executable,
+            "-m",
+            "worker.cli",
+            "commands",
+            "replay",
+            command_id,
+            "--reason",
+            "Stripe is back",
+        ],
         env={**os.environ, **stack.env},
         capture_output=True,
         text=True,

@@ -243,15 +243,29 @@ def test_a_pending_account_is_marked_offline_from_its_confirmation_page(
         assert f'href="{action}"' in failures.text
         assert f'href="{action}"' in account_page.text
         token = confirmation_token(web.get(action))
-        done = web.post(
+        without_reason = web.post(
+            action, data={"csrf_token": token, "reason": " "}, headers=same_origin(stack)
+        )
+        done = web.post(  # the same token: a form refused for its reason can be sent again
             action,
             data={"csrf_token": token, "reason": "registered by hand"},
             headers=same_origin(stack),
         )
+        timeline = web.get(f"/console/accounts/{account_id}")
+        audit = web.get("/console/audit", params={"operator": operator.client_id})
 
+    assert without_reason.status_code == 400, without_reason.text
+    assert "mark-offline needs a reason" in without_reason.text
     assert done.status_code == 200, done.text
     assert f"{account_id} marked offline" in done.text
     assert account_state(stack, org_id) == "active"
+    said = f"mark-offline by <strong>{operator.client_id}</strong> (console)"
+    assert said in timeline.text
+    assert "why: registered by hand" in timeline.text
+    assert 'href="/console/audit"' in audit.text  # in the navigation
+    assert f"<code>billing_account:{account_id}</code>" in audit.text
+    assert "registered by hand" in audit.text
+    assert f"billing_account.marked_offline billing_account:{account_id}" in audit.text
 
 
 def test_an_action_on_what_does_not_exist_or_cannot_be_done_is_a_page_saying_why(
@@ -283,7 +297,9 @@ def test_the_failures_page_lists_a_dead_letter_with_its_replay(stack: Stack) -> 
     with signed_in(stack, operator) as web:
         failures = web.get("/console/failures")
         token = confirmation_token(web.get(action))
-        refused = web.post(action, data={"csrf_token": token}, headers=same_origin(stack))
+        refused = web.post(
+            action, data={"csrf_token": token, "reason": "try it"}, headers=same_origin(stack)
+        )
 
     assert letter_id in failures.text
     assert f'href="{action}"' in failures.text
@@ -309,7 +325,7 @@ def test_in_a_browser_a_failed_registration_is_replayed_from_the_home_page_and_r
         failed.get_by_role("link", name="Replay").click()
         page.wait_for_url(re.compile(rf"/console/actions/replay-command/{command_id}$"))
         assert "billing.create_account" in page.locator(".facts").inner_text()
-        page.get_by_label("Why (written to the log with the action)").fill("Stripe is back")
+        page.get_by_label("Why (kept in the audit trail)").fill("Stripe is back")
         page.get_by_role("button", name="Replay the command").click()
         page.wait_for_load_state()
         assert f"command {command_id} is queued again" in page.locator("main").inner_text()
@@ -317,6 +333,9 @@ def test_in_a_browser_a_failed_registration_is_replayed_from_the_home_page_and_r
         page.get_by_role("link", name=f"Back to the account {account_id}").click()
         page.wait_for_url(re.compile(rf"/console/accounts/{account_id}$"))
         assert "active" in page.locator(".facts").first.inner_text()
+        replayed = page.locator("#timeline").get_by_role("row").filter(has_text="replay-command")
+        assert f"by {operator.client_id} (console)" in replayed.inner_text()
+        assert "why: Stripe is back" in replayed.inner_text()
         assert operator.secret not in page.content()
     assert watched.problems == []
     assert account_state(stack, org_id) == "active"
@@ -369,7 +388,9 @@ def test_a_customer_stripe_has_for_a_pending_account_is_adopted_from_the_drift_r
         drift = web.get("/console/failures/drift")
         assert f'href="{action}"' in drift.text, drift.text
         token = confirmation_token(web.get(action))
-        done = web.post(action, data={"csrf_token": token}, headers=same_origin(stack))
+        done = web.post(
+            action, data={"csrf_token": token, "reason": "ours"}, headers=same_origin(stack)
+        )
         again = web.get(action)
 
     assert done.status_code == 200, done.text
@@ -401,11 +422,11 @@ def test_a_scheduled_plan_change_is_skipped_from_its_confirmation_page(stack: St
             headers=same_origin(stack),
         )
         again = web.post(
-            action, data={"csrf_token": token, "reason": ""}, headers=same_origin(stack)
+            action, data={"csrf_token": token, "reason": "again"}, headers=same_origin(stack)
         )
         reopened = web.post(
             action,
-            data={"csrf_token": confirmation_token(web.get(action)), "reason": ""},
+            data={"csrf_token": confirmation_token(web.get(action)), "reason": "again"},
             headers=same_origin(stack),
         )
 

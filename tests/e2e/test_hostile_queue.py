@@ -263,7 +263,7 @@ def test_operators_list_show_and_drop_dead_letters_from_the_command_line(
     assert "dead letters" in cli("commands", "failed").stdout
     shown = cli("dead-letters", "show", letter.id)
     assert "not base64" in shown.stdout
-    replayed = cli("dead-letters", "replay", letter.id)
+    replayed = cli("dead-letters", "replay", letter.id, "--reason", "try")
     assert replayed.returncode == 1
     assert "still cannot be taken" in replayed.stderr
     assert "Traceback" not in replayed.stderr
@@ -280,7 +280,16 @@ def test_a_dead_letter_of_a_task_no_worker_runs_is_not_replayed(stack: Stack) ->
     )
 
     replayed = subprocess.run(
-        [sys.executable, "-m", "worker.cli", "dead-letters", "replay", letter.id],
+        [
+            sys.executable,
+            "-m",
+            "worker.cli",
+            "dead-letters",
+            "replay",
+            letter.id,
+            "--reason",
+            "try",
+        ],
         env={**os.environ, **stack.env},
         capture_output=True,
         text=True,

@@ -11,8 +11,13 @@ import uuid
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from adapters.clock import SystemClock
+from adapters.db.models import EventRow
+from adapters.db.uow import SqlUnitOfWork
+from domain.billing.account_details import BillingDetails
+from domain.billing.accounts import BillingAccount
 from domain.permissions import Grant, Scope
 from stripe_emulator import EmulatorAdmin
 from tests.support.records import create_organization
@@ -35,7 +40,7 @@ def test_a_failed_then_replayed_registration_shows_both_attempts_in_the_accounts
     assert failed.status_code == 503, failed.text
     command_id = failed.headers["Command-Id"]
     emulator.clear_faults()  # Stripe is back
-    cli(stack, "commands", "replay", command_id)
+    cli(stack, "commands", "replay", command_id, "--reason", "Stripe is back")
     assert stack.finished(command_id).status.value == "succeeded"
 
     story = json.loads(cli(stack, "accounts", "show", org.id, "--json"))
@@ -66,6 +71,49 @@ def test_a_failed_then_replayed_registration_shows_both_attempts_in_the_accounts
         served = api.get(f"/v1beta1/operations/billing-accounts/{org.id}")
     assert served.status_code == 200, served.text
     assert served.json()["provider_calls"] == story["provider_calls"]
+
+
+def test_an_action_through_the_operations_api_is_audited_and_needs_a_reason(stack: Stack) -> None:
+    org = create_organization(stack.sessions, SystemClock(), name=f"aud-{uuid.uuid4().hex[:8]}")
+    pending = BillingAccount.open(
+        f"ba_{uuid.uuid4().hex[:12]}",
+        org,
+        BillingDetails(name="Acme", email="billing@acme.example"),
+        offline=False,
+        default_currency="usd",
+        now=SystemClock().now(),
+    )
+    with SqlUnitOfWork(stack.sessions) as uow:
+        uow.billing_accounts.add(pending)
+        uow.commit()
+    operator = stack.new_client(f"ops-{uuid.uuid4().hex[:6]}")
+    path = f"/v1beta1/operations/billing-accounts/{pending.id}/mark-offline"
+
+    with stack.http(operator) as api:
+        refused = {body: api.post(path, json=json.loads(body)) for body in ("{}", '{"reason": ""}')}
+        done = api.post(path, json={"reason": "Stripe refuses it"})
+    story = json.loads(cli(stack, "accounts", "show", org.id, "--json"))
+    listed = json.loads(cli(stack, "audit", "--operator", operator.client_id, "--json"))
+
+    for answer in refused.values():
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["details"][0]["fieldViolations"][0]["field"] == "reason"
+    assert done.status_code == 200, done.text
+    [entry] = listed
+    assert entry["id"] == done.json()["command_id"]
+    assert (entry["surface"], entry["reason"]) == ("api", "Stripe refuses it")
+    assert entry["targets"] == [f"billing_account:{pending.id}"]
+    assert entry["changes"] == [f"billing_account.marked_offline billing_account:{pending.id}"]
+    assert story["billing_account"]["state"] == "active"
+    assert [one["id"] for one in story["audit"]] == [entry["id"]]
+    with stack.sessions() as session:
+        exported = session.scalars(
+            select(EventRow.document).where(
+                EventRow.command_id == entry["id"], EventRow.type == "operator.action_taken"
+            )
+        ).one()
+    assert exported["data"]["operator"] == operator.client_id
+    assert exported["data"]["reason"] == "Stripe refuses it"
 
 
 def test_the_operations_api_needs_its_scope_and_a_client_of_every_organization(

@@ -293,7 +293,7 @@ def test_replaying_a_rejected_command_is_refused_in_one_line_naming_why(
 ) -> None:
     command_id = story.mistakes["unknown-user-0"].headers["Command-Id"]
 
-    replay = cli(stack, "commands", "replay", command_id)
+    replay = cli(stack, "commands", "replay", command_id, "--reason", "try again")
 
     assert replay.returncode == 1
     assert "Traceback" not in replay.stderr

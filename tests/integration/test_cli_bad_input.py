@@ -188,7 +188,11 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ),
     ("clock-not-a-local-stack", ("clock", "advance", "1d"), "the clock can only move"),
     ("command-unknown", ("commands", "show", "nope"), "no command nope"),
-    ("command-replay-unknown", ("commands", "replay", "nope"), "command 'nope' not found"),
+    (
+        "command-replay-unknown",
+        ("commands", "replay", "nope", "--reason", "x"),
+        "command 'nope' not found",
+    ),
     ("dead-letter-unknown", ("dead-letters", "show", "nope"), "no dead letter nope"),
     ("dead-letter-drop-unknown", ("dead-letters", "drop", "nope"), "no dead letter nope"),
     ("stripe-budget-without-stripe", ("stripe", "budget"), "no rate budget"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -110,8 +111,8 @@ def test_an_accounts_story_is_shown_by_its_organizations_id(env: dict[str, str])
 def test_marking_a_pending_account_offline_shows_in_its_story(env: dict[str, str]) -> None:
     account = pending_account(env)
 
-    said = ok(billing_worker("accounts", "mark-offline", account.org_id, env=env))
-    again = ok(billing_worker("accounts", "mark-offline", account.id, env=env))
+    said = ok(billing_worker("accounts", "mark-offline", account.org_id, "--reason", "r", env=env))
+    again = ok(billing_worker("accounts", "mark-offline", account.id, "--reason", "r", env=env))
     story = json.loads(ok(billing_worker("accounts", "show", account.id, "--json", env=env)))
 
     assert said.strip() == f"{account.id} marked offline"
@@ -120,14 +121,98 @@ def test_marking_a_pending_account_offline_shows_in_its_story(env: dict[str, str
     assert [event["type"] for event in story["events"]] == ["billing_account.marked_offline"]
 
 
+def test_an_action_on_the_command_line_is_audited_with_who_why_and_what_it_changed(
+    env: dict[str, str],
+) -> None:
+    account = pending_account(env)
+    other = pending_account(env)
+    mark = ("accounts", "mark-offline", account.id, "--reason", "registered by hand")
+
+    ok(billing_worker(*mark, "--operator", "ann", env=env))
+    ok(billing_worker(*mark, env={**env, "BILLING_OPERATOR": "bob"}))
+    ok(billing_worker("accounts", "mark-offline", other.id, "--reason", "x", env=env))
+    audit = json.loads(ok(billing_worker("audit", "--target", account.id, "--json", env=env)))
+    story = json.loads(ok(billing_worker("accounts", "show", account.id, "--json", env=env)))
+    told = ok(billing_worker("accounts", "show", account.id, env=env))
+
+    bob, ann = audit
+    assert (ann["operator"], bob["operator"]) == ("ann", "bob")
+    assert ann["surface"] == "cli"
+    assert ann["action"] == "mark-offline"
+    assert ann["reason"] == "registered by hand"
+    assert ann["targets"] == [f"billing_account:{account.id}"]
+    assert ann["changes"] == [f"billing_account.marked_offline billing_account:{account.id}"]
+    assert bob["changes"] == [f"{account.id} already offline"]
+    assert [entry["id"] for entry in story["audit"]] == [ann["id"], bob["id"]]
+    assert f"mark-offline by ann (cli) on billing_account:{account.id}: registered by hand" in told
+    with SqlUnitOfWork(session_factory(env["BILLING_DATABASE_URL"])) as uow:
+        event = uow.events.get(exported(env, ann["id"]))
+    assert event is not None
+    assert event.document["data"]["operator"] == "ann"
+
+
+def exported(env: dict[str, str], action_id: str) -> str:
+    """The id of the ``operator.action_taken`` event of the action ``action_id``."""
+    from sqlalchemy import select
+
+    from adapters.db.models import EventRow
+
+    with session_factory(env["BILLING_DATABASE_URL"])() as session:
+        return session.scalars(
+            select(EventRow.id).where(
+                EventRow.type == "operator.action_taken", EventRow.command_id == action_id
+            )
+        ).one()
+
+
+def test_the_audit_trail_is_filtered_by_operator_action_and_time(env: dict[str, str]) -> None:
+    account = pending_account(env)
+    mark = ("accounts", "mark-offline", account.id, "--reason", "why not")
+    ok(billing_worker(*mark, "--operator", f"carol-{account.id}", env=env))
+
+    def listed(*wanted: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = json.loads(
+            ok(billing_worker("audit", *wanted, "--json", env=env))
+        )
+        return found
+
+    [mine] = listed("--operator", f"carol-{account.id}")
+    assert mine["targets"] == [f"billing_account:{account.id}"]
+    assert listed("--operator", f"carol-{account.id}", "--action", "retry-command") == []
+    assert listed("--operator", f"carol-{account.id}", "--since", "1d") == [mine]
+    assert listed("--operator", f"carol-{account.id}", "--since", "2999-01-01") == []
+    assert listed("--target", f"billing_account:{account.id}") == [mine]
+    assert ok(billing_worker("audit", "--operator", "nobody", env=env)) == (
+        "no audit entries match\n"
+    )
+
+
+def test_an_action_without_a_reason_is_refused_in_one_line_and_changes_nothing(
+    env: dict[str, str],
+) -> None:
+    account = pending_account(env)
+
+    done = billing_worker("accounts", "mark-offline", account.id, env=env)
+
+    assert done.status == 1, done.stderr
+    [line] = done.stderr.splitlines()
+    assert "mark-offline needs a reason" in line
+    story = json.loads(ok(billing_worker("accounts", "show", account.id, "--json", env=env)))
+    assert story["billing_account"]["state"] == "pending"
+    assert story["audit"] == []
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
         (("accounts", "show", "org_nowhere"), "no billing account org_nowhere"),
         (("accounts", "show", "a b"), "invalid org_or_account 'a b'"),
         (("commands", "list", "--after", "nope"), "after must be the next_cursor"),
-        (("commands", "retry", "cmd_nowhere"), "command 'cmd_nowhere' not found"),
-        (("subscriptions", "skip-change", "chg_nowhere"), "scheduled_change 'chg_nowhere'"),
+        (("commands", "retry", "cmd_nowhere", "--reason", "x"), "command 'cmd_nowhere' not found"),
+        (
+            ("subscriptions", "skip-change", "chg_nowhere", "--reason", "x"),
+            "scheduled_change 'chg_nowhere'",
+        ),
         (("subscriptions", "show", "sub_nowhere"), "subscription 'sub_nowhere' not found"),
     ],
 )

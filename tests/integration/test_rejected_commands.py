@@ -132,7 +132,9 @@ def test_an_operator_lists_failed_and_rejected_commands_apart_and_cannot_replay_
 
     failed_list = billing_worker("commands", "failed", url=url, redis_url=redis_url)
     rejected_list = billing_worker("commands", "rejected", url=url, redis_url=redis_url)
-    replay = billing_worker("commands", "replay", rejected[0], url=url, redis_url=redis_url)
+    replay = billing_worker(
+        "commands", "replay", rejected[0], "--reason", "try", url=url, redis_url=redis_url
+    )
 
     assert (empty_failed.returncode, empty_failed.stdout) == (0, "no failed commands\n")
     assert (empty_rejected.returncode, empty_rejected.stdout) == (0, "no rejected commands\n")

@@ -256,6 +256,15 @@ def sample_events() -> list[Event]:
             "status": "retrying",
         },
         "command.rejected": {"command_id": "c1", "command_type": "users.enable", "error": {}},
+        "operator.action_taken": {
+            "action": "mark-offline",
+            "operator": "ann",
+            "surface": "cli",
+            "reason": "registered by hand",
+            "targets": ["billing_account:ba_1"],
+            "billing_account_id": "ba_1",
+            "changes": ["billing_account.marked_offline billing_account:ba_1"],
+        },
     }
     events: list[Event] = []
     for name, kind in EVENT_TYPES.items():

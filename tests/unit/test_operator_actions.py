@@ -1,7 +1,8 @@
 """The operator's actions are written once (``application/operator_actions.py``) and offered by
 the operations API, the console and the command line from that table: each surface offers
 exactly the actions the table says it does, each action builds the request its handler takes,
-and every action is taken through one place that logs it with its reason."""
+and every action is taken through one place that logs it with its reason (its audit entry:
+``tests/unit/test_audit_trail.py``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from application.operator_actions import (
     OPERATOR_ACTIONS,
     ActionKind,
     Call,
-    ReasonUse,
     Surface,
     offered_by,
     take,
@@ -84,7 +84,7 @@ def test_the_command_line_has_a_command_for_each_action_the_table_offers_there()
 
         assert command.help is not None
         assert entry(kind).summary in command.help
-        assert ("--reason" in options) == (entry(kind).reason is not ReasonUse.NONE)
+        assert {"--reason", "--operator"} <= options
         assert "--json" in options
 
 
@@ -97,10 +97,7 @@ def test_an_action_builds_the_request_its_handler_takes(kind: str) -> None:
     first = next(iter(inspect.signature(handler).parameters))
 
     assert typing.get_type_hints(handler)[first] is type(request)
-    if action.reason is ReasonUse.NONE:
-        assert request.reason == ""
-    else:
-        assert request.reason == "Stripe is back"
+    assert request.reason == "Stripe is back"
 
 
 def test_an_action_is_taken_through_one_place_that_logs_who_took_it_and_why(
@@ -122,12 +119,14 @@ def test_an_action_is_taken_through_one_place_that_logs_who_took_it_and_why(
     action = entry("mark-offline")
 
     with caplog.at_level(logging.INFO, logger="application.operator_actions"):
-        taken = take(action, app, ["ba_1"], "  Stripe\tis down ", by="ops")
+        taken = take(action, app, ["ba_1"], "  Stripe\tis down ", by="ops", surface=Surface.API)
 
     assert action.said(taken) == "ba_1 marked offline"
     assert taken.command_id.startswith("op-mark-offline-")
     [line] = [r.getMessage() for r in caplog.records if r.name == "application.operator_actions"]
-    assert line == f"operator action mark-offline {taken.command_id} on ba_1 by ops: Stripe is down"
+    assert line == (
+        f"operator action mark-offline {taken.command_id} on ba_1 by ops (api): Stripe is down"
+    )
 
 
 def test_a_dead_letter_replayed_says_the_queue_it_went_back_on() -> None:
@@ -135,7 +134,7 @@ def test_a_dead_letter_replayed_says_the_queue_it_went_back_on() -> None:
     app.replayable["1700000000000-0"] = "billing"
     action = entry("replay-dead-letter")
 
-    taken = take(action, app, ["1700000000000-0"], by="cli")
+    taken = take(action, app, ["1700000000000-0"], "unknown task", by="ann", surface=Surface.CLI)
 
     assert action.said(taken) == "dead letter 1700000000000-0 put back on billing"
 

@@ -266,10 +266,13 @@ class AddWebhookRequest(_Closed):
 
 
 class OperatorActionRequest(_Closed):
-    """An operator's action (``/v1beta1/operations/…``): why, optionally."""
+    """An operator's action (``/v1beta1/operations/…``): why."""
 
     reason: str = Field(
-        default="", max_length=200, description="Why; kept with the event or the change."
+        min_length=1,
+        max_length=200,
+        description="Why (required); kept in the audit trail with who took the action, and "
+        "with the change where it has a reason of its own.",
     )
 
 

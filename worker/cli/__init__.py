@@ -29,6 +29,7 @@ from worker.cli import (  # noqa: F401 - they add to groups
     stripe_sync,
 )
 from worker.cli.accounts import accounts
+from worker.cli.audit import audit
 from worker.cli.base import RootGroup
 from worker.cli.clients import clients
 from worker.cli.clock import clock
@@ -66,6 +67,7 @@ def main() -> None:
 processes.register(main)
 main.add_command(status)
 main.add_command(down)
+main.add_command(audit)
 for group in (
     clients,
     orgs,

@@ -3,9 +3,9 @@
 
 Only where each lives is this module's own (:data:`COMMANDS`, keyed by the action's kind: its
 group, its name, what its argument is called, the settings it reads, and a note for this
-surface); its help, its ``--reason`` (when it takes one), what it prints (one line, or its
-``--json``) and the use case it runs are the table's. Every action is taken through the table's
-``take``, as the API and the console take it.
+surface); its help, its ``--reason``, its ``--operator`` (who, for the audit trail), what it
+prints (one line, or its ``--json``) and the use case it runs are the table's. Every action is
+taken through the table's ``take``, as the API and the console take it.
 """
 
 from __future__ import annotations
@@ -16,9 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from application.operator_actions import REASON_LABELS, ActionKind, ReasonUse, Surface, offered_by
+from application.operator_actions import REASON_LABELS, ActionKind, Surface, offered_by
 from worker.cli.accounts import accounts
-from worker.cli.base import DATABASE_ENV, REDIS_ENV, as_json_option, emit, fail, services
+from worker.cli.base import (
+    DATABASE_ENV,
+    REDIS_ENV,
+    as_json_option,
+    emit,
+    fail,
+    operator_option,
+    services,
+)
 from worker.cli.command_log import commands
 from worker.cli.dead_letters import dead_letters
 from worker.cli.subscriptions import subscriptions
@@ -90,7 +98,7 @@ COMMANDS = {
 
 
 def _offer(action: ActionKind[Any, Any], where: Command) -> None:
-    def run(as_json: bool, reason: str = "", **arguments: Any) -> None:
+    def run(as_json: bool, operator: str, reason: str = "", **arguments: Any) -> None:
         from application.operator_actions import take
 
         given = arguments[where.argument]
@@ -98,14 +106,14 @@ def _offer(action: ActionKind[Any, Any], where: Command) -> None:
         targets = tuple(given) if action.many else (given,)
         if where.target is not None:
             targets = tuple(where.target(svc, one) for one in targets)
-        done = take(action, svc, targets, reason, by="cli")
+        done = take(action, svc, targets, reason, by=operator, surface=Surface.CLI)
         emit(as_json, action.view(done), action.said(done))
 
-    command = as_json_option(run)
-    if action.reason is not ReasonUse.NONE:
-        command = click.option("--reason", default="", help=f"{REASON_LABELS[action.reason]}.")(
-            command
-        )
+    command = operator_option(as_json_option(run))
+    # Not a required option: a missing reason is the action's refusal, one line naming it.
+    command = click.option(
+        "--reason", default="", help=f"{REASON_LABELS[action.reason]}; required."
+    )(command)
     command = click.argument(where.argument, nargs=-1 if action.many else 1, required=True)(command)
     where.group.command(
         where.name,

@@ -267,3 +267,35 @@ def services() -> Services:
 
 
 as_json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+
+OPERATOR_ENV = "BILLING_OPERATOR"
+
+
+def default_operator() -> str:
+    """Who runs the command line, as the audit trail names them: ``$BILLING_OPERATOR``, else
+    the OS user (``cli`` when neither is known)."""
+    import getpass
+
+    named = os.environ.get(OPERATOR_ENV, "").strip()
+    if named:
+        return named
+    try:
+        return getpass.getuser() or "cli"
+    except (KeyError, OSError):  # no name for the process's uid (a bare container)
+        return "cli"
+
+
+def _checked_operator(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
+    name = " ".join((value or default_operator()).split())
+    if not name or len(name) > 128 or not name.isprintable():
+        raise click.BadParameter("an operator's name: 1 to 128 printable characters")
+    return name
+
+
+operator_option = click.option(
+    "--operator",
+    default=None,
+    callback=_checked_operator,
+    help=f"Who takes the action, as the audit trail keeps it [default: ${OPERATOR_ENV}, "
+    "else the OS user].",
+)

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from domain.billing.currencies import format_amount
+from domain.operations.audit import AuditEntry
 from domain.operations.console import (
     AccountStory,
     CommandView,
@@ -58,14 +59,21 @@ def _event_line(event: EventView) -> tuple[datetime, str, str]:
     return event.occurred_at, "event", f"{event.type} {event.id}{published}{by}"
 
 
+def _audit_line(entry: AuditEntry) -> tuple[datetime, str, str]:
+    what = f"{entry.action} by {entry.operator} ({entry.surface}) on {' '.join(entry.targets)}"
+    return entry.at, "operator", f"{what}: {entry.reason}  [{entry.id}]"
+
+
 def timeline(
     commands: Sequence[CommandView],
     calls: Sequence[ProviderCallView],
     events: Sequence[EventView],
+    audit: Sequence[AuditEntry] = (),
 ) -> list[str]:
     entries = [line for command in commands for line in _command_lines(command)]
     entries += [_call_line(call) for call in calls]
     entries += [_event_line(event) for event in events]
+    entries += [_audit_line(entry) for entry in audit]
     if not entries:
         return ["  nothing happened to it yet"]
     return [f"  {_at(at)}  {kind:<8}  {text}" for at, kind, text in sorted(entries)]
@@ -103,7 +111,7 @@ def account_text(story: AccountStory) -> str:
         lines += ["", "no subscriptions"]
     commands, calls, events = merged(story)
     lines += ["", f"commands ({len(commands)})", *_commands_table(commands)]
-    lines += ["", "timeline", *timeline(commands, calls, events)]
+    lines += ["", "timeline", *timeline(commands, calls, events, story.audit)]
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ from typing import Any, Self
 from domain.billing.accounts import BillingAccount, BillingAccountState
 from domain.billing.organizations import Organization
 from domain.errors import UniquenessViolation
+from domain.operations.audit import AuditEntry
 from domain.subscriptions.change_previews import IssuedPreview
 from domain.subscriptions.plans import Plan
 from domain.subscriptions.renewal_checks import RenewalCheck
@@ -29,6 +30,7 @@ from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription
 from domain.users import User
 from domain.webhooks import WebhookDelivery, WebhookEndpoint
+from tests.support.fakes.audit import FakeAuditTrail
 from tests.support.fakes.events import (
     FakeEventOutbox,
     FakeStripeEndpointRepository,
@@ -91,6 +93,7 @@ UNIQUE_RULES: dict[str, tuple[_UniqueRule, ...]] = {
     ),
     "change_previews": (),
     "renewal_checks": (),
+    "audit_entries": (),
     "events": (),
     "webhook_endpoints": (),
     "webhook_deliveries": (
@@ -198,6 +201,7 @@ def _table_of(entity: Any) -> str:
         RenewalCheck: "renewal_checks",
         WebhookEndpoint: "webhook_endpoints",
         WebhookDelivery: "webhook_deliveries",
+        AuditEntry: "audit_entries",
     }
     return tables[type(entity)]
 
@@ -264,6 +268,7 @@ class FakeUnitOfWork:
         self.webhook_endpoints = FakeWebhookEndpointRepository(self._tx)
         self.webhook_deliveries = FakeWebhookDeliveryRepository(self._tx)
         self.stripe_endpoints = FakeStripeEndpointRepository(self._tx)
+        self.audit = FakeAuditTrail(self._tx)
 
     def __enter__(self) -> Self:
         self._tx.rollback()

@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from worker.api.console import (
     accounts,
     actions,
+    audit,
     commands,
     failures,
     home,
@@ -27,6 +28,7 @@ PAGE_ROUTERS = (
     *(home.router, search.router, organizations.router, accounts.router),
     *(subscriptions.router, commands.router),
     *(failures.router, actions.router),  # the failures and their actions
+    audit.router,
 )
 """Each page module's router; the console's other pages join this tuple."""
 

@@ -167,7 +167,7 @@ def _subscriptions(story: AccountStory) -> str:
 
 def account_body(story: AccountStory) -> str:
     commands, calls, events = merged(story)
-    rows = timeline_rows(commands, calls, events)
+    rows = timeline_rows(commands, calls, events, story.audit)
     timeline = table(("When", "What", "", "Detail"), rows, "nothing happened to it yet")
     return (
         _summary(story)

@@ -30,9 +30,9 @@ from pydantic import ValidationError
 from application.operator_actions import (
     REASON_LABELS,
     ActionKind,
-    ReasonUse,
     Surface,
     offered_by,
+    require_reason,
     take,
 )
 from domain.errors import CommandError, NotFound, TransientError, violations_of
@@ -257,9 +257,7 @@ def _refusal(error: BaseException, doing: str) -> HTMLResponse:
 def _form(action: ActionKind[Any, Any], kind: str, target: str, token: str) -> str:
     reason = (
         f"<p><label>{text(REASON_LABELS[action.reason])} "
-        '<input type="text" name="reason" maxlength="200" size="60"></label></p>'
-        if action.reason is not ReasonUse.NONE
-        else ""
+        '<input type="text" name="reason" maxlength="200" size="60" required></label></p>'
     )
     address = html.escape(action_url(kind, target), quote=True)
     return (
@@ -304,6 +302,8 @@ async def take_action(
         check_origin(request.headers, request.headers.get("host"))
         _check_form_media_type(request.headers.get("content-type"))
         form = _form_fields(await request.body())
+        # Checked before the token is spent: a form sent without a reason can be sent again.
+        reason = require_reason(action, (form.get("reason") or [""])[0])
         token = next(iter(form.get(FIELD, [])), None)
         tokens = await to_thread.run_sync(lambda: _tokens(request, svc))
         first_use = _first_use(request, svc)
@@ -312,10 +312,11 @@ async def take_action(
         await to_thread.run_sync(
             lambda: tokens.redeem(caller.client_id, kind, target, token, first_use)
         )
-        reason = (form.get("reason") or [""])[0]
         subject = await to_thread.run_sync(lambda: read(svc, target))
         done = await to_thread.run_sync(
-            lambda: take(action, svc, [target], reason, by=caller.client_id)
+            lambda: take(
+                action, svc, [target], reason, by=caller.client_id, surface=Surface.CONSOLE
+            )
         )
         said = action.said(done)
     except Exception as error:

@@ -137,11 +137,22 @@ def _events(story: CommandStory) -> str:
 
 
 def audit_section(story: CommandStory) -> str:
-    """What operators did about the command (replays, retries, with who and why): the audit
-    trail's entries for it, once the audit trail exists (issue 45, item 1). Its table is
-    another change's: this section is where its entries are shown, and shows nothing until
-    then."""
-    return ""
+    """What operators did about the command (replays, retries): who, where, why and what it
+    changed, from the audit trail."""
+    rows = [
+        [
+            when(entry.at),
+            text(entry.action),
+            f"<strong>{text(entry.operator)}</strong> ({text(entry.surface)})",
+            text(entry.reason),
+            text("; ".join(entry.changes)),
+        ]
+        for entry in story.audit
+    ]
+    headers = ("When", "Action", "Who", "Why", "What it changed")
+    return section(
+        "Operators' actions", table(headers, rows, "no operator acted on it"), id="audit"
+    )
 
 
 def _actions(caller: Caller, story: CommandStory) -> str:

@@ -32,6 +32,7 @@ NAV: tuple[tuple[str, str, str], ...] = (
     ("organizations", "Organizations", f"{PREFIX}/organizations"),
     ("accounts", "Accounts", f"{PREFIX}/accounts"),
     ("failures", "Failures", f"{PREFIX}/failures"),
+    ("audit", "Audit", f"{PREFIX}/audit"),
 )
 """(key, label, path) of each entry of the navigation; ``page(nav=key)`` marks the current."""
 

@@ -11,8 +11,10 @@ and is shown as it is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from domain.operations.audit import AuditEntry
 from domain.operations.console import CommandView, EventView, ProviderCallView
 from worker.api.console.layout import badge, link, text, url, when
 
@@ -126,12 +128,26 @@ def folded(entries: list[Entry]) -> list[list[str]]:
     return rows
 
 
+def _audit_entry(entry: AuditEntry) -> Entry:
+    what = (
+        f"{text(entry.action)} by <strong>{text(entry.operator)}</strong> "
+        f"({text(entry.surface)}) on {text(' '.join(entry.targets))}"
+    )
+    return Entry(
+        entry.at.isoformat(), [when(entry.at), "operator", what, f"why: {text(entry.reason)}"]
+    )
+
+
 def timeline_rows(
-    commands: list[CommandView], calls: list[ProviderCallView], events: list[EventView]
+    commands: list[CommandView],
+    calls: list[ProviderCallView],
+    events: list[EventView],
+    audit: Sequence[AuditEntry] = (),
 ) -> list[list[str]]:
-    """The rows of the timeline of ``commands``, ``calls`` and ``events``, oldest first,
-    consecutive routine syncs folded."""
-    entries = [entry for command in commands for entry in _command_entries(command)]
+    """The rows of the timeline of ``commands``, ``calls``, ``events`` and operators'
+    actions (``audit``), oldest first, consecutive routine syncs folded."""
+    entries = [_audit_entry(entry) for entry in audit]
+    entries += [entry for command in commands for entry in _command_entries(command)]
     unsuccessful = {command.id for command in commands if command.status != "succeeded"}
     entries += [_call_entry(call, unsuccessful) for call in calls]
     entries += [_event_entry(event) for event in events]

@@ -81,14 +81,14 @@ def _documented(action: ActionKind[Any, Any], route: Route) -> dict[str, Any]:
     return {
         "operation_id": route.operation_id,
         "summary": action.summary,
-        "description": f'{action.does} Body `{{}}` or `{{"reason": …}}`. Needs the '
-        f"`{action.scope.value}` scope.",
+        "description": f'{action.does} Body `{{"reason": …}}`: why, required, kept in the '
+        f"audit trail with who took it. Needs the `{action.scope.value}` scope.",
         **direct_operation(
             request=OperatorActionRequest,
             answer=ActionTaken,
             answer_description="What the action did.",
             errors=ACTION_ERRORS,
-            examples={"with a reason": {"reason": "Stripe is back"}, "empty": {}},
+            examples={"with a reason": {"reason": "Stripe is back"}},
         ),
     }
 
@@ -98,7 +98,9 @@ def _offer(action: ActionKind[Any, Any]) -> None:
 
     async def endpoint(id: str, client: Caller, body: dict[str, Any], state: ApiState) -> Any:
         reason = _reason(body)
-        done = await run_action(lambda: take(action, state.svc, [id], reason, by=client.client_id))
+        done = await run_action(
+            lambda: take(action, state.svc, [id], reason, by=client.client_id, surface=Surface.API)
+        )
         return JSONResponse(action.view(done))
 
     # The parameters' annotations are this action's (its scope, its id's length): FastAPI
