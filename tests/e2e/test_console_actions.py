@@ -512,7 +512,9 @@ def test_a_post_whose_body_is_not_form_encoded_is_refused_and_changes_nothing(
         body = f"csrf_token={token}&reason=x"
         headers = {**same_origin(stack), **({"Content-Type": content_type} if content_type else {})}
         refused = web.post(action, content=body, headers=headers)
-        taken = web.post(action, data={"csrf_token": token}, headers=same_origin(stack))
+        taken = web.post(
+            action, data={"csrf_token": token, "reason": "x"}, headers=same_origin(stack)
+        )
 
     assert refused.status_code == 415, refused.text
     assert refused.headers["content-type"].startswith("text/html")
@@ -544,7 +546,9 @@ def test_without_redis_an_action_is_refused_with_a_page_saying_nothing_was_chang
         ):
             token = confirmation_token(web.get(action))
             redis_of_its_own.stop()
-            refused = web.post(action, data={"csrf_token": token}, headers={"Origin": api_url})
+            refused = web.post(
+                action, data={"csrf_token": token, "reason": "x"}, headers={"Origin": api_url}
+            )
     finally:
         redis_of_its_own.stop()
 

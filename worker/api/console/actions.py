@@ -302,10 +302,12 @@ async def take_action(
         check_origin(request.headers, request.headers.get("host"))
         _check_form_media_type(request.headers.get("content-type"))
         form = _form_fields(await request.body())
-        # Checked before the token is spent: a form sent without a reason can be sent again.
-        reason = require_reason(action, (form.get("reason") or [""])[0])
         token = next(iter(form.get(FIELD, [])), None)
         tokens = await to_thread.run_sync(lambda: _tokens(request, svc))
+        # A forged or another client's token is refused first; the reason is checked before
+        # the token is spent, so that a form sent without a reason can be sent again.
+        tokens.check(caller.client_id, kind, target, token)
+        reason = require_reason(action, (form.get("reason") or [""])[0])
         first_use = _first_use(request, svc)
         # Spent before the action is taken, so that two posts of one form racing each other
         # take it once; an action that then fails needs its page opened again.
