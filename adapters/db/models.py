@@ -120,6 +120,9 @@ class BillingAccountRow(Base):
         ),
         # Beat's re-drive and gauge of accounts stuck pending: the oldest pending ones.
         Index("ix_billing_accounts_state_created_at", "state", "created_at"),
+        # The console's search by a whole name or a whole email address.
+        Index("ix_billing_accounts_name", "name"),
+        Index("ix_billing_accounts_email", "email"),
     )
 
     id: Mapped[str] = mapped_column(String(128), primary_key=True)
