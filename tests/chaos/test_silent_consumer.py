@@ -80,14 +80,16 @@ def test_a_worker_node_that_stays_connected_but_stops_consuming_shows_silent_wit
     stack.start_beat()
     api = stack.start_api()
     frozen, running = consumer_loop(node_of(stack, "w1")), consumer_loop(node_of(stack, "w2"))
-    eventually(
-        lambda: loops(stack.beat_metrics_url, "billing_loop_silent").keys() >= {frozen, running},
-        60,
-        "both consumers' heartbeats",
-    )
-    before = loops(stack.beat_metrics_url, "billing_loop_silent")
-    assert before[frozen] == 0
-    assert before[running] == 0
+    host = socket.gethostname()
+    every_loop = {frozen, running, f"beat:{host}", f"failover-watch:{host}", "sweep:events.relay"}
+
+    def beating() -> dict[str, float] | None:
+        found = loops(stack.beat_metrics_url, "billing_loop_silent")
+        listeners = [loop for loop in found if loop.startswith(f"result-listener:{host}:")]
+        return found if found.keys() >= every_loop and listeners else None
+
+    before = eventually(beating, 60, "every loop's heartbeat", interval=1.0)
+    assert set(before.values()) == {0}, before
 
     stop_consuming(stack, node_of(stack, "w1"))
     stopped_at = time.monotonic()
@@ -95,6 +97,7 @@ def test_a_worker_node_that_stays_connected_but_stops_consuming_shows_silent_wit
         lambda: loops(stack.beat_metrics_url, "billing_loop_silent").get(frozen) == 1,
         TWO_MINUTES + 30,
         "the frozen consumer to show silent",
+        interval=1.0,
     )
     took = time.monotonic() - stopped_at
     print(
