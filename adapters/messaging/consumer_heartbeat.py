@@ -22,6 +22,7 @@ from typing import Any
 
 from celery import bootsteps
 from celery.utils.nodenames import worker_direct
+from kombu.utils.uuid import uuid
 
 from adapters.messaging.config import HEARTBEAT_SECONDS, HEARTBEAT_TASK, SILENCE_SECONDS
 
@@ -53,11 +54,18 @@ class ConsumerHeartbeat(bootsteps.StartStopStep):
         queue = worker_direct(hostname)
         loop = consumer_loop(hostname)
 
+        app = parent.app
+
         def send() -> None:
+            # Built by hand rather than with send_task, which sends a task-sent event when
+            # the app does (task_send_sent_event): Flower would list a heartbeat per node
+            # every few seconds among the commands.
+            message = app.amqp.create_task_message(
+                uuid(), task, (loop, every), {}, expires=expires, create_sent_event=False
+            )
             try:
-                parent.app.send_task(
-                    task, args=(loop, every), queue=queue, expires=expires, retry=False
-                )
+                with app.producer_or_acquire() as producer:
+                    app.amqp.send_task_message(producer, task, message, queue=queue, retry=False)
             except Exception as error:  # the broker away: the silence shows it
                 logger.info("could not send the consumer's heartbeat (%s)", error)
 
