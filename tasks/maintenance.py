@@ -8,6 +8,7 @@ from application.handlers.operations.retention import prune_command_log as prune
 from application.handlers.operations.retention import prune_outbox
 from application.handlers.operations.sweeps import republish_stalled_commands as republish
 from application.requests.sweeps import (
+    CONSUMER_HEARTBEAT,
     PRUNE_COMMAND_LOG,
     REPUBLISH_STALLED_COMMANDS,
     PruneCommandLog,
@@ -26,3 +27,12 @@ def republish_stalled_commands(self: SweepTask) -> int:
 def prune_command_log(self: SweepTask) -> int:
     application = self.application
     return prune(PruneCommandLog(), application).total + prune_outbox(PruneOutbox(), application)
+
+
+@shared_task(name=CONSUMER_HEARTBEAT, ignore_result=True, send_events=False)
+def consumer_heartbeat(loop: str, every: float) -> None:
+    """A worker node's heartbeat came back through its own queue and a pool process ran it.
+
+    Nothing to do here: its run is recorded as ``loop``'s heartbeat by the worker's signals
+    (``adapters/observability/signals.py``), as a sweep's success is. It sends no task events
+    (not in Flower, every few seconds on every node)."""

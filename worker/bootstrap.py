@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from celery import Celery
     from prometheus_client.registry import Collector
 
+    from adapters.messaging.heartbeats import Heartbeats
     from adapters.messaging.sweep_successes import SweepSuccesses
     from adapters.observability.gauges import DatabaseFigures
     from adapters.outbound.relay_thread import BackgroundRelay
@@ -171,6 +172,13 @@ class Services:
 
         return SweepSuccesses(self._redis())
 
+    def heartbeats(self) -> Heartbeats:
+        """The long-running loops' heartbeats (written by each loop, read by beat's gauges and
+        the API's ``/readyz``)."""
+        from adapters.messaging.heartbeats import Heartbeats
+
+        return Heartbeats(self._redis())
+
     def _redis(self) -> redis.Redis:
         if self._redis_client is None:
             from adapters.messaging.redis_clients import redis_client
@@ -209,11 +217,14 @@ class Services:
         from adapters.provider.rate_budget import UnmeteredBudget
 
         budget = self.rate_budget()
+        heartbeats = self.heartbeats()
+        silence = self.settings.loop_silence_seconds
         return SystemCollector(
             clock=self.clock,
             read_queue_depths=self.queue_depths(),
             read_database=self.system_figures(),
             budget=None if isinstance(budget, UnmeteredBudget) else budget,
+            read_heartbeats=lambda: heartbeats.silences(silence),
         )
 
     def queue_depths(self) -> Callable[[], Mapping[str, int]]:

@@ -29,12 +29,14 @@ from celery.signals import (
 
 from adapters.clock import ShiftableClock
 from adapters.messaging.config import CONSUMED_QUEUES, TASK_MODULES, celery_config
+from adapters.messaging.consumer_heartbeat import ConsumerHeartbeat
 from domain.ports.application import Application
 from tasks.runtime import CommandApp
 from worker.bootstrap import bootstrap
 from worker.process_signals import (
     configure_logging,
     connect_failover_watch,
+    connect_heartbeats,
     connect_metrics,
     connect_tracing,
 )
@@ -104,6 +106,9 @@ def worker_app(
         connect_metrics(built)
     connect_failover_watch(built)
     connect_tracing()
+    # Each node's consumer sends itself its heartbeat (adapters/messaging/consumer_heartbeat.py).
+    built.steps["consumer"].add(ConsumerHeartbeat)
+    connect_heartbeats()
     return built
 
 

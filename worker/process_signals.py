@@ -6,7 +6,10 @@ once per process; the services they report on come from the composition root
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from adapters.db.uow import is_transient_db_error
 from worker.bootstrap import bootstrap
@@ -21,13 +24,14 @@ def configure_logging(level: str | int | None = None) -> None:
     ``BILLING_LOG_LEVEL``, ``BILLING_MASK_PERSONAL_DATA``; adapters/observability/logs.py)."""
     from adapters.messaging.config import SWEEPS
     from adapters.observability.logs import configure
+    from application.requests.sweeps import CONSUMER_HEARTBEAT
 
     settings = get_settings()
     configure(
         log_format=settings.log_format,
         level=level or settings.log_level.upper(),
         mask_personal_data=settings.mask_personal_data,
-        quiet_tasks=SWEEPS,
+        quiet_tasks=SWEEPS | {CONSUMER_HEARTBEAT},
     )
 
 
@@ -46,9 +50,57 @@ def connect_failover_watch(celery: Celery | None = None) -> None:
     def start_watch(**_: object) -> None:
         from adapters.messaging.failover_watch import watch_in_background
 
-        watch_in_background(lambda: bootstrap(celery=celery), get_settings().beat_interval_seconds)
+        settings = get_settings()
+        watch_in_background(
+            lambda: bootstrap(celery=celery),
+            settings.beat_interval_seconds,
+            heartbeat=paced_heartbeat(f"failover-watch:{socket.gethostname()}"),
+        )
 
     beat_init.connect(start_watch, weak=False)
+
+
+def paced_heartbeat(loop: str) -> Callable[[], None]:
+    """``loop``'s heartbeat, recorded at most every ``BILLING_HEARTBEAT_INTERVAL_SECONDS``
+    (``adapters/messaging/heartbeats.py``)."""
+    from adapters.messaging.heartbeats import Paced
+
+    every = get_settings().heartbeat_interval_seconds
+    return Paced(lambda: bootstrap().heartbeats().beat(loop, every), every, loop)
+
+
+_heartbeats_connected = False
+
+
+def connect_heartbeats() -> None:
+    """Beat's loop beats after its ticks; a worker node that stops cleanly takes its consumer's
+    heartbeat away (it is no longer expected). Connected once per process."""
+    global _heartbeats_connected
+    if _heartbeats_connected:
+        return
+    _heartbeats_connected = True
+    from celery.signals import beat_init, worker_shutdown
+
+    def beat_after_each_tick(sender: Any = None, **_: object) -> None:
+        from adapters.messaging.heartbeats import beat_on_each_tick
+
+        scheduler = getattr(sender, "scheduler", None)
+        if scheduler is not None:
+            beat_on_each_tick(scheduler, paced_heartbeat(f"beat:{socket.gethostname()}"))
+
+    def forget_the_consumer(sender: Any = None, **_: object) -> None:
+        from adapters.messaging.consumer_heartbeat import consumer_loop
+
+        hostname = getattr(sender, "hostname", None)
+        if not hostname:
+            return
+        try:
+            bootstrap().heartbeats().forget(consumer_loop(hostname))
+        except Exception as error:  # Redis away: its heartbeat goes silent, then forgotten
+            logging.getLogger(__name__).info("could not forget the consumer (%s)", error)
+
+    beat_init.connect(beat_after_each_tick, weak=False)
+    worker_shutdown.connect(forget_the_consumer, weak=False)
 
 
 def connect_metrics(celery: Celery | None = None) -> None:
@@ -58,7 +110,7 @@ def connect_metrics(celery: Celery | None = None) -> None:
     from adapters.messaging.config import SWEEPS
     from adapters.observability import metrics, signals
     from application.handlers.events.webhook_deliveries import DELIVER_WEBHOOK
-    from application.requests.sweeps import RECONCILE_WITH_STRIPE
+    from application.requests.sweeps import CONSUMER_HEARTBEAT, RECONCILE_WITH_STRIPE
     from domain.provider.sync import SyncStripeObject
 
     def exporters() -> signals.Exporters:
@@ -81,6 +133,8 @@ def connect_metrics(celery: Celery | None = None) -> None:
             is_database_error=is_transient_db_error,
             sweeps=SWEEPS,
             sweep_succeeded=lambda sweep, at: bootstrap().sweep_successes().record(sweep, at),
+            heartbeat=lambda loop, every: bootstrap().heartbeats().beat(loop, every),
+            heartbeat_task=CONSUMER_HEARTBEAT,
         )
     )
 

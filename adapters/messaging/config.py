@@ -21,6 +21,7 @@ from application.handlers.operations.sweeps import (
     STRIPE_SYNC_MESSAGE_PRIORITY,
 )
 from application.requests.sweeps import (
+    CONSUMER_HEARTBEAT,
     ENQUEUE_DUE_CHANGES,
     PRUNE_COMMAND_LOG,
     RECONCILE_WITH_STRIPE,
@@ -55,6 +56,12 @@ SWEEPS = frozenset(
 )
 """The task names of beat's sweeps (each a ``tasks.runtime.SweepTask``; the beat schedule
 runs exactly these: tests/unit/test_sweeps_out_of_sight.py)."""
+
+HEARTBEAT_SECONDS = "billing_heartbeat_interval_seconds"
+SILENCE_SECONDS = "billing_loop_silence_seconds"
+HEARTBEAT_TASK = "billing_consumer_heartbeat_task"
+"""Keys of the app's configuration that a worker node's consumer heartbeat reads
+(``adapters/messaging/consumer_heartbeat.py``)."""
 
 QUEUES = ("users", "billing", "subscriptions", "maintenance", "webhooks")
 DEFAULT_PUBLISH_QUEUE = "celery"
@@ -99,6 +106,10 @@ class CeleryOptions(RedisOptions, Protocol):
     def mask_personal_data(self) -> bool: ...
     @property
     def shiftable_clock(self) -> bool: ...
+    @property
+    def heartbeat_interval_seconds(self) -> float: ...
+    @property
+    def loop_silence_seconds(self) -> float: ...
 
 
 def celery_config(settings: CeleryOptions) -> dict[str, Any]:
@@ -210,4 +221,12 @@ def celery_config(settings: CeleryOptions) -> dict[str, Any]:
             },
         },
         "worker_hijack_root_logger": False,
+        # Each node also consumes a queue of its own (NODE.dq2), where it sends itself its
+        # consumer heartbeat (adapters/messaging/consumer_heartbeat.py).
+        "worker_direct": True,
+        # Beat's loop beats after its ticks: it never sleeps longer than a heartbeat.
+        "beat_max_loop_interval": settings.heartbeat_interval_seconds,
+        HEARTBEAT_SECONDS: settings.heartbeat_interval_seconds,
+        SILENCE_SECONDS: settings.loop_silence_seconds,
+        HEARTBEAT_TASK: CONSUMER_HEARTBEAT,
     }

@@ -23,9 +23,12 @@ logger = logging.getLogger(__name__)
 
 
 def watch_in_background(
-    application: Callable[[], FailoverContext], interval_seconds: float
+    application: Callable[[], FailoverContext],
+    interval_seconds: float,
+    heartbeat: Callable[[], None] = lambda: None,
 ) -> threading.Thread:
-    """Start the watch (a daemon thread: it ends with the process); the thread."""
+    """Start the watch (a daemon thread: it ends with the process); the thread.
+    ``heartbeat`` is called after each look that ended (``adapters/messaging/heartbeats.py``)."""
 
     def watch() -> None:
         while True:
@@ -33,6 +36,8 @@ def watch_in_background(
                 recover_from_failover(RecoverFromFailover(), application())
             except Exception as error:  # Redis or the database away: the next look tries again
                 logger.info("could not look at the broker's primary (%s)", error)
+            else:
+                heartbeat()
             stop.wait(interval_seconds)
 
     stop = threading.Event()

@@ -10,7 +10,7 @@ root hands it the readers of each part, its clock and the budget.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from domain.operations.silent_loops import Silence
 from domain.ports.application import Clock
 from domain.provider.rate_budget import RateBudget
 from domain.subscriptions.change_states import ChangeState
@@ -63,12 +64,15 @@ class SystemCollector(Collector):
         read_queue_depths: Callable[[], Mapping[str, int]],
         read_database: Callable[[datetime], DatabaseFigures],
         budget: RateBudget | None,
+        read_heartbeats: Callable[[], Sequence[Silence]] = list,
     ) -> None:
-        """``budget``: the shared Stripe budget, ``None`` when calls are not metered."""
+        """``budget``: the shared Stripe budget, ``None`` when calls are not metered;
+        ``read_heartbeats``: how long each long-running loop has been silent."""
         self._clock = clock
         self._read_queue_depths = read_queue_depths
         self._read_database = read_database
         self._budget = budget
+        self._read_heartbeats = read_heartbeats
 
     def describe(self) -> list[Metric]:
         # Nothing read at registration: the families are computed at each scrape.
@@ -85,6 +89,7 @@ class SystemCollector(Collector):
             "queues": self._queues,
             "database": self._database,
             "stripe_budget": self._stripe_budget,
+            "heartbeats": self._heartbeats,
         }
         for name, part in parts.items():
             try:
@@ -208,6 +213,35 @@ class SystemCollector(Collector):
             pending_accounts,
             pending_age,
         ]
+
+    def _heartbeats(self) -> list[Metric]:
+        # Judged on Redis's clock, where they were recorded (adapters/messaging/heartbeats.py),
+        # never on the application's shiftable one.
+        seconds = GaugeMetricFamily(
+            "billing_loop_silence_seconds",
+            "How long each long-running loop has not beaten, on Redis's clock: a worker "
+            "node's consumer (consumer:NODE, a message through its own queue), beat "
+            "(beat:HOST), beat's failover watch (failover-watch:HOST), each sweep "
+            "(sweep:NAME, its successes), each API process's result listener "
+            "(result-listener:HOST:PID).",
+            labels=["loop"],
+        )
+        limit = GaugeMetricFamily(
+            "billing_loop_silence_limit_seconds",
+            "How long each loop may be silent: BILLING_LOOP_SILENCE_SECONDS, or two of its "
+            "intervals when it beats less often (a sweep run every hour).",
+            labels=["loop"],
+        )
+        silent = GaugeMetricFamily(
+            "billing_loop_silent",
+            "1 when a loop has been silent past its limit (alert BillingLoopSilent), else 0.",
+            labels=["loop"],
+        )
+        for silence in self._read_heartbeats():
+            seconds.add_metric([silence.loop], silence.seconds)
+            limit.add_metric([silence.loop], silence.limit)
+            silent.add_metric([silence.loop], 1.0 if silence.silent else 0.0)
+        return [seconds, limit, silent]
 
     def _stripe_budget(self) -> list[Metric]:
         budget = self._budget

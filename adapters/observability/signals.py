@@ -41,7 +41,11 @@ from adapters.observability.metrics import (
     serve,
     sweep_finished,
 )
-from adapters.observability.sweeps import no_sent_events_from_beat, seed_sweep_metrics
+from adapters.observability.sweeps import (
+    no_sent_events_from_beat,
+    schedule_intervals,
+    seed_sweep_metrics,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +75,11 @@ class Wiring:
     """The task names of beat's sweeps: their runs are recorded as sweeps."""
     sweep_succeeded: Callable[[str, float], None] = lambda sweep, at: None
     """Keep a sweep's last success where every process reads it (the console's home page)."""
+    heartbeat: Callable[[str, float], None] = lambda loop, every: None
+    """Record a loop's heartbeat (``adapters/messaging/heartbeats.py``): its name and how
+    often it beats."""
+    heartbeat_task: str = ""
+    """The task name of a worker node's consumer heartbeat: its run is the heartbeat."""
 
 
 _timer = RunTimer()
@@ -115,8 +124,11 @@ def _on_task_postrun(
     task: Any = None,
     retval: Any = None,
     state: str | None = None,
+    args: Any = None,
     **_: Any,
 ) -> None:
+    if task is not None and state == "SUCCESS":
+        _record_heartbeat(task, args)
     if task_id and task is not None:
         took = _timer.stop(task_id, str(task.name))
         wiring = _wired()
@@ -133,6 +145,32 @@ def _on_task_postrun(
         record = wiring.result_recorders.get(str(task.name))
         if record is not None:
             record(retval)
+
+
+def sweep_loop(sweep: str) -> str:
+    """The heartbeat's name of beat's sweep ``sweep``: its successes are its beats."""
+    return f"sweep:{sweep}"
+
+
+def _record_heartbeat(task: Any, args: Any) -> None:
+    """A consumer heartbeat that ran, or a sweep that succeeded, is its loop's heartbeat."""
+    wiring = _wired()
+    name = str(task.name)
+    if name == wiring.heartbeat_task and isinstance(args, list | tuple) and len(args) == 2:
+        loop, every = str(args[0]), float(args[1])
+    elif name in wiring.sweeps:
+        conf = getattr(getattr(task, "app", None), "conf", None)
+        schedule = getattr(conf, "beat_schedule", None) or {}
+        interval = schedule_intervals(schedule, wiring.sweeps).get(name)
+        if interval is None:
+            return
+        loop, every = sweep_loop(name), interval
+    else:
+        return
+    try:
+        wiring.heartbeat(loop, every)
+    except Exception:  # Redis away: the silence shows it
+        logger.warning("could not record the heartbeat of %s", loop, exc_info=True)
 
 
 def _on_task_retry(sender: Any = None, reason: Any = None, **_: Any) -> None:

@@ -40,6 +40,12 @@ PRUNE_COMMAND_LOG = "maintenance.prune_command_log"
 """Beat's sweep of finished commands older than their retention (a batch budget per run),
 and of the outbox's deliveries and events (the same retention)."""
 
+CONSUMER_HEARTBEAT = "heartbeat.consumer"
+"""Not a sweep: the message a worker node sends itself through its own queue every
+``BILLING_HEARTBEAT_INTERVAL_SECONDS``; its run records the node's consumer heartbeat
+(``adapters/messaging/heartbeats.py``): proof that the node takes messages off Redis, not
+only that its process runs."""
+
 
 @dataclass(frozen=True)
 class RelayEvents:

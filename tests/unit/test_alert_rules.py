@@ -33,6 +33,8 @@ EXPORTED = {
     "billing_renewals_billed_wrong",
     "billing_sweep_last_success_timestamp_seconds",
     "billing_sweep_interval_seconds",
+    "billing_loop_silence_seconds",
+    "billing_loop_silence_limit_seconds",
     "up",
 }
 

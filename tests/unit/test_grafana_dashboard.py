@@ -34,6 +34,8 @@ BEAT_GAUGES = {
     "billing_events_unpublished",
     "billing_pending_accounts",
     "billing_oldest_pending_account_age_seconds",
+    "billing_loop_silence_seconds",
+    "billing_loop_silence_limit_seconds",
 }
 
 
@@ -91,6 +93,7 @@ def test_the_dashboard_shows_every_part_operators_watch(dashboard: dict[str, Any
         "billing_webhook_deliveries",
         "billing_events_unpublished",
         "billing_sweep_last_success_timestamp_seconds",
+        "billing_loop_silence_seconds",
     ):
         assert name in text, name
 

@@ -70,7 +70,7 @@ def create_app(svc: Services | None = None) -> FastAPI:
         resolved = svc or bootstrap()
         settings = resolved.settings
         redis = async_redis_client(settings)
-        results = ResultListener(redis)
+        results = ResultListener(redis, settings.heartbeat_interval_seconds)
         await results.start()
         authenticator = resolved.client_verifier()
         # In Redis: every API process on the port counts the same failures.

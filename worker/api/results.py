@@ -22,12 +22,15 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
+import socket
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import redis.asyncio as aioredis
 from celery.states import READY_STATES
 
+from adapters.messaging.heartbeats import beat_async, forget_async
 from adapters.messaging.publisher import RESULT_CHANNEL_PREFIX
 
 logger = logging.getLogger(__name__)
@@ -73,13 +76,17 @@ class Watch:
 
 
 class ResultListener:
-    """The API process's one subscription to every task's result channel."""
+    """The API process's one subscription to every task's result channel. With
+    ``heartbeat_seconds``, it records its heartbeat (``adapters/messaging/heartbeats.py``) that
+    often while it listens: a listener deaf for good goes silent."""
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis, heartbeat_seconds: float = 0.0) -> None:
         self._redis = redis
         self._watches: dict[str, set[Watch]] = {}
         self._subscribed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._heartbeat_seconds = heartbeat_seconds
+        self.loop_name = f"result-listener:{socket.gethostname()}:{os.getpid()}"
 
     @property
     def listening(self) -> bool:
@@ -96,6 +103,15 @@ class ResultListener:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._heartbeat_seconds:
+            with contextlib.suppress(Exception):  # Redis away: forgotten after a day
+                await forget_async(self._redis, self.loop_name)
+
+    async def _beat(self) -> None:
+        try:
+            await beat_async(self._redis, self.loop_name, self._heartbeat_seconds)
+        except Exception as error:  # the silence shows it
+            logger.info("could not record the result listener's heartbeat (%s)", error)
 
     @contextlib.contextmanager
     def watching(self, command_id: str) -> Iterator[Watch]:
@@ -138,9 +154,14 @@ class ResultListener:
         loop = asyncio.get_running_loop()
         prefix = RESULT_CHANNEL_PREFIX.encode()
         heard = pinged = loop.time()
+        beaten = float("-inf")
         while True:
             message = await pubsub.get_message(timeout=HEARTBEAT_SECONDS)
             now = loop.time()
+            every = self._heartbeat_seconds
+            if every and self.listening and now - beaten >= every:
+                beaten = now
+                await self._beat()
             if message is not None:
                 heard = now
                 if message["type"] == "psubscribe":

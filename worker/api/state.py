@@ -55,6 +55,8 @@ class ApiState:
     trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
     """Whose ``X-Forwarded-For`` names the source (``BILLING_API_TRUSTED_PROXIES``)."""
     ready_until: float = 0.0
+    silent_loops: dict[str, dict[str, float]] = field(default_factory=dict)
+    """The silent loops ``/readyz`` last found (shown while its answer is reused)."""
 
 
 def api_state(request: Request) -> ApiState:

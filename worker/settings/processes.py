@@ -67,3 +67,19 @@ class ProcessSettings(Section):
         description="Local stack and tests only: let `clock advance` shift "
         "the application clock. Production keeps real time.",
     )
+    heartbeat_interval_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="How often each long-running loop (a worker node's consumer, beat, the "
+        "failover watch, the API's result listener) records its heartbeat in Redis. A worker "
+        "node's is a message through its own queue, run by its pool: it proves the node "
+        "consumes, not only that it runs.",
+    )
+    loop_silence_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="A loop whose last heartbeat is older than this (or than two of its "
+        "intervals, for a sweep that runs less often) is silent: `billing_loop_silent` is 1 "
+        "in beat's metrics, `/readyz` names it and alert BillingLoopSilent fires. Keep it "
+        "several times BILLING_HEARTBEAT_INTERVAL_SECONDS.",
+    )
