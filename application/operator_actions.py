@@ -18,19 +18,24 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from application.requests.operator_actions import (
     ActionTaken,
     AdoptDrift,
+    ClockMoved,
     MarkAccountOffline,
+    MoveClock,
     ReplayCommands,
     ReplayDeadLetter,
     RetryCommand,
     RetryRegistration,
+    RotateClientSecret,
+    RotatedClientSecret,
     SkipScheduledChange,
     new_action_id,
 )
@@ -38,7 +43,19 @@ from domain.errors import InvalidArgument
 from domain.permissions import Scope
 
 if TYPE_CHECKING:
+    from application.handlers.events.webhook_endpoints import (
+        DisabledEndpoint,
+        NewEndpoint,
+        RotatedSecret,
+    )
+    from application.requests.operator_requests import (
+        AddEndpoint,
+        DisableEndpoint,
+        EnableEndpoint,
+        RotateSecret,
+    )
     from domain.ports.application import OperatorContext
+    from domain.webhooks import WebhookEndpoint
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +80,10 @@ EVERY_SURFACE = frozenset(Surface)
 
 
 class ReasonUse(StrEnum):
-    """What an action does with the operator's reason. Every action changes state, so every
-    one needs a reason (:func:`require_reason`)."""
+    """What an action does with the operator's reason. Every action changes state: most need
+    a reason (:func:`require_reason`); those whose target keeps its own record of the change
+    (a webhook endpoint's configuration) take one when given
+    (:attr:`ActionKind.reason_required`)."""
 
     AUDITED = "audited"
     """Kept in the audit trail (``domain.operations.audit``) and the action's log line."""
@@ -85,19 +104,21 @@ class Target:
     page by ``subject``)."""
 
     subject: str
-    """``command``, ``billing_account``, ``scheduled_change``, ``dead_letter`` or
-    ``drift_finding``."""
+    """``command``, ``billing_account``, ``scheduled_change``, ``dead_letter``,
+    ``drift_finding``, ``api_client``, ``webhook_endpoint`` or ``clock``."""
     name: str
     """What the target's identifier is called (an argument's name)."""
 
 
 @dataclass(frozen=True)
 class Call:
-    """One action asked for: its id (its events carry it), its targets and the reason."""
+    """One action asked for: its id (its events carry it), its targets and the reason, and
+    what else its request takes (a webhook's events, a secret's grace, the clock's move)."""
 
     action_id: str
     targets: tuple[str, ...]
     reason: str = ""
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def target(self) -> str:
@@ -135,6 +156,16 @@ class ActionKind(Generic[Req, Out]):
     surfaces: frozenset[Surface] = EVERY_SURFACE
     many: bool = False
     """Whether it takes several targets at once, all or none (the command line's)."""
+    reason_required: bool = True
+    """Whether it is refused without a reason (else an empty one is kept as it is)."""
+    audited_after: bool = False
+    """Whether its entry is written once it is done, in a transaction of its own, rather
+    than in the first one it commits: an action whose change is not in the database's units
+    of work (a client's secret, the clock), or whose change is told by its outcome rather than
+    by the events it writes (a webhook endpoint's configuration writes none)."""
+    subjects: Callable[[Out], Sequence[str]] | None = None
+    """What the entry says it targeted, ``type:id`` each, from its outcome (an endpoint just
+    added: its new id); else its targets. Only with :attr:`audited_after`."""
 
     def run(self, request: Req, ctx: OperatorContext) -> Out:
         module, _, name = self.handler.partition(":")
@@ -146,9 +177,9 @@ class ActionKind(Generic[Req, Out]):
 
 def require_reason(action: ActionKind[Any, Any], reason: str) -> str:
     """The reason, one line of printable text; an ``InvalidArgument`` naming the ``reason``
-    field when none was given (every action changes state: each needs one)."""
+    field when none was given to an action that needs one."""
     said = " ".join("".join(c if c.isprintable() else " " for c in reason).split())
-    if not said:
+    if not said and action.reason_required:
         raise InvalidArgument.for_fields(
             f"{action.kind} needs a reason: say why (it is kept in the audit trail)",
             [("reason", "required: why the action is taken")],
@@ -169,6 +200,7 @@ def take(
     *,
     by: str,
     surface: Surface,
+    options: Mapping[str, Any] | None = None,
 ) -> Out:
     """Take ``action`` on ``targets`` for ``by`` (an API client's id, or the command line's
     operator name) from ``surface``: check its reason, build its request, run its handler and
@@ -177,14 +209,15 @@ def take(
     The entry (``domain.operations.audit``) and its ``operator.action_taken`` event are
     written in the first transaction the handler commits, beside what it changed
     (``application.audit``); an action that changes nothing in a unit of work (a replay
-    through the command log, a dead letter put back) has them written once it is done. A
-    refused action writes none."""
+    through the command log, a dead letter put back) or is :attr:`ActionKind.audited_after`
+    has them written once it is done, with the lines its ``said`` tells. A refused action
+    writes none. ``options``: what else its request takes (:class:`Call`)."""
     # Imported here: the audit's ports load the domain's validators, which the command line's
     # help must not wait for.
     from application.audit import AuditedContext, PendingEntry
 
     reason = require_reason(action, reason)
-    call = Call(new_action_id(action.kind), tuple(targets), reason)
+    call = Call(new_action_id(action.kind), tuple(targets), reason, dict(options or {}))
     request = action.request(call)
     logger.info(
         "operator action %s %s on %s by %s (%s)%s",
@@ -205,7 +238,12 @@ def take(
         targets=tuple(f"{action.target.subject}:{target}" for target in call.targets),
         billing_account_id=_account_of(action, call, ctx),
     )
-    done = action.run(request, AuditedContext(ctx, pending))
+    if action.audited_after:
+        done = action.run(request, ctx)
+        if action.subjects is not None:
+            pending = replace(pending, targets=tuple(action.subjects(done)))
+    else:
+        done = action.run(request, AuditedContext(ctx, pending))
     if pending.written is None:
         with ctx.unit_of_work() as uow:
             pending.write(uow, action.said(done).splitlines())
@@ -393,10 +431,237 @@ OPERATOR_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
 )
 
 
+def _add_endpoint(call: Call) -> AddEndpoint:
+    from application.requests.operator_requests import AddEndpoint
+
+    return AddEndpoint(
+        call.target,
+        tuple(call.options.get("events", ())),
+        str(call.options.get("description", "")),
+        allow_private_networks=bool(call.options.get("allow_private_networks", False)),
+    )
+
+
+def _disable_endpoint(call: Call) -> DisableEndpoint:
+    from application.requests.operator_requests import DisableEndpoint
+
+    return DisableEndpoint(call.target, call.reason)
+
+
+def _enable_endpoint(call: Call) -> EnableEndpoint:
+    from application.requests.operator_requests import EnableEndpoint
+
+    return EnableEndpoint(call.target)
+
+
+DEFAULT_SECRET_GRACE_SECONDS = 86_400.0
+"""An endpoint's old secret's grace when a surface gives none (the setting's default)."""
+
+
+def _rotate_endpoint_secret(call: Call) -> RotateSecret:
+    from application.requests.operator_requests import RotateSecret
+
+    grace = float(call.options.get("grace_seconds", DEFAULT_SECRET_GRACE_SECONDS))
+    return RotateSecret(call.target, timedelta(seconds=grace))
+
+
+def _endpoint_line(endpoint: WebhookEndpoint) -> str:
+    return f"webhook endpoint {endpoint.id} ({endpoint.url})"
+
+
+def _added(added: NewEndpoint) -> str:
+    endpoint = added.endpoint
+    events = ",".join(endpoint.event_types) or "every event"
+    return f"{_endpoint_line(endpoint)} added, enabled, for {events}"
+
+
+def _disabled(disabled: DisabledEndpoint) -> str:
+    return (
+        f"{_endpoint_line(disabled.endpoint)} disabled: {disabled.endpoint.disabled_reason}; "
+        f"{disabled.abandoned} unfinished deliveries marked failed"
+    )
+
+
+def _rotated_endpoint(rotated: RotatedSecret) -> str:
+    until = f"{rotated.previous_valid_until:%Y-%m-%d %H:%M:%S} UTC"
+    return f"{_endpoint_line(rotated.endpoint)} has a new secret; the old one signs until {until}"
+
+
+def _days(seconds: float) -> str:
+    return f"{seconds / 86_400:.2f} days"
+
+
+def _clock_moved(moved: ClockMoved) -> str:
+    if not moved.duration:
+        return f"the clock is back to real time (it was {_days(moved.was)} ahead)"
+    return (
+        f"advanced {moved.duration}; the clock is now {_days(moved.offset)} ahead "
+        f"(it was {_days(moved.was)} ahead)"
+    )
+
+
+def _move_clock(call: Call) -> MoveClock:
+    seconds = call.options.get("seconds")
+    return MoveClock(
+        command_id=call.action_id,
+        seconds=None if seconds is None else float(seconds),
+        duration=str(call.options.get("duration", "")),
+        reason=call.reason,
+    )
+
+
+ENDPOINT = Target("webhook_endpoint", "endpoint_id")
+CLOCK = Target("clock", "clock")
+LOCAL_CLOCK = "local"
+"""The one clock's id (``clock:local``): the local stack's."""
+ENDPOINT_SURFACES = frozenset({Surface.API, Surface.CLI})
+CONFIGURATION_REASON = (
+    "A reason is optional: the endpoint keeps its own record (its state, why it is disabled)."
+)
+
+CONFIGURATION_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
+    ActionKind[RotateClientSecret, RotatedClientSecret](
+        kind="rotate-client-secret",
+        target=Target("api_client", "client_id"),
+        request=lambda call: RotateClientSecret(
+            command_id=call.action_id, client_id=call.target, reason=call.reason
+        ),
+        handler="operations.admin:rotate_client_secret",
+        scope=Scope.OPERATIONS_WRITE,
+        reason=ReasonUse.AUDITED,
+        title="Rotate the client's secret",
+        summary="Give a client a new secret, printed once",
+        does="The old one stops working (within BILLING_AUTH_CACHE_SECONDS in API processes "
+        "that verified it recently). The audit trail keeps who rotated it and why, never the "
+        "secret.",
+        said=lambda rotated: (
+            f"client {rotated.client_id} has a new secret; the old one no longer authenticates"
+        ),
+        view=lambda rotated: {"client_id": rotated.client_id},
+        surfaces=frozenset({Surface.CLI}),
+        audited_after=True,
+    ),
+    ActionKind["AddEndpoint", "NewEndpoint"](
+        kind="add-webhook",
+        target=Target("webhook_url", "url"),
+        request=_add_endpoint,
+        handler="events.webhook_endpoints:add_endpoint",
+        scope=Scope.WEBHOOKS_MANAGE,
+        reason=ReasonUse.AUDITED,
+        title="Add a webhook endpoint",
+        summary="Add a webhook endpoint",
+        does="An enabled endpoint receives the events it names (every event by default), "
+        "each signed with its secret, shown this once (never in the audit trail). "
+        + CONFIGURATION_REASON,
+        said=_added,
+        view=lambda added: added.endpoint.to_view(),
+        surfaces=ENDPOINT_SURFACES,
+        reason_required=False,
+        audited_after=True,
+        subjects=lambda added: (f"{ENDPOINT.subject}:{added.endpoint.id}",),
+    ),
+    ActionKind["DisableEndpoint", "DisabledEndpoint"](
+        kind="disable-webhook",
+        target=ENDPOINT,
+        request=_disable_endpoint,
+        handler="events.webhook_endpoints:disable_endpoint",
+        scope=Scope.WEBHOOKS_MANAGE,
+        reason=ReasonUse.KEPT,
+        title="Disable the webhook endpoint",
+        summary="Stop sending to a webhook endpoint",
+        does="Nothing more is sent to it; its unfinished deliveries are marked failed, to be "
+        "replayed once it is enabled again. Disabling a disabled endpoint keeps its first "
+        "reason. " + CONFIGURATION_REASON,
+        said=_disabled,
+        view=lambda disabled: {
+            **disabled.endpoint.to_view(),
+            "abandoned_deliveries": disabled.abandoned,
+        },
+        surfaces=ENDPOINT_SURFACES,
+        reason_required=False,
+        audited_after=True,
+    ),
+    ActionKind["EnableEndpoint", "WebhookEndpoint"](
+        kind="enable-webhook",
+        target=ENDPOINT,
+        request=_enable_endpoint,
+        handler="events.webhook_endpoints:enable_endpoint",
+        scope=Scope.WEBHOOKS_MANAGE,
+        reason=ReasonUse.AUDITED,
+        title="Enable the webhook endpoint",
+        summary="Send to a webhook endpoint again",
+        does="New events are sent to it again; its failed deliveries stay failed until "
+        "replayed. " + CONFIGURATION_REASON,
+        said=lambda endpoint: f"{_endpoint_line(endpoint)} enabled",
+        view=lambda endpoint: endpoint.to_view(),
+        surfaces=ENDPOINT_SURFACES,
+        reason_required=False,
+        audited_after=True,
+    ),
+    ActionKind["RotateSecret", "RotatedSecret"](
+        kind="rotate-webhook-secret",
+        target=ENDPOINT,
+        request=_rotate_endpoint_secret,
+        handler="events.webhook_endpoints:rotate_secret",
+        scope=Scope.WEBHOOKS_MANAGE,
+        reason=ReasonUse.AUDITED,
+        title="Rotate the webhook endpoint's secret",
+        summary="Give a webhook endpoint a new secret, printed once",
+        does="The old one keeps signing beside it for BILLING_WEBHOOK_SECRET_GRACE_SECONDS, so "
+        "that the receiver can switch. The audit trail keeps who rotated it and why, never the "
+        "secret.",
+        said=_rotated_endpoint,
+        view=lambda rotated: {
+            **rotated.endpoint.to_view(),
+            "previous_secret_expires_at": rotated.previous_valid_until.isoformat(),
+        },
+        surfaces=ENDPOINT_SURFACES,
+        audited_after=True,
+    ),
+    ActionKind[MoveClock, ClockMoved](
+        kind="advance-clock",
+        target=CLOCK,
+        request=_move_clock,
+        handler="operations.admin:move_clock",
+        scope=Scope.OPERATIONS_WRITE,
+        reason=ReasonUse.AUDITED,
+        title="Move the clock ahead",
+        summary="Move the application clock and the Stripe emulator's together",
+        does="Every process of the local stack and the emulator run on the moved clock: "
+        "periods end and changes fall due as they would after that long.",
+        said=_clock_moved,
+        view=lambda moved: moved.model_dump(mode="json"),
+        surfaces=frozenset({Surface.CLI}),
+        audited_after=True,
+    ),
+    ActionKind[MoveClock, ClockMoved](
+        kind="reset-clock",
+        target=CLOCK,
+        request=_move_clock,
+        handler="operations.admin:move_clock",
+        scope=Scope.OPERATIONS_WRITE,
+        reason=ReasonUse.AUDITED,
+        title="Bring the clock back to real time",
+        summary="Bring the application clock and the Stripe emulator's back to real time",
+        does="Data made while the clock was ahead keeps its times (a period that ends in a "
+        "month of shifted time ends then).",
+        said=_clock_moved,
+        view=lambda moved: moved.model_dump(mode="json"),
+        surfaces=frozenset({Surface.CLI}),
+        audited_after=True,
+    ),
+)
+"""The actions on configuration rather than billing data: an API client's secret, the
+webhook endpoints, the local stack's clock. Each surface offers them from its own commands
+and routes (their secrets are printed there, and only there), through :func:`take`."""
+
+
 def _id(subject: str) -> str:
     """The id of an :class:ActionTaken's subject, type:id."""
     return subject.partition(":")[2]
 
+
+OPERATOR_ACTIONS = (*OPERATOR_ACTIONS, *CONFIGURATION_ACTIONS)
 
 ACTIONS_BY_KIND: dict[str, ActionKind[Any, Any]] = {a.kind: a for a in OPERATOR_ACTIONS}
 

@@ -9,12 +9,15 @@ events of every organization).
 
 A secret is in the answer of the create and rotate-secret routes only (with
 ``Cache-Control: no-store``); every other answer leaves it out.
+
+Adding, disabling, enabling an endpoint and rotating its secret are operator actions of the
+table (``application/operator_actions.py``, :data:`ACTION_ROUTES`): taken through its
+``take``, each is kept in the audit trail with the client that took it (never the secret).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Annotated, Any, TypeVar
 
 from anyio import to_thread
@@ -23,15 +26,12 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from application.handlers.events import webhook_endpoints as handlers
+from application.operator_actions import Surface, action, take
 from application.requests.operator_requests import (
-    AddEndpoint,
-    DisableEndpoint,
-    EnableEndpoint,
     GetEndpoint,
     ListDeliveries,
     ListEndpoints,
     ReplayDeliveries,
-    RotateSecret,
 )
 from domain.errors import CommandError, violations_of
 from domain.messages import ID_PATTERN
@@ -45,6 +45,7 @@ from worker.api.contract import (
     DisableWebhookRequest,
     EmptyRequest,
     NewWebhookEndpoint,
+    OperatorActionRequest,
     RotatedWebhookSecret,
     WebhookDeliveryList,
     WebhookDeliveryView,
@@ -53,7 +54,7 @@ from worker.api.contract import (
 )
 from worker.api.errors import ApiError
 from worker.api.openapi import direct_operation
-from worker.api.state import State
+from worker.api.state import ApiState, State
 
 router = APIRouter(tags=["webhooks"])
 T = TypeVar("T")
@@ -86,6 +87,34 @@ ENDPOINT_LINKS = {
         "parameters": {"id": "$response.body#/id"},
     },
 }
+
+
+ACTION_ROUTES = {
+    "add-webhook": "create_webhook",
+    "disable-webhook": "disable_webhook",
+    "enable-webhook": "enable_webhook",
+    "rotate-webhook-secret": "rotate_webhook_secret",
+}
+"""The operation of each operator action (of the table) these routes offer, by kind."""
+
+
+def _take(
+    kind: str,
+    client: Caller,
+    state: ApiState,
+    target: str,
+    reason: str = "",
+    options: dict[str, Any] | None = None,
+) -> Any:
+    return take(
+        action(kind),
+        state.svc,
+        [target],
+        reason,
+        by=client.client_id,
+        surface=Surface.API,
+        options=options,
+    )
 
 
 async def _run(call: Callable[[], T]) -> T:
@@ -135,17 +164,12 @@ def _parsed(model: type[M], body: dict[str, Any]) -> M:
 )
 async def create_webhook(client: Manager, body: Body, state: State) -> JSONResponse:
     request = _parsed(AddWebhookRequest, body)
-    added = await _run(
-        lambda: handlers.add_endpoint(
-            AddEndpoint(
-                request.url,
-                request.events or [],
-                request.description,
-                allow_private_networks=state.svc.settings.resolved_webhook_allow_private_networks(),
-            ),
-            state.svc,
-        )
-    )
+    options = {
+        "events": request.events or [],
+        "description": request.description,
+        "allow_private_networks": state.svc.settings.resolved_webhook_allow_private_networks(),
+    }
+    added = await _run(lambda: _take("add-webhook", client, state, request.url, options=options))
     return JSONResponse(
         {**added.endpoint.to_view(), "secret": added.secret},
         status_code=201,
@@ -195,9 +219,7 @@ async def disable_webhook(
     id: ResourceIdPath, client: Manager, body: Body, state: State
 ) -> JSONResponse:
     request = _parsed(DisableWebhookRequest, body)
-    disabled = await _run(
-        lambda: handlers.disable_endpoint(DisableEndpoint(id, request.reason or ""), state.svc)
-    )
+    disabled = await _run(lambda: _take("disable-webhook", client, state, id, request.reason or ""))
     return JSONResponse({**disabled.endpoint.to_view(), "abandoned_deliveries": disabled.abandoned})
 
 
@@ -218,7 +240,7 @@ async def enable_webhook(
     id: ResourceIdPath, client: Manager, body: Body, state: State
 ) -> JSONResponse:
     require_empty(body)
-    endpoint = await _run(lambda: handlers.enable_endpoint(EnableEndpoint(id), state.svc))
+    endpoint = await _run(lambda: _take("enable-webhook", client, state, id))
     return JSONResponse(endpoint.to_view())
 
 
@@ -228,21 +250,24 @@ async def enable_webhook(
     summary="Give a webhook endpoint a new secret",
     description="The previous secret keeps signing beside the new one for "
     "`BILLING_WEBHOOK_SECRET_GRACE_SECONDS` (24 h), so that the receiver can switch. Body "
-    "`{}`. Needs the `webhooks:manage` scope.",
+    '`{"reason": …}`: why, required, kept in the audit trail with the client that rotated it '
+    "(never the secret). Needs the `webhooks:manage` scope.",
     **direct_operation(
-        request=EmptyRequest,
+        request=OperatorActionRequest,
         answer=RotatedWebhookSecret,
         answer_description="The endpoint, with its new secret (shown this once).",
         answer_headers=NO_STORE_HEADER,
-        examples={"empty": {}},
+        examples={"with a reason": {"reason": "the secret was pasted in a ticket"}},
     ),
 )
 async def rotate_webhook_secret(
     id: ResourceIdPath, client: Manager, body: Body, state: State
 ) -> JSONResponse:
-    require_empty(body)
-    grace = timedelta(seconds=state.svc.settings.webhook_secret_grace_seconds)
-    rotated = await _run(lambda: handlers.rotate_secret(RotateSecret(id, grace), state.svc))
+    reason = _parsed(OperatorActionRequest, body).reason
+    grace = state.svc.settings.webhook_secret_grace_seconds
+    rotated = await _run(
+        lambda: _take("rotate-webhook-secret", client, state, id, reason, {"grace_seconds": grace})
+    )
     return JSONResponse(
         {
             **rotated.endpoint.to_view(),
