@@ -116,7 +116,7 @@ def test_unknown_endpoints_and_deliveries_are_404_naming_them(stack: Stack) -> N
             http.get(f"{WEBHOOKS}/we_nope"),
             http.post(f"{WEBHOOKS}/we_nope/disable", json={}),
             http.post(f"{WEBHOOKS}/we_nope/enable", json={}),
-            http.post(f"{WEBHOOKS}/we_nope/rotate-secret", json={}),
+            http.post(f"{WEBHOOKS}/we_nope/rotate-secret", json={"reason": "r"}),
             http.get(f"{WEBHOOKS}/we_nope/deliveries"),
         ]
         delivery = http.post(f"{WEBHOOKS}/deliveries/whd_nope/replay", json={})
@@ -173,7 +173,7 @@ def test_a_rotated_secret_is_new_and_the_previous_one_signs_until_the_grace_ends
     endpoint = add(stack)
 
     with stack.http() as http:
-        rotated = http.post(f"{WEBHOOKS}/{endpoint['id']}/rotate-secret", json={})
+        rotated = http.post(f"{WEBHOOKS}/{endpoint['id']}/rotate-secret", json={"reason": "leaked"})
 
     assert rotated.status_code == 200, rotated.text
     assert rotated.headers["cache-control"] == "no-store"
@@ -221,7 +221,7 @@ def test_a_client_without_webhooks_manage_gets_403_whether_the_endpoint_exists_o
             http.get(f"{WEBHOOKS}/{endpoint_id}"),
             http.post(f"{WEBHOOKS}/{endpoint_id}/disable", json={}),
             http.post(f"{WEBHOOKS}/{endpoint_id}/enable", json={}),
-            http.post(f"{WEBHOOKS}/{endpoint_id}/rotate-secret", json={}),
+            http.post(f"{WEBHOOKS}/{endpoint_id}/rotate-secret", json={"reason": "r"}),
             http.get(f"{WEBHOOKS}/{endpoint_id}/deliveries"),
             http.post(f"{WEBHOOKS}/deliveries/whd_x/replay", json={}),
         ]
