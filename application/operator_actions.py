@@ -158,6 +158,8 @@ class ActionKind(Generic[Req, Out]):
     """Whether it takes several targets at once, all or none (the command line's)."""
     reason_required: bool = True
     """Whether it is refused without a reason (else an empty one is kept as it is)."""
+    max_reason: int = MAX_REASON_LENGTH
+    """The longest reason it takes (a disabled endpoint's keeps the 500 it always took)."""
     audited_after: bool = False
     """Whether its entry is written once it is done, in a transaction of its own, rather
     than in the first one it commits: an action whose change is not in the database's units
@@ -184,10 +186,10 @@ def require_reason(action: ActionKind[Any, Any], reason: str) -> str:
             f"{action.kind} needs a reason: say why (it is kept in the audit trail)",
             [("reason", "required: why the action is taken")],
         )
-    if len(said) > MAX_REASON_LENGTH:
+    if len(said) > action.max_reason:
         raise InvalidArgument.for_fields(
-            f"the reason is too long (at most {MAX_REASON_LENGTH} characters)",
-            [("reason", f"at most {MAX_REASON_LENGTH} characters")],
+            f"the reason is too long (at most {action.max_reason} characters)",
+            [("reason", f"at most {action.max_reason} characters")],
         )
     return said
 
@@ -511,6 +513,9 @@ def _move_clock(call: Call) -> MoveClock:
 
 
 ENDPOINT = Target("webhook_endpoint", "endpoint_id")
+DISABLED_ENDPOINT_MAX_REASON = 500
+"""As ``application.handlers.events.webhook_endpoints.MAX_REASON`` (not imported: the table
+loads no handler)."""
 CLOCK = Target("clock", "clock")
 LOCAL_CLOCK = "local"
 """The one clock's id (``clock:local``): the local stack's."""
@@ -579,6 +584,7 @@ CONFIGURATION_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
         },
         surfaces=ENDPOINT_SURFACES,
         reason_required=False,
+        max_reason=DISABLED_ENDPOINT_MAX_REASON,
         audited_after=True,
     ),
     ActionKind["EnableEndpoint", "WebhookEndpoint"](

@@ -14,6 +14,7 @@ import pytest
 
 from adapters.clock import SystemClock
 from adapters.db.uow import SqlUnitOfWork
+from domain.operations.audit import AuditFilter
 from domain.permissions import ALL_SCOPES, Grant, Scope
 from domain.webhooks import DeliveryState, WebhookDelivery
 from tests.support.stack import Stack
@@ -187,6 +188,37 @@ def test_a_rotated_secret_is_new_and_the_previous_one_signs_until_the_grace_ends
     assert rotated.json()["previous_secret_expires_at"] == (
         stored.previous_secret_expires_at.isoformat()
     )
+
+
+def test_the_endpoints_actions_are_audited_with_the_client_that_took_them_never_a_secret(
+    stack: Stack,
+) -> None:
+    endpoint = add(stack)
+    path = f"{WEBHOOKS}/{endpoint['id']}"
+
+    with stack.http() as http:
+        unexplained = http.post(f"{path}/rotate-secret", json={})
+        disabled = http.post(f"{path}/disable", json={"reason": "receiver moved"})
+        rotated = http.post(f"{path}/rotate-secret", json={"reason": "leaked"})
+
+    assert unexplained.status_code == 400
+    assert unexplained.json()["details"][0]["fieldViolations"][0]["field"] == "reason"
+    assert disabled.status_code == 200, disabled.text
+    assert rotated.status_code == 200, rotated.text
+    with SqlUnitOfWork(stack.sessions) as uow:
+        entries = uow.audit.find(AuditFilter(target=endpoint["id"]), 10)
+    assert [entry.action for entry in entries] == [
+        "rotate-webhook-secret",
+        "disable-webhook",
+        "add-webhook",
+    ]
+    assert {(entry.operator, entry.surface) for entry in entries} == {
+        (stack.client.client_id, "api")
+    }
+    assert [entry.reason for entry in entries] == ["leaked", "receiver moved", ""]
+    kept = json.dumps([entry.model_dump(mode="json") for entry in entries])
+    assert endpoint["secret"] not in kept
+    assert rotated.json()["secret"] not in kept
 
 
 def test_a_bad_filter_or_id_is_a_400(stack: Stack) -> None:

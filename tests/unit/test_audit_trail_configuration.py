@@ -240,3 +240,18 @@ def test_the_clock_does_not_move_without_a_reason_nor_without_a_local_stack() ->
 
     assert app.local_clock.offset() == 0.0
     assert entries(app) == []
+
+
+def test_an_endpoint_is_disabled_with_as_long_a_reason_as_its_handler_keeps() -> None:
+    from application.handlers.events.webhook_endpoints import MAX_REASON
+
+    app = FakeApplication()
+    endpoint_id = added_endpoint(app).endpoint.id
+    disable = action("disable-webhook")
+
+    with pytest.raises(InvalidArgument, match=f"at most {MAX_REASON} characters"):
+        take(disable, app, [endpoint_id], "x" * (MAX_REASON + 1), by="o", surface=Surface.API)
+    take(disable, app, [endpoint_id], "x" * MAX_REASON, by="o", surface=Surface.API)
+
+    assert disable.max_reason == MAX_REASON
+    assert app.db.row("webhook_endpoints", endpoint_id).disabled_reason == "x" * MAX_REASON
