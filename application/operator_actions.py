@@ -5,9 +5,13 @@ it says (its title, what taking it does, the line that tells what it did).
 Three surfaces offer them from this table, each with its own details keyed by the kind: the
 operations API (``worker/api/routes/operator_actions.py``: its paths), the console
 (``worker/api/console/actions.py``: its confirmation pages, CSRF tokens and subjects) and the
-command line (``worker/cli/actions.py``: its commands and arguments). Every action is taken
-through :func:`take`, the one place each passes through: its reason is checked, its log line
-and its audit entry (``application/audit.py``) written there.
+command line (``worker/cli/actions.py``: its commands and arguments). The actions on
+configuration (:data:`CONFIGURATION_ACTIONS`: an API client's secret, the webhook endpoints,
+the local stack's clock) are offered by commands and routes of their own, which print a new
+secret once (``worker/cli/clients.py``, ``webhooks.py``, ``clock.py``,
+``worker/api/routes/webhooks.py``). Every action is taken through :func:`take`, the one place
+each passes through: its reason is checked, its log line and its audit entry
+(``application/audit.py``) written there; no entry, event or log line holds a secret.
 ``tests/unit/test_operator_actions.py`` checks each surface offers what the table says it does.
 
 Nothing here imports a handler at import time: the command line shows its help from this
@@ -16,182 +20,61 @@ table without loading the use cases.
 
 from __future__ import annotations
 
-import importlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import timedelta
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from application.action_kinds import (
+    EVERY_SURFACE,
+    MAX_REASON_LENGTH,
+    REASON_LABELS,
+    ActionKind,
+    Call,
+    ReasonUse,
+    Surface,
+    Target,
+    require_reason,
+)
+from application.configuration_actions import CONFIGURATION_ACTIONS, LOCAL_CLOCK
 from application.requests.operator_actions import (
     ActionTaken,
     AdoptDrift,
-    ClockMoved,
     MarkAccountOffline,
-    MoveClock,
     ReplayCommands,
     ReplayDeadLetter,
     RetryCommand,
     RetryRegistration,
-    RotateClientSecret,
-    RotatedClientSecret,
     SkipScheduledChange,
     new_action_id,
 )
-from domain.errors import InvalidArgument
 from domain.permissions import Scope
 
 if TYPE_CHECKING:
-    from application.handlers.events.webhook_endpoints import (
-        DisabledEndpoint,
-        NewEndpoint,
-        RotatedSecret,
-    )
-    from application.requests.operator_requests import (
-        AddEndpoint,
-        DisableEndpoint,
-        EnableEndpoint,
-        RotateSecret,
-    )
     from domain.ports.application import OperatorContext
-    from domain.webhooks import WebhookEndpoint
+
+__all__ = [
+    "ACTIONS_BY_KIND",
+    "CONFIGURATION_ACTIONS",
+    "EVERY_SURFACE",
+    "LOCAL_CLOCK",
+    "MAX_REASON_LENGTH",
+    "OPERATOR_ACTIONS",
+    "REASON_LABELS",
+    "ActionKind",
+    "Call",
+    "ReasonUse",
+    "Surface",
+    "Target",
+    "action",
+    "offered_by",
+    "require_reason",
+    "take",
+]
 
 logger = logging.getLogger(__name__)
 
-MAX_REASON_LENGTH = 200
-
-Req = TypeVar("Req")
 Out = TypeVar("Out")
-
-
-class Surface(StrEnum):
-    """Where an operator takes an action."""
-
-    API = "api"
-    """``POST /v1beta1/operations/…``, with a JSON body."""
-    CONSOLE = "console"
-    """The console's confirmation page, then its form."""
-    CLI = "cli"
-    """A ``billing-worker`` command."""
-
-
-EVERY_SURFACE = frozenset(Surface)
-
-
-class ReasonUse(StrEnum):
-    """What an action does with the operator's reason. Every action changes state: most need
-    a reason (:func:`require_reason`); those whose target keeps its own record of the change
-    (a webhook endpoint's configuration) take one when given
-    (:attr:`ActionKind.reason_required`)."""
-
-    AUDITED = "audited"
-    """Kept in the audit trail (``domain.operations.audit``) and the action's log line."""
-    KEPT = "kept"
-    """Also kept by the handler, with what it changed (a skipped change's reason)."""
-
-
-REASON_LABELS = {
-    ReasonUse.AUDITED: "Why (kept in the audit trail)",
-    ReasonUse.KEPT: "Why (kept with what it changes)",
-}
-"""How each surface asks for a reason (the console's field, the command line's ``--reason``)."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """What an action acts on and how it is named (the console reads it for its confirmation
-    page by ``subject``)."""
-
-    subject: str
-    """``command``, ``billing_account``, ``scheduled_change``, ``dead_letter``,
-    ``drift_finding``, ``api_client``, ``webhook_endpoint`` or ``clock``."""
-    name: str
-    """What the target's identifier is called (an argument's name)."""
-
-
-@dataclass(frozen=True)
-class Call:
-    """One action asked for: its id (its events carry it), its targets and the reason, and
-    what else its request takes (a webhook's events, a secret's grace, the clock's move)."""
-
-    action_id: str
-    targets: tuple[str, ...]
-    reason: str = ""
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def target(self) -> str:
-        """The one target of an action that takes one."""
-        (target,) = self.targets
-        return target
-
-
-@dataclass(frozen=True)
-class ActionKind(Generic[Req, Out]):
-    """One action, as every surface offers it."""
-
-    kind: str
-    """Its stable name, in the console's addresses and its CSRF tokens (``replay-command``)."""
-    target: Target
-    request: Callable[[Call], Req]
-    """Builds the handler's request from what the operator asked."""
-    handler: str
-    """The handler it runs, ``module:function`` under ``application/handlers/`` (loaded when
-    the action is taken), called ``handler(request, ctx)``."""
-    scope: Scope
-    """What an API client needs to take it (the console's operators included)."""
-    reason: ReasonUse
-    title: str
-    """Its name as a button and a confirmation page's title: ``Replay the command``."""
-    summary: str
-    """One line: what it is for (the API's summary, the command line's short help)."""
-    does: str
-    """What taking it does, as the confirmation page, the API's description and the command
-    line's help say it."""
-    said: Callable[[Out], str]
-    """The line telling what it did."""
-    view: Callable[[Out], Any]
-    """What it did, as JSON."""
-    surfaces: frozenset[Surface] = EVERY_SURFACE
-    many: bool = False
-    """Whether it takes several targets at once, all or none (the command line's)."""
-    reason_required: bool = True
-    """Whether it is refused without a reason (else an empty one is kept as it is)."""
-    max_reason: int = MAX_REASON_LENGTH
-    """The longest reason it takes (a disabled endpoint's keeps the 500 it always took)."""
-    audited_after: bool = False
-    """Whether its entry is written once it is done, in a transaction of its own, rather
-    than in the first one it commits: an action whose change is not in the database's units
-    of work (a client's secret, the clock), or whose change is told by its outcome rather than
-    by the events it writes (a webhook endpoint's configuration writes none)."""
-    subjects: Callable[[Out], Sequence[str]] | None = None
-    """What the entry says it targeted, ``type:id`` each, from its outcome (an endpoint just
-    added: its new id); else its targets. Only with :attr:`audited_after`."""
-
-    def run(self, request: Req, ctx: OperatorContext) -> Out:
-        module, _, name = self.handler.partition(":")
-        handler: Callable[[Req, OperatorContext], Out] = getattr(
-            importlib.import_module(f"application.handlers.{module}"), name
-        )
-        return handler(request, ctx)
-
-
-def require_reason(action: ActionKind[Any, Any], reason: str) -> str:
-    """The reason, one line of printable text; an ``InvalidArgument`` naming the ``reason``
-    field when none was given to an action that needs one."""
-    said = " ".join("".join(c if c.isprintable() else " " for c in reason).split())
-    if not said and action.reason_required:
-        raise InvalidArgument.for_fields(
-            f"{action.kind} needs a reason: say why (it is kept in the audit trail)",
-            [("reason", "required: why the action is taken")],
-        )
-    if len(said) > action.max_reason:
-        raise InvalidArgument.for_fields(
-            f"the reason is too long (at most {action.max_reason} characters)",
-            [("reason", f"at most {action.max_reason} characters")],
-        )
-    return said
 
 
 def take(
@@ -297,7 +180,7 @@ def _adoption_view(adoption: Any) -> Any:
 COMMAND = Target("command", "command_id")
 ACCOUNT = Target("billing_account", "billing_account_id")
 
-OPERATOR_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
+BILLING_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
     ActionKind[ReplayCommands, list[ActionTaken]](
         kind="replay-command",
         target=COMMAND,
@@ -433,241 +316,12 @@ OPERATOR_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
 )
 
 
-def _add_endpoint(call: Call) -> AddEndpoint:
-    from application.requests.operator_requests import AddEndpoint
-
-    return AddEndpoint(
-        call.target,
-        tuple(call.options.get("events", ())),
-        str(call.options.get("description", "")),
-        allow_private_networks=bool(call.options.get("allow_private_networks", False)),
-    )
-
-
-def _disable_endpoint(call: Call) -> DisableEndpoint:
-    from application.requests.operator_requests import DisableEndpoint
-
-    return DisableEndpoint(call.target, call.reason)
-
-
-def _enable_endpoint(call: Call) -> EnableEndpoint:
-    from application.requests.operator_requests import EnableEndpoint
-
-    return EnableEndpoint(call.target)
-
-
-DEFAULT_SECRET_GRACE_SECONDS = 86_400.0
-"""An endpoint's old secret's grace when a surface gives none (the setting's default)."""
-
-
-def _rotate_endpoint_secret(call: Call) -> RotateSecret:
-    from application.requests.operator_requests import RotateSecret
-
-    grace = float(call.options.get("grace_seconds", DEFAULT_SECRET_GRACE_SECONDS))
-    return RotateSecret(call.target, timedelta(seconds=grace))
-
-
-def _endpoint_line(endpoint: WebhookEndpoint) -> str:
-    return f"webhook endpoint {endpoint.id} ({endpoint.url})"
-
-
-def _added(added: NewEndpoint) -> str:
-    endpoint = added.endpoint
-    events = ",".join(endpoint.event_types) or "every event"
-    return f"{_endpoint_line(endpoint)} added, enabled, for {events}"
-
-
-def _disabled(disabled: DisabledEndpoint) -> str:
-    return (
-        f"{_endpoint_line(disabled.endpoint)} disabled: {disabled.endpoint.disabled_reason}; "
-        f"{disabled.abandoned} unfinished deliveries marked failed"
-    )
-
-
-def _rotated_endpoint(rotated: RotatedSecret) -> str:
-    until = f"{rotated.previous_valid_until:%Y-%m-%d %H:%M:%S} UTC"
-    return f"{_endpoint_line(rotated.endpoint)} has a new secret; the old one signs until {until}"
-
-
-def _days(seconds: float) -> str:
-    return f"{seconds / 86_400:.2f} days"
-
-
-def _clock_moved(moved: ClockMoved) -> str:
-    if not moved.duration:
-        return f"the clock is back to real time (it was {_days(moved.was)} ahead)"
-    return (
-        f"advanced {moved.duration}; the clock is now {_days(moved.offset)} ahead "
-        f"(it was {_days(moved.was)} ahead)"
-    )
-
-
-def _move_clock(call: Call) -> MoveClock:
-    seconds = call.options.get("seconds")
-    return MoveClock(
-        command_id=call.action_id,
-        seconds=None if seconds is None else float(seconds),
-        duration=str(call.options.get("duration", "")),
-        reason=call.reason,
-    )
-
-
-ENDPOINT = Target("webhook_endpoint", "endpoint_id")
-DISABLED_ENDPOINT_MAX_REASON = 500
-"""As ``application.handlers.events.webhook_endpoints.MAX_REASON`` (not imported: the table
-loads no handler)."""
-CLOCK = Target("clock", "clock")
-LOCAL_CLOCK = "local"
-"""The one clock's id (``clock:local``): the local stack's."""
-ENDPOINT_SURFACES = frozenset({Surface.API, Surface.CLI})
-CONFIGURATION_REASON = (
-    "A reason is optional: the endpoint keeps its own record (its state, why it is disabled)."
-)
-
-CONFIGURATION_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
-    ActionKind[RotateClientSecret, RotatedClientSecret](
-        kind="rotate-client-secret",
-        target=Target("api_client", "client_id"),
-        request=lambda call: RotateClientSecret(
-            command_id=call.action_id, client_id=call.target, reason=call.reason
-        ),
-        handler="operations.admin:rotate_client_secret",
-        scope=Scope.OPERATIONS_WRITE,
-        reason=ReasonUse.AUDITED,
-        title="Rotate the client's secret",
-        summary="Give a client a new secret, printed once",
-        does="The old one stops working (within BILLING_AUTH_CACHE_SECONDS in API processes "
-        "that verified it recently). The audit trail keeps who rotated it and why, never the "
-        "secret.",
-        said=lambda rotated: (
-            f"client {rotated.client_id} has a new secret; the old one no longer authenticates"
-        ),
-        view=lambda rotated: {"client_id": rotated.client_id},
-        surfaces=frozenset({Surface.CLI}),
-        audited_after=True,
-    ),
-    ActionKind["AddEndpoint", "NewEndpoint"](
-        kind="add-webhook",
-        target=Target("webhook_url", "url"),
-        request=_add_endpoint,
-        handler="events.webhook_endpoints:add_endpoint",
-        scope=Scope.WEBHOOKS_MANAGE,
-        reason=ReasonUse.AUDITED,
-        title="Add a webhook endpoint",
-        summary="Add a webhook endpoint",
-        does="An enabled endpoint receives the events it names (every event by default), "
-        "each signed with its secret, shown this once (never in the audit trail). "
-        + CONFIGURATION_REASON,
-        said=_added,
-        view=lambda added: added.endpoint.to_view(),
-        surfaces=ENDPOINT_SURFACES,
-        reason_required=False,
-        audited_after=True,
-        subjects=lambda added: (f"{ENDPOINT.subject}:{added.endpoint.id}",),
-    ),
-    ActionKind["DisableEndpoint", "DisabledEndpoint"](
-        kind="disable-webhook",
-        target=ENDPOINT,
-        request=_disable_endpoint,
-        handler="events.webhook_endpoints:disable_endpoint",
-        scope=Scope.WEBHOOKS_MANAGE,
-        reason=ReasonUse.KEPT,
-        title="Disable the webhook endpoint",
-        summary="Stop sending to a webhook endpoint",
-        does="Nothing more is sent to it; its unfinished deliveries are marked failed, to be "
-        "replayed once it is enabled again. Disabling a disabled endpoint keeps its first "
-        "reason. " + CONFIGURATION_REASON,
-        said=_disabled,
-        view=lambda disabled: {
-            **disabled.endpoint.to_view(),
-            "abandoned_deliveries": disabled.abandoned,
-        },
-        surfaces=ENDPOINT_SURFACES,
-        reason_required=False,
-        max_reason=DISABLED_ENDPOINT_MAX_REASON,
-        audited_after=True,
-    ),
-    ActionKind["EnableEndpoint", "WebhookEndpoint"](
-        kind="enable-webhook",
-        target=ENDPOINT,
-        request=_enable_endpoint,
-        handler="events.webhook_endpoints:enable_endpoint",
-        scope=Scope.WEBHOOKS_MANAGE,
-        reason=ReasonUse.AUDITED,
-        title="Enable the webhook endpoint",
-        summary="Send to a webhook endpoint again",
-        does="New events are sent to it again; its failed deliveries stay failed until "
-        "replayed. " + CONFIGURATION_REASON,
-        said=lambda endpoint: f"{_endpoint_line(endpoint)} enabled",
-        view=lambda endpoint: endpoint.to_view(),
-        surfaces=ENDPOINT_SURFACES,
-        reason_required=False,
-        audited_after=True,
-    ),
-    ActionKind["RotateSecret", "RotatedSecret"](
-        kind="rotate-webhook-secret",
-        target=ENDPOINT,
-        request=_rotate_endpoint_secret,
-        handler="events.webhook_endpoints:rotate_secret",
-        scope=Scope.WEBHOOKS_MANAGE,
-        reason=ReasonUse.AUDITED,
-        title="Rotate the webhook endpoint's secret",
-        summary="Give a webhook endpoint a new secret, printed once",
-        does="The old one keeps signing beside it for BILLING_WEBHOOK_SECRET_GRACE_SECONDS, so "
-        "that the receiver can switch. The audit trail keeps who rotated it and why, never the "
-        "secret.",
-        said=_rotated_endpoint,
-        view=lambda rotated: {
-            **rotated.endpoint.to_view(),
-            "previous_secret_expires_at": rotated.previous_valid_until.isoformat(),
-        },
-        surfaces=ENDPOINT_SURFACES,
-        audited_after=True,
-    ),
-    ActionKind[MoveClock, ClockMoved](
-        kind="advance-clock",
-        target=CLOCK,
-        request=_move_clock,
-        handler="operations.admin:move_clock",
-        scope=Scope.OPERATIONS_WRITE,
-        reason=ReasonUse.AUDITED,
-        title="Move the clock ahead",
-        summary="Move the application clock and the Stripe emulator's together",
-        does="Every process of the local stack and the emulator run on the moved clock: "
-        "periods end and changes fall due as they would after that long.",
-        said=_clock_moved,
-        view=lambda moved: moved.model_dump(mode="json"),
-        surfaces=frozenset({Surface.CLI}),
-        audited_after=True,
-    ),
-    ActionKind[MoveClock, ClockMoved](
-        kind="reset-clock",
-        target=CLOCK,
-        request=_move_clock,
-        handler="operations.admin:move_clock",
-        scope=Scope.OPERATIONS_WRITE,
-        reason=ReasonUse.AUDITED,
-        title="Bring the clock back to real time",
-        summary="Bring the application clock and the Stripe emulator's back to real time",
-        does="Data made while the clock was ahead keeps its times (a period that ends in a "
-        "month of shifted time ends then).",
-        said=_clock_moved,
-        view=lambda moved: moved.model_dump(mode="json"),
-        surfaces=frozenset({Surface.CLI}),
-        audited_after=True,
-    ),
-)
-"""The actions on configuration rather than billing data: an API client's secret, the
-webhook endpoints, the local stack's clock. Each surface offers them from its own commands
-and routes (their secrets are printed there, and only there), through :func:`take`."""
-
-
 def _id(subject: str) -> str:
     """The id of an :class:ActionTaken's subject, type:id."""
     return subject.partition(":")[2]
 
 
-OPERATOR_ACTIONS = (*OPERATOR_ACTIONS, *CONFIGURATION_ACTIONS)
+OPERATOR_ACTIONS = (*BILLING_ACTIONS, *CONFIGURATION_ACTIONS)
 
 ACTIONS_BY_KIND: dict[str, ActionKind[Any, Any]] = {a.kind: a for a in OPERATOR_ACTIONS}
 

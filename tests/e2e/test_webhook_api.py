@@ -212,6 +212,7 @@ def test_the_endpoints_actions_are_audited_with_the_client_that_took_them_never_
         "disable-webhook",
         "add-webhook",
     ]
+    assert stack.client is not None
     assert {(entry.operator, entry.surface) for entry in entries} == {
         (stack.client.client_id, "api")
     }
