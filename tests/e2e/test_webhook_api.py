@@ -220,6 +220,16 @@ def test_the_endpoints_actions_are_audited_with_the_client_that_took_them_never_
     kept = json.dumps([entry.model_dump(mode="json") for entry in entries])
     assert endpoint["secret"] not in kept
     assert rotated.json()["secret"] not in kept
+    reader = stack.new_client(
+        f"ops-{uuid.uuid4().hex[:6]}", grant=Grant(scopes=frozenset({Scope.OPERATIONS_READ}))
+    )
+    with stack.http(reader) as console:
+        page = console.get("/console/audit", params={"target": endpoint["id"]})
+    assert page.status_code == 200, page.text
+    assert f"<code>webhook_endpoint:{endpoint['id']}</code>" in page.text
+    for shown in ("rotate-webhook-secret", "disable-webhook", "add-webhook", "receiver moved"):
+        assert shown in page.text
+    assert rotated.json()["secret"] not in page.text
 
 
 def test_a_bad_filter_or_id_is_a_400(stack: Stack) -> None:
