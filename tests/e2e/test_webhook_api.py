@@ -193,22 +193,25 @@ def test_a_rotated_secret_is_new_and_the_previous_one_signs_until_the_grace_ends
 def test_the_endpoints_actions_are_audited_with_the_client_that_took_them_never_a_secret(
     stack: Stack,
 ) -> None:
-    endpoint = add(stack)
+    endpoint = add(stack, reason="the CRM wants events")
     path = f"{WEBHOOKS}/{endpoint['id']}"
 
     with stack.http() as http:
         unexplained = http.post(f"{path}/rotate-secret", json={})
         disabled = http.post(f"{path}/disable", json={"reason": "receiver moved"})
+        enabled = http.post(f"{path}/enable", json={"reason": "receiver back"})
         rotated = http.post(f"{path}/rotate-secret", json={"reason": "leaked"})
 
     assert unexplained.status_code == 400
     assert unexplained.json()["details"][0]["fieldViolations"][0]["field"] == "reason"
     assert disabled.status_code == 200, disabled.text
+    assert enabled.status_code == 200, enabled.text
     assert rotated.status_code == 200, rotated.text
     with SqlUnitOfWork(stack.sessions) as uow:
         entries = uow.audit.find(AuditFilter(target=endpoint["id"]), 10)
     assert [entry.action for entry in entries] == [
         "rotate-webhook-secret",
+        "enable-webhook",
         "disable-webhook",
         "add-webhook",
     ]
@@ -216,7 +219,12 @@ def test_the_endpoints_actions_are_audited_with_the_client_that_took_them_never_
     assert {(entry.operator, entry.surface) for entry in entries} == {
         (stack.client.client_id, "api")
     }
-    assert [entry.reason for entry in entries] == ["leaked", "receiver moved", ""]
+    assert [entry.reason for entry in entries] == [
+        "leaked",
+        "receiver back",
+        "receiver moved",
+        "the CRM wants events",
+    ]
     kept = json.dumps([entry.model_dump(mode="json") for entry in entries])
     assert endpoint["secret"] not in kept
     assert rotated.json()["secret"] not in kept

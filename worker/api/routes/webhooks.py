@@ -46,6 +46,7 @@ from worker.api.contract import (
     EmptyRequest,
     NewWebhookEndpoint,
     OperatorActionRequest,
+    OptionalReasonRequest,
     RotatedWebhookSecret,
     WebhookDeliveryList,
     WebhookDeliveryView,
@@ -141,7 +142,8 @@ def _parsed(model: type[M], body: dict[str, Any]) -> M:
     summary="Add a webhook endpoint",
     description="Adds an enabled endpoint that receives the events it names (every event by "
     "default), each signed with its secret (Standard Webhooks). The secret is in this answer "
-    "only. Needs the `webhooks:manage` scope.",
+    "only; a `reason`, optional, is kept in the audit trail with the client that added it. "
+    "Needs the `webhooks:manage` scope.",
     **direct_operation(
         request=AddWebhookRequest,
         answer=NewWebhookEndpoint,
@@ -158,6 +160,7 @@ def _parsed(model: type[M], body: dict[str, Any]) -> M:
                 "url": "https://hooks.example/plans",
                 "events": ["subscription.plan_change.applied", "command.failed"],
                 "description": "plan changes for the CRM",
+                "reason": "the CRM follows plan changes",
             },
         },
     ),
@@ -169,7 +172,9 @@ async def create_webhook(client: Manager, body: Body, state: State) -> JSONRespo
         "description": request.description,
         "allow_private_networks": state.svc.settings.resolved_webhook_allow_private_networks(),
     }
-    added = await _run(lambda: _take("add-webhook", client, state, request.url, options=options))
+    added = await _run(
+        lambda: _take("add-webhook", client, state, request.url, request.reason, options)
+    )
     return JSONResponse(
         {**added.endpoint.to_view(), "secret": added.secret},
         status_code=201,
@@ -228,19 +233,20 @@ async def disable_webhook(
     operation_id="enable_webhook",
     summary="Enable a webhook endpoint",
     description="New events are sent to it again; deliveries that failed meanwhile stay "
-    "failed until replayed. Body `{}`. Needs the `webhooks:manage` scope.",
+    'failed until replayed. Body `{}`, or `{"reason": …}`: why, kept in the audit trail. '
+    "Needs the `webhooks:manage` scope.",
     **direct_operation(
-        request=EmptyRequest,
+        request=OptionalReasonRequest,
         answer=WebhookEndpointView,
         answer_description="The endpoint, enabled.",
-        examples={"empty": {}},
+        examples={"empty": {}, "with a reason": {"reason": "the receiver is back"}},
     ),
 )
 async def enable_webhook(
     id: ResourceIdPath, client: Manager, body: Body, state: State
 ) -> JSONResponse:
-    require_empty(body)
-    endpoint = await _run(lambda: _take("enable-webhook", client, state, id))
+    reason = _parsed(OptionalReasonRequest, body).reason
+    endpoint = await _run(lambda: _take("enable-webhook", client, state, id, reason))
     return JSONResponse(endpoint.to_view())
 
 
