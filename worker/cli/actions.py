@@ -62,6 +62,7 @@ class Command:
     argument: str
     """The argument's name (``command_ids``: several, for an action that takes many)."""
     settings_env: tuple[str, ...]
+    """The settings it reads (an ``own`` command declares them where it is written)."""
     note: str = ""
     """What the help adds for this surface."""
     target: Callable[[Services, str], str] | None = None
@@ -110,8 +111,8 @@ COMMANDS = {
     "rotate-webhook-secret": Command(
         webhooks, "rotate-secret", "endpoint_id", DATABASE_ENV, own=True
     ),
-    "advance-clock": Command(clock, "advance", "duration", DATABASE_ENV, own=True),
-    "reset-clock": Command(clock, "reset", "", DATABASE_ENV, own=True),
+    "advance-clock": Command(clock, "advance", "duration", (*DATABASE_ENV, *REDIS_ENV), own=True),
+    "reset-clock": Command(clock, "reset", "", (*DATABASE_ENV, *REDIS_ENV), own=True),
 }
 """The command of each action the command line offers, by kind."""
 
