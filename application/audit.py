@@ -19,7 +19,7 @@ from typing import Self
 from domain.events.base import Event
 from domain.events.operator_actions import OperatorActionTaken
 from domain.operations.audit import AuditEntry, AuditTrail
-from domain.ports.application import Clock, OperatorContext
+from domain.ports.application import Clock, OperatorContext, StackClock
 from domain.ports.commands import CommandJournal, CommandPublisher, DeadLetterStore
 from domain.ports.events import (
     EventOutbox,
@@ -254,3 +254,9 @@ class AuditedContext:
 
     def replay_dead_letter(self, letter_id: str) -> str:
         return self._inner.replay_dead_letter(letter_id)
+
+    def rotate_client_secret(self, client_id: str) -> str:
+        return self._inner.rotate_client_secret(client_id)
+
+    def stack_clock(self) -> StackClock:
+        return self._inner.stack_clock()

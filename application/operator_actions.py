@@ -5,9 +5,13 @@ it says (its title, what taking it does, the line that tells what it did).
 Three surfaces offer them from this table, each with its own details keyed by the kind: the
 operations API (``worker/api/routes/operator_actions.py``: its paths), the console
 (``worker/api/console/actions.py``: its confirmation pages, CSRF tokens and subjects) and the
-command line (``worker/cli/actions.py``: its commands and arguments). Every action is taken
-through :func:`take`, the one place each passes through: its reason is checked, its log line
-and its audit entry (``application/audit.py``) written there.
+command line (``worker/cli/actions.py``: its commands and arguments). The actions on
+configuration (:data:`CONFIGURATION_ACTIONS`: an API client's secret, the webhook endpoints,
+the local stack's clock) are offered by commands and routes of their own, which print a new
+secret once (``worker/cli/clients.py``, ``webhooks.py``, ``clock.py``,
+``worker/api/routes/webhooks.py``). Every action is taken through :func:`take`, the one place
+each passes through: its reason is checked, its log line and its audit entry
+(``application/audit.py``) written there; no entry, event or log line holds a secret.
 ``tests/unit/test_operator_actions.py`` checks each surface offers what the table says it does.
 
 Nothing here imports a handler at import time: the command line shows its help from this
@@ -16,13 +20,23 @@ table without loading the use cases.
 
 from __future__ import annotations
 
-import importlib
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from application.action_kinds import (
+    EVERY_SURFACE,
+    MAX_REASON_LENGTH,
+    REASON_LABELS,
+    ActionKind,
+    Call,
+    ReasonUse,
+    Surface,
+    Target,
+    require_reason,
+)
+from application.configuration_actions import CONFIGURATION_ACTIONS, LOCAL_CLOCK
 from application.requests.operator_actions import (
     ActionTaken,
     AdoptDrift,
@@ -34,131 +48,33 @@ from application.requests.operator_actions import (
     SkipScheduledChange,
     new_action_id,
 )
-from domain.errors import InvalidArgument
 from domain.permissions import Scope
 
 if TYPE_CHECKING:
     from domain.ports.application import OperatorContext
 
+__all__ = [
+    "ACTIONS_BY_KIND",
+    "CONFIGURATION_ACTIONS",
+    "EVERY_SURFACE",
+    "LOCAL_CLOCK",
+    "MAX_REASON_LENGTH",
+    "OPERATOR_ACTIONS",
+    "REASON_LABELS",
+    "ActionKind",
+    "Call",
+    "ReasonUse",
+    "Surface",
+    "Target",
+    "action",
+    "offered_by",
+    "require_reason",
+    "take",
+]
+
 logger = logging.getLogger(__name__)
 
-MAX_REASON_LENGTH = 200
-
-Req = TypeVar("Req")
 Out = TypeVar("Out")
-
-
-class Surface(StrEnum):
-    """Where an operator takes an action."""
-
-    API = "api"
-    """``POST /v1beta1/operations/…``, with a JSON body."""
-    CONSOLE = "console"
-    """The console's confirmation page, then its form."""
-    CLI = "cli"
-    """A ``billing-worker`` command."""
-
-
-EVERY_SURFACE = frozenset(Surface)
-
-
-class ReasonUse(StrEnum):
-    """What an action does with the operator's reason. Every action changes state, so every
-    one needs a reason (:func:`require_reason`)."""
-
-    AUDITED = "audited"
-    """Kept in the audit trail (``domain.operations.audit``) and the action's log line."""
-    KEPT = "kept"
-    """Also kept by the handler, with what it changed (a skipped change's reason)."""
-
-
-REASON_LABELS = {
-    ReasonUse.AUDITED: "Why (kept in the audit trail)",
-    ReasonUse.KEPT: "Why (kept with what it changes)",
-}
-"""How each surface asks for a reason (the console's field, the command line's ``--reason``)."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """What an action acts on and how it is named (the console reads it for its confirmation
-    page by ``subject``)."""
-
-    subject: str
-    """``command``, ``billing_account``, ``scheduled_change``, ``dead_letter`` or
-    ``drift_finding``."""
-    name: str
-    """What the target's identifier is called (an argument's name)."""
-
-
-@dataclass(frozen=True)
-class Call:
-    """One action asked for: its id (its events carry it), its targets and the reason."""
-
-    action_id: str
-    targets: tuple[str, ...]
-    reason: str = ""
-
-    @property
-    def target(self) -> str:
-        """The one target of an action that takes one."""
-        (target,) = self.targets
-        return target
-
-
-@dataclass(frozen=True)
-class ActionKind(Generic[Req, Out]):
-    """One action, as every surface offers it."""
-
-    kind: str
-    """Its stable name, in the console's addresses and its CSRF tokens (``replay-command``)."""
-    target: Target
-    request: Callable[[Call], Req]
-    """Builds the handler's request from what the operator asked."""
-    handler: str
-    """The handler it runs, ``module:function`` under ``application/handlers/`` (loaded when
-    the action is taken), called ``handler(request, ctx)``."""
-    scope: Scope
-    """What an API client needs to take it (the console's operators included)."""
-    reason: ReasonUse
-    title: str
-    """Its name as a button and a confirmation page's title: ``Replay the command``."""
-    summary: str
-    """One line: what it is for (the API's summary, the command line's short help)."""
-    does: str
-    """What taking it does, as the confirmation page, the API's description and the command
-    line's help say it."""
-    said: Callable[[Out], str]
-    """The line telling what it did."""
-    view: Callable[[Out], Any]
-    """What it did, as JSON."""
-    surfaces: frozenset[Surface] = EVERY_SURFACE
-    many: bool = False
-    """Whether it takes several targets at once, all or none (the command line's)."""
-
-    def run(self, request: Req, ctx: OperatorContext) -> Out:
-        module, _, name = self.handler.partition(":")
-        handler: Callable[[Req, OperatorContext], Out] = getattr(
-            importlib.import_module(f"application.handlers.{module}"), name
-        )
-        return handler(request, ctx)
-
-
-def require_reason(action: ActionKind[Any, Any], reason: str) -> str:
-    """The reason, one line of printable text; an ``InvalidArgument`` naming the ``reason``
-    field when none was given (every action changes state: each needs one)."""
-    said = " ".join("".join(c if c.isprintable() else " " for c in reason).split())
-    if not said:
-        raise InvalidArgument.for_fields(
-            f"{action.kind} needs a reason: say why (it is kept in the audit trail)",
-            [("reason", "required: why the action is taken")],
-        )
-    if len(said) > MAX_REASON_LENGTH:
-        raise InvalidArgument.for_fields(
-            f"the reason is too long (at most {MAX_REASON_LENGTH} characters)",
-            [("reason", f"at most {MAX_REASON_LENGTH} characters")],
-        )
-    return said
 
 
 def take(
@@ -169,6 +85,7 @@ def take(
     *,
     by: str,
     surface: Surface,
+    options: Mapping[str, Any] | None = None,
 ) -> Out:
     """Take ``action`` on ``targets`` for ``by`` (an API client's id, or the command line's
     operator name) from ``surface``: check its reason, build its request, run its handler and
@@ -177,14 +94,15 @@ def take(
     The entry (``domain.operations.audit``) and its ``operator.action_taken`` event are
     written in the first transaction the handler commits, beside what it changed
     (``application.audit``); an action that changes nothing in a unit of work (a replay
-    through the command log, a dead letter put back) has them written once it is done. A
-    refused action writes none."""
+    through the command log, a dead letter put back) or is :attr:`ActionKind.audited_after`
+    has them written once it is done, with the lines its ``said`` tells. A refused action
+    writes none. ``options``: what else its request takes (:class:`Call`)."""
     # Imported here: the audit's ports load the domain's validators, which the command line's
     # help must not wait for.
     from application.audit import AuditedContext, PendingEntry
 
     reason = require_reason(action, reason)
-    call = Call(new_action_id(action.kind), tuple(targets), reason)
+    call = Call(new_action_id(action.kind), tuple(targets), reason, dict(options or {}))
     request = action.request(call)
     logger.info(
         "operator action %s %s on %s by %s (%s)%s",
@@ -205,7 +123,12 @@ def take(
         targets=tuple(f"{action.target.subject}:{target}" for target in call.targets),
         billing_account_id=_account_of(action, call, ctx),
     )
-    done = action.run(request, AuditedContext(ctx, pending))
+    if action.audited_after:
+        done = action.run(request, ctx)
+        if action.subjects is not None:
+            pending = replace(pending, targets=tuple(action.subjects(done)))
+    else:
+        done = action.run(request, AuditedContext(ctx, pending))
     if pending.written is None:
         with ctx.unit_of_work() as uow:
             pending.write(uow, action.said(done).splitlines())
@@ -257,7 +180,7 @@ def _adoption_view(adoption: Any) -> Any:
 COMMAND = Target("command", "command_id")
 ACCOUNT = Target("billing_account", "billing_account_id")
 
-OPERATOR_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
+BILLING_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
     ActionKind[ReplayCommands, list[ActionTaken]](
         kind="replay-command",
         target=COMMAND,
@@ -397,6 +320,8 @@ def _id(subject: str) -> str:
     """The id of an :class:ActionTaken's subject, type:id."""
     return subject.partition(":")[2]
 
+
+OPERATOR_ACTIONS = (*BILLING_ACTIONS, *CONFIGURATION_ACTIONS)
 
 ACTIONS_BY_KIND: dict[str, ActionKind[Any, Any]] = {a.kind: a for a in OPERATOR_ACTIONS}
 

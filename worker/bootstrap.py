@@ -23,7 +23,7 @@ from adapters.db.engine import ping, session_factory
 from adapters.db.uow import SqlUnitOfWork, is_transient_db_error
 from domain.operations.console import ConsoleQueries
 from domain.operations.retention import CommandRetention
-from domain.ports.application import Clock, RunnerPolicy
+from domain.ports.application import Clock, RunnerPolicy, StackClock
 from domain.ports.broker import BrokerPrimary
 from domain.ports.clients import ClientVerifier
 from domain.ports.commands import CommandIntake, CommandPublisher, DeadLetterStore
@@ -91,6 +91,9 @@ class Services:
     _redis_client: redis.Redis | None = field(default=None, repr=False)
     _primary_watch: BrokerPrimary | None = field(default=None, repr=False)
     _recorded_provider: BillingProvider | None = field(default=None, repr=False)
+    local_clock: StackClock | None = field(default=None, repr=False)
+    """The local stack's clock, where the command beside it hands it over (``clock
+    advance``: ``worker/local/stack_clock.py``); ``None`` elsewhere."""
 
     @cached_property
     def billing(self) -> BillingSettings:
@@ -273,6 +276,20 @@ class Services:
         store = DeadLetters(client, shiftable_clock=self.settings.shiftable_clock)
         task_names = worker_task_names(self.celery_app())
         return replay_dead_letter(store, client, letter_id, task_names).queue
+
+    def rotate_client_secret(self, client_id: str) -> str:
+        """A new secret for the API client (``adapters/db/api_clients.py``); answers it."""
+        from adapters.db.api_clients import rotate_secret
+
+        return rotate_secret(self.database(), self.clock, client_id).secret
+
+    def stack_clock(self) -> StackClock:
+        """:attr:`local_clock`; a ``FailedPrecondition`` without one (no local stack)."""
+        from domain.errors import FailedPrecondition
+
+        if self.local_clock is None:
+            raise FailedPrecondition("the clock can only move on a local stack")
+        return self.local_clock
 
     def database(self) -> sessionmaker[Session]:
         """Sessions of this process's database (for what has no repository: API clients)."""

@@ -10,7 +10,7 @@ carry it, and the registration a retry sends runs under it.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, model_validator
@@ -83,6 +83,36 @@ class AdoptDrift(OperatorAction):
     """Adopt one finding of the drift report read now, named by its key (``kind:id…``)."""
 
     finding_key: str
+
+
+class RotateClientSecret(OperatorAction):
+    """Give an API client a new secret (shown once); the old one stops working."""
+
+    client_id: ResourceId
+
+
+class MoveClock(OperatorAction):
+    """Move the local stack's clock (the Stripe emulator's and the application's) ahead by
+    ``seconds``, or, without, back to real time."""
+
+    seconds: float | None = Field(default=None, gt=0)
+    duration: str = Field(default="", description="The move as the operator said it: ``31d``.")
+
+
+@dataclass(frozen=True)
+class RotatedClientSecret:
+    """An API client's new secret: the only time it is shown (never in the audit trail)."""
+
+    client_id: str
+    secret: str = field(repr=False)
+
+
+class ClockMoved(Message):
+    """How far ahead of real time the clock was, and is, in seconds."""
+
+    duration: str = Field(description="The move as the operator said it; empty for a reset.")
+    was: float
+    offset: float
 
 
 class ActionTaken(Message):

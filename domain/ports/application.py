@@ -103,14 +103,41 @@ class CommandLogContext(PublishingContext, Protocol):
     def dead_letters(self) -> DeadLetterStore: ...
 
 
+class StackClock(Protocol):
+    """The local stack's clock: the Stripe emulator's offset from real time and the
+    application's copy of it, moved together (``worker/local/stack_clock.py``)."""
+
+    def offset(self) -> float:
+        """How far ahead of real time the clock is, in seconds."""
+        ...
+
+    def advance(self, seconds: float) -> float:
+        """Move the clock ahead by ``seconds`` (the emulator's first); answers the offset."""
+        ...
+
+    def reset(self) -> None:
+        """Bring the clock back to real time."""
+        ...
+
+
 class OperatorContext(CommandLogContext, Protocol):
     """What an operator's actions run with (``application/operator_actions.py``): the command
-    log's side, and the dead letters' replay, which only the broker's adapter can do."""
+    log's side, and what only an adapter can do: the dead letters' replay, an API client's
+    new secret, the local stack's clock."""
 
     def replay_dead_letter(self, letter_id: str) -> str:
         """Put the dead letter's message back on its queue, if a worker can take it now, and
         drop the letter; answers the queue. ``NotFound`` without it, ``FailedPrecondition``
         saying why when it still cannot be taken."""
+        ...
+
+    def rotate_client_secret(self, client_id: str) -> str:
+        """Give the API client a new secret and answer it (the old one stops working);
+        ``NotFound`` without it."""
+        ...
+
+    def stack_clock(self) -> StackClock:
+        """The local stack's clock; ``FailedPrecondition`` where there is none to move."""
         ...
 
 

@@ -210,7 +210,7 @@ def test_up_seeds_a_subscription_whose_plan_changes_at_period_end_or_now(
         ("scheduled", phase["effective_at"])
     ]
 
-    _cli(local_stack, "clock", "advance", "31d")
+    _cli(local_stack, "clock", "advance", "31d", "--reason", "see the renewals")
     applied = eventually(
         lambda: (
             (s := _cli(local_stack, "subscriptions", "show", "sub_demo", "--json"))["plan_id"]
@@ -432,7 +432,7 @@ def test_up_delivers_signed_events_to_the_readme_receiver(
             json={"plan_change": {"plan": "team"}},
         )
         assert change.status_code == 200, change.text
-        _cli(local_stack, "clock", "advance", "31d")
+        _cli(local_stack, "clock", "advance", "31d", "--reason", "see the renewals")
         eventually(
             lambda: printed("subscription.plan_change.applied sub_demo"),
             30,

@@ -183,7 +183,7 @@ def test_the_clock_moved_on_up_is_the_clock_of_up_ha_on_that_data_and_back(
     data_dir = tmp_path_factory.mktemp("one-clock")
     plain = start_up(data_dir)
     try:
-        assert plain.cli("clock", "advance", "31d").status == 0
+        assert plain.cli("clock", "advance", "31d", "--reason", "renewals").status == 0
     finally:
         plain.stop()
 
@@ -191,7 +191,7 @@ def test_the_clock_moved_on_up_is_the_clock_of_up_ha_on_that_data_and_back(
     try:
         ha_banner, ha_clock = ha.printed("Clock"), shown_clock(ha)
         ha_console = clock_on_the_console(ha)
-        assert ha.cli("clock", "advance", "1d").status == 0
+        assert ha.cli("clock", "advance", "1d", "--reason", "renewals").status == 0
     finally:
         ha.stop()
 

@@ -151,10 +151,10 @@ def test_up_prints_the_demo_data_with_its_ids_and_demo_lists_it_again(up: Up) ->
 def test_clock_show_gives_the_offset_and_the_shifted_now_and_reset_brings_real_time_back(
     up: Up,
 ) -> None:
-    assert up.cli("clock", "advance", "2d").status == 0
+    assert up.cli("clock", "advance", "2d", "--reason", "renewals").status == 0
     moved = clock(up)
 
-    reset = up.cli("clock", "reset")
+    reset = up.cli("clock", "reset", "--reason", "done")
     after = clock(up)
 
     now = datetime.now(UTC)
@@ -170,7 +170,7 @@ def test_clock_show_gives_the_offset_and_the_shifted_now_and_reset_brings_real_t
 def test_rows_written_by_admin_commands_and_dead_letters_carry_the_stack_s_clock(
     up: Up,
 ) -> None:
-    assert up.cli("clock", "advance", "10d").status == 0
+    assert up.cli("clock", "advance", "10d", "--reason", "renewals").status == 0
     try:
         created = up.cli("orgs", "create", "--name", "stamped")
         raw = envelope(task="reports.nightly", queue="billing")
@@ -180,7 +180,7 @@ def test_rows_written_by_admin_commands_and_dead_letters_carry_the_stack_s_clock
             lambda: dead_letter_of(up.stack["redis_url"], raw, "billing", mark), what="a letter"
         )
     finally:
-        assert up.cli("clock", "reset").status == 0
+        assert up.cli("clock", "reset", "--reason", "done").status == 0
 
     shifted_now = datetime.now(UTC) + timedelta(days=10)
     with session_factory(up.stack["database_url"])() as session:
@@ -229,11 +229,11 @@ def test_a_second_up_prints_a_working_secret_after_a_rotation_and_keeps_the_cloc
     try:
         client_id, printed_first = first.secret()
         flower_first = flower_password(first)
-        rotated = first.cli("clients", "rotate-secret", client_id, "--json")
+        rotated = first.cli("clients", "rotate-secret", client_id, "--reason", "shown", "--json")
         live_secret = json.loads(rotated.stdout)["client_secret"]
         demo_after_rotation = json.loads(first.cli("demo", "--json").stdout)
         assert answers(first, client_id, live_secret) == 200
-        assert first.cli("clock", "advance", "3d").status == 0
+        assert first.cli("clock", "advance", "3d", "--reason", "renewals").status == 0
         running = billing_worker("up", "--fresh", "--yes", env={"BILLING_DATA_DIR": str(tmp_path)})
     finally:
         first.stop()

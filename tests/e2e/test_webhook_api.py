@@ -14,6 +14,7 @@ import pytest
 
 from adapters.clock import SystemClock
 from adapters.db.uow import SqlUnitOfWork
+from domain.operations.audit import AuditFilter
 from domain.permissions import ALL_SCOPES, Grant, Scope
 from domain.webhooks import DeliveryState, WebhookDelivery
 from tests.support.stack import Stack
@@ -116,7 +117,7 @@ def test_unknown_endpoints_and_deliveries_are_404_naming_them(stack: Stack) -> N
             http.get(f"{WEBHOOKS}/we_nope"),
             http.post(f"{WEBHOOKS}/we_nope/disable", json={}),
             http.post(f"{WEBHOOKS}/we_nope/enable", json={}),
-            http.post(f"{WEBHOOKS}/we_nope/rotate-secret", json={}),
+            http.post(f"{WEBHOOKS}/we_nope/rotate-secret", json={"reason": "r"}),
             http.get(f"{WEBHOOKS}/we_nope/deliveries"),
         ]
         delivery = http.post(f"{WEBHOOKS}/deliveries/whd_nope/replay", json={})
@@ -173,7 +174,7 @@ def test_a_rotated_secret_is_new_and_the_previous_one_signs_until_the_grace_ends
     endpoint = add(stack)
 
     with stack.http() as http:
-        rotated = http.post(f"{WEBHOOKS}/{endpoint['id']}/rotate-secret", json={})
+        rotated = http.post(f"{WEBHOOKS}/{endpoint['id']}/rotate-secret", json={"reason": "leaked"})
 
     assert rotated.status_code == 200, rotated.text
     assert rotated.headers["cache-control"] == "no-store"
@@ -187,6 +188,56 @@ def test_a_rotated_secret_is_new_and_the_previous_one_signs_until_the_grace_ends
     assert rotated.json()["previous_secret_expires_at"] == (
         stored.previous_secret_expires_at.isoformat()
     )
+
+
+def test_the_endpoints_actions_are_audited_with_the_client_that_took_them_never_a_secret(
+    stack: Stack,
+) -> None:
+    endpoint = add(stack, reason="the CRM wants events")
+    path = f"{WEBHOOKS}/{endpoint['id']}"
+
+    with stack.http() as http:
+        unexplained = http.post(f"{path}/rotate-secret", json={})
+        disabled = http.post(f"{path}/disable", json={"reason": "receiver moved"})
+        enabled = http.post(f"{path}/enable", json={"reason": "receiver back"})
+        rotated = http.post(f"{path}/rotate-secret", json={"reason": "leaked"})
+
+    assert unexplained.status_code == 400
+    assert unexplained.json()["details"][0]["fieldViolations"][0]["field"] == "reason"
+    assert disabled.status_code == 200, disabled.text
+    assert enabled.status_code == 200, enabled.text
+    assert rotated.status_code == 200, rotated.text
+    with SqlUnitOfWork(stack.sessions) as uow:
+        entries = uow.audit.find(AuditFilter(target=endpoint["id"]), 10)
+    assert [entry.action for entry in entries] == [
+        "rotate-webhook-secret",
+        "enable-webhook",
+        "disable-webhook",
+        "add-webhook",
+    ]
+    assert stack.client is not None
+    assert {(entry.operator, entry.surface) for entry in entries} == {
+        (stack.client.client_id, "api")
+    }
+    assert [entry.reason for entry in entries] == [
+        "leaked",
+        "receiver back",
+        "receiver moved",
+        "the CRM wants events",
+    ]
+    kept = json.dumps([entry.model_dump(mode="json") for entry in entries])
+    assert endpoint["secret"] not in kept
+    assert rotated.json()["secret"] not in kept
+    reader = stack.new_client(
+        f"ops-{uuid.uuid4().hex[:6]}", grant=Grant(scopes=frozenset({Scope.OPERATIONS_READ}))
+    )
+    with stack.http(reader) as console:
+        page = console.get("/console/audit", params={"target": endpoint["id"]})
+    assert page.status_code == 200, page.text
+    assert f"<code>webhook_endpoint:{endpoint['id']}</code>" in page.text
+    for shown in ("rotate-webhook-secret", "disable-webhook", "add-webhook", "receiver moved"):
+        assert shown in page.text
+    assert rotated.json()["secret"] not in page.text
 
 
 def test_a_bad_filter_or_id_is_a_400(stack: Stack) -> None:
@@ -221,7 +272,7 @@ def test_a_client_without_webhooks_manage_gets_403_whether_the_endpoint_exists_o
             http.get(f"{WEBHOOKS}/{endpoint_id}"),
             http.post(f"{WEBHOOKS}/{endpoint_id}/disable", json={}),
             http.post(f"{WEBHOOKS}/{endpoint_id}/enable", json={}),
-            http.post(f"{WEBHOOKS}/{endpoint_id}/rotate-secret", json={}),
+            http.post(f"{WEBHOOKS}/{endpoint_id}/rotate-secret", json={"reason": "r"}),
             http.get(f"{WEBHOOKS}/{endpoint_id}/deliveries"),
             http.post(f"{WEBHOOKS}/deliveries/whd_x/replay", json={}),
         ]

@@ -112,7 +112,11 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ),
     ("client-update-unknown", ("clients", "update", "cli_nope", "--name", "x"), "not found"),
     ("client-disable-unknown", ("clients", "disable", "cli_nope"), "'cli_nope' not found"),
-    ("client-rotate-unknown", ("clients", "rotate-secret", "cli_nope"), "'cli_nope' not found"),
+    (
+        "client-rotate-unknown",
+        ("clients", "rotate-secret", "cli_nope", "--reason", "r"),
+        "'cli_nope' not found",
+    ),
     (
         "plan-currency-unknown",
         ("plans", "create", "--name", "p", "--amount", "1", "--currency", "XXY"),
@@ -186,7 +190,11 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
         ("subscriptions", "seed-period-end", "1", "--plan", "nope"),
         "plan 'nope' not found",
     ),
-    ("clock-not-a-local-stack", ("clock", "advance", "1d"), "the clock can only move"),
+    (
+        "clock-not-a-local-stack",
+        ("clock", "advance", "1d", "--reason", "r"),
+        "the clock can only move",
+    ),
     ("command-unknown", ("commands", "show", "nope"), "no command nope"),
     (
         "command-replay-unknown",
@@ -216,7 +224,11 @@ BAD_INPUT: list[tuple[str, tuple[str, ...], str]] = [
     ("webhook-unknown", ("webhooks", "show", "we_nope"), "webhook_endpoint 'we_nope' not found"),
     ("webhook-disable-unknown", ("webhooks", "disable", "we_nope"), "'we_nope' not found"),
     ("webhook-enable-unknown", ("webhooks", "enable", "we_nope"), "'we_nope' not found"),
-    ("webhook-rotate-unknown", ("webhooks", "rotate-secret", "we_nope"), "'we_nope' not found"),
+    (
+        "webhook-rotate-unknown",
+        ("webhooks", "rotate-secret", "we_nope", "--reason", "r"),
+        "'we_nope' not found",
+    ),
     (
         "webhook-deliveries-endpoint-unknown",
         ("webhooks", "deliveries", "--endpoint", "we_nope"),
@@ -452,7 +464,7 @@ def test_a_client_is_created_with_scopes_then_updated_disabled_and_given_a_new_s
     limited = run("clients", "update", client_id, "--org", operator.acme_id)
     widened = run("clients", "update", client_id, "--scope", "*", "--all-orgs")
     disabled = run("clients", "disable", client_id)
-    rotated = run("clients", "rotate-secret", client_id)
+    rotated = run("clients", "rotate-secret", client_id, "--reason", "rotated")
     listed = json.loads(billing_worker("clients", "list", "--json", env=operator.env).stdout)
 
     assert (limited["scopes"], limited["org_ids"]) == (["billing:create"], [operator.acme_id])

@@ -203,6 +203,8 @@ def test_a_rotated_secret_is_printed_once_and_the_old_one_signs_for_the_grace(
         "webhooks",
         "rotate-secret",
         added["id"],
+        "--reason",
+        "shown in a log",
         env=database.env(BILLING_WEBHOOK_SECRET_GRACE_SECONDS="7200"),
     )
 

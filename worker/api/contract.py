@@ -263,6 +263,17 @@ class AddWebhookRequest(_Closed):
         description="The event types to send; absent or `null`: every event.",
     )
     description: str = Field(default="", max_length=255, description="A note for operators.")
+    reason: str = Field(
+        default="", max_length=200, description="Why, optional; kept in the audit trail."
+    )
+
+
+class OptionalReasonRequest(_Closed):
+    """An operator's action whose reason is optional: ``{}``, or why."""
+
+    reason: str = Field(
+        default="", max_length=200, description="Why, optional; kept in the audit trail."
+    )
 
 
 class OperatorActionRequest(_Closed):
@@ -280,8 +291,8 @@ class DisableWebhookRequest(_Closed):
     reason: str | None = Field(
         default=None,
         max_length=500,
-        description="Why; kept with the endpoint and its abandoned deliveries. Default: "
-        "`disabled by an operator`.",
+        description="Why; kept with the endpoint, its abandoned deliveries and the audit "
+        "trail. Default: `disabled by an operator`.",
     )
 
 

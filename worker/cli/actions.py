@@ -6,6 +6,11 @@ group, its name, what its argument is called, the settings it reads, and a note 
 surface); its help, its ``--reason``, its ``--operator`` (who, for the audit trail), what it
 prints (one line, or its ``--json``) and the use case it runs are the table's. Every action is
 taken through the table's ``take``, as the API and the console take it.
+
+The actions on configuration (a client's secret, the webhook endpoints, the clock) have
+commands of their own, in their group's module (``own``): they take options of their own
+and print a secret once; their help, ``--reason`` and ``--operator`` are the table's all the
+same (``worker/cli/audited.py``), and they take the action through ``take`` too.
 """
 
 from __future__ import annotations
@@ -27,9 +32,12 @@ from worker.cli.base import (
     operator_option,
     services,
 )
+from worker.cli.clients import clients
+from worker.cli.clock import clock
 from worker.cli.command_log import commands
 from worker.cli.dead_letters import dead_letters
 from worker.cli.subscriptions import subscriptions
+from worker.cli.webhooks import webhooks
 
 if TYPE_CHECKING:
     from worker.bootstrap import Services
@@ -54,10 +62,13 @@ class Command:
     argument: str
     """The argument's name (``command_ids``: several, for an action that takes many)."""
     settings_env: tuple[str, ...]
+    """The settings it reads (an ``own`` command declares them where it is written)."""
     note: str = ""
     """What the help adds for this surface."""
     target: Callable[[Services, str], str] | None = None
     """How the argument becomes the action's target (default: as it is)."""
+    own: bool = False
+    """Whether the command is written in its group's module (with options of its own)."""
 
 
 COMMANDS = {
@@ -93,6 +104,15 @@ COMMANDS = {
         note="`subscriptions show` lists a subscription's changes.",
     ),
     "replay-dead-letter": Command(dead_letters, "replay", "letter_id", REDIS_ENV),
+    "rotate-client-secret": Command(clients, "rotate-secret", "client_id", DATABASE_ENV, own=True),
+    "add-webhook": Command(webhooks, "add", "url", DATABASE_ENV, own=True),
+    "disable-webhook": Command(webhooks, "disable", "endpoint_id", DATABASE_ENV, own=True),
+    "enable-webhook": Command(webhooks, "enable", "endpoint_id", DATABASE_ENV, own=True),
+    "rotate-webhook-secret": Command(
+        webhooks, "rotate-secret", "endpoint_id", DATABASE_ENV, own=True
+    ),
+    "advance-clock": Command(clock, "advance", "duration", (*DATABASE_ENV, *REDIS_ENV), own=True),
+    "reset-clock": Command(clock, "reset", "", (*DATABASE_ENV, *REDIS_ENV), own=True),
 }
 """The command of each action the command line offers, by kind."""
 
@@ -124,4 +144,5 @@ def _offer(action: ActionKind[Any, Any], where: Command) -> None:
 
 
 for _action in offered_by(Surface.CLI):
-    _offer(_action, COMMANDS[_action.kind])
+    if not COMMANDS[_action.kind].own:
+        _offer(_action, COMMANDS[_action.kind])

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from domain.permissions import Grant, Scope, parse_scopes
+from worker.cli.audited import audited_options, command_help, take_action
 from worker.cli.base import DATABASE_ENV, BillingGroup, as_json_option, emit, services, usage_error
 from worker.cli.tables import echo_list
 
@@ -161,18 +162,26 @@ def clients_disable(client_id: str, as_json: bool) -> None:
     _emit_client(as_json, update_client(svc.database(), svc.clock, client_id, enabled=False))
 
 
-@clients.command("rotate-secret", settings_env=DATABASE_ENV)
+ROTATE_CLIENT_SECRET_KIND = "rotate-client-secret"  # noqa: S105 - an action kind, not a secret
+
+
+@clients.command(
+    "rotate-secret",
+    settings_env=DATABASE_ENV,
+    help=command_help(ROTATE_CLIENT_SECRET_KIND),
+    short_help="Give a client a new secret, printed once.",
+)
 @click.argument("client_id")
+@audited_options(ROTATE_CLIENT_SECRET_KIND)
 @as_json_option
-def clients_rotate_secret(client_id: str, as_json: bool) -> None:
-    """Give a client a new secret, printed once; the old one stops working (within
-    BILLING_AUTH_CACHE_SECONDS in API processes that verified it recently)."""
-    from adapters.db.api_clients import rotate_secret
+def clients_rotate_secret(client_id: str, reason: str, operator: str, as_json: bool) -> None:
+    from adapters.db.api_clients import NewClient, get_client
     from worker.local.seed import remember_rotated_demo_secret
     from worker.settings import get_settings
 
     svc = services()
-    rotated = rotate_secret(svc.database(), svc.clock, client_id)
+    rotated = take_action(ROTATE_CLIENT_SECRET_KIND, svc, [client_id], reason, operator)
+    client = get_client(svc.database(), client_id)
     # The demo client's secret kept in the data directory stays the live one (`demo`, `up`).
     remember_rotated_demo_secret(get_settings(), client_id, rotated.secret)
-    _emit_secret(as_json, rotated)
+    _emit_secret(as_json, NewClient(client_id, rotated.secret, client.name, client.grant))

@@ -12,18 +12,30 @@ from __future__ import annotations
 
 import importlib.util
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from adapters.clock import ShiftableClock, clock_client
-from worker.cli.base import REDIS_ENV, BillingGroup, as_json_option, emit, fail
+from worker.cli.audited import audited_options, command_help, take_action
+from worker.cli.base import (
+    DATABASE_ENV,
+    REDIS_ENV,
+    BillingGroup,
+    as_json_option,
+    emit,
+    fail,
+    services,
+)
+from worker.local.stack_clock import NOT_A_LOCAL_STACK
 from worker.local.stack_state import read_stack, stack_settings
 from worker.settings import get_settings
 
-NOT_A_LOCAL_STACK = (
-    "the clock can only move on a local stack started by `up` with the Stripe emulator"
-)
+if TYPE_CHECKING:
+    from worker.bootstrap import Services
+
+MOVE_ENV = (*DATABASE_ENV, *REDIS_ENV)
+"""A move of the clock is kept in the audit trail, in the database."""
 
 
 @click.group(cls=BillingGroup)
@@ -42,6 +54,16 @@ def _local_stack() -> dict[str, Any]:
             "start it with `billing-worker up`"
         )
     return stack
+
+
+def _with_clock(stack: dict[str, Any]) -> Services:
+    """The services, handed the running stack's clock (its emulator's and its Redis's)."""
+    from worker.local.stack_clock import EmulatorStackClock
+
+    svc = services()
+    url = stack.get("stripe_emulator_url")
+    svc.local_clock = EmulatorStackClock(svc.settings, str(url) if url else None)
+    return svc
 
 
 def _seconds(duration: str) -> float:
@@ -63,29 +85,30 @@ def _days(seconds: float) -> str:
     return f"{seconds / 86400:.2f} days"
 
 
-@clock.command("advance", settings_env=REDIS_ENV)
+@clock.command(
+    "advance",
+    settings_env=MOVE_ENV,
+    help=command_help("advance-clock", "DURATION: e.g. `31d`, `2h`, `1d12h`, `90m`, `3600`."),
+    short_help="Move the application clock and the Stripe emulator's together by DURATION.",
+)
 @click.argument("duration")
-def clock_advance(duration: str) -> None:
-    """Move the application clock and the Stripe emulator's together by DURATION, e.g.
-    `31d`, `2h`, `1d12h`, `90m`, `3600`."""
-    seconds = _seconds(duration)  # says first if the emulator is not installed
-    from stripe_emulator import EmulatorAdmin
+@audited_options("advance-clock")
+@as_json_option
+def clock_advance(duration: str, reason: str, operator: str, as_json: bool) -> None:
+    from application.operator_actions import LOCAL_CLOCK, action
 
+    seconds = _seconds(duration)  # says first if the emulator is not installed
     stack = _local_stack()
-    # Stripe first: once the application's clock moves, beat may apply a change that fell
-    # due, and the provider must already be in the new period when it does.
-    emulator_url = stack.get("stripe_emulator_url")
-    application = ShiftableClock(clock_client(stack_settings()))
-    if emulator_url:
-        # The emulator's offset is the stack's one (worker/local/stack_clock.py): the
-        # application's becomes a copy of it, whatever it was.
-        with EmulatorAdmin(str(emulator_url)) as emulator:
-            emulator.advance_clock(seconds)
-            offset = emulator.clock()["offset"]
-        application.align(offset)
-    else:
-        offset = application.advance(seconds)
-    click.echo(f"advanced {duration}; the clock is now {_days(offset)} ahead")
+    moved = take_action(
+        "advance-clock",
+        _with_clock(stack),
+        [LOCAL_CLOCK],
+        reason,
+        operator,
+        {"seconds": seconds, "duration": duration},
+    )
+    taken = action("advance-clock")
+    emit(as_json, taken.view(moved), taken.said(moved))
 
 
 @clock.command("show", settings_env=REDIS_ENV)
@@ -132,21 +155,20 @@ def _emulator_now(stack: dict[str, Any]) -> datetime | None:
     return datetime.fromtimestamp(EmulatorAdmin(str(url)).clock()["now"], UTC)
 
 
-@clock.command("reset", settings_env=REDIS_ENV)
-def clock_reset() -> None:
-    """Bring the application clock and the Stripe emulator's back to real time. Data made
-    while the clock was ahead keeps its times (a period that ends in a month of shifted time
-    ends then); `billing-worker up --fresh` starts over without any."""
+@clock.command(
+    "reset",
+    settings_env=MOVE_ENV,
+    help=command_help("reset-clock", "`billing-worker up --fresh` starts over without any data."),
+    short_help="Bring the application clock and the Stripe emulator's back to real time.",
+)
+@audited_options("reset-clock")
+@as_json_option
+def clock_reset(reason: str, operator: str, as_json: bool) -> None:
+    from application.operator_actions import LOCAL_CLOCK, action
     from worker.local.start import require_emulator
 
     require_emulator()
-    from stripe_emulator import EmulatorAdmin
-
     stack = _local_stack()
-    shiftable = ShiftableClock(clock_client(stack_settings()))
-    was = shiftable.offset()
-    emulator_url = stack.get("stripe_emulator_url")
-    if emulator_url:
-        EmulatorAdmin(str(emulator_url)).reset_clock()
-    shiftable.reset()
-    click.echo(f"the clock is back to real time (it was {_days(was)} ahead)")
+    moved = take_action("reset-clock", _with_clock(stack), [LOCAL_CLOCK], reason, operator)
+    taken = action("reset-clock")
+    emit(as_json, taken.view(moved), taken.said(moved))

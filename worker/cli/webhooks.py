@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import click
 
 from domain.errors import CommandError
+from worker.cli.audited import audited_options, command_help, take_action
 from worker.cli.base import DATABASE_ENV, BillingGroup, as_json_option, emit, services, usage_error
 from worker.cli.tables import echo_list, table
 
@@ -85,7 +85,12 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g} second" + ("" if seconds == 1 else "s")
 
 
-@webhooks.command("add", settings_env=DATABASE_ENV)
+@webhooks.command(
+    "add",
+    settings_env=DATABASE_ENV,
+    help=command_help("add-webhook"),
+    short_help="Add an endpoint; its signing secret is printed once and never again.",
+)
 @click.argument("url")
 @click.option(
     "--events",
@@ -95,21 +100,23 @@ def _duration(seconds: float) -> str:
     help="An event type to send (repeat, or separate with commas); default: every event.",
 )
 @click.option("--description", default="", help="A note for operators (at most 255 characters).")
+@audited_options("add-webhook")
 @as_json_option
-def webhooks_add(url: str, events: tuple[str, ...], description: str, as_json: bool) -> None:
-    """Add an endpoint; its signing secret is printed once and never again."""
-    from application.handlers.events.webhook_endpoints import add_endpoint
-    from application.requests.operator_requests import AddEndpoint
-
+def webhooks_add(
+    url: str, events: tuple[str, ...], description: str, reason: str, operator: str, as_json: bool
+) -> None:
     svc = services()
-    added = add_endpoint(
-        AddEndpoint(
-            url,
-            _event_types(events),
-            description,
-            allow_private_networks=svc.settings.resolved_webhook_allow_private_networks(),
-        ),
+    added = take_action(
+        "add-webhook",
         svc,
+        [url],
+        reason,
+        operator,
+        {
+            "events": _event_types(events),
+            "description": description,
+            "allow_private_networks": svc.settings.resolved_webhook_allow_private_networks(),
+        },
     )
     view = added.endpoint.to_view()
     emit(
@@ -150,17 +157,17 @@ def webhooks_show(endpoint_id: str, as_json: bool) -> None:
     emit(as_json, endpoint.to_view(), table(ENDPOINT_HEADERS, [_endpoint_row(endpoint)]))
 
 
-@webhooks.command("disable", settings_env=DATABASE_ENV)
+@webhooks.command(
+    "disable",
+    settings_env=DATABASE_ENV,
+    help=command_help("disable-webhook", "`webhooks enable` undoes it."),
+    short_help="Stop sending to an endpoint.",
+)
 @click.argument("endpoint_id")
-@click.option("--reason", default="", help="Why (kept with the endpoint and its deliveries).")
+@audited_options("disable-webhook")
 @as_json_option
-def webhooks_disable(endpoint_id: str, reason: str, as_json: bool) -> None:
-    """Stop sending to an endpoint. Its unfinished deliveries are marked failed; replay them
-    once it is enabled again."""
-    from application.handlers.events.webhook_endpoints import disable_endpoint
-    from application.requests.operator_requests import DisableEndpoint
-
-    disabled = disable_endpoint(DisableEndpoint(endpoint_id, reason), services())
+def webhooks_disable(endpoint_id: str, reason: str, operator: str, as_json: bool) -> None:
+    disabled = take_action("disable-webhook", services(), [endpoint_id], reason, operator)
     emit(
         as_json,
         {**disabled.endpoint.to_view(), "abandoned_deliveries": disabled.abandoned},
@@ -169,30 +176,35 @@ def webhooks_disable(endpoint_id: str, reason: str, as_json: bool) -> None:
     )
 
 
-@webhooks.command("enable", settings_env=DATABASE_ENV)
+@webhooks.command(
+    "enable",
+    settings_env=DATABASE_ENV,
+    help=command_help("enable-webhook"),
+    short_help="Send to an endpoint again (its failed deliveries stay failed until replayed).",
+)
 @click.argument("endpoint_id")
+@audited_options("enable-webhook")
 @as_json_option
-def webhooks_enable(endpoint_id: str, as_json: bool) -> None:
-    """Send to an endpoint again (its failed deliveries stay failed until replayed)."""
-    from application.handlers.events.webhook_endpoints import enable_endpoint
-    from application.requests.operator_requests import EnableEndpoint
-
-    endpoint = enable_endpoint(EnableEndpoint(endpoint_id), services())
+def webhooks_enable(endpoint_id: str, reason: str, operator: str, as_json: bool) -> None:
+    endpoint = take_action("enable-webhook", services(), [endpoint_id], reason, operator)
     emit(as_json, endpoint.to_view(), f"{endpoint_id} enabled")
 
 
-@webhooks.command("rotate-secret", settings_env=GRACE_ENV)
+@webhooks.command(
+    "rotate-secret",
+    settings_env=GRACE_ENV,
+    help=command_help("rotate-webhook-secret"),
+    short_help="Give an endpoint a new secret, printed once.",
+)
 @click.argument("endpoint_id")
+@audited_options("rotate-webhook-secret")
 @as_json_option
-def webhooks_rotate_secret(endpoint_id: str, as_json: bool) -> None:
-    """Give an endpoint a new secret, printed once. The old one keeps signing beside it for
-    BILLING_WEBHOOK_SECRET_GRACE_SECONDS, so that the receiver can switch."""
-    from application.handlers.events.webhook_endpoints import rotate_secret
-    from application.requests.operator_requests import RotateSecret
-
+def webhooks_rotate_secret(endpoint_id: str, reason: str, operator: str, as_json: bool) -> None:
     svc = services()
     grace = svc.settings.webhook_secret_grace_seconds
-    rotated = rotate_secret(RotateSecret(endpoint_id, timedelta(seconds=grace)), svc)
+    rotated = take_action(
+        "rotate-webhook-secret", svc, [endpoint_id], reason, operator, {"grace_seconds": grace}
+    )
     until = f"{rotated.previous_valid_until:%Y-%m-%d %H:%M:%S} UTC"
     emit(
         as_json,

@@ -57,3 +57,46 @@ def clock_offset(settings: Settings) -> float:
     from adapters.clock import ShiftableClock, clock_client
 
     return ShiftableClock(clock_client(settings)).offset()
+
+
+NOT_A_LOCAL_STACK = (
+    "the clock can only move on a local stack started by `up` with the Stripe emulator"
+)
+
+
+class EmulatorStackClock:
+    """The local stack's clock (``domain.ports.application.StackClock``): the Stripe
+    emulator's offset first, then the application's copy of it in Redis; the application's
+    alone on a stack without the emulator."""
+
+    def __init__(self, settings: Settings, emulator_url: str | None) -> None:
+        from adapters.clock import ShiftableClock, clock_client
+
+        self._application = ShiftableClock(clock_client(settings))
+        self._emulator_url = emulator_url
+
+    def offset(self) -> float:
+        return self._application.offset()
+
+    def advance(self, seconds: float) -> float:
+        # Stripe first: once the application's clock moves, beat may apply a change that fell
+        # due, and the provider must already be in the new period when it does.
+        if not self._emulator_url:
+            return self._application.advance(seconds)
+        from stripe_emulator import EmulatorAdmin
+
+        # The emulator's offset is the stack's one: the application's becomes a copy of it,
+        # whatever it was.
+        with EmulatorAdmin(self._emulator_url) as emulator:
+            emulator.advance_clock(seconds)
+            offset = float(emulator.clock()["offset"])
+        self._application.align(offset)
+        return offset
+
+    def reset(self) -> None:
+        if self._emulator_url:
+            from stripe_emulator import EmulatorAdmin
+
+            with EmulatorAdmin(self._emulator_url) as emulator:
+                emulator.reset_clock()
+        self._application.reset()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -88,6 +89,23 @@ DEFAULT_DELIVERY_POLICY = DeliveryPolicy(
 )
 
 
+class FakeStackClock:
+    """The local stack's clock: an offset from real time, in seconds."""
+
+    def __init__(self) -> None:
+        self.offset_seconds = 0.0
+
+    def offset(self) -> float:
+        return self.offset_seconds
+
+    def advance(self, seconds: float) -> float:
+        self.offset_seconds += seconds
+        return self.offset_seconds
+
+    def reset(self) -> None:
+        self.offset_seconds = 0.0
+
+
 class FakeApplication:
     """Every port in memory: a ``domain.ports.application.Application`` (and so each of its
     parts: ``HandlerContext``, ``PublishingContext``, ``CommandLogContext``, ``OutboxContext``,
@@ -124,6 +142,10 @@ class FakeApplication:
         self._with_provider = with_provider
         self.replayable: dict[str, str] = {}
         """Dead letters a replay puts back, by id: their queues."""
+        self.client_secrets: dict[str, str] = {}
+        """The API clients' secrets, by client id (a rotation replaces one)."""
+        self.local_clock: FakeStackClock | None = None
+        """The local stack's clock, where a test gives it one."""
 
     def unit_of_work(self) -> FakeUnitOfWork:
         return self.db.unit_of_work()
@@ -148,6 +170,19 @@ class FakeApplication:
 
     def dead_letters(self) -> FakeDeadLetters:
         return self.dead
+
+    def rotate_client_secret(self, client_id: str) -> str:
+        """A new secret for a client of ``client_secrets``; ``NotFound`` for another."""
+        if client_id not in self.client_secrets:
+            raise NotFound.resource("client", client_id)
+        self.client_secrets[client_id] = secret = f"secret-{uuid.uuid4().hex}"
+        return secret
+
+    def stack_clock(self) -> FakeStackClock:
+        """``local_clock``; ``FailedPrecondition`` without, as without a local stack."""
+        if self.local_clock is None:
+            raise FailedPrecondition("the clock can only move on a local stack")
+        return self.local_clock
 
     def rate_budget(self) -> UnmeteredRateBudget:
         return self.budget

@@ -9,12 +9,15 @@ events of every organization).
 
 A secret is in the answer of the create and rotate-secret routes only (with
 ``Cache-Control: no-store``); every other answer leaves it out.
+
+Adding, disabling, enabling an endpoint and rotating its secret are operator actions of the
+table (``application/operator_actions.py``, :data:`ACTION_ROUTES`): taken through its
+``take``, each is kept in the audit trail with the client that took it (never the secret).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Annotated, Any, TypeVar
 
 from anyio import to_thread
@@ -23,15 +26,12 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from application.handlers.events import webhook_endpoints as handlers
+from application.operator_actions import Surface, action, take
 from application.requests.operator_requests import (
-    AddEndpoint,
-    DisableEndpoint,
-    EnableEndpoint,
     GetEndpoint,
     ListDeliveries,
     ListEndpoints,
     ReplayDeliveries,
-    RotateSecret,
 )
 from domain.errors import CommandError, violations_of
 from domain.messages import ID_PATTERN
@@ -45,6 +45,8 @@ from worker.api.contract import (
     DisableWebhookRequest,
     EmptyRequest,
     NewWebhookEndpoint,
+    OperatorActionRequest,
+    OptionalReasonRequest,
     RotatedWebhookSecret,
     WebhookDeliveryList,
     WebhookDeliveryView,
@@ -53,7 +55,7 @@ from worker.api.contract import (
 )
 from worker.api.errors import ApiError
 from worker.api.openapi import direct_operation
-from worker.api.state import State
+from worker.api.state import ApiState, State
 
 router = APIRouter(tags=["webhooks"])
 T = TypeVar("T")
@@ -88,6 +90,34 @@ ENDPOINT_LINKS = {
 }
 
 
+ACTION_ROUTES = {
+    "add-webhook": "create_webhook",
+    "disable-webhook": "disable_webhook",
+    "enable-webhook": "enable_webhook",
+    "rotate-webhook-secret": "rotate_webhook_secret",
+}
+"""The operation of each operator action (of the table) these routes offer, by kind."""
+
+
+def _take(
+    kind: str,
+    client: Caller,
+    state: ApiState,
+    target: str,
+    reason: str = "",
+    options: dict[str, Any] | None = None,
+) -> Any:
+    return take(
+        action(kind),
+        state.svc,
+        [target],
+        reason,
+        by=client.client_id,
+        surface=Surface.API,
+        options=options,
+    )
+
+
 async def _run(call: Callable[[], T]) -> T:
     """The handler's outcome; a domain error becomes its answer in the spec's body."""
     try:
@@ -112,7 +142,8 @@ def _parsed(model: type[M], body: dict[str, Any]) -> M:
     summary="Add a webhook endpoint",
     description="Adds an enabled endpoint that receives the events it names (every event by "
     "default), each signed with its secret (Standard Webhooks). The secret is in this answer "
-    "only. Needs the `webhooks:manage` scope.",
+    "only; a `reason`, optional, is kept in the audit trail with the client that added it. "
+    "Needs the `webhooks:manage` scope.",
     **direct_operation(
         request=AddWebhookRequest,
         answer=NewWebhookEndpoint,
@@ -129,22 +160,20 @@ def _parsed(model: type[M], body: dict[str, Any]) -> M:
                 "url": "https://hooks.example/plans",
                 "events": ["subscription.plan_change.applied", "command.failed"],
                 "description": "plan changes for the CRM",
+                "reason": "the CRM follows plan changes",
             },
         },
     ),
 )
 async def create_webhook(client: Manager, body: Body, state: State) -> JSONResponse:
     request = _parsed(AddWebhookRequest, body)
+    options = {
+        "events": request.events or [],
+        "description": request.description,
+        "allow_private_networks": state.svc.settings.resolved_webhook_allow_private_networks(),
+    }
     added = await _run(
-        lambda: handlers.add_endpoint(
-            AddEndpoint(
-                request.url,
-                request.events or [],
-                request.description,
-                allow_private_networks=state.svc.settings.resolved_webhook_allow_private_networks(),
-            ),
-            state.svc,
-        )
+        lambda: _take("add-webhook", client, state, request.url, request.reason, options)
     )
     return JSONResponse(
         {**added.endpoint.to_view(), "secret": added.secret},
@@ -195,9 +224,7 @@ async def disable_webhook(
     id: ResourceIdPath, client: Manager, body: Body, state: State
 ) -> JSONResponse:
     request = _parsed(DisableWebhookRequest, body)
-    disabled = await _run(
-        lambda: handlers.disable_endpoint(DisableEndpoint(id, request.reason or ""), state.svc)
-    )
+    disabled = await _run(lambda: _take("disable-webhook", client, state, id, request.reason or ""))
     return JSONResponse({**disabled.endpoint.to_view(), "abandoned_deliveries": disabled.abandoned})
 
 
@@ -206,19 +233,20 @@ async def disable_webhook(
     operation_id="enable_webhook",
     summary="Enable a webhook endpoint",
     description="New events are sent to it again; deliveries that failed meanwhile stay "
-    "failed until replayed. Body `{}`. Needs the `webhooks:manage` scope.",
+    'failed until replayed. Body `{}`, or `{"reason": …}`: why, kept in the audit trail. '
+    "Needs the `webhooks:manage` scope.",
     **direct_operation(
-        request=EmptyRequest,
+        request=OptionalReasonRequest,
         answer=WebhookEndpointView,
         answer_description="The endpoint, enabled.",
-        examples={"empty": {}},
+        examples={"empty": {}, "with a reason": {"reason": "the receiver is back"}},
     ),
 )
 async def enable_webhook(
     id: ResourceIdPath, client: Manager, body: Body, state: State
 ) -> JSONResponse:
-    require_empty(body)
-    endpoint = await _run(lambda: handlers.enable_endpoint(EnableEndpoint(id), state.svc))
+    reason = _parsed(OptionalReasonRequest, body).reason
+    endpoint = await _run(lambda: _take("enable-webhook", client, state, id, reason))
     return JSONResponse(endpoint.to_view())
 
 
@@ -228,21 +256,24 @@ async def enable_webhook(
     summary="Give a webhook endpoint a new secret",
     description="The previous secret keeps signing beside the new one for "
     "`BILLING_WEBHOOK_SECRET_GRACE_SECONDS` (24 h), so that the receiver can switch. Body "
-    "`{}`. Needs the `webhooks:manage` scope.",
+    '`{"reason": …}`: why, required, kept in the audit trail with the client that rotated it '
+    "(never the secret). Needs the `webhooks:manage` scope.",
     **direct_operation(
-        request=EmptyRequest,
+        request=OperatorActionRequest,
         answer=RotatedWebhookSecret,
         answer_description="The endpoint, with its new secret (shown this once).",
         answer_headers=NO_STORE_HEADER,
-        examples={"empty": {}},
+        examples={"with a reason": {"reason": "the secret was pasted in a ticket"}},
     ),
 )
 async def rotate_webhook_secret(
     id: ResourceIdPath, client: Manager, body: Body, state: State
 ) -> JSONResponse:
-    require_empty(body)
-    grace = timedelta(seconds=state.svc.settings.webhook_secret_grace_seconds)
-    rotated = await _run(lambda: handlers.rotate_secret(RotateSecret(id, grace), state.svc))
+    reason = _parsed(OperatorActionRequest, body).reason
+    grace = state.svc.settings.webhook_secret_grace_seconds
+    rotated = await _run(
+        lambda: _take("rotate-webhook-secret", client, state, id, reason, {"grace_seconds": grace})
+    )
     return JSONResponse(
         {
             **rotated.endpoint.to_view(),
