@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.support.mutation_score import TARGET, report, scores
+import tomllib
+
+from tests.support.mutation_score import ROOT, TARGET, report, scores
 
 RESULTS = """
     domain.billing.currencies.x_format_amount__mutmut_1: killed
@@ -33,3 +35,15 @@ def test_the_report_marks_a_module_below_the_target_and_names_its_survivors() ->
     assert f"below {TARGET:.0%}" in text.splitlines()[1]
     assert "below" not in text.splitlines()[2]
     assert "x_format_amount__mutmut_3 (survived)" in text
+
+
+def test_every_module_mutated_and_every_test_run_by_the_mutation_score_exists() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
+    named = [*config["only_mutate"], *config["pytest_add_cli_args_test_selection"]]
+
+    assert named
+    assert [path for path in named if not (ROOT / path).is_file()] == []
+    assert all(
+        any(path.startswith(f"{source}/") for source in config["source_paths"])
+        for path in config["only_mutate"]
+    )
