@@ -272,6 +272,7 @@ class Lifecycle(RuleBasedStateMachine):
         assert billed == [period.net for period in self.closed]
 
 
+@pytest.mark.timeout(60 + EXAMPLES * STEPS * 5)  # a step takes a few seconds at most
 def test_random_walks_of_a_subscription_bill_what_stripe_s_rule_says_to_the_cent(
     stack: Stack, api: httpx.Client, ctx: Services, catalog: Catalog, sdk: stripe.StripeClient
 ) -> None:
