@@ -11,6 +11,9 @@
     python3 -m worker.dev bench [name ...] [--quick] [--json PATH]
                                   # set up .venv, then run the benchmarks (all without
                                   # names; --list names them): tests/benchmarks/run.py
+    python3 -m worker.dev mutants [--module NAME ...]
+                                  # the money core's mutation score (mutmut; its modules
+                                  # and tests: pyproject.toml): tests/support/mutation_score.py
     python3 -m worker.dev screenshots [DIR]
                                   # take the console's screenshots again (docs/images/
                                   # console/): a throwaway `up`, Debian's chromium
@@ -230,6 +233,11 @@ def main(argv: list[str]) -> None:
         ensure_environment(DEV_LOCK)
         os.chdir(ROOT)
         os.execv(BIN / "python", [str(BIN / "python"), "-m", "tests.benchmarks.run", *rest])
+    elif command == "mutants":
+        ensure_environment(DEV_LOCK)
+        os.chdir(ROOT)
+        argv = [str(BIN / "python"), "-m", "tests.support.mutation_score", *rest]
+        os.execv(BIN / "python", argv)
     elif command == "screenshots":
         # The console's pictures in docs/images/console/: a throwaway `up`, Debian's chromium.
         ensure_environment(DEV_LOCK)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import redis
+from prometheus_client import REGISTRY
 
 from adapters.provider.rate_budget import BudgetConfig, RedisRateBudget, default_rate, mode_of
 from domain.provider.rate_budget import CallKind, Priority, RateLimited
@@ -200,3 +201,97 @@ def test_the_default_rate_is_stripes_published_limit_for_the_keys_mode(
     api_key: str, mode: str, rate: float
 ) -> None:
     assert (mode_of(api_key), default_rate(api_key)) == (mode, rate)
+
+
+def test_a_fresh_budget_shows_its_settings_and_nothing_used(make_budget: BudgetFactory) -> None:
+    budget, _ = make_budget(burst=3, max_wait=7.5)
+
+    usage = budget.usage()
+
+    assert (usage.mode, usage.burst, usage.max_wait_seconds) == ("test", 3, 7.5)
+    assert usage.account == budget.config.account
+    for kind in CallKind:
+        figures = usage.kinds[kind]
+        assert (figures.configured_rate, figures.effective_rate) == (RATE, RATE)
+        assert figures.calls_last_minute == figures.deferred_last_minute == 0
+        assert figures.rate_limited_last_minute == figures.rate_limited_total == 0
+        assert figures.waiting == 0
+        assert figures.wait_seconds_total == figures.backlog_seconds == 0.0
+
+
+def test_a_call_waiting_for_its_token_counts_as_waiting_until_it_goes(
+    redis_client: redis.Redis, make_budget: BudgetFactory
+) -> None:
+    budget, _ = make_budget()
+    seen_while_waiting: list[int] = []
+    waiting = RedisRateBudget(
+        redis_client,
+        budget.config,
+        sleep=lambda _: seen_while_waiting.append(budget.usage().kinds[CallKind.WRITE].waiting),
+    )
+    waiting.acquire(CallKind.WRITE, Priority.BULK)  # the first token: no wait
+
+    waiting.acquire(CallKind.WRITE, Priority.BULK)
+
+    assert seen_while_waiting == [1]
+    assert budget.usage().kinds[CallKind.WRITE].waiting == 0
+
+
+def test_a_429_with_no_time_to_wait_holds_no_call(make_budget: BudgetFactory) -> None:
+    hit, _ = make_budget()
+    other, other_waits = make_budget()
+
+    hit.rate_limited(CallKind.WRITE, retry_after=0)
+    other.acquire(CallKind.WRITE, Priority.INTERACTIVE)
+
+    assert other_waits == []
+
+
+def test_a_disabled_budget_shows_its_configured_rate_even_after_a_429(
+    make_budget: BudgetFactory,
+) -> None:
+    budget, _ = make_budget(enabled=False)
+
+    budget.rate_limited(CallKind.WRITE, retry_after=None)
+
+    assert budget.effective_rate(CallKind.WRITE) == RATE
+    assert budget.usage().kinds[CallKind.WRITE].effective_rate == RATE
+
+
+def test_this_process_counts_its_calls_waits_and_429s_by_kind_in_its_metrics(
+    make_budget: BudgetFactory,
+) -> None:
+    budget, waits = make_budget()
+
+    def sample(name: str) -> float:
+        return REGISTRY.get_sample_value(f"{name}_total", {"kind": "write"}) or 0.0
+
+    names = (
+        "billing_stripe_budget_calls",
+        "billing_stripe_budget_wait_seconds",
+        "billing_stripe_rate_limited",
+    )
+    before = [sample(name) for name in names]
+    budget.acquire(CallKind.WRITE, Priority.BULK)
+    budget.acquire(CallKind.WRITE, Priority.BULK)
+    budget.rate_limited(CallKind.WRITE, retry_after=None)
+    after = [sample(name) for name in names]
+
+    assert after[0] - before[0] == 2
+    assert after[1] - before[1] == pytest.approx(sum(waits))
+    assert sum(waits) > 0
+    assert after[2] - before[2] == 1
+
+
+def test_after_a_429_another_processs_bulk_calls_go_out_at_half_the_rate(
+    make_budget: BudgetFactory,
+) -> None:
+    hit, _ = make_budget()
+    other, _ = make_budget()
+
+    hit.rate_limited(CallKind.WRITE, retry_after=None)
+    asked = time.monotonic()
+    due = [asked + other.acquire(CallKind.WRITE, Priority.BULK) for _ in range(3)]
+
+    # Half the rate: two intervals between calls, a little less as it climbs back.
+    assert due[2] - due[0] == pytest.approx(4 * INTERVAL, abs=0.02 + SLACK)

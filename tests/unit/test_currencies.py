@@ -28,7 +28,10 @@ def test_a_plan_in_a_currency_stripe_does_not_accept_is_refused_naming_the_curre
     with pytest.raises(ValidationError) as error:
         PlanSpec(name="team", amount=2900, currency=code)
 
-    assert "Stripe accepts" in validation_messages(error)[("currency",)]
+    assert validation_messages(error)[("currency",)] == (
+        "must be an ISO 4217 currency code that Stripe accepts, such as usd or EUR"
+    )
+    assert error.value.errors()[0]["type"] == "currency"
 
 
 @pytest.mark.parametrize("code", NOT_AT_STRIPE)
@@ -113,7 +116,10 @@ def test_a_three_decimal_amount_stripe_would_round_is_refused_naming_the_amount(
     with pytest.raises(ValidationError) as error:
         PlanSpec(name="team", amount=1234, currency=currency)
 
-    assert "multiple of 10" in validation_messages(error)[("amount",)]
+    assert validation_messages(error)[("amount",)].endswith(
+        f"must be a multiple of 10 in {currency.upper()}: Stripe takes thousandths whose last "
+        "digit is 0"
+    )
 
 
 def test_a_three_decimal_amount_ending_in_zero_and_any_zero_decimal_amount_are_taken() -> None:

@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from domain.subscriptions.change_previews import PreviewLine
-from domain.subscriptions.change_states import ChangeKind, ChangeState
+from domain.subscriptions.change_states import ChangeKind, ChangeReason, ChangeState
 from domain.subscriptions.period_end import (
     PriceWrite,
     Step,
@@ -141,6 +142,68 @@ def test_a_retry_of_a_change_to_another_interval_is_settled_by_stripe_s_own_pror
     )
 
     assert (step.step, step.check_renewal, step.correct_renewal) == (Step.APPLY, False, False)
+
+
+def test_a_change_to_another_interval_found_made_before_the_boundary_is_applied_not_staged() -> (
+    None
+):
+    step = period_end_step(
+        a_change(),
+        stripe_holds("price_starter", renewed=False),
+        "price_starter",
+        interval_changes=True,
+    )
+
+    assert (step.step, step.send) == (Step.APPLY, False)
+
+
+def test_a_change_found_made_for_a_boundary_stripe_has_moved_is_applied_not_staged() -> None:
+    moved = replace(
+        stripe_holds("price_starter", renewed=False),
+        current_period_end=BOUNDARY + timedelta(days=2),
+    )
+
+    step = period_end_step(a_change(), moved, "price_starter", interval_changes=False)
+
+    assert (step.step, step.send) == (Step.APPLY, False)
+
+
+def test_a_change_due_on_time_is_staged_at_stripe_without_proration_under_its_own_key() -> None:
+    change = a_change()
+
+    step = period_end_step(
+        change, stripe_holds("price_team", renewed=False), "price_starter", interval_changes=False
+    )
+
+    assert (step.step, step.send, step.proration_behavior) == (Step.STAGE, True, "none")
+    assert step.idempotency_key == change.provider_idempotency_key
+    assert step.idempotency_key
+
+
+def test_a_change_to_another_interval_due_on_time_is_made_at_once_crediting_the_old_period() -> (
+    None
+):
+    change = a_change()
+
+    step = period_end_step(
+        change, stripe_holds("price_team", renewed=False), "price_annual", interval_changes=True
+    )
+
+    assert (step.step, step.send) == (Step.APPLY, True)
+    assert step.proration_behavior == "create_prorations"
+    assert step.idempotency_key == change.provider_idempotency_key
+
+
+def test_a_change_of_a_subscription_over_at_stripe_is_skipped_saying_how_it_ended() -> None:
+    for status, reason in (
+        ("canceled", ChangeReason.SUBSCRIPTION_CANCELED),
+        ("incomplete_expired", ChangeReason.SUBSCRIPTION_ENDED),
+    ):
+        over = replace(stripe_holds("price_team", renewed=False), status=status)
+
+        step = period_end_step(a_change(), over, "price_starter", interval_changes=False)
+
+        assert (step.step, step.reason) == (Step.SKIP, reason)
 
 
 def line(

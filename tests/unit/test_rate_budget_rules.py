@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from domain.provider.rate_budget import sweep_quota
+from domain.provider.rate_budget import CallKind, RateLimited, sweep_quota
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from tests.unit.test_subscriptions import NOW, plan, subscription
 
@@ -37,6 +37,21 @@ def test_a_sweep_claims_what_the_budget_can_apply_within_its_horizon(
         )
         == quota
     )
+
+
+def test_a_sweep_whose_changes_each_take_several_calls_claims_fewer_of_them() -> None:
+    quota = sweep_quota(
+        rate_per_second=25, horizon_seconds=10, in_flight=0, batch_size=500, calls_per_change=2
+    )
+
+    assert quota == 125
+
+
+def test_a_call_the_budget_has_no_token_for_says_which_budget_and_how_long_to_wait() -> None:
+    refused = RateLimited(CallKind.WRITE, 1.234)
+
+    assert str(refused) == "stripe write budget: next token in 1.23s"
+    assert (refused.kind, refused.wait_seconds) == (CallKind.WRITE, 1.234)
 
 
 def test_a_change_never_sent_is_sent_blind() -> None:

@@ -59,8 +59,31 @@ def test_a_check_falls_due_shortly_after_the_boundary_of_the_change_it_follows()
     check = a_check()
 
     assert (check.id, check.plan_id, check.period_start) == ("chg_1", "plan_team", BOUNDARY)
+    assert check.subscription_id == "sub_1"
     assert check.due_at == BOUNDARY + timedelta(seconds=2) + CHECK_DELAY
     assert check.state is RenewalCheckState.DUE
+    assert check.created_at == check.updated_at == BOUNDARY + timedelta(seconds=2)
+    assert (check.checks, check.checked_at, check.finding) == (0, None, None)
+
+
+def test_a_check_is_recorded_as_read_when_it_reads_the_renewal_found_or_not() -> None:
+    check = a_check()
+    now = BOUNDARY + timedelta(minutes=1)
+
+    check.read(None, team(), now)
+
+    assert check.checked_at == check.updated_at == now
+    assert check.checks == 1
+
+
+def test_a_check_whose_subscription_or_plan_is_gone_stops_not_billed() -> None:
+    check = a_check()
+    now = BOUNDARY + timedelta(minutes=3)
+
+    check.stop(now)
+
+    assert check.state is RenewalCheckState.NOT_BILLED
+    assert check.updated_at == now
 
 
 def test_a_renewal_at_the_plan_s_price_or_corrected_to_it_is_billed_right() -> None:
