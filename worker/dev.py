@@ -11,6 +11,10 @@
     python3 -m worker.dev bench [name ...] [--quick] [--json PATH]
                                   # set up .venv, then run the benchmarks (all without
                                   # names; --list names them): tests/benchmarks/run.py
+    python3 -m worker.dev chaos [--seed S] [--schedules N] [--database sqlite|postgresql]
+                                [--faults kind,kind] [--list-faults]
+                                  # seeded fault schedules over the real stack, judged by
+                                  # the independent checker: tests/schedules/run.py
     python3 -m worker.dev screenshots [DIR]
                                   # take the console's screenshots again (docs/images/
                                   # console/): a throwaway `up`, Debian's chromium
@@ -230,6 +234,10 @@ def main(argv: list[str]) -> None:
         ensure_environment(DEV_LOCK)
         os.chdir(ROOT)
         os.execv(BIN / "python", [str(BIN / "python"), "-m", "tests.benchmarks.run", *rest])
+    elif command == "chaos":
+        ensure_environment(DEV_LOCK)
+        os.chdir(ROOT)
+        os.execv(BIN / "python", [str(BIN / "python"), "-m", "tests.schedules.run", *rest])
     elif command == "screenshots":
         # The console's pictures in docs/images/console/: a throwaway `up`, Debian's chromium.
         ensure_environment(DEV_LOCK)

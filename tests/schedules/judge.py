@@ -1,0 +1,177 @@
+"""After the schedule: wait for quiescence, then gather what the outside world saw (the
+workload's answers, the emulator's ledger, our API's answers after quiescence) into the
+checker's :class:`Observed`, and judge (``tests/support/checker.py``)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+import stripe  # noqa: TID251 - the checker reads Stripe's objects through the SDK
+
+from adapters.messaging.config import CONSUMED_QUEUES
+from stripe_emulator import EmulatorAdmin
+from tests.schedules.system import System
+from tests.schedules.workload import History
+from tests.support.checker import (
+    Accepted,
+    Anomaly,
+    AnomalyKind,
+    Observed,
+    PreviewAnswered,
+    check,
+)
+from tests.emulator.support import sdk_client
+from tests.support.invoices import invoices_of
+from tests.support.ledger import executed, executed_effects
+
+QUIESCENCE_TIMEOUT = 180.0
+
+
+def _get(system: System, path: str, **params: Any) -> Any:
+    with system.stack.http() as http:
+        answered = http.get(path, params=params)
+    answered.raise_for_status()
+    return answered.json()
+
+
+def quiet(system: System) -> bool:
+    """Nothing in flight: no command queued, running, retrying or waiting (the API's list),
+    every queue empty, and no pending change past its subscription's period end."""
+    try:
+        if _get(system, "/v1beta1/operations/commands", limit=10)["items"]:
+            return False
+        client = redis.Redis.from_url(system.stack.redis_url)
+        try:
+            if any(client.llen(queue) for queue in CONSUMED_QUEUES):
+                return False
+        finally:
+            client.close()
+        with system.stack.stripe as emulator:
+            now = emulator.now()
+        for item in _get(system, "/v1beta1/operations/subscriptions", limit=100)["items"]:
+            due = datetime.fromisoformat(item["current_period_end"]).timestamp() <= now
+            if item["pending_change"] and due:
+                return False
+    except Exception:  # a process still coming back: not quiet yet
+        return False
+    return True
+
+
+def wait_for_quiescence(system: System, timeout: float = QUIESCENCE_TIMEOUT) -> float | None:
+    """Seconds until the system was quiet twice a second apart (``None``: never)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if quiet(system):
+            time.sleep(1.0)
+            if quiet(system):
+                return time.monotonic() - started
+        time.sleep(0.5)
+    return None
+
+
+EFFECTFUL = {"account_online"}
+
+
+def observe(system: System, history: History) -> Observed:
+    observed = Observed()
+    accepted = [sent for sent in history.sent if sent.command_id is not None]
+    for sent in accepted:
+        assert sent.command_id is not None
+        try:
+            status = _get(system, f"/v1beta1/commands/{sent.command_id}")["status"]
+        except Exception:
+            status = "unknown"
+        observed.statuses[sent.command_id] = status
+        effects: tuple[tuple[str, str], ...] = ()
+        if sent.action in EFFECTFUL and status == "succeeded":
+            effects = (("customer", sent.subject),)
+        observed.accepted.append(Accepted(sent.command_id, effects))
+    with EmulatorAdmin(system.stack.stripe_url) as emulator:
+        observed.executed = executed_effects(emulator)
+    sdk = sdk_client(system.stack.stripe_url)
+    price_to_plan = system.price_to_plan()
+    for item in _get(system, "/v1beta1/operations/subscriptions", limit=100)["items"]:
+        observed.our_rows[f"subscription {item['id']}"] = {"plan": item["plan_id"]}
+        theirs = sdk.v1.subscriptions.retrieve(item["provider_id"])
+        price = str(theirs["items"].data[0].price.id)
+        observed.stripe_objects[f"subscription {item['id']}"] = {
+            "plan": price_to_plan.get(price, price)
+        }
+    for preview in history.previews:
+        observed.previews.append(_preview_answered(system, sdk, preview.subscription, preview))
+    return observed
+
+
+def _preview_answered(
+    system: System, sdk: stripe.StripeClient, subscription: int, preview: Any
+) -> PreviewAnswered:
+    """The preview beside the invoice its change made at its ``proration_date`` (none when
+    the change did not succeed, or the preview's lines wait for the next invoice)."""
+    answer = preview.answer
+    change = preview.change
+    proration_date = datetime.fromisoformat(answer["proration_date"]).astimezone(UTC)
+    invoiced = None
+    succeeded = change is not None and change.status == 200
+    if succeeded and answer["billed"] == "now":
+        provider_id = system.subscriptions[subscription].provider_id
+        for invoice in invoices_of(sdk, provider_id):
+            if invoice.lines and all(
+                line.proration and line.start == proration_date.replace(microsecond=0)
+                for line in invoice.lines
+            ):
+                invoiced = invoice.total
+    return PreviewAnswered(
+        f"preview of {answer['plan_id']} at {answer['proration_date']}",
+        int(answer["total"]),
+        invoiced,
+    )
+
+
+def changes_lost(system: System, history: History) -> list[Anomaly]:
+    """Each immediate change answered as done has a write at Stripe, made after it was sent,
+    that put its plan's price on the subscription."""
+    found = []
+    with EmulatorAdmin(system.stack.stripe_url) as emulator:
+        writes = [
+            request
+            for request in emulator.requests(path_prefix="/v1/subscriptions/", method="POST")
+            if executed(request)
+        ]
+    for sent in history.sent:
+        if sent.action not in {"change_now", "preview_then_change"} or sent.status != 200:
+            continue
+        assert sent.plan is not None
+        price = system.plans[sent.plan].provider_price_id
+        sub = next(s for s in system.subscriptions if s.id == sent.subject)
+        made = [
+            request
+            for request in writes
+            if request.path == f"/v1/subscriptions/{sub.provider_id}"
+            and request.wall_time >= sent.at - 1
+            and _price_written(request.form) == price
+        ]
+        if not made:
+            found.append(
+                Anomaly(
+                    AnomalyKind.LOST,
+                    str(sent.command_id),
+                    f"{sent.action} of {sent.subject} to {sent.plan} answered 200, no write of"
+                    " its price at Stripe",
+                )
+            )
+    return found
+
+
+def _price_written(form: dict[str, Any]) -> str | None:
+    items = form.get("items") or {}
+    first = items.get("0") if isinstance(items, dict) else None
+    return first.get("price") if isinstance(first, dict) else None
+
+
+def judge(system: System, history: History) -> tuple[list[Anomaly], Observed]:
+    """Every anomaly, and what they were judged from."""
+    observed = observe(system, history)
+    return [*check(observed), *changes_lost(system, history)], observed
