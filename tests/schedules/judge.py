@@ -4,6 +4,7 @@ checker's :class:`Observed`, and judge (``tests/support/checker.py``)."""
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +16,7 @@ from adapters.messaging.config import CONSUMED_QUEUES
 from stripe_emulator import EmulatorAdmin
 from tests.schedules.system import System
 from tests.schedules.workload import History
+from tests.support.events import STREAM
 from tests.support.checker import (
     Accepted,
     Anomaly,
@@ -75,15 +77,47 @@ def wait_for_quiescence(system: System, timeout: float = QUIESCENCE_TIMEOUT) -> 
 EFFECTFUL = {"account_online"}
 
 
+LISTED = ("queued", "running", "retrying", "waiting", "succeeded", "failed")
+
+
+def listed_statuses(system: System) -> dict[str, str]:
+    """Every command's status, as the operations API lists them (a command published on the
+    queue belongs to no client: ``GET /v1beta1/commands/{id}`` shows it to none)."""
+    statuses: dict[str, str] = {}
+    after = None
+    while True:
+        params: dict[str, Any] = {"status": list(LISTED), "limit": 100}
+        if after:
+            params["after"] = after
+        page = _get(system, "/v1beta1/operations/commands", **params)
+        statuses.update({item["id"]: item["status"] for item in page["items"]})
+        after = page["next_cursor"]
+        if not after:
+            return statuses
+
+
+def _status(system: System, command_id: str) -> str:
+    """The command's status through the API (``unknown (...)``: the API does not know it)."""
+    try:
+        with system.stack.http() as http:
+            answered = http.get(f"/v1beta1/commands/{command_id}")
+    except Exception as error:
+        return f"unknown ({type(error).__name__})"
+    if answered.status_code != 200:
+        return f"unknown (HTTP {answered.status_code})"
+    return str(answered.json()["status"])
+
+
 def observe(system: System, history: History) -> Observed:
     observed = Observed()
     accepted = [sent for sent in history.sent if sent.command_id is not None]
+    listed = listed_statuses(system)
     for sent in accepted:
         assert sent.command_id is not None
-        try:
-            status = _get(system, f"/v1beta1/commands/{sent.command_id}")["status"]
-        except Exception:
-            status = "unknown"
+        if sent.action == "enable_user_queue":  # no client's: the operations' list has it
+            status = listed.get(sent.command_id, "unknown (not listed)")
+        else:
+            status = _status(system, sent.command_id)
         observed.statuses[sent.command_id] = status
         effects: tuple[tuple[str, str], ...] = ()
         if sent.action in EFFECTFUL and status == "succeeded":
@@ -100,9 +134,55 @@ def observe(system: System, history: History) -> Observed:
         observed.stripe_objects[f"subscription {item['id']}"] = {
             "plan": price_to_plan.get(price, price)
         }
+    observed.events_expected = expected_events(history, observed.statuses)
+    observed.events_delivered = delivered_events(system)
     for preview in history.previews:
         observed.previews.append(_preview_answered(system, sdk, preview.subscription, preview))
     return observed
+
+
+EVENT_OF = {
+    "account_online": "billing_account.created",
+    "account_offline": "billing_account.created",
+    "change_now": "subscription.plan_changed",
+    "preview_then_change": "subscription.plan_changed",
+}
+
+
+def expected_events(history: History, statuses: dict[str, str]) -> set[str]:
+    """The events the history says were due: one per account made and per immediate change
+    made (by the command's id), one ``user.enabled`` per user some enable command enabled."""
+    expected = set()
+    for sent in history.sent:
+        if sent.command_id is None or statuses.get(sent.command_id) != "succeeded":
+            continue
+        if sent.action in EVENT_OF and (sent.action not in CHANGES or sent.status == 200):
+            expected.add(f"{EVENT_OF[sent.action]} {sent.command_id}")
+        elif sent.action.startswith("enable_user") and sent.subject in history.disabled_users:
+            expected.add(f"user.enabled {sent.subject}")
+    return expected
+
+
+def delivered_events(system: System) -> list[tuple[str, str]]:
+    """Every event on the stream: (its id, its key: the type and the command, or for a
+    user's, the user)."""
+    client = redis.Redis.from_url(system.stack.redis_url)
+    try:
+        entries = client.xrange(STREAM, "-", "+")
+    finally:
+        client.close()
+    delivered = []
+    for _entry_id, fields in entries:
+        event = json.loads(fields[b"event"])
+        kind = event["type"]
+        if kind == "user.enabled":
+            delivered.append((event["id"], f"{kind} {event['subject']['id']}"))
+        elif kind in set(EVENT_OF.values()):
+            delivered.append((event["id"], f"{kind} {event.get('command_id')}"))
+    return delivered
+
+
+CHANGES = {"change_now", "preview_then_change"}
 
 
 def _preview_answered(

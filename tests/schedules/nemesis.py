@@ -20,7 +20,9 @@ def inject(system: System, fault: Step) -> None:
     FAULTS[fault.kind](system, fault.args)
 
 
-def _stripe(kind: str, *, after_execution: bool = False) -> Callable[[System, dict[str, Any]], None]:
+def _stripe(
+    kind: str, *, after_execution: bool = False
+) -> Callable[[System, dict[str, Any]], None]:
     def fault(system: System, args: dict[str, Any]) -> None:
         with system.stack.stripe as emulator:
             emulator.add_fault(

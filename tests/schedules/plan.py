@@ -107,7 +107,9 @@ def draw(
     fault_steps = []
     for _ in range(fault_count):
         kind = rng.choice(tuple(faults))
-        fault_steps.append(Step(round(rng.uniform(0, duration * 0.9), 1), kind, _fault_args(rng, kind)))
+        fault_steps.append(
+            Step(round(rng.uniform(0, duration * 0.9), 1), kind, _fault_args(rng, kind))
+        )
     return Schedule(
         seed=seed,
         duration=duration,

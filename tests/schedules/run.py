@@ -59,7 +59,7 @@ def run_schedule(
 ) -> Outcome:
     outcome = Outcome(schedule)
     with running_system(schedule, workdir, database, postgres) as system:
-        history = History()
+        history = History(disabled_users=set(system.users))
         workload = Workload(system, history)
         errors: list[str] = []
 
@@ -78,6 +78,7 @@ def run_schedule(
             key=lambda entry: (entry[0], entry[1]),
         )
         started = time.monotonic()
+        started_wall = time.time()
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="workload") as users:
             for at, order, step in timeline:
                 delay = at - (time.monotonic() - started)
@@ -100,6 +101,9 @@ def run_schedule(
         outcome.quiescence = wait_for_quiescence(system)
         outcome.anomalies, observed = judge(system, history)
         outcome.statuses = Counter(observed.statuses.values())
+        outcome.anomalies = [
+            _located(anomaly, history, started_wall) for anomaly in outcome.anomalies
+        ]
         outcome.compared = (
             f"{len(observed.executed)} Stripe writes, {len(observed.stripe_objects)} objects,"
             f" {sum(p.invoiced is not None for p in observed.previews)} previews invoiced"
@@ -112,6 +116,16 @@ def run_schedule(
         outcome.accepted = sum(1 for sent in history.sent if sent.command_id is not None)
         outcome.errors = errors
     return outcome
+
+
+def _located(anomaly: Anomaly, history: History, started: float) -> Anomaly:
+    """``anomaly`` with what the workload did to its command, and when, if it is one's."""
+    for sent in history.sent:
+        if sent.command_id == anomaly.subject:
+            offset = sent.at - started
+            where = f"{sent.action} {sent.subject} at +{offset:.1f}s, answered {sent.status}"
+            return Anomaly(anomaly.kind, f"{anomaly.subject} ({where})", anomaly.detail)
+    return anomaly
 
 
 def describe(outcome: Outcome) -> str:

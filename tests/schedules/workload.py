@@ -47,6 +47,8 @@ class Previewed:
 class History:
     sent: list[Sent] = field(default_factory=list)
     previews: list[Previewed] = field(default_factory=list)
+    disabled_users: set[str] = field(default_factory=set)
+    """The users disabled when the schedule started: the ones an enable command enables."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, sent: Sent) -> Sent:

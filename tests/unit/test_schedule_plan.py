@@ -1,0 +1,40 @@
+"""A fault schedule is drawn from its seed alone (``tests/schedules/plan.py``): the same seed
+replays the same workload and the same faults at the same offsets."""
+
+from __future__ import annotations
+
+from tests.schedules.plan import FAULT_KINDS, SQLITE_FAULTS, draw
+from tests.schedules.run import kinds_of, parse
+
+
+def test_the_same_seed_draws_the_same_workload_and_faults_at_the_same_offsets() -> None:
+    assert draw(42, FAULT_KINDS) == draw(42, FAULT_KINDS)
+
+
+def test_another_seed_draws_another_schedule() -> None:
+    assert draw(42, FAULT_KINDS).faults != draw(43, FAULT_KINDS).faults
+
+
+def test_a_schedule_has_ten_faults_of_the_kinds_turned_on_within_its_duration() -> None:
+    schedule = draw(5, ("kill_worker", "stripe_5xx"), duration=30.0)
+    assert len(schedule.faults) >= 10
+    assert {fault.kind for fault in schedule.faults} <= {"kill_worker", "stripe_5xx"}
+    assert all(0 <= step.at <= 30.0 for step in (*schedule.faults, *schedule.actions))
+    assert 0 < schedule.period_end_at < 30.0
+
+
+def test_every_kind_is_drawn_over_a_few_schedules() -> None:
+    drawn = {fault.kind for seed in range(20) for fault in draw(seed, FAULT_KINDS).faults}
+    assert drawn == set(FAULT_KINDS)
+
+
+def test_faults_are_turned_on_by_name_and_postgres_restart_only_on_postgresql() -> None:
+    assert kinds_of(parse(["--faults", "kill_api,clock_jump"])) == ("kill_api", "clock_jump")
+    assert kinds_of(parse([])) == SQLITE_FAULTS
+    assert "postgres_restart" in kinds_of(parse(["--database", "postgresql"]))
+    try:
+        kinds_of(parse(["--faults", "postgres_restart"]))
+    except SystemExit as refused:
+        assert "postgres_restart" in str(refused)
+    else:
+        raise AssertionError("postgres_restart accepted on SQLite")
