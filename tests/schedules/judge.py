@@ -7,16 +7,16 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import redis
 import stripe  # noqa: TID251 - the checker reads Stripe's objects through the SDK
 
 from adapters.messaging.config import CONSUMED_QUEUES
 from stripe_emulator import EmulatorAdmin
+from tests.emulator.support import sdk_client
 from tests.schedules.system import System
 from tests.schedules.workload import History
-from tests.support.events import STREAM
 from tests.support.checker import (
     Accepted,
     Anomaly,
@@ -25,7 +25,7 @@ from tests.support.checker import (
     PreviewAnswered,
     check,
 )
-from tests.emulator.support import sdk_client
+from tests.support.events import STREAM
 from tests.support.invoices import invoices_of
 from tests.support.ledger import executed, executed_effects
 
@@ -168,7 +168,7 @@ def delivered_events(system: System) -> list[tuple[str, str]]:
     user's, the user)."""
     client = redis.Redis.from_url(system.stack.redis_url)
     try:
-        entries = client.xrange(STREAM, "-", "+")
+        entries = cast(list[tuple[bytes, dict[bytes, bytes]]], client.xrange(STREAM, "-", "+"))
     finally:
         client.close()
     delivered = []
