@@ -15,19 +15,22 @@ import stripe  # noqa: TID251 - the checker reads Stripe's objects through the S
 from adapters.messaging.config import CONSUMED_QUEUES
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
+from tests.schedules.plan import PLAN_AMOUNTS
 from tests.schedules.system import System
 from tests.schedules.workload import History
 from tests.support.checker import (
     Accepted,
     Anomaly,
     AnomalyKind,
+    BilledPeriod,
     Observed,
     PreviewAnswered,
+    PriceSpan,
     check,
 )
 from tests.support.events import STREAM
 from tests.support.invoices import invoices_of
-from tests.support.ledger import executed, executed_effects
+from tests.support.ledger import billed_periods, executed, executed_effects
 
 QUIESCENCE_TIMEOUT = 180.0
 
@@ -96,28 +99,31 @@ def listed_statuses(system: System) -> dict[str, str]:
             return statuses
 
 
-def _status(system: System, command_id: str) -> str:
-    """The command's status through the API (``unknown (...)``: the API does not know it)."""
+def _view(system: System, command_id: str) -> dict[str, Any]:
+    """The command as the API shows its client (``status`` ``unknown (...)``: it does not)."""
     try:
         with system.stack.http() as http:
             answered = http.get(f"/v1beta1/commands/{command_id}")
     except Exception as error:
-        return f"unknown ({type(error).__name__})"
+        return {"status": f"unknown ({type(error).__name__})"}
     if answered.status_code != 200:
-        return f"unknown (HTTP {answered.status_code})"
-    return str(answered.json()["status"])
+        return {"status": f"unknown (HTTP {answered.status_code})"}
+    view: dict[str, Any] = answered.json()
+    return view
 
 
 def observe(system: System, history: History) -> Observed:
     observed = Observed()
     accepted = [sent for sent in history.sent if sent.command_id is not None]
     listed = listed_statuses(system)
+    views: dict[str, dict[str, Any]] = {}
     for sent in accepted:
         assert sent.command_id is not None
         if sent.action == "enable_user_queue":  # no client's: the operations' list has it
             status = listed.get(sent.command_id, "unknown (not listed)")
         else:
-            status = _status(system, sent.command_id)
+            views[sent.command_id] = _view(system, sent.command_id)
+            status = views[sent.command_id]["status"]
         observed.statuses[sent.command_id] = status
         effects: tuple[tuple[str, str], ...] = ()
         if sent.action in EFFECTFUL and status == "succeeded":
@@ -134,11 +140,52 @@ def observe(system: System, history: History) -> Observed:
         observed.stripe_objects[f"subscription {item['id']}"] = {
             "plan": price_to_plan.get(price, price)
         }
+    for sub in system.subscriptions:
+        spans, periods = _money(system, sdk, history, views, sub.id, sub.provider_id)
+        observed.prices[sub.provider_id] = spans
+        observed.periods += periods
     observed.events_expected = expected_events(history, observed.statuses)
     observed.events_delivered = delivered_events(system)
     for preview in history.previews:
         observed.previews.append(_preview_answered(system, sdk, preview.subscription, preview))
     return observed
+
+
+def _money(
+    system: System,
+    sdk: stripe.StripeClient,
+    history: History,
+    views: dict[str, dict[str, Any]],
+    subscription_id: str,
+    provider_id: str,
+) -> tuple[list[PriceSpan], list[BilledPeriod]]:
+    """The prices in force on a subscription, from the workload's answers (its starter plan
+    from Stripe's start, then each immediate change from the ``effective_at`` it was
+    answered), and the periods Stripe billed that they judge: those that ended before any
+    change at the period's end (or a cancel of one) was asked for, whose boundary prices the
+    history alone cannot order."""
+    sent = [s for s in history.sent if s.subject == subscription_id]
+    staged = [s.emulator_at for s in sent if s.emulator_at is not None]
+    started = sdk.v1.subscriptions.retrieve(provider_id).start_date
+    spans = [PriceSpan(datetime.fromtimestamp(started, UTC), PLAN_AMOUNTS["starter"])]
+    for change in sent:
+        if change.action not in CHANGES or change.command_id is None or change.plan is None:
+            continue
+        view = views.get(change.command_id, {})
+        if view.get("status") != "succeeded":
+            continue
+        result = change.body if change.status == 200 else view.get("result")
+        if not isinstance(result, dict) or "phase" not in result:
+            continue
+        effective_at = datetime.fromisoformat(result["phase"]["effective_at"])
+        spans.append(PriceSpan(effective_at.replace(microsecond=0), PLAN_AMOUNTS[change.plan]))
+    spans.sort(key=lambda span: span.since)
+    periods = [
+        period
+        for period in billed_periods(sdk, provider_id)
+        if not staged or period.end.timestamp() <= min(staged)
+    ]
+    return spans, periods
 
 
 EVENT_OF = {

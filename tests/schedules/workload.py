@@ -13,10 +13,12 @@ from typing import Any
 import httpx
 from celery import Celery
 
+from stripe_emulator import EmulatorAdmin
 from tests.schedules.plan import Step
 from tests.schedules.system import System
 
 RETRIES = 4
+STAGING = {"change_at_period_end", "cancel_staged"}
 ACCOUNT = {"name": "Chaos Ltd", "email": "billing@chaos.example"}
 
 
@@ -33,7 +35,9 @@ class Sent:
     command_id: str | None
     body: Any = None
     plan: str | None = None
-    """The plan a change asked for (its name)."""
+    """The plan a change asked for (its key in ``PLANS``)."""
+    emulator_at: int | None = None
+    """Stripe's clock when a staged change (or its cancel) was sent."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,10 @@ class Workload:
         plan: str | None = None,
     ) -> Sent:
         at = time.time()
+        emulator_at = None
+        if action in STAGING:
+            with EmulatorAdmin(self.system.stack.stripe_url) as emulator:
+                emulator_at = emulator.now()
         answered = self._send(path, body, mode)
         return self.history.add(
             Sent(
@@ -154,6 +162,7 @@ class Workload:
                 answered.headers.get("Command-Id") if answered is not None else None,
                 _json(answered),
                 plan,
+                emulator_at,
             )
         )
 
