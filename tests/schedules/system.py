@@ -24,6 +24,7 @@ from tests.support.records import create_organization, create_user
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack, stack_env
 from tests.support.subscriptions import Subscribed, new_account, new_plan, operator, subscribe
+from worker.local.embedded import wait_until
 
 SCHEDULE_SETTINGS = {
     # A killed worker's messages come back within seconds, a stalled command is looked at
@@ -72,7 +73,18 @@ class System:
         elif name == "beat":
             self.processes[name] = self.stack.start_beat()
         else:
-            self.processes[name] = self.stack.start_worker(name, concurrency=1)
+            try:
+                self.processes[name] = self.stack.start_worker(name, concurrency=1)
+            except Exception:  # started, but its ping met Redis coming back: ask again
+                [*_, child] = (c for c in self.stack.group.children if c.name == f"worker-{name}")
+                self.processes[name] = child.process
+                wait_until(lambda: self._answers(name), 30, f"worker {name}")
+
+    def _answers(self, name: str) -> bool:
+        try:
+            return self.stack._worker_answers(f"{name}-{self.stack.name}")
+        except Exception:
+            return False
 
     def price_to_plan(self) -> dict[str, str]:
         return {
