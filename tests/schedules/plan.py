@@ -75,8 +75,9 @@ class Schedule:
 def draw(
     seed: int, faults: Sequence[str], *, duration: float = 40.0, fault_count: int = 10
 ) -> Schedule:
-    """The schedule of ``seed``: about two actions a second... fewer: one every two seconds,
-    and ``fault_count`` faults of the ``faults`` kinds, each at a seeded offset."""
+    """The schedule of ``seed``: an action for every two seconds of ``duration`` and
+    ``fault_count`` faults of the ``faults`` kinds, each at a seeded offset (the faults in
+    the first nine tenths, so that the last one's effects are still inside the schedule)."""
     rng = random.Random(seed)
     organizations = rng.randint(3, 5)
     users = rng.randint(3, 6)

@@ -48,6 +48,9 @@ class Outcome:
     """The accepted commands by their final status (through the API)."""
     compared: str = ""
     """What the checker compared, in a few words."""
+    ended_failed: list[str] = field(default_factory=list)
+    """Commands that ended ``failed`` (their retries spent: an operator's to replay), which
+    the report names though they are no anomaly."""
 
     @property
     def failed(self) -> bool:
@@ -106,8 +109,15 @@ def run_schedule(
         ]
         outcome.compared = (
             f"{len(observed.executed)} Stripe writes, {len(observed.stripe_objects)} objects,"
-            f" {sum(p.invoiced is not None for p in observed.previews)} previews invoiced"
+            f" {len(observed.periods)} periods,"
+            f" {sum(p.invoiced is not None for p in observed.previews)} previews invoiced,"
+            f" {len(observed.events_expected)} events"
         )
+        outcome.ended_failed = [
+            f"{sent.action} {sent.subject} at +{sent.at - started_wall:.1f}s"
+            for sent in history.sent
+            if sent.command_id is not None and observed.statuses.get(sent.command_id) == "failed"
+        ]
         if outcome.quiescence is None:
             outcome.anomalies.append(
                 Anomaly(AnomalyKind.UNFINISHED, "system", "never quiet after the schedule")
@@ -138,6 +148,7 @@ def describe(outcome: Outcome) -> str:
     ]
     statuses = ", ".join(f"{name} {count}" for name, count in sorted(outcome.statuses.items()))
     lines.append(f"  commands: {statuses or 'none'}; judged: {outcome.compared}")
+    lines += [f"  ended failed (replayable): {command}" for command in outcome.ended_failed]
     lines += [f"  fault {step} (injected at +{offset:.1f}s)" for step, offset in outcome.injected]
     lines += [f"  {line}" for line in report(outcome.anomalies).splitlines()]
     lines += [f"  workload error: {error}" for error in outcome.errors]
