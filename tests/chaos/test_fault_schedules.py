@@ -11,8 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.emulator.support import sdk_client
+from tests.schedules.judge import judge, wait_for_quiescence
 from tests.schedules.plan import FAULT_KINDS, SQLITE_FAULTS, draw
 from tests.schedules.run import describe, run_schedule
+from tests.schedules.system import running_system
+from tests.schedules.workload import History, Workload
+from tests.support.checker import AnomalyKind
 from tests.support.postgres import PostgresCluster, start_cluster
 
 pytestmark = pytest.mark.chaos
@@ -65,3 +70,38 @@ def test_fixed_seeds_run_their_faults_and_the_checker_finds_no_anomaly(
         assert outcome.accepted > 0, describe(outcome)
         assert not outcome.failed, describe(outcome)
         assert outcome.quiescence is not None, describe(outcome)
+
+
+def test_the_runner_finds_a_second_customer_and_a_price_changed_behind_our_back(
+    backend: str, own_cluster: PostgresCluster | None, workdir: Path
+) -> None:
+    """A green run means something: what the runner gathers for the checker is the real
+    ledger and the real rows, so a customer made twice at Stripe, and a subscription whose
+    price Stripe changed without us, are found on a quiet system."""
+    schedule = draw(1, (), duration=0.0, fault_count=0)
+    with running_system(schedule, workdir / f"planted-{backend}", backend, own_cluster) as system:
+        history = History(disabled_users=set(system.users))
+        workload = Workload(system, history)
+        workload.account_online(0, "sync")
+        workload.change_now(0, "team", "sync")
+        workload.close()
+        assert wait_for_quiescence(system) is not None
+        clean, _ = judge(system, history)
+        assert clean == []
+
+        sdk = sdk_client(system.stack.stripe_url)
+        sdk.v1.customers.create(params={"metadata": {"org_id": system.organizations[0]}})
+        sub = system.subscriptions[1]
+        item = sdk.v1.subscriptions.retrieve(sub.provider_id)["items"].data[0]
+        scale = system.plans["scale"].provider_price_id
+        assert scale is not None
+        sdk.v1.subscriptions.update(
+            sub.provider_id,
+            params={"items": [{"id": item.id, "price": scale}], "proration_behavior": "none"},
+        )
+        found, _ = judge(system, history)
+
+    assert {(anomaly.kind, anomaly.subject) for anomaly in found} == {
+        (AnomalyKind.DOUBLED, system.organizations[0]),
+        (AnomalyKind.STALE_ROW, f"subscription {sub.id}"),
+    }
