@@ -24,20 +24,36 @@ pytestmark = pytest.mark.chaos
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
-DURATION = 25.0
+Seed = tuple[int, float, int, tuple[str, ...]]
+"""A schedule to run: its seed, duration, fault count and fault kinds (the draw depends on
+the catalogue it draws from)."""
 
-SEEDS: dict[str, list[tuple[int, float]]] = {
-    "sqlite": [(5, DURATION)],
-    "postgresql": [(20, DURATION)],
+SEEDS: dict[str, list[Seed]] = {
+    # 14 faults in 30 s: every kind of SQLite's catalogue.
+    "sqlite": [(132, 30.0, 14, SQLITE_FAULTS)],
+    # 14 faults in 30 s: PostgreSQL restarted among 11 of the 13 kinds, a queue publish.
+    "postgresql": [(327, 30.0, 14, FAULT_KINDS)],
 }
-"""One short schedule per database, (seed, duration): seed 5 draws every fault kind SQLite's
-catalogue has and every action; seed 20 a PostgreSQL restart, a Redis restart and a queue
-publish among its ten."""
+"""One short schedule per database."""
 
-REGRESSION_SEEDS: dict[str, list[tuple[int, float]]] = {
+FIRST_SQLITE_CATALOGUE = (
+    "stripe_latency",
+    "stripe_5xx",
+    "stripe_429",
+    "stripe_drop_before",
+    "stripe_drop_after",
+    "kill_worker",
+    "kill_beat",
+    "kill_api",
+    "redis_restart",
+    "clock_jump",
+)
+"""SQLite's catalogue before Redis killed and restarted empty joined it."""
+
+REGRESSION_SEEDS: dict[str, list[Seed]] = {
     # Queue publishes after Redis restarts judged "unfinished": the runner asked for their
     # status as a client, which sees only its own commands (fixed: the operations list).
-    "sqlite": [(100, 40.0)],
+    "sqlite": [(100, 40.0, 10, FIRST_SQLITE_CATALOGUE)],
     "postgresql": [],
 }
 """Schedules that found an anomaly once (fixed since), replayed here."""
@@ -62,9 +78,8 @@ def own_cluster(backend: str) -> Iterator[PostgresCluster | None]:
 def test_fixed_seeds_run_their_faults_and_the_checker_finds_no_anomaly(
     backend: str, own_cluster: PostgresCluster | None, workdir: Path
 ) -> None:
-    kinds = FAULT_KINDS if backend == "postgresql" else SQLITE_FAULTS
-    for seed, duration in [*SEEDS[backend], *REGRESSION_SEEDS[backend]]:
-        schedule = draw(seed, kinds, duration=duration)
+    for seed, duration, fault_count, kinds in [*SEEDS[backend], *REGRESSION_SEEDS[backend]]:
+        schedule = draw(seed, kinds, duration=duration, fault_count=fault_count)
         outcome = run_schedule(schedule, workdir / f"schedules-{backend}", backend, own_cluster)
         assert len(outcome.injected) == len(schedule.faults) >= 10, describe(outcome)
         assert outcome.accepted > 0, describe(outcome)

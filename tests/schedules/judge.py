@@ -5,6 +5,7 @@ checker's :class:`Observed`, and judge (``tests/support/checker.py``)."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -112,7 +113,7 @@ def _view(system: System, command_id: str) -> dict[str, Any]:
     return view
 
 
-def observe(system: System, history: History) -> Observed:
+def observe(system: System, history: History, delivered: list[tuple[str, str]]) -> Observed:
     observed = Observed()
     accepted = [sent for sent in history.sent if sent.command_id is not None]
     listed = listed_statuses(system)
@@ -145,7 +146,7 @@ def observe(system: System, history: History) -> Observed:
         observed.prices[sub.provider_id] = spans
         observed.periods += periods
     observed.events_expected = expected_events(history, observed.statuses)
-    observed.events_delivered = delivered_events(system)
+    observed.events_delivered = delivered
     for preview in history.previews:
         observed.previews.append(_preview_answered(system, sdk, preview.subscription, preview))
     return observed
@@ -208,6 +209,35 @@ def expected_events(history: History, statuses: dict[str, str]) -> set[str]:
         elif sent.action.startswith("enable_user") and sent.subject in history.disabled_users:
             expected.add(f"user.enabled {sent.subject}")
     return expected
+
+
+class EventReader:
+    """A consumer of the event stream for the schedule's length: reads it whole every half
+    second and keeps every event seen (a Redis restarted empty loses what was read before,
+    as a consumer would have read it)."""
+
+    def __init__(self, system: System) -> None:
+        self.system = system
+        self.seen: set[tuple[str, str]] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="event-reader", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            self.read()
+
+    def read(self) -> None:
+        try:
+            self.seen.update(delivered_events(self.system))
+        except Exception:  # Redis coming back: read it next time
+            return
+
+    def stop(self) -> list[tuple[str, str]]:
+        self._stop.set()
+        self._thread.join()
+        self.read()
+        return sorted(self.seen)
 
 
 def delivered_events(system: System) -> list[tuple[str, str]]:
@@ -298,7 +328,11 @@ def _price_written(form: dict[str, Any]) -> str | None:
     return first.get("price") if isinstance(first, dict) else None
 
 
-def judge(system: System, history: History) -> tuple[list[Anomaly], Observed]:
-    """Every anomaly, and what they were judged from."""
-    observed = observe(system, history)
+def judge(
+    system: System, history: History, events: EventReader | None = None
+) -> tuple[list[Anomaly], Observed]:
+    """Every anomaly, and what they were judged from (the events: what ``events`` read
+    meanwhile, or the stream as it is now)."""
+    delivered = events.stop() if events is not None else delivered_events(system)
+    observed = observe(system, history, delivered)
     return [*check(observed), *changes_lost(system, history)], observed

@@ -5,10 +5,14 @@ after their restart."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from typing import Any
 
+import redis
+
+from adapters.clock import CLOCK_OFFSET_KEY
 from tests.schedules.plan import Step
 from tests.schedules.system import System
 
@@ -50,6 +54,33 @@ def _redis_restart(system: System, _args: dict[str, Any]) -> None:
     system.redis.start()
 
 
+def _redis_kill(system: System, _args: dict[str, Any]) -> None:
+    """kill -9 (what its append-only file held of the last second may be lost), then back."""
+    system.redis.kill()
+    system.redis.start()
+
+
+def _redis_restart_empty(system: System, _args: dict[str, Any]) -> None:
+    """Back with nothing: its data files removed while it was down (a managed Redis replaced).
+    The test clock's offset, which only the shiftable clock of the tests keeps in Redis, is
+    put back: production's clock is not in Redis."""
+    client = redis.Redis.from_url(system.stack.redis_url)
+    try:
+        offset = client.get(CLOCK_OFFSET_KEY)
+    finally:
+        client.close()
+    system.redis.stop()
+    shutil.rmtree(system.redis.data_dir / "appendonlydir", ignore_errors=True)
+    (system.redis.data_dir / "dump.rdb").unlink(missing_ok=True)
+    system.redis.start()
+    if offset is not None:
+        client = redis.Redis.from_url(system.stack.redis_url)
+        try:
+            client.set(CLOCK_OFFSET_KEY, offset)
+        finally:
+            client.close()
+
+
 def _postgres_restart(system: System, _args: dict[str, Any]) -> None:
     assert system.postgres is not None, "postgres_restart needs --database postgresql"
     system.postgres.restart()
@@ -74,6 +105,8 @@ FAULTS: dict[str, Callable[[System, dict[str, Any]], None]] = {
     "kill_beat": _kill("beat"),
     "kill_api": _kill("api"),
     "redis_restart": _redis_restart,
+    "redis_kill": _redis_kill,
+    "redis_restart_empty": _redis_restart_empty,
     "clock_jump": _clock_jump,
     "postgres_restart": _postgres_restart,
 }

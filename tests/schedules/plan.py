@@ -19,6 +19,8 @@ FAULT_KINDS = (
     "kill_beat",
     "kill_api",
     "redis_restart",
+    "redis_kill",
+    "redis_restart_empty",
     "clock_jump",
     "postgres_restart",
 )
@@ -70,6 +72,8 @@ class Schedule:
     faults: tuple[Step, ...]
     period_end_at: float
     """When a month passes (both clocks): the subscriptions' periods end inside the schedule."""
+    kinds: tuple[str, ...] = FAULT_KINDS
+    """The catalogue the faults were drawn from (the draw depends on it, order included)."""
 
 
 def draw(
@@ -120,6 +124,7 @@ def draw(
         actions=tuple(sorted(actions, key=lambda step: step.at)),
         faults=tuple(sorted(fault_steps, key=lambda step: step.at)),
         period_end_at=round(rng.uniform(duration * 0.4, duration * 0.7), 1),
+        kinds=tuple(faults),
     )
 
 

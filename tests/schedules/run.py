@@ -25,13 +25,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.schedules.judge import judge, wait_for_quiescence
+from tests.schedules.judge import EventReader, judge, wait_for_quiescence
 from tests.schedules.nemesis import calm, inject, month_passes
 from tests.schedules.plan import FAULT_KINDS, SQLITE_FAULTS, Schedule, Step, draw
 from tests.schedules.system import running_system
 from tests.schedules.workload import History, Workload
 from tests.support.checker import Anomaly, AnomalyKind, report
 from tests.support.postgres import PostgresCluster, start_cluster
+
+DEFAULT_FAULT_COUNT = 10
+DEFAULT_DURATION = 40.0
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Outcome:
     """Each fault and the offset it was actually injected at."""
     anomalies: list[Anomaly] = field(default_factory=list)
     quiescence: float | None = None
+    database: str = "sqlite"
     accepted: int = 0
     sent: int = 0
     errors: list[str] = field(default_factory=list)
@@ -60,9 +64,10 @@ class Outcome:
 def run_schedule(
     schedule: Schedule, workdir: Path, database: str, postgres: PostgresCluster | None
 ) -> Outcome:
-    outcome = Outcome(schedule)
+    outcome = Outcome(schedule, database=database)
     with running_system(schedule, workdir, database, postgres) as system:
         history = History(disabled_users=set(system.users))
+        events = EventReader(system)
         workload = Workload(system, history)
         errors: list[str] = []
 
@@ -102,7 +107,7 @@ def run_schedule(
         workload.close()
         calm(system)
         outcome.quiescence = wait_for_quiescence(system)
-        outcome.anomalies, observed = judge(system, history)
+        outcome.anomalies, observed = judge(system, history, events)
         outcome.statuses = Counter(observed.statuses.values())
         outcome.anomalies = [
             _located(anomaly, history, started_wall) for anomaly in outcome.anomalies
@@ -153,8 +158,25 @@ def describe(outcome: Outcome) -> str:
     lines += [f"  {line}" for line in report(outcome.anomalies).splitlines()]
     lines += [f"  workload error: {error}" for error in outcome.errors]
     if outcome.failed:
-        lines.append(f"  replay: python3 -m worker.dev chaos --seed {schedule.seed}")
+        lines.append(f"  replay: {replay_command(outcome)}")
     return "\n".join(lines)
+
+
+def replay_command(outcome: Outcome) -> str:
+    """The command that draws this schedule again (the options that differ from the
+    defaults, the catalogue's order included)."""
+    schedule = outcome.schedule
+    words = ["python3 -m worker.dev chaos", f"--seed {schedule.seed}"]
+    if outcome.database != "sqlite":
+        words.append(f"--database {outcome.database}")
+    default = FAULT_KINDS if outcome.database == "postgresql" else SQLITE_FAULTS
+    if schedule.kinds != default:
+        words.append(f"--faults {','.join(schedule.kinds)}")
+    if len(schedule.faults) != DEFAULT_FAULT_COUNT:
+        words.append(f"--fault-count {len(schedule.faults)}")
+    if schedule.duration != DEFAULT_DURATION:
+        words.append(f"--duration {schedule.duration:g}")
+    return " ".join(words)
 
 
 def summary(outcomes: Sequence[Outcome]) -> str:
@@ -183,8 +205,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--schedules", type=int, default=1)
     parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--faults", default=None, help="the fault kinds, comma-separated")
-    parser.add_argument("--fault-count", type=int, default=10, help="faults per schedule")
-    parser.add_argument("--duration", type=float, default=40.0, help="seconds per schedule")
+    parser.add_argument(
+        "--fault-count", type=int, default=DEFAULT_FAULT_COUNT, help="faults per schedule"
+    )
+    parser.add_argument(
+        "--duration", type=float, default=DEFAULT_DURATION, help="seconds per schedule"
+    )
     parser.add_argument("--list-faults", action="store_true")
     return parser.parse_args(argv)
 

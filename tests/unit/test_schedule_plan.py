@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.schedules.plan import FAULT_KINDS, SQLITE_FAULTS, draw
-from tests.schedules.run import kinds_of, parse
+from tests.schedules.run import Outcome, kinds_of, parse, replay_command
 
 
 def test_the_same_seed_draws_the_same_workload_and_faults_at_the_same_offsets() -> None:
@@ -36,3 +36,12 @@ def test_faults_are_turned_on_by_name_and_postgres_restart_only_on_postgresql() 
     assert "postgres_restart" in kinds_of(parse(["--database", "postgresql"]))
     with pytest.raises(SystemExit, match="postgres_restart"):
         kinds_of(parse(["--faults", "postgres_restart"]))
+
+
+def test_a_failing_schedule_prints_the_command_that_draws_it_again() -> None:
+    schedule = draw(9, ("kill_api", "postgres_restart"), duration=12.0, fault_count=11)
+    command = replay_command(Outcome(schedule, database="postgresql"))
+    args = parse(command.split()[4:])
+    again = draw(args.seed, kinds_of(args), duration=args.duration, fault_count=args.fault_count)
+    assert again == schedule
+    assert args.database == "postgresql"
