@@ -69,6 +69,8 @@ def _redis_restart_empty(system: System, _args: dict[str, Any]) -> None:
         offset = client.get(CLOCK_OFFSET_KEY)
     finally:
         client.close()
+    for catch_up in system.before_redis_empties:
+        catch_up()
     system.redis.stop()
     shutil.rmtree(system.redis.data_dir / "appendonlydir", ignore_errors=True)
     (system.redis.data_dir / "dump.rdb").unlink(missing_ok=True)

@@ -68,6 +68,7 @@ def run_schedule(
     with running_system(schedule, workdir, database, postgres) as system:
         history = History(disabled_users=set(system.users))
         events = EventReader(system)
+        system.before_redis_empties.append(events.read)
         workload = Workload(system, history)
         errors: list[str] = []
 
@@ -246,7 +247,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 schedule = draw(
                     first + index, kinds, duration=args.duration, fault_count=args.fault_count
                 )
-                outcome = run_schedule(schedule, Path(tmp), args.database, postgres)
+                try:
+                    outcome = run_schedule(schedule, Path(tmp), args.database, postgres)
+                except Exception as error:  # the system never came up: that seed failed
+                    outcome = Outcome(schedule, database=args.database)
+                    outcome.errors.append(f"could not run: {type(error).__name__}: {error}")
                 outcomes.append(outcome)
                 print(describe(outcome), flush=True)
     finally:

@@ -9,7 +9,7 @@ import contextlib
 import os
 import signal
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,9 @@ class System:
     users: list[str] = field(default_factory=list)
     processes: dict[str, Any] = field(default_factory=dict)
     """The worker nodes and beat, by name: what the nemesis kills."""
+    before_redis_empties: list[Callable[[], None]] = field(default_factory=list)
+    """What to do before Redis loses its dataset (the stream's consumer reads it up to then:
+    entries not yet read are lost with it, a limit of the stream, not of the checker)."""
 
     def kill(self, name: str) -> None:
         """SIGKILL a process (a worker node, beat, or ``"api"``) and its children."""
