@@ -53,13 +53,10 @@ FIRST_SQLITE_CATALOGUE = (
 REGRESSION_SEEDS: dict[str, list[Seed]] = {
     # Queue publishes after Redis restarts judged "unfinished": the runner asked for their
     # status as a client, which sees only its own commands (fixed: the operations list).
-    "sqlite": [
-        (100, 40.0, 10, FIRST_SQLITE_CATALOGUE),
-        # A billing_account.created relayed just before Redis restarted empty, judged
-        # "event_never": the stream's consumer had not read it yet, and the runner read the
-        # stream only every half second (fixed: it reads it just before the wipe too).
-        (1000, 40.0, 10, SQLITE_FAULTS),
-    ],
+    # Also, once, a subscription.plan_changed judged "event_never" a second after quiescence:
+    # late on the stream (fixed: the checker waits up to three of beat's relays for the
+    # events it expects; with that, the seed passes).
+    "sqlite": [(100, 40.0, 10, FIRST_SQLITE_CATALOGUE)],
     "postgresql": [],
 }
 """Schedules that found an anomaly once (fixed since), replayed here."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -113,7 +114,7 @@ def _view(system: System, command_id: str) -> dict[str, Any]:
     return view
 
 
-def observe(system: System, history: History, delivered: list[tuple[str, str]]) -> Observed:
+def observe(system: System, history: History, events: EventReader) -> Observed:
     observed = Observed()
     accepted = [sent for sent in history.sent if sent.command_id is not None]
     listed = listed_statuses(system)
@@ -146,7 +147,7 @@ def observe(system: System, history: History, delivered: list[tuple[str, str]]) 
         observed.prices[sub.provider_id] = spans
         observed.periods += periods
     observed.events_expected = expected_events(history, observed.statuses)
-    observed.events_delivered = delivered
+    observed.events_delivered = events.stop(until_seen=observed.events_expected)
     for preview in history.previews:
         observed.previews.append(_preview_answered(system, sdk, preview.subscription, preview))
     return observed
@@ -211,6 +212,12 @@ def expected_events(history: History, statuses: dict[str, str]) -> set[str]:
     return expected
 
 
+EVENT_GRACE = 15.0
+"""How long the checker waits for the events it expects after quiescence: three of beat's
+relays (``BILLING_EVENTS_RELAY_INTERVAL_SECONDS``, 5 s), which take over what a worker's
+relay left (Redis restarting under it)."""
+
+
 class EventReader:
     """A consumer of the event stream for the schedule's length: reads it whole every half
     second and keeps every event seen (a Redis restarted empty loses what was read before,
@@ -233,7 +240,15 @@ class EventReader:
         except Exception:  # Redis coming back: read it next time
             return
 
-    def stop(self) -> list[tuple[str, str]]:
+    def stop(self, until_seen: AbstractSet[str] = frozenset()) -> list[tuple[str, str]]:
+        """Everything read, once the ``until_seen`` keys were (or :data:`EVENT_GRACE`
+        seconds passed): a relay that met a fault leaves its events to beat's next one."""
+        deadline = time.monotonic() + EVENT_GRACE
+        while time.monotonic() < deadline:
+            self.read()
+            if until_seen <= {key for _event_id, key in self.seen}:
+                break
+            time.sleep(0.5)
         self._stop.set()
         self._thread.join()
         self.read()
@@ -333,6 +348,5 @@ def judge(
 ) -> tuple[list[Anomaly], Observed]:
     """Every anomaly, and what they were judged from (the events: what ``events`` read
     meanwhile, or the stream as it is now)."""
-    delivered = events.stop() if events is not None else delivered_events(system)
-    observed = observe(system, history, delivered)
+    observed = observe(system, history, events or EventReader(system))
     return [*check(observed), *changes_lost(system, history)], observed
