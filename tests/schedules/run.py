@@ -3,6 +3,7 @@ independent checker (issue 43; docs/testing.md, "Fault schedules").
 
     python3 -m worker.dev chaos [--seed S] [--schedules N] [--database sqlite|postgresql]
                                 [--faults kind,kind] [--fault-count K] [--duration SECONDS]
+                                [--workdir DIR]
                                 [--list-faults]
 
 Schedule ``i`` of a run has the seed ``S + i``: each is drawn from its seed alone
@@ -14,6 +15,7 @@ Exits 1 when any schedule found an anomaly.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -212,6 +214,13 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--duration", type=float, default=DEFAULT_DURATION, help="seconds per schedule"
     )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="keep each schedule's logs, database and Redis data here (default: a temporary"
+        " directory, removed)",
+    )
     parser.add_argument("--list-faults", action="store_true")
     return parser.parse_args(argv)
 
@@ -242,7 +251,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcomes = []
     postgres = start_cluster() if args.database == "postgresql" else None
     try:
-        with tempfile.TemporaryDirectory(prefix="billing-chaos-") as tmp:
+        with contextlib.ExitStack() as cleanup:
+            tmp = args.workdir or cleanup.enter_context(
+                tempfile.TemporaryDirectory(prefix="billing-chaos-")
+            )
             for index in range(args.schedules):
                 schedule = draw(
                     first + index, kinds, duration=args.duration, fault_count=args.fault_count
