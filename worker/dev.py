@@ -14,6 +14,10 @@
     python3 -m worker.dev mutants [--module NAME ...]
                                   # the money core's mutation score (mutmut; its modules
                                   # and tests: pyproject.toml): tests/support/mutation_score.py
+    python3 -m worker.dev chaos [--seed S] [--schedules N] [--database sqlite|postgresql]
+                                [--faults kind,kind] [--list-faults]
+                                  # seeded fault schedules over the real stack, judged by
+                                  # the independent checker: tests/schedules/run.py
     python3 -m worker.dev screenshots [DIR]
                                   # take the console's screenshots again (docs/images/
                                   # console/): a throwaway `up`, Debian's chromium
@@ -238,6 +242,10 @@ def main(argv: list[str]) -> None:
         os.chdir(ROOT)
         argv = [str(BIN / "python"), "-m", "tests.support.mutation_score", *rest]
         os.execv(BIN / "python", argv)
+    elif command == "chaos":
+        ensure_environment(DEV_LOCK)
+        os.chdir(ROOT)
+        os.execv(BIN / "python", [str(BIN / "python"), "-m", "tests.schedules.run", *rest])
     elif command == "screenshots":
         # The console's pictures in docs/images/console/: a throwaway `up`, Debian's chromium.
         ensure_environment(DEV_LOCK)

@@ -1,0 +1,165 @@
+"""The system one schedule runs on: the processes ``up`` runs (two workers, beat, the API), a
+Redis server of its own (so that it can be restarted), a database of its own (SQLite, or one
+of the run's PostgreSQL cluster) and a Stripe emulator of its own; and what the schedule
+finds there before it starts (plans, subscriptions, organizations, users)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapters.clock import SystemClock
+from adapters.db.migrate import upgrade
+from domain.subscriptions.plans import Plan
+from tests.schedules.plan import PLAN_AMOUNTS, PLANS, Schedule
+from tests.support.emulator import start_emulator
+from tests.support.postgres import PostgresCluster
+from tests.support.records import create_organization, create_user
+from tests.support.redis_server import RedisServer
+from tests.support.stack import Stack, stack_env
+from tests.support.subscriptions import Subscribed, new_account, new_plan, operator, subscribe
+from worker.local.embedded import wait_until
+
+SCHEDULE_SETTINGS = {
+    # A killed worker's messages come back within seconds, a stalled command is looked at
+    # soon: quiescence within a minute of the last fault.
+    "BILLING_BROKER_VISIBILITY_TIMEOUT_SECONDS": "4",
+    "BILLING_STALLED_COMMAND_SECONDS": "2",
+    "BILLING_HTTP_WAIT_TIMEOUT_SECONDS": "8",
+}
+
+
+@dataclass
+class System:
+    """One schedule's running system and the names the workload acts on."""
+
+    stack: Stack
+    redis: RedisServer
+    postgres: PostgresCluster | None
+    plans: dict[str, Plan] = field(default_factory=dict)
+    subscriptions: list[Subscribed] = field(default_factory=list)
+    organizations: list[str] = field(default_factory=list)
+    users: list[str] = field(default_factory=list)
+    processes: dict[str, Any] = field(default_factory=dict)
+    """The worker nodes and beat, by name: what the nemesis kills."""
+    before_redis_empties: list[Callable[[], None]] = field(default_factory=list)
+    """What to do before Redis loses its dataset (the stream's consumer reads it up to then:
+    entries not yet read are lost with it, a limit of the stream, not of the checker)."""
+
+    def kill(self, name: str) -> None:
+        """SIGKILL a process (a worker node, beat, or ``"api"``) and its children."""
+        if name == "api":
+            pids = [
+                child.process.pid
+                for child in self.stack.group.children
+                if child.name == "api" and child.process.poll() is None
+            ]
+        else:
+            pids = [self.processes[name].pid]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        for child in self.stack.group.children:
+            if child.process.pid in pids:
+                child.process.wait()
+
+    def start(self, name: str) -> None:
+        """Start ``name`` again, as a supervisor would."""
+        if name == "api":
+            self.stack.start_api()
+        elif name == "beat":
+            self.processes[name] = self.stack.start_beat()
+        else:
+            try:
+                self.processes[name] = self.stack.start_worker(name, concurrency=1)
+            except Exception:  # started, but its ping met Redis coming back: ask again
+                [*_, child] = (c for c in self.stack.group.children if c.name == f"worker-{name}")
+                self.processes[name] = child.process
+                wait_until(lambda: self._answers(name), 30, f"worker {name}")
+
+    def _answers(self, name: str) -> bool:
+        try:
+            return self.stack._worker_answers(f"{name}-{self.stack.name}")
+        except Exception:
+            return False
+
+    def price_to_plan(self) -> dict[str, str]:
+        return {
+            str(plan.provider_price_id): plan.id
+            for plan in self.plans.values()
+            if plan.provider_price_id
+        }
+
+
+@contextlib.contextmanager
+def running_system(
+    schedule: Schedule, workdir: Path, database: str, postgres: PostgresCluster | None
+) -> Iterator[System]:
+    """The system for ``schedule``, set up and running; stopped on the way out."""
+    base = workdir / f"seed-{schedule.seed}"
+    base.mkdir(parents=True, exist_ok=True)
+    redis = RedisServer(base / "redis")
+    redis.start()
+    name = f"chaos_{schedule.seed}_{uuid.uuid4().hex[:6]}"
+    if database == "postgresql":
+        assert postgres is not None
+        database_url = postgres.create_database(name)
+    else:
+        database_url = f"sqlite:///{base / 'billing.db'}"
+    upgrade(database_url)
+    emulator = start_emulator(base / "stripe-emulator.log", "--rate-limit", "0")
+    env = stack_env(
+        database_url=database_url,
+        redis_url=redis.url,
+        data_dir=base,
+        stripe_url=emulator.url,
+        BILLING_SHIFTABLE_CLOCK="true",
+        **SCHEDULE_SETTINGS,
+    )
+    stack = Stack(
+        name=name,
+        database_url=database_url,
+        redis_url=redis.url,
+        workdir=base,
+        env=env,
+        stripe_url=emulator.url,
+    )
+    system = System(stack, redis, postgres if database == "postgresql" else None)
+    try:
+        _set_up(system, schedule)
+        stack.start_api()
+        stack.client = stack.new_client("chaos-workload")
+        for worker in ("w1", "w2"):
+            system.start(worker)
+        system.start("beat")
+        yield system
+    finally:
+        stack.stop()
+        emulator.stop()
+        redis.stop()
+
+
+def _set_up(system: System, schedule: Schedule) -> None:
+    """What exists before the schedule starts, made the way an operator makes it."""
+    ctx = operator(system.stack)
+    clock = SystemClock()
+    for plan in PLANS:
+        system.plans[plan] = new_plan(ctx, plan, PLAN_AMOUNTS[plan])
+    for _ in range(schedule.subscriptions):
+        account = new_account(ctx)
+        system.subscriptions.append(subscribe(ctx, account, system.plans["starter"]))
+    sessions = system.stack.sessions
+    system.organizations = [
+        create_organization(sessions, clock, name=f"org-{uuid.uuid4().hex[:12]}").id
+        for _ in range(schedule.organizations)
+    ]
+    system.users = [
+        str(create_user(sessions, clock, email=f"{uuid.uuid4().hex}@x.io", disabled=True).id)
+        for _ in range(schedule.users)
+    ]

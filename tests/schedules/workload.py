@@ -1,0 +1,207 @@
+"""The workload: users and other services acting on the system, as the schedule says, and the
+history of what they were answered. A user whose request got no answer (a connection reset,
+a 5xx) sends it again with the same ``Idempotency-Key``, as a careful client does."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from celery import Celery
+
+from stripe_emulator import EmulatorAdmin
+from tests.schedules.plan import Step
+from tests.schedules.system import System
+
+RETRIES = 4
+STAGING = {"change_at_period_end", "cancel_staged"}
+ACCOUNT = {"name": "Chaos Ltd", "email": "billing@chaos.example"}
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One command the workload sent and the answer it kept (the last, after its retries):
+    ``command_id`` is the answer's ``Command-Id`` (``None``: never accepted)."""
+
+    action: str
+    subject: str
+    at: float
+    """Wall-clock time it was first sent (``time.time()``)."""
+    status: int | None
+    command_id: str | None
+    body: Any = None
+    plan: str | None = None
+    """The plan a change asked for (its key in ``PLANS``)."""
+    emulator_at: int | None = None
+    """Stripe's clock when a staged change (or its cancel) was sent."""
+
+
+@dataclass(frozen=True)
+class Previewed:
+    subscription: int
+    answer: dict[str, Any]
+    change: Sent | None
+
+
+@dataclass
+class History:
+    sent: list[Sent] = field(default_factory=list)
+    previews: list[Previewed] = field(default_factory=list)
+    disabled_users: set[str] = field(default_factory=set)
+    """The users disabled when the schedule started: the ones an enable command enables."""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, sent: Sent) -> Sent:
+        with self._lock:
+            self.sent.append(sent)
+        return sent
+
+
+class Workload:
+    def __init__(self, system: System, history: History) -> None:
+        self.system = system
+        self.history = history
+        self.publisher = Celery("another-service", broker=system.stack.redis_url)
+        self.publisher.conf.update(task_serializer="json", accept_content=["json"])
+
+    def close(self) -> None:
+        self.publisher.close()
+
+    def act(self, step: Step) -> None:
+        getattr(self, step.kind)(**step.args)
+
+    # --- the actions ---------------------------------------------------------------------
+
+    def account_online(self, org: int, mode: str) -> None:
+        self._account(org, mode, offline=False)
+
+    def account_offline(self, org: int, mode: str) -> None:
+        self._account(org, mode, offline=True)
+
+    def _account(self, org: int, mode: str, *, offline: bool) -> None:
+        org_id = self.system.organizations[org]
+        action = "account_offline" if offline else "account_online"
+        self._command(
+            action,
+            org_id,
+            f"/v1beta1/organizations/{org_id}/billing",
+            {"body": ACCOUNT, "offline": offline},
+            mode,
+        )
+
+    def enable_user(self, user: int, mode: str) -> None:
+        user_id = self.system.users[user]
+        if mode == "queue":
+            self._publish(user_id)
+        else:
+            self._command("enable_user", user_id, f"/v1beta1/users/{user_id}/enable", {}, mode)
+
+    def change_now(self, subscription: int, plan: str, mode: str) -> None:
+        body = {"plan_change": {"plan": self.system.plans[plan].name, "immediate": True}}
+        self._change("change_now", subscription, body, mode, plan)
+
+    def change_at_period_end(self, subscription: int, plan: str, mode: str) -> None:
+        body = {"plan_change": {"plan": self.system.plans[plan].name}}
+        self._change("change_at_period_end", subscription, body, mode, plan)
+
+    def cancel_staged(self, subscription: int) -> None:
+        body = {"phase_change": {"cancel_upcoming_changes": True}}
+        self._change("cancel_staged", subscription, body, "sync", None)
+
+    def preview_then_change(self, subscription: int, plan: str) -> None:
+        sub = self.system.subscriptions[subscription]
+        name = self.system.plans[plan].name
+        answered = self._send(f"{sub.change_url}/preview", {"plan": name}, "sync")
+        if answered is None or answered.status_code != 200:
+            return
+        answer = answered.json()
+        body = {
+            "plan_change": {
+                "plan": name,
+                "immediate": True,
+                "proration_date": answer["proration_date"],
+            }
+        }
+        change = self._change("preview_then_change", subscription, body, "sync", plan)
+        with self.history._lock:
+            self.history.previews.append(Previewed(subscription, answer, change))
+
+    # --- sending ---------------------------------------------------------------------------
+
+    def _change(
+        self, action: str, subscription: int, body: dict[str, Any], mode: str, plan: str | None
+    ) -> Sent:
+        sub = self.system.subscriptions[subscription]
+        return self._command(action, sub.id, sub.change_url, body, mode, plan)
+
+    def _command(
+        self,
+        action: str,
+        subject: str,
+        path: str,
+        body: dict[str, Any],
+        mode: str,
+        plan: str | None = None,
+    ) -> Sent:
+        at = time.time()
+        emulator_at = None
+        if action in STAGING:
+            with EmulatorAdmin(self.system.stack.stripe_url) as emulator:
+                emulator_at = emulator.now()
+        answered = self._send(path, body, mode)
+        return self.history.add(
+            Sent(
+                action,
+                subject,
+                at,
+                answered.status_code if answered is not None else None,
+                answered.headers.get("Command-Id") if answered is not None else None,
+                _json(answered),
+                plan,
+                emulator_at,
+            )
+        )
+
+    def _send(self, path: str, body: dict[str, Any], mode: str) -> httpx.Response | None:
+        headers = {"Idempotency-Key": str(uuid.uuid4())}
+        if mode == "async":
+            headers["Prefer"] = "respond-async"
+        answered: httpx.Response | None = None
+        for _ in range(RETRIES):
+            try:
+                with self.system.stack.http() as http:
+                    answered = http.post(path, json=body, headers=headers)
+            except httpx.HTTPError:
+                answered = None
+            if answered is not None and answered.status_code < 500:
+                return answered
+            time.sleep(1.0)
+        return answered
+
+    def _publish(self, user_id: str) -> None:
+        command_id = str(uuid.uuid4())
+        at = time.time()
+        try:
+            self.publisher.send_task(
+                "users.enable",
+                kwargs={"command_id": command_id, "user_id": user_id},
+                queue="users",
+                retry=False,
+            )
+        except Exception:  # Redis down: the other service knows its publish failed
+            self.history.add(Sent("enable_user_queue", user_id, at, None, None))
+            return
+        self.history.add(Sent("enable_user_queue", user_id, at, 0, command_id))
+
+
+def _json(answered: httpx.Response | None) -> Any:
+    if answered is None:
+        return None
+    try:
+        return answered.json()
+    except ValueError:
+        return answered.text
