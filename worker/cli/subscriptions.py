@@ -146,7 +146,8 @@ def subscriptions_seed_period_end(
     count: int, org_id: str, billing_account_id: str, plan_ref: str, target_plan_ref: str
 ) -> None:
     """Make COUNT subscriptions, each with a plan change at its period's end: the period-end
-    burst (then `billing-worker clock advance 31d` on a local stack makes them all due)."""
+    burst (then `billing-worker clock advance 31d --reason WHY` on a local stack makes them
+    all due)."""
     from application.handlers.subscriptions.subscribe import seed_period_end_changes
     from application.requests.operator_requests import SeedPeriodEndChanges
 
@@ -166,5 +167,5 @@ def subscriptions_seed_period_end(
             click.echo(f"  {done}/{count} subscriptions ({time.monotonic() - began:.0f}s)")
     click.echo(
         f"{len(change_ids)} changes from {plan_ref} to {target_plan_ref} scheduled at the end "
-        f"of the period; `billing-worker clock advance 31d` makes them due"
+        f"of the period; `billing-worker clock advance 31d --reason WHY` makes them due"
     )

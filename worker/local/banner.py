@@ -69,7 +69,7 @@ def clock_line(offset_seconds: float | None, real_now: datetime | None = None) -
     if offset_seconds is None:
         return "real time (the clock moves only with the Stripe emulator)"
     if not offset_seconds:
-        return "real time (billing-worker clock advance 31d | show | reset)"
+        return "real time (billing-worker clock advance 31d --reason WHY | show | reset)"
     shifted = (real_now or datetime.now(UTC)) + timedelta(seconds=offset_seconds)
     return (
         f"{offset_seconds / 86400:.2f} days ahead of real time: {shifted:%Y-%m-%d %H:%M} UTC "
@@ -162,7 +162,7 @@ def banner(started: Started) -> list[str]:
             f"Change the demo subscription ({DEMO_SUBSCRIPTION_ID}, on plan {DEMO_PLANS[0].name}):",
             f'  {curl} -d \'{{"plan_change": {{"plan": "team", "immediate": false}}}}\' {change}',
             f"  billing-worker subscriptions show {DEMO_SUBSCRIPTION_ID}",
-            "  billing-worker clock advance 31d   # beat applies the change within seconds",
+            '  billing-worker clock advance 31d --reason "see it applied"   # within seconds',
             "",
             "Receive events (signed webhooks; the receiver is examples/webhook_receiver.py):",
             "  billing-worker webhooks add http://127.0.0.1:9999/hook   # prints its secret",
@@ -170,7 +170,7 @@ def banner(started: Started) -> list[str]:
             "",
             "The period-end burst, drained at Stripe's pace (25 calls a second):",
             "  billing-worker subscriptions seed-period-end 2000",
-            "  billing-worker clock advance 31d && billing-worker stripe budget",
+            '  billing-worker clock advance 31d --reason "burst" && billing-worker stripe budget',
             "",
         ]
     lines += [
