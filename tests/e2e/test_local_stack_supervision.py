@@ -53,6 +53,9 @@ def worker_pid(up: Up) -> int | None:
             continue
         if b"worker" in command_line and any(b"celery" in part for part in command_line):
             return pid
+        # Where setproctitle is installed, Celery renames its processes ("[celeryd: …").
+        if command_line[0].startswith(b"[celeryd: "):
+            return pid
     return None
 
 
