@@ -49,10 +49,13 @@ pytestmark = pytest.mark.chaos
 
 ORGS = 24
 """Organizations whose billing accounts the load creates (one command each)."""
-RANDOM_ORGS = 60
 LOAD_PACE = 0.15
-"""Seconds between two requests of the load the random kills meet: it lasts through them
-(each restart takes a few seconds)."""
+"""Seconds between two requests of the load the random kills meet."""
+LOAD_AFTER_THE_KILLS = 10
+"""Requests the load still sends once the last process killed is started again: the load
+lasts through every kill however long the restarts take on a busy machine."""
+RANDOM_ORGS_AT_MOST = 400
+"""Organizations made ready for that load (at ``LOAD_PACE``, a minute of requests)."""
 SETTINGS = {
     # A killed node's unacknowledged messages come back soon, and a command recorded but never
     # published (the API killed in its commit) is published again soon.
@@ -295,17 +298,22 @@ def stack(
 def test_a_worker_and_the_api_killed_at_random_moments_under_load_lose_and_double_nothing(
     stack: Stack,
 ) -> None:
-    orgs = organizations(stack, RANDOM_ORGS)
+    ready = organizations(stack, RANDOM_ORGS_AT_MOST)
     chance = random.Random(os.environ.get("CHAOS_SEED", "kills"))
     worker = stack.start_worker("r0", concurrency=2)
     stack.start_api()
     answers: dict[str, Answer] = {}
+    kills_over = threading.Event()
 
     def load() -> None:
-        """A request every ``LOAD_PACE`` seconds, through the kills (each sent again until
-        the API answers, as a caller would)."""
-        for org_id in orgs:
+        """A request every ``LOAD_PACE`` seconds (each sent again until the API answers, as a
+        caller would), through the kills and ``LOAD_AFTER_THE_KILLS`` requests past them."""
+        after_the_kills = 0
+        for org_id in ready:
             answers[org_id] = send(stack, org_id)
+            after_the_kills += kills_over.is_set()
+            if after_the_kills >= LOAD_AFTER_THE_KILLS:
+                return
             time.sleep(LOAD_PACE)
 
     sending = threading.Thread(target=load)
@@ -322,10 +330,12 @@ def test_a_worker_and_the_api_killed_at_random_moments_under_load_lose_and_doubl
             kill_group(worker)
             kills.append(f"worker after {len(answers)} answers")
             worker = stack.start_worker(f"r{round_number + 1}", concurrency=2)
-    killed_at, answered_by_then = time.monotonic(), len(answers)
+    killed_at = time.monotonic()
+    kills_over.set()
     sending.join(120)
+    orgs = list(answers)
     print(f"\nkilled, in turn: {kills}; {len(orgs)} requests")
-    assert answered_by_then < len(orgs), "the load was over before the last kill"
+    assert len(orgs) < len(ready), "the load ran out of organizations before the last kill"
 
     accepted = command_ids(list(answers.values()))
     assert len(accepted) == len(orgs), [a for a in answers.values() if a.status not in (200, 202)]
