@@ -57,6 +57,14 @@ def is_rate_limit(error: stripe.StripeError) -> bool:
     return error.http_status == 429 and code != "lock_timeout"
 
 
+def is_in_progress_elsewhere(error: stripe.StripeError) -> bool:
+    """A 409 ``idempotency_key_in_use``: a request under the same key is still running at
+    Stripe (see ``stripe_requests``: it is waited for, not failed)."""
+    stripe_error = error.error
+    code = (stripe_error.code if stripe_error else None) or error.code or ""
+    return error.http_status == 409 and code == "idempotency_key_in_use"
+
+
 def translate(
     error: stripe.StripeError,
     operation: str,

@@ -7,10 +7,19 @@ token from the account's shared rate budget (``adapters/provider/rate_budget.py`
 a write, at the priority of the command being run. A 429 that comes all the same (another
 system using the account) slows the shared budget down and is tried again through it, up to
 :data:`RATE_LIMIT_RETRIES` times, before it counts as a transient failure.
+
+A 409 ``idempotency_key_in_use`` is no failure either: the same request, sent under the same
+key by a delivery that died or gave up on its answer, is still running at Stripe, and its
+outcome is about to be the answer to this one. It is waited for here, with backoff and
+jitter, for at most :data:`IN_PROGRESS_PATIENCE_SECONDS`, then counts as a transient failure
+(the command's budget takes over). Counted against the budget at once, a slow first request
+used every attempt in a few seconds and the command ended ``failed`` while Stripe carried out
+its change (found by the fault schedules, issue 43).
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from functools import partial
@@ -21,7 +30,12 @@ import stripe
 
 from adapters.observability import metrics
 from adapters.observability.tracing import IDEMPOTENCY_KEY, SpanKind, annotate_span, span
-from adapters.provider.stripe_errors import is_rate_limit, retry_after, translate
+from adapters.provider.stripe_errors import (
+    is_in_progress_elsewhere,
+    is_rate_limit,
+    retry_after,
+    translate,
+)
 from adapters.provider.stripe_fields import field_for_param
 from domain.provider.rate_budget import CallKind, RateBudget, current_priority
 
@@ -32,6 +46,10 @@ that a new version is adopted on purpose, after reading Stripe's changelog."""
 RATE_LIMIT_RETRIES = 3
 """429s answered to one call that are tried again through the budget before the call fails
 transiently (and the command's own backoff takes over)."""
+IN_PROGRESS_PATIENCE_SECONDS = 30.0
+"""How long one call waits for the request Stripe is still running under its key."""
+IN_PROGRESS_FIRST_WAIT_SECONDS = 0.25
+IN_PROGRESS_LONGEST_WAIT_SECONDS = 2.0
 LIST_PAGE_SIZE = 100
 """Objects per page of a list or a search (Stripe's most)."""
 T = TypeVar("T")
@@ -93,12 +111,22 @@ class StripeRequests:
     ) -> T:
         budget = self._budget
         rate_limits = 0
+        waits_for_the_request_in_progress = 0
+        gives_up_waiting_at = time.monotonic() + IN_PROGRESS_PATIENCE_SECONDS
         while True:
             if budget is not None:
                 budget.acquire(kind, current_priority())
             try:
                 return _measured(operation, send)
             except stripe.StripeError as error:
+                if is_in_progress_elsewhere(error) and time.monotonic() < gives_up_waiting_at:
+                    ceiling = min(
+                        IN_PROGRESS_LONGEST_WAIT_SECONDS,
+                        IN_PROGRESS_FIRST_WAIT_SECONDS * 2**waits_for_the_request_in_progress,
+                    )
+                    waits_for_the_request_in_progress += 1
+                    time.sleep(random.uniform(ceiling / 2, ceiling))  # noqa: S311 - jitter
+                    continue
                 if (
                     budget is not None
                     and budget.enabled

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import uuid
 
 import pytest
@@ -163,6 +165,31 @@ def test_retry_after_reaches_the_retry_policy(
         provider.create_customer(customer(), idempotency_key="k-retry-after")
 
     assert error.value.retry_after == 3.0
+
+
+def test_a_request_stripe_is_still_running_under_the_key_is_waited_for_not_failed(
+    provider: StripeBillingProvider, admin: EmulatorAdmin
+) -> None:
+    """A delivery that died left its request running at Stripe (slow, here): the next
+    delivery, under the same key, is answered 409 ``idempotency_key_in_use`` until it ends,
+    then gets its answer, replayed. One customer, and no failure."""
+    admin.add_fault("latency", "POST /v1/customers", count=1, latency_ms=2000)
+    answers: list[str] = []
+    first = threading.Thread(
+        target=lambda: answers.append(
+            provider.create_customer(customer("ba_slow"), idempotency_key="k-slow")
+        )
+    )
+    first.start()
+    time.sleep(0.5)  # the first request is inside Stripe, its key in use
+
+    again = provider.create_customer(customer("ba_slow"), idempotency_key="k-slow")
+    first.join()
+
+    assert answers == [again]
+    sent = admin.requests("/v1/customers", "POST")
+    assert [request.status for request in sent].count(409) >= 1
+    assert len([request for request in sent if request.status == 200 and not request.replayed]) == 1
 
 
 def test_a_failure_stripe_stored_under_the_key_is_not_retried(
