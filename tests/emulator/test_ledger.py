@@ -64,3 +64,33 @@ def test_a_period_with_a_change_made_in_it_nets_its_price_and_stripes_prorations
         when[0], when[1], [PriceSpan(when[0], 900), PriceSpan(when[2], 2900)]
     )
     assert ("subscription_write", "chg_1:apply") in executed_effects(admin)
+
+
+@ON_THE_EMULATOR
+def test_a_downgrade_s_credit_held_for_the_next_invoice_counts_in_its_period(
+    stripe_target: StripeTarget,
+) -> None:
+    """A change made with ``create_prorations`` (our downgrades) leaves its prorations
+    pending until the next invoice: the period it was made in is billed them all the same."""
+    team, starter = monthly(stripe_target, 2900), monthly(stripe_target, 900)
+    _, subscription = subscribe(stripe_target, team)
+    start, end = (
+        item_of(subscription).current_period_start,
+        item_of(subscription).current_period_end,
+    )
+    changed_at = start + (end - start) // 2
+    stripe_target.client.v1.subscriptions.update(
+        subscription.id,
+        params={
+            "items": [{"id": item_of(subscription).id, "price": starter.id}],
+            "proration_behavior": "create_prorations",
+            "proration_date": changed_at,
+        },
+    )
+
+    [period] = billed_periods(stripe_target.client, subscription.id)
+    when = [datetime.fromtimestamp(moment, UTC) for moment in (start, end, changed_at)]
+    assert period.net == expected_net(
+        when[0], when[1], [PriceSpan(when[0], 2900), PriceSpan(when[2], 900)]
+    )
+    assert period.net < 2900

@@ -9,7 +9,7 @@ import stripe  # noqa: TID251 - the checker reads the emulator's invoices throug
 from stripe_emulator import EmulatorAdmin
 from stripe_emulator.client import LoggedRequest
 from tests.support.checker import BilledPeriod, Effect
-from tests.support.invoices import invoices_of
+from tests.support.invoices import invoices_of, pending_items
 
 
 def executed(request: LoggedRequest) -> bool:
@@ -36,11 +36,17 @@ def executed_effects(emulator: EmulatorAdmin) -> list[Effect]:
 
 def billed_periods(sdk: stripe.StripeClient, subscription_id: str) -> list[BilledPeriod]:
     """Each period the subscription was billed for (a line that is not a proration opens
-    one) with its net: every line of its invoices (void ones aside) starting within it."""
+    one) with its net: every line of its invoices (void ones aside) starting within it, and
+    the prorations Stripe holds for the next invoice (a change made with
+    ``create_prorations``, a downgrade: billed, not invoiced yet). The customer's pending
+    items are the subscription's: one subscription per customer."""
     invoices = [
         invoice for invoice in invoices_of(sdk, subscription_id) if invoice.status != "void"
     ]
     lines = [line for invoice in invoices for line in invoice.lines]
+    customer = sdk.v1.subscriptions.retrieve(subscription_id).customer
+    customer_id = customer if isinstance(customer, str) else str(customer.id)
+    lines += [line for line in pending_items(sdk, customer_id) if line.proration]
     spans = sorted({(line.start, line.end) for line in lines if not line.proration})
     return [
         BilledPeriod(
