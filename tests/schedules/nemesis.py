@@ -10,18 +10,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
 import redis
 
 from adapters.clock import CLOCK_OFFSET_KEY
 from tests.schedules.plan import Step
 from tests.schedules.system import System
+from worker.local.embedded import free_port
 
 HOUR = 3600.0
 
 
-def inject(system: System, fault: Step) -> None:
-    """Do ``fault`` to ``system`` (returns once whatever it stopped runs again)."""
-    FAULTS[fault.kind](system, fault.args)
+def inject(system: System, fault: Step) -> str | None:
+    """Do ``fault`` to ``system`` (returns once whatever it stopped runs again); returns what
+    the fault found as it struck, when that is worth reporting."""
+    return FAULTS[fault.kind](system, fault.args)
 
 
 def _stripe(
@@ -83,9 +86,72 @@ def _redis_restart_empty(system: System, _args: dict[str, Any]) -> None:
             client.close()
 
 
+def _redis_read_only(system: System, args: dict[str, Any]) -> None:
+    """The primary demoted in place for ``seconds`` (a managed Redis mid-failover, or one an
+    operator turned into a replica by mistake): every connection stays open, writes are
+    answered ``READONLY`` and blocked reads ``UNBLOCKED``; then a primary again, its data
+    kept (it followed a primary that never answered, so it never synced an empty one)."""
+    client = redis.Redis.from_url(system.redis.url)
+    try:
+        client.replicaof("127.0.0.1", free_port())
+        time.sleep(args["seconds"])
+        client.replicaof("NO", "ONE")
+    finally:
+        client.close()
+
+
+def _redis_partition(system: System, args: dict[str, Any]) -> None:
+    """Every process cut from Redis for ``seconds``, Redis itself up (the network between:
+    the stack reaches Redis through a forwarder that stops passing bytes)."""
+    system.redis_network.partition()
+    try:
+        time.sleep(args["seconds"])
+    finally:
+        system.redis_network.heal()
+
+
 def _postgres_restart(system: System, _args: dict[str, Any]) -> None:
     assert system.postgres is not None, "postgres_restart needs --database postgresql"
     system.postgres.restart()
+
+
+def _postgres_kill_in_commit(system: System, args: dict[str, Any]) -> str:
+    """kill -9 of a worker node while its commits wait inside ``COMMIT`` (each flushed
+    locally, then held waiting for a synchronous standby that never connects): the
+    transactions end committed, the process that made them never learns it. The commits
+    of every other process are held too for that moment. If the node has nothing to commit
+    within a few seconds it is killed all the same (a kill between commits). The schedule's
+    database commits synchronously (``tests/schedules/system.py``), so a commit can wait."""
+    postgres = system.postgres
+    assert postgres is not None, "postgres_kill_in_commit needs --database postgresql"
+    target = args["worker"]
+    admin_url = f"postgresql://postgres@{postgres.host}:{postgres.port}/postgres"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute("ALTER SYSTEM SET synchronous_standby_names = 'never_connects'")
+        admin.execute("SELECT pg_reload_conf()")
+        try:
+            deadline = time.monotonic() + COMMIT_WAIT_SECONDS
+            while time.monotonic() < deadline and not _commits_waiting(admin):
+                time.sleep(0.05)
+            waiting = _commits_waiting(admin)
+            system.kill(target)
+        finally:
+            admin.execute("ALTER SYSTEM RESET synchronous_standby_names")
+            admin.execute("SELECT pg_reload_conf()")
+    system.start(target)
+    return f"{waiting} commit(s) waiting when killed"
+
+
+COMMIT_WAIT_SECONDS = 5.0
+
+
+def _commits_waiting(admin: psycopg.Connection[Any]) -> int:
+    """Commits of any process waiting for the standby now (the killed node's among them
+    when it was committing)."""
+    row = admin.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _clock_jump(system: System, args: dict[str, Any]) -> None:
@@ -97,7 +163,7 @@ def month_passes(system: System) -> None:
     system.stack.advance_time(32 * 24 * HOUR)
 
 
-FAULTS: dict[str, Callable[[System, dict[str, Any]], None]] = {
+FAULTS: dict[str, Callable[[System, dict[str, Any]], str | None]] = {
     "stripe_latency": _stripe("latency"),
     "stripe_5xx": _stripe("api_error"),
     "stripe_429": _stripe("rate_limit"),
@@ -111,6 +177,10 @@ FAULTS: dict[str, Callable[[System, dict[str, Any]], None]] = {
     "redis_restart_empty": _redis_restart_empty,
     "clock_jump": _clock_jump,
     "postgres_restart": _postgres_restart,
+    "stripe_latency_across_period_end": _stripe("latency"),
+    "redis_read_only": _redis_read_only,
+    "redis_partition": _redis_partition,
+    "postgres_kill_in_commit": _postgres_kill_in_commit,
 }
 
 

@@ -23,11 +23,21 @@ FAULT_KINDS = (
     "redis_restart_empty",
     "clock_jump",
     "postgres_restart",
+    "stripe_latency_across_period_end",
+    "redis_read_only",
+    "redis_partition",
+    "postgres_kill_in_commit",
 )
-"""The nemesis' catalogue, as the single-box stack supports it (``postgres_restart`` only on
-PostgreSQL)."""
+"""The nemesis' catalogue, as the single-box stack supports it (the ``postgres_`` kinds only
+on PostgreSQL). New kinds go at the end: a catalogue's order is part of every draw from it."""
 
-SQLITE_FAULTS = tuple(kind for kind in FAULT_KINDS if kind != "postgres_restart")
+POSTGRES_ONLY = frozenset({"postgres_restart", "postgres_kill_in_commit"})
+
+SQLITE_FAULTS = tuple(kind for kind in FAULT_KINDS if kind not in POSTGRES_ONLY)
+
+AROUND_THE_PERIOD_END = frozenset({"stripe_latency_across_period_end"})
+"""Faults struck just before the month passes, whenever the seed drew them: Stripe's slow
+answers straddle the subscriptions' period end (the renewal's race)."""
 
 ACTION_KINDS = (
     "account_online",
@@ -115,6 +125,13 @@ def draw(
         fault_steps.append(
             Step(round(rng.uniform(0, duration * 0.9), 1), kind, _fault_args(rng, kind))
         )
+    period_end_at = round(rng.uniform(duration * 0.4, duration * 0.7), 1)
+    fault_steps = [
+        Step(round(max(0.0, period_end_at - 0.3), 1), step.kind, step.args)
+        if step.kind in AROUND_THE_PERIOD_END
+        else step
+        for step in fault_steps
+    ]
     return Schedule(
         seed=seed,
         duration=duration,
@@ -123,7 +140,7 @@ def draw(
         subscriptions=subscriptions,
         actions=tuple(sorted(actions, key=lambda step: step.at)),
         faults=tuple(sorted(fault_steps, key=lambda step: step.at)),
-        period_end_at=round(rng.uniform(duration * 0.4, duration * 0.7), 1),
+        period_end_at=period_end_at,
         kinds=tuple(faults),
     )
 
@@ -131,10 +148,14 @@ def draw(
 def _fault_args(rng: random.Random, kind: str) -> dict[str, Any]:
     if kind == "stripe_latency":
         return {"latency_ms": rng.randint(500, 4000), "count": rng.randint(2, 8)}
+    if kind == "stripe_latency_across_period_end":
+        return {"latency_ms": rng.randint(1000, 5000), "count": rng.randint(4, 10)}
     if kind.startswith("stripe_"):
         return {"count": rng.randint(1, 4)}
-    if kind == "kill_worker":
+    if kind in {"kill_worker", "postgres_kill_in_commit"}:
         return {"worker": rng.choice(("w1", "w2"))}
+    if kind in {"redis_read_only", "redis_partition"}:
+        return {"seconds": round(rng.uniform(1.0, 6.0), 1)}
     if kind == "clock_jump":
         return {"hours": rng.randint(1, 72)}
     return {}

@@ -44,6 +44,9 @@ class Outcome:
     schedule: Schedule
     injected: list[tuple[Step, float]] = field(default_factory=list)
     """Each fault and the offset it was actually injected at."""
+    seen: dict[int, str] = field(default_factory=dict)
+    """What the nemesis saw as it struck, by the fault's index in :attr:`injected` (the
+    commits a kill inside commits found waiting)."""
     anomalies: list[Anomaly] = field(default_factory=list)
     quiescence: float | None = None
     database: str = "sqlite"
@@ -101,7 +104,9 @@ def run_schedule(
                 offset = time.monotonic() - started
                 try:
                     if order == 1:
-                        inject(system, step)
+                        seen = inject(system, step)
+                        if seen:
+                            outcome.seen[len(outcome.injected)] = seen
                         outcome.injected.append((step, offset))
                     else:
                         month_passes(system)
@@ -157,7 +162,11 @@ def describe(outcome: Outcome) -> str:
     statuses = ", ".join(f"{name} {count}" for name, count in sorted(outcome.statuses.items()))
     lines.append(f"  commands: {statuses or 'none'}; judged: {outcome.compared}")
     lines += [f"  ended failed (replayable): {command}" for command in outcome.ended_failed]
-    lines += [f"  fault {step} (injected at +{offset:.1f}s)" for step, offset in outcome.injected]
+    lines += [
+        f"  fault {step} (injected at +{offset:.1f}s"
+        + (f"; {outcome.seen[index]})" if index in outcome.seen else ")")
+        for index, (step, offset) in enumerate(outcome.injected)
+    ]
     lines += [f"  {line}" for line in report(outcome.anomalies).splitlines()]
     lines += [f"  workload error: {error}" for error in outcome.errors]
     if outcome.failed:

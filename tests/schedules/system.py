@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from adapters.clock import SystemClock
 from adapters.db.migrate import upgrade
 from domain.subscriptions.plans import Plan
 from tests.schedules.plan import PLAN_AMOUNTS, PLANS, Schedule
 from tests.support.emulator import start_emulator
+from tests.support.forwarder import Forwarder
 from tests.support.postgres import PostgresCluster
 from tests.support.records import create_organization, create_user
 from tests.support.redis_server import RedisServer
@@ -41,6 +44,8 @@ class System:
 
     stack: Stack
     redis: RedisServer
+    redis_network: Forwarder
+    """What the stack reaches Redis through (the nemesis partitions it)."""
     postgres: PostgresCluster | None
     plans: dict[str, Plan] = field(default_factory=dict)
     subscriptions: list[Subscribed] = field(default_factory=list)
@@ -106,17 +111,20 @@ def running_system(
     base.mkdir(parents=True, exist_ok=True)
     redis = RedisServer(base / "redis")
     redis.start()
+    redis_network = Forwarder(base / "redis-network", redis.port)
+    redis_url = redis.url.replace(f":{redis.port}/", f":{redis_network.port}/")
     name = f"chaos_{schedule.seed}_{uuid.uuid4().hex[:6]}"
     if database == "postgresql":
         assert postgres is not None
         database_url = postgres.create_database(name)
+        _commit_synchronously(postgres, name)
     else:
         database_url = f"sqlite:///{base / 'billing.db'}"
     upgrade(database_url)
     emulator = start_emulator(base / "stripe-emulator.log", "--rate-limit", "0")
     env = stack_env(
         database_url=database_url,
-        redis_url=redis.url,
+        redis_url=redis_url,
         data_dir=base,
         stripe_url=emulator.url,
         BILLING_SHIFTABLE_CLOCK="true",
@@ -125,12 +133,12 @@ def running_system(
     stack = Stack(
         name=name,
         database_url=database_url,
-        redis_url=redis.url,
+        redis_url=redis_url,
         workdir=base,
         env=env,
         stripe_url=emulator.url,
     )
-    system = System(stack, redis, postgres if database == "postgresql" else None)
+    system = System(stack, redis, redis_network, postgres if database == "postgresql" else None)
     try:
         _set_up(system, schedule)
         stack.start_api()
@@ -142,7 +150,17 @@ def running_system(
     finally:
         stack.stop()
         emulator.stop()
+        redis_network.stop()
         redis.stop()
+
+
+def _commit_synchronously(postgres: PostgresCluster, database: str) -> None:
+    """Every session of ``database`` commits synchronously (the run's cluster defaults to
+    off, for speed): a commit can then be held inside ``COMMIT`` by naming a synchronous
+    standby that never connects (the nemesis' ``postgres_kill_in_commit``)."""
+    admin_url = f"postgresql://postgres@{postgres.host}:{postgres.port}/postgres"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{database}" SET synchronous_commit = on')
 
 
 def _set_up(system: System, schedule: Schedule) -> None:

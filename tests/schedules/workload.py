@@ -66,7 +66,12 @@ class Workload:
         self.system = system
         self.history = history
         self.publisher = Celery("another-service", broker=system.stack.redis_url)
-        self.publisher.conf.update(task_serializer="json", accept_content=["json"])
+        self.publisher.conf.update(
+            task_serializer="json",
+            accept_content=["json"],
+            # A publish cut by a partition fails within seconds, as another service's would.
+            broker_transport_options={"socket_timeout": 5, "socket_connect_timeout": 5},
+        )
 
     def close(self) -> None:
         self.publisher.close()

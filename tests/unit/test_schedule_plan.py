@@ -30,12 +30,34 @@ def test_every_kind_is_drawn_over_a_few_schedules() -> None:
     assert drawn == set(FAULT_KINDS)
 
 
-def test_faults_are_turned_on_by_name_and_postgres_restart_only_on_postgresql() -> None:
+def test_faults_are_turned_on_by_name_and_postgres_faults_only_on_postgresql() -> None:
     assert kinds_of(parse(["--faults", "kill_api,clock_jump"])) == ("kill_api", "clock_jump")
     assert kinds_of(parse([])) == SQLITE_FAULTS
-    assert "postgres_restart" in kinds_of(parse(["--database", "postgresql"]))
-    with pytest.raises(SystemExit, match="postgres_restart"):
-        kinds_of(parse(["--faults", "postgres_restart"]))
+    on_postgres = kinds_of(parse(["--database", "postgresql"]))
+    assert {"postgres_restart", "postgres_kill_in_commit"} <= set(on_postgres)
+    for kind in ("postgres_restart", "postgres_kill_in_commit"):
+        with pytest.raises(SystemExit, match=kind):
+            kinds_of(parse(["--faults", kind]))
+
+
+def test_stripe_slow_across_the_period_end_strikes_just_before_the_month_passes() -> None:
+    schedule = draw(3, ("stripe_latency_across_period_end", "kill_api"), duration=30.0)
+    across = [f for f in schedule.faults if f.kind == "stripe_latency_across_period_end"]
+    assert across
+    assert {fault.at for fault in across} == {round(schedule.period_end_at - 0.3, 1)}
+    assert all(fault.args["latency_ms"] >= 1000 for fault in across)
+
+
+def test_a_catalogue_without_the_new_kinds_draws_what_it_drew_before_they_came() -> None:
+    """A seed kept with its catalogue replays its schedule: seed 100 on the first catalogue
+    (a regression seed, ``tests/chaos/test_fault_schedules.py``) still restarts Redis at
+    +4.3 s first, and its month still passes at +23.1 s, as before the kinds that came
+    since."""
+    first = ("stripe_latency", "stripe_5xx", "stripe_429", "stripe_drop_before")
+    first += ("stripe_drop_after", "kill_worker", "kill_beat", "kill_api")
+    first += ("redis_restart", "clock_jump")
+    schedule = draw(100, first, duration=40.0)
+    assert (str(schedule.faults[0]), schedule.period_end_at) == ("+  4.3s redis_restart", 23.1)
 
 
 def test_a_failing_schedule_prints_the_command_that_draws_it_again() -> None:
