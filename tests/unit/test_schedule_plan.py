@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.chaos.test_fault_schedules import FIRST_SQLITE_CATALOGUE
 from tests.schedules.plan import FAULT_KINDS, SQLITE_FAULTS, draw
 from tests.schedules.run import Outcome, kinds_of, parse, replay_command
 
@@ -53,10 +54,7 @@ def test_a_catalogue_without_the_new_kinds_draws_what_it_drew_before_they_came()
     (a regression seed, ``tests/chaos/test_fault_schedules.py``) still restarts Redis at
     +4.3 s first, and its month still passes at +23.1 s, as before the kinds that came
     since."""
-    first = ("stripe_latency", "stripe_5xx", "stripe_429", "stripe_drop_before")
-    first += ("stripe_drop_after", "kill_worker", "kill_beat", "kill_api")
-    first += ("redis_restart", "clock_jump")
-    schedule = draw(100, first, duration=40.0)
+    schedule = draw(100, FIRST_SQLITE_CATALOGUE, duration=40.0)
     assert (str(schedule.faults[0]), schedule.period_end_at) == ("+  4.3s redis_restart", 23.1)
 
 
