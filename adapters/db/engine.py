@@ -55,6 +55,7 @@ def build_engine(
             cursor.close()
 
         event.listen(engine, "connect", pragmas)
+        lock_rows_read_for_update_on_sqlite(engine)
         return engine
     engine = create_engine(
         url,
@@ -71,6 +72,35 @@ def build_engine(
     # A commit held on a live server (a synchronous standby gone) ends like a silent network.
     bound_commits(engine, network_timeout)
     return engine
+
+
+def lock_rows_read_for_update_on_sqlite(engine: Engine) -> None:
+    """On SQLite, a read ``FOR UPDATE`` takes the database's write lock first.
+
+    SQLite has no row locks: its dialect drops ``FOR UPDATE``, and Python's driver opens a
+    transaction only at the first write, so a handler's load-decide-save read its row outside
+    any transaction. Two commands enabling one user at once both read it disabled, both wrote
+    it enabled and both emitted ``user.enabled`` (found by the fault schedules, seed 2007).
+    ``BEGIN IMMEDIATE`` before such a read, when no transaction is open yet, makes the second
+    wait (``busy_timeout``) until the first commits, then read what it wrote: what
+    PostgreSQL's row lock does. A transaction already open has written, and holds the lock.
+    """
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def take_the_write_lock(
+        connection: Any,
+        cursor: Any,
+        _statement: str,
+        _parameters: Any,
+        context: Any,
+        _executemany: bool,
+    ) -> None:
+        compiled = getattr(context, "compiled", None)
+        statement = getattr(compiled, "statement", None)
+        if getattr(statement, "_for_update_arg", None) is None:
+            return
+        if not connection.connection.driver_connection.in_transaction:
+            cursor.execute("BEGIN IMMEDIATE")
 
 
 NOT_A_WRITABLE_PRIMARY_SQLSTATES = frozenset(
