@@ -180,6 +180,15 @@ class ScheduledChange:
             return state.accepts_plan_changes
         return not state.is_over
 
+    def ends_skipped_for(self, state: SubscriptionState) -> bool:
+        """Whether the change ends here, skipped, for a subscription we store in ``state``:
+        when it no longer applies (:meth:`applies_to`) and was never sent. A change sent
+        before is sent again under its key whatever our row says: its first write may have
+        reached the provider (its answer lost, or still coming), and only the provider's
+        answer, replayed under the key, tells. Skipped on our row, it was recorded skipped
+        while the provider made it and billed it (found by the fault schedules, seed 2014)."""
+        return self.first_sent_at is None and not self.applies_to(state)
+
     def about_to_send(self, now: datetime) -> None:
         """Record, before the provider call, that the change is being sent (the first time)."""
         if self.first_sent_at is None:

@@ -174,6 +174,30 @@ def test_transient_provider_failures_leave_the_change_applying_and_retries_use_o
     assert applied.state is ChangeState.APPLIED
 
 
+def test_a_change_sent_before_is_sent_again_under_its_key_though_our_row_turned_past_due(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    """Its first write reached the provider, the answer was lost; meanwhile our row went
+    past due. The retry asks the provider again under the key (a replay) and records what
+    the provider did, instead of skipping a change the provider made."""
+    app.provider.fail_next(
+        "change_subscription_price", TransientError("stripe: dropped"), after_execution=True
+    )
+    with pytest.raises(TransientError):
+        change_subscription_plan(request(sub, plan="team", immediate=True), app)
+    stale = subscription(app, sub)
+    stale.state = SubscriptionState.PAST_DUE
+    app.db.seed(stale)
+
+    change_subscription_plan(request(sub, plan="team", immediate=True), app)
+
+    [applied] = changes(app, sub)
+    assert applied.state is ChangeState.APPLIED
+    assert subscription(app, sub).plan_id == sub.team.id
+    assert len(updates(app, "executed")) == 1
+    assert len({call.idempotency_key for call in updates(app)}) == 1
+
+
 def test_a_subscription_canceled_at_the_provider_cannot_change_plan_now(
     app: FakeApplication, sub: Subscribed
 ) -> None:

@@ -75,7 +75,7 @@ def apply_change(command: ApplyScheduledChange, svc: HandlerContext) -> Schedule
         if change.state is ChangeState.SCHEDULED:  # published without a sweep's claim
             change.ensure_due(now, svc.billing.period_end_lead)
             change.claim(now, svc.billing.change_lease)
-        if not change.applies_to(subscription.state):
+        if change.ends_skipped_for(subscription.state):
             change.skip(ChangeReason.subscription_in(subscription.state), now)
             uow.scheduled_changes.save(change)
             record_outcome(uow, change, subscription, command_id, now)
