@@ -192,7 +192,7 @@ def _pair_drift(
         billed_as = f"plan {billed.name}'s" if billed is not None else "none of our plans'"
         stripe_bills = stripe_terms(remote, billed)
         we_bill = PriceTerms.of_plan(plan) if plan is not None else None
-        ours_shown = we_bill.shown() if we_bill is not None else str(expected_price)
+        ours_shown = we_bill.shown() if we_bill is not None else "a price we do not know"
         findings.append(
             finding(
                 DriftKind.PLAN_MISMATCH,

@@ -16,7 +16,7 @@ from domain.drift.report import (
 )
 from domain.drift.rules import find_drift
 from domain.subscriptions.change_previews import PreviewLine
-from domain.subscriptions.renewals import BilledInvoice
+from domain.subscriptions.renewals import RENEWAL_REMEDY, BilledInvoice
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription, Subscription
 from tests.support.fakes.clock import T0
@@ -150,3 +150,59 @@ def test_the_plan_in_force_is_the_last_change_made_by_then_else_what_the_first_o
     assert plan_in_force(row, [change], BOUNDARY - timedelta(seconds=1)) == TEAM.id
     assert plan_in_force(row, [change], BOUNDARY) == STARTER.id
     assert plan_in_force(row, [], BOUNDARY - timedelta(days=1)) == STARTER.id
+
+
+def test_a_renewal_finding_names_our_account_both_subscriptions_and_the_remedy() -> None:
+    row, change = on_team_then_starter_at_the_boundary()
+    renewal = invoice("in_renewal", "subscription_cycle", line(2900, "price_team"))
+    ours = OurSide([], [row], PLANS, applied_changes=[change])
+
+    [finding] = renewal_drift(ours, ProviderSide([], [], {row.provider_id: [renewal]}))
+
+    assert (finding.kind, finding.action) == (DriftKind.RENEWAL_MISMATCH, RENEWAL_REMEDY)
+    assert finding.ids == ("ba_1", "sub_1", "sub_s1")
+
+
+def test_a_change_that_took_effect_after_the_renewal_leaves_the_old_plan_in_force_for_it() -> None:
+    row = Subscription.started("sub_1", "ba_1", TEAM, "stripe", remote("price_team"), T0)
+    change = ScheduledChange.at_period_end("chg_1", row, STARTER, now=T0)  # at NEXT_END
+    change.applied(NEXT_END)
+    row.plan_id = STARTER.id
+
+    assert check(row, change, invoice("in_1", "subscription_cycle", line(2900, "price_team"))) == []
+
+
+def test_a_row_without_changes_is_checked_against_its_own_plan() -> None:
+    row = Subscription.started("sub_1", "ba_1", TEAM, "stripe", remote("price_team"), T0)
+    theirs = ProviderSide(
+        [], [], {"sub_s1": [invoice("in_1", "subscription_cycle", line(900, "price_starter"))]}
+    )
+
+    [finding] = renewal_drift(OurSide([], [row], PLANS), theirs)
+
+    assert finding.we_bill == PriceTerms.of_plan(TEAM)
+
+
+def test_rows_are_checked_in_id_order_past_one_without_invoices() -> None:
+    def started(subscription_id: str) -> Subscription:
+        provider = dataclasses.replace(remote("price_team"), id=f"sub_s_{subscription_id}")
+        return Subscription.started(subscription_id, "ba_1", TEAM, "stripe", provider, T0)
+
+    rows = [started("sub_3"), started("sub_2"), started("sub_1")]
+    wrong = [invoice("in_1", "subscription_cycle", line(900, "price_starter"))]
+    theirs = ProviderSide([], [], {"sub_s_sub_2": wrong, "sub_s_sub_3": wrong})
+
+    findings = renewal_drift(OurSide([], rows, PLANS), theirs)
+
+    assert [finding.subscription_id for finding in findings] == ["sub_2", "sub_3"]
+
+
+def test_the_plan_in_force_follows_the_changes_by_when_they_took_effect_not_as_listed() -> None:
+    row, to_starter = on_team_then_starter_at_the_boundary()
+    back_to_team = ScheduledChange.at_period_end("chg_2", row, TEAM, now=BOUNDARY)  # at NEXT_END
+    back_to_team.applied(NEXT_END)
+    listed_late_first = [back_to_team, to_starter]
+
+    assert plan_in_force(row, listed_late_first, BOUNDARY - timedelta(seconds=1)) == TEAM.id
+    assert plan_in_force(row, listed_late_first, BOUNDARY) == STARTER.id
+    assert plan_in_force(row, listed_late_first, NEXT_END) == TEAM.id
