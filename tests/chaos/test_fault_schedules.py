@@ -73,16 +73,24 @@ REGRESSION_SEEDS: dict[str, list[Seed]] = {
         # and ended failed while Stripe made the change (a stale row). Fixed: the adapter
         # waits for the request in progress.
         (500, 30.0, 10, READ_ONLY_PARTITION_AND_SLOW_RENEWAL),
-        # A downgrade made after the renewal judged misbilled: its credit waits at Stripe for
-        # the next invoice, and the checker read invoices only (fixed: pending prorations
-        # count in their period).
-        (501, 30.0, 10, READ_ONLY_PARTITION_AND_SLOW_RENEWAL),
         # Two enables of one user 10 ms apart both emitted user.enabled: on SQLite a read
         # for update locked nothing (fixed: it takes the write lock; the deterministic proof
         # is tests/integration/test_row_locks.py).
         (2007, 40.0, 10, SQLITE_FAULTS),
     ],
-    "postgresql": [],
+    # Found on SQLite; it does not depend on the database, so it replays on PostgreSQL, which
+    # has fewer seeds to run.
+    "postgresql": [
+        # A downgrade made after the renewal judged misbilled: its credit waits at Stripe for
+        # the next invoice, and the checker read invoices only (fixed: pending prorations
+        # count in their period).
+        (501, 30.0, 10, READ_ONLY_PARTITION_AND_SLOW_RENEWAL),
+        # Not seed 2014 (SQLite's catalogue, 40 s): its first finding is fixed (a change sent
+        # before is sent again under its key, never skipped on our row: proven in
+        # tests/unit/test_handlers_subscriptions.py), but once in three runs under load it
+        # still ends a cancel of a staged change failed with our row's plan not Stripe's
+        # (docs/testing.md, open findings); it joins when that is fixed.
+    ],
 }
 """Schedules that found an anomaly once (fixed since), replayed here."""
 
@@ -123,7 +131,7 @@ def test_a_fixed_seed_runs_its_faults_and_the_checker_finds_no_anomaly(
     run_clean(SEEDS[backend], backend, own_cluster, workdir)
 
 
-@pytest.mark.timeout(600)  # four schedules on SQLite
+@pytest.mark.timeout(600)  # three schedules on SQLite
 def test_the_seeds_that_once_found_an_anomaly_find_none(
     backend: str, own_cluster: PostgresCluster | None, workdir: Path
 ) -> None:

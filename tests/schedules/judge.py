@@ -33,6 +33,7 @@ from tests.support.checker import (
 from tests.support.events import STREAM
 from tests.support.invoices import invoices_of
 from tests.support.ledger import billed_periods, executed, executed_effects
+from tests.support.stack import patience
 
 QUIESCENCE_TIMEOUT = 180.0
 
@@ -213,7 +214,8 @@ def expected_events(history: History, statuses: dict[str, str]) -> set[str]:
 
 
 EVENT_GRACE = 15.0
-"""How long the checker waits for the events it expects after quiescence: three of beat's
+"""How long the checker waits for the events it expects after quiescence, on a quiet machine
+(longer on a busy one, as :func:`tests.support.stack.patience` says): three of beat's
 relays (``BILLING_EVENTS_RELAY_INTERVAL_SECONDS``, 5 s), which take over what a worker's
 relay left (Redis restarting under it)."""
 
@@ -243,7 +245,7 @@ class EventReader:
     def stop(self, until_seen: AbstractSet[str] = frozenset()) -> list[tuple[str, str]]:
         """Everything read, once the ``until_seen`` keys were (or :data:`EVENT_GRACE`
         seconds passed): a relay that met a fault leaves its events to beat's next one."""
-        deadline = time.monotonic() + EVENT_GRACE
+        deadline = time.monotonic() + EVENT_GRACE * patience()
         while time.monotonic() < deadline:
             self.read()
             if until_seen <= {key for _event_id, key in self.seen}:

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.schedules.judge import EventReader, judge, wait_for_quiescence
+from tests.schedules.judge import EventReader, judge, listed_statuses, wait_for_quiescence
 from tests.schedules.nemesis import calm, inject, month_passes
 from tests.schedules.plan import FAULT_KINDS, SQLITE_FAULTS, Schedule, Step, draw
 from tests.schedules.system import running_system
@@ -57,6 +57,9 @@ class Outcome:
     """The accepted commands by their final status (through the API)."""
     compared: str = ""
     """What the checker compared, in a few words."""
+    published_again: int = 0
+    """Queue publishes the log did not know after the schedule, published again by the other
+    service under their ids (its recipe after a failover: Redis lost them with its data)."""
     ended_failed: list[str] = field(default_factory=list)
     """Commands that ended ``failed`` (their retries spent: an operator's to replay), which
     the report names though they are no anomaly."""
@@ -112,9 +115,14 @@ def run_schedule(
                         month_passes(system)
                 except Exception as error:
                     errors.append(f"{step}: {type(error).__name__}: {error}")
-        workload.close()
         calm(system)
         outcome.quiescence = wait_for_quiescence(system)
+        outcome.published_again = workload.publish_again_what_the_log_does_not_know(
+            lambda: set(listed_statuses(system))
+        )
+        workload.close()
+        if outcome.published_again:
+            outcome.quiescence = wait_for_quiescence(system)
         outcome.anomalies, observed = judge(system, history, events)
         outcome.statuses = Counter(observed.statuses.values())
         outcome.anomalies = [
@@ -162,6 +170,11 @@ def describe(outcome: Outcome) -> str:
     statuses = ", ".join(f"{name} {count}" for name, count in sorted(outcome.statuses.items()))
     lines.append(f"  commands: {statuses or 'none'}; judged: {outcome.compared}")
     lines += [f"  ended failed (replayable): {command}" for command in outcome.ended_failed]
+    if outcome.published_again:
+        lines.append(
+            f"  published again by the other service (unknown to the log after the"
+            f" schedule): {outcome.published_again}"
+        )
     lines += [
         f"  fault {step} (injected at +{offset:.1f}s"
         + (f"; {outcome.seen[index]})" if index in outcome.seen else ")")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,6 +187,27 @@ class Workload:
                 return answered
             time.sleep(1.0)
         return answered
+
+    def publish_again_what_the_log_does_not_know(self, known: Callable[[], set[str]]) -> int:
+        """The other service's recipe after a failover (docs/how-to/publish-commands.md):
+        each command it published that the log does not know (``known``: the command ids the
+        log lists) may have been lost with Redis's dataset, and is published again under its
+        id (run once whatever became of the first). Returns how many."""
+        logged = known()
+        missing = [
+            sent
+            for sent in self.history.sent
+            if sent.action == "enable_user_queue"
+            and sent.command_id is not None
+            and sent.command_id not in logged
+        ]
+        for sent in missing:
+            self.publisher.send_task(
+                "users.enable",
+                kwargs={"command_id": sent.command_id, "user_id": sent.subject},
+                queue="users",
+            )
+        return len(missing)
 
     def _publish(self, user_id: str) -> None:
         command_id = str(uuid.uuid4())
