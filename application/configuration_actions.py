@@ -131,6 +131,26 @@ CONFIGURATION_REASON = (
     "A reason is optional: the endpoint keeps its own record (its state, why it is disabled)."
 )
 
+
+def _clock_action(kind: str, *, title: str, summary: str, does: str) -> ActionKind[Any, Any]:
+    """Moving the local stack's clock, ahead or back to real time: one handler, one view."""
+    return ActionKind[MoveClock, ClockMoved](
+        kind=kind,
+        target=CLOCK,
+        request=_move_clock,
+        handler="operations.admin:move_clock",
+        scope=Scope.OPERATIONS_WRITE,
+        reason=ReasonUse.AUDITED,
+        title=title,
+        summary=summary,
+        does=does,
+        said=_clock_moved,
+        view=lambda moved: moved.model_dump(mode="json"),
+        surfaces=frozenset({Surface.CLI}),
+        audited_after=True,
+    )
+
+
 CONFIGURATION_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
     ActionKind[RotateClientSecret, RotatedClientSecret](
         kind="rotate-client-secret",
@@ -231,37 +251,19 @@ CONFIGURATION_ACTIONS: tuple[ActionKind[Any, Any], ...] = (
         surfaces=ENDPOINT_SURFACES,
         audited_after=True,
     ),
-    ActionKind[MoveClock, ClockMoved](
-        kind="advance-clock",
-        target=CLOCK,
-        request=_move_clock,
-        handler="operations.admin:move_clock",
-        scope=Scope.OPERATIONS_WRITE,
-        reason=ReasonUse.AUDITED,
+    _clock_action(
+        "advance-clock",
         title="Move the clock ahead",
         summary="Move the application clock and the Stripe emulator's together",
         does="Every process of the local stack and the emulator run on the moved clock: "
         "periods end and changes fall due as they would after that long.",
-        said=_clock_moved,
-        view=lambda moved: moved.model_dump(mode="json"),
-        surfaces=frozenset({Surface.CLI}),
-        audited_after=True,
     ),
-    ActionKind[MoveClock, ClockMoved](
-        kind="reset-clock",
-        target=CLOCK,
-        request=_move_clock,
-        handler="operations.admin:move_clock",
-        scope=Scope.OPERATIONS_WRITE,
-        reason=ReasonUse.AUDITED,
+    _clock_action(
+        "reset-clock",
         title="Bring the clock back to real time",
         summary="Bring the application clock and the Stripe emulator's back to real time",
         does="Data made while the clock was ahead keeps its times (a period that ends in a "
         "month of shifted time ends then).",
-        said=_clock_moved,
-        view=lambda moved: moved.model_dump(mode="json"),
-        surfaces=frozenset({Surface.CLI}),
-        audited_after=True,
     ),
 )
 """The actions on configuration rather than billing data: an API client's secret, the

@@ -37,7 +37,7 @@ from hypothesis.stateful import (
 
 from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan
-from tests.e2e.test_period_end_billing import move_to, stack_now, subscribe, wait_for
+from tests.e2e.test_period_end_billing import LEAD, move_to, stack_now, subscribe, wait_for
 from tests.support.invoices import invoices_of, pay_open_invoices
 from tests.support.stack import Stack, stack_of_its_own
 from tests.support.subscriptions import Catalog, Subscribed, changes_of, three_plans
@@ -47,9 +47,6 @@ pytestmark = pytest.mark.e2e
 
 LIFECYCLE_REDIS_DB = 13
 """Redis databases 13 (SQLite) and 14 (PostgreSQL), as the other stacks whose clocks move."""
-LEAD = timedelta(hours=1)
-"""``BILLING_PERIOD_END_LEAD_SECONDS``'s default: a change at the period's end is staged at
-Stripe within it."""
 EXAMPLES = int(os.environ.get("BILLING_LIFECYCLE_EXAMPLES", "3"))
 STEPS = int(os.environ.get("BILLING_LIFECYCLE_STEPS", "8"))
 

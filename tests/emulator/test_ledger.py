@@ -42,19 +42,8 @@ def test_a_period_with_a_change_made_in_it_nets_its_price_and_stripes_prorations
 ) -> None:
     starter, team = monthly(stripe_target, 900), monthly(stripe_target, 2900)
     _, subscription = subscribe(stripe_target, starter)
-    start, end = (
-        item_of(subscription).current_period_start,
-        item_of(subscription).current_period_end,
-    )
-    changed_at = start + (end - start) // 3
-    stripe_target.client.v1.subscriptions.update(
-        subscription.id,
-        params={
-            "items": [{"id": item_of(subscription).id, "price": team.id}],
-            "proration_behavior": "always_invoice",
-            "proration_date": changed_at,
-        },
-        options={"idempotency_key": "chg_1:apply"},
+    start, end, changed_at = change_price(
+        stripe_target, subscription, team.id, "always_invoice", 3, key="chg_1:apply"
     )
 
     [period] = billed_periods(stripe_target.client, subscription.id)
@@ -74,18 +63,8 @@ def test_a_downgrade_s_credit_held_for_the_next_invoice_counts_in_its_period(
     pending until the next invoice: the period it was made in is billed them all the same."""
     team, starter = monthly(stripe_target, 2900), monthly(stripe_target, 900)
     _, subscription = subscribe(stripe_target, team)
-    start, end = (
-        item_of(subscription).current_period_start,
-        item_of(subscription).current_period_end,
-    )
-    changed_at = start + (end - start) // 2
-    stripe_target.client.v1.subscriptions.update(
-        subscription.id,
-        params={
-            "items": [{"id": item_of(subscription).id, "price": starter.id}],
-            "proration_behavior": "create_prorations",
-            "proration_date": changed_at,
-        },
+    start, end, changed_at = change_price(
+        stripe_target, subscription, starter.id, "create_prorations", 2
     )
 
     [period] = billed_periods(stripe_target.client, subscription.id)
@@ -94,3 +73,28 @@ def test_a_downgrade_s_credit_held_for_the_next_invoice_counts_in_its_period(
         when[0], when[1], [PriceSpan(when[0], 2900), PriceSpan(when[2], 900)]
     )
     assert period.net < 2900
+
+
+def change_price(
+    stripe_target: StripeTarget,
+    subscription: stripe.Subscription,
+    price_id: str,
+    proration_behavior: str,
+    into_the_period: int,
+    key: str | None = None,
+) -> tuple[int, int, int]:
+    """Change the subscription's price at ``1/into_the_period`` of its current period;
+    returns the period's start and end and the moment of the change."""
+    item = item_of(subscription)
+    start, end = item.current_period_start, item.current_period_end
+    changed_at = start + (end - start) // into_the_period
+    stripe_target.client.v1.subscriptions.update(
+        subscription.id,
+        params={
+            "items": [{"id": item.id, "price": price_id}],
+            "proration_behavior": proration_behavior,
+            "proration_date": changed_at,
+        },
+        options={"idempotency_key": key} if key else {},
+    )
+    return start, end, changed_at
