@@ -11,6 +11,10 @@
     python3 -m worker.dev bench [name ...] [--quick] [--json PATH]
                                   # set up .venv, then run the benchmarks (all without
                                   # names; --list names them): tests/benchmarks/run.py
+    python3 -m worker.dev seed [--database postgresql|sqlite|both] [--commands N]
+                                  # a production-sized database for `bench scale` (a year:
+                                  # 10,000,000 commands; SQLite a tenth), in .benchmarks/
+                                  # scale: tests/benchmarks/scale/seed.py
     python3 -m worker.dev mutants [--module NAME ...]
                                   # the money core's mutation score (mutmut; its modules
                                   # and tests: pyproject.toml): tests/support/mutation_score.py
@@ -237,6 +241,12 @@ def main(argv: list[str]) -> None:
         ensure_environment(DEV_LOCK)
         os.chdir(ROOT)
         os.execv(BIN / "python", [str(BIN / "python"), "-m", "tests.benchmarks.run", *rest])
+    elif command == "seed":
+        # A production-sized database for `bench scale` (tests/benchmarks/scale/seed.py).
+        ensure_environment(DEV_LOCK)
+        os.chdir(ROOT)
+        argv = [str(BIN / "python"), "-m", "tests.benchmarks.scale.seed", *rest]
+        os.execv(BIN / "python", argv)
     elif command == "mutants":
         ensure_environment(DEV_LOCK)
         os.chdir(ROOT)

@@ -99,7 +99,9 @@ class SqlEventOutbox:
         oldest = (
             select(EventRow.sequence)
             .where(EventRow.published_at < before, ~delivered.exists())
-            .order_by(EventRow.sequence)
+            # The oldest first by the index on published_at: read in sequence order instead,
+            # a sweep with nothing to delete would read the whole outbox.
+            .order_by(EventRow.published_at)
             .limit(limit)
         )
         deleted = self._session.execute(

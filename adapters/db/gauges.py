@@ -3,10 +3,11 @@ read in one session at each scrape."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from adapters.db.models import (
@@ -26,6 +27,16 @@ from domain.messages import CommandStatus
 from domain.subscriptions.change_states import ChangeKind, ChangeState
 from domain.subscriptions.renewal_checks import RenewalCheckState
 from domain.subscriptions.subscription import SubscriptionState
+from domain.webhooks import DeliveryState
+
+COUNTED_CHANGE_STATES = [state.value for state in ChangeState if state.is_pending]
+"""Plan changes are counted in their pending states only: the finished ones (applied,
+canceled, skipped) are a year of history, which a scrape would read whole every time."""
+COUNTED_DELIVERY_STATES = [
+    state.value for state in DeliveryState if state is not DeliveryState.SUCCEEDED
+]
+"""Deliveries are counted unfinished, and failed (an operator's to replay); the succeeded ones
+are the outbox's history (their flow is ``billing_webhook_deliveries_total``)."""
 
 
 class SqlSystemFigures:
@@ -39,14 +50,7 @@ class SqlSystemFigures:
         pending = [state.value for state in ChangeState if state.is_pending]
         unstaged = [ChangeState.SCHEDULED.value, ChangeState.APPLYING.value]
         with self._sessions() as session:
-            by_state: dict[str, int] = {
-                str(state): int(count)
-                for state, count in session.execute(
-                    select(ScheduledChangeRow.state, func.count()).group_by(
-                        ScheduledChangeRow.state
-                    )
-                ).all()
-            }
+            by_state = _count_by(session, ScheduledChangeRow.state, COUNTED_CHANGE_STATES)
             row = ScheduledChangeRow
             lead = self._period_end_lead
             # Due: a change at the period's end once it should be made at Stripe (the lead
@@ -91,7 +95,9 @@ class SqlSystemFigures:
                 )
                 for status in (CommandStatus.FAILED, CommandStatus.REJECTED)
             )
-            deliveries_by_state = _count_by(session, WebhookDeliveryRow.state)
+            deliveries_by_state = _count_by(
+                session, WebhookDeliveryRow.state, COUNTED_DELIVERY_STATES
+            )
             endpoints_by_state = _count_by(session, WebhookEndpointRow.state)
             unpublished = int(
                 session.scalar(
@@ -133,14 +139,29 @@ class SqlSystemFigures:
 def _subscriptions_off_plan(session: Session) -> dict[str, int]:
     """Live subscriptions whose billed price (as last read) is not their plan's, by kind;
     one whose pending change holds that price at Stripe (being made, or staged ahead of its
-    boundary) is in flight, not off."""
-    sub, plan, billed, change, target = (
+    boundary) is in flight, not off.
+
+    "Not its plan's price" is asked plan by plan (the plans are few), as two ranges of the
+    index on (plan, billed price) each: the few subscriptions off their plan are read, not
+    every live one."""
+    sub, billed, change, target = (
         SubscriptionRow,
-        aliased(PlanRow),
         aliased(PlanRow),
         ScheduledChangeRow,
         aliased(PlanRow),
     )
+    off_their_plan = [
+        and_(sub.plan_id == plan_id, sub.billed_price_id.is_not(None))
+        if price is None
+        else and_(
+            sub.plan_id == plan_id,
+            or_(sub.billed_price_id < price, sub.billed_price_id > price),
+        )
+        for plan_id, price in session.execute(select(PlanRow.id, PlanRow.provider_price_id))
+    ]
+    counts = {"unknown_price": 0, "other_plan": 0}
+    if not off_their_plan:
+        return counts
     over = [state.value for state in SubscriptionState if state.is_over]
     in_flight = (
         select(change.id)
@@ -155,24 +176,19 @@ def _subscriptions_off_plan(session: Session) -> dict[str, int]:
     rows = session.execute(
         select(billed.id.is_not(None), func.count())
         .select_from(sub)
-        .join(plan, plan.id == sub.plan_id)
         .outerjoin(billed, billed.provider_price_id == sub.billed_price_id)
-        .where(
-            sub.state.not_in(over),
-            sub.billed_price_id.is_not(None),
-            or_(plan.provider_price_id.is_(None), plan.provider_price_id != sub.billed_price_id),
-            ~in_flight,
-        )
+        .where(or_(*off_their_plan), sub.state.not_in(over), ~in_flight)
         .group_by(billed.id.is_not(None))
     ).all()
-    counts = {"unknown_price": 0, "other_plan": 0}
     for known, count in rows:
         counts["other_plan" if known else "unknown_price"] += int(count)
     return counts
 
 
-def _count_by(session: Session, column: Any) -> dict[str, int]:
-    return {
-        str(value): int(count)
-        for value, count in session.execute(select(column, func.count()).group_by(column)).all()
-    }
+def _count_by(session: Session, column: Any, states: Sequence[str] | None = None) -> dict[str, int]:
+    """Rows by ``column``'s value; only of ``states`` when given (read through the index on
+    the state, rows of other states unread)."""
+    query = select(column, func.count()).group_by(column)
+    if states is not None:
+        query = query.where(column.in_(states))
+    return {str(value): int(count) for value, count in session.execute(query).all()}

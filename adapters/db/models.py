@@ -19,7 +19,10 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.elements import TextClause
 
+from adapters.db import payload_fields
+from adapters.db.payload_fields import PayloadField
 from adapters.db.types import JSONDocument, UTCDateTime
 
 NAMING_CONVENTION = {
@@ -104,6 +107,24 @@ class CommandRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
+def _payload_field_index(name: str) -> Index:
+    """A story's look-up of the commands whose payload names ``name`` (a partial index: most
+    commands name only some of the fields)."""
+
+    def present(dialect: str) -> TextClause:
+        return text(f"{payload_fields.sql(dialect, 'payload', name)} IS NOT NULL")
+
+    return Index(
+        f"ix_commands_payload_{name}",
+        PayloadField(CommandRow.__table__.c.payload, name),
+        postgresql_where=present("postgresql"),
+        sqlite_where=present("sqlite"),
+    )
+
+
+COMMAND_PAYLOAD_INDEXES = [_payload_field_index(name) for name in payload_fields.INDEXED_FIELDS]
+
+
 LIVE_BILLING_ACCOUNT_STATES = "state IN ('pending', 'active')"
 
 
@@ -164,6 +185,10 @@ class PlanRow(Base):
 
 class SubscriptionRow(Base):
     __tablename__ = "subscriptions"
+    __table_args__ = (
+        # The off-plan gauge: a plan's subscriptions billed at a price other than its own.
+        Index("ix_subscriptions_plan_id_billed_price_id", "plan_id", "billed_price_id"),
+    )
 
     id: Mapped[str] = mapped_column(String(128), primary_key=True)
     billing_account_id: Mapped[str] = mapped_column(ForeignKey("billing_accounts.id"), index=True)

@@ -25,6 +25,7 @@ from adapters.db.models import (
     EventRow,
     ProviderCallRow,
 )
+from adapters.db.payload_fields import PayloadField
 from adapters.db.repositories import (
     SqlBillingAccountRepository,
     SqlOrganizationRepository,
@@ -58,7 +59,7 @@ STORY_LIMIT = 200
 
 def _payload_names(names: Iterable[tuple[str, str]]) -> ColumnElement[bool]:
     """Commands whose payload has one of ``(field, value)``."""
-    return or_(*(CommandRow.payload[field].as_string() == value for field, value in names))
+    return or_(*(PayloadField(CommandRow.payload, field) == value for field, value in names))
 
 
 class SqlConsole:

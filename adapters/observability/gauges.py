@@ -116,9 +116,11 @@ class SystemCollector(Collector):
         now = self._clock.now()
         figures = self._read_database(now)
         changes = GaugeMetricFamily(
-            "billing_scheduled_changes", "Plan changes by state.", labels=["state"]
+            "billing_scheduled_changes",
+            "Plan changes waiting or being made, by state (finished ones are not counted).",
+            labels=["state"],
         )
-        for state in ChangeState:
+        for state in (state for state in ChangeState if state.is_pending):
             changes.add_metric([state.value], figures.changes_by_state.get(state.value, 0))
         age = GaugeMetricFamily(
             "billing_oldest_due_change_age_seconds",
@@ -143,11 +145,11 @@ class SystemCollector(Collector):
         )
         deliveries = GaugeMetricFamily(
             "billing_webhook_deliveries",
-            "Webhook deliveries by state (failed: given up, or abandoned with their endpoint; "
-            "replayable).",
+            "Webhook deliveries by state, succeeded ones not counted (failed: given up, or "
+            "abandoned with their endpoint; replayable).",
             labels=["state"],
         )
-        for delivery_state in DeliveryState:
+        for delivery_state in (s for s in DeliveryState if s is not DeliveryState.SUCCEEDED):
             deliveries.add_metric(
                 [delivery_state.value],
                 figures.deliveries_by_state.get(delivery_state.value, 0),

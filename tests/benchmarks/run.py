@@ -32,6 +32,7 @@ from typing import Any
 from tests.benchmarks import failover, http_paths, queue_throughput, stripe_bound, sweep_and_memory
 from tests.benchmarks.figures import Figure, table
 from tests.benchmarks.harness import ROOT, BenchContext
+from tests.benchmarks.scale import bench as scale
 
 SCHEMA_VERSION = 1
 
@@ -80,6 +81,10 @@ REGISTRY: dict[str, Benchmark] = {
     "p8": Measured("P8: what each capability costs per command", queue_throughput.p8),
     "scaling": Measured("Scaling: worker processes and nodes", queue_throughput.scaling),
     "tracing": Measured("Tracing: what it costs per command, on ÷ off", queue_throughput.tracing),
+    "scale": Measured(
+        "Scale: every path on a year's database (10,000,000 commands) ÷ on day one",
+        scale.scale,
+    ),
     "failover": Measured(
         "Failover: time to resume after Redis's primary is killed", failover.failover
     ),

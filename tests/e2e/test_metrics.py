@@ -321,7 +321,8 @@ def test_beat_serves_every_queue_depth_changes_by_state_and_the_oldest_due_chang
     for queue in CONSUMED_QUEUES:
         assert ("billing_queue_depth", frozenset({("queue", queue)})) in samples, queue
     for state in ChangeState:
-        assert ("billing_scheduled_changes", frozenset({("state", state.value)})) in samples
+        counted = ("billing_scheduled_changes", frozenset({("state", state.value)})) in samples
+        assert counted == state.is_pending, state
     assert ("billing_oldest_due_change_age_seconds", frozenset()) in samples
     assert ("billing_failed_commands", frozenset()) in samples
     assert ("billing_rejected_commands", frozenset()) in samples

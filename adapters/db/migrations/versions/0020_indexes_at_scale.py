@@ -1,0 +1,45 @@
+"""indexes for a database of production's size (issue 46): of the ids a command's payload
+names (an account's or a subscription's story finds its commands through them, not by reading
+the whole command log), and of each plan's subscriptions by billed price (the off-plan gauge
+reads the few off their plan, not every subscription).
+
+Revision ID: 0020
+Revises: 0019
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+from adapters.db import payload_fields
+
+revision = "0020"
+down_revision = "0019"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    dialect = op.get_bind().dialect.name
+    for name in payload_fields.INDEXED_FIELDS:
+        expression = payload_fields.sql(dialect, "payload", name)
+        # CONCURRENTLY would not block writers on a large PostgreSQL log, but cannot run in
+        # Alembic's transaction; deploy.md says how to build them ahead on a big database.
+        op.execute(
+            f"CREATE INDEX IF NOT EXISTS ix_commands_payload_{name} ON commands ({expression}) "
+            f"WHERE {expression} IS NOT NULL"
+        )
+
+
+    op.create_index(
+        "ix_subscriptions_plan_id_billed_price_id",
+        "subscriptions",
+        ["plan_id", "billed_price_id"],
+        if_not_exists=True,
+    )
+
+
+def downgrade() -> None:
+    op.drop_index("ix_subscriptions_plan_id_billed_price_id", table_name="subscriptions")
+    for name in payload_fields.INDEXED_FIELDS:
+        op.execute(f"DROP INDEX IF EXISTS ix_commands_payload_{name}")
