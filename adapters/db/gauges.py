@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import func, select, union_all
 from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from adapters.db.models import (
@@ -141,43 +141,49 @@ def _subscriptions_off_plan(session: Session) -> dict[str, int]:
     one whose pending change holds that price at Stripe (being made, or staged ahead of its
     boundary) is in flight, not off.
 
-    "Not its plan's price" is asked plan by plan (the plans are few), as two ranges of the
-    index on (plan, billed price) each: the few subscriptions off their plan are read, not
-    every live one."""
+    "Not its plan's price" is asked plan by plan (the plans are few), each as the two ranges
+    below and above its price on the index on (plan, billed price), one statement each in a
+    union: the few subscriptions off their plan are read, not every live one."""
     sub, billed, change, target = (
         SubscriptionRow,
         aliased(PlanRow),
         ScheduledChangeRow,
         aliased(PlanRow),
     )
-    off_their_plan = [
-        and_(sub.plan_id == plan_id, sub.billed_price_id.is_not(None))
-        if price is None
-        else and_(
-            sub.plan_id == plan_id,
-            or_(sub.billed_price_id < price, sub.billed_price_id > price),
-        )
-        for plan_id, price in session.execute(select(PlanRow.id, PlanRow.provider_price_id))
-    ]
+    columns = (sub.id, sub.billed_price_id, sub.state)
+    ranges = []
+    for plan_id, price in session.execute(select(PlanRow.id, PlanRow.provider_price_id)):
+        if price is None:
+            ranges.append(
+                select(*columns).where(sub.plan_id == plan_id, sub.billed_price_id.is_not(None))
+            )
+        else:
+            ranges.append(
+                select(*columns).where(sub.plan_id == plan_id, sub.billed_price_id < price)
+            )
+            ranges.append(
+                select(*columns).where(sub.plan_id == plan_id, sub.billed_price_id > price)
+            )
     counts = {"unknown_price": 0, "other_plan": 0}
-    if not off_their_plan:
+    if not ranges:
         return counts
+    off = union_all(*ranges).subquery("off_their_plan")
     over = [state.value for state in SubscriptionState if state.is_over]
     in_flight = (
         select(change.id)
         .join(target, target.id == change.target_plan_id)
         .where(
-            change.subscription_id == sub.id,
+            change.subscription_id == off.c.id,
             change.state.in_([ChangeState.APPLYING.value, ChangeState.STAGED.value]),
-            target.provider_price_id == sub.billed_price_id,
+            target.provider_price_id == off.c.billed_price_id,
         )
         .exists()
     )
     rows = session.execute(
         select(billed.id.is_not(None), func.count())
-        .select_from(sub)
-        .outerjoin(billed, billed.provider_price_id == sub.billed_price_id)
-        .where(or_(*off_their_plan), sub.state.not_in(over), ~in_flight)
+        .select_from(off)
+        .outerjoin(billed, billed.provider_price_id == off.c.billed_price_id)
+        .where(off.c.state.not_in(over), ~in_flight)
         .group_by(billed.id.is_not(None))
     ).all()
     for known, count in rows:

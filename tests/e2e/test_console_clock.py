@@ -70,7 +70,7 @@ def test_after_the_clock_moves_a_month_no_sweep_that_just_ran_is_shown_stalled(
     stack: Stack, browser: Browser
 ) -> None:
     successes = SweepSuccesses(redis_client(Settings(redis_url=stack.redis_url)))
-    run_sweep(stack, successes, PRUNE_COMMAND_LOG)  # hourly: a minute old is well in time
+    run_sweep(stack, successes, PRUNE_COMMAND_LOG)  # every 5 min: a minute old is in time
     # Silent for a day on real time, four times its interval: stalled, whatever the clock.
     successes.record(REDRIVE_PENDING_ACCOUNTS, time.time() - DAY)
     stack.advance_time(31 * DAY)

@@ -131,7 +131,7 @@ def test_an_operator_prunes_until_done_whatever_the_budget() -> None:
     assert app.commands.prunes == [2, 2, 1, 2, 2, 1, 0]
 
 
-def test_beat_prunes_the_command_log_hourly_on_the_maintenance_queue(
+def test_beat_prunes_the_command_log_every_five_minutes_on_the_maintenance_queue(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from adapters.messaging.config import celery_config
@@ -143,8 +143,8 @@ def test_beat_prunes_the_command_log_hourly_on_the_maintenance_queue(
     sweep = celery_config(settings)["beat_schedule"]["prune-command-log"]
     app = create_celery_app(settings)
 
-    assert (sweep["task"], sweep["schedule"]) == ("maintenance.prune_command_log", 3600.0)
-    assert sweep["options"]["expires"] == 3600.0
+    assert (sweep["task"], sweep["schedule"]) == ("maintenance.prune_command_log", 300.0)
+    assert sweep["options"]["expires"] == 300.0
     assert "maintenance.prune_command_log" in app.tasks
     assert app.amqp.router.route({}, sweep["task"])["queue"].name == "maintenance"
     assert (

@@ -87,7 +87,7 @@ RETENTION_ENV = (
 @commands.command("prune", settings_env=RETENTION_ENV)
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
 def commands_prune(dry_run: bool) -> None:
-    """Delete finished commands older than their retention, as beat's hourly sweep does
+    """Delete finished commands older than their retention, as beat's sweep does
     (succeeded after BILLING_COMMAND_RETENTION_DAYS, failed after
     BILLING_FAILED_COMMAND_RETENTION_DAYS, rejected after
     BILLING_REJECTED_COMMAND_RETENTION_DAYS; never a command that has not finished), in

@@ -44,7 +44,11 @@ class SweepSettings(Section):
         "within the same re-drive period sends the same command again, which runs once).",
     )
     command_retention_interval_seconds: float = Field(
-        default=3600.0, gt=0, description="How often beat prunes the command log."
+        default=300.0,
+        gt=0,
+        description="How often beat prunes the command log. With the batch defaults (1,000 "
+        "commands a batch, 100 batches a sweep) a sweep every 5 minutes keeps up with 333 "
+        "commands a second, each sweep short (docs/explanation/capacity.md).",
     )
     events_relay_interval_seconds: float = Field(
         default=5.0,
