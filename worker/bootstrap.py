@@ -115,6 +115,7 @@ class Services:
                 rejected_for=timedelta(days=settings.rejected_command_retention_days),
                 batch_size=settings.command_retention_batch,
                 max_batches_per_sweep=settings.command_retention_max_batches,
+                rest_ratio=settings.command_retention_rest_ratio,
             ),
             mask_personal_data=settings.mask_personal_data,
             reconcile_reads_per_sweep=max(

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from adapters.db.models import (
     BillingAccountRow,
-    CommandRow,
+    CommandStatusCountRow,
     EventRow,
     PlanRow,
     RenewalCheckRow,
@@ -84,17 +84,14 @@ class SqlSystemFigures:
                 if moment is not None
             ]
             oldest_due = min(candidates) if candidates else None
-            failed, rejected = (
-                int(
-                    session.scalar(
-                        select(func.count())
-                        .select_from(CommandRow)
-                        .where(CommandRow.status == status.value)
-                    )
-                    or 0
-                )
-                for status in (CommandStatus.FAILED, CommandStatus.REJECTED)
+            # Kept by triggers as commands change (adapters/db/status_counts.py).
+            counted = dict(
+                session.execute(
+                    select(CommandStatusCountRow.status, CommandStatusCountRow.count)
+                ).all()
             )
+            failed = int(counted.get(CommandStatus.FAILED.value, 0))
+            rejected = int(counted.get(CommandStatus.REJECTED.value, 0))
             deliveries_by_state = _count_by(
                 session, WebhookDeliveryRow.state, COUNTED_DELIVERY_STATES
             )

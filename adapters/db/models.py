@@ -125,6 +125,16 @@ def _payload_field_index(name: str) -> Index:
 COMMAND_PAYLOAD_INDEXES = [_payload_field_index(name) for name in payload_fields.INDEXED_FIELDS]
 
 
+class CommandStatusCountRow(Base):
+    """Commands in each counted status (failed, rejected), kept by triggers on ``commands``
+    as they change (``adapters/db/status_counts.py``)."""
+
+    __tablename__ = "command_status_counts"
+
+    status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger)
+
+
 LIVE_BILLING_ACCOUNT_STATES = "state IN ('pending', 'active')"
 
 

@@ -17,11 +17,14 @@ from tests.support.fakes.application import DEFAULT_RUNNER_POLICY, FakeApplicati
 ENABLE = "users.enable"
 
 
-def an_app(*, batch_size: int = 1000, max_batches: int = 100) -> FakeApplication:
+def an_app(
+    *, batch_size: int = 1000, max_batches: int = 100, rest_ratio: float = 0.0
+) -> FakeApplication:
     retention = replace(
         DEFAULT_RUNNER_POLICY.command_retention,
         batch_size=batch_size,
         max_batches_per_sweep=max_batches,
+        rest_ratio=rest_ratio,
     )
     return FakeApplication(policy=replace(DEFAULT_RUNNER_POLICY, command_retention=retention))
 
@@ -129,6 +132,59 @@ def test_an_operator_prunes_until_done_whatever_the_budget() -> None:
 
     assert (report.total, report.complete) == (10, True)
     assert app.commands.prunes == [2, 2, 1, 2, 2, 1, 0]
+
+
+class Stopwatch:
+    """The module's clock and sleep: each batch takes 0.1 s; rests are recorded, not slept."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.rests: list[float] = []
+
+    def monotonic(self) -> float:
+        self.now += 0.05  # read twice a batch: once before, once after
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.rests.append(round(seconds, 6))
+
+
+@pytest.fixture
+def stopwatch(monkeypatch: pytest.MonkeyPatch) -> Stopwatch:
+    watch = Stopwatch()
+    module = "application.handlers.operations.retention.time"
+    monkeypatch.setattr(f"{module}.monotonic", watch.monotonic)
+    monkeypatch.setattr(f"{module}.sleep", watch.sleep)
+    return watch
+
+
+def test_beats_sweep_rests_between_batches_for_its_ratio_of_each_batchs_time(
+    stopwatch: Stopwatch,
+) -> None:
+    app = an_app(batch_size=2, rest_ratio=4.0)
+    for number in range(5):
+        run(app, f"c{number}", CommandStatus.SUCCEEDED)
+    app.clock.advance(timedelta(days=31))
+
+    report = prune_command_log(PruneCommandLog(), app)
+
+    assert report.total == 5
+    # Batches of 2, 2, 1 for the succeeded; then one empty batch each for failed and
+    # rejected: a rest (4 x 0.05 s) before every batch but the first.
+    assert stopwatch.rests == [0.2, 0.2, 0.2, 0.2]
+
+
+def test_an_operators_prune_and_a_sweep_without_a_ratio_never_rest(stopwatch: Stopwatch) -> None:
+    for app, request in (
+        (an_app(batch_size=2, rest_ratio=4.0), PruneCommandLog(until_done=True)),
+        (an_app(batch_size=2, rest_ratio=0.0), PruneCommandLog()),
+    ):
+        for number in range(5):
+            run(app, f"c{number}", CommandStatus.SUCCEEDED)
+        app.clock.advance(timedelta(days=31))
+        assert prune_command_log(request, app).total == 5
+
+    assert stopwatch.rests == []
 
 
 def test_beat_prunes_the_command_log_every_five_minutes_on_the_maintenance_queue(

@@ -5,12 +5,14 @@ a batch at a time (``domain.operations.retention``). Run by beat's sweep and by
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from application.requests.sweeps import CountDueForPruning, PruneCommandLog, PruneOutbox
 from domain.messages import CommandStatus
+from domain.operations.retention import CommandRetention
 from domain.ports.application import Application
 from domain.ports.repositories import UnitOfWork
 from domain.webhooks import DeliveryState
@@ -41,6 +43,27 @@ class PruneReport:
         return sum(part.count for part in self.pruned)
 
 
+class _Rest:
+    """A sweep's rests between its batches (``CommandRetention.rest_ratio``): before a batch,
+    the rest the previous one earned."""
+
+    def __init__(self, retention: CommandRetention, *, resting: bool) -> None:
+        self._retention = retention
+        self._resting = resting
+        self._owed = 0.0
+        self._began = 0.0
+
+    def before_a_batch(self) -> None:
+        if self._owed > 0:
+            time.sleep(self._owed)
+        self._owed = 0.0
+        self._began = time.monotonic()
+
+    def after_a_batch(self) -> None:
+        if self._resting:
+            self._owed = self._retention.rest_after(time.monotonic() - self._began)
+
+
 def prune_command_log(request: PruneCommandLog, app: Application) -> PruneReport:
     """Delete the finished commands older than their retention, oldest first, in batches of
     the policy's size, each batch its own short transaction. A sweep stops after the
@@ -52,13 +75,16 @@ def prune_command_log(request: PruneCommandLog, app: Application) -> PruneReport
     batches = 0
     pruned: list[Pruned] = []
     complete = True
+    rest = _Rest(retention, resting=not request.until_done)
     for status, before in retention.cutoffs(app.clock.now()):
         count = 0
         while True:
             if budget is not None and batches >= budget:
                 complete = False
                 break
+            rest.before_a_batch()
             deleted = app.commands.prune_finished(status, before, retention.batch_size)
+            rest.after_a_batch()
             batches += 1
             count += deleted
             if deleted < retention.batch_size:
@@ -116,11 +142,14 @@ def prune_outbox(sweep: PruneOutbox, app: Application) -> int:
         ),
     ]
     batches = total = 0
+    rest = _Rest(retention, resting=True)
     for what, prune in steps:
         while batches < retention.max_batches_per_sweep:
+            rest.before_a_batch()
             with app.unit_of_work() as uow:
                 deleted = prune(uow)
                 uow.commit()
+            rest.after_a_batch()
             batches += 1
             total += deleted
             if deleted:

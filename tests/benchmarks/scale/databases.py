@@ -69,6 +69,7 @@ def databases(ctx: BenchContext, backend: str) -> Iterator[Pair]:
                 url = cluster.url(DATABASE)
                 # Migrations newer than the seed (their indexes built on 10,000,000 commands).
                 upgrade(url)
+                as_seeded(url, seeded(DEFAULT_DIR)["postgresql"]["seeded_at"])
             day_one = cluster.create_database("billing_day_one")
             seed_postgresql(day_one, DAY_ONE, 46, now)
             yield Pair(backend, url, day_one, *_counts(url))
@@ -90,6 +91,35 @@ def databases(ctx: BenchContext, backend: str) -> Iterator[Pair]:
     seed_sqlite(day_one_path, DAY_ONE, 46, now)
     url = f"sqlite:///{path}"
     yield Pair(backend, url, f"sqlite:///{day_one_path}", *_counts(url))
+
+
+AFTER_THE_SEED = (
+    ("webhook_deliveries", "created_at"),
+    ("events", "occurred_at"),
+    ("provider_calls", "started_at"),
+    ("commands", "created_at"),
+    ("users", "created_at"),
+    ("api_clients", "created_at"),
+)
+
+
+def as_seeded(url: str, seeded_at: str) -> None:
+    """Take the kept database back to its seed: the rows earlier runs added go (the users,
+    clients and commands of their loads), and every claimed change is scheduled again. What
+    their retention deleted stays deleted (a hundred thousand commands a run, of millions)."""
+    with session_factory(url)() as session:
+        for table, column in AFTER_THE_SEED:
+            session.execute(
+                text(f"DELETE FROM {table} WHERE {column} > :seeded_at"),  # noqa: S608
+                {"seeded_at": seeded_at},
+            )
+        session.execute(
+            text(
+                "UPDATE scheduled_changes SET state = 'scheduled', lease_until = NULL, "
+                "claims = 0 WHERE state = 'applying'"
+            )
+        )
+        session.commit()
 
 
 def _counts(url: str) -> tuple[int, int]:

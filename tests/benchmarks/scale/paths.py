@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime
 
 from application.handlers.operations.retention import prune_command_log
 from application.requests.sweeps import PruneCommandLog
@@ -15,6 +16,7 @@ from tests.benchmarks.harness import (
     enable_users,
     seed_users,
     system,
+    wait_commands,
     worker_processes,
 )
 from tests.benchmarks.http_paths import CLIENTS, enable_over_http
@@ -75,8 +77,11 @@ def _http(ctx: BenchContext, name: str, pair: Pair, url: str) -> tuple[list[floa
         enable_over_http(stack, users[:warm_up], 1, respond_async=False)
         single = enable_over_http(stack, users[warm_up : warm_up + one], 1, respond_async=False)
         rest = users[warm_up + one :]
+        began = datetime.now(UTC)
         enable_over_http(stack, rest[:warm_up], CLIENTS, respond_async=True)
         accepted = enable_over_http(stack, rest[warm_up:], CLIENTS, respond_async=True)
+        # Every accepted command done before the stack stops: none left queued in the log.
+        wait_commands(stack, "users.enable", began, accepts + warm_up)
     return single.latencies, accepted.latencies
 
 
