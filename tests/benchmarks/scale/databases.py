@@ -87,6 +87,7 @@ def databases(ctx: BenchContext, backend: str) -> Iterator[Pair]:
             seed(DEFAULT_DIR, "sqlite", Size().tenth())
         # A copy: the run deletes expired commands, and the kept file stays as seeded.
         shutil.copyfile(sqlite_path(DEFAULT_DIR), path)
+        upgrade(f"sqlite:///{path}")  # migrations newer than the seed
     day_one_path = ctx.directory("scale-sqlite-day-one") / "billing.db"
     seed_sqlite(day_one_path, DAY_ONE, 46, now)
     url = f"sqlite:///{path}"
