@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, and_, or_, select, text
+from sqlalchemy import Select, and_, func, or_, select, text
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from adapters.db.models import (
@@ -296,3 +296,18 @@ def commands(
     page = list(rows[:limit])
     cursor = _command_cursor(page[-1]) if len(rows) > limit else None
     return CommandPage(items=[command_view(row) for row in page], next_cursor=cursor)
+
+
+def recent_commands(
+    session: Session, *, status: str, updated_since: datetime, shown: int
+) -> tuple[int, list[CommandView]]:
+    """See ``ConsoleQueries.recent_commands``: both read the index on (status, updated_at)."""
+    recent = and_(CommandRow.status == status, CommandRow.updated_at >= updated_since)
+    count = int(session.scalar(select(func.count()).select_from(CommandRow).where(recent)) or 0)
+    rows = session.scalars(
+        select(CommandRow)
+        .where(recent)
+        .order_by(CommandRow.updated_at.desc(), CommandRow.id.desc())
+        .limit(shown)
+    ).all()
+    return count, [command_view(row) for row in reversed(rows)]

@@ -210,6 +210,14 @@ class SqlConsole:
                 updated_since=updated_since,
             )
 
+    def recent_commands(
+        self, *, status: str, updated_since: datetime, shown: int
+    ) -> tuple[int, list[CommandView]]:
+        with self._sessions() as session:
+            return listing.recent_commands(
+                session, status=status, updated_since=updated_since, shown=shown
+            )
+
 
 def _newest_account_id(session: Session, org_id: str) -> str | None:
     return session.scalars(

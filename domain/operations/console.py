@@ -314,6 +314,14 @@ class ConsoleQueries(Protocol):
         ``updated_since``, when given: what failed in the last day)."""
         ...
 
+    def recent_commands(
+        self, *, status: str, updated_since: datetime, shown: int
+    ) -> tuple[int, list[CommandView]]:
+        """How many commands in ``status`` were updated at or after ``updated_since``, and
+        the ``shown`` most recently updated of them, oldest first: a count over an index,
+        then a few rows, however many failed that day (the home page)."""
+        ...
+
     def command_story(self, command_id: str) -> CommandStory | None:
         """The command's record, its Stripe calls and its events; ``None`` if no command has
         that id (or it was pruned)."""

@@ -54,6 +54,7 @@ def what_the_hot_paths_send(url: str, redis_url: str) -> Recording:
         console.account_story(org_id(8))
         console.subscription_story(subscription_id(9))
         for status in ("failed", "rejected"):
+            console.recent_commands(status=status, updated_since=now - timedelta(days=1), shown=20)
             console.commands(
                 statuses=[status],
                 command_type=None,

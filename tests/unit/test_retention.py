@@ -158,7 +158,7 @@ def stopwatch(monkeypatch: pytest.MonkeyPatch) -> Stopwatch:
     return watch
 
 
-def test_beats_sweep_rests_between_batches_for_its_ratio_of_each_batchs_time(
+def test_beats_sweep_rests_after_each_batch_that_deleted_for_its_ratio_of_the_batchs_time(
     stopwatch: Stopwatch,
 ) -> None:
     app = an_app(batch_size=2, rest_ratio=4.0)
@@ -169,9 +169,9 @@ def test_beats_sweep_rests_between_batches_for_its_ratio_of_each_batchs_time(
     report = prune_command_log(PruneCommandLog(), app)
 
     assert report.total == 5
-    # Batches of 2, 2, 1 for the succeeded; then one empty batch each for failed and
-    # rejected: a rest (4 x 0.05 s) before every batch but the first.
-    assert stopwatch.rests == [0.2, 0.2, 0.2, 0.2]
+    # Batches of 2, 2, 1 for the succeeded, then one empty batch each for failed and
+    # rejected: a rest (4 x 0.05 s) after each batch that deleted, before the next.
+    assert stopwatch.rests == [0.2, 0.2, 0.2]
 
 
 def test_an_operators_prune_and_a_sweep_without_a_ratio_never_rest(stopwatch: Stopwatch) -> None:

@@ -59,8 +59,9 @@ class _Rest:
         self._owed = 0.0
         self._began = time.monotonic()
 
-    def after_a_batch(self) -> None:
-        if self._resting:
+    def after_a_batch(self, deleted: int) -> None:
+        # A batch that found nothing did no work worth resting from.
+        if self._resting and deleted:
             self._owed = self._retention.rest_after(time.monotonic() - self._began)
 
 
@@ -84,7 +85,7 @@ def prune_command_log(request: PruneCommandLog, app: Application) -> PruneReport
                 break
             rest.before_a_batch()
             deleted = app.commands.prune_finished(status, before, retention.batch_size)
-            rest.after_a_batch()
+            rest.after_a_batch(deleted)
             batches += 1
             count += deleted
             if deleted < retention.batch_size:
@@ -149,7 +150,7 @@ def prune_outbox(sweep: PruneOutbox, app: Application) -> int:
             with app.unit_of_work() as uow:
                 deleted = prune(uow)
                 uow.commit()
-            rest.after_a_batch()
+            rest.after_a_batch(deleted)
             batches += 1
             total += deleted
             if deleted:

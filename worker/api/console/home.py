@@ -24,7 +24,6 @@ from fastapi.responses import HTMLResponse
 
 from domain.operations.console import (
     IN_FLIGHT_STATUSES,
-    MAX_PAGE_SIZE,
     CommandPage,
     CommandView,
     duration,
@@ -167,14 +166,8 @@ def overview(svc: Services) -> str:
     )
     since = now - LAST_DAY
 
-    def recent(status: str) -> CommandPage:
-        return console.commands(
-            statuses=[status],
-            command_type=None,
-            limit=MAX_PAGE_SIZE,
-            after=None,
-            updated_since=since,
-        )
+    def recent(status: str) -> tuple[int, list[CommandView]]:
+        return console.recent_commands(status=status, updated_since=since, shown=SHOWN)
 
     failed = _read("failed commands", lambda: recent("failed"))
     rejected = _read("rejected commands", lambda: recent("rejected"))
@@ -182,7 +175,9 @@ def overview(svc: Services) -> str:
         "pending accounts",
         lambda: console.billing_accounts(state="pending", org_id=None, limit=SHOWN, after=None),
     )
-    failed_count, rejected_count = _count(failed), _count(rejected)
+    failed_count, rejected_count = (
+        "?" if read is None else str(read[0]) for read in (failed, rejected)
+    )
     cards = [
         _card("failed in the last day", failed_count, FAILURES, alert=failed_count != "0"),
         _card("rejected in the last day", rejected_count, f"{FAILURES}?status=rejected"),
@@ -260,7 +255,7 @@ def overview(svc: Services) -> str:
     body.append(
         section(
             "Failed in the last day",
-            table(COMMAND_HEADERS, _command_rows((failed.items if failed else [])[-SHOWN:]), "none")
+            table(COMMAND_HEADERS, _command_rows(failed[1] if failed else []), "none")
             + f'<p class="pager">{link(FAILURES, "Every failure, and what to do about it")}</p>',
             id="failed",
         )
