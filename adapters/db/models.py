@@ -235,6 +235,16 @@ class ScheduledChangeRow(Base):
         ),
         # What the sweep looks for: due scheduled changes and expired leases.
         Index("ix_scheduled_changes_state_effective_at", "state", "effective_at"),
+        # Beat's gauges: the earliest pending change of a kind (the pending ones only: the
+        # year of finished ones is not in it).
+        Index(
+            "ix_scheduled_changes_pending_kind",
+            "kind",
+            "effective_at",
+            "state",
+            sqlite_where=text(PENDING_CHANGE_STATES),
+            postgresql_where=text(PENDING_CHANGE_STATES),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(128), primary_key=True)

@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from adapters.db.engine import session_factory
-from application.handlers.operations.stories import ShowAccount, account_story
-from domain.messages import AWAITING_DELIVERY
 from tests.benchmarks.scale import reads
-from tests.benchmarks.scale.rows import Size, account_id, org_id, subscription_id
+from tests.benchmarks.scale.rows import Size
 from tests.benchmarks.scale.seed import seed_postgresql, seed_sqlite
-from tests.support.query_plans import Recording, full_scans, plan, recorded
-from worker.bootstrap import Services
+from tests.support.query_plans import full_scans, plan
 
 SMALL = Size(
     commands=3_000, organizations=1_000, changes=1_500, due_changes=50, scheduled_changes=100
@@ -44,39 +40,8 @@ def seeded(make_database: Callable[[str], str], backend: str) -> str:
     return url
 
 
-def what_the_hot_paths_send(url: str, redis_url: str) -> Recording:
-    services: Services = reads.services_on(url, redis_url)
-    console = services.console()
-    now = services.clock.now()
-    with recorded() as recording:
-        reads.sweeps(url, redis_url, runs=0)
-        account_story(ShowAccount(account_id(7), invoices=False), services)
-        console.account_story(org_id(8))
-        console.subscription_story(subscription_id(9))
-        for status in ("failed", "rejected"):
-            console.recent_commands(status=status, updated_since=now - timedelta(days=1), shown=20)
-            console.commands(
-                statuses=[status],
-                command_type=None,
-                limit=100,
-                after=None,
-                updated_since=now - timedelta(days=1),
-            )
-        console.commands(
-            statuses=[status.value for status in AWAITING_DELIVERY] + ["running"],
-            command_type=None,
-            limit=20,
-            after=None,
-        )
-        console.billing_accounts(state="pending", org_id=None, limit=20, after=None)
-        console.search("billing7@scale.example", limit=20)
-        console.search(account_id(7), limit=20)
-        reads.retention_rate(url, redis_url)
-    return recording
-
-
 def test_no_hot_path_reads_a_growing_table_whole(seeded: str, redis_server: str) -> None:
-    recording = what_the_hot_paths_send(seeded, f"{redis_server}/9")
+    recording = reads.what_the_hot_paths_send(seeded, f"{redis_server}/9")
     engine = session_factory(seeded)().get_bind()
     whole: list[str] = []
     for statement in recording.distinct():

@@ -44,8 +44,9 @@ from application.requests.sweeps import (
 from domain.messages import AWAITING_DELIVERY
 from domain.subscriptions.change_states import ChangeState
 from tests.benchmarks.figures import percentile
-from tests.benchmarks.scale.rows import account_id
+from tests.benchmarks.scale.rows import account_id, org_id, subscription_id
 from tests.support.emulator import EMULATOR_KEY
+from tests.support.query_plans import Recording, recorded
 from worker.bootstrap import Services, build_services
 from worker.settings import Settings
 
@@ -199,3 +200,37 @@ def bytes_per_command(database_url: str) -> dict[str, float]:
         **{f"{table}_bytes": size for table, size in sizes.items()},
         "database_bytes": database,
     }
+
+
+def what_the_hot_paths_send(url: str, redis_url: str) -> Recording:
+    """Every statement the hot paths send to ``url``'s database, as they run: each beat
+    sweep, the console's stories, lists and search, the gauges, the retention."""
+    services: Services = services_on(url, redis_url)
+    console = services.console()
+    now = services.clock.now()
+    with recorded() as recording:
+        sweeps(url, redis_url, runs=0)
+        account_story(ShowAccount(account_id(7), invoices=False), services)
+        console.account_story(org_id(8))
+        console.subscription_story(subscription_id(9))
+        for status in ("failed", "rejected"):
+            day = now - timedelta(days=1)
+            console.recent_commands(status=status, updated_since=day, shown=20)
+            console.commands(
+                statuses=[status],
+                command_type=None,
+                limit=100,
+                after=None,
+                updated_since=now - timedelta(days=1),
+            )
+        console.commands(
+            statuses=[status.value for status in AWAITING_DELIVERY] + ["running"],
+            command_type=None,
+            limit=20,
+            after=None,
+        )
+        console.billing_accounts(state="pending", org_id=None, limit=20, after=None)
+        console.search("billing7@scale.example", limit=20)
+        console.search(account_id(7), limit=20)
+        retention_rate(url, redis_url)
+    return recording
