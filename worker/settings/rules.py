@@ -106,12 +106,12 @@ class BillingRulesSettings(Section):
         description="Commands one transaction of the command log's pruning deletes.",
     )
     command_retention_rest_ratio: float = Field(
-        default=4.0,
+        default=9.0,
         ge=0,
         le=100,
-        description="After each batch with more to delete, beat's pruning rests this many "
-        "times the batch's own time, so that its deletes take at most a fifth of the "
-        "database while they last (0: no rest); an operator's prune does not rest.",
+        description="After each batch that deleted, beat's pruning rests this many times the "
+        "batch's own time, so that its deletes take at most a tenth of the database while "
+        "they last (0: no rest); an operator's prune does not rest.",
     )
     command_retention_max_batches: int = Field(
         default=100,

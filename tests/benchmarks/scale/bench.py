@@ -12,11 +12,11 @@ run's own directory instead.
 from __future__ import annotations
 
 from tests.benchmarks.figures import Figure, Target
-from tests.benchmarks.harness import BenchContext
+from tests.benchmarks.harness import BenchContext, Throughput
 from tests.benchmarks.scale import reads
 from tests.benchmarks.scale.databases import DAY_ONE, PAGE_MS, SWEEP_MS, Pair, databases
 from tests.benchmarks.scale.pages import pages
-from tests.benchmarks.scale.paths import commands
+from tests.benchmarks.scale.paths import commands, p1_while_pruning
 from worker.settings import Settings
 
 
@@ -57,6 +57,29 @@ def in_process(ctx: BenchContext, pair: Pair) -> list[Figure]:
             details={"stories": stories, "median_ms": round(seeded_story.median_ms, 2)},
         )
     )
+    if pair.backend == "postgresql":
+        size = reads.bytes_per_command(pair.seeded)
+        year = size["log_bytes_per_command"] * 50 * 365 * 86_400
+        figures.append(
+            Figure(
+                f"scale.{tag}.bytes_per_command",
+                "the command log's bytes a command (its runs, Stripe calls, events, deliveries;"
+                " tables and indexes)",
+                size["log_bytes_per_command"],
+                "B",
+                None,
+                "",
+                details={**size, "year_at_50_per_s_bytes": year},
+            )
+        )
+    return figures
+
+
+def retention(ctx: BenchContext, pair: Pair, idle: Throughput) -> list[Figure]:
+    """What the retention deletes a second at its defaults, then P1 beside it: last, as
+    their deletes leave work for the database's vacuum."""
+    tag, redis_url = pair.backend, ctx.redis_url()
+    figures: list[Figure] = []
     deleted, seconds = reads.retention_rate(pair.seeded, redis_url)
     within_a_sweep = deleted / seconds if seconds else float("nan")
     defaults = Settings(redis_url=redis_url)
@@ -83,21 +106,7 @@ def in_process(ctx: BenchContext, pair: Pair) -> list[Figure]:
             },
         )
     )
-    if pair.backend == "postgresql":
-        size = reads.bytes_per_command(pair.seeded)
-        year = size["log_bytes_per_command"] * 50 * 365 * 86_400
-        figures.append(
-            Figure(
-                f"scale.{tag}.bytes_per_command",
-                "the command log's bytes a command (its runs, Stripe calls, events, deliveries;"
-                " tables and indexes)",
-                size["log_bytes_per_command"],
-                "B",
-                None,
-                "",
-                details={**size, "year_at_50_per_s_bytes": year},
-            )
-        )
+    figures.append(p1_while_pruning(ctx, pair, idle))
     return figures
 
 
@@ -109,5 +118,7 @@ def scale(ctx: BenchContext) -> list[Figure]:
         with databases(ctx, backend) as pair:
             figures += in_process(ctx, pair)
             figures += pages(ctx, pair)
-            figures += commands(ctx, pair)
+            paths, idle = commands(ctx, pair)
+            figures += paths
+            figures += retention(ctx, pair, idle)
     return figures
