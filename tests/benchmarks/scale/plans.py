@@ -13,6 +13,7 @@ plans are.
 from __future__ import annotations
 
 import argparse
+import re
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +37,28 @@ database of `python3 -m worker.dev seed` ({commands:,} commands, 1,000,000 organ
 {date}. `tests/integration/test_query_plans.py` fails when one of them reads a growing table
 whole, on either database; this page shows what each plan is and what it read.
 """
+
+
+LONGEST_LINE = 240
+
+
+def collapsed(sql: str) -> str:
+    """A list of many parameters as its first and a count (a batch's thousand ids would fill
+    the page)."""
+    return re.sub(
+        r"(%\((\w+?)_\d+\)s(::\w+)?)(, %\(\2_\d+\)s(::\w+)?){3,}",
+        lambda match: f"{match.group(1)}, … ({match.group(0).count(',') + 1} parameters)",
+        sql,
+    )
+
+
+def shortened(plan: str) -> str:
+    """Each line of a plan at most :data:`LONGEST_LINE` characters (an array of a thousand
+    ids in an index condition, cut)."""
+    return "\n".join(
+        line if len(line) <= LONGEST_LINE else line[: LONGEST_LINE - 1] + "…"
+        for line in plan.splitlines()
+    )
 
 
 def analyzed(url: str, statement: Statement) -> str:
@@ -69,10 +92,10 @@ def main(argv: list[str] | None = None) -> int:
                 commands = int(session.execute(text("SELECT count(*) FROM commands")).scalar_one())
             parts = [HEADER.format(commands=commands, date=datetime.now(UTC).strftime("%Y-%m-%d"))]
             for number, statement in enumerate(recording.distinct(), start=1):
-                sql = " ".join(statement.sql.split())
+                sql = collapsed(" ".join(statement.sql.split()))
                 parts.append(
                     f"## {number}. `{sql[:90]}{'…' if len(sql) > 90 else ''}`\n\n"
-                    f"```sql\n{sql}\n```\n\n```\n{analyzed(url, statement)}\n```\n"
+                    f"```sql\n{sql}\n```\n\n```\n{shortened(analyzed(url, statement))}\n```\n"
                 )
         args.out.write_text("\n".join(parts))
         print(f"wrote {args.out}: {len(parts) - 1} statements")
