@@ -33,10 +33,10 @@ class CommandRetention:
     rejected_for: timedelta = timedelta(days=7)
     """How long a rejected command (the caller's mistake) is kept after it finished."""
     rest_ratio: float = 0.0
-    """After each batch with more to delete, beat's sweep rests this many times the batch's
-    own time: its deletes then take at most ``1 / (1 + rest_ratio)`` of the database while
-    they last, and the commands coming in keep their pace (an operator's prune, who waits
-    for it, does not rest)."""
+    """After each batch that deleted, beat's sweep rests this many times the batch's own
+    time: its deletes then take at most ``1 / (1 + rest_ratio)`` of the database while they
+    last, and the commands coming in keep their pace (an operator's prune, who waits for it,
+    does not rest)."""
 
     def rest_after(self, batch_seconds: float) -> float:
         """Seconds to rest after a batch that took ``batch_seconds``."""
