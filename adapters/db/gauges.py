@@ -47,7 +47,6 @@ class SqlSystemFigures:
         self._period_end_lead = period_end_lead
 
     def __call__(self, now: datetime) -> DatabaseFigures:
-        pending = [state.value for state in ChangeState if state.is_pending]
         unstaged = [ChangeState.SCHEDULED.value, ChangeState.APPLYING.value]
         with self._sessions() as session:
             by_state = _count_by(session, ScheduledChangeRow.state, COUNTED_CHANGE_STATES)
@@ -64,7 +63,7 @@ class SqlSystemFigures:
             )
             due_here: datetime | None = session.scalar(
                 select(func.min(row.effective_at)).where(
-                    row.state.in_(pending),
+                    row.state.in_(COUNTED_CHANGE_STATES),
                     row.kind == ChangeKind.IMMEDIATE.value,
                     row.effective_at <= now,
                 )

@@ -8,18 +8,16 @@ insert, change of status and delete, whoever makes it: the API, a worker, the re
 operator's replay). Only the rare statuses are counted, so that the common path (a command
 that succeeds) never touches a counter row and two workers never wait on one another's.
 
+The counted statuses, ``failed`` and ``rejected``, are written into the SQL as literals.
 The SQL is each database's own (PL/pgSQL on PostgreSQL, trigger bodies on SQLite); the
 migration that installs it, ``0021``, and the seed for ``bench scale`` call
-:func:`install` and :func:`recount`.
+:func:`install` and :func:`recount`; changing the SQL takes a new migration that installs it
+again.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-COUNTED_STATUSES = ("failed", "rejected")
-"""The statuses counted: those an operator or a gauge asks about, each a small share (the
-SQL below names them as literals)."""
 
 _POSTGRESQL = (
     """

@@ -20,6 +20,7 @@ from tests.benchmarks.figures import Figure, Target
 from tests.benchmarks.harness import (
     BenchContext,
 )
+from tests.benchmarks.scale import reads
 from tests.benchmarks.scale.cluster import scale_cluster
 from tests.benchmarks.scale.rows import Size
 from tests.benchmarks.scale.seed import (
@@ -114,13 +115,8 @@ def as_seeded(url: str, seeded_at: str) -> None:
                 text(f"DELETE FROM {table} WHERE {column} > :seeded_at"),  # noqa: S608
                 {"seeded_at": seeded_at},
             )
-        session.execute(
-            text(
-                "UPDATE scheduled_changes SET state = 'scheduled', lease_until = NULL, "
-                "claims = 0 WHERE state = 'applying'"
-            )
-        )
         session.commit()
+    reads.unclaim_changes(session_factory(url))()
 
 
 def _counts(url: str) -> tuple[int, int]:

@@ -102,7 +102,7 @@ def services_on(database_url: str, redis_url: str, **settings: Any) -> Services:
     )
 
 
-def _unclaim(sessions: sessionmaker[Session]) -> Callable[[], None]:
+def unclaim_changes(sessions: sessionmaker[Session]) -> Callable[[], None]:
     """Hand the changes the due-changes sweep claimed back (``scheduled``, no lease)."""
 
     def undo() -> None:
@@ -132,14 +132,16 @@ def sweeps(database_url: str, redis_url: str, runs: int) -> dict[str, Timed]:
 
     return {
         "due changes": timed(
-            lambda: publish_due_changes(PublishDueChanges(), services), runs, _unclaim(sessions)
+            lambda: publish_due_changes(PublishDueChanges(), services),
+            runs,
+            unclaim_changes(sessions),
         ),
         "stalled commands": timed(
             lambda: republish_stalled_commands(RepublishStalledCommands(), services), runs
         ),
         # The routine look: nothing claimed in the last minutes (after a failover it also
         # publishes again what was, a cost of the work, not of the log's size).
-        "failover look": timed(failover_look, runs, _unclaim(sessions)),
+        "failover look": timed(failover_look, runs, unclaim_changes(sessions)),
         "event relay": timed(lambda: relay_events(RelayEvents(), services), runs),
         "webhook retries": timed(lambda: send_due_deliveries(SendDueDeliveries(), services), runs),
         "pending accounts": timed(
@@ -213,15 +215,15 @@ def what_the_hot_paths_send(url: str, redis_url: str) -> Recording:
         account_story(ShowAccount(account_id(7), invoices=False), services)
         console.account_story(org_id(8))
         console.subscription_story(subscription_id(9))
+        day = now - timedelta(days=1)
         for status in ("failed", "rejected"):
-            day = now - timedelta(days=1)
             console.recent_commands(status=status, updated_since=day, shown=20)
             console.commands(
                 statuses=[status],
                 command_type=None,
                 limit=100,
                 after=None,
-                updated_since=now - timedelta(days=1),
+                updated_since=day,
             )
         console.commands(
             statuses=[status.value for status in AWAITING_DELIVERY] + ["running"],
