@@ -70,33 +70,73 @@ SETTINGS = {
 
 class CommitHold:
     """Holds every writing commit on a server: each waits for a synchronous standby that
-    never comes (``hold``) until ``release``; ``waiting`` counts the commits waiting now."""
+    never comes (``hold``) until ``release``; ``waiting`` counts the commits waiting now,
+    of every client or of the processes of one group (``of_group``)."""
 
     def __init__(self, server: PostgresCluster) -> None:
-        self._admin = psycopg.connect(
-            f"postgresql://postgres@127.0.0.1:{server.port}/postgres", autocommit=True
-        )
+        self._url = f"postgresql://postgres@127.0.0.1:{server.port}/postgres"
+        self._admin = psycopg.connect(self._url, autocommit=True)
+        self._admin.execute("CREATE TABLE IF NOT EXISTS commit_hold_probe (at timestamptz)")
 
     def hold(self) -> None:
+        """Hold commits from now on: returns once a commit is seen held.
+
+        ``pg_reload_conf`` only signals the server: until its processes read the new
+        setting, a commit still goes through. One that did answered 202 to a test that
+        expected every commit held, and its ``published_at`` update took its place among the
+        commits counted waiting (CI of stop 51)."""
         self._admin.execute("ALTER SYSTEM SET synchronous_standby_names = 'never_connects'")
         self._admin.execute("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + 30
+        while not self._a_probe_commit_is_held():
+            assert time.monotonic() < deadline, "commits still go through 30 s after the hold"
+
+    def _a_probe_commit_is_held(self) -> bool:
+        with psycopg.connect(self._url, autocommit=True) as probe:
+            probe.execute("SET synchronous_commit = on")
+            pid = probe.info.backend_pid
+            committing = threading.Thread(
+                target=probe.execute, args=("INSERT INTO commit_hold_probe VALUES (now())",)
+            )
+            committing.start()
+            held = False
+            until = time.monotonic() + 0.5
+            while committing.is_alive() and time.monotonic() < until:
+                row = self._admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE pid = %s AND wait_event = 'SyncRep'",
+                    (pid,),
+                ).fetchone()
+                if row and row[0]:
+                    held = True
+                    break
+                time.sleep(0.02)
+            # A held commit is made locally: cancelling its wait ends the statement.
+            self._admin.execute("SELECT pg_cancel_backend(%s)", (pid,))
+            committing.join(10)
+            return held
 
     def release(self) -> None:
         self._admin.execute("ALTER SYSTEM RESET synchronous_standby_names")
         self._admin.execute("SELECT pg_reload_conf()")
 
-    def drop_waiting(self) -> int:
-        """End the sessions whose commits wait: each commit stays made, and its client
-        hears only that the connection went. Returns how many."""
+    def drop_waiting(self, of_group: int | None = None) -> int:
+        """End the sessions whose commits wait (of process group ``of_group``'s connections
+        only, if given): each commit stays made, and its client hears only that the
+        connection went. Returns how many."""
         row = self._admin.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE wait_event = 'SyncRep'"
+            "WHERE wait_event = 'SyncRep' "
+            "AND (%(ports)s::int[] IS NULL OR client_port = ANY(%(ports)s::int[]))",
+            _ports_of(of_group),
         ).fetchone()
         return int(row[0]) if row else 0
 
-    def waiting(self) -> int:
+    def waiting(self, of_group: int | None = None) -> int:
         row = self._admin.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep' "
+            "AND (%(ports)s::int[] IS NULL OR client_port = ANY(%(ports)s::int[]))",
+            _ports_of(of_group),
         ).fetchone()
         return int(row[0]) if row else 0
 
@@ -106,6 +146,36 @@ class CommitHold:
     def __exit__(self, *exc: object) -> None:
         with self._admin:
             self.release()
+
+
+def _ports_of(pgid: int | None) -> dict[str, list[int] | None]:
+    """The query's ``ports``: every client's (null), or the local ports of group ``pgid``."""
+    return {"ports": None if pgid is None else sorted(local_tcp_ports_of_group(pgid))}
+
+
+def local_tcp_ports_of_group(pgid: int) -> set[int]:
+    """The local ports of the TCP sockets the processes of group ``pgid`` hold (from
+    ``/proc``): which of a server's clients they are (``pg_stat_activity.client_port``).
+    A beat sweep's worker commits too; only the API's are the test's."""
+    inodes: set[str] = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            # The fields after the command's closing parenthesis: state, ppid, pgrp, …
+            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) != pgid:
+                continue
+            for descriptor in (stat.parent / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(descriptor)
+                    if target.startswith("socket:["):
+                        inodes.add(target[len("socket:[") : -1])
+    ports: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 @contextlib.contextmanager
@@ -253,8 +323,13 @@ def test_commands_the_api_recorded_but_never_heard_so_are_published_by_it_withou
         senders = [threading.Thread(target=send_once, args=(org_id,)) for org_id in orgs]
         for sender in senders:
             sender.start()
-        eventually(lambda: commits.waiting() >= len(orgs), timeout=30, what="the API's commits")
-        dropped = commits.drop_waiting()
+        api = next(child for child in stack.group.children if child.name == "api")
+        eventually(
+            lambda: commits.waiting(of_group=api.process.pid) >= len(orgs),
+            timeout=30,
+            what="the API's commits",
+        )
+        dropped = commits.drop_waiting(of_group=api.process.pid)
         dropped_at = time.monotonic()
         commits.release()
         for sender in senders:
