@@ -36,6 +36,17 @@ SUPPORTED: Final = _codes(
 ZERO_DECIMAL: Final = _codes("bif clp djf gnf jpy kmf krw mga pyg rwf ugx vnd vuv xaf xof xpf")
 THREE_DECIMAL: Final = _codes("bhd jod kwd omr tnd")
 
+MINIMUM_CHARGES: Final = {
+    "usd": 50, "aed": 200, "aud": 50, "bgn": 100, "brl": 50, "cad": 50, "chf": 50, "czk": 1500,
+    "dkk": 250, "eur": 50, "gbp": 30, "hkd": 400, "huf": 17500, "inr": 50, "jpy": 50,
+    "mxn": 1000, "myr": 200, "nok": 300, "nzd": 50, "pln": 200, "ron": 200, "sek": 300,
+    "sgd": 50, "thb": 1000,
+}  # fmt: skip
+"""Stripe's minimum charge per currency, in minor units ("Minimum and maximum charge amounts",
+https://docs.stripe.com/currencies#minimum-and-maximum-charge-amounts). For any other
+currency Stripe's minimum is the equivalent of 0.50 USD in the account's settlement currency
+at the day's rate, which the emulator cannot know: it charges any amount there."""
+
 _SYMBOLS: Final = {"usd": "$", "eur": "€", "gbp": "£", "jpy": "¥", "inr": "₹", "krw": "₩"}
 
 
@@ -63,6 +74,12 @@ def amount_not_rounded(currency: str, amount: int, param: str) -> StripeError:
         f"rounded to the nearest ten (the last digit must be 0); got {amount}.",
         param,
     )
+
+
+def minimum_charge(currency: str) -> int:
+    """The least amount of ``currency`` Stripe charges a card (0: any, see
+    :data:`MINIMUM_CHARGES`)."""
+    return MINIMUM_CHARGES.get(currency, 0)
 
 
 def exponent(currency: str) -> int:

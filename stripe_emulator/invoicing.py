@@ -303,12 +303,19 @@ def compose(
     return draft
 
 
-def apply_balance(invoice: Record, balance: int) -> int:
+def apply_balance(invoice: Record, balance: int, minimum_charge: int = 0) -> int:
     """Apply the customer's balance (negative = credit) to ``invoice``; return the balance
-    left. A negative total is owed to the customer: nothing is due and the balance keeps it."""
+    left. A negative total is owed to the customer: nothing is due and the balance keeps it.
+
+    An amount due below ``minimum_charge`` (a finalized invoice's currency's, see
+    :func:`stripe_emulator.currencies.minimum_charge`; a draft or preview takes none) is not
+    charged: as on Stripe, nothing is due, the invoice is paid at once, and the amount is
+    carried to the customer's balance as a debit, added to the next invoice."""
     owed: int = invoice["total"] + balance
     due = max(owed, 0)
     ending = min(owed, 0)
+    if 0 < due < minimum_charge:
+        due, ending = 0, owed
     invoice.update(
         starting_balance=balance, amount_due=due, amount_remaining=due, ending_balance=ending
     )

@@ -14,7 +14,11 @@ every attempt fails with ``card_declined``, retries included, until
   set) for :data:`DRAFT_HOLD_SECONDS` of emulator time, then is finalized and collected on the
   timeline (:func:`invoice_due`).
 * The customer's balance is applied on finalization; a total at or below 0 is paid at once
-  (a negative total becomes credit on the customer's ``balance``).
+  (a negative total becomes credit on the customer's ``balance``). So is an amount due below
+  Stripe's minimum charge for the currency (:data:`stripe_emulator.currencies.MINIMUM_CHARGES`:
+  0.50 USD, 0.30 GBP, 50 JPY...): ``amount_due`` 0, never charged (a declined card cannot
+  refuse it), and the amount carried to the customer's ``balance`` as a debit
+  (``ending_balance``) that the next invoice adds to its amount due.
 * ``charge_automatically``: one attempt at once. ``send_invoice``: no attempt, ``due_date`` =
   finalization + ``days_until_due`` days, and the invoice stays ``open`` until paid
   (``POST /v1/invoices/{id}/pay``). As on Stripe, once such an invoice is past its due date
@@ -40,6 +44,7 @@ Each step records its event (``invoice.paid`` and ``invoice.payment_succeeded``,
 from __future__ import annotations
 
 from stripe_emulator import debits, pending_updates, recorder
+from stripe_emulator.currencies import minimum_charge
 from stripe_emulator.invoicing import Draft, apply_balance
 from stripe_emulator.state import Record, Store
 
@@ -52,7 +57,13 @@ _OWING = ("past_due", "unpaid", "incomplete")
 
 
 def charge_would_succeed(store: Store, invoice: Record) -> bool:
-    return invoice["amount_due"] <= 0 or invoice["customer"] not in store.failing_customers
+    """Whether finalizing ``invoice`` (a draft) ends with it paid: nothing to charge, an amount
+    below the currency's minimum charge (carried to the balance, never charged), or a card
+    that pays."""
+    return (
+        invoice["amount_due"] < max(1, minimum_charge(invoice["currency"]))
+        or invoice["customer"] not in store.failing_customers
+    )
 
 
 def subscription_of(store: Store, invoice: Record) -> Record | None:
@@ -114,12 +125,13 @@ def holds_renewals(store: Store) -> bool:
 def finalize(store: Store, invoice: Record, now: int) -> None:
     """Finalize a stored draft: number, the customer's balance, ``due_date``; ``open``."""
     customer = store.customers[invoice["customer"]]
-    if customer["balance"] or invoice["total"] < 0:
+    minimum = minimum_charge(invoice["currency"])
+    if customer["balance"] or invoice["total"] < minimum:
         recorder.customer(store, customer)  # the balance may change
     subscription = store.subscriptions[invoice["parent"]["subscription_details"]["subscription"]]
     sequence = customer["next_invoice_sequence"]
     customer["next_invoice_sequence"] = sequence + 1
-    customer["balance"] = apply_balance(invoice, customer["balance"])
+    customer["balance"] = apply_balance(invoice, customer["balance"], minimum)
     invoice.update(
         number=f"{customer['invoice_prefix']}-{sequence:04d}",
         status="open",

@@ -27,6 +27,7 @@ __all__ = [
     "currency_code",
     "decimals",
     "format_amount",
+    "minimum_charge",
 ]
 
 
@@ -55,6 +56,25 @@ THREE_DECIMAL_CURRENCIES = _codes("bhd jod kwd omr tnd")
 
 THREE_DECIMAL_STEP = 10
 """Stripe takes a three-decimal amount only when it is a multiple of this."""
+
+
+STRIPE_MINIMUM_CHARGES = {
+    "usd": 50, "aed": 200, "aud": 50, "bgn": 100, "brl": 50, "cad": 50, "chf": 50, "czk": 1500,
+    "dkk": 250, "eur": 50, "gbp": 30, "hkd": 400, "huf": 17500, "inr": 50, "jpy": 50,
+    "mxn": 1000, "myr": 200, "nok": 300, "nzd": 50, "pln": 200, "ron": 200, "sek": 300,
+    "sgd": 50, "thb": 1000,
+}  # fmt: skip
+"""The least amount Stripe charges, per currency, in minor units ("Minimum and maximum charge
+amounts" on the same page). An invoice whose amount due is smaller is not charged: Stripe marks
+it paid and carries the amount to the customer's balance, which the next invoice adds. In any
+other currency the minimum is the equivalent of 0.50 USD in the account's settlement currency
+at the day's rate, which is not known here."""
+
+
+def minimum_charge(currency: str) -> int | None:
+    """Stripe's minimum charge in ``currency``, in minor units; ``None`` where it follows the
+    day's exchange rate (see :data:`STRIPE_MINIMUM_CHARGES`)."""
+    return STRIPE_MINIMUM_CHARGES.get(currency.lower())
 
 
 def currency_code(value: str) -> str:

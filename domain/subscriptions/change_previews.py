@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from pydantic import AwareDatetime
 
+from domain.billing.currencies import minimum_charge
 from domain.errors import Aborted, InvalidArgument, error_info
 from domain.messages import Command, ResourceId, Result
 from domain.subscriptions.plans import PlanRef
@@ -94,7 +95,8 @@ class PreviewPlanChange(Command):
 class PlanChangePreviewed(Result):
     """The invoice an immediate change to ``plan_id`` made at ``proration_date`` would make
     (``billed``: ``now`` with ``always_invoice``, ``next_invoice`` with ``create_prorations``,
-    where the lines wait for the renewal). Amounts in minor units of ``currency``."""
+    where the lines wait for the renewal). Amounts in minor units of ``currency``;
+    ``charged_now`` and ``carried_to_balance`` as :func:`settlement_of` tells."""
 
     subscription_id: str
     plan_id: str
@@ -106,6 +108,29 @@ class PlanChangePreviewed(Result):
     subtotal: int
     total: int
     lines: list[dict[str, Any]]
+    charged_now: int | None = None
+    carried_to_balance: int = 0
+
+
+def settlement_of(amount_due: int, currency: str, billed_now: bool) -> tuple[int | None, int]:
+    """What making the change does with ``amount_due``: (charged to the customer's card at
+    once, carried to the customer's balance for the next invoice).
+
+    Lines that wait for the next invoice charge nothing now. An amount due below Stripe's
+    minimum charge for the currency (:func:`minimum_charge`: 0.50 USD, 0.30 GBP, 50 JPY…) is
+    never charged: Stripe marks the invoice paid and carries the amount to the balance, so the
+    change is made even on a card that would decline, and the customer pays it with the next
+    invoice. Where that minimum follows the day's exchange rate it is not known here: the
+    charge is then ``None`` (the whole amount if it is over the minimum, else nothing), and
+    nothing is said to be carried."""
+    if not billed_now or amount_due <= 0:
+        return 0, 0
+    minimum = minimum_charge(currency)
+    if minimum is None:
+        return None, 0
+    if amount_due < minimum:
+        return 0, amount_due
+    return amount_due, 0
 
 
 @dataclass

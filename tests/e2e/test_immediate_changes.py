@@ -24,7 +24,7 @@ from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan
 from domain.subscriptions.subscription import SubscriptionTerms
 from stripe_emulator import EmulatorAdmin
-from tests.e2e.test_period_end_billing import subscribe
+from tests.e2e.test_period_end_billing import move_to, subscribe
 from tests.support.errors import field_violations
 from tests.support.events import outbox_rows
 from tests.support.invoices import invoices_of, pending_items
@@ -34,6 +34,7 @@ from tests.support.subscriptions import (
     Catalog,
     Subscribed,
     changes_of,
+    new_plan,
     stored_subscription,
     three_plans,
 )
@@ -167,6 +168,49 @@ def test_an_upgrade_on_a_declined_card_is_refused_and_grants_and_invoices_nothin
     assert [line.proration for line in credit] == [True, True]  # unused team, remaining starter
     assert sum(line.amount for line in credit) < 0
     assert invoices_of(sdk, sub.provider_id) == invoiced_before
+
+
+def test_an_upgrade_below_the_minimum_charge_is_granted_on_a_declined_card_and_billed_next_invoice(
+    stack: Stack,
+    api: httpx.Client,
+    ctx: Services,
+    catalog: Catalog,
+    sdk: stripe.StripeClient,
+    emulator: EmulatorAdmin,
+) -> None:
+    """Stripe charges no amount below its minimum (0.50 USD): the invoice is paid with nothing
+    due, the amount carried to the customer's balance. The preview says so, the change is made
+    although the card would decline, and the renewal bills the carried amount."""
+    a_little_dearer = new_plan(ctx, "starter-plus", catalog.starter.amount + 40)
+    sub = subscribe(ctx, catalog.starter, AUTOMATIC)
+    customer = customer_of(sdk, sub)
+    period_end = stored_subscription(stack, sub.id).current_period_end
+    move_to(stack, period_end - timedelta(days=10))  # a third of 0.40 USD left: about 0.13
+    emulator.fail_payments(customer)
+    invoiced_before = len(invoices_of(sdk, sub.provider_id))
+
+    previewed = preview(api, sub, a_little_dearer)
+    changed = change_now(api, sub, a_little_dearer, previewed["proration_date"])
+
+    assert changed.status_code == 200, changed.text
+    carried = previewed["amount_due"]
+    assert 0 < carried < 50
+    assert (previewed["billed"], previewed["charged_now"]) == ("now", 0)
+    assert previewed["carried_to_balance"] == carried
+    assert item_price(sdk, sub) == a_little_dearer.provider_price_id
+    [made] = changes_of(stack, sub.id)
+    assert made.state is ChangeState.APPLIED
+    [small] = invoices_of(sdk, sub.provider_id)[invoiced_before:]
+    assert (small.status, small.total, small.amount_paid) == ("paid", carried, 0)
+    assert sdk.v1.customers.retrieve(customer).balance == carried
+
+    emulator.succeed_payments(customer)
+    move_to(stack, period_end + timedelta(hours=2))  # past the renewal's hour as a draft
+
+    renewal = invoices_of(sdk, sub.provider_id)[-1]
+    assert renewal.billing_reason == "subscription_cycle"
+    assert (renewal.starting_balance, renewal.status) == (carried, "paid")
+    assert renewal.amount_paid == a_little_dearer.amount + carried
 
 
 # --- the proration date ------------------------------------------------------------------------

@@ -25,6 +25,9 @@ class Invoice:
     status: str
     total: int
     lines: list[Line]
+    amount_paid: int
+    starting_balance: int
+    """The customer's balance it began with (positive: owed), applied to its amount due."""
 
 
 def invoices_of(sdk: stripe.StripeClient, provider_id: str) -> list[Invoice]:
@@ -52,6 +55,8 @@ def invoices_of(sdk: stripe.StripeClient, provider_id: str) -> list[Invoice]:
                 str(invoice.status),
                 int(invoice.total),
                 lines,
+                int(invoice.amount_paid),
+                int(invoice.starting_balance or 0),
             )
         )
     return found

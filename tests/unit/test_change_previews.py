@@ -8,12 +8,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from domain.billing.currencies import minimum_charge
 from domain.errors import ERROR_DOMAIN, ERROR_INFO, Aborted, InvalidArgument
 from domain.subscriptions.change_previews import (
     PREVIEW_VALIDITY,
     IssuedPreview,
     ensure_in_current_period,
     ensure_previewed,
+    settlement_of,
 )
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.errors import field_violations
@@ -133,3 +135,31 @@ def test_a_change_naming_its_previews_time_is_taken_up_to_the_last_moment_of_the
     preview = IssuedPreview.of("sub_1", "plan_team", "plan_starter", NOW, NOW)
 
     ensure_previewed(subscription(), "plan_starter", NOW, preview, NOW + PREVIEW_VALIDITY)
+
+
+# --- what the change charges now ---------------------------------------------------------------
+
+
+def test_an_amount_billed_now_at_or_over_the_minimum_charge_is_charged_whole() -> None:
+    assert settlement_of(50, "usd", billed_now=True) == (50, 0)
+    assert settlement_of(1999, "eur", billed_now=True) == (1999, 0)
+
+
+def test_an_amount_billed_now_below_the_currencys_minimum_is_carried_to_the_balance() -> None:
+    assert settlement_of(49, "usd", billed_now=True) == (0, 49)
+    assert settlement_of(40, "usd", billed_now=True) == (0, 40)
+    assert settlement_of(40, "gbp", billed_now=True) == (40, 0)  # over 0.30 GBP
+    assert settlement_of(49, "jpy", billed_now=True) == (0, 49)  # whole yen, under 50
+    assert settlement_of(17_499, "HUF", billed_now=True) == (0, 17_499)
+
+
+def test_lines_left_for_the_next_invoice_or_nothing_due_charge_and_carry_nothing() -> None:
+    assert settlement_of(20, "usd", billed_now=False) == (0, 0)
+    assert settlement_of(5000, "usd", billed_now=False) == (0, 0)
+    assert settlement_of(0, "usd", billed_now=True) == (0, 0)
+    assert settlement_of(-300, "usd", billed_now=True) == (0, 0)
+
+
+def test_where_the_minimum_follows_the_days_rate_the_charge_is_not_known() -> None:
+    assert minimum_charge("idr") is None
+    assert settlement_of(4000, "idr", billed_now=True) == (None, 0)

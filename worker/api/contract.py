@@ -184,6 +184,17 @@ class ChangePreviewAnswer(BaseModel):
     subtotal: int
     total: int
     lines: list[PreviewLineView]
+    charged_now: int | None = Field(
+        description="What the change charges the customer's card at once: `amount_due` when "
+        "billed `now`, unless it is below Stripe's minimum charge for the currency (0.50 USD, "
+        "0.30 GBP, 50 JPY...), which is never charged; 0 when billed at the next invoice. "
+        "`null` in a currency whose minimum follows the day's exchange rate."
+    )
+    carried_to_balance: int = Field(
+        description="An amount due below the minimum charge: Stripe marks the invoice paid "
+        "and adds this to the customer's balance, to be paid with the next invoice. The "
+        "change is made even if the card would decline."
+    )
 
 
 class CommandAccepted(BaseModel):

@@ -134,6 +134,12 @@ def subscriptions_preview_change(
     )
     for line in preview["lines"]:
         click.echo(f"  {format_amount(line['amount'], currency):>14}  {line['description']}")
+    if preview["carried_to_balance"]:
+        click.echo(
+            f"  below Stripe's minimum charge: not charged now; "
+            f"{format_amount(preview['carried_to_balance'], currency)} is added to the "
+            "customer's balance and paid with the next invoice"
+        )
 
 
 @subscriptions.command("seed-period-end", settings_env=(*DATABASE_ENV, *STRIPE_ENV))

@@ -17,6 +17,7 @@ from domain.subscriptions.change_previews import (
     PlanChangePreviewed,
     PreviewPlanChange,
     ensure_in_current_period,
+    settlement_of,
 )
 from domain.subscriptions.immediate_changes import immediate_proration
 
@@ -74,12 +75,14 @@ def preview_plan_change(command: PreviewPlanChange, svc: HandlerContext) -> Plan
         ),
         svc,
     )
+    billed_now = behavior == "always_invoice"
+    charged_now, carried = settlement_of(preview.amount_due, preview.currency, billed_now)
     return PlanChangePreviewed(
         subscription_id=subscription.id,
         plan_id=plan.id,
         proration_date=proration_date,
         proration_behavior=behavior,
-        billed="now" if behavior == "always_invoice" else "next_invoice",
+        billed="now" if billed_now else "next_invoice",
         currency=preview.currency,
         amount_due=preview.amount_due,
         subtotal=preview.subtotal,
@@ -95,6 +98,8 @@ def preview_plan_change(command: PreviewPlanChange, svc: HandlerContext) -> Plan
             }
             for line in preview.lines
         ],
+        charged_now=charged_now,
+        carried_to_balance=carried,
     )
 
 
