@@ -19,7 +19,7 @@ from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.schedules.plan import PLAN_AMOUNTS
 from tests.schedules.system import System
-from tests.schedules.workload import History
+from tests.schedules.workload import STAGING, History
 from tests.support.checker import (
     Accepted,
     Anomaly,
@@ -59,6 +59,8 @@ def quiet(system: System) -> bool:
             client.close()
         with system.stack.stripe as emulator:
             now = emulator.now()
+            if not emulator.webhook_status().idle:  # Stripe's news still on its way to us
+                return False
         for item in _get(system, "/v1beta1/operations/subscriptions", limit=100)["items"]:
             due = datetime.fromisoformat(item["current_period_end"]).timestamp() <= now
             if item["pending_change"] and due:
@@ -164,14 +166,23 @@ def _money(
 ) -> tuple[list[PriceSpan], list[BilledPeriod]]:
     """The prices in force on a subscription, from the workload's answers (its starter plan
     from Stripe's start, then each immediate change from the ``effective_at`` it was
-    answered), and the periods Stripe billed that they judge: those that ended before any
+    answered, and each dashboard change from the time it was prorated at), and the periods
+    Stripe billed that they judge: those that ended before any
     change at the period's end (or a cancel of one) was asked for, whose boundary prices the
     history alone cannot order."""
     sent = [s for s in history.sent if s.subject == subscription_id]
-    staged = [s.emulator_at for s in sent if s.emulator_at is not None]
+    staged = [s.emulator_at for s in sent if s.action in STAGING and s.emulator_at is not None]
     started = sdk.v1.subscriptions.retrieve(provider_id).start_date
     spans = [PriceSpan(datetime.fromtimestamp(started, UTC), PLAN_AMOUNTS["starter"])]
     for change in sent:
+        if change.action == "dashboard_price_change" and change.emulator_at is not None:
+            assert change.plan is not None
+            spans.append(
+                PriceSpan(
+                    datetime.fromtimestamp(change.emulator_at, UTC), PLAN_AMOUNTS[change.plan]
+                )
+            )
+            continue
         if change.action not in CHANGES or change.command_id is None or change.plan is None:
             continue
         view = views.get(change.command_id, {})

@@ -49,6 +49,10 @@ ACTION_KINDS = (
     "cancel_staged",
 )
 
+STRIPE_SIDE_KINDS = ("dashboard_price_change",)
+"""What happens at Stripe without us, arriving as signed webhooks: someone changes a
+subscription's price in Stripe's dashboard (prorated, as the dashboard does by default)."""
+
 PLANS = ("starter", "team", "scale")
 PLAN_AMOUNTS = {"starter": 900, "team": 2900, "scale": 9900}
 MODES = ("sync", "async")
@@ -126,6 +130,7 @@ def draw(
             Step(round(rng.uniform(0, duration * 0.9), 1), kind, _fault_args(rng, kind))
         )
     period_end_at = round(rng.uniform(duration * 0.4, duration * 0.7), 1)
+    actions += _stripe_side(seed, duration, subscriptions)
     fault_steps = [
         Step(round(max(0.0, period_end_at - 0.3), 1), step.kind, step.args)
         if step.kind in AROUND_THE_PERIOD_END
@@ -143,6 +148,21 @@ def draw(
         period_end_at=period_end_at,
         kinds=tuple(faults),
     )
+
+
+def _stripe_side(seed: int, duration: float, subscriptions: int) -> list[Step]:
+    """Up to two changes made in Stripe's dashboard, drawn from a stream of their own: every
+    other draw of the seed (its actions, its faults, their offsets) is what it was before
+    these were added, so a seed kept as a regression test still meets the faults it found."""
+    rng = random.Random(f"stripe-side:{seed}")
+    return [
+        Step(
+            round(rng.uniform(0, duration * 0.9), 1),
+            rng.choice(STRIPE_SIDE_KINDS),
+            {"subscription": rng.randrange(subscriptions), "plan": rng.choice(PLANS)},
+        )
+        for _ in range(rng.randint(0, 2))
+    ]
 
 
 def _fault_args(rng: random.Random, kind: str) -> dict[str, Any]:

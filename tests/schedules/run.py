@@ -29,7 +29,14 @@ from pathlib import Path
 
 from tests.schedules.judge import EventReader, judge, listed_statuses, wait_for_quiescence
 from tests.schedules.nemesis import calm, inject, month_passes
-from tests.schedules.plan import FAULT_KINDS, SQLITE_FAULTS, Schedule, Step, draw
+from tests.schedules.plan import (
+    FAULT_KINDS,
+    SQLITE_FAULTS,
+    STRIPE_SIDE_KINDS,
+    Schedule,
+    Step,
+    draw,
+)
 from tests.schedules.system import running_system
 from tests.schedules.workload import History, Workload
 from tests.support.checker import Anomaly, AnomalyKind, report
@@ -60,6 +67,8 @@ class Outcome:
     published_again: int = 0
     """Queue publishes the log did not know after the schedule, published again by the other
     service under their ids (its recipe after a failover: Redis lost them with its data)."""
+    at_stripe: list[str] = field(default_factory=list)
+    """What was done at Stripe's dashboard (not through us), and whether it was made."""
     ended_failed: list[str] = field(default_factory=list)
     """Commands that ended ``failed`` (their retries spent: an operator's to replay), which
     the report names though they are no anomaly."""
@@ -143,8 +152,15 @@ def run_schedule(
             outcome.anomalies.append(
                 Anomaly(AnomalyKind.UNFINISHED, "system", "never quiet after the schedule")
             )
-        outcome.sent = len(history.sent)
-        outcome.accepted = sum(1 for sent in history.sent if sent.command_id is not None)
+        ours = [sent for sent in history.sent if sent.action not in STRIPE_SIDE_KINDS]
+        outcome.sent = len(ours)
+        outcome.accepted = sum(1 for sent in ours if sent.command_id is not None)
+        outcome.at_stripe = [
+            f"{sent.action} {sent.subject} to {sent.plan} at +{sent.at - started_wall:.1f}s"
+            + ("" if sent.status == 200 else " (not made: Stripe's faults outlasted its retries)")
+            for sent in history.sent
+            if sent.action in STRIPE_SIDE_KINDS
+        ]
         outcome.errors = errors
     return outcome
 
@@ -169,6 +185,7 @@ def describe(outcome: Outcome) -> str:
     ]
     statuses = ", ".join(f"{name} {count}" for name, count in sorted(outcome.statuses.items()))
     lines.append(f"  commands: {statuses or 'none'}; judged: {outcome.compared}")
+    lines += [f"  at Stripe's dashboard: {change}" for change in outcome.at_stripe]
     lines += [f"  ended failed (replayable): {command}" for command in outcome.ended_failed]
     if outcome.published_again:
         lines.append(

@@ -19,7 +19,8 @@ import psycopg
 from adapters.clock import SystemClock
 from adapters.db.migrate import upgrade
 from domain.subscriptions.plans import Plan
-from tests.schedules.plan import PLAN_AMOUNTS, PLANS, Schedule
+from stripe_emulator import EmulatorAdmin
+from tests.schedules.plan import PLAN_AMOUNTS, PLANS, STRIPE_SIDE_KINDS, Schedule
 from tests.support.emulator import start_emulator
 from tests.support.forwarder import Forwarder
 from tests.support.postgres import PostgresCluster
@@ -28,6 +29,7 @@ from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack, stack_env
 from tests.support.subscriptions import Subscribed, new_account, new_plan, operator, subscribe
 from worker.local.embedded import wait_until
+from worker.local.seed import wire_stripe_events
 
 SCHEDULE_SETTINGS = {
     # A killed worker's messages come back within seconds, a stalled command is looked at
@@ -76,8 +78,9 @@ class System:
 
     def start(self, name: str) -> None:
         """Start ``name`` again, as a supervisor would."""
-        if name == "api":
-            self.stack.start_api()
+        if name == "api":  # on its port, where Stripe's webhooks are sent
+            port = int(self.stack.api_url.rsplit(":", 1)[1]) if self.stack.api_url else None
+            self.stack.start_api(port=port)
         elif name == "beat":
             self.processes[name] = self.stack.start_beat()
         else:
@@ -143,6 +146,8 @@ def running_system(
         _set_up(system, schedule)
         stack.start_api()
         stack.client = stack.new_client("chaos-workload")
+        if any(step.kind in STRIPE_SIDE_KINDS for step in schedule.actions):
+            _hear_from_stripe(system, emulator.url)
         for worker in ("w1", "w2"):
             system.start(worker)
         system.start("beat")
@@ -152,6 +157,19 @@ def running_system(
         emulator.stop()
         redis_network.stop()
         redis.stop()
+
+
+WEBHOOK_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+"""The emulator's retries of a delivery (two minutes in all): Stripe retries for three days, so
+an API killed and started again, or a worker partitioned from Redis, still hears every event."""
+
+
+def _hear_from_stripe(system: System, emulator_url: str) -> None:
+    """Stripe's events sent to the API as a deployment's are (``billing-worker stripe webhooks
+    register``): how a change made in Stripe's dashboard reaches us."""
+    with EmulatorAdmin(emulator_url) as emulator:
+        emulator.set_retry_schedule(WEBHOOK_RETRIES)
+    wire_stripe_events(operator(system.stack), f"{system.stack.api_url}/webhooks/stripe")
 
 
 def _commit_synchronously(postgres: PostgresCluster, database: str) -> None:

@@ -9,16 +9,20 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+import stripe  # noqa: TID251 - the workload plays Stripe's dashboard through the SDK
 from celery import Celery
 
 from stripe_emulator import EmulatorAdmin
+from tests.emulator.support import sdk_client
 from tests.schedules.plan import Step
 from tests.schedules.system import System
 
 RETRIES = 4
+DASHBOARD_ATTEMPTS = 8
+T = TypeVar("T")
 STAGING = {"change_at_period_end", "cancel_staged"}
 ACCOUNT = {"name": "Chaos Ltd", "email": "billing@chaos.example"}
 
@@ -38,7 +42,8 @@ class Sent:
     plan: str | None = None
     """The plan a change asked for (its key in ``PLANS``)."""
     emulator_at: int | None = None
-    """Stripe's clock when a staged change (or its cancel) was sent."""
+    """Stripe's clock when a staged change (or its cancel) was sent, or the time a dashboard
+    change was prorated at."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,47 @@ class Workload:
         with self.history._lock:
             self.history.previews.append(Previewed(subscription, answer, change))
 
+    def dashboard_price_change(self, subscription: int, plan: str) -> None:
+        """Someone at Stripe's dashboard moves the subscription to ``plan``'s price,
+        prorated as of Stripe's now (the dashboard's default): not through us, so we learn of
+        it only from the webhooks. Sent again under its idempotency key while Stripe's faults
+        answer it badly, as the dashboard's own retries would."""
+        sub = self.system.subscriptions[subscription]
+        price = str(self.system.plans[plan].provider_price_id)
+        sdk = sdk_client(self.system.stack.stripe_url)
+        at = time.time()
+        with EmulatorAdmin(self.system.stack.stripe_url) as emulator:
+            now = emulator.now()
+        item = _stubbornly(lambda: sdk.v1.subscriptions.retrieve(sub.provider_id))
+        if item is None or item["items"].data[0].price.id == price:
+            return  # unread, or already on that price: nothing is changed
+        params: dict[str, Any] = {
+            "items": [{"id": item["items"].data[0].id, "price": price}],
+            "proration_behavior": "create_prorations",
+            "proration_date": now,
+        }
+        key = f"dashboard-{uuid.uuid4()}"
+        updated = _stubbornly(
+            lambda: sdk.v1.subscriptions.update(
+                sub.provider_id,
+                params=params,  # type: ignore[arg-type]
+                options={"idempotency_key": key},
+            )
+        )
+        made = updated is not None
+        self.history.add(
+            Sent(
+                "dashboard_price_change",
+                sub.id,
+                at,
+                200 if made else None,
+                None,
+                None,
+                plan,
+                now if made else None,
+            )
+        )
+
     # --- sending ---------------------------------------------------------------------------
 
     def _change(
@@ -223,6 +269,17 @@ class Workload:
             self.history.add(Sent("enable_user_queue", user_id, at, None, None))
             return
         self.history.add(Sent("enable_user_queue", user_id, at, 0, command_id))
+
+
+def _stubbornly(call: Callable[[], T]) -> T | None:
+    """``call``'s answer, asked again (a second apart) while Stripe's faults answer badly;
+    ``None`` if they still do after :data:`DASHBOARD_ATTEMPTS` tries."""
+    for _ in range(DASHBOARD_ATTEMPTS):
+        try:
+            return call()
+        except stripe.StripeError:
+            time.sleep(1.0)
+    return None
 
 
 def _json(answered: httpx.Response | None) -> Any:

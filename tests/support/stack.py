@@ -242,10 +242,12 @@ class Stack:
         self.beat_metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         return process
 
-    def start_api(self, extra_env: dict[str, str] | None = None, processes: int = 1) -> str:
-        """The API on a free port; with ``processes`` over one, that many on the port, their
-        metrics added up from a directory of their own."""
-        port = free_port()
+    def start_api(
+        self, extra_env: dict[str, str] | None = None, processes: int = 1, port: int | None = None
+    ) -> str:
+        """The API on ``port``, or a free one; with ``processes`` over one, that many on the
+        port, their metrics added up from a directory of their own."""
+        port = port or free_port()
         metrics = api_metrics_env(self.workdir / f"metrics-api-{port}") if processes > 1 else {}
         self.group.start(
             "api",
