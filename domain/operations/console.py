@@ -124,6 +124,17 @@ class InvoiceView(Message):
     amount_paid: int
     billing_reason: str | None
     created: Timestamp
+    total: int = 0
+    starting_balance: int = Field(
+        default=0,
+        description="The customer's balance the invoice began with and took into its amount "
+        "due (positive: owed by the customer; negative: a credit).",
+    )
+    ending_balance: int = Field(
+        default=0,
+        description="The balance it left: a credit it did not use, or an amount due below "
+        "Stripe's minimum charge, carried to the next invoice instead of charged.",
+    )
     period_start: Timestamp | None
     period_end: Timestamp | None
     lines: list[InvoiceLineView] = Field(

@@ -11,6 +11,7 @@ and announce, on SQLite and PostgreSQL, with default settings (``create_proratio
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,6 +30,7 @@ from tests.support.errors import field_violations
 from tests.support.events import outbox_rows
 from tests.support.invoices import invoices_of, pending_items
 from tests.support.stack import Stack
+from tests.support.stack import cli_output as cli
 from tests.support.subscriptions import (
     DAY,
     Catalog,
@@ -211,6 +213,14 @@ def test_an_upgrade_below_the_minimum_charge_is_granted_on_a_declined_card_and_b
     assert renewal.billing_reason == "subscription_cycle"
     assert (renewal.starting_balance, renewal.status) == (carried, "paid")
     assert renewal.amount_paid == a_little_dearer.amount + carried
+
+    # What an operator reads (`accounts show`, the console): why the invoice due was 0.
+    story = json.loads(cli(stack, "accounts", "show", sub.org_id, "--json"))
+    [shown] = story["subscriptions"]
+    by_id = {invoice["id"]: invoice for invoice in shown["invoices"]}
+    assert by_id[small.id]["total"] == carried
+    assert (by_id[small.id]["amount_due"], by_id[small.id]["ending_balance"]) == (0, carried)
+    assert by_id[renewal.id]["starting_balance"] == carried
 
 
 # --- the proration date ------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import redis
 import stripe  # noqa: TID251 - the checker reads Stripe's objects through the SDK
 
 from adapters.messaging.config import CONSUMED_QUEUES
+from domain.subscriptions.subscription import SubscriptionState
 from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.schedules.plan import PLAN_AMOUNTS
@@ -45,40 +46,52 @@ def _get(system: System, path: str, **params: Any) -> Any:
     return answered.json()
 
 
-def quiet(system: System) -> bool:
-    """Nothing in flight: no command queued, running, retrying or waiting (the API's list),
-    every queue empty, and no pending change past its subscription's period end."""
+def busy(system: System) -> str | None:
+    """What is still in flight (``None``: nothing): a command queued, running, retrying or
+    waiting (the API's list), a message on a queue, a delivery of Stripe's on its way, or a
+    pending change past its subscription's period end."""
     try:
-        if _get(system, "/v1beta1/operations/commands", limit=10)["items"]:
-            return False
+        in_flight = _get(system, "/v1beta1/operations/commands", limit=10)["items"]
+        if in_flight:
+            return f"command {in_flight[0]['id']} {in_flight[0]['status']}"
         client = redis.Redis.from_url(system.stack.redis_url)
         try:
-            if any(client.llen(queue) for queue in CONSUMED_QUEUES):
-                return False
+            queued = [queue for queue in CONSUMED_QUEUES if client.llen(queue)]
         finally:
             client.close()
+        if queued:
+            return f"messages on {', '.join(queued)}"
         with system.stack.stripe as emulator:
             now = emulator.now()
-            if not emulator.webhook_status().idle:  # Stripe's news still on its way to us
-                return False
+            deliveries = emulator.webhook_status()
+        if not deliveries.idle:  # Stripe's news still on its way to us
+            return f"Stripe's deliveries {deliveries}"
         for item in _get(system, "/v1beta1/operations/subscriptions", limit=100)["items"]:
             due = datetime.fromisoformat(item["current_period_end"]).timestamp() <= now
             if item["pending_change"] and due:
-                return False
-    except Exception:  # a process still coming back: not quiet yet
-        return False
-    return True
+                return f"change {item['pending_change']} of {item['id']} past its period's end"
+    except Exception as error:  # a process still coming back: not quiet yet
+        return f"{type(error).__name__}: {error}"
+    return None
 
 
-def wait_for_quiescence(system: System, timeout: float = QUIESCENCE_TIMEOUT) -> float | None:
-    """Seconds until the system was quiet twice a second apart (``None``: never)."""
+def wait_for_quiescence(
+    system: System, timeout: float = QUIESCENCE_TIMEOUT, why: list[str] | None = None
+) -> float | None:
+    """Seconds until the system was quiet twice a second apart (``None``: never, and ``why``
+    gets what was in flight last)."""
     started = time.monotonic()
+    last = None
     while time.monotonic() - started < timeout:
-        if quiet(system):
+        last = busy(system)
+        if last is None:
             time.sleep(1.0)
-            if quiet(system):
+            last = busy(system)
+            if last is None:
                 return time.monotonic() - started
         time.sleep(0.5)
+    if why is not None and last is not None:
+        why.append(last)
     return None
 
 
@@ -139,11 +152,15 @@ def observe(system: System, history: History, events: EventReader) -> Observed:
     sdk = sdk_client(system.stack.stripe_url)
     price_to_plan = system.price_to_plan()
     for item in _get(system, "/v1beta1/operations/subscriptions", limit=100)["items"]:
-        observed.our_rows[f"subscription {item['id']}"] = {"plan": item["plan_id"]}
+        observed.our_rows[f"subscription {item['id']}"] = {
+            "plan": item["plan_id"],
+            "state": item["state"],
+        }
         theirs = sdk.v1.subscriptions.retrieve(item["provider_id"])
         price = str(theirs["items"].data[0].price.id)
         observed.stripe_objects[f"subscription {item['id']}"] = {
-            "plan": price_to_plan.get(price, price)
+            "plan": price_to_plan.get(price, price),
+            "state": SubscriptionState.from_provider(str(theirs.status)).value,
         }
     for sub in system.subscriptions:
         spans, periods = _money(system, sdk, history, views, sub.id, sub.provider_id)

@@ -49,9 +49,10 @@ ACTION_KINDS = (
     "cancel_staged",
 )
 
-STRIPE_SIDE_KINDS = ("dashboard_price_change",)
+STRIPE_SIDE_KINDS = ("dashboard_price_change", "dashboard_cancel")
 """What happens at Stripe without us, arriving as signed webhooks: someone changes a
-subscription's price in Stripe's dashboard (prorated, as the dashboard does by default)."""
+subscription's price in Stripe's dashboard (prorated, as the dashboard does by default), or
+cancels it at its period's end."""
 
 PLANS = ("starter", "team", "scale")
 PLAN_AMOUNTS = {"starter": 900, "team": 2900, "scale": 9900}
@@ -88,10 +89,18 @@ class Schedule:
     """When a month passes (both clocks): the subscriptions' periods end inside the schedule."""
     kinds: tuple[str, ...] = FAULT_KINDS
     """The catalogue the faults were drawn from (the draw depends on it, order included)."""
+    stripe_side: bool = True
+    """Whether Stripe's side acts too (:data:`STRIPE_SIDE_KINDS`, drawn from a stream of
+    their own) and Stripe's webhooks reach the API."""
 
 
 def draw(
-    seed: int, faults: Sequence[str], *, duration: float = 40.0, fault_count: int = 10
+    seed: int,
+    faults: Sequence[str],
+    *,
+    duration: float = 40.0,
+    fault_count: int = 10,
+    stripe_side: bool = True,
 ) -> Schedule:
     """The schedule of ``seed``: an action for every two seconds of ``duration`` and
     ``fault_count`` faults of the ``faults`` kinds, each at a seeded offset (the faults in
@@ -130,7 +139,8 @@ def draw(
             Step(round(rng.uniform(0, duration * 0.9), 1), kind, _fault_args(rng, kind))
         )
     period_end_at = round(rng.uniform(duration * 0.4, duration * 0.7), 1)
-    actions += _stripe_side(seed, duration, subscriptions)
+    if stripe_side:
+        actions += _stripe_side(seed, duration, subscriptions)
     fault_steps = [
         Step(round(max(0.0, period_end_at - 0.3), 1), step.kind, step.args)
         if step.kind in AROUND_THE_PERIOD_END
@@ -147,6 +157,7 @@ def draw(
         faults=tuple(sorted(fault_steps, key=lambda step: step.at)),
         period_end_at=period_end_at,
         kinds=tuple(faults),
+        stripe_side=stripe_side,
     )
 
 
@@ -155,14 +166,15 @@ def _stripe_side(seed: int, duration: float, subscriptions: int) -> list[Step]:
     other draw of the seed (its actions, its faults, their offsets) is what it was before
     these were added, so a seed kept as a regression test still meets the faults it found."""
     rng = random.Random(f"stripe-side:{seed}")
-    return [
-        Step(
-            round(rng.uniform(0, duration * 0.9), 1),
-            rng.choice(STRIPE_SIDE_KINDS),
-            {"subscription": rng.randrange(subscriptions), "plan": rng.choice(PLANS)},
-        )
-        for _ in range(rng.randint(0, 2))
-    ]
+    steps = []
+    for _ in range(rng.randint(0, 2)):
+        at = round(rng.uniform(0, duration * 0.9), 1)
+        kind = rng.choice(STRIPE_SIDE_KINDS)
+        args: dict[str, Any] = {"subscription": rng.randrange(subscriptions)}
+        if kind == "dashboard_price_change":
+            args["plan"] = rng.choice(PLANS)
+        steps.append(Step(at, kind, args))
+    return steps
 
 
 def _fault_args(rng: random.Random, kind: str) -> dict[str, Any]:

@@ -67,6 +67,8 @@ class Outcome:
     published_again: int = 0
     """Queue publishes the log did not know after the schedule, published again by the other
     service under their ids (its recipe after a failover: Redis lost them with its data)."""
+    busy: list[str] = field(default_factory=list)
+    """What was still in flight when quiescence was waited for in vain."""
     at_stripe: list[str] = field(default_factory=list)
     """What was done at Stripe's dashboard (not through us), and whether it was made."""
     ended_failed: list[str] = field(default_factory=list)
@@ -125,13 +127,13 @@ def run_schedule(
                 except Exception as error:
                     errors.append(f"{step}: {type(error).__name__}: {error}")
         calm(system)
-        outcome.quiescence = wait_for_quiescence(system)
+        outcome.quiescence = wait_for_quiescence(system, why=outcome.busy)
         outcome.published_again = workload.publish_again_what_the_log_does_not_know(
             lambda: set(listed_statuses(system))
         )
         workload.close()
         if outcome.published_again:
-            outcome.quiescence = wait_for_quiescence(system)
+            outcome.quiescence = wait_for_quiescence(system, why=outcome.busy)
         outcome.anomalies, observed = judge(system, history, events)
         outcome.statuses = Counter(observed.statuses.values())
         outcome.anomalies = [
@@ -149,15 +151,17 @@ def run_schedule(
             if sent.command_id is not None and observed.statuses.get(sent.command_id) == "failed"
         ]
         if outcome.quiescence is None:
+            still = f" (still: {outcome.busy[-1]})" if outcome.busy else ""
             outcome.anomalies.append(
-                Anomaly(AnomalyKind.UNFINISHED, "system", "never quiet after the schedule")
+                Anomaly(AnomalyKind.UNFINISHED, "system", f"never quiet after the schedule{still}")
             )
         ours = [sent for sent in history.sent if sent.action not in STRIPE_SIDE_KINDS]
         outcome.sent = len(ours)
         outcome.accepted = sum(1 for sent in ours if sent.command_id is not None)
         outcome.at_stripe = [
-            f"{sent.action} {sent.subject} to {sent.plan} at +{sent.at - started_wall:.1f}s"
-            + ("" if sent.status == 200 else " (not made: Stripe's faults outlasted its retries)")
+            f"{sent.action} {sent.subject}{f' to {sent.plan}' if sent.plan else ''}"
+            f" at +{sent.at - started_wall:.1f}s"
+            + ("" if sent.status == 200 else f" (not made: {sent.body})")
             for sent in history.sent
             if sent.action in STRIPE_SIDE_KINDS
         ]
@@ -218,6 +222,8 @@ def replay_command(outcome: Outcome) -> str:
         words.append(f"--fault-count {len(schedule.faults)}")
     if schedule.duration != DEFAULT_DURATION:
         words.append(f"--duration {schedule.duration:g}")
+    if not schedule.stripe_side:
+        words.append("--no-stripe-side")
     return " ".join(words)
 
 
@@ -259,6 +265,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         default=None,
         help="keep each schedule's logs, database and Redis data here (default: a temporary"
         " directory, removed)",
+    )
+    parser.add_argument(
+        "--no-stripe-side",
+        dest="stripe_side",
+        action="store_false",
+        help="no changes at Stripe's dashboard, and no webhooks (as the schedules before them)",
     )
     parser.add_argument("--list-faults", action="store_true")
     return parser.parse_args(argv)

@@ -20,7 +20,7 @@ from adapters.clock import SystemClock
 from adapters.db.migrate import upgrade
 from domain.subscriptions.plans import Plan
 from stripe_emulator import EmulatorAdmin
-from tests.schedules.plan import PLAN_AMOUNTS, PLANS, STRIPE_SIDE_KINDS, Schedule
+from tests.schedules.plan import PLAN_AMOUNTS, PLANS, Schedule
 from tests.support.emulator import start_emulator
 from tests.support.forwarder import Forwarder
 from tests.support.postgres import PostgresCluster
@@ -146,7 +146,7 @@ def running_system(
         _set_up(system, schedule)
         stack.start_api()
         stack.client = stack.new_client("chaos-workload")
-        if any(step.kind in STRIPE_SIDE_KINDS for step in schedule.actions):
+        if schedule.stripe_side:
             _hear_from_stripe(system, emulator.url)
         for worker in ("w1", "w2"):
             system.start(worker)

@@ -154,7 +154,9 @@ class Workload:
             now = emulator.now()
         item = _stubbornly(lambda: sdk.v1.subscriptions.retrieve(sub.provider_id))
         if item is None or item["items"].data[0].price.id == price:
-            return  # unread, or already on that price: nothing is changed
+            why = "unread" if item is None else "already on that price"
+            self.history.add(Sent("dashboard_price_change", sub.id, at, None, None, why, plan))
+            return
         params: dict[str, Any] = {
             "items": [{"id": item["items"].data[0].id, "price": price}],
             "proration_behavior": "create_prorations",
@@ -176,11 +178,29 @@ class Workload:
                 at,
                 200 if made else None,
                 None,
-                None,
+                None if made else "Stripe's faults outlasted its retries",
                 plan,
                 now if made else None,
             )
         )
+
+    def dashboard_cancel(self, subscription: int) -> None:
+        """Someone at Stripe's dashboard cancels the subscription at its period's end: it
+        ends there, and what we had pending for it is skipped."""
+        sub = self.system.subscriptions[subscription]
+        sdk = sdk_client(self.system.stack.stripe_url)
+        key = f"dashboard-{uuid.uuid4()}"
+        at = time.time()
+        canceled = _stubbornly(
+            lambda: sdk.v1.subscriptions.update(
+                sub.provider_id,
+                params={"cancel_at_period_end": True},
+                options={"idempotency_key": key},
+            )
+        )
+        made = canceled is not None
+        why = None if made else "Stripe's faults outlasted its retries"
+        self.history.add(Sent("dashboard_cancel", sub.id, at, 200 if made else None, None, why))
 
     # --- sending ---------------------------------------------------------------------------
 

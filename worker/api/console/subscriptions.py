@@ -86,17 +86,29 @@ def _changes(story: SubscriptionStory) -> str:
 
 def _invoice(invoice: InvoiceView) -> str:
     """An invoice's figures, then its lines."""
-    head = facts(
-        [
-            ("Invoice", f"<code>{text(invoice.id)}</code> {text(invoice.number or '')}"),
-            ("Status", badge(invoice.status)),
-            ("Due", money(invoice.amount_due, invoice.currency)),
-            ("Paid", money(invoice.amount_paid, invoice.currency)),
-            ("Reason", text(invoice.billing_reason)),
-            ("Created", when(invoice.created)),
-            ("Period", f"{when(invoice.period_start)} → {when(invoice.period_end)}"),
-        ]
-    )
+    figures = [
+        ("Invoice", f"<code>{text(invoice.id)}</code> {text(invoice.number or '')}"),
+        ("Status", badge(invoice.status)),
+        ("Total", money(invoice.total, invoice.currency)),
+        ("Due", money(invoice.amount_due, invoice.currency)),
+        ("Paid", money(invoice.amount_paid, invoice.currency)),
+    ]
+    if invoice.starting_balance or invoice.ending_balance:
+        # What the customer's balance took or carried: why "Due" differs from "Total".
+        figures.append(
+            (
+                "Customer balance",
+                f"{money(invoice.starting_balance, invoice.currency)} → "
+                f"{money(invoice.ending_balance, invoice.currency)}"
+                " (positive: owed, carried to the next invoice; negative: credit)",
+            )
+        )
+    figures += [
+        ("Reason", text(invoice.billing_reason)),
+        ("Created", when(invoice.created)),
+        ("Period", f"{when(invoice.period_start)} → {when(invoice.period_end)}"),
+    ]
+    head = facts(figures)
     lines = [
         [
             text(line.description),
