@@ -152,16 +152,15 @@ def observe(system: System, history: History, events: EventReader) -> Observed:
     sdk = sdk_client(system.stack.stripe_url)
     price_to_plan = system.price_to_plan()
     for item in _get(system, "/v1beta1/operations/subscriptions", limit=100)["items"]:
-        observed.our_rows[f"subscription {item['id']}"] = {
-            "plan": item["plan_id"],
-            "state": item["state"],
-        }
         theirs = sdk.v1.subscriptions.retrieve(item["provider_id"])
         price = str(theirs["items"].data[0].price.id)
-        observed.stripe_objects[f"subscription {item['id']}"] = {
-            "plan": price_to_plan.get(price, price),
-            "state": SubscriptionState.from_provider(str(theirs.status)).value,
-        }
+        ours = {"plan": item["plan_id"]}
+        stripes = {"plan": price_to_plan.get(price, price)}
+        if system.hears_from_stripe:  # else a state Stripe moved on its own is not ours yet
+            ours["state"] = item["state"]
+            stripes["state"] = SubscriptionState.from_provider(str(theirs.status)).value
+        observed.our_rows[f"subscription {item['id']}"] = ours
+        observed.stripe_objects[f"subscription {item['id']}"] = stripes
     for sub in system.subscriptions:
         spans, periods = _money(system, sdk, history, views, sub.id, sub.provider_id)
         observed.prices[sub.provider_id] = spans

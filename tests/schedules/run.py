@@ -308,7 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             for index in range(args.schedules):
                 schedule = draw(
-                    first + index, kinds, duration=args.duration, fault_count=args.fault_count
+                    first + index,
+                    kinds,
+                    duration=args.duration,
+                    fault_count=args.fault_count,
+                    stripe_side=args.stripe_side,
                 )
                 try:
                     outcome = run_schedule(schedule, Path(tmp), args.database, postgres)

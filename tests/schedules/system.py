@@ -55,6 +55,9 @@ class System:
     users: list[str] = field(default_factory=list)
     processes: dict[str, Any] = field(default_factory=dict)
     """The worker nodes and beat, by name: what the nemesis kills."""
+    hears_from_stripe: bool = False
+    """Whether Stripe's webhooks reach the API (else Stripe's own changes, a subscription
+    gone ``past_due`` among them, reach us only with the reconciliation sweep's reads)."""
     before_redis_empties: list[Callable[[], None]] = field(default_factory=list)
     """What to do before Redis loses its dataset (the stream's consumer reads it up to then:
     entries not yet read are lost with it, a limit of the stream, not of the checker)."""
@@ -170,6 +173,7 @@ def _hear_from_stripe(system: System, emulator_url: str) -> None:
     with EmulatorAdmin(emulator_url) as emulator:
         emulator.set_retry_schedule(WEBHOOK_RETRIES)
     wire_stripe_events(operator(system.stack), f"{system.stack.api_url}/webhooks/stripe")
+    system.hears_from_stripe = True
 
 
 def _commit_synchronously(postgres: PostgresCluster, database: str) -> None:

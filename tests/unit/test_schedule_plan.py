@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.chaos.test_fault_schedules import FIRST_SQLITE_CATALOGUE
-from tests.schedules.plan import FAULT_KINDS, SQLITE_FAULTS, draw
+from tests.schedules.plan import FAULT_KINDS, SQLITE_FAULTS, STRIPE_SIDE_KINDS, draw
 from tests.schedules.run import Outcome, kinds_of, parse, replay_command
 
 
@@ -65,3 +65,29 @@ def test_a_failing_schedule_prints_the_command_that_draws_it_again() -> None:
     again = draw(args.seed, kinds_of(args), duration=args.duration, fault_count=args.fault_count)
     assert again == schedule
     assert args.database == "postgresql"
+
+
+def test_stripe_s_side_adds_its_changes_and_leaves_every_other_draw_of_the_seed_as_it_was() -> None:
+    for seed in range(30):
+        with_it, without = draw(seed, FAULT_KINDS), draw(seed, FAULT_KINDS, stripe_side=False)
+        ours = tuple(step for step in with_it.actions if step.kind not in STRIPE_SIDE_KINDS)
+        assert (ours, with_it.faults, with_it.period_end_at) == (
+            without.actions,
+            without.faults,
+            without.period_end_at,
+        )
+        assert not {step.kind for step in without.actions} & set(STRIPE_SIDE_KINDS)
+    drawn = {
+        step.kind
+        for seed in range(30)
+        for step in draw(seed, FAULT_KINDS).actions
+        if step.kind in STRIPE_SIDE_KINDS
+    }
+    assert drawn == set(STRIPE_SIDE_KINDS)
+
+
+def test_a_schedule_without_stripe_s_side_replays_with_the_option_that_leaves_it_out() -> None:
+    schedule = draw(500, SQLITE_FAULTS, stripe_side=False)
+    assert replay_command(Outcome(schedule)).endswith("--no-stripe-side")
+    assert not parse(["--no-stripe-side"]).stripe_side
+    assert parse([]).stripe_side
