@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from adapters.db.command_log import SqlCommandLog
-from adapters.db.command_runs import DEFAULT_RUNNING_LEASE
 from adapters.db.engine import session_factory
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.messages import CommandStatus
@@ -213,34 +212,6 @@ def test_a_command_accepted_but_never_started_is_stalled_until_published(
 
     assert (stalled.id, stalled.type, stalled.payload) == ("c1", ENABLE, payload("c1"))
     assert log.stalled(timedelta(seconds=60)) == []
-
-
-def test_a_command_running_long_after_its_message_would_have_come_back_is_stalled(
-    journal: Journal,
-) -> None:
-    """A worker killed while running it, its message lost before the broker recorded it as
-    unacknowledged: nothing hands it back, so the sweep publishes it again once it has run
-    longer than the broker's visibility timeout (the running lease, 10 min here) and the
-    stalled wait allow (``running_older_than``); that delivery takes the run over."""
-    log = journal.port
-    given_up_after = DEFAULT_RUNNING_LEASE + timedelta(seconds=60)
-    journal.accept("c1", payload("c1"))
-    log.mark_published("c1")
-    log.begin("c1", ENABLE, payload("c1"), source="queue")
-    journal.clock.advance(DEFAULT_RUNNING_LEASE)
-    assert log.stalled(timedelta(seconds=60)) == []  # not asked for: as before
-    assert log.stalled(timedelta(seconds=60), running_older_than=given_up_after) == []
-
-    journal.clock.advance(timedelta(seconds=61))
-    [stalled] = log.stalled(timedelta(seconds=60), running_older_than=given_up_after)
-    log.mark_published(stalled.id)
-
-    assert (stalled.id, stalled.status) == ("c1", CommandStatus.RUNNING)
-    assert log.stalled(timedelta(seconds=60), running_older_than=given_up_after) == []
-    assert log.begin("c1", ENABLE, payload("c1"), source="queue") is None  # taken over
-    log.succeed("c1", {"ok": True})
-    journal.clock.advance(given_up_after * 2)
-    assert log.stalled(timedelta(seconds=60), running_older_than=given_up_after) == []
 
 
 def test_a_retry_whose_message_never_came_is_stalled_and_says_how_many_attempts_it_used(

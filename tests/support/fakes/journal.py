@@ -228,14 +228,8 @@ class FakeCommandJournal:
             entry.status = CommandStatus.WAITING
             entry.updated_at = self._clock.now()
 
-    def stalled(
-        self,
-        older_than: timedelta,
-        limit: int = 100,
-        running_older_than: timedelta | None = None,
-    ) -> Sequence[JournalEntry]:
-        now = self._clock.now()
-        cutoff = now - older_than
+    def stalled(self, older_than: timedelta, limit: int = 100) -> Sequence[JournalEntry]:
+        cutoff = self._clock.now() - older_than
         stalled = [
             entry
             for entry in self.entries.values()
@@ -244,11 +238,6 @@ class FakeCommandJournal:
                 or (
                     entry.status is CommandStatus.RETRYING
                     and later_attempt_due_at(entry.status, entry.updated_at, entry.retries) < cutoff
-                )
-                or (
-                    running_older_than is not None
-                    and entry.status is CommandStatus.RUNNING
-                    and entry.updated_at < now - running_older_than
                 )
             )
             and (entry.published_at is None or entry.published_at < cutoff)
