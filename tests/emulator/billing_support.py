@@ -90,3 +90,21 @@ def move_to(target: StripeTarget, customer_id: str, when: int) -> None:
     now = target.now(customer_id)
     if when > now:
         target.advance(customer_id, when - now)
+
+
+def upgrade_invoiced_now(
+    target: StripeTarget,
+    subscription: stripe.Subscription,
+    price: stripe.Price,
+    behavior: str = "error_if_incomplete",
+) -> stripe.Subscription:
+    """Move the subscription's item to ``price``, its prorations invoiced at once
+    (``always_invoice``), with ``payment_behavior`` ``behavior``."""
+    return target.client.v1.subscriptions.update(
+        subscription.id,
+        params={
+            "items": [{"id": item_of(subscription).id, "price": price.id}],
+            "proration_behavior": "always_invoice",
+            "payment_behavior": behavior,
+        },
+    )

@@ -20,6 +20,7 @@ from tests.emulator.billing_support import (
     move_to,
     period,
     subscribe,
+    upgrade_invoiced_now,
 )
 from tests.emulator.support import StripeTarget
 
@@ -79,25 +80,12 @@ def _upgrade_at_mid_period(
     return customer, subscription, monthly(target, amount + step, currency=currency)
 
 
-def _upgrade(
-    target: StripeTarget, subscription: stripe.Subscription, price: stripe.Price
-) -> stripe.Subscription:
-    return target.client.v1.subscriptions.update(
-        subscription.id,
-        params={
-            "items": [{"id": item_of(subscription).id, "price": price.id}],
-            "proration_behavior": "always_invoice",
-            "payment_behavior": "error_if_incomplete",
-        },
-    )
-
-
 def test_an_upgrade_below_the_minimum_charge_is_made_uncharged_and_carried_to_the_next_invoice(
     stripe_target: StripeTarget,
 ) -> None:
     customer, subscription, dearer = _upgrade_at_mid_period(stripe_target, "usd", 1000, 40)
 
-    updated = _upgrade(stripe_target, subscription, dearer)  # the card would decline
+    updated = upgrade_invoiced_now(stripe_target, subscription, dearer)  # the card would decline
     small = latest_invoice(stripe_target, subscription.id)
     carried = small.total
     stripe_target.make_payments_succeed(customer.id)
@@ -131,10 +119,10 @@ def test_the_minimum_charge_is_the_currencys(
 
     if charged:
         with pytest.raises(stripe.CardError):
-            _upgrade(stripe_target, subscription, dearer)
+            upgrade_invoiced_now(stripe_target, subscription, dearer)
         assert _balance(stripe_target, customer.id) == 0
     else:
-        _upgrade(stripe_target, subscription, dearer)
+        upgrade_invoiced_now(stripe_target, subscription, dearer)
         assert (
             _balance(stripe_target, customer.id)
             == latest_invoice(stripe_target, subscription.id).total

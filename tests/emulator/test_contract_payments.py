@@ -16,6 +16,7 @@ from tests.emulator.billing_support import (
     move_to,
     period,
     subscribe,
+    upgrade_invoiced_now,
 )
 from tests.emulator.support import StripeTarget
 
@@ -29,19 +30,6 @@ def _declining_subscription(
     move_to(target, customer.id, start + (end - start) // 2)
     target.make_payments_fail(customer.id)
     return customer, subscription, monthly(target, 3000)
-
-
-def _upgrade(
-    target: StripeTarget, subscription: stripe.Subscription, price: stripe.Price, behavior: str
-) -> stripe.Subscription:
-    return target.client.v1.subscriptions.update(
-        subscription.id,
-        params={
-            "items": [{"id": item_of(subscription).id, "price": price.id}],
-            "proration_behavior": "always_invoice",
-            "payment_behavior": behavior,
-        },
-    )
 
 
 def _standing(target: StripeTarget, subscription_id: str) -> list[tuple[str | None, str | None]]:
@@ -60,7 +48,7 @@ def test_error_if_incomplete_refuses_a_declined_update_and_changes_nothing(
     before = _standing(stripe_target, subscription.id)
 
     with pytest.raises(stripe.CardError) as raised:
-        _upgrade(stripe_target, subscription, dearer, "error_if_incomplete")
+        upgrade_invoiced_now(stripe_target, subscription, dearer, "error_if_incomplete")
 
     after = stripe_target.client.v1.subscriptions.retrieve(subscription.id)
     pending = stripe_target.client.v1.invoice_items.list(
@@ -81,7 +69,7 @@ def test_allow_incomplete_makes_a_declined_update_and_leaves_the_subscription_pa
 ) -> None:
     customer, subscription, dearer = _declining_subscription(stripe_target)
 
-    updated = _upgrade(stripe_target, subscription, dearer, "allow_incomplete")
+    updated = upgrade_invoiced_now(stripe_target, subscription, dearer, "allow_incomplete")
 
     invoice = latest_invoice(stripe_target, subscription.id)
     assert item_of(updated).price.id == dearer.id
@@ -98,7 +86,7 @@ def test_pending_if_incomplete_keeps_a_declined_update_pending_until_its_invoice
 ) -> None:
     customer, subscription, dearer = _declining_subscription(stripe_target)
 
-    held = _upgrade(stripe_target, subscription, dearer, "pending_if_incomplete")
+    held = upgrade_invoiced_now(stripe_target, subscription, dearer, "pending_if_incomplete")
     invoice = latest_invoice(stripe_target, subscription.id)
     stripe_target.make_payments_succeed(customer.id)
     applied = stripe_target.client.v1.subscriptions.retrieve(subscription.id)
