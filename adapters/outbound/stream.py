@@ -17,8 +17,12 @@ import redis
 
 from domain.ports.events import RecordedEvent
 
-RELAY_LOCK_SECONDS = 30.0
-"""A relay that died holding the lock frees it after this long."""
+RELAY_LOCK_SECONDS = 10.0
+"""A relay that died holding the lock frees it after this long: the events committed
+meanwhile wait that long, and one beat relay more, for a live relay (a worker killed while
+its relay ran held them up to 30 s, longer than a consumer's patience). A live relay that
+outlasts it (a step hung on a fault) only lets another publish the same events again, in the
+same order: first appearances stay in outbox order, and consumers deduplicate by id."""
 
 
 class RedisEventStream:

@@ -59,3 +59,15 @@ def test_a_release_by_a_relay_whose_lock_expired_frees_nothing_of_the_next(
     first.release()
 
     assert not RedisRelayLock(client, first._keys[0]).acquire()
+
+
+def test_a_lock_whose_holder_died_frees_itself_within_ten_seconds(redis_server: str) -> None:
+    # A worker killed while its relay ran never lets go: every event committed meanwhile waits
+    # for the lock's life, and consumers (and the fault schedules' checker) wait about 20 s.
+    first, _second = lock_pair(redis_server)
+    client = redis.Redis.from_url(f"{redis_server}/4")
+    assert first.acquire()
+
+    left = int(client.pttl(first._keys[0]))
+
+    assert 0 < left <= 10_000

@@ -13,7 +13,9 @@ from typing import Any, cast
 
 import redis
 import stripe  # noqa: TID251 - the checker reads Stripe's objects through the SDK
+from sqlalchemy import select
 
+from adapters.db.models import EventRow
 from adapters.messaging.config import CONSUMED_QUEUES
 from domain.subscriptions.subscription import SubscriptionState
 from stripe_emulator import EmulatorAdmin
@@ -240,11 +242,13 @@ def expected_events(history: History, statuses: dict[str, str]) -> set[str]:
     return expected
 
 
-EVENT_GRACE = 15.0
+EVENT_GRACE = 20.0
 """How long the checker waits for the events it expects after quiescence, on a quiet machine
-(longer on a busy one, as :func:`tests.support.stack.patience` says): three of beat's
+(longer on a busy one, as :func:`tests.support.stack.patience` says): the relay's lock left
+by a relay killed while it ran (10 s, ``adapters/outbound/stream.py``), then two of beat's
 relays (``BILLING_EVENTS_RELAY_INTERVAL_SECONDS``, 5 s), which take over what a worker's
-relay left (Redis restarting under it)."""
+relay left (Redis restarting under it). An event later than that is judged never
+delivered."""
 
 
 class EventReader:
@@ -378,4 +382,35 @@ def judge(
     """Every anomaly, and what they were judged from (the events: what ``events`` read
     meanwhile, or the stream as it is now)."""
     observed = observe(system, history, events or EventReader(system))
-    return [*check(observed), *changes_lost(system, history)], observed
+    found = [_with_what_the_outbox_says(system, anomaly) for anomaly in check(observed)]
+    return [*found, *changes_lost(system, history)], observed
+
+
+def _with_what_the_outbox_says(system: System, anomaly: Anomaly) -> Anomaly:
+    """An event never delivered, with our outbox's row for it: whether the relay never
+    published it (held up: the relay's lock, a fault), or published it and the stream lost
+    it, or no row was written at all. The verdict is the stream's; this only says where to
+    look."""
+    if anomaly.kind is not AnomalyKind.EVENT_NEVER:
+        return anomaly
+    event_type, _, of = anomaly.subject.partition(" ")
+    condition = (
+        EventRow.subject_key == f"user:{of}"
+        if event_type == "user.enabled"
+        else EventRow.command_id == of
+    )
+    with system.stack.sessions() as session:
+        rows = session.scalars(select(EventRow).where(EventRow.type == event_type, condition)).all()
+    if not rows:
+        said = "no outbox row"
+    else:
+        said = "; ".join(
+            f"outbox row {row.sequence} of {row.occurred_at:%H:%M:%S.%f}: "
+            + (
+                f"published at {row.published_at:%H:%M:%S.%f}"
+                if row.published_at
+                else "unpublished"
+            )
+            for row in rows
+        )
+    return Anomaly(anomaly.kind, anomaly.subject, f"{anomaly.detail} ({said})")

@@ -22,8 +22,8 @@ from domain.ports.application import OutboxContext
 logger = logging.getLogger(__name__)
 
 RELAY_BATCH_SIZE = 200
-MAX_RUN_SECONDS = 10.0
-"""A run stops taking batches after this long (the relay's lock lasts 30 s)."""
+MAX_RUN_SECONDS = 4.0
+"""A run stops taking batches after this long (the relay's lock lasts 10 s)."""
 MAX_RUNS = 3
 """Runs one relay makes while events keep arriving behind it."""
 COMMANDS_BATCHES = 2
