@@ -107,6 +107,10 @@ class Services:
             retry_base_delay_seconds=settings.retry_base_delay_seconds,
             retry_max_delay_seconds=settings.retry_max_delay_seconds,
             stalled_after=timedelta(seconds=settings.stalled_command_seconds),
+            running_given_up_after=timedelta(
+                seconds=settings.broker_visibility_timeout_seconds
+                + settings.stalled_command_seconds
+            ),
             due_changes_batch_size=settings.scheduled_changes_batch_size,
             due_changes_interval_seconds=settings.scheduled_changes_interval_seconds,
             command_retention=CommandRetention(

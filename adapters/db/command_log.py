@@ -135,22 +135,36 @@ class SqlCommandLog(SqlCommandRuns):
                 update(CommandRow).where(CommandRow.id == command_id).values(published_at=now)
             )
 
-    def stalled(self, older_than: timedelta, limit: int = 100) -> list[CommandRecord]:
+    def stalled(
+        self,
+        older_than: timedelta,
+        limit: int = 100,
+        running_older_than: timedelta | None = None,
+    ) -> list[CommandRecord]:
         """Commands awaiting their next message for longer than ``older_than`` and not sent
         again since: queued and never published, or published long ago and never started;
         retrying, its later attempt due (``later_attempt_due_at``) long ago and never
-        started."""
-        cutoff = self._clock.now() - older_than
+        started; with ``running_older_than``, running since that long ago in real time (its
+        message lost, ``CommandJournal.stalled``)."""
+        now = self._clock.now()
+        cutoff = now - older_than
+        awaiting = [
+            (CommandRow.status == CommandStatus.QUEUED.value) & (CommandRow.created_at < cutoff),
+            (CommandRow.status == CommandStatus.RETRYING.value) & (CommandRow.updated_at < cutoff),
+        ]
+        if running_older_than is not None:
+            awaiting.append(
+                (CommandRow.status == CommandStatus.RUNNING.value)
+                & (
+                    CommandRow.running_since_wall_clock
+                    < self._wall_clock.now() - running_older_than
+                )
+            )
         with self._sessions() as session:
             rows = session.scalars(
                 select(CommandRow)
                 .where(
-                    or_(
-                        (CommandRow.status == CommandStatus.QUEUED.value)
-                        & (CommandRow.created_at < cutoff),
-                        (CommandRow.status == CommandStatus.RETRYING.value)
-                        & (CommandRow.updated_at < cutoff),
-                    ),
+                    or_(*awaiting),
                     or_(CommandRow.published_at.is_(None), CommandRow.published_at < cutoff),
                 )
                 .order_by(CommandRow.updated_at)
@@ -265,7 +279,7 @@ def _refuse_unfinished(status: CommandStatus) -> None:
 
 
 def _overdue(row: CommandRow, cutoff: datetime) -> bool:
-    if row.status == CommandStatus.QUEUED.value:
-        return True
+    if row.status in (CommandStatus.QUEUED.value, CommandStatus.RUNNING.value):
+        return True  # the query chose them by their own cutoff
     due = later_attempt_due_at(CommandStatus(row.status), row.updated_at, row.retries or [])
     return due < cutoff

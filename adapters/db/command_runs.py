@@ -19,6 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from adapters.clock import SystemClock
 from adapters.db.command_records import CommandRecord
 from adapters.db.events import SqlEventOutbox
 from adapters.db.models import CommandRow
@@ -61,9 +62,12 @@ class SqlCommandRuns:
         clock: Clock,
         running_lease: timedelta = DEFAULT_RUNNING_LEASE,
         record_patience: timedelta = DEFAULT_RECORD_PATIENCE,
+        wall_clock: Clock | None = None,
     ) -> None:
         self._sessions = sessions
         self._clock = clock
+        self._wall_clock = wall_clock or SystemClock()
+        """Real time, for how long a run has lasted: the business ``clock`` may be moved."""
         self._running_lease = running_lease
         self._record_patience = record_patience
 
@@ -165,7 +169,8 @@ class SqlCommandRuns:
                             source,
                             now,
                             status=CommandStatus.RUNNING,
-                        )
+                        ),
+                        running_since_wall_clock=self._wall_clock.now(),
                     )
                 )
                 return _LOGGED_NOW
@@ -185,6 +190,7 @@ class SqlCommandRuns:
             row.status = CommandStatus.RUNNING.value
             row.attempts += 1
             row.updated_at = now
+            row.running_since_wall_clock = self._wall_clock.now()
             return None
 
     def run_in_one_transaction(

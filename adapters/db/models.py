@@ -105,6 +105,10 @@ class CommandRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     published_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    running_since_wall_clock: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    """When its latest delivery began running it, on the machine's clock, which no business
+    clock move (``clock advance``, the tests' shifted clock) touches: how long a run has
+    lasted is measured on it (``CommandJournal.stalled``)."""
 
 
 def _payload_field_index(name: str) -> Index:

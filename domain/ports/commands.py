@@ -220,14 +220,25 @@ class CommandJournal(Protocol):
         """Mark the command re-queued to wait for the provider's rate budget (not a retry)."""
         ...
 
-    def stalled(self, older_than: timedelta, limit: int = 100) -> Sequence[JournalRecord]:
+    def stalled(
+        self,
+        older_than: timedelta,
+        limit: int = 100,
+        running_older_than: timedelta | None = None,
+    ) -> Sequence[JournalRecord]:
         """Commands queued or retrying for ``older_than`` and not published again since:
         their message was lost. Queued ones count from when they were recorded, retrying ones
         from when their later attempt was due (:func:`later_attempt_due_at`). Not waiting
         ones: a wait's message sits behind its burst's backlog for as long as the burst drains
         at the provider's pace, and one sent again early would run beside it, each deferring
         itself again until the command is done (the failover sweep sends those a failover
-        may have dropped)."""
+        may have dropped).
+
+        With ``running_older_than``, also commands ``running`` since that long ago (their
+        start, or a later delivery's) and not published again since: the broker hands a dead
+        worker's message back after its visibility timeout, so a command still running well
+        past it lost its message (taken from the queue by a worker killed before the broker
+        recorded it as unacknowledged, or with a Redis that lost its last writes)."""
         ...
 
     def awaiting_delivery_since(

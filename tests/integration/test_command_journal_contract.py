@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from adapters.db.command_log import SqlCommandLog
+from adapters.db.command_runs import DEFAULT_RUNNING_LEASE
 from adapters.db.engine import session_factory
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.messages import CommandStatus
@@ -27,6 +28,8 @@ ENABLE = "users.enable"
 class Journal:
     port: CommandJournal
     clock: FakeClock
+    wall_clock: FakeClock
+    """The machine's time, which a run's age is measured on (the business clock may move)."""
     accept: Callable[[str, dict[str, Any]], None]
     """Record a command as the API does, before publishing it."""
 
@@ -35,17 +38,22 @@ class Journal:
 def journal(
     request: pytest.FixtureRequest, backend: str, make_database: Callable[[str], str]
 ) -> Journal:
-    clock = FakeClock()
+    clock, wall_clock = FakeClock(), FakeClock()
     if request.param == "fake":
         if backend != "sqlite":
             pytest.skip("the fake has no backends: it runs once")
-        fake = FakeCommandJournal(clock, LEASE)
+        fake = FakeCommandJournal(clock, LEASE, wall_clock=wall_clock)
 
         def accept_fake(command_id: str, payload: dict[str, Any]) -> None:
             fake.accept(command_id, ENABLE, payload)
 
-        return Journal(fake, clock, accept_fake)
-    log = SqlCommandLog(session_factory(make_database(f"log_{uuid.uuid4().hex[:8]}")), clock, LEASE)
+        return Journal(fake, clock, wall_clock, accept_fake)
+    log = SqlCommandLog(
+        session_factory(make_database(f"log_{uuid.uuid4().hex[:8]}")),
+        clock,
+        LEASE,
+        wall_clock=wall_clock,
+    )
 
     def accept(command_id: str, payload: dict[str, Any]) -> None:
         log.accept(
@@ -57,7 +65,7 @@ def journal(
             request_fingerprint=None,
         )
 
-    return Journal(log, clock, accept)
+    return Journal(log, clock, wall_clock, accept)
 
 
 def payload(command_id: str, user_id: str = "usr_1") -> dict[str, Any]:
@@ -212,6 +220,58 @@ def test_a_command_accepted_but_never_started_is_stalled_until_published(
 
     assert (stalled.id, stalled.type, stalled.payload) == ("c1", ENABLE, payload("c1"))
     assert log.stalled(timedelta(seconds=60)) == []
+
+
+def test_a_command_running_long_after_its_message_would_have_come_back_is_stalled(
+    journal: Journal,
+) -> None:
+    """A worker killed while running it, its message lost before the broker recorded it as
+    unacknowledged: nothing hands it back, so the sweep publishes it again once it has run
+    longer than the broker's visibility timeout (the running lease, 10 min here) and the
+    stalled wait allow (``running_older_than``), in real time; that delivery takes the run
+    over."""
+    log = journal.port
+    given_up_after = DEFAULT_RUNNING_LEASE + timedelta(seconds=60)
+    journal.accept("c1", payload("c1"))
+    log.mark_published("c1")
+    log.begin("c1", ENABLE, payload("c1"), source="queue")
+    elapse(journal, DEFAULT_RUNNING_LEASE)
+    assert log.stalled(timedelta(seconds=60)) == []  # not asked for: as before
+    assert log.stalled(timedelta(seconds=60), running_older_than=given_up_after) == []
+
+    elapse(journal, timedelta(seconds=61))
+    [stalled] = log.stalled(timedelta(seconds=60), running_older_than=given_up_after)
+    log.mark_published(stalled.id)
+
+    assert (stalled.id, stalled.status) == ("c1", CommandStatus.RUNNING)
+    assert log.stalled(timedelta(seconds=60), running_older_than=given_up_after) == []
+    assert log.begin("c1", ENABLE, payload("c1"), source="queue") is None  # taken over
+    log.succeed("c1", {"ok": True})
+    elapse(journal, given_up_after * 2)
+    assert log.stalled(timedelta(seconds=60), running_older_than=given_up_after) == []
+
+
+def test_a_business_clock_moved_forward_leaves_a_running_command_to_its_worker(
+    journal: Journal,
+) -> None:
+    # ``clock advance`` (or the tests' shifted clock) moves business time by days: a run is
+    # judged abandoned by how long it has really lasted, or every running command would be
+    # published again at once, beside the deliveries still running them.
+    log = journal.port
+    given_up_after = DEFAULT_RUNNING_LEASE + timedelta(seconds=60)
+    journal.accept("c1", payload("c1"))
+    log.mark_published("c1")
+    log.begin("c1", ENABLE, payload("c1"), source="queue")
+
+    journal.clock.advance(timedelta(days=31))
+
+    assert log.stalled(timedelta(seconds=60), running_older_than=given_up_after) == []
+
+
+def elapse(journal: Journal, how_long: timedelta) -> None:
+    """Real time passes: the business clock goes with it."""
+    journal.clock.advance(how_long)
+    journal.wall_clock.advance(how_long)
 
 
 def test_a_retry_whose_message_never_came_is_stalled_and_says_how_many_attempts_it_used(

@@ -64,8 +64,9 @@ class BillingRulesSettings(Section):
     stalled_command_seconds: float = Field(
         default=300.0,
         gt=0,
-        description="A queued command older than this, or a retrying one this long past its "
-        "retry's time, is published again (its message was lost).",
+        description="A queued command older than this, a retrying one this long past its "
+        "retry's time, or a running one this long past the broker's visibility timeout, is "
+        "published again (its message was lost).",
     )
     scheduled_change_lease_seconds: float = Field(
         default=900.0,

@@ -97,9 +97,14 @@ def publish_due_changes(sweep: PublishDueChanges, app: Application) -> int:
 
 def republish_stalled_commands(sweep: RepublishStalledCommands, app: Application) -> int:
     """Publish again what the API recorded but no worker started: the publish failed (Redis
-    was down) or the message was lost with a Redis that kept no data. Tasks are idempotent
-    by command id, so a duplicate is harmless."""
-    stalled = app.commands.stalled(app.policy.stalled_after)
+    was down) or the message was lost with a Redis that kept no data; and a command still
+    running long after a dead worker's message would have come back (its message lost
+    between the queue and the broker's record of it). Tasks are idempotent by command id, so
+    a duplicate is harmless: it replays the outcome, or takes over a run whose lease ended."""
+    policy = app.policy
+    stalled = app.commands.stalled(
+        policy.stalled_after, running_older_than=policy.running_given_up_after
+    )
     publisher = app.publisher()
     for record in stalled:
         publish_recorded(record, publisher, app.commands, retries=retries_used(record))

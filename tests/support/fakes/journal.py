@@ -43,14 +43,21 @@ class JournalEntry:
     retries: list[dict[str, Any]] = field(default_factory=list)
     published_at: datetime | None = None
     finished_at: datetime | None = None
+    running_since_wall_clock: datetime | None = None
 
 
 class FakeCommandJournal:
     """The command log in memory (``domain.ports.commands.CommandJournal``), as
     ``SqlCommandLog``."""
 
-    def __init__(self, clock: FakeClock, running_lease: timedelta = timedelta(minutes=10)) -> None:
+    def __init__(
+        self,
+        clock: FakeClock,
+        running_lease: timedelta = timedelta(minutes=10),
+        wall_clock: FakeClock | None = None,
+    ) -> None:
         self._clock = clock
+        self._wall_clock = wall_clock or clock
         self._running_lease = running_lease
         self.entries: dict[str, JournalEntry] = {}
         self.waits: list[tuple[str, float]] = []
@@ -137,6 +144,7 @@ class FakeCommandJournal:
                 created_at=now,
                 updated_at=now,
                 published_at=now,
+                running_since_wall_clock=self._wall_clock.now(),
             )
             return None
         if entry.type != command_type or entry.fingerprint not in (None, fingerprint):
@@ -150,6 +158,7 @@ class FakeCommandJournal:
         entry.status = CommandStatus.RUNNING
         entry.attempts += 1
         entry.updated_at = now
+        entry.running_since_wall_clock = self._wall_clock.now()
         return None
 
     def run_in_one_transaction(
@@ -228,8 +237,14 @@ class FakeCommandJournal:
             entry.status = CommandStatus.WAITING
             entry.updated_at = self._clock.now()
 
-    def stalled(self, older_than: timedelta, limit: int = 100) -> Sequence[JournalEntry]:
-        cutoff = self._clock.now() - older_than
+    def stalled(
+        self,
+        older_than: timedelta,
+        limit: int = 100,
+        running_older_than: timedelta | None = None,
+    ) -> Sequence[JournalEntry]:
+        now = self._clock.now()
+        cutoff = now - older_than
         stalled = [
             entry
             for entry in self.entries.values()
@@ -238,6 +253,12 @@ class FakeCommandJournal:
                 or (
                     entry.status is CommandStatus.RETRYING
                     and later_attempt_due_at(entry.status, entry.updated_at, entry.retries) < cutoff
+                )
+                or (
+                    running_older_than is not None
+                    and entry.status is CommandStatus.RUNNING
+                    and entry.running_since_wall_clock is not None
+                    and entry.running_since_wall_clock < self._wall_clock.now() - running_older_than
                 )
             )
             and (entry.published_at is None or entry.published_at < cutoff)
