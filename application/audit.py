@@ -116,6 +116,9 @@ class _RecordingOutbox:
     def mark_published(self, sequences: Sequence[int], now: datetime) -> None:
         self._outbox.mark_published(sequences, now)
 
+    def published_since(self, since: datetime, limit: int) -> list[RecordedEvent]:
+        return self._outbox.published_since(since, limit)
+
     def get(self, event_id: str) -> RecordedEvent | None:
         return self._outbox.get(event_id)
 

@@ -82,6 +82,15 @@ class SqlEventOutbox:
             return
         self._session.execute(_MARK_PUBLISHED, {"sequences": list(sequences), "now": now})
 
+    def published_since(self, since: datetime, limit: int) -> list[RecordedEvent]:
+        latest = self._session.scalars(
+            select(EventRow)
+            .where(EventRow.published_at >= since)
+            .order_by(EventRow.sequence.desc())
+            .limit(limit)
+        ).all()
+        return [_recorded(row) for row in reversed(latest)]
+
     def get(self, event_id: str) -> RecordedEvent | None:
         row = self._session.scalars(select(EventRow).where(EventRow.id == event_id)).one_or_none()
         return None if row is None else _recorded(row)

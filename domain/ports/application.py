@@ -73,6 +73,10 @@ class RunnerPolicy:
     masked (``domain.redaction``)."""
     pending_account_redrive_after: timedelta = timedelta(seconds=900)
     """How long an account stays ``pending`` before beat sends its registration again."""
+    running_given_up_after: timedelta | None = None
+    """How long a command may stay ``running`` before the stalled-command sweep takes its
+    message for lost and publishes it again: the broker's visibility timeout (after which it
+    hands a dead worker's message back itself) plus ``stalled_after``. ``None``: never."""
 
 
 class PublishingContext(HandlerContext, Protocol):
@@ -149,6 +153,12 @@ class FailoverContext(CommandLogContext, Protocol):
     def policy(self) -> RunnerPolicy: ...
 
     def broker_primary(self) -> BrokerPrimary: ...
+
+    def event_stream(self) -> EventStream:
+        """The stream the sweep appends again what a failover took from it."""
+        ...
+
+    def relay_lock(self) -> RelayLock: ...
 
 
 class OutboxContext(PublishingContext, Protocol):

@@ -17,6 +17,7 @@ the fault dropped comes back through the failover sweep, or the test times out.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -158,6 +159,22 @@ def stream_written_since(url: str, wall_ms: int) -> bool:
     return bool(newest) and int(newest[0][0].decode().split("-")[0]) > wall_ms
 
 
+def events_on_stream(url: str) -> set[str]:
+    """The stream's events as ``type key``: a user's by the user, an account's by the command
+    that created it."""
+    import redis
+
+    entries: Any = redis.Redis.from_url(url, socket_timeout=2).xrange(STREAM, "-", "+")
+    keys = set()
+    for _entry_id, fields in entries:
+        event = json.loads(fields[b"event"])
+        if event["type"] == "user.enabled":
+            keys.add(f"user.enabled {event['subject']['id']}")
+        else:
+            keys.add(f"{event['type']} {event.get('command_id')}")
+    return keys
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("fault", ["flip", "empty-restart"])
 def test_a_managed_redis_failing_over_or_restarting_empty_under_load_loses_doubles_and_stops_nothing(  # noqa: E501
@@ -248,6 +265,15 @@ def test_a_managed_redis_failing_over_or_restarting_empty_under_load_loses_doubl
     # The clock kept its offset; the relay and its lock went on writing the stream.
     assert ShiftableClock(managed.url).offset() == offset
     eventually(lambda: stream_written_since(managed.url, wall_ms), what="events after the fault")
+    # Every event of the load is on the stream, those published before the fault too: what a
+    # failover or an empty restart took from it, the failover sweep appended again.
+    expected = {f"user.enabled {user}" for user in load.users.values()} | {
+        f"billing_account.created {command_id}" for command_id in load.orgs
+    }
+    eventually(
+        lambda: expected <= events_on_stream(managed.url),
+        what="every event of the load on the stream",
+    )
     # Every API process's listener came through: synchronous requests are answered.
     assert all(answered_synchronously(stack) for _ in range(4 * API_PROCESSES))
     # No process restarted, none exited, and the worker never gave up.

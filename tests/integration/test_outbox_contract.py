@@ -93,6 +93,27 @@ def test_unpublished_events_come_in_the_order_they_were_written_until_marked(
         assert found.type == "user.enabled"
 
 
+def test_the_latest_events_published_since_an_instant_come_in_outbox_order(
+    store: Store,
+) -> None:
+    # What the failover sweep appends to the stream again: those a lost Redis took from it.
+    early, first, second, third, unpublished = (enabled_event(f"usr_{n}") for n in range(5))
+    write(store, early, first, second, third, unpublished)
+    with store() as uow:
+        recorded = {event.id: event.sequence for event in uow.events.unpublished(10)}
+        uow.events.mark_published([recorded[early.id]], T0)
+        uow.events.mark_published([recorded[first.id], recorded[third.id]], T0 + SECOND)
+        uow.events.mark_published([recorded[second.id]], T0 + 2 * SECOND)
+        uow.commit()
+
+    with store() as uow:
+        since = uow.events.published_since(T0 + SECOND, 10)
+        latest_two = uow.events.published_since(T0 + SECOND, 2)
+
+    assert [event.id for event in since] == [first.id, second.id, third.id]
+    assert [event.id for event in latest_two] == [second.id, third.id]
+
+
 def endpoint(url: str = "https://a.example/hook") -> WebhookEndpoint:
     return WebhookEndpoint.new(url, ["*"], T0)
 

@@ -21,11 +21,20 @@ A Redis restarted with an empty dataset (or a new server behind the same address
 of primary too, one that lost every message, not only the latest writes
 (``PrimarySighting.dataset_lost``): the sweep then republishes what entered those states in
 the :data:`LOST_DATASET_LOOKBACK` before its last sighting.
+
+The event stream lives on the same Redis, and the outbox records an event published once the
+stream took it: what the failover or the empty restart took from the stream, the outbox no
+longer holds for the relay. The sweep appends those events again (published since the same
+instant, the latest :data:`RESTREAM_LIMIT`, in outbox order, under the relay's lock so that
+no relay appends a later event of a subject between them); consumers deduplicate by event id,
+as they do after a relay that died between the stream and its record. Webhook deliveries are
+rows of the database, not Redis: nothing of theirs was lost.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -64,6 +73,16 @@ REPUBLISH_LIMIT = 10_000
 """The most commands one failover republishes (the oldest first); the stalled-command sweep
 takes any beyond."""
 
+RESTREAM_LIMIT = 10_000
+"""The most events one failover appends to the stream again: the latest (a consumer most
+likely read the older ones before the fault)."""
+
+RESTREAM_BATCH = 500
+
+LOCK_PATIENCE_SECONDS = 15.0
+"""How long the sweep waits for the relay's lock before appending the events again: beyond a
+relay's run, and the life of a lock whose relay died (10 s)."""
+
 
 @dataclass(frozen=True)
 class FailoverRecovery:
@@ -73,6 +92,8 @@ class FailoverRecovery:
     republished: int = 0
     reclaimed: int = 0
     """Claimed plan changes whose apply command went out again."""
+    restreamed: int = 0
+    """Events appended to the stream again."""
 
 
 def recover_from_failover(sweep: RecoverFromFailover, app: FailoverContext) -> FailoverRecovery:
@@ -88,14 +109,16 @@ def recover_from_failover(sweep: RecoverFromFailover, app: FailoverContext) -> F
         if not settling:
             return FailoverRecovery()
         late = _republish(app, sighting.previous_seen_at - LOOK_MARGIN, AWAITING_RETRY)
-        if late.republished or late.reclaimed:
+        if late.republished or late.reclaimed or late.restreamed:
             logger.warning(
                 "within %ss of a failover: republished %d commands that went retrying or "
-                "waiting and the apply commands of %d plan changes claimed since %s",
+                "waiting and the apply commands of %d plan changes claimed since %s, and "
+                "appended %d events to the stream again",
                 SETTLING.total_seconds(),
                 late.republished,
                 late.reclaimed,
                 sighting.previous_seen_at.isoformat(),
+                late.restreamed,
             )
         return late
     lookback = LOST_DATASET_LOOKBACK if sighting.dataset_lost else CLOCK_SKEW_MARGIN
@@ -104,15 +127,20 @@ def recover_from_failover(sweep: RecoverFromFailover, app: FailoverContext) -> F
     watch.settle(sighting, app.clock.now())
     logger.warning(
         "the broker's primary changed%s (last seen before at %s): republished %d commands "
-        "awaiting delivery and the apply commands of %d plan changes claimed since %s",
+        "awaiting delivery and the apply commands of %d plan changes claimed since %s, and "
+        "appended %d events to the stream again",
         ", its dataset empty" if sighting.dataset_lost else "",
         sighting.previous_seen_at.isoformat(),
         recovery.republished,
         recovery.reclaimed,
         since.isoformat(),
+        recovery.restreamed,
     )
     return FailoverRecovery(
-        failed_over=True, republished=recovery.republished, reclaimed=recovery.reclaimed
+        failed_over=True,
+        republished=recovery.republished,
+        reclaimed=recovery.reclaimed,
+        restreamed=recovery.restreamed,
     )
 
 
@@ -136,4 +164,31 @@ def _republish(
             batch.publish(
                 CommandMessage.of(apply_command_for(claim), priority=BULK_MESSAGE_PRIORITY)
             )
-    return FailoverRecovery(republished=len(awaiting), reclaimed=len(claims))
+    restreamed = _restream_events(app, since)
+    return FailoverRecovery(republished=len(awaiting), reclaimed=len(claims), restreamed=restreamed)
+
+
+def _restream_events(app: FailoverContext, since: datetime) -> int:
+    """Append again the events published at ``since`` or later (the latest
+    :data:`RESTREAM_LIMIT`), holding the relay's lock: a relay appending a later event of a
+    subject meanwhile would put it before the earlier one. Without the lock (a relay still
+    holds it after :data:`LOCK_PATIENCE_SECONDS`) they go anyway: late and twice is better
+    than lost, and a consumer keeps the first of each id."""
+    with app.unit_of_work() as uow:
+        events = uow.events.published_since(since, RESTREAM_LIMIT)
+    if not events:
+        return 0
+    lock = app.relay_lock()
+    deadline = time.monotonic() + LOCK_PATIENCE_SECONDS
+    locked = lock.acquire()
+    while not locked and time.monotonic() < deadline:
+        time.sleep(0.2)
+        locked = lock.acquire()
+    try:
+        stream = app.event_stream()
+        for start in range(0, len(events), RESTREAM_BATCH):
+            stream.append(events[start : start + RESTREAM_BATCH])
+    finally:
+        if locked:
+            lock.release()
+    return len(events)

@@ -68,6 +68,10 @@ class FakeEventOutbox:
                 row.published_at = now
                 self._tx.write(self.table, row)
 
+    def published_since(self, since: datetime, limit: int) -> list[RecordedEvent]:
+        rows = [row for row in self._rows() if row.published_at and row.published_at >= since]
+        return [row.recorded() for row in rows[-limit:]] if limit else []
+
     def get(self, event_id: str) -> RecordedEvent | None:
         row: StoredEvent | None = self._tx.read(self.table, event_id)
         return None if row is None else row.recorded()
