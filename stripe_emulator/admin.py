@@ -43,8 +43,9 @@ GET         /_emulator/requests                   ``{"requests": [entry, ...]}``
                                                   query ``path_prefix`` and ``method`` filter
 DELETE      /_emulator/requests                   clear the request log
 POST        /_emulator/state/save                 write the state file now (400 if none is set)
-GET         /_emulator/payments                   ``{"failing": [customer ids]}``: customers whose
-                                                  payments fail
+GET         /_emulator/payments                   ``{"failing": [customer ids], "authenticating":
+                                                  [customer ids]}``: customers whose payments
+                                                  fail, or need their authentication
 POST        /_emulator/payments/fail              body ``{"customer": "cus_..."}``: every later
                                                   payment attempt of the customer fails
                                                   (``card_declined``), retries of its open
@@ -56,6 +57,12 @@ POST        /_emulator/payments/succeed           body ``{"customer": "cus_..."}
                                                   (their subscriptions back to ``active``, pending
                                                   updates applied); answers ``{"customer",
                                                   "failing": false, "paid": [invoice ids]}``
+POST        /_emulator/payments/require_authentication
+                                                  body ``{"customer": "cus_..."}``: every later
+                                                  payment attempt needs the customer's
+                                                  authentication on the invoice's hosted page
+                                                  (``/_emulator/hosted_invoices/{id}``: see
+                                                  cards.py and hosted_invoices.py)
 GET         /_emulator/dunning                    the retry rules of failed invoices:
                                                   ``{"retries", "retry_interval_seconds",
                                                   "final_status"}``
@@ -134,7 +141,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from stripe_emulator import admin_webhooks, billing, payments
+from stripe_emulator import admin_webhooks, billing, cards, payments
 from stripe_emulator.config import API_VERSION
 from stripe_emulator.emulator import Emulator
 from stripe_emulator.faults import FaultRule
@@ -305,7 +312,16 @@ def routes(emulator: Emulator) -> list[Route]:
         return customer_id
 
     async def list_payments(request: Request) -> dict[str, Any]:
-        return {"failing": sorted(emulator.store.failing_customers)}
+        return {
+            "failing": sorted(emulator.store.failing_customers),
+            "authenticating": sorted(emulator.store.authenticating_customers),
+        }
+
+    async def require_authentication(request: Request) -> dict[str, Any]:
+        customer_id = await customer_in(request)
+        emulator.tick()
+        cards.require_authentication(emulator.store, customer_id)
+        return {"customer": customer_id, "authenticating": True}
 
     async def fail_payments(request: Request) -> dict[str, Any]:
         customer_id = await customer_in(request)
@@ -372,6 +388,7 @@ def routes(emulator: Emulator) -> list[Route]:
         ("GET", "/payments", list_payments),
         ("POST", "/payments/fail", fail_payments),
         ("POST", "/payments/succeed", succeed_payments),
+        ("POST", "/payments/require_authentication", require_authentication),
         ("GET", "/dunning", get_dunning),
         ("POST", "/dunning", set_dunning),
         *admin_webhooks.table(emulator, _json_body, AdminError),

@@ -147,6 +147,9 @@ class StripeAPI:
         self, request: Request, headers: dict[str, str], scope: ASGIScope, body: bytes
     ) -> Outcome:
         emulator = self.emulator
+        host = headers.get("host")
+        if host:  # the hosted invoice pages are linked at the address the clients use
+            emulator.store.public_url = f"{scope.get('scheme', 'http')}://{host}"
         try:
             api_key = self._authenticate(headers.get("authorization"))
             version = headers.get("stripe-version")
@@ -375,7 +378,14 @@ def _replayable(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]
 
 
 _WANTED_HEADERS: Final = frozenset(
-    {b"authorization", b"idempotency-key", b"stripe-version", b"content-type", b"stripe-account"}
+    {
+        b"authorization",
+        b"idempotency-key",
+        b"stripe-version",
+        b"content-type",
+        b"stripe-account",
+        b"host",
+    }
 )
 
 

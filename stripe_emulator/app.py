@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from stripe_emulator import admin
+from stripe_emulator import admin, hosted_invoices
 from stripe_emulator.api import StripeAPI
 from stripe_emulator.config import EmulatorConfig
 from stripe_emulator.emulator import Emulator
@@ -30,7 +30,10 @@ class EmulatorApp(Starlette):
     def __init__(self, emulator: Emulator) -> None:
         self.emulator = emulator
         self.stripe_api = StripeAPI(emulator)
-        super().__init__(routes=admin.routes(emulator), lifespan=self._lifespan)
+        super().__init__(
+            routes=[*admin.routes(emulator), *hosted_invoices.routes(emulator)],
+            lifespan=self._lifespan,
+        )
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:

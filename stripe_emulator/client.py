@@ -285,6 +285,19 @@ class EmulatorAdmin(WebhookAdmin):
     def failing_customers(self) -> list[str]:
         return [str(customer) for customer in self._call("GET", "/payments")["failing"]]
 
+    def require_authentication(self, customer_id: str) -> None:
+        """Every later payment attempt of the customer needs its authentication (3D Secure)
+        on the invoice's hosted page."""
+        self._call("POST", "/payments/require_authentication", {"customer": customer_id})
+
+    def authenticate_invoice(self, invoice_id: str, *, succeed: bool = True) -> str:
+        """The customer authenticates the payment of an open invoice on its hosted page (it
+        is paid), or fails to. Returns the invoice's status."""
+        answer = self._call(
+            "POST", f"/hosted_invoices/{invoice_id}/authenticate", {"succeed": succeed}
+        )
+        return str(answer["status"])
+
     def set_dunning(
         self,
         *,

@@ -172,6 +172,29 @@ def card_declined() -> StripeError:
     )
 
 
+def subscription_requires_action() -> StripeError:
+    """An update with ``payment_behavior=error_if_incomplete`` whose invoice needs the
+    customer's authentication: nothing was changed."""
+    return StripeError(
+        402,
+        "Payment for this subscription requires additional user action before it can be "
+        "completed successfully.",
+        type_=CARD_ERROR,
+        code="subscription_payment_intent_requires_action",
+    )
+
+
+def invoice_requires_action() -> StripeError:
+    """Paying an invoice whose card needs the customer's authentication."""
+    return StripeError(
+        402,
+        "Payment for this invoice requires additional user action before it can be completed "
+        "successfully.",
+        type_=CARD_ERROR,
+        code="invoice_payment_intent_requires_action",
+    )
+
+
 def idempotency_key_in_use() -> StripeError:
     return StripeError(
         409,

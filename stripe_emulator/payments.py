@@ -56,13 +56,23 @@ FINAL_STATUSES = ("past_due", "unpaid", "canceled")
 _OWING = ("past_due", "unpaid", "incomplete")
 
 
+HOSTED_INVOICES_PATH = "/_emulator/hosted_invoices/"
+
+
+def hosted_invoice_url(store: Store, invoice_id: str) -> str:
+    """Where the customer sees and pays a finalized invoice (``hosted_invoice_url``): the
+    emulator's own page (:mod:`stripe_emulator.hosted_invoices`), at the address its API was
+    last reached at."""
+    return f"{store.public_url}{HOSTED_INVOICES_PATH}{invoice_id}"
+
+
 def charge_would_succeed(store: Store, invoice: Record) -> bool:
     """Whether finalizing ``invoice`` (a draft) ends with it paid: nothing to charge, an amount
     below the currency's minimum charge (carried to the balance, never charged), or a card
     that pays."""
-    return (
-        invoice["amount_due"] < max(1, minimum_charge(invoice["currency"]))
-        or invoice["customer"] not in store.failing_customers
+    return invoice["amount_due"] < max(1, minimum_charge(invoice["currency"])) or (
+        invoice["customer"] not in store.failing_customers
+        and invoice["customer"] not in store.authenticating_customers
     )
 
 
@@ -134,6 +144,7 @@ def finalize(store: Store, invoice: Record, now: int) -> None:
     customer["balance"] = apply_balance(invoice, customer["balance"], minimum)
     invoice.update(
         number=f"{customer['invoice_prefix']}-{sequence:04d}",
+        hosted_invoice_url=hosted_invoice_url(store, invoice["id"]),
         status="open",
         effective_at=now,
         webhooks_delivered_at=now,
@@ -162,10 +173,23 @@ def attempt_payment(store: Store, invoice: Record, now: int) -> bool:
     invoice["attempted"] = True
     invoice["attempt_count"] += 1
     if invoice["customer"] in store.failing_customers:
-        _failed(store, invoice, now)
+        record_failed_attempt(store, invoice, now)
+        return False
+    if invoice["customer"] in store.authenticating_customers:
+        record_failed_attempt(store, invoice, now, needs_action=True)
         return False
     mark_paid(store, invoice, now)
     return True
+
+
+def record_failed_attempt(
+    store: Store, invoice: Record, now: int, *, needs_action: bool = False
+) -> None:
+    """An attempt that did not pay: declined, or waiting for the customer's authentication
+    (``needs_action``: ``invoice.payment_action_required`` too, :mod:`stripe_emulator.cards`)."""
+    _failed(store, invoice, now)
+    if needs_action:
+        recorder.invoice(store, "invoice.payment_action_required", invoice=invoice)
 
 
 def _failed(store: Store, invoice: Record, now: int) -> None:
@@ -334,6 +358,7 @@ def _overdue(store: Store, invoice: Record) -> bool:
 
 
 def fail_payments(store: Store, customer_id: str) -> None:
+    store.authenticating_customers.discard(customer_id)
     store.failing_customers.add(customer_id)
 
 
@@ -341,6 +366,7 @@ def succeed_payments(store: Store, customer_id: str, now: int) -> list[str]:
     """Payments succeed again; the customer's open ``charge_automatically`` invoices are paid
     now (oldest first). Returns their ids."""
     store.failing_customers.discard(customer_id)
+    store.authenticating_customers.discard(customer_id)
     paid = []
     for invoice in open_invoices(store, customer_id):
         if invoice["collection_method"] == "charge_automatically":

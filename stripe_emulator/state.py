@@ -65,6 +65,10 @@ class Store:
         self.item_credits: dict[str, list[Any]] = {}
         # Payments: customers whose payment attempts fail, and the retry rules (dunning).
         self.failing_customers: set[str] = set()
+        # Customers whose card needs their authentication for every payment (3D Secure).
+        self.authenticating_customers: set[str] = set()
+        # Where the API was last reached (the hosted invoice pages' address).
+        self.public_url = "http://127.0.0.1:12111"
         self.dunning: Record = dict(DEFAULT_DUNNING)
         # Min-heap of (time of the next lifecycle event, subscription or invoice id). Entries can
         # be stale; billing.roll_subscriptions checks each against its object before acting.
@@ -104,6 +108,7 @@ class Store:
             "invoice_items": self.invoice_items,
             "item_credits": self.item_credits,
             "failing_customers": sorted(self.failing_customers),
+            "authenticating_customers": sorted(self.authenticating_customers),
             "dunning": self.dunning,
             "timeline": self.timeline,
             "webhook_endpoints": self.webhook_endpoints,
@@ -136,6 +141,7 @@ class Store:
                 store.pending_items.setdefault(subscription_id, []).append(item["id"])
         store.item_credits = data.get("item_credits", {})
         store.failing_customers = set(data.get("failing_customers", []))
+        store.authenticating_customers = set(data.get("authenticating_customers", []))
         store.dunning = data.get("dunning", dict(DEFAULT_DUNNING))
         store.timeline = [(int(when), str(sub)) for when, sub in data["timeline"]]
         heapq.heapify(store.timeline)

@@ -2,7 +2,8 @@
 
 Routes: ``GET /v1/invoices`` (filters ``customer``, ``subscription``, ``status``,
 ``collection_method``, ``created``; newest first), ``GET /v1/invoices/{id}``,
-``GET /v1/invoices/{id}/lines``, ``POST /v1/invoices/{id}/pay`` (``paid_out_of_band``),
+``GET /v1/invoices/{id}/lines``, ``POST /v1/invoices/{id}/pay`` (``paid_out_of_band``, a test card
+``payment_method``: :mod:`stripe_emulator.cards`),
 ``POST /v1/invoices/create_preview``, ``GET /v1/invoiceitems`` (``customer``, ``invoice``,
 ``pending``), ``GET /v1/invoiceitems/{id}``.
 
@@ -23,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stripe_emulator import changes, payments, recorder
-from stripe_emulator.errors import card_declined, invalid
+from stripe_emulator import cards, changes, payments, recorder
+from stripe_emulator.errors import invalid
 from stripe_emulator.objects import render_invoice as render
 from stripe_emulator.params import (
     PAGINATION,
@@ -65,7 +66,7 @@ LIST = schema(
 )
 RETRIEVE = schema({})
 LINES = schema(dict(PAGINATION))
-PAY = schema({"paid_out_of_band": Bool()})
+PAY = schema({"paid_out_of_band": Bool(), "payment_method": Str()})
 PREVIEW = schema(
     {
         "customer": Str(),
@@ -150,8 +151,8 @@ def pay(ctx: Ctx, params: dict[str, Any]) -> Record:
     recorder.subscription(ctx.store, payments.subscription_of(ctx.store, invoice))
     if params.get("paid_out_of_band"):
         payments.mark_paid(ctx.store, invoice, ctx.now, out_of_band=True)
-    elif not payments.attempt_payment(ctx.store, invoice, ctx.now):
-        raise card_declined()  # the failed attempt is recorded on the invoice, as on Stripe
+    else:
+        cards.pay(ctx.store, invoice, ctx.now, params.get("payment_method"))
     return render(invoice)
 
 

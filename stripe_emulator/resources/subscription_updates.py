@@ -37,8 +37,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from stripe_emulator import changes, invoicing, payments, pending_updates, periods, recorder
-from stripe_emulator.errors import card_declined, invalid
+from stripe_emulator import (
+    cards,
+    changes,
+    invoicing,
+    payments,
+    pending_updates,
+    periods,
+    recorder,
+)
+from stripe_emulator.errors import card_declined, invalid, subscription_requires_action
 from stripe_emulator.objects import render_subscription
 from stripe_emulator.params import (
     UNSET,
@@ -166,8 +174,10 @@ def update(ctx: Ctx, params: dict[str, Any]) -> Record:
     draft = bill.invoice if bill is not None else None
     charging = record["collection_method"] == "charge_automatically"
     if draft is not None and charging and not payments.charge_would_succeed(store, draft.invoice):
-        if behavior == "error_if_incomplete":
-            raise card_declined()  # nothing was stored: the update did not happen
+        if behavior == "error_if_incomplete":  # nothing was stored: the update did not happen
+            if cards.requires_authentication(store, draft.invoice):
+                raise subscription_requires_action()
+            raise card_declined()
         if behavior == "pending_if_incomplete" and plan is not None:
             if "metadata" in params:
                 plan.metadata = metadata_for_update(record["metadata"], params["metadata"])

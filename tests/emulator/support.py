@@ -193,6 +193,14 @@ class StripeTarget:
         else:  # attaching succeeds, charging fails
             self._default_card(customer_id, "pm_card_chargeCustomerFail")
 
+    def make_payments_require_authentication(self, customer_id: str) -> None:
+        """Later charges of the customer need its authentication (3D Secure): Stripe's test
+        card ``pm_card_authenticationRequired`` as its default payment method."""
+        if self.admin is not None:
+            self.admin.require_authentication(customer_id)
+        else:
+            self._default_card(customer_id, "pm_card_authenticationRequired")
+
     def make_payments_succeed(self, customer_id: str) -> None:
         """Charges succeed again and the customer's open automatic invoices are paid now."""
         if self.admin is not None:
