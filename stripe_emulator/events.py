@@ -79,6 +79,7 @@ class Event:
 
     __slots__ = (
         "created",
+        "failed_deliveries",
         "id",
         "idempotency_key",
         "object",
@@ -102,6 +103,9 @@ class Event:
         self.object: Record | None = None
         self.previous: Record | None = None
         self.pending = 0
+        self.failed_deliveries = 0
+        """Delivery attempts that failed (a renewal's draft waits while its ``invoice.created``
+        is failing: :func:`stripe_emulator.payments.invoice_due`)."""
 
     @property
     def live(self) -> bool:

@@ -12,7 +12,9 @@ every attempt fails with ``card_declined``, retries included, until
   webhook endpoint exists: as on Stripe, which finalizes a subscription invoice about an hour
   after its ``invoice.created`` was delivered, it stays ``draft`` (``automatically_finalizes_at``
   set) for :data:`DRAFT_HOLD_SECONDS` of emulator time, then is finalized and collected on the
-  timeline (:func:`invoice_due`).
+  timeline (:func:`invoice_due`). While its ``invoice.created`` is failing to reach an endpoint
+  (an attempt failed, no success since), it is looked at again every hour, up to 72 h after
+  it was made (:data:`DRAFT_HOLD_LIMIT_SECONDS`), as Stripe waits for a successful answer.
 * The customer's balance is applied on finalization; a total at or below 0 is paid at once
   (a negative total becomes credit on the customer's ``balance``). So is an amount due below
   Stripe's minimum charge for the currency (:data:`stripe_emulator.currencies.MINIMUM_CHARGES`:
@@ -51,6 +53,8 @@ from stripe_emulator.state import Record, Store
 DAY = 86_400
 # How long a renewal invoice stays a draft when webhook endpoints exist ("about an hour").
 DRAFT_HOLD_SECONDS = 3600
+DRAFT_HOLD_LIMIT_SECONDS = 72 * 3600
+"""The longest a renewal's draft waits for its ``invoice.created`` to be delivered."""
 FINAL_STATUSES = ("past_due", "unpaid", "canceled")
 # Subscription states a paid invoice brings back to active.
 _OWING = ("past_due", "unpaid", "incomplete")
@@ -90,9 +94,14 @@ def commit(store: Store, draft: Draft, now: int) -> Record:
 def store_draft(store: Store, draft: Draft, now: int) -> Record:
     """Store ``draft`` as a ``draft`` invoice (``invoice.created``) with its invoice items: it
     is the subscription's latest invoice."""
+    return _store_draft(store, draft, now)[0]
+
+
+def _store_draft(store: Store, draft: Draft, now: int) -> tuple[Record, str | None]:
+    """:func:`store_draft`, and the id of its ``invoice.created`` event."""
     invoice = draft.invoice
     invoice_id = invoice["id"]
-    recorder.invoice(store, "invoice.created", invoice=invoice)
+    created = recorder.invoice(store, "invoice.created", invoice=invoice)
     subscription = store.subscriptions[invoice["parent"]["subscription_details"]["subscription"]]
     store.add_invoice(invoice)
     for item in draft.new_items:
@@ -112,13 +121,15 @@ def store_draft(store: Store, draft: Draft, now: int) -> Record:
         if not details["proration"]:
             billed[details["subscription_item"]] = [invoice_id, line["id"]]
     debits.record(store, subscription["id"], draft.ledger, invoice_id)
-    return invoice
+    return invoice, created
 
 
 def hold_draft(store: Store, draft: Draft, now: int) -> Record:
     """Store a renewal's ``draft`` and finalize it :data:`DRAFT_HOLD_SECONDS` later (when
     webhook endpoints exist: see :func:`holds_renewals`)."""
-    invoice = store_draft(store, draft, now)
+    invoice, created = _store_draft(store, draft, now)
+    if created is not None:
+        store.draft_holds[invoice["id"]] = created
     finalizes_at = now + DRAFT_HOLD_SECONDS
     invoice["automatically_finalizes_at"] = finalizes_at
     if invoice["collection_method"] == "charge_automatically":
@@ -316,6 +327,12 @@ def invoice_due(store: Store, invoice_id: str, when: int) -> bool:
     if invoice["status"] == "draft":
         if invoice["automatically_finalizes_at"] != when:
             return False
+        if _creation_not_delivered(store, invoice) and (
+            when < invoice["created"] + DRAFT_HOLD_LIMIT_SECONDS
+        ):
+            _hold_again(store, invoice, when)
+            return True
+        store.draft_holds.pop(invoice["id"], None)
         _finalize_held(store, invoice, when)
         return True
     if invoice["status"] != "open":
@@ -331,6 +348,25 @@ def invoice_due(store: Store, invoice_id: str, when: int) -> bool:
         return False
     attempt_payment(store, invoice, when)
     return True
+
+
+def _creation_not_delivered(store: Store, invoice: Record) -> bool:
+    """Whether the draft's ``invoice.created`` has failed to reach an endpoint and not reached
+    them all since: Stripe finalizes a renewal an hour after every endpoint answered it, and
+    waits up to 72 h while deliveries fail. (Deliveries not tried yet do not hold it: they run
+    on the wall clock, and a clock advance jumps past them.)"""
+    event_id = store.draft_holds.get(invoice["id"])
+    event = store.events.get(event_id) if event_id is not None else None
+    return event is not None and event.pending > 0 and event.failed_deliveries > 0
+
+
+def _hold_again(store: Store, invoice: Record, when: int) -> None:
+    """Look again an hour later (at most until the hold's limit)."""
+    later = min(when + DRAFT_HOLD_SECONDS, invoice["created"] + DRAFT_HOLD_LIMIT_SECONDS)
+    invoice["automatically_finalizes_at"] = later
+    if invoice["collection_method"] == "charge_automatically":
+        invoice["next_payment_attempt"] = later
+    store.schedule(later, invoice["id"])
 
 
 def _finalize_held(store: Store, invoice: Record, when: int) -> None:

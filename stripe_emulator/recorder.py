@@ -110,9 +110,11 @@ def invoice_snapshot(invoice: Record) -> Record:
     return render_invoice({**invoice, "status_transitions": dict(invoice["status_transitions"])})
 
 
-def invoice(store: Store, *types: str, invoice: Record) -> None:
+def invoice(store: Store, *types: str, invoice: Record) -> str | None:
     """Record ``types`` (``invoice.paid``, ``invoice.payment_succeeded``...) of ``invoice`` as
-    it is now (one snapshot shared by the events)."""
+    it is now (one snapshot shared by the events); returns the last event's id."""
     snapshot = invoice_snapshot(invoice)
+    event_id = None
     for type_ in types:
-        store.events.record(type_, snapshot)
+        event_id = store.events.record(type_, snapshot).id
+    return event_id

@@ -65,6 +65,8 @@ class Store:
         self.item_credits: dict[str, list[Any]] = {}
         # Payments: customers whose payment attempts fail, and the retry rules (dunning).
         self.failing_customers: set[str] = set()
+        # Renewal drafts held for their invoice.created's deliveries: invoice id -> event id.
+        self.draft_holds: dict[str, str] = {}
         # Customers whose card needs their authentication for every payment (3D Secure).
         self.authenticating_customers: set[str] = set()
         # Where the API was last reached (the hosted invoice pages' address).
@@ -109,6 +111,7 @@ class Store:
             "item_credits": self.item_credits,
             "failing_customers": sorted(self.failing_customers),
             "authenticating_customers": sorted(self.authenticating_customers),
+            "draft_holds": self.draft_holds,
             "dunning": self.dunning,
             "timeline": self.timeline,
             "webhook_endpoints": self.webhook_endpoints,
@@ -142,6 +145,7 @@ class Store:
         store.item_credits = data.get("item_credits", {})
         store.failing_customers = set(data.get("failing_customers", []))
         store.authenticating_customers = set(data.get("authenticating_customers", []))
+        store.draft_holds = data.get("draft_holds", {})
         store.dunning = data.get("dunning", dict(DEFAULT_DUNNING))
         store.timeline = [(int(when), str(sub)) for when, sub in data["timeline"]]
         heapq.heapify(store.timeline)

@@ -230,6 +230,7 @@ class Dispatcher:
                 delivery.succeeded = True
                 event.pending = max(0, event.pending - 1)
             return
+        event.failed_deliveries += 1
         if delivery.attempts < self.schedule.max_attempts:
             retry_at = self._later(self.schedule.delays[delivery.attempts - 1], delivery)
             self.attempts[-1]["next_retry_at"] = retry_at

@@ -225,7 +225,9 @@ def test_with_webhook_endpoints_a_renewal_invoice_is_a_draft_before_it_is_charge
     draft = latest_invoice(stripe_target, subscription.id)
     status_then = stripe_target.client.v1.subscriptions.retrieve(subscription.id).status
     # Stripe finalizes an hour after the last webhook was delivered, or after 72 h of failed
-    # deliveries (this endpoint answers nobody); the emulator an hour after the renewal.
+    # deliveries (this endpoint answers nobody); so does the emulator when an attempt failed
+    # (tests/emulator/test_webhook_delivery.py), and an hour after the renewal when a clock
+    # advance jumps past deliveries not tried yet (they run on the wall clock).
     move_to(stripe_target, customer.id, end + 3 * DAY + 2 * HOUR)
     charged = stripe_target.client.v1.invoices.retrieve(draft.id or "")
 

@@ -312,3 +312,54 @@ def test_during_a_secret_rotation_deliveries_verify_with_the_old_and_the_new_sec
     with pytest.raises(EmulatorAdminError) as raised:
         hook.admin.roll_webhook_secret("we_missing")
     assert raised.value.status == 404
+
+
+def test_a_renewal_draft_waits_while_its_invoice_created_fails_then_finalizes_after_an_answer(
+    hook: Hook, emulator_client: stripe.StripeClient
+) -> None:
+    # Stripe finalizes a renewal an hour after every endpoint answered its invoice.created,
+    # not an hour after it was made, and waits up to 72 h while the deliveries fail.
+    subscription = _subscription(emulator_client)
+    end = subscription["items"].data[0].current_period_end
+    hook.settle()
+    hook.admin.set_retry_schedule([3.0])  # a retry, 3 s of wall time later
+    hook.receiver.answer(500, 500)  # the first attempts of the renewal's two events fail
+
+    hook.admin.set_time(end + 60)
+    deadline = time.monotonic() + 10
+    while not [
+        a for a in hook.admin.deliveries() if (a.type, a.outcome) == ("invoice.created", "failed")
+    ]:
+        assert time.monotonic() < deadline, "the renewal's invoice.created was never attempted"
+        time.sleep(0.05)
+    hook.admin.set_time(end + HOUR + 60)  # its hour is over, its invoice.created unanswered
+    held = emulator_client.v1.invoices.list(params={"subscription": subscription.id}).data[0]
+    hook.settle()  # the retries are answered
+    hook.admin.set_time(end + 2 * HOUR + 60)
+    finalized = emulator_client.v1.invoices.retrieve(str(held.id))
+
+    assert held.status == "draft"
+    assert held.automatically_finalizes_at == end + 2 * HOUR
+    assert finalized.status == "paid"
+    assert finalized.status_transitions.finalized_at == end + 2 * HOUR
+
+
+def test_a_renewal_draft_whose_invoice_created_never_gets_through_is_finalized_after_72_hours(
+    hook: Hook, emulator_client: stripe.StripeClient
+) -> None:
+    subscription = _subscription(emulator_client)
+    end = subscription["items"].data[0].current_period_end
+    hook.settle()
+    hook.admin.set_retry_schedule([])  # one attempt each, then given up
+    hook.receiver.answer(500, 500)
+
+    hook.admin.set_time(end + 60)
+    hook.settle()
+    hook.admin.set_time(end + 71 * HOUR)
+    still = emulator_client.v1.invoices.list(params={"subscription": subscription.id}).data[0]
+    hook.admin.set_time(end + 72 * HOUR + 60)
+    finalized = emulator_client.v1.invoices.retrieve(str(still.id))
+
+    assert still.status == "draft"
+    assert finalized.status == "paid"
+    assert finalized.status_transitions.finalized_at == end + 72 * HOUR
