@@ -83,13 +83,15 @@ class SqlEventOutbox:
         self._session.execute(_MARK_PUBLISHED, {"sequences": list(sequences), "now": now})
 
     def published_since(self, since: datetime, limit: int) -> list[RecordedEvent]:
+        # Newest first along the published_at index, so that a day of events costs ``limit``
+        # rows, not a sort of the day; then in outbox order.
         latest = self._session.scalars(
             select(EventRow)
             .where(EventRow.published_at >= since)
-            .order_by(EventRow.sequence.desc())
+            .order_by(EventRow.published_at.desc(), EventRow.sequence.desc())
             .limit(limit)
         ).all()
-        return [_recorded(row) for row in reversed(latest)]
+        return [_recorded(row) for row in sorted(latest, key=lambda row: row.sequence)]
 
     def get(self, event_id: str) -> RecordedEvent | None:
         row = self._session.scalars(select(EventRow).where(EventRow.id == event_id)).one_or_none()

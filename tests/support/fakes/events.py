@@ -70,7 +70,9 @@ class FakeEventOutbox:
 
     def published_since(self, since: datetime, limit: int) -> list[RecordedEvent]:
         rows = [row for row in self._rows() if row.published_at and row.published_at >= since]
-        return [row.recorded() for row in rows[-limit:]] if limit else []
+        newest_last = sorted(rows, key=lambda row: (row.published_at, row.sequence))
+        latest = newest_last[-limit:] if limit > 0 else []
+        return [row.recorded() for row in sorted(latest, key=lambda row: row.sequence)]
 
     def get(self, event_id: str) -> RecordedEvent | None:
         row: StoredEvent | None = self._tx.read(self.table, event_id)
