@@ -13,7 +13,7 @@ import pytest
 
 from tests.emulator.support import sdk_client
 from tests.schedules.judge import judge, wait_for_quiescence
-from tests.schedules.plan import FAULT_KINDS, SQLITE_FAULTS, draw
+from tests.schedules.plan import BEFORE_REDIS_FAILOVER, SQLITE_BEFORE_REDIS_FAILOVER, draw
 from tests.schedules.run import describe, run_schedule
 from tests.schedules.system import running_system
 from tests.schedules.workload import History, Workload
@@ -31,10 +31,10 @@ the catalogue it draws from)."""
 SEEDS: dict[str, list[Seed]] = {
     # 16 faults in 30 s: 14 of SQLite's 15 kinds (Redis read-only, partitioned, killed,
     # restarted and restarted empty; Stripe slow across the period end), not a drop before.
-    "sqlite": [(17283, 30.0, 16, SQLITE_FAULTS)],
+    "sqlite": [(17283, 30.0, 16, SQLITE_BEFORE_REDIS_FAILOVER)],
     # 16 faults in 30 s: 16 of the 17 kinds (a worker killed inside its commits, PostgreSQL
     # restarted, Redis read-only and partitioned...), not a 429.
-    "postgresql": [(6604, 30.0, 16, FAULT_KINDS)],
+    "postgresql": [(6604, 30.0, 16, BEFORE_REDIS_FAILOVER)],
 }
 """One short schedule per database."""
 
@@ -76,7 +76,7 @@ REGRESSION_SEEDS: dict[str, list[Seed]] = {
         # Two enables of one user 10 ms apart both emitted user.enabled: on SQLite a read
         # for update locked nothing (fixed: it takes the write lock; the deterministic proof
         # is tests/integration/test_row_locks.py).
-        (2007, 40.0, 10, SQLITE_FAULTS),
+        (2007, 40.0, 10, SQLITE_BEFORE_REDIS_FAILOVER),
     ],
     # Found on SQLite; it does not depend on the database, so it replays on PostgreSQL, which
     # has fewer seeds to run.
@@ -101,8 +101,8 @@ STRIPE_SIDE_SEEDS: dict[str, list[Seed]] = {
     # and its message was lost (taken from the queue, never recorded as unacknowledged), so
     # nothing handed it back. Fixed: the stalled-command sweep publishes again a command
     # running past the visibility timeout (tests/chaos/test_lost_retry.py).
-    "sqlite": [(24, 30.0, 16, SQLITE_FAULTS)],
-    "postgresql": [(24, 30.0, 16, FAULT_KINDS)],
+    "sqlite": [(24, 30.0, 16, SQLITE_BEFORE_REDIS_FAILOVER)],
+    "postgresql": [(24, 30.0, 16, BEFORE_REDIS_FAILOVER)],
 }
 """Schedules with Stripe's side acting too (``stripe_side``)."""
 

@@ -15,7 +15,7 @@ import redis
 
 from adapters.clock import CLOCK_OFFSET_KEY
 from tests.schedules.plan import Step
-from tests.schedules.system import System
+from tests.schedules.system import System, follow
 from worker.local.embedded import free_port
 
 HOUR = 3600.0
@@ -100,6 +100,25 @@ def _redis_read_only(system: System, args: dict[str, Any]) -> None:
         client.close()
 
 
+def _redis_failover(system: System, _args: dict[str, Any]) -> None:
+    """A managed Redis fails over as ElastiCache and Memorystore do: its replica promoted,
+    the stable address moved to it (new connections reach it), and the old primary made its
+    replica in place, the connections to it still open (their writes answered ``READONLY``
+    until the clients reconnect). What the replica had not received yet is lost, as
+    asynchronous replication loses it. The two trade places: a later fault strikes the new
+    primary, a later failover flips back."""
+    old, new = system.redis, system.redis_replica
+    assert new is not None, "redis_failover needs the schedule's replica (running_system)"
+    promoted = redis.Redis.from_url(new.url)
+    try:
+        promoted.replicaof("NO", "ONE")
+    finally:
+        promoted.close()
+    system.redis_network.switch(new.port)
+    follow(old, new)
+    system.redis, system.redis_replica = new, old
+
+
 def _redis_partition(system: System, args: dict[str, Any]) -> None:
     """Every process cut from Redis for ``seconds``, Redis itself up (the network between:
     the stack reaches Redis through a forwarder that stops passing bytes)."""
@@ -181,6 +200,7 @@ FAULTS: dict[str, Callable[[System, dict[str, Any]], str | None]] = {
     "redis_read_only": _redis_read_only,
     "redis_partition": _redis_partition,
     "postgres_kill_in_commit": _postgres_kill_in_commit,
+    "redis_failover": _redis_failover,
 }
 
 

@@ -27,13 +27,22 @@ FAULT_KINDS = (
     "redis_read_only",
     "redis_partition",
     "postgres_kill_in_commit",
+    "redis_failover",
 )
 """The nemesis' catalogue, as the single-box stack supports it (the ``postgres_`` kinds only
 on PostgreSQL). New kinds go at the end: a catalogue's order is part of every draw from it."""
 
+BEFORE_REDIS_FAILOVER = FAULT_KINDS[: FAULT_KINDS.index("redis_failover")]
+"""The catalogue before a managed Redis's failover joined it: the seeds kept from then draw
+from it, so that they replay as they were drawn."""
+
 POSTGRES_ONLY = frozenset({"postgres_restart", "postgres_kill_in_commit"})
 
 SQLITE_FAULTS = tuple(kind for kind in FAULT_KINDS if kind not in POSTGRES_ONLY)
+
+SQLITE_BEFORE_REDIS_FAILOVER = tuple(
+    kind for kind in BEFORE_REDIS_FAILOVER if kind not in POSTGRES_ONLY
+)
 
 AROUND_THE_PERIOD_END = frozenset({"stripe_latency_across_period_end"})
 """Faults struck just before the month passes, whenever the seed drew them: Stripe's slow

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import uuid
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import redis
 
 from adapters.clock import SystemClock
 from adapters.db.migrate import upgrade
@@ -28,8 +30,9 @@ from tests.support.records import create_organization, create_user
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack, stack_env
 from tests.support.subscriptions import Subscribed, new_account, new_plan, operator, subscribe
-from worker.local.embedded import wait_until
+from worker.local.embedded import REDIS_PASSWORD_FILENAME, redis_password, wait_until
 from worker.local.seed import wire_stripe_events
+from worker.local.sentinel import replicating
 
 SCHEDULE_SETTINGS = {
     # A killed worker's messages come back within seconds, a stalled command is looked at
@@ -46,8 +49,10 @@ class System:
 
     stack: Stack
     redis: RedisServer
+    """The primary."""
     redis_network: Forwarder
-    """What the stack reaches Redis through (the nemesis partitions it)."""
+    """What the stack reaches Redis through (the nemesis partitions it, and moves it to the
+    replica in a failover)."""
     postgres: PostgresCluster | None
     plans: dict[str, Plan] = field(default_factory=dict)
     subscriptions: list[Subscribed] = field(default_factory=list)
@@ -58,6 +63,8 @@ class System:
     hears_from_stripe: bool = False
     """Whether Stripe's webhooks reach the API (else Stripe's own changes, a subscription
     gone ``past_due`` among them, reach us only with the reconciliation sweep's reads)."""
+    redis_replica: RedisServer | None = None
+    """The primary's replica, when the schedule fails Redis over (``redis_failover``)."""
     before_redis_empties: list[Callable[[], None]] = field(default_factory=list)
     """What to do before Redis loses its dataset (the stream's consumer reads it up to then:
     entries not yet read are lost with it, a limit of the stream, not of the checker)."""
@@ -145,6 +152,8 @@ def running_system(
         stripe_url=emulator.url,
     )
     system = System(stack, redis, redis_network, postgres if database == "postgresql" else None)
+    if any(fault.kind == "redis_failover" for fault in schedule.faults):
+        system.redis_replica = _replica_of(redis, base / "redis-replica")
     try:
         _set_up(system, schedule)
         stack.start_api()
@@ -160,6 +169,32 @@ def running_system(
         emulator.stop()
         redis_network.stop()
         redis.stop()
+        if system.redis_replica is not None:
+            system.redis_replica.stop()
+
+
+def _replica_of(primary: RedisServer, data_dir: Path) -> RedisServer:
+    """A second server (its own append-only file) replicating ``primary``, with its password:
+    a managed Redis's replica, which a failover promotes."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    password = data_dir / REDIS_PASSWORD_FILENAME
+    shutil.copyfile(primary.data_dir / REDIS_PASSWORD_FILENAME, password)
+    password.chmod(0o600)
+    replica = RedisServer(data_dir)
+    replica.start()
+    follow(replica, primary)
+    return replica
+
+
+def follow(replica: RedisServer, primary: RedisServer) -> None:
+    """Make ``replica`` replicate ``primary`` (they share a password); back once in sync."""
+    client = redis.Redis.from_url(replica.url)
+    try:
+        client.config_set("masterauth", redis_password(primary.data_dir))
+        client.replicaof("127.0.0.1", primary.port)
+        wait_until(lambda: replicating(client), 30, f"redis on {replica.port} to sync")
+    finally:
+        client.close()
 
 
 WEBHOOK_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)

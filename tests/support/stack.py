@@ -222,7 +222,11 @@ class Stack:
 
         app = create_celery_app(Settings(redis_url=self.redis_url))
         try:
-            replies = app.control.ping(timeout=0.5)
+            # A connection of its own, not kombu's pool (shared by every app of the process):
+            # a pooled one may still reach a primary since demoted in place (a managed Redis's
+            # failover), where a broadcast's PUBLISH is taken and heard by nobody.
+            with app.connection_for_write() as connection:
+                replies = app.control.ping(timeout=0.5, connection=connection)
         finally:
             app.close()
         return any(name.startswith(prefix) for reply in replies or [] for name in reply)
