@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import stripe  # noqa: TID251 - these tests exercise the emulator through the real SDK
@@ -108,3 +109,15 @@ def upgrade_invoiced_now(
             "payment_behavior": behavior,
         },
     )
+
+
+def mid_period_upgrade(
+    target: StripeTarget, card: Callable[[str], None]
+) -> tuple[stripe.Customer, stripe.Subscription, stripe.Price]:
+    """A paid monthly subscription (10 $) half-way through its period, whose customer's card
+    then becomes ``card`` (``target.make_payments_fail``...); and a dearer price (30 $)."""
+    customer, subscription = subscribe(target, monthly(target, 1000))
+    start, end = period(target, subscription.id)
+    move_to(target, customer.id, start + (end - start) // 2)
+    card(customer.id)
+    return customer, subscription, monthly(target, 3000)

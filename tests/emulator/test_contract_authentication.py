@@ -16,10 +16,8 @@ import stripe  # noqa: TID251 - these tests exercise the emulator through the re
 from tests.emulator.billing_support import (
     item_of,
     latest_invoice,
-    monthly,
+    mid_period_upgrade,
     move_to,
-    period,
-    subscribe,
     upgrade_invoiced_now,
 )
 from tests.emulator.support import StripeTarget
@@ -32,11 +30,7 @@ def _subscription_needing_authentication(
 ) -> tuple[stripe.Customer, stripe.Subscription, stripe.Price]:
     """A paid monthly subscription, mid-period, whose customer's card now needs
     authentication for every charge; and a dearer price."""
-    customer, subscription = subscribe(target, monthly(target, 1000))
-    start, end = period(target, subscription.id)
-    move_to(target, customer.id, start + (end - start) // 2)
-    target.make_payments_require_authentication(customer.id)
-    return customer, subscription, monthly(target, 3000)
+    return mid_period_upgrade(target, target.make_payments_require_authentication)
 
 
 def test_error_if_incomplete_refuses_an_upgrade_that_needs_authentication_with_its_own_code(

@@ -12,6 +12,7 @@ from tests.emulator.billing_support import (
     invoices,
     item_of,
     latest_invoice,
+    mid_period_upgrade,
     monthly,
     move_to,
     period,
@@ -25,11 +26,7 @@ def _declining_subscription(
     target: StripeTarget,
 ) -> tuple[stripe.Customer, stripe.Subscription, stripe.Price]:
     """A paid monthly subscription whose customer's payments now fail; and a dearer price."""
-    customer, subscription = subscribe(target, monthly(target, 1000))
-    start, end = period(target, subscription.id)
-    move_to(target, customer.id, start + (end - start) // 2)
-    target.make_payments_fail(customer.id)
-    return customer, subscription, monthly(target, 3000)
+    return mid_period_upgrade(target, target.make_payments_fail)
 
 
 def _standing(target: StripeTarget, subscription_id: str) -> list[tuple[str | None, str | None]]:
