@@ -13,7 +13,12 @@ import pytest
 
 from tests.emulator.support import sdk_client
 from tests.schedules.judge import judge, wait_for_quiescence
-from tests.schedules.plan import BEFORE_REDIS_FAILOVER, SQLITE_BEFORE_REDIS_FAILOVER, draw
+from tests.schedules.plan import (
+    BEFORE_REDIS_FAILOVER,
+    SQLITE_BEFORE_REDIS_FAILOVER,
+    SQLITE_FAULTS,
+    draw,
+)
 from tests.schedules.run import describe, run_schedule
 from tests.schedules.system import running_system
 from tests.schedules.workload import History, Workload
@@ -101,7 +106,13 @@ STRIPE_SIDE_SEEDS: dict[str, list[Seed]] = {
     # and its message was lost (taken from the queue, never recorded as unacknowledged), so
     # nothing handed it back. Fixed: the stalled-command sweep publishes again a command
     # running past the visibility timeout (tests/chaos/test_lost_retry.py).
-    "sqlite": [(24, 30.0, 16, SQLITE_BEFORE_REDIS_FAILOVER)],
+    "sqlite": [
+        (24, 30.0, 16, SQLITE_BEFORE_REDIS_FAILOVER),
+        # A managed Redis's failover (redis_failover) among 16 faults: a worker killed after
+        # it never answered the nemesis's ping, sent through a pooled connection still on
+        # the demoted primary (fixed in the harness: tests/support/stack.py).
+        (21557, 30.0, 16, SQLITE_FAULTS),
+    ],
     "postgresql": [(24, 30.0, 16, BEFORE_REDIS_FAILOVER)],
 }
 """Schedules with Stripe's side acting too (``stripe_side``)."""
@@ -152,7 +163,7 @@ def test_a_fixed_seed_runs_its_faults_and_the_checker_finds_no_anomaly(
     run_clean(SEEDS[backend], backend, own_cluster, workdir)
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(480)  # two schedules on SQLite
 def test_changes_made_at_stripe_reach_us_under_faults_and_the_checker_finds_no_anomaly(
     backend: str, own_cluster: PostgresCluster | None, workdir: Path
 ) -> None:

@@ -217,16 +217,23 @@ class Stack:
         return process
 
     def _worker_answers(self, prefix: str) -> bool:
+        from kombu.pidbox import Mailbox
+
         from worker.celery_app import create_celery_app
         from worker.settings import Settings
 
         app = create_celery_app(Settings(redis_url=self.redis_url))
         try:
-            # A connection of its own, not kombu's pool (shared by every app of the process):
-            # a pooled one may still reach a primary since demoted in place (a managed Redis's
+            # A connection of its own and a mailbox without a producer pool: Celery's control
+            # publishes through kombu's pool, shared by every app of the process, whose
+            # connection may still reach a primary since demoted in place (a managed Redis's
             # failover), where a broadcast's PUBLISH is taken and heard by nobody.
+            mailbox = Mailbox(
+                app.conf.control_exchange, type="fanout", accept=["json"], serializer="json"
+            )
             with app.connection_for_write() as connection:
-                replies = app.control.ping(timeout=0.5, connection=connection)
+                bound: Any = mailbox(connection)  # a copy bound to the connection (typed Node)
+                replies = bound._broadcast("ping", reply=True, timeout=0.5)
         finally:
             app.close()
         return any(name.startswith(prefix) for reply in replies or [] for name in reply)
