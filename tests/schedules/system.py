@@ -152,8 +152,10 @@ def running_system(
         stripe_url=emulator.url,
     )
     system = System(stack, redis, redis_network, postgres if database == "postgresql" else None)
+    servers = [redis]  # every Redis server of the schedule, whatever role a failover left it in
     if any(fault.kind == "redis_failover" for fault in schedule.faults):
         system.redis_replica = _replica_of(redis, base / "redis-replica")
+        servers.append(system.redis_replica)
     try:
         _set_up(system, schedule)
         stack.start_api()
@@ -168,9 +170,8 @@ def running_system(
         stack.stop()
         emulator.stop()
         redis_network.stop()
-        redis.stop()
-        if system.redis_replica is not None:
-            system.redis_replica.stop()
+        for server in servers:
+            server.stop()
 
 
 def _replica_of(primary: RedisServer, data_dir: Path) -> RedisServer:
