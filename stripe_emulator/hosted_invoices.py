@@ -28,7 +28,7 @@ FORM = "application/x-www-form-urlencoded"
 
 
 def routes(emulator: Emulator) -> list[Route]:
-    def page(request: Request) -> Response:
+    async def page(request: Request) -> Response:  # on the loop, as every store access
         invoice = emulator.store.invoices.get(request.path_params["invoice_id"])
         if invoice is None or invoice["status"] == "draft":
             return HTMLResponse("<h1>No such invoice</h1>", status_code=404)
