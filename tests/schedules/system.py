@@ -153,10 +153,10 @@ def running_system(
     )
     system = System(stack, redis, redis_network, postgres if database == "postgresql" else None)
     servers = [redis]  # every Redis server of the schedule, whatever role a failover left it in
-    if any(fault.kind == "redis_failover" for fault in schedule.faults):
-        system.redis_replica = _replica_of(redis, base / "redis-replica")
-        servers.append(system.redis_replica)
     try:
+        if any(fault.kind == "redis_failover" for fault in schedule.faults):
+            system.redis_replica = _replica_of(redis, base / "redis-replica")
+            servers.append(system.redis_replica)
         _set_up(system, schedule)
         stack.start_api()
         stack.client = stack.new_client("chaos-workload")
@@ -183,7 +183,11 @@ def _replica_of(primary: RedisServer, data_dir: Path) -> RedisServer:
     password.chmod(0o600)
     replica = RedisServer(data_dir)
     replica.start()
-    follow(replica, primary)
+    try:
+        follow(replica, primary)
+    except BaseException:
+        replica.stop()
+        raise
     return replica
 
 
