@@ -12,6 +12,7 @@ Standard library and the settings only.
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,14 @@ def write_stack_file(settings: Settings, stack: dict[str, Any]) -> Path:
     """Record what ``up`` started (``stack.json``, 0600: it holds the Redis URL, password
     included)."""
     path = settings.data_dir / STACK_FILE
-    path.touch(mode=0o600)  # it holds the Redis URL, password included
-    path.chmod(0o600)
-    path.write_text(json.dumps(stack, indent=2, sort_keys=True))
+    # Written beside it and renamed over it: a reader (a command, a test waiting for the
+    # file) never finds it empty or half written.
+    fresh = path.with_name(f".{STACK_FILE}.{os.getpid()}.tmp")
+    fresh.unlink(missing_ok=True)
+    descriptor = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(json.dumps(stack, indent=2, sort_keys=True))
+    os.replace(fresh, path)
     return path
 
 
