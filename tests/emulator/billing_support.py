@@ -121,3 +121,18 @@ def mid_period_upgrade(
     move_to(target, customer.id, start + (end - start) // 2)
     card(customer.id)
     return customer, subscription, monthly(target, 3000)
+
+
+def upgrade_held_for_authentication(
+    target: StripeTarget,
+) -> tuple[stripe.Customer, stripe.Subscription, stripe.Price, stripe.Subscription, str]:
+    """An upgrade held pending (``pending_if_incomplete``) for a customer whose card needs
+    authentication (:func:`mid_period_upgrade`): the customer, the subscription before it,
+    the dearer price, the subscription holding it, and the open invoice it waits for."""
+    customer, subscription, dearer = mid_period_upgrade(
+        target, target.make_payments_require_authentication
+    )
+    held = upgrade_invoiced_now(target, subscription, dearer, "pending_if_incomplete")
+    invoice = latest_invoice(target, subscription.id)
+    assert invoice.id is not None
+    return customer, subscription, dearer, held, invoice.id

@@ -18,6 +18,7 @@ from tests.emulator.billing_support import (
     latest_invoice,
     mid_period_upgrade,
     move_to,
+    upgrade_held_for_authentication,
     upgrade_invoiced_now,
 )
 from tests.emulator.support import StripeTarget
@@ -70,49 +71,40 @@ def test_pending_if_incomplete_holds_an_upgrade_that_needs_authentication_on_an_
 def test_an_upgrade_held_for_authentication_applies_once_its_invoice_is_paid(
     stripe_target: StripeTarget,
 ) -> None:
-    _, subscription, dearer = _subscription_needing_authentication(stripe_target)
-    upgrade_invoiced_now(stripe_target, subscription, dearer, "pending_if_incomplete")
-    invoice = latest_invoice(stripe_target, subscription.id)
-    assert invoice.id is not None
+    _, subscription, dearer, _, invoice_id = upgrade_held_for_authentication(stripe_target)
 
     # What the customer does on the hosted page, in a form an API can do on real Stripe too:
     # pay it with a card that needs no authentication.
-    stripe_target.client.v1.invoices.pay(invoice.id, params={"payment_method": "pm_card_visa"})
+    stripe_target.client.v1.invoices.pay(invoice_id, params={"payment_method": "pm_card_visa"})
 
     applied = stripe_target.client.v1.subscriptions.retrieve(subscription.id)
     assert applied.pending_update is None
     assert item_of(applied).price.id == dearer.id
-    assert stripe_target.client.v1.invoices.retrieve(invoice.id).status == "paid"
+    assert stripe_target.client.v1.invoices.retrieve(invoice_id).status == "paid"
 
 
 def test_paying_an_invoice_with_the_card_that_needs_authentication_is_refused_with_its_own_code(
     stripe_target: StripeTarget,
 ) -> None:
-    _, subscription, dearer = _subscription_needing_authentication(stripe_target)
-    upgrade_invoiced_now(stripe_target, subscription, dearer, "pending_if_incomplete")
-    invoice = latest_invoice(stripe_target, subscription.id)
-    assert invoice.id is not None
+    *_, invoice_id = upgrade_held_for_authentication(stripe_target)
 
     with pytest.raises(stripe.StripeError) as raised:
-        stripe_target.client.v1.invoices.pay(invoice.id)
+        stripe_target.client.v1.invoices.pay(invoice_id)
 
     assert raised.value.http_status == 402
     assert raised.value.code == "invoice_payment_intent_requires_action"
-    assert stripe_target.client.v1.invoices.retrieve(invoice.id).status == "open"
+    assert stripe_target.client.v1.invoices.retrieve(invoice_id).status == "open"
 
 
 def test_an_upgrade_nobody_authenticates_lapses_when_stripe_expires_it(
     stripe_target: StripeTarget,
 ) -> None:
-    customer, subscription, dearer = _subscription_needing_authentication(stripe_target)
-    held = upgrade_invoiced_now(stripe_target, subscription, dearer, "pending_if_incomplete")
-    invoice = latest_invoice(stripe_target, subscription.id)
+    customer, subscription, _, held, invoice_id = upgrade_held_for_authentication(stripe_target)
     assert held.pending_update is not None
-    assert invoice.id is not None
 
     move_to(stripe_target, customer.id, held.pending_update.expires_at + HOUR)
 
     lapsed = stripe_target.client.v1.subscriptions.retrieve(subscription.id)
     assert lapsed.pending_update is None
     assert item_of(lapsed).price.id == item_of(subscription).price.id
-    assert stripe_target.client.v1.invoices.retrieve(invoice.id).status == "void"
+    assert stripe_target.client.v1.invoices.retrieve(invoice_id).status == "void"

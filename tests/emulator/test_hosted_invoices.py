@@ -9,9 +9,8 @@ import httpx
 import pytest
 
 from stripe_emulator import EmulatorAdmin, EmulatorAdminError
-from tests.emulator.billing_support import item_of, latest_invoice, upgrade_invoiced_now
+from tests.emulator.billing_support import item_of, upgrade_held_for_authentication
 from tests.emulator.support import EmulatorProcess, StripeTarget, sdk_client
-from tests.emulator.test_contract_authentication import _subscription_needing_authentication
 
 pytestmark = pytest.mark.emulator_only
 
@@ -24,11 +23,8 @@ def target(emulator: EmulatorProcess, admin: EmulatorAdmin) -> StripeTarget:
 def held_upgrade(target: StripeTarget) -> tuple[str, str, str]:
     """An upgrade held pending for the customer's authentication: (subscription, dearer
     price, its open invoice)."""
-    _, subscription, dearer = _subscription_needing_authentication(target)
-    upgrade_invoiced_now(target, subscription, dearer, "pending_if_incomplete")
-    invoice = latest_invoice(target, subscription.id)
-    assert invoice.id is not None
-    return subscription.id, dearer.id, invoice.id
+    _, subscription, dearer, _, invoice_id = upgrade_held_for_authentication(target)
+    return subscription.id, dearer.id, invoice_id
 
 
 def test_an_invoice_links_to_its_page_at_the_address_the_api_was_reached_at(
