@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery import Celery, Task
 from celery.signals import task_postrun
+from celery.utils import uuid
 
 from application import log_context
 from domain.ports.application import Application
@@ -74,3 +75,16 @@ class SweepTask(ApplicationTask):
     Delivery is unchanged: the same queue, late acknowledgement and expiry as before."""
 
     send_events = False
+
+    def run_again_now(self, *, args: tuple[Any, ...] = (), expires: float) -> None:
+        """Send this sweep's next run now, on its own queue, as beat would send it: without a
+        ``task-sent`` event (``send_task`` would send one from a worker, and Flower would
+        list the sweep among the commands). A run that waited ``expires`` seconds is
+        dropped: beat's own next run has taken its place."""
+        app = self.app
+        message = app.amqp.create_task_message(
+            uuid(), self.name, args, {}, expires=expires, create_sent_event=False
+        )
+        route = app.amqp.router.route({}, self.name, args, {})
+        with app.producer_or_acquire() as producer:
+            app.amqp.send_task_message(producer, self.name, message, **route)

@@ -38,6 +38,17 @@ def apply_scheduled_change(self: CommandTask, *args: Any, **kwargs: Any) -> dict
 
 
 @shared_task(name=ENQUEUE_DUE_CHANGES, base=SweepTask, bind=True, ignore_result=True)
-def enqueue_due_changes(self: SweepTask) -> int:
-    """Beat's sweep: publish an apply command for each plan change that fell due."""
-    return publish_due_changes(PublishDueChanges(), self.application)
+def enqueue_due_changes(self: SweepTask, claimed_this_tick: int = 0) -> int:
+    """Beat's sweep: publish an apply command for each plan change that fell due. A run whose
+    time ran out with due work left sends the next run at once, with what this tick claimed
+    so far (beat sends none), so that a burst is fed as fast as one long run would feed it and
+    no run holds its process long."""
+    application = self.application
+    outcome = publish_due_changes(PublishDueChanges(claimed_before=claimed_this_tick), application)
+    if outcome.more:
+        # As long as beat's own runs wait: a follow-up that waited longer is superseded.
+        interval = application.policy.due_changes_interval_seconds
+        self.run_again_now(
+            args=(claimed_this_tick + outcome.claimed,), expires=max(interval * 4, 2.0)
+        )
+    return outcome.published

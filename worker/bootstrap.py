@@ -113,6 +113,7 @@ class Services:
             ),
             due_changes_batch_size=settings.scheduled_changes_batch_size,
             due_changes_interval_seconds=settings.scheduled_changes_interval_seconds,
+            due_changes_run_seconds=settings.scheduled_changes_run_seconds,
             command_retention=CommandRetention(
                 succeeded_for=timedelta(days=settings.command_retention_days),
                 failed_for=timedelta(days=settings.failed_command_retention_days),

@@ -55,10 +55,24 @@ class RelayEvents:
     max_batches: int = RELAY_MAX_BATCHES
 
 
+DUE_CHANGES_CHUNK = 50
+"""Due changes claimed, then published, at a time within one run of the sweep."""
+
+
 @dataclass(frozen=True)
 class PublishDueChanges:
     """Beat's sweep of plan changes: staged ones whose boundary passed take effect, and an
-    apply command is published for each change that fell due."""
+    apply command is published for each change that fell due, ``chunk_size`` claims at a
+    time. A run starts no new chunk once the policy's ``due_changes_run_seconds`` have
+    passed: a period-end burst's first run would otherwise claim the rate budget's whole
+    horizon (500 changes at Stripe's live rate, about 0.2 ms of publishing each) in one long
+    run; what is left goes to the next run, which its task sends at once. The runs that
+    follow one of beat's carry what the earlier ones claimed: together they claim no more than
+    the policy's ``due_changes_batch_size``, as one run did."""
+
+    chunk_size: int = DUE_CHANGES_CHUNK
+    claimed_before: int = 0
+    """Changes the earlier runs of this beat's sweep claimed."""
 
 
 @dataclass(frozen=True)

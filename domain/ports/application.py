@@ -66,6 +66,9 @@ class RunnerPolicy:
     due_changes_batch_size: int
     due_changes_interval_seconds: float
     command_retention: CommandRetention
+    due_changes_run_seconds: float = 0.03
+    """How long one run of the due-changes sweep starts new work; a run that stops with due
+    work left asks for the next run at once."""
     reconcile_reads_per_sweep: int = 0
     """Rows the reconciliation sweep re-reads from the provider each time it runs."""
     mask_personal_data: bool = True

@@ -3,11 +3,13 @@ Every change reaches Stripe exactly once (the emulator's request log says so).""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import uuid
 from collections import Counter
+from datetime import datetime
 
 import pytest
 
@@ -156,3 +158,55 @@ def test_a_worker_killed_mid_change_leaves_it_applied_exactly_once(
     assert applied.claims >= 1
     subscription = stored_subscription(stack, sub.id)
     assert subscription.plan_id == applied.target_plan_id
+
+
+CLAIMED = re.compile(
+    r"claimed (\d+) due plan changes, published \d+(; the next run takes the rest)?"
+)
+
+
+def sweep_runs(stack: Stack, worker: str) -> list[tuple[datetime, int, bool]]:
+    """Each run of the due-changes sweep that claimed some, from the worker's JSON log: when,
+    how many it claimed, and whether it left the rest to a run sent at once."""
+    runs = []
+    for line in (stack.workdir / f"worker-{worker}.log").read_text().splitlines():
+        if not line.startswith("{") or "due plan changes" not in line:
+            continue
+        record = json.loads(line)
+        if found := CLAIMED.fullmatch(record["message"]):
+            at = datetime.fromisoformat(record["time"])
+            runs.append((at, int(found[1]), found[2] is not None))
+    return runs
+
+
+def test_a_burst_beyond_one_short_run_is_fed_by_runs_sent_at_once_not_at_beat_s_next_tick(
+    make_stack: StackFactory,
+) -> None:
+    # Every run stops after its first chunk of 50; beat ticks every 10 s. Without the runs a
+    # sweep sends itself, the 10 changes after the first 50 would wait for the next tick.
+    interval = 10.0
+    stack = make_stack(
+        {
+            "BILLING_SCHEDULED_CHANGES_RUN_SECONDS": "0",
+            "BILLING_SCHEDULED_CHANGES_INTERVAL_SECONDS": str(interval),
+        }
+    )
+    subscribed, change_ids, team_price = schedule_changes(stack, 60)
+    stack.advance_time(32 * DAY)
+    stack.start_worker("w1", concurrency=2)
+    stack.start_beat()
+
+    eventually(
+        lambda: states(stack, change_ids)[ChangeState.APPLIED] == len(change_ids),
+        timeout=60,
+        interval=0.5,
+        what=f"60 changes applied (so far {dict(states(stack, change_ids))})",
+    )
+    runs = sweep_runs(stack, "w1")
+    assert [(claimed, more) for _, claimed, more in runs] == [(50, True), (10, False)]
+    (first, *_), (second, *_) = runs
+    assert (second - first).total_seconds() < interval / 2
+    with stack.stripe as emulator:
+        for sub in subscribed:
+            [update] = executed_updates(emulator, sub.provider_id)
+            assert update.form["items"]["0"]["price"] == team_price

@@ -383,7 +383,7 @@ def test_a_period_end_change_is_made_at_the_provider_an_hour_ahead_and_takes_eff
     assert subscription(app, sub).plan_id == sub.starter.id  # here, until the boundary
 
     # Staged: nothing more to claim before the boundary.
-    assert publish_due_changes(PublishDueChanges(), app) == 0
+    assert publish_due_changes(PublishDueChanges(), app).published == 0
     assert subscription(app, sub).plan_id == sub.starter.id
     app.clock.advance(timedelta(hours=1))
     publish_due_changes(PublishDueChanges(), app)
@@ -616,8 +616,9 @@ def test_the_sweep_publishes_one_bulk_apply_command_per_due_change(
     [scheduled] = changes(app, sub)
     app.clock.advance(31 * DAY)
 
-    assert publish_due_changes(PublishDueChanges(), app) == 1
-    assert publish_due_changes(PublishDueChanges(), app) == 0  # claimed: the next sweep leaves it
+    assert publish_due_changes(PublishDueChanges(), app).published == 1
+    # Claimed: the next sweep leaves it.
+    assert publish_due_changes(PublishDueChanges(), app).published == 0
 
     [message] = app.published.published
     assert message.command_id == f"apply:{scheduled.id}:1"
@@ -627,6 +628,47 @@ def test_the_sweep_publishes_one_bulk_apply_command_per_due_change(
     )
 
 
+def test_a_sweep_out_of_time_after_a_full_chunk_asks_for_the_next_run_now(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.policy = replace(app.policy, due_changes_run_seconds=0.0)
+    change_subscription_plan(request(sub, plan="team"), app)
+    app.clock.advance(31 * DAY)
+
+    first = publish_due_changes(PublishDueChanges(chunk_size=1), app)
+    second = publish_due_changes(PublishDueChanges(chunk_size=1, claimed_before=1), app)
+
+    assert (first.claimed, first.published, first.more) == (1, 1, True)
+    assert (second.claimed, second.published, second.more) == (0, 0, False)  # nothing left
+    assert len(app.published.published) == 1
+
+
+def test_a_sweep_with_time_left_claims_chunk_after_chunk_until_nothing_is_due(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.policy = replace(app.policy, due_changes_run_seconds=60.0)
+    change_subscription_plan(request(sub, plan="team"), app)
+    app.clock.advance(31 * DAY)
+
+    outcome = publish_due_changes(PublishDueChanges(chunk_size=1), app)
+
+    assert (outcome.claimed, outcome.published, outcome.more) == (1, 1, False)
+
+
+def test_the_runs_of_one_sweep_claim_no_more_than_its_batch_together(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    app.policy = replace(app.policy, due_changes_run_seconds=0.0, due_changes_batch_size=3)
+    change_subscription_plan(request(sub, plan="team"), app)
+    app.clock.advance(31 * DAY)
+
+    spent = publish_due_changes(PublishDueChanges(chunk_size=1, claimed_before=3), app)
+    last = publish_due_changes(PublishDueChanges(chunk_size=1, claimed_before=2), app)
+
+    assert (spent.claimed, spent.more) == (0, False)  # the batch went to the earlier runs
+    assert (last.claimed, last.more) == (1, False)  # its share taken: beat's next tick goes on
+
+
 def test_a_claim_that_could_not_be_published_is_taken_by_the_next_sweep(
     app: FakeApplication, sub: Subscribed
 ) -> None:
@@ -634,9 +676,9 @@ def test_a_claim_that_could_not_be_published_is_taken_by_the_next_sweep(
     app.clock.advance(31 * DAY)
     app.published.fail_next(ConnectionError("redis is down"))
 
-    assert publish_due_changes(PublishDueChanges(), app) == 0
+    assert publish_due_changes(PublishDueChanges(), app).published == 0
     app.clock.advance(timedelta(seconds=1))
-    assert publish_due_changes(PublishDueChanges(), app) == 1
+    assert publish_due_changes(PublishDueChanges(), app).published == 1
 
     [message] = app.published.published
     assert message.command_id.endswith(":2")  # claimed again, a command of its own
@@ -649,10 +691,10 @@ def test_claims_whose_batch_could_not_go_are_released_and_taken_by_the_next_swee
     app.clock.advance(31 * DAY)
     app.published.fail_next_batch(ConnectionError("redis went away"))
 
-    assert publish_due_changes(PublishDueChanges(), app) == 0
+    assert publish_due_changes(PublishDueChanges(), app).published == 0
     assert app.published.published == []
     app.clock.advance(timedelta(seconds=1))
-    assert publish_due_changes(PublishDueChanges(), app) == 1
+    assert publish_due_changes(PublishDueChanges(), app).published == 1
 
     [message] = app.published.published
     assert message.command_id.endswith(":2")

@@ -24,6 +24,13 @@ class SweepSettings(Section):
     scheduled_changes_batch_size: int = Field(
         default=500, ge=1, le=5000, description="The most due plan changes one sweep claims."
     )
+    scheduled_changes_run_seconds: float = Field(
+        default=0.03,
+        ge=0,
+        description="How long one run of the due-changes sweep keeps claiming and publishing "
+        "(50 changes at a time); a run that stops with due work left sends the next run at "
+        "once, so a period-end burst is fed in short runs rather than one long one.",
+    )
     reconcile_interval_seconds: float = Field(
         default=10.0,
         gt=0,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass
 
 from application.handlers.operations.outbox import publish_recorded
 from application.handlers.subscriptions.due_changes import (
@@ -42,28 +44,70 @@ command; they run when the workers have nothing else to do. The route of the tas
 (``adapters/messaging/config.py``), so that every publisher of the command gets it."""
 
 
-def publish_due_changes(sweep: PublishDueChanges, app: Application) -> int:
+@dataclass(frozen=True)
+class DueChangesPublished:
+    """What one run of the due-changes sweep did: ``claimed`` changes, ``published`` apply
+    commands for them, and ``more`` when its time ran out with more maybe due and the
+    sweep's batch not yet claimed, so that the next run should come now rather than at
+    beat's next tick."""
+
+    claimed: int
+    published: int
+    more: bool = False
+
+
+def publish_due_changes(sweep: PublishDueChanges, app: Application) -> DueChangesPublished:
     """Claim the plan changes that fell due, with a lease, and publish one apply command for
-    each; returns how many were published. Any number of sweeps may run at once: a change is
-    claimed by one sweep, and claimed again only once its lease ran out."""
+    each, a chunk at a time, until nothing due is left or the run's time box is spent. Any
+    number of sweeps may run at once: a change is claimed by one sweep, and claimed again
+    only once its lease ran out."""
     policy = app.policy
+    stop_at = time.monotonic() + policy.due_changes_run_seconds
     # Staged changes whose boundary passed take effect first: no provider call, a few
     # statements per batch.
     staged = TakeEffectOfStagedChanges(batch_size=policy.due_changes_batch_size)
     while take_effect_of_staged_changes(staged, app) == staged.batch_size:
-        pass
+        if time.monotonic() >= stop_at:
+            return DueChangesPublished(0, 0, more=True)
     budget = app.rate_budget()
-    claims = claim_due_changes(
-        ClaimDueChanges(
-            batch_size=policy.due_changes_batch_size,
-            # One provider call applies a change; feed the workers what the budget can apply
-            # before the sweep after next (and a late sweep), so they never idle and no claim
-            # waits out its lease.
-            apply_rate=budget.effective_rate(CallKind.WRITE) if budget.enabled else None,
-            horizon_seconds=2 * policy.due_changes_interval_seconds + SWEEP_SLACK_SECONDS,
-        ),
-        app,
-    )
+    claimed = published = 0
+    allowed = policy.due_changes_batch_size - sweep.claimed_before
+    more = False
+    while claimed < allowed:
+        chunk = min(sweep.chunk_size, allowed - claimed)
+        claims = claim_due_changes(
+            ClaimDueChanges(
+                batch_size=chunk,
+                # One provider call applies a change; feed the workers what the budget can
+                # apply before the sweep after next (and a late sweep), so they never idle and
+                # no claim waits out its lease.
+                apply_rate=budget.effective_rate(CallKind.WRITE) if budget.enabled else None,
+                horizon_seconds=2 * policy.due_changes_interval_seconds + SWEEP_SLACK_SECONDS,
+            ),
+            app,
+        )
+        claimed += len(claims)
+        published += _publish_claims(claims, app)
+        if len(claims) < chunk:
+            break  # nothing more is due, or the budget's horizon is full
+        if time.monotonic() >= stop_at:
+            more = claimed < allowed  # a full last chunk: more may be due
+            break
+    if claimed:
+        logger.info(
+            "claimed %d due plan changes, published %d%s",
+            claimed,
+            published,
+            "; the next run takes the rest" if more else "",
+        )
+    return DueChangesPublished(claimed, published, more=more)
+
+
+def _publish_claims(claims: list[Claim], app: Application) -> int:
+    """Publish an apply command for each claim, in one batch; a claim whose command could not
+    go is released for the next sweep. Returns how many went."""
+    if not claims:
+        return 0
     batched: list[Claim] = []
     try:
         with app.publisher().batch() as publisher:
@@ -90,8 +134,6 @@ def publish_due_changes(sweep: PublishDueChanges, app: Application) -> int:
         for claim in batched:
             release_claim(claim, app)
         batched.clear()
-    if claims:
-        logger.info("claimed %d due plan changes, published %d", len(claims), len(batched))
     return len(batched)
 
 
