@@ -73,7 +73,8 @@ REGISTRY: dict[str, Benchmark] = {
     "p4": Measured("P4: account creations with 300 ms of Stripe latency", stripe_bound.p4),
     "p5": Measured("P5: the period-end burst", stripe_bound.p5),
     "p5l": Measured(
-        "P5L: the period-end burst at Stripe's live 100 writes/s ÷ the same on 85166c7",
+        "P5L: the period-end burst at Stripe's live 100 writes/s ÷ the same on 85166c7, "
+        "and ÷ the floor's pace",
         stripe_bound.p5l,
     ),
     "p6": Measured("P6: beat's due-changes sweep over a million changes", sweep_and_memory.p6),

@@ -215,7 +215,19 @@ def p5l(ctx: BenchContext) -> list[Figure]:
                 "baseline_commit": P5L_BASELINE_COMMIT,
                 "cap_floors": P5L_CAP,
             },
-        )
+        ),
+        Figure(
+            f"p5l.{size}.{rate}.floor",
+            f"period-end burst at Stripe's live rate: {size:,} changes, {rate}/s, budget on: "
+            "changes made a second, beside the floor's pace",
+            ours_rate,
+            "/s",
+            ours.applied / ours.floor_seconds,
+            "the floor's pace: the changes ÷ (the Stripe writes needed ÷ the rate)",
+            Target(">=", 0.9, text="≥ 0.9 of the floor's pace, drained, 0 failed"),
+            also_required=ours.drained and ours.failed == 0,
+            details={"drain_seconds": ours.drain_seconds, "floor_seconds": ours.floor_seconds},
+        ),
     ]
 
 
