@@ -66,7 +66,7 @@ class RunnerPolicy:
     due_changes_batch_size: int
     due_changes_interval_seconds: float
     command_retention: CommandRetention
-    due_changes_run_seconds: float = 0.03
+    due_changes_run_seconds: float = 0.02
     """How long one run of the due-changes sweep starts new work; a run that stops with due
     work left asks for the next run at once."""
     reconcile_reads_per_sweep: int = 0

@@ -25,7 +25,7 @@ class SweepSettings(Section):
         default=500, ge=1, le=5000, description="The most due plan changes one sweep claims."
     )
     scheduled_changes_run_seconds: float = Field(
-        default=0.03,
+        default=0.02,
         ge=0,
         description="How long one run of the due-changes sweep keeps claiming and publishing "
         "(50 changes at a time); a run that stops with due work left sends the next run at "
