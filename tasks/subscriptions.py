@@ -5,6 +5,7 @@ Task names are a public contract: never rename one.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import shared_task
@@ -20,6 +21,8 @@ from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSub
 from domain.subscriptions.change_previews import PreviewPlanChange
 from tasks.base import CommandTask
 from tasks.runtime import SweepTask
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(name=ChangeSubscriptionPlan.TASK_NAME, base=CommandTask, bind=True)
@@ -48,7 +51,10 @@ def enqueue_due_changes(self: SweepTask, claimed_this_tick: int = 0) -> int:
     if outcome.more:
         # As long as beat's own runs wait: a follow-up that waited longer is superseded.
         interval = application.policy.due_changes_interval_seconds
-        self.run_again_now(
-            args=(claimed_this_tick + outcome.claimed,), expires=max(interval * 4, 2.0)
-        )
+        try:
+            self.run_again_now(
+                args=(claimed_this_tick + outcome.claimed,), expires=max(interval * 4, 2.0)
+            )
+        except Exception:  # the broker away: beat's next tick takes the rest
+            logger.warning("could not send the due-changes sweep's next run", exc_info=True)
     return outcome.published
