@@ -50,7 +50,8 @@ POST        /_emulator/bulk/subscriptions         a benchmark fixture (bulk.py):
                                                   "current_period_start", "current_period_end"}``
                                                   and optional ``start`` (first i, default 0),
                                                   ``price_overrides`` (``{"i": price id}``),
-                                                  ``created``: makes customer i with its active
+                                                  ``created``; the period must end after now:
+                                                  makes customer i with its active
                                                   subscription i directly in the store, with no
                                                   events, invoices or request-log entries;
                                                   answers ``{"customers", "subscriptions",
