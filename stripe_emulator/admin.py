@@ -43,6 +43,19 @@ GET         /_emulator/requests                   ``{"requests": [entry, ...]}``
                                                   query ``path_prefix`` and ``method`` filter
 DELETE      /_emulator/requests                   clear the request log
 POST        /_emulator/state/save                 write the state file now (400 if none is set)
+POST        /_emulator/bulk/subscriptions         a benchmark fixture (bulk.py): body ``{"count",
+                                                  "customer_id", "subscription_id", "item_id"
+                                                  (patterns of ``{i}``), "prices": [price ids]
+                                                  (subscription i on ``prices[i % len]``),
+                                                  "current_period_start", "current_period_end"}``
+                                                  and optional ``start`` (first i, default 0),
+                                                  ``price_overrides`` (``{"i": price id}``),
+                                                  ``created``; the period must end after now:
+                                                  makes customer i with its active
+                                                  subscription i directly in the store, with no
+                                                  events, invoices or request-log entries;
+                                                  answers ``{"customers", "subscriptions",
+                                                  "first", "last", "seconds"}``
 GET         /_emulator/payments                   ``{"failing": [customer ids], "authenticating":
                                                   [customer ids]}``: customers whose payments
                                                   fail, or need their authentication
@@ -134,6 +147,7 @@ time even when the emulator clock is days ahead.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -141,7 +155,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from stripe_emulator import admin_webhooks, billing, cards, payments
+from stripe_emulator import admin_webhooks, billing, bulk, cards, payments
 from stripe_emulator.config import API_VERSION
 from stripe_emulator.emulator import Emulator
 from stripe_emulator.faults import FaultRule
@@ -164,6 +178,22 @@ _RULE_FIELDS = frozenset(
 )
 
 
+_BULK_FIELDS = frozenset(
+    {
+        "count",
+        "customer_id",
+        "subscription_id",
+        "item_id",
+        "prices",
+        "current_period_start",
+        "current_period_end",
+        "start",
+        "price_overrides",
+        "created",
+    }
+)
+
+
 class AdminError(Exception):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
@@ -175,6 +205,47 @@ def _number(body: dict[str, Any], name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise AdminError(f"`{name}` must be a number")
     return float(value)
+
+
+def _integer(body: dict[str, Any], name: str, default: int | None = None) -> int:
+    value = body.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AdminError(f"`{name}` must be an integer")
+    return value
+
+
+def _text(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value:
+        raise AdminError(f"`{name}` must be a string")
+    return value
+
+
+def _bulk_subscriptions(body: dict[str, Any]) -> bulk.BulkSubscriptions:
+    unknown = set(body) - _BULK_FIELDS
+    if unknown:
+        raise AdminError(f"unknown bulk fields: {', '.join(sorted(unknown))}")
+    prices = body.get("prices")
+    if not isinstance(prices, list) or not all(isinstance(price, str) for price in prices):
+        raise AdminError("`prices` must be a list of price ids")
+    overrides = body.get("price_overrides", {})
+    if not isinstance(overrides, dict) or not all(
+        key.isdigit() and isinstance(price, str) for key, price in overrides.items()
+    ):
+        raise AdminError("`price_overrides` must map indexes to price ids")
+    created = body.get("created")
+    return bulk.BulkSubscriptions(
+        count=_integer(body, "count"),
+        customer_id=_text(body, "customer_id"),
+        subscription_id=_text(body, "subscription_id"),
+        item_id=_text(body, "item_id"),
+        prices=tuple(prices),
+        current_period_start=_integer(body, "current_period_start"),
+        current_period_end=_integer(body, "current_period_end"),
+        start=_integer(body, "start", 0),
+        price_overrides=tuple((int(key), price) for key, price in overrides.items()),
+        created=None if created is None else _integer(body, "created"),
+    )
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -303,6 +374,15 @@ def routes(emulator: Emulator) -> list[Route]:
             raise AdminError(str(error)) from error
         return {"saved": str(path)}
 
+    async def bulk_subscriptions(request: Request) -> dict[str, Any]:
+        spec = _bulk_subscriptions(await _json_body(request))
+        started = time.perf_counter()
+        try:
+            made = bulk.seed_subscriptions(emulator.store, emulator.tick(), spec)
+        except bulk.BulkError as error:
+            raise AdminError(str(error)) from error
+        return {**made, "seconds": round(time.perf_counter() - started, 3)}
+
     async def customer_in(request: Request) -> str:
         customer_id = (await _json_body(request)).get("customer")
         if not isinstance(customer_id, str) or not customer_id:
@@ -385,6 +465,7 @@ def routes(emulator: Emulator) -> list[Route]:
         ("GET", "/requests", list_requests),
         ("DELETE", "/requests", clear_requests),
         ("POST", "/state/save", save_state),
+        ("POST", "/bulk/subscriptions", bulk_subscriptions),
         ("GET", "/payments", list_payments),
         ("POST", "/payments/fail", fail_payments),
         ("POST", "/payments/succeed", succeed_payments),

@@ -192,6 +192,46 @@ class EmulatorAdmin(WebhookAdmin):
         """Write the state file now; returns its path."""
         return str(self._call("POST", "/state/save")["saved"])
 
+    def bulk_subscriptions(
+        self,
+        count: int,
+        *,
+        customer_id: str,
+        subscription_id: str,
+        item_id: str,
+        prices: list[str],
+        current_period_start: int,
+        current_period_end: int,
+        start: int = 0,
+        price_overrides: dict[int, str] | None = None,
+        created: int | None = None,
+        timeout: float = 600.0,
+    ) -> dict[str, Any]:
+        """A benchmark fixture: customers ``start .. start + count - 1``, customer ``i`` with
+        one active subscription ``i`` (one item, quantity 1), made directly in the store with
+        no events, webhooks, invoices or request-log entries (``stripe_emulator/bulk.py``).
+
+        Ids are patterns of ``i`` (``customer_id="cus_scale{i:09d}"``); subscription ``i`` is on
+        ``price_overrides[i]``, else ``prices[i % len(prices)]``; all share the current period.
+        Returns ``{"customers", "subscriptions", "first", "last", "seconds"}``.
+        """
+        body: dict[str, Any] = {
+            "count": count,
+            "customer_id": customer_id,
+            "subscription_id": subscription_id,
+            "item_id": item_id,
+            "prices": prices,
+            "current_period_start": current_period_start,
+            "current_period_end": current_period_end,
+            "start": start,
+            "price_overrides": {
+                str(index): price for index, price in (price_overrides or {}).items()
+            },
+        }
+        if created is not None:
+            body["created"] = created
+        return self._call("POST", "/bulk/subscriptions", body, timeout=timeout)
+
     # Clock --------------------------------------------------------------------------------------
 
     def now(self) -> int:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from stripe_emulator.events import DEFAULT_CAP, EventLog
+from stripe_emulator.list_order import ListOrder
 
 Record = dict[str, Any]
 
@@ -43,6 +44,10 @@ class Store:
 
     def __init__(self, event_cap: int = DEFAULT_CAP) -> None:
         self.customers: dict[str, Record] = {}
+        # Stripe's list order of customers and of subscriptions, kept beside the dicts so that
+        # a list page is found from its cursor without walking every record (list_order.py).
+        self.customer_order = ListOrder()
+        self.subscription_order = ListOrder()
         self.deleted_customers: set[str] = set()
         self.tax_ids: dict[str, Record] = {}
         self.customer_tax_ids: dict[str, list[str]] = {}
@@ -82,6 +87,18 @@ class Store:
         # A rolled secret still signing until then: endpoint id -> [old secret, wall-clock end].
         self.webhook_rolled: dict[str, list[Any]] = {}
         self.events = EventLog(self.webhook_endpoints, event_cap)
+
+    def add_customer(self, record: Record) -> None:
+        self.customers[record["id"]] = record
+        self.customer_order.add(record["id"])
+
+    def remove_customer(self, customer_id: str) -> None:
+        del self.customers[customer_id]
+        self.customer_order.remove(customer_id)
+
+    def add_subscription(self, record: Record) -> None:
+        self.subscriptions[record["id"]] = record
+        self.subscription_order.add(record["id"])
 
     def schedule(self, when: int, object_id: str) -> None:
         heapq.heappush(self.timeline, (when, object_id))
@@ -124,6 +141,7 @@ class Store:
     def from_json(cls, data: Record, event_cap: int = DEFAULT_CAP) -> Store:
         store = cls(event_cap)
         store.customers = data["customers"]
+        store.customer_order.rebuild(store.customers)
         store.deleted_customers = set(data["deleted_customers"])
         store.tax_ids = data["tax_ids"]
         store.customer_tax_ids = data["customer_tax_ids"]
@@ -131,6 +149,7 @@ class Store:
         store.prices = data["prices"]
         store.price_lookup_keys = data["price_lookup_keys"]
         store.subscriptions = data["subscriptions"]
+        store.subscription_order.rebuild(store.subscriptions)
         store.subscription_items = data["subscription_items"]
         store.items_of = data["items_of"]
         store.billing = data["billing"]

@@ -40,6 +40,7 @@ from stripe_emulator.resources.common import (
     metadata_for_update,
     newest_first,
     paginate,
+    paginate_in_order,
 )
 from stripe_emulator.state import Record, Store
 
@@ -148,7 +149,7 @@ def create(ctx: Ctx, params: dict[str, Any]) -> Record:
     fields["metadata"] = metadata_for_create(fields.get("metadata"))
     customer_id = new_id("cus")
     record = objects.customer(customer_id, ctx.now, fields, invoice_prefix())
-    ctx.store.customers[customer_id] = record
+    ctx.store.add_customer(record)
     recorder.customer(ctx.store, record, created=True)
     for datum in tax_id_data:
         _add_tax_id(ctx.store, ctx.now, customer_id, datum["type"], datum["value"])
@@ -185,7 +186,7 @@ def delete(ctx: Ctx, params: dict[str, Any]) -> Record:
     for tax_id_id in store.customer_tax_ids.pop(customer_id, []):
         store.tax_ids.pop(tax_id_id, None)
     recorder.deleted(store, "customer.deleted", record)
-    del store.customers[customer_id]
+    store.remove_customer(customer_id)
     store.deleted_customers.add(customer_id)
     return objects.deleted(customer_id, "customer")
 
@@ -193,6 +194,10 @@ def delete(ctx: Ctx, params: dict[str, Any]) -> Record:
 def list_(ctx: Ctx, params: dict[str, Any]) -> Record:
     email = params.get("email")
     created = params.get("created")
+    if email is None and created is None:
+        return paginate_in_order(
+            ctx.store.customers, ctx.store.customer_order, params, "/v1/customers", "customer"
+        )
     records = [
         record
         for record in newest_first(ctx.store.customers)
