@@ -34,6 +34,7 @@ from domain.ports.repositories import (
     ChangePreviewRepository,
     OrganizationRepository,
     PlanRepository,
+    ProviderWalkRepository,
     RenewalCheckRepository,
     ScheduledChangeRepository,
     SubscriptionRepository,
@@ -218,6 +219,10 @@ class AuditedUnitOfWork:
     @property
     def stripe_endpoints(self) -> StripeEndpointRepository:
         return self._inner.stripe_endpoints
+
+    @property
+    def provider_walks(self) -> ProviderWalkRepository:
+        return self._inner.provider_walks
 
     @property
     def audit(self) -> AuditTrail:

@@ -18,8 +18,9 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar, cast
 
 from application import log_context
@@ -45,6 +46,9 @@ class Recording:
     """What a call is about, ``type:id``, from its arguments (``None``: nothing in particular)."""
     key: str | None = None
     """The argument carrying the call's idempotency key: a write's; ``None`` for a read."""
+    pages: bool = False
+    """The method answers an iterator of pages, each read when it is advanced: each page is
+    recorded as one call."""
 
 
 def about(kind: str, argument: str) -> Callable[[Arguments], str | None]:
@@ -87,6 +91,8 @@ RECORDINGS: Mapping[str, Recording | None] = {
     "preview_change": Recording(about("provider_subscription", "provider_id")),
     "list_customers": Recording(lambda arguments: None),
     "list_subscriptions": Recording(about("provider_customer", "customer_id")),
+    "customer_pages": Recording(lambda arguments: None, pages=True),
+    "subscription_pages": Recording(lambda arguments: None, pages=True),
     "find_subscription": Recording(about("subscription", "subscription_id")),
     "list_invoices": Recording(about("provider_subscription", "provider_subscription_id")),
     "upcoming_invoice": Recording(about("provider_subscription", "provider_subscription_id")),
@@ -189,6 +195,18 @@ class RecordedProvider:
                     )
                 )
 
+    def _recorded_pages(
+        self, operation: str, subject: str | None, pages: Iterator[T]
+    ) -> Iterator[T]:
+        """``pages``, each page's read recorded as one call of ``operation``."""
+        while True:
+            # The read past the last page finds the list's end: no call is made, and it is
+            # recorded as one all the same (outside a command, nothing is recorded).
+            page = self._recorded(operation, subject, None, partial(next, pages, None))
+            if page is None:
+                return
+            yield page
+
     def _keep(self, call: ProviderCall) -> None:
         try:
             self._log.record(call)
@@ -210,7 +228,10 @@ def _forwarder(method: str, recording: Recording | None) -> Callable[..., Any]:
         bound.apply_defaults()
         arguments = bound.arguments
         key = None if recording.key is None else arguments[recording.key]
-        return self._recorded(method, recording.subject(arguments), key, call)
+        subject = recording.subject(arguments)
+        if recording.pages:
+            return self._recorded_pages(method, subject, call())
+        return self._recorded(method, subject, key, call)
 
     forward.__qualname__ = f"{RecordedProvider.__qualname__}.{method}"  # for tracebacks
     forward.__module__ = __name__

@@ -339,6 +339,19 @@ class EventRow(Base):
     published_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
 
 
+class ProviderWalkRow(Base):
+    """Where beat's reconciliation sweep stands in each of Stripe's lists (issue 46): one row
+    per list walked, written after each page."""
+
+    __tablename__ = "provider_walks"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    after: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    pass_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    completed_pass_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
 class StripeEndpointRow(Base):
     """Our webhook endpoints at Stripe and their signing secrets."""
 

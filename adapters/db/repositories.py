@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -16,6 +17,7 @@ from adapters.db.models import (
     ChangePreviewRow,
     OrganizationRow,
     PlanRow,
+    ProviderWalkRow,
     RenewalCheckRow,
     ScheduledChangeRow,
     SubscriptionRow,
@@ -24,6 +26,7 @@ from adapters.db.models import (
 from domain.billing.accounts import BillingAccount, BillingAccountState
 from domain.billing.organizations import Organization
 from domain.ports.repositories import Claim
+from domain.provider.pages import ProviderWalk, WalkedList
 from domain.subscriptions.change_previews import IssuedPreview
 from domain.subscriptions.change_states import ChangeKind, ChangeState
 from domain.subscriptions.plans import Plan
@@ -166,12 +169,26 @@ class SqlBillingAccountRepository(_RowRepository[BillingAccount, BillingAccountR
             for_update=for_update,
         )
 
-    def least_recently_synced(self, limit: int) -> list[str]:
+    def by_provider_ids(self, provider_ids: Collection[str]) -> list[BillingAccount]:
+        if not provider_ids:
+            return []
+        row = BillingAccountRow
+        return self._all(select(row).where(row.provider_id.in_(list(provider_ids))))
+
+    def mark_synced(self, account_ids: Collection[str], read_at: datetime) -> None:
+        _mark_synced(self._session, BillingAccountRow, account_ids, read_at)
+
+    def not_read_since(self, since: datetime, limit: int) -> list[str]:
         row = BillingAccountRow
         return list(
             self._session.scalars(
                 select(row.id)
-                .where(row.provider_id.is_not(None), row.customer_deleted_at.is_(None))
+                .where(
+                    row.provider_id.is_not(None),
+                    row.customer_deleted_at.is_(None),
+                    row.created_at <= since,
+                    or_(row.synced_at.is_(None), row.synced_at < since),
+                )
                 .order_by(row.synced_at.is_not(None), row.synced_at, row.id)
                 .limit(limit)
             ).all()
@@ -228,19 +245,60 @@ class SqlSubscriptionRepository(_RowRepository[Subscription, SubscriptionRow]):
             .order_by(SubscriptionRow.id)
         )
 
-    def least_recently_synced(self, limit: int) -> list[str]:
+    def by_provider_ids(self, provider_ids: Collection[str]) -> list[Subscription]:
+        if not provider_ids:
+            return []
+        row = SubscriptionRow
+        return self._all(select(row).where(row.provider_id.in_(list(provider_ids))))
+
+    def mark_synced(self, subscription_ids: Collection[str], read_at: datetime) -> None:
+        _mark_synced(self._session, SubscriptionRow, subscription_ids, read_at)
+
+    def list_all(self) -> list[Subscription]:
+        return self._all(select(SubscriptionRow).order_by(SubscriptionRow.id))
+
+    def not_read_since(self, since: datetime, limit: int) -> list[str]:
         row = SubscriptionRow
         return list(
             self._session.scalars(
                 select(row.id)
-                .where(row.state.not_in(_OVER))
+                .where(
+                    row.state.not_in(_OVER),
+                    row.created_at <= since,
+                    or_(row.synced_at.is_(None), row.synced_at < since),
+                )
                 .order_by(row.synced_at.is_not(None), row.synced_at, row.id)
                 .limit(limit)
             ).all()
         )
 
-    def list_all(self) -> list[Subscription]:
-        return self._all(select(SubscriptionRow).order_by(SubscriptionRow.id))
+
+def _mark_synced(
+    session: Session,
+    table: type[BillingAccountRow] | type[SubscriptionRow],
+    ids: Collection[str],
+    read_at: datetime,
+) -> None:
+    """One statement: ``synced_at`` moves to ``read_at`` on the rows read no later (a
+    webhook's sync that began after this page's read keeps its own)."""
+    if not ids:
+        return
+    session.execute(
+        update(table)
+        .where(
+            table.id.in_(list(ids)),
+            or_(table.synced_at.is_(None), table.synced_at < read_at),
+        )
+        .values(synced_at=read_at)
+        .execution_options(synchronize_session=False)
+    )
+
+
+class SqlProviderWalkRepository(_RowRepository[ProviderWalk, ProviderWalkRow]):
+    mapping = RowMapping(ProviderWalk, ProviderWalkRow)
+
+    def get(self, walk_id: WalkedList, *, for_update: bool = False) -> ProviderWalk | None:
+        return self._by_id(walk_id.value, for_update=for_update)
 
 
 _PENDING = tuple(state.value for state in ChangeState if state.is_pending)

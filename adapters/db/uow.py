@@ -22,6 +22,7 @@ from adapters.db.repositories import (
     SqlChangePreviewRepository,
     SqlOrganizationRepository,
     SqlPlanRepository,
+    SqlProviderWalkRepository,
     SqlRenewalCheckRepository,
     SqlScheduledChangeRepository,
     SqlSubscriptionRepository,
@@ -53,6 +54,7 @@ class SqlUnitOfWork:
         self.webhook_endpoints = SqlWebhookEndpointRepository(self.session)
         self.webhook_deliveries = SqlWebhookDeliveryRepository(self.session)
         self.stripe_endpoints = SqlStripeEndpointRepository(self.session)
+        self.provider_walks = SqlProviderWalkRepository(self.session)
         self.audit = SqlAuditTrail(self.session)
 
     def __exit__(

@@ -4,13 +4,15 @@ by the account it names, read, and listed for the drift report."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
-from adapters.provider.stripe_objects import customer_of
+from adapters.provider.stripe_objects import customer_of, customer_of_document
 from adapters.provider.stripe_requests import StripeRequests
 from domain.billing.accounts import ProviderCustomer
 from domain.drift.report import RemoteCustomer, oldest_customer
+from domain.provider.pages import ListedPage
 from domain.provider.rate_budget import CallKind
 from domain.provider.sync import ProviderCustomerState
 
@@ -94,10 +96,7 @@ class StripeCustomers(StripeRequests):
         )
 
     def list_customers(self) -> list[RemoteCustomer]:
-        customers = self._client.v1.customers
-        return [
-            customer_of(customer)
-            for customer in self._pages(
-                "list customers", lambda params: customers.list(params=params), {}
-            )
-        ]
+        return [customer for page in self.customer_pages() for customer in page.objects]
+
+    def customer_pages(self, after: str | None = None) -> Iterator[ListedPage[RemoteCustomer]]:
+        return self._pages("list customers", "/v1/customers", {}, customer_of_document, after)

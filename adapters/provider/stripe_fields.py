@@ -87,3 +87,9 @@ def price_field(param: str | None) -> str:
     if not param:
         return "plan"
     return _PRICE_FIELD_OF_PARAM.get(_param_root(param), "plan")
+
+
+def list_field(param: str | None) -> str:
+    """A list's parameters come from no command's input: a refusal names Stripe's own
+    (``starting_after``: the cursor a walk resumed from), or ``list``."""
+    return param or "list"

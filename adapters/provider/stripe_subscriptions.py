@@ -4,13 +4,15 @@ for the drift report."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 from adapters.provider.stripe_fields import plan_field, price_field, subscription_field
-from adapters.provider.stripe_objects import listed_subscription_of, subscription_of
+from adapters.provider.stripe_objects import listed_subscription_of_document, subscription_of
 from adapters.provider.stripe_requests import StripeRequests
 from domain.drift.report import RemoteSubscription, existing_subscription
+from domain.provider.pages import ListedPage
 from domain.provider.rate_budget import CallKind
 from domain.subscriptions.plans import ProviderPlan, ProviderPrice
 from domain.subscriptions.proration import PaymentBehavior, ProrationBehavior
@@ -124,13 +126,27 @@ class StripeSubscriptions(StripeRequests):
         params: dict[str, Any] = {"status": "all"}
         if customer_id is not None:
             params["customer"] = customer_id
-        subscriptions = self._client.v1.subscriptions
         return [
-            listed_subscription_of(subscription)
-            for subscription in self._pages(
-                "list subscriptions", lambda page: subscriptions.list(params=page), params
-            )
+            subscription
+            for page in self._subscription_pages(params, None)
+            for subscription in page.objects
         ]
+
+    def subscription_pages(
+        self, after: str | None = None
+    ) -> Iterator[ListedPage[RemoteSubscription]]:
+        return self._subscription_pages({"status": "all"}, after)
+
+    def _subscription_pages(
+        self, params: dict[str, Any], after: str | None
+    ) -> Iterator[ListedPage[RemoteSubscription]]:
+        return self._pages(
+            "list subscriptions",
+            "/v1/subscriptions",
+            params,
+            listed_subscription_of_document,
+            after,
+        )
 
     def find_subscription(
         self, customer_id: str, subscription_id: str

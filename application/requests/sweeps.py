@@ -111,7 +111,9 @@ class RedrivePendingAccounts:
 
 @dataclass(frozen=True)
 class ReconcileWithStripe:
-    """Beat's sweep: re-read the ``reads`` rows read from Stripe longest ago."""
+    """Beat's sweep: spend ``reads`` Stripe reads (calls: a page of a list is one) on the
+    renewal checks due, the rows a completed pass did not show, and the next pages of
+    Stripe's lists (``application/handlers/provider/sync.py``)."""
 
     reads: int
 

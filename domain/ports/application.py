@@ -70,7 +70,8 @@ class RunnerPolicy:
     """How long one run of the due-changes sweep starts new work; a run that stops with due
     work left asks for the next run at once."""
     reconcile_reads_per_sweep: int = 0
-    """Rows the reconciliation sweep re-reads from the provider each time it runs."""
+    """Provider reads (calls: a page of a list is one) the reconciliation sweep makes each
+    time it runs."""
     mask_personal_data: bool = True
     """Whether what Celery shows of a command (its result, its error) has personal data
     masked (``domain.redaction``)."""

@@ -11,13 +11,14 @@ implement the policy (``worker/bootstrap.py``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from domain.billing.accounts import ProviderCustomer
 from domain.drift.report import RemoteCustomer, RemoteSubscription
 from domain.operations.console import InvoiceView
+from domain.provider.pages import ListedPage
 from domain.provider.sync import ProviderCustomerState, RegisteredEndpoint
 from domain.subscriptions.change_previews import ChangePreview
 from domain.subscriptions.plans import ProviderPlan, ProviderPrice
@@ -117,6 +118,22 @@ class BillingProvider(Protocol):
     def list_subscriptions(self, customer_id: str | None = None) -> list[RemoteSubscription]:
         """Every subscription whatever its status (canceled ones included), of one customer
         if ``customer_id`` is given, page after page."""
+        ...
+
+    def customer_pages(self, after: str | None = None) -> Iterator[ListedPage[RemoteCustomer]]:
+        """The customers :meth:`list_customers` lists, a page at a time, from the page after
+        the customer ``after`` (``None``: from the first). Each page is one read, made when
+        the iterator is advanced: a caller holds one page at a time and stops when it likes.
+        A cursor the provider no longer has (a customer deleted since) is refused
+        (a :class:`domain.errors.CommandError`)."""
+        ...
+
+    def subscription_pages(
+        self, after: str | None = None
+    ) -> Iterator[ListedPage[RemoteSubscription]]:
+        """The subscriptions :meth:`list_subscriptions` lists (whatever their status), a page
+        at a time, from the page after the subscription ``after`` (``None``: from the
+        first); one read per page, made when the iterator is advanced."""
         ...
 
     def find_subscription(

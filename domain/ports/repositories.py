@@ -10,6 +10,7 @@ implement them (``adapters/db/uow.py``, ``adapters/db/repositories.py``).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -24,6 +25,7 @@ from domain.ports.events import (
     WebhookDeliveryRepository,
     WebhookEndpointRepository,
 )
+from domain.provider.pages import ProviderWalk, WalkedList
 from domain.subscriptions.change_previews import IssuedPreview
 from domain.subscriptions.plans import Plan
 from domain.subscriptions.renewal_checks import RenewalCheck
@@ -75,9 +77,21 @@ class BillingAccountRepository(Protocol):
         self, provider_id: str, *, for_update: bool = False
     ) -> BillingAccount | None: ...
 
-    def least_recently_synced(self, limit: int) -> list[str]:
+    def by_provider_ids(self, provider_ids: Collection[str]) -> list[BillingAccount]:
+        """The accounts linked to these customers (one query: a page of the provider's
+        list compared in bulk)."""
+        ...
+
+    def mark_synced(self, account_ids: Collection[str], read_at: datetime) -> None:
+        """Record that these accounts' customers were read, as they are here, in a read that
+        began at ``read_at`` (a later read already recorded is kept)."""
+        ...
+
+    def not_read_since(self, since: datetime, limit: int) -> list[str]:
         """Ids of up to ``limit`` registered accounts whose customer is not known deleted,
-        read from the provider longest ago (never read first)."""
+        opened by ``since`` and not read from the provider since (never read first, then
+        read longest ago): those a pass over the provider's list begun at ``since`` did not
+        show."""
         ...
 
     def list_all(self) -> list[BillingAccount]:
@@ -117,9 +131,20 @@ class SubscriptionRepository(Protocol):
 
     def of_account(self, billing_account_id: str) -> list[Subscription]: ...
 
-    def least_recently_synced(self, limit: int) -> list[str]:
-        """Ids of up to ``limit`` subscriptions that are not over, read from the provider
-        longest ago (never read first)."""
+    def by_provider_ids(self, provider_ids: Collection[str]) -> list[Subscription]:
+        """The subscriptions of these provider ids (one query: a page of the provider's
+        list compared in bulk)."""
+        ...
+
+    def mark_synced(self, subscription_ids: Collection[str], read_at: datetime) -> None:
+        """Record that these subscriptions were read from the provider, as they are here, in
+        a read that began at ``read_at`` (a later read already recorded is kept)."""
+        ...
+
+    def not_read_since(self, since: datetime, limit: int) -> list[str]:
+        """Ids of up to ``limit`` subscriptions that are not over, recorded by ``since`` and
+        not read from the provider since (never read first, then read longest ago): those a
+        pass over the provider's list begun at ``since`` did not show."""
         ...
 
     def add(self, subscription: Subscription) -> None: ...
@@ -218,6 +243,14 @@ class RenewalCheckRepository(Protocol):
         ...
 
 
+class ProviderWalkRepository(Protocol):
+    """Where the reconciliation sweep stands in each of the provider's lists."""
+
+    def get(self, walk_id: WalkedList, *, for_update: bool = False) -> ProviderWalk | None: ...
+
+    def save(self, walk: ProviderWalk) -> None: ...
+
+
 class UnitOfWork(Protocol):
     """One database transaction. Leaving the block without ``commit()`` rolls back.
 
@@ -260,6 +293,9 @@ class UnitOfWork(Protocol):
 
     @property
     def stripe_endpoints(self) -> StripeEndpointRepository: ...
+
+    @property
+    def provider_walks(self) -> ProviderWalkRepository: ...
 
     @property
     def audit(self) -> AuditTrail:

@@ -234,3 +234,36 @@ def test_every_subscription_is_listed_canceled_too_and_found_by_our_id(
     assert found is not None
     assert found.id == created.id
     assert port.find_subscription(customer_id, "sub_2") is None
+
+
+def test_pages_list_what_the_lists_list_and_resume_after_a_page_s_cursor(
+    provider: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = provider.port
+    monkeypatch.setattr(port, "page_size", 2)
+    for number in range(5):
+        port.create_customer(customer(account_id=f"ba_{number}"), idempotency_key=f"ba_{number}:k")
+
+    pages = list(port.customer_pages())
+    resumed = next(port.customer_pages(pages[0].after))
+
+    assert [len(page.objects) for page in pages] == [2, 2, 1]
+    assert [page.has_more for page in pages] == [True, True, False]
+    assert [listed for page in pages for listed in page.objects] == port.list_customers()
+    assert pages[0].after == pages[0].objects[-1].id
+    assert resumed == pages[1]
+
+
+def test_a_listed_subscription_reads_as_the_same_subscription_read_alone(
+    provider: Provider,
+) -> None:
+    port = provider.port
+    created, _ = subscribed(port)
+
+    [page] = list(port.subscription_pages())
+
+    [listed] = page.objects
+    assert not page.has_more
+    assert listed.subscription == port.get_subscription(created.id)
+    assert listed == port.list_subscriptions()[0]
+    assert (listed.subscription_id, listed.customer_id) == ("sub_1", port.find_customer("ba_1"))

@@ -15,8 +15,8 @@ from application.handlers.drift.report import (
     link_customer,
 )
 from application.requests.operator_requests import AdoptFindings, ReportDrift
-from domain.billing.account_details import BillingDetails
-from domain.billing.accounts import BillingAccount, BillingAccountState
+from domain.billing.account_details import Address, BillingDetails
+from domain.billing.accounts import BillingAccount, BillingAccountState, ProviderCustomer
 from domain.drift.report import CustomerLink, DriftKind
 from domain.errors import FailedPrecondition
 from domain.subscriptions.subscription import ProviderSubscription, Subscription, SubscriptionTerms
@@ -92,8 +92,8 @@ def test_a_report_reads_every_customer_and_subscription_and_changes_nothing(
     [finding] = drift_report(ReportDrift(), app)
 
     assert finding.kind is DriftKind.ORPHAN_CUSTOMER
-    assert len(app.provider.calls_of("list_customers")) == 1
-    assert len(app.provider.calls_of("list_subscriptions")) == 1
+    assert len(app.provider.calls_of("customer_pages")) == 1
+    assert len(app.provider.calls_of("subscription_pages")) == 1
     assert app.db.commits == commits
     assert stored_account(app).state is BillingAccountState.PENDING
 
@@ -261,3 +261,31 @@ def test_a_customer_deleted_at_stripe_is_missing(app: FakeApplication) -> None:
     assert [finding.kind for finding in drift_report(ReportDrift(), app)] == [
         DriftKind.MISSING_CUSTOMER
     ]
+
+
+def test_a_report_reads_stripe_s_lists_a_page_per_call_and_finds_the_same(
+    app: FakeApplication,
+) -> None:
+    account = pending_account(app)
+    made_at_stripe_only(app, account)
+    for number in range(4):
+        app.provider.add_customer(
+            ProviderCustomer(
+                billing_account_id=f"ba_other_{number}",
+                org_id="org_other",
+                name="Other",
+                email="other@example.com",
+                phone="",
+                address=Address(),
+                tax_ids=(),
+                metadata={"billing_account_id": f"ba_other_{number}"},
+            )
+        )
+    whole = drift_report(ReportDrift(), app)
+    app.provider.page_size = 2
+
+    paged = drift_report(ReportDrift(), app)
+
+    assert paged == whole
+    assert len(whole) == 5
+    assert len(app.provider.calls_of("customer_pages")) == 1 + 3  # 5 customers, 2 a page

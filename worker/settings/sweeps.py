@@ -34,15 +34,18 @@ class SweepSettings(Section):
     reconcile_interval_seconds: float = Field(
         default=10.0,
         gt=0,
-        description="How often beat's reconciliation sweep re-reads, from Stripe, the "
-        "subscriptions and customers read longest ago (the backstop for webhooks).",
+        description="How often beat's reconciliation sweep (the backstop for webhooks) reads "
+        "the next pages of Stripe's customer and subscription lists, from where its last run "
+        "stopped, and brings in line the rows that differ.",
     )
     reconcile_reads_per_second: float = Field(
         default=5.0,
         gt=0,
-        description="Stripe reads per second the reconciliation sweep may spend (at bulk "
-        "priority, within the shared budget): 10,000 subscriptions are each re-read within "
-        "10,000 / this seconds (about 35 minutes at 5/s).",
+        description="Stripe reads (calls) per second the reconciliation sweep may spend, at "
+        "bulk priority within the shared budget: the renewal checks due first, then rows a "
+        "completed pass did not show (read one by one), then pages of 100 of Stripe's lists. "
+        "A pass over 1,000,000 subscriptions is about 10,000 pages (and a fifth more for the "
+        "customers): about 12,000 / this seconds (40 minutes at 5/s).",
     )
     pending_account_redrive_interval_seconds: float = Field(
         default=300.0,

@@ -23,6 +23,7 @@ from domain.billing.accounts import BillingAccount, BillingAccountState
 from domain.billing.organizations import Organization
 from domain.errors import UniquenessViolation
 from domain.operations.audit import AuditEntry
+from domain.provider.pages import ProviderWalk
 from domain.subscriptions.change_previews import IssuedPreview
 from domain.subscriptions.plans import Plan
 from domain.subscriptions.renewal_checks import RenewalCheck
@@ -42,6 +43,7 @@ from tests.support.fakes.repositories import (
     FakeChangePreviewRepository,
     FakeOrganizationRepository,
     FakePlanRepository,
+    FakeProviderWalkRepository,
     FakeRenewalCheckRepository,
     FakeScheduledChangeRepository,
     FakeSubscriptionRepository,
@@ -92,6 +94,7 @@ UNIQUE_RULES: dict[str, tuple[_UniqueRule, ...]] = {
         _UniqueRule("uq_scheduled_changes_pending_subscription_id", _pending_change_subscription),
     ),
     "change_previews": (),
+    "provider_walks": (),
     "renewal_checks": (),
     "audit_entries": (),
     "events": (),
@@ -202,6 +205,7 @@ def _table_of(entity: Any) -> str:
         WebhookEndpoint: "webhook_endpoints",
         WebhookDelivery: "webhook_deliveries",
         AuditEntry: "audit_entries",
+        ProviderWalk: "provider_walks",
     }
     return tables[type(entity)]
 
@@ -268,6 +272,7 @@ class FakeUnitOfWork:
         self.webhook_endpoints = FakeWebhookEndpointRepository(self._tx)
         self.webhook_deliveries = FakeWebhookDeliveryRepository(self._tx)
         self.stripe_endpoints = FakeStripeEndpointRepository(self._tx)
+        self.provider_walks = FakeProviderWalkRepository(self._tx)
         self.audit = FakeAuditTrail(self._tx)
 
     def __enter__(self) -> Self:

@@ -9,10 +9,10 @@ searchable by their billing account, and failures scripted per operation
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from domain.billing.accounts import ProviderCustomer
 from domain.drift.report import (
@@ -23,6 +23,7 @@ from domain.drift.report import (
 )
 from domain.errors import PaymentFailed, error_info
 from domain.operations.console import InvoiceView
+from domain.provider.pages import ListedPage
 from domain.provider.sync import ProviderCustomerState, RegisteredEndpoint
 from domain.subscriptions.change_previews import ChangePreview, PreviewLine
 from domain.subscriptions.plans import ProviderPlan, ProviderPrice
@@ -33,8 +34,20 @@ from tests.support.fakes.clock import T0, FakeClock
 from tests.support.fakes.provider_requests import RecordedRequests, gone, rejected
 
 
+class _Listed(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+L = TypeVar("L", bound=_Listed)
+
+
 class FakeBillingProvider(RecordedRequests):
     """An in-memory Stripe (``domain.ports.provider.BillingProvider``)."""
+
+    page_size = 100
+    """Objects per page of :meth:`customer_pages` and :meth:`subscription_pages` (Stripe's
+    most; fewer in the tests that walk many pages)."""
 
     def __init__(self, clock: FakeClock, *, name: str = "fake") -> None:
         super().__init__(clock)
@@ -362,6 +375,38 @@ class FakeBillingProvider(RecordedRequests):
             "list_subscriptions", None, (customer_id,), listed
         )
         return found
+
+    def customer_pages(self, after: str | None = None) -> Iterator[ListedPage[RemoteCustomer]]:
+        return self._pages("customer_pages", self._listed_customers, after)
+
+    def subscription_pages(
+        self, after: str | None = None
+    ) -> Iterator[ListedPage[RemoteSubscription]]:
+        return self._pages("subscription_pages", lambda: self._listed_subscriptions(None), after)
+
+    def _pages(
+        self, operation: str, listed: Callable[[], list[L]], after: str | None
+    ) -> Iterator[ListedPage[L]]:
+        """The list a page per call (each one recorded as a call of ``operation``), from the
+        page after ``after``; a cursor not in the list is gone, as Stripe answers it."""
+        while True:
+
+            def page(after: str | None = after) -> ListedPage[L]:
+                everything = listed()
+                ids = [listed_object.id for listed_object in everything]
+                if after is not None and after not in ids:
+                    raise gone("starting_after", f"No such object: '{after}'")
+                window = everything[ids.index(after) + 1 :] if after is not None else everything
+                objects = tuple(window[: self.page_size])
+                return ListedPage(
+                    objects, objects[-1].id if objects else None, len(window) > self.page_size
+                )
+
+            found: ListedPage[L] = self._call(operation, None, (after,), page)
+            yield found
+            if not found.has_more:
+                return
+            after = found.after
 
     def find_subscription(
         self, customer_id: str, subscription_id: str

@@ -4,12 +4,14 @@ and hands out copies."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from domain.billing.accounts import BillingAccount, BillingAccountState
 from domain.billing.organizations import Organization
 from domain.ports.repositories import Claim
+from domain.provider.pages import ProviderWalk, WalkedList
 from domain.subscriptions.change_previews import IssuedPreview
 from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan
@@ -95,11 +97,22 @@ class FakeBillingAccountRepository(_Repository[BillingAccount]):
     ) -> BillingAccount | None:
         return next((a for a in self._all() if a.provider_id == provider_id), None)
 
-    def least_recently_synced(self, limit: int) -> list[str]:
+    def by_provider_ids(self, provider_ids: Collection[str]) -> list[BillingAccount]:
+        wanted = set(provider_ids)
+        return [account for account in self._all() if account.provider_id in wanted]
+
+    def mark_synced(self, account_ids: Collection[str], read_at: datetime) -> None:
+        for account_id in account_ids:
+            _mark_synced(self, self._get(account_id), read_at)
+
+    def not_read_since(self, since: datetime, limit: int) -> list[str]:
         candidates = [
             account
             for account in self._all()
-            if account.provider_id is not None and account.customer_deleted_at is None
+            if account.provider_id is not None
+            and account.customer_deleted_at is None
+            and account.created_at <= since
+            and (account.synced_at is None or account.synced_at < since)
         ]
         return [account.id for account in _oldest_synced_first(candidates)[:limit]]
 
@@ -147,12 +160,33 @@ class FakeSubscriptionRepository(_Repository[Subscription]):
         mine = [s for s in self._all() if s.billing_account_id == billing_account_id]
         return sorted(mine, key=lambda subscription: subscription.id)
 
-    def least_recently_synced(self, limit: int) -> list[str]:
-        live = [s for s in self._all() if not s.state.is_over]
-        return [subscription.id for subscription in _oldest_synced_first(live)[:limit]]
+    def by_provider_ids(self, provider_ids: Collection[str]) -> list[Subscription]:
+        wanted = set(provider_ids)
+        return [s for s in self._all() if s.provider_id in wanted]
+
+    def mark_synced(self, subscription_ids: Collection[str], read_at: datetime) -> None:
+        for subscription_id in subscription_ids:
+            _mark_synced(self, self._get(subscription_id), read_at)
 
     def list_all(self) -> list[Subscription]:
         return sorted(self._all(), key=lambda subscription: subscription.id)
+
+    def not_read_since(self, since: datetime, limit: int) -> list[str]:
+        unseen = [
+            s
+            for s in self._all()
+            if not s.state.is_over
+            and s.created_at <= since
+            and (s.synced_at is None or s.synced_at < since)
+        ]
+        return [subscription.id for subscription in _oldest_synced_first(unseen)[:limit]]
+
+
+class FakeProviderWalkRepository(_Repository[ProviderWalk]):
+    table = "provider_walks"
+
+    def get(self, walk_id: WalkedList, *, for_update: bool = False) -> ProviderWalk | None:
+        return self._get(walk_id)
 
 
 class _Synced(Protocol):
@@ -161,6 +195,14 @@ class _Synced(Protocol):
 
 
 S = TypeVar("S", bound=_Synced)
+
+
+def _mark_synced(repository: _Repository[S], row: S | None, read_at: datetime) -> None:
+    """``synced_at`` moves to ``read_at`` unless a later read is recorded (as the SQL
+    repositories' one statement)."""
+    if row is not None and (row.synced_at is None or row.synced_at < read_at):
+        row.synced_at = read_at
+        repository.save(row)
 
 
 def _oldest_synced_first(rows: list[S]) -> list[S]:
