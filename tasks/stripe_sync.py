@@ -7,7 +7,8 @@ from typing import Any
 
 from celery import shared_task
 
-from application.handlers.provider.sync import reconcile_with_stripe, sync_stripe_object
+from application.handlers.provider.reconcile import reconcile_with_stripe
+from application.handlers.provider.sync import sync_stripe_object
 from application.requests.sweeps import RECONCILE_WITH_STRIPE, ReconcileWithStripe
 from domain.provider.sync import SyncStripeObject
 from tasks.base import CommandTask

@@ -113,7 +113,7 @@ class RedrivePendingAccounts:
 class ReconcileWithStripe:
     """Beat's sweep: spend ``reads`` Stripe reads (calls: a page of a list is one) on the
     renewal checks due, the rows a completed pass did not show, and the next pages of
-    Stripe's lists (``application/handlers/provider/sync.py``)."""
+    Stripe's lists (``application/handlers/provider/reconcile.py``)."""
 
     reads: int
 

@@ -3,7 +3,7 @@ resumes after it, and the state of beat's walk over a list, kept between its run
 
 A full reconciliation of a million subscriptions is bounded by Stripe's read rate (100 reads a
 second live): read one object per call it is a million reads; read in pages of a hundred it is
-ten thousand. The reconciliation sweep (``application/handlers/provider/sync.py``) walks
+ten thousand. The reconciliation sweep (``application/handlers/provider/reconcile.py``) walks
 Stripe's lists, newest first, a few pages per run, and keeps its place in a
 :class:`ProviderWalk`.
 """

@@ -28,7 +28,7 @@ from adapters.clock import REFRESH_SECONDS, ShiftableClock
 from adapters.db.models import RenewalCheckRow
 from adapters.db.uow import SqlUnitOfWork
 from adapters.provider.stripe_adapter import StripeBillingProvider
-from application.handlers.provider.sync import reconcile_with_stripe
+from application.handlers.provider.reconcile import reconcile_with_stripe
 from application.handlers.subscriptions.subscribe import create_subscription
 from application.requests.operator_requests import CreateSubscription
 from application.requests.sweeps import ReconcileWithStripe

@@ -21,7 +21,8 @@ from adapters.db.engine import session_factory
 from adapters.db.models import EventRow
 from adapters.provider.stripe_adapter import StripeBillingProvider
 from application.handlers.billing.accounts import create_billing_account
-from application.handlers.provider.sync import reconcile_with_stripe, sync_stripe_object
+from application.handlers.provider.reconcile import reconcile_with_stripe
+from application.handlers.provider.sync import sync_stripe_object
 from application.handlers.subscriptions.plans import create_plan
 from application.handlers.subscriptions.subscribe import create_subscription
 from application.requests.operator_requests import CreatePlan, CreateSubscription

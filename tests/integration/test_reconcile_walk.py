@@ -13,7 +13,7 @@ from adapters.clock import SystemClock
 from adapters.db.engine import session_factory
 from adapters.provider.stripe_adapter import StripeBillingProvider
 from application.handlers.billing.accounts import create_billing_account
-from application.handlers.provider.sync import reconcile_with_stripe
+from application.handlers.provider.reconcile import reconcile_with_stripe
 from application.handlers.subscriptions.plans import create_plan
 from application.requests.operator_requests import CreatePlan
 from application.requests.sweeps import ReconcileWithStripe

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from application.handlers.provider.sync import reconcile_with_stripe, sync_stripe_object
+from application.handlers.provider.reconcile import reconcile_with_stripe
+from application.handlers.provider.sync import sync_stripe_object
 from application.handlers.subscriptions.due_changes import claim_due_changes
 from application.handlers.subscriptions.plan_changes import change_subscription_plan
 from application.handlers.subscriptions.scheduled_changes import apply_change

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from application.handlers.provider.sync import reconcile_with_stripe
+from application.handlers.provider.reconcile import reconcile_with_stripe
 from application.requests.sweeps import ReconcileWithStripe
 from domain.provider.pages import ProviderWalk, WalkedList
 from domain.subscriptions.subscription import Subscription, SubscriptionState
