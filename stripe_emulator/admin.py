@@ -54,8 +54,18 @@ POST        /_emulator/bulk/subscriptions         a benchmark fixture (bulk.py):
                                                   makes customer i with its active
                                                   subscription i directly in the store, with no
                                                   events, invoices or request-log entries;
-                                                  answers ``{"customers", "subscriptions",
-                                                  "first", "last", "seconds"}``
+                                                  or, instead of ``count``, ``start`` and
+                                                  ``price_overrides``, ``"rows": [{"i", "price",
+                                                  "status", "current_period_start",
+                                                  "current_period_end", "created"}]`` (only
+                                                  ``i`` required, the rest falling back to
+                                                  ``prices[i % len]``, ``active`` and the body's
+                                                  period and ``created``; status ``active``,
+                                                  ``past_due`` or ``canceled``; only a canceled
+                                                  row's period may be over); all or nothing;
+                                                  answers
+                                                  ``{"customers", "subscriptions", "first",
+                                                  "last", "seconds"}``
 GET         /_emulator/payments                   ``{"failing": [customer ids], "authenticating":
                                                   [customer ids]}``: customers whose payments
                                                   fail, or need their authentication
@@ -190,6 +200,7 @@ _BULK_FIELDS = frozenset(
         "start",
         "price_overrides",
         "created",
+        "rows",
     }
 )
 
@@ -225,7 +236,15 @@ def _bulk_subscriptions(body: dict[str, Any]) -> bulk.BulkSubscriptions:
     unknown = set(body) - _BULK_FIELDS
     if unknown:
         raise AdminError(f"unknown bulk fields: {', '.join(sorted(unknown))}")
-    prices = body.get("prices")
+    rows = body.get("rows")
+    if ("count" in body) == (rows is not None):
+        raise AdminError("give one of `count` (by pattern) and `rows` (by row)")
+    if rows is not None:
+        if not isinstance(rows, list):
+            raise AdminError("`rows` must be a list of objects")
+        if "start" in body or "price_overrides" in body:
+            raise AdminError("`start` and `price_overrides` go with `count`, not `rows`")
+    prices = body.get("prices", [] if rows is not None else None)
     if not isinstance(prices, list) or not all(isinstance(price, str) for price in prices):
         raise AdminError("`prices` must be a list of price ids")
     overrides = body.get("price_overrides", {})
@@ -233,18 +252,24 @@ def _bulk_subscriptions(body: dict[str, Any]) -> bulk.BulkSubscriptions:
         key.isdigit() and isinstance(price, str) for key, price in overrides.items()
     ):
         raise AdminError("`price_overrides` must map indexes to price ids")
+
+    def period(name: str) -> int | None:
+        # By row, a default for the rows that give none.
+        return None if rows is not None and body.get(name) is None else _integer(body, name)
+
     created = body.get("created")
     return bulk.BulkSubscriptions(
-        count=_integer(body, "count"),
+        count=None if rows is not None else _integer(body, "count"),
         customer_id=_text(body, "customer_id"),
         subscription_id=_text(body, "subscription_id"),
         item_id=_text(body, "item_id"),
         prices=tuple(prices),
-        current_period_start=_integer(body, "current_period_start"),
-        current_period_end=_integer(body, "current_period_end"),
+        current_period_start=period("current_period_start"),
+        current_period_end=period("current_period_end"),
         start=_integer(body, "start", 0),
         price_overrides=tuple((int(key), price) for key, price in overrides.items()),
         created=None if created is None else _integer(body, "created"),
+        rows=rows,
     )
 
 

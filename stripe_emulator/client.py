@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -194,42 +195,56 @@ class EmulatorAdmin(WebhookAdmin):
 
     def bulk_subscriptions(
         self,
-        count: int,
+        count: int | None = None,
         *,
         customer_id: str,
         subscription_id: str,
         item_id: str,
-        prices: list[str],
-        current_period_start: int,
-        current_period_end: int,
+        prices: Sequence[str] = (),
+        current_period_start: int | None = None,
+        current_period_end: int | None = None,
         start: int = 0,
-        price_overrides: dict[int, str] | None = None,
+        price_overrides: Mapping[int, str] | None = None,
         created: int | None = None,
+        rows: Sequence[Mapping[str, Any]] | None = None,
         timeout: float = 600.0,
     ) -> dict[str, Any]:
-        """A benchmark fixture: customers ``start .. start + count - 1``, customer ``i`` with
-        one active subscription ``i`` (one item, quantity 1), made directly in the store with
-        no events, webhooks, invoices or request-log entries (``stripe_emulator/bulk.py``).
+        """A benchmark fixture: customer ``i`` with one subscription ``i`` (one item, quantity
+        1), made directly in the store with no events, webhooks, invoices or request-log
+        entries (``stripe_emulator/bulk.py``). Ids are patterns of ``i``
+        (``customer_id="cus_scale{i:09d}"``). Give ``count`` or ``rows``:
 
-        Ids are patterns of ``i`` (``customer_id="cus_scale{i:09d}"``); subscription ``i`` is on
-        ``price_overrides[i]``, else ``prices[i % len(prices)]``; all share the current period.
-        Returns ``{"customers", "subscriptions", "first", "last", "seconds"}``.
+        * ``count``: ``i`` from ``start`` to ``start + count - 1``, all ``active``, subscription
+          ``i`` on ``price_overrides[i]``, else ``prices[i % len(prices)]``, all in the current
+          period given (which must end after the emulator's now);
+        * ``rows``: one subscription per row, ``{"i": int, "price": str, "status": "active" |
+          "past_due" | "canceled", "current_period_start": int, "current_period_end": int,
+          "created": int}``, all but ``i`` optional (``prices[i % len(prices)]``, ``active``,
+          the period and ``created`` given here); only a canceled row's period may be over.
+
+        A refused request (``EmulatorAdminError``) makes nothing. Returns ``{"customers",
+        "subscriptions", "first", "last", "seconds"}``.
         """
         body: dict[str, Any] = {
-            "count": count,
             "customer_id": customer_id,
             "subscription_id": subscription_id,
             "item_id": item_id,
-            "prices": prices,
+            "prices": list(prices),
+        }
+        optional = {
+            "count": count,
             "current_period_start": current_period_start,
             "current_period_end": current_period_end,
-            "start": start,
-            "price_overrides": {
-                str(index): price for index, price in (price_overrides or {}).items()
-            },
+            "start": start or None,
+            "price_overrides": (
+                {str(index): price for index, price in price_overrides.items()}
+                if price_overrides
+                else None
+            ),
+            "created": created,
+            "rows": None if rows is None else list(rows),
         }
-        if created is not None:
-            body["created"] = created
+        body.update((name, value) for name, value in optional.items() if value is not None)
         return self._call("POST", "/bulk/subscriptions", body, timeout=timeout)
 
     # Clock --------------------------------------------------------------------------------------
