@@ -66,6 +66,12 @@ POST        /_emulator/bulk/subscriptions         a benchmark fixture (bulk.py):
                                                   answers
                                                   ``{"customers", "subscriptions", "first",
                                                   "last", "seconds"}``
+POST        /_emulator/bulk/prices                a benchmark fixture (fixture_prices.py): body
+                                                  ``{"prices": [{"id", "product", "unit_amount",
+                                                  "currency", "interval"}]}``: recurring prices
+                                                  with the ids given (the API makes its own),
+                                                  their products made if missing; all or
+                                                  nothing; answers ``{"prices": [ids]}``
 GET         /_emulator/payments                   ``{"failing": [customer ids], "authenticating":
                                                   [customer ids]}``: customers whose payments
                                                   fail, or need their authentication
@@ -165,7 +171,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from stripe_emulator import admin_webhooks, billing, bulk, cards, payments
+from stripe_emulator import admin_webhooks, billing, bulk, cards, fixture_prices, payments
 from stripe_emulator.config import API_VERSION
 from stripe_emulator.emulator import Emulator
 from stripe_emulator.faults import FaultRule
@@ -408,6 +414,17 @@ def routes(emulator: Emulator) -> list[Route]:
             raise AdminError(str(error)) from error
         return {**made, "seconds": round(time.perf_counter() - started, 3)}
 
+    async def bulk_prices(request: Request) -> dict[str, Any]:
+        body = await _json_body(request)
+        unknown = set(body) - {"prices"}
+        if unknown or not isinstance(body.get("prices"), list):
+            raise AdminError('the body is {"prices": [price, ...]}')
+        try:
+            made = fixture_prices.seed_prices(emulator.store, emulator.tick(), body["prices"])
+        except fixture_prices.FixtureError as error:
+            raise AdminError(str(error)) from error
+        return {"prices": made}
+
     async def customer_in(request: Request) -> str:
         customer_id = (await _json_body(request)).get("customer")
         if not isinstance(customer_id, str) or not customer_id:
@@ -491,6 +508,7 @@ def routes(emulator: Emulator) -> list[Route]:
         ("DELETE", "/requests", clear_requests),
         ("POST", "/state/save", save_state),
         ("POST", "/bulk/subscriptions", bulk_subscriptions),
+        ("POST", "/bulk/prices", bulk_prices),
         ("GET", "/payments", list_payments),
         ("POST", "/payments/fail", fail_payments),
         ("POST", "/payments/succeed", succeed_payments),

@@ -193,6 +193,13 @@ class EmulatorAdmin(WebhookAdmin):
         """Write the state file now; returns its path."""
         return str(self._call("POST", "/state/save")["saved"])
 
+    def bulk_prices(self, prices: Sequence[Mapping[str, Any]]) -> list[str]:
+        """A benchmark fixture: recurring prices with the ids given (``{"id", "product",
+        "unit_amount", "currency", "interval"}``), which Stripe's API never lets a caller
+        choose, and their products if missing (``stripe_emulator/fixture_prices.py``)."""
+        made = self._call("POST", "/bulk/prices", {"prices": [dict(price) for price in prices]})
+        return [str(price_id) for price_id in made["prices"]]
+
     def bulk_subscriptions(
         self,
         count: int | None = None,
