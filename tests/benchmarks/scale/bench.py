@@ -17,6 +17,7 @@ from tests.benchmarks.scale import reads
 from tests.benchmarks.scale.databases import DAY_ONE, PAGE_MS, SWEEP_MS, Pair, databases
 from tests.benchmarks.scale.pages import pages
 from tests.benchmarks.scale.paths import commands, p1_while_pruning
+from tests.benchmarks.scale.reconcile import reconcile_and_drift
 from worker.settings import Settings
 
 
@@ -121,4 +122,6 @@ def scale(ctx: BenchContext) -> list[Figure]:
             paths, idle = commands(ctx, pair)
             figures += paths
             figures += retention(ctx, pair, idle)
+            # Last: the pass writes every row it reads (its time of reading).
+            figures += reconcile_and_drift(ctx, pair)
     return figures
