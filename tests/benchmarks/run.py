@@ -86,6 +86,15 @@ REGISTRY: dict[str, Benchmark] = {
         "Scale: every path on a year's database (10,000,000 commands) ÷ on day one",
         scale.scale,
     ),
+    "scale-reads": Measured(
+        "Scale, its sweeps and reads alone: beat's sweeps, `accounts show`, bytes a command",
+        scale.scale_reads,
+    ),
+    "scale-reconcile": Measured(
+        "Scale, its Stripe passes alone: a full reconciliation pass and the drift report over"
+        " the year's subscriptions at Stripe's live read rate ÷ the floor",
+        scale.scale_reconcile,
+    ),
     "failover": Measured(
         "Failover: time to resume after Redis's primary is killed", failover.failover
     ),

@@ -125,3 +125,22 @@ def scale(ctx: BenchContext) -> list[Figure]:
             # Last: the pass writes every row it reads (its time of reading).
             figures += reconcile_and_drift(ctx, pair)
     return figures
+
+
+def scale_reads(ctx: BenchContext) -> list[Figure]:
+    """``scale``'s in-process figures alone: beat's sweeps, `accounts show` and the bytes a
+    command takes, on each database beside day one."""
+    figures: list[Figure] = []
+    for backend in ("postgresql", "sqlite"):
+        with databases(ctx, backend) as pair:
+            figures += in_process(ctx, pair)
+    return figures
+
+
+def scale_reconcile(ctx: BenchContext) -> list[Figure]:
+    """``scale``'s reconciliation pass and drift report alone, on each database."""
+    figures: list[Figure] = []
+    for backend in ("postgresql", "sqlite"):
+        with databases(ctx, backend) as pair:
+            figures += reconcile_and_drift(ctx, pair)
+    return figures
