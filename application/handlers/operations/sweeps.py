@@ -70,6 +70,8 @@ def publish_due_changes(sweep: PublishDueChanges, app: Application) -> DueChange
         if time.monotonic() >= stop_at:
             return DueChangesPublished(0, 0, more=True)
     budget = app.rate_budget()
+    # Read once a run (a call to Redis): the rate does not move within its few milliseconds.
+    apply_rate = budget.effective_rate(CallKind.WRITE) if budget.enabled else None
     claimed = published = 0
     allowed = policy.due_changes_batch_size - sweep.claimed_before
     more = False
@@ -81,7 +83,7 @@ def publish_due_changes(sweep: PublishDueChanges, app: Application) -> DueChange
                 # One provider call applies a change; feed the workers what the budget can
                 # apply before the sweep after next (and a late sweep), so they never idle and
                 # no claim waits out its lease.
-                apply_rate=budget.effective_rate(CallKind.WRITE) if budget.enabled else None,
+                apply_rate=apply_rate,
                 horizon_seconds=2 * policy.due_changes_interval_seconds + SWEEP_SLACK_SECONDS,
             ),
             app,
