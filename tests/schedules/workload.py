@@ -1,6 +1,8 @@
 """The workload: users and other services acting on the system, as the schedule says, and the
 history of what they were answered. A user whose request got no answer (a connection reset,
-a 5xx) sends it again with the same ``Idempotency-Key``, as a careful client does."""
+a 5xx) sends it again with the same ``Idempotency-Key``, as a careful client does, until it
+is answered: a request with no answer may have been accepted, and only its answer tells the
+history whether a change is in force."""
 
 from __future__ import annotations
 
@@ -19,12 +21,23 @@ from stripe_emulator import EmulatorAdmin
 from tests.emulator.support import sdk_client
 from tests.schedules.plan import Step
 from tests.schedules.system import System
+from tests.support.stack import patience
 
-RETRIES = 4
+ANSWER_DEADLINE = 60.0
+"""How long a user asks again for an answer, on a quiet machine (longer on a busy one, as
+:func:`tests.support.stack.patience` says): longer than any fault a schedule draws keeps the
+API from answering (a killed API booting again, a partition, Redis back empty). A request
+still unanswered after it is the workload's error, never a guess: a change the API accepted
+whose answer was lost is in force at Stripe, and a history without it misjudges its bill."""
 DASHBOARD_ATTEMPTS = 8
 T = TypeVar("T")
 STAGING = {"change_at_period_end", "cancel_staged"}
 ACCOUNT = {"name": "Chaos Ltd", "email": "billing@chaos.example"}
+
+
+class Unanswered(Exception):
+    """A request the API never answered within :data:`ANSWER_DEADLINE`: whether it was
+    accepted is unknown, so the schedule fails rather than judge a history that may lack it."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +140,7 @@ class Workload:
         sub = self.system.subscriptions[subscription]
         name = self.system.plans[plan].name
         answered = self._send(f"{sub.change_url}/preview", {"plan": name}, "sync")
-        if answered is None or answered.status_code != 200:
+        if answered.status_code != 200:
             return
         answer = answered.json()
         body = {
@@ -230,29 +243,32 @@ class Workload:
                 action,
                 subject,
                 at,
-                answered.status_code if answered is not None else None,
-                answered.headers.get("Command-Id") if answered is not None else None,
+                answered.status_code,
+                answered.headers.get("Command-Id"),
                 _json(answered),
                 plan,
                 emulator_at,
             )
         )
 
-    def _send(self, path: str, body: dict[str, Any], mode: str) -> httpx.Response | None:
+    def _send(self, path: str, body: dict[str, Any], mode: str) -> httpx.Response:
         headers = {"Idempotency-Key": str(uuid.uuid4())}
         if mode == "async":
             headers["Prefer"] = "respond-async"
-        answered: httpx.Response | None = None
-        for _ in range(RETRIES):
+        deadline = time.monotonic() + ANSWER_DEADLINE * patience()
+        while True:
+            answered: httpx.Response | None = None
             try:
                 with self.system.stack.http() as http:
                     answered = http.post(path, json=body, headers=headers)
             except httpx.HTTPError:
-                answered = None
+                pass
             if answered is not None and answered.status_code < 500:
                 return answered
+            if time.monotonic() > deadline:
+                last = "no answer" if answered is None else f"HTTP {answered.status_code}"
+                raise Unanswered(f"POST {path}: {last} for {ANSWER_DEADLINE:.0f} s and more")
             time.sleep(1.0)
-        return answered
 
     def publish_again_what_the_log_does_not_know(self, known: Callable[[], set[str]]) -> int:
         """The other service's recipe after a failover (docs/how-to/publish-commands.md):
@@ -302,9 +318,7 @@ def _stubbornly(call: Callable[[], T]) -> T | None:
     return None
 
 
-def _json(answered: httpx.Response | None) -> Any:
-    if answered is None:
-        return None
+def _json(answered: httpx.Response) -> Any:
     try:
         return answered.json()
     except ValueError:
