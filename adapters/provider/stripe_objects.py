@@ -42,27 +42,6 @@ class StripeCustomer(Protocol):
     def metadata(self) -> _Metadata | None: ...
 
 
-class StripeSubscription(Protocol):
-    """What is read of a ``stripe.Subscription`` (its items by key: ``items`` is also a
-    mapping's method)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def customer(self) -> str | _Identified: ...
-    @property
-    def created(self) -> int: ...
-    @property
-    def metadata(self) -> _Metadata | None: ...
-    @property
-    def billing_cycle_anchor(self) -> int: ...
-    @property
-    def cancel_at(self) -> int | None: ...
-    def __getitem__(self, key: str) -> Any: ...
-
-
 class _LinePeriod(Protocol):
     @property
     def start(self) -> int: ...
@@ -133,10 +112,11 @@ def customer_of(customer: StripeCustomer) -> RemoteCustomer:
     )
 
 
-# A list's page is read from its JSON (``adapters/provider/stripe_requests.py``), not from the
-# SDK's objects, which cost twenty times what a page may: the readers below take the same
-# fields as ``customer_of`` and ``subscription_of``, by key, and the provider contract
-# (``tests/integration/test_billing_provider_contract.py``) holds the two to one answer.
+# A list's page, and a subscription read, made or changed, is read from its JSON
+# (``adapters/provider/stripe_requests.py``), not from the SDK's objects, which cost twenty
+# times what a page may and as much as the rest of a due change's run: the readers below take
+# their fields by key (``customer_of_document`` the same as ``customer_of``, which the provider
+# contract, ``tests/integration/test_billing_provider_contract.py``, holds to one answer).
 
 
 def customer_of_document(document: Mapping[str, Any]) -> RemoteCustomer:
@@ -160,7 +140,8 @@ def listed_subscription_of_document(document: Mapping[str, Any]) -> RemoteSubscr
 
 
 def subscription_of_document(document: Mapping[str, Any]) -> ProviderSubscription:
-    """:func:`subscription_of`, from the subscription's JSON."""
+    """Our view of a subscription of one item, from its JSON. API 2026-10-28.endive keeps the
+    current period on the items, not on the subscription."""
     items = document["items"]["data"]
     if not items:
         raise Internal(
@@ -215,33 +196,6 @@ def invoice_of(document: dict[str, Any], lines: Sequence[PreviewLine] = ()) -> I
         period_start=when("period_start"),
         period_end=when("period_end"),
         lines=[InvoiceLineView(**asdict(line)) for line in lines],
-    )
-
-
-def subscription_of(subscription: StripeSubscription) -> ProviderSubscription:
-    """Our view of a Stripe subscription of one item. API 2026-10-28.endive keeps the current
-    period on the items, not on the subscription."""
-    items = subscription["items"].data
-    if not items:
-        raise Internal(
-            f"stripe subscription {subscription.id} has no items",
-            details=[error_info("PROVIDER_SUBSCRIPTION_WITHOUT_ITEMS", id=subscription.id)],
-        )
-    item = items[0]
-    recurring = item.price.recurring
-    return ProviderSubscription(
-        id=str(subscription.id),
-        status=str(subscription.status),
-        item_id=str(item.id),
-        price_id=str(item.price.id),
-        current_period_start=_time(item.current_period_start),
-        current_period_end=_time(item.current_period_end),
-        billing_cycle_anchor=_time(subscription.billing_cycle_anchor),
-        interval=str(recurring.interval) if recurring else "month",
-        interval_count=int(recurring.interval_count) if recurring else 1,
-        cancel_at=_time(subscription.cancel_at) if subscription.cancel_at else None,
-        unit_amount=_optional_int(item.price.unit_amount),
-        currency=_optional_text(item.price.currency),
     )
 
 

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
+from functools import partial
 from typing import Any
+from urllib.parse import quote
 
 from adapters.provider.stripe_fields import plan_field, price_field, subscription_field
-from adapters.provider.stripe_objects import listed_subscription_of_document, subscription_of
+from adapters.provider.stripe_objects import (
+    listed_subscription_of_document,
+    subscription_of_document,
+)
 from adapters.provider.stripe_requests import StripeRequests
 from domain.drift.report import RemoteSubscription, existing_subscription
 from domain.provider.pages import ListedPage
@@ -72,23 +77,20 @@ class StripeSubscriptions(StripeRequests):
         created = self._call(
             CallKind.WRITE,
             "create subscription",
-            lambda: self._client.v1.subscriptions.create(
-                params=params,  # type: ignore[arg-type]
-                options={"idempotency_key": idempotency_key},
-            ),
+            partial(self._post_json, "/v1/subscriptions", params, idempotency_key),
             subscription_field,
             idempotency_key=idempotency_key,
         )
-        return subscription_of(created)
+        return subscription_of_document(created)
 
     def get_subscription(self, provider_id: str) -> ProviderSubscription:
         found = self._call(
             CallKind.READ,
             "retrieve subscription",
-            lambda: self._client.v1.subscriptions.retrieve(provider_id),
+            partial(self._get_json, _subscription_path(provider_id), {}),
             plan_field,
         )
-        return subscription_of(found)
+        return subscription_of_document(found)
 
     def change_subscription_price(
         self,
@@ -112,15 +114,11 @@ class StripeSubscriptions(StripeRequests):
         updated = self._call(
             CallKind.WRITE,
             "update subscription",
-            lambda: self._client.v1.subscriptions.update(
-                provider_id,
-                params=params,  # type: ignore[arg-type]
-                options={"idempotency_key": idempotency_key},
-            ),
+            partial(self._post_json, _subscription_path(provider_id), params, idempotency_key),
             plan_field,
             idempotency_key=idempotency_key,
         )
-        return subscription_of(updated)
+        return subscription_of_document(updated)
 
     def list_subscriptions(self, customer_id: str | None = None) -> list[RemoteSubscription]:
         params: dict[str, Any] = {"status": "all"}
@@ -153,3 +151,7 @@ class StripeSubscriptions(StripeRequests):
     ) -> ProviderSubscription | None:
         found = existing_subscription(self.list_subscriptions(customer_id), subscription_id)
         return found.subscription if found is not None else None
+
+
+def _subscription_path(provider_id: str) -> str:
+    return f"/v1/subscriptions/{quote(provider_id, safe='')}"
