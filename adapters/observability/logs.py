@@ -207,9 +207,12 @@ def configure(
         routed = logging.getLogger(name)
         routed.handlers = []
         routed.propagate = True
-    # The Stripe SDK logs request bodies (names, emails, addresses) at DEBUG.
+    # The Stripe SDK logs request bodies (names, emails, addresses) at DEBUG, and two lines a
+    # request at INFO (its URL, then its status): the provider-call record, the metrics and
+    # the span keep each call already, and at Stripe's pace the two lines cost a worker more
+    # CPU than the call's own record (docs/benchmarks.md, P5L).
     stripe_logger = logging.getLogger("stripe")
-    stripe_logger.setLevel(max(logging.INFO, root.getEffectiveLevel()))
+    stripe_logger.setLevel(max(logging.WARNING, root.getEffectiveLevel()))
     # httpx logs each request's whole URL at INFO: a webhook endpoint's may hold a token.
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.getEffectiveLevel()))
