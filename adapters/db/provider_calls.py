@@ -6,11 +6,54 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete, func, select
+from sqlalchemy import (
+    ColumnElement,
+    CursorResult,
+    Insert,
+    Table,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from adapters.db.models import ProviderCallRow
 from domain.provider.calls import ProviderCall
+
+_CALLS = cast(Table, ProviderCallRow.__table__)
+
+
+def _recording(earlier: ColumnElement[bool] | None) -> Insert:
+    """The one statement that records a call, numbering its attempt after the calls
+    ``earlier`` matches (built once: a statement built for every call costs about as much as
+    running it)."""
+    attempt: Any = literal(1)
+    if earlier is not None:
+        counted = select(func.count()).select_from(ProviderCallRow).where(earlier)
+        attempt = counted.scalar_subquery() + 1
+    return insert(_CALLS).values(attempt=attempt)
+
+
+_BY_KEY = _recording(ProviderCallRow.idempotency_key == bindparam("earlier_key"))
+_BY_COMMAND_AND_SUBJECT = _recording(
+    and_(
+        ProviderCallRow.command_id == bindparam("earlier_command"),
+        ProviderCallRow.operation == bindparam("earlier_operation"),
+        ProviderCallRow.subject == bindparam("earlier_subject"),
+    )
+)
+_BY_COMMAND_WITHOUT_SUBJECT = _recording(
+    and_(
+        ProviderCallRow.command_id == bindparam("earlier_command"),
+        ProviderCallRow.operation == bindparam("earlier_operation"),
+        ProviderCallRow.subject.is_(None),
+    )
+)
+_FIRST_OF_ITS_KIND = _recording(None)
 
 
 class SqlProviderCallLog:
@@ -20,39 +63,36 @@ class SqlProviderCallLog:
         self._sessions = sessions
 
     def record(self, call: ProviderCall) -> None:
+        """One row, in one statement of its own transaction; its attempt counts the calls
+        recorded before under the same idempotency key, or, for a call without one, by the
+        same command about the same subject."""
+        statement, earlier = self._numbered(call)
+        row = {
+            "command_id": call.command_id,
+            "operation": call.operation[:64],
+            "subject": None if call.subject is None else call.subject[:200],
+            "idempotency_key": call.idempotency_key,
+            "outcome": call.outcome.value,
+            "error": None if call.error is None else call.error[:2000],
+            "started_at": call.started_at,
+            "duration_ms": call.duration_ms,
+        }
         with self._sessions.begin() as session:
-            session.add(
-                ProviderCallRow(
-                    command_id=call.command_id,
-                    operation=call.operation[:64],
-                    subject=None if call.subject is None else call.subject[:200],
-                    idempotency_key=call.idempotency_key,
-                    attempt=self._earlier_attempts(session, call) + 1,
-                    outcome=call.outcome.value,
-                    error=None if call.error is None else call.error[:2000],
-                    started_at=call.started_at,
-                    duration_ms=call.duration_ms,
-                )
-            )
+            session.execute(statement, {**row, **earlier})
 
     @staticmethod
-    def _earlier_attempts(session: Session, call: ProviderCall) -> int:
-        """Calls recorded before under the same idempotency key, or, for a call without
-        one, by the same command about the same subject."""
-        query = select(func.count()).select_from(ProviderCallRow)
+    def _numbered(call: ProviderCall) -> tuple[Insert, dict[str, object]]:
         if call.idempotency_key is not None:
-            query = query.where(ProviderCallRow.idempotency_key == call.idempotency_key)
-        elif call.command_id is not None:
-            query = query.where(
-                ProviderCallRow.command_id == call.command_id,
-                ProviderCallRow.operation == call.operation,
-                ProviderCallRow.subject.is_(None)
-                if call.subject is None
-                else ProviderCallRow.subject == call.subject,
-            )
-        else:
-            return 0
-        return session.scalar(query) or 0
+            return _BY_KEY, {"earlier_key": call.idempotency_key}
+        if call.command_id is None:
+            return _FIRST_OF_ITS_KIND, {}
+        earlier: dict[str, object] = {
+            "earlier_command": call.command_id,
+            "earlier_operation": call.operation[:64],
+        }
+        if call.subject is None:
+            return _BY_COMMAND_WITHOUT_SUBJECT, earlier
+        return _BY_COMMAND_AND_SUBJECT, {**earlier, "earlier_subject": call.subject[:200]}
 
     def prune(self, before: datetime, limit: int) -> int:
         """Delete up to ``limit`` of the oldest calls made before ``before``; returns how
