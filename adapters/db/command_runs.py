@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Row, Table, and_, bindparam, or_, select, update
+from sqlalchemy import CursorResult, Row, Table, and_, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -28,7 +28,7 @@ from adapters.observability import metrics
 from adapters.observability.tracing import COMMAND_ID, COMMAND_TYPE, span
 from domain.errors import CommandIdReused, CommandInProgress
 from domain.events.base import Event
-from domain.messages import CommandStatus, command_fingerprint
+from domain.messages import AWAITING_DELIVERY, CommandStatus, command_fingerprint
 from domain.operations.outcomes import error_code, error_reason
 from domain.ports.application import Clock
 from domain.ports.commands import CannotRunInOneTransaction
@@ -157,6 +157,18 @@ class SqlCommandRuns:
         resumes: datetime | None,
     ) -> CommandRecord | _LoggedNow | None:
         with self._sessions.begin() as session:
+            started = session.execute(
+                _START_DELIVERED,
+                {
+                    "entry_id": command_id,
+                    "entry_type": command_type,
+                    "entry_fingerprint": fingerprint,
+                    "started_at": now,
+                    "started_at_wall_clock": self._wall_clock.now(),
+                },
+            )
+            if cast(CursorResult[Any], started).rowcount == 1:
+                return None
             row = session.get(CommandRow, command_id, with_for_update=True)
             if row is None:
                 session.add(
@@ -471,6 +483,29 @@ _FINISHED = tuple(status.value for status in CommandStatus if status.is_terminal
 # Built once, executed with their parameters: a statement built for each command costs
 # about as much as the ORM's own load and flush (SQLAlchemy builds its cache key each time).
 _READ_ENTRY = select(_COMMANDS).where(_COMMANDS.c.id == bindparam("id"))
+_START_DELIVERED = (
+    update(_COMMANDS)
+    .where(
+        _COMMANDS.c.id == bindparam("entry_id"),
+        _COMMANDS.c.status.in_([status.value for status in AWAITING_DELIVERY]),
+        _COMMANDS.c.type == bindparam("entry_type"),
+        or_(
+            _COMMANDS.c.fingerprint.is_(None),
+            _COMMANDS.c.fingerprint == bindparam("entry_fingerprint"),
+        ),
+    )
+    .values(
+        status=CommandStatus.RUNNING.value,
+        attempts=_COMMANDS.c.attempts + 1,
+        updated_at=bindparam("started_at"),
+        running_since_wall_clock=bindparam("started_at_wall_clock"),
+    )
+)
+"""The usual start, in one statement: an entry waiting for its delivery (``queued``,
+``retrying``, ``waiting``), of this command, runs now. Every other case (no entry yet, a
+finished command, another delivery's run, an id naming another command) matches nothing and
+takes the read that tells them apart (reading first cost every command the ORM's load of its
+whole entry, payload and history included, then its flush)."""
 _FINISH_OR_LOG = {
     "postgresql": _finish_or_log(postgresql.insert),
     "sqlite": _finish_or_log(sqlite.insert),
