@@ -358,11 +358,22 @@ class SqlRenewalCheckRepository(_RowRepository[RenewalCheck, RenewalCheckRow]):
 _CHECKED_AGAIN = (RenewalCheckState.DUE.value, RenewalCheckState.BILLED_WRONG.value)
 
 
+_SUBSCRIPTION_OF_CHANGE = select(ScheduledChangeRow.subscription_id).where(
+    ScheduledChangeRow.id == bindparam("id")
+)
+
+
 class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChangeRow]):
     mapping = RowMapping(ScheduledChange, ScheduledChangeRow)
 
     def get(self, change_id: str, *, for_update: bool = False) -> ScheduledChange | None:
         return self._by_id(change_id, for_update=for_update)
+
+    def subscription_of(self, change_id: str) -> str | None:
+        subscription_id: str | None = self._session.execute(
+            _SUBSCRIPTION_OF_CHANGE, {"id": change_id}
+        ).scalar_one_or_none()
+        return subscription_id
 
     def pending_for(
         self, subscription_id: str, *, for_update: bool = False

@@ -167,6 +167,12 @@ class Claim:
 class ScheduledChangeRepository(Protocol):
     def get(self, change_id: str, *, for_update: bool = False) -> ScheduledChange | None: ...
 
+    def subscription_of(self, change_id: str) -> str | None:
+        """The id of the change's subscription (``None``: no such change), read alone: what
+        a run needs to lock the subscription before the change, in the order every request
+        locks them."""
+        ...
+
     def pending_for(
         self, subscription_id: str, *, for_update: bool = False
     ) -> ScheduledChange | None:

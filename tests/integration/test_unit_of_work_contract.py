@@ -216,7 +216,7 @@ def test_a_unit_of_work_goes_on_after_a_uniqueness_violation(store: Store) -> No
         assert uow.plans.find(second.id) == second
 
 
-def test_one_subscription_has_at_most_one_pending_change_and_changes_list_newest_first(
+def test_one_subscription_has_at_most_one_pending_change_and_changes_list_newest_first_and_name_it(
     store: Store,
 ) -> None:
     opened = account(store.organization())
@@ -263,6 +263,9 @@ def test_one_subscription_has_at_most_one_pending_change_and_changes_list_newest
         (second.id, ChangeState.SCHEDULED),
         (first.id, ChangeState.CANCELED),
     ]
+    with store.uow() as uow:
+        assert uow.scheduled_changes.subscription_of(first.id) == subscription.id
+        assert uow.scheduled_changes.subscription_of("chg_never_made") is None
 
 
 def subscription_of(opened: BillingAccount, on: Plan, subscription_id: str) -> Subscription:

@@ -30,8 +30,10 @@ logger = logging.getLogger(__name__)
 def locked_change(uow: UnitOfWork, change_id: str) -> tuple[ScheduledChange, Subscription]:
     """The change and its subscription, locked in the order every request locks them
     (subscription first), so that PostgreSQL never sees two transactions wait on each other."""
-    peek = found(uow.scheduled_changes.get(change_id), "scheduled_change", change_id)
-    subscription = _existing_subscription(uow, peek.subscription_id)
+    subscription_id = found(
+        uow.scheduled_changes.subscription_of(change_id), "scheduled_change", change_id
+    )
+    subscription = _existing_subscription(uow, subscription_id)
     change = uow.scheduled_changes.get(change_id, for_update=True)
     assert change is not None  # changes are never deleted
     return change, subscription

@@ -255,6 +255,10 @@ class FakeScheduledChangeRepository(_Repository[ScheduledChange]):
     def get(self, change_id: str, *, for_update: bool = False) -> ScheduledChange | None:
         return self._get(change_id)
 
+    def subscription_of(self, change_id: str) -> str | None:
+        change = self._get(change_id)
+        return change.subscription_id if change is not None else None
+
     def pending_for(
         self, subscription_id: str, *, for_update: bool = False
     ) -> ScheduledChange | None:
