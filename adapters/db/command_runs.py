@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import CursorResult, Row, Table, and_, bindparam, or_, select, update
+from sqlalchemy import Row, Table, and_, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -157,18 +157,20 @@ class SqlCommandRuns:
         resumes: datetime | None,
     ) -> CommandRecord | _LoggedNow | None:
         with self._sessions.begin() as session:
-            started = session.execute(
-                _START_DELIVERED,
-                {
-                    "entry_id": command_id,
-                    "entry_type": command_type,
-                    "entry_fingerprint": fingerprint,
-                    "started_at": now,
-                    "started_at_wall_clock": self._wall_clock.now(),
-                },
+            entry = _new_entry(
+                command_id,
+                command_type,
+                payload,
+                fingerprint,
+                source,
+                now,
+                status=CommandStatus.RUNNING,
             )
-            if cast(CursorResult[Any], started).rowcount == 1:
-                return None
+            entry["running_since_wall_clock"] = self._wall_clock.now()
+            start_or_log = _START_OR_LOG[session.get_bind().dialect.name]
+            started = session.execute(start_or_log, {**entry, "logged_at": now}).first()
+            if started is not None:
+                return _LOGGED_NOW if started.logged_now else None
             row = session.get(CommandRow, command_id, with_for_update=True)
             if row is None:
                 session.add(
@@ -474,6 +476,33 @@ def _finish_or_log(dialect_insert: Callable[[Table], Any]) -> Any:
     )
 
 
+def _start_or_log(dialect_insert: Callable[[Table], Any]) -> Any:
+    """``begin``'s usual case in one statement, a dialect's ``INSERT … ON CONFLICT``: a new
+    entry, running (another service published the command, or beat's sweep did); or an entry
+    waiting for its delivery (``queued``, ``retrying``, ``waiting``), of this command, running
+    now. Returns ``logged_now`` (it is new), or nothing for every other case (a finished
+    command, another delivery's run, this delivery's own earlier try, an id naming another
+    command), which the read of the entry tells apart. Reading first cost every command the
+    ORM's load of its whole entry (payload and history) and its flush."""
+    statement = dialect_insert(_COMMANDS)
+    excluded, commands = statement.excluded, _COMMANDS.c
+    when = commands.created_at.type
+    return statement.on_conflict_do_update(
+        index_elements=[commands.id],
+        set_={
+            "status": excluded.status,
+            "attempts": commands.attempts + 1,
+            "updated_at": excluded.updated_at,
+            "running_since_wall_clock": excluded.running_since_wall_clock,
+        },
+        where=and_(
+            commands.type == excluded.type,
+            or_(commands.fingerprint.is_(None), commands.fingerprint == excluded.fingerprint),
+            commands.status.in_([status.value for status in AWAITING_DELIVERY]),
+        ),
+    ).returning((commands.created_at == bindparam("logged_at", type_=when)).label("logged_now"))
+
+
 def _names_another_command(row: CommandRow | Row[Any], command_type: str, fingerprint: str) -> bool:
     # Entries logged before fingerprints were kept are taken at their type's word.
     return row.type != command_type or row.fingerprint not in (None, fingerprint)
@@ -483,30 +512,11 @@ _FINISHED = tuple(status.value for status in CommandStatus if status.is_terminal
 # Built once, executed with their parameters: a statement built for each command costs
 # about as much as the ORM's own load and flush (SQLAlchemy builds its cache key each time).
 _READ_ENTRY = select(_COMMANDS).where(_COMMANDS.c.id == bindparam("id"))
-_START_DELIVERED = (
-    update(_COMMANDS)
-    .where(
-        _COMMANDS.c.id == bindparam("entry_id"),
-        _COMMANDS.c.status.in_([status.value for status in AWAITING_DELIVERY]),
-        _COMMANDS.c.type == bindparam("entry_type"),
-        or_(
-            _COMMANDS.c.fingerprint.is_(None),
-            _COMMANDS.c.fingerprint == bindparam("entry_fingerprint"),
-        ),
-    )
-    .values(
-        status=CommandStatus.RUNNING.value,
-        attempts=_COMMANDS.c.attempts + 1,
-        updated_at=bindparam("started_at"),
-        running_since_wall_clock=bindparam("started_at_wall_clock"),
-    )
-)
-"""The usual start, in one statement: an entry waiting for its delivery (``queued``,
-``retrying``, ``waiting``), of this command, runs now. Every other case (no entry yet, a
-finished command, another delivery's run, an id naming another command) matches nothing and
-takes the read that tells them apart (reading first cost every command the ORM's load of its
-whole entry, payload and history included, then its flush)."""
 _FINISH_OR_LOG = {
     "postgresql": _finish_or_log(postgresql.insert),
     "sqlite": _finish_or_log(sqlite.insert),
+}
+_START_OR_LOG = {
+    "postgresql": _start_or_log(postgresql.insert),
+    "sqlite": _start_or_log(sqlite.insert),
 }
