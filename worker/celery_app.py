@@ -150,6 +150,17 @@ def _share_relays_across_the_node(**_: Any) -> None:
     share_relays_across_the_node()
 
 
+@celeryd_init.connect
+def _import_the_provider_before_the_pool_forks(**_: Any) -> None:
+    # Imported once in the node's main process, the Stripe SDK and our adapter are the pool's
+    # processes' from the fork (their pages shared): imported by each on its first Stripe
+    # call, they cost every process a quarter of a second of CPU in the middle of its work
+    # (a period-end burst's first changes). Nothing is built: the client is made per process,
+    # on first use (worker/bootstrap.py).
+    import adapters.provider.stripe_adapter  # noqa: F401
+    import application.provider_calls  # noqa: F401
+
+
 @worker_process_init.connect
 def _fresh_connections_after_fork(**_: Any) -> None:
     # A prefork child must not share the parent's database sockets.
