@@ -6,7 +6,18 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
-from sqlalchemy import ColumnElement, Select, and_, bindparam, delete, func, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    and_,
+    bindparam,
+    delete,
+    func,
+    inspect,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from adapters.db.claims import claim_due_rows
@@ -79,6 +90,14 @@ class _RowRepository(Generic[E, R]):
         return [self.mapping.entity(row) for row in self._session.scalars(query).all()]
 
     def _by_id(self, entity_id: str, *, for_update: bool = False) -> E | None:
+        # A row this unit of work read already is the one a new read would hand back (the
+        # session's identity map keeps its attributes; nothing is expired on commit, only on a
+        # rollback): a read that locks nothing need not ask the database again (a due
+        # change's run reads each of its two plans twice).
+        if not for_update and (row := self._read.get(entity_id)) is not None:
+            state = inspect(row)
+            if state.persistent and not state.expired:
+                return self.mapping.entity(row)
         return self._one(self._read_by_id(for_update), parameters={"id": entity_id})
 
     @classmethod
@@ -159,6 +178,7 @@ class SqlBillingAccountRepository(_RowRepository[BillingAccount, BillingAccountR
         )
 
     def remove(self, account_id: str) -> None:
+        self._read.pop(account_id, None)
         self._session.execute(delete(BillingAccountRow).where(BillingAccountRow.id == account_id))
 
     def by_provider_id(

@@ -187,6 +187,37 @@ def test_adding_a_taken_id_is_a_uniqueness_violation(store: Store) -> None:
             uow.commit()
 
 
+def test_a_row_read_again_is_the_same_and_after_a_rollback_is_what_the_database_holds(
+    store: Store,
+) -> None:
+    starter = plan()
+    with store.uow() as uow:
+        uow.plans.add(starter)
+        uow.commit()
+    with store.uow() as reader:
+        first = reader.plans.get(starter.id)
+        assert first is not None
+        assert first.provider_price_id == starter.provider_price_id
+        again = reader.plans.get(starter.id)
+        assert again is not None
+        assert again.provider_price_id == starter.provider_price_id
+        reader.rollback()
+        with store.uow() as writer:
+            changed = writer.plans.get(starter.id)
+            assert changed is not None
+            changed.provider_price_id = "price_moved"
+            writer.plans.save(changed)
+            writer.commit()
+        after = reader.plans.get(starter.id)
+        undone = plan()
+        reader.plans.add(undone)
+        assert reader.plans.get(undone.id) is not None
+        reader.rollback()
+        assert reader.plans.get(undone.id) is None
+    assert after is not None
+    assert after.provider_price_id == "price_moved"
+
+
 def test_a_taken_plan_name_is_a_uniqueness_violation(store: Store) -> None:
     first = plan()
     with store.uow() as uow:
