@@ -101,6 +101,13 @@ class _Delivered(Generic[C]):
         self.delivery = delivery
         self.started_at = svc.clock.now()
         """The mark of this delivery's run (``CommandJournal.begin``)."""
+        self.events_before = svc.events_written()
+
+    def _wrote_events(self) -> bool:
+        """Whether this delivery wrote events (the relay has something of its own to carry):
+        a due change staged, a replay, write none, and ask for no relay (whose lock, read and
+        transaction cost a period-end burst's change 3 % of its CPU)."""
+        return self.svc.events_written() != self.events_before
 
     def run(self) -> DeliveryOutcome:
         svc, command_type, delivery = self.svc, self.command_type, self.delivery
@@ -121,7 +128,7 @@ class _Delivered(Generic[C]):
                     outcome.status,
                     outcome.result,
                     outcome.error,
-                    relay=outcome.status is CommandStatus.SUCCEEDED,
+                    relay=outcome.status is CommandStatus.SUCCEEDED and self._wrote_events(),
                 )
         # The API records its commands before publishing them; an entry first made here is a
         # command another service published straight onto the queue.
@@ -201,7 +208,7 @@ class _Delivered(Generic[C]):
             # The work is done but its outcome is not recorded: run again later (handlers
             # are idempotent, so the provider sees no second effect), which records it.
             return RetryLater(self._delay(), cause=error, resumes=self.started_at)
-        return Succeeded(shown(svc, body), relay=True)
+        return Succeeded(shown(svc, body), relay=self._wrote_events())
 
     def _in_one_transaction(
         self, command_id: str, payload: dict[str, Any]

@@ -163,6 +163,11 @@ class Services:
             )
         self.background_relay.request(relay)
 
+    def events_written(self) -> int:
+        from adapters.db.events import events_written_here
+
+        return events_written_here()
+
     def flush_relay(self) -> None:
         """Run the relay this process asked for before it exits (a child that stops)."""
         if self.background_relay is not None:

@@ -45,6 +45,15 @@ from domain.webhooks import (
 _UNFINISHED = (DeliveryState.PENDING.value, DeliveryState.DELIVERING.value)
 
 
+_written_here = 0
+
+
+def events_written_here() -> int:
+    """How many events this process has written to the outbox (committed or not): a command
+    that leaves it unchanged has nothing of its own for the relay."""
+    return _written_here
+
+
 class SqlEventOutbox:
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -60,6 +69,8 @@ class SqlEventOutbox:
             self._add(event)
 
     def _add(self, event: Event) -> None:
+        global _written_here  # one count per process, only ever raised
+        _written_here += 1
         self._session.execute(
             _ADD_EVENT,
             {

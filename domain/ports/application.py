@@ -182,6 +182,11 @@ class OutboxContext(PublishingContext, Protocol):
         the lock) is run again after a pause."""
         ...
 
+    def events_written(self) -> int:
+        """How many events this process has written to the outbox so far (committed or not):
+        a command during which it did not change wrote none, and asks for no relay."""
+        ...
+
     def webhook_sender(self) -> WebhookSender: ...
 
     @property

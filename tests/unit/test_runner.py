@@ -25,6 +25,9 @@ import tasks.billing
 import tasks.subscriptions
 import tasks.users
 from adapters.observability.metrics import retry_reason
+from application.command_outcomes import Delivery, DeliveryOutcome, Succeeded
+from application.command_runner import run_command
+from application.handlers.users import enable_user
 from domain.billing.account_commands import CreateBillingAccount
 from domain.billing.accounts import BillingAccountState
 from domain.errors import ErrorCode, InvalidArgument, TransientError
@@ -667,3 +670,35 @@ def test_with_masking_off_the_task_returns_the_whole_result() -> None:
         celery.close()
 
     assert shown["billing_account"]["email"] == "billing@acme.example"
+
+
+# --- the relay it asks for ----------------------------------------------------------------------
+
+
+def test_a_command_asks_for_a_relay_when_it_wrote_events_and_for_none_when_it_wrote_none(
+    app: FakeApplication,
+) -> None:
+    def delivered(command_id: str) -> DeliveryOutcome:
+        delivery = Delivery(
+            ENABLE,
+            f"task-{command_id}",
+            0,
+            "users",
+            (),
+            {"command_id": command_id, "user_id": "usr_1"},
+        )
+        return run_command(app, EnableUser, enable_user, delivery)
+
+    enabled = delivered("c1")
+    replayed = delivered("c1")
+    already_enabled = delivered("c2")
+
+    assert isinstance(enabled, Succeeded)
+    assert enabled.relay  # user.enabled was written
+    assert isinstance(replayed, Succeeded)
+    assert not replayed.relay
+    assert isinstance(already_enabled, Succeeded)
+    assert not already_enabled.relay
+    assert [event.type for event in app.db.unit_of_work().events.unpublished(10)] == [
+        "user.enabled"
+    ]

@@ -201,6 +201,9 @@ class FakeApplication:
         background relay is proven in tests/integration/test_relay_thread.py)."""
         relay()
 
+    def events_written(self) -> int:
+        return self.db.events_written
+
     def is_transient(self, error: BaseException) -> bool:
         return isinstance(error, DatabaseUnavailable)
 

@@ -117,6 +117,8 @@ class FakeDatabase:
         self.commits = 0
         self.sequence = itertools.count(1)
         """The outbox's sequence (taken at insert, as PostgreSQL's)."""
+        self.events_written = 0
+        """Events added to the outbox, committed or not (``Application.events_written``)."""
         self._commit_failures: list[BaseException] = []
         self._before_commit: list[Callable[[], None]] = []
         self._answers_lost = 0

@@ -49,6 +49,7 @@ class FakeEventOutbox:
     def add(self, event: Event) -> None:
         # As a database sequence: taken at insert, never given back (a rollback leaves a gap).
         sequence = next(self._tx.db.sequence)
+        self._tx.db.events_written += 1
         stored = StoredEvent(
             event.id, sequence, event.type, event.subject_key, event.model_dump(mode="json")
         )
