@@ -57,6 +57,8 @@ class CeleryPublisher:
             options["queue"] = message.queue
         if message.priority is not None:
             options["priority"] = message.priority
+        if not message.result_kept:
+            options["ignore_result"] = True  # the message's own: Celery stores no result
         route = (message.type, message.queue)
         buffered_only = self._in_batch and route in self._declared
         if buffered_only:

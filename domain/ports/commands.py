@@ -289,9 +289,15 @@ class CommandMessage:
     retries: int = 0
     """The deliveries the command used up already (Celery's ``retries``): its retry budget
     goes on from there."""
+    result_kept: bool = True
+    """Whether the result backend keeps the run's result for a publisher waiting on it
+    (``AsyncResult.get()``): a sweep's own commands have no such publisher, and the command
+    log keeps every outcome either way."""
 
     @classmethod
-    def of(cls, command: Command, *, priority: int | None = None) -> CommandMessage:
+    def of(
+        cls, command: Command, *, priority: int | None = None, result_kept: bool = True
+    ) -> CommandMessage:
         """``command`` on its own queue (a command the log does not hold yet: a sweep's or an
         operator's, idempotent by its id)."""
         return cls(
@@ -300,6 +306,7 @@ class CommandMessage:
             payload=command.model_dump(mode="json"),
             queue=command.QUEUE,
             priority=priority,
+            result_kept=result_kept,
         )
 
     @classmethod

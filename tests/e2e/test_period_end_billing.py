@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 import stripe  # noqa: TID251 - the tests read the emulator's invoices through the SDK
 
 from adapters.clock import REFRESH_SECONDS, ShiftableClock
@@ -191,7 +192,9 @@ def billed_from(sdk: stripe.StripeClient, sub: Subscribed, start: datetime) -> l
 def test_a_change_made_ahead_of_the_boundary_is_on_the_renewal_invoice_at_the_new_price(
     stack: Stack, api: httpx.Client, sub: Subscribed, catalog: Catalog, sdk: stripe.StripeClient
 ) -> None:
-    change = at_period_end(stack, api, sub, catalog.team)
+    asked = api.post(sub.change_url, json={"plan_change": {"plan": catalog.team.name}})
+    assert asked.status_code == 200, asked.text
+    [change] = [c for c in changes_of(stack, sub.id) if c.state.is_pending]
     boundary = change.effective_at
 
     move_to(stack, boundary - BEFORE_THE_LEAD)
@@ -219,6 +222,11 @@ def test_a_change_made_ahead_of_the_boundary_is_on_the_renewal_invoice_at_the_ne
     assert staged.staged_period_end == now.current_period_end
     assert applied.apply_lag_seconds is not None
     assert applied.apply_lag_seconds < 30  # a sweep or two after the boundary
+    # The caller's command keeps its result for a publisher waiting on it; the sweep's own
+    # (staged long before the boundary) keeps none: nobody waits on it.
+    results = redis.Redis.from_url(stack.redis_url)
+    assert results.exists(f"celery-task-meta-{asked.headers['Command-Id']}")
+    assert not results.exists(f"celery-task-meta-apply:{change.id}:1")
 
 
 def test_a_clock_jumping_over_the_boundary_bills_the_new_price_net_with_the_correction_at_once(

@@ -162,7 +162,9 @@ def _republish(
             # The claim's own command again (not a new claim): where its message survived, the
             # duplicate is the same command in the log, and costs a look-up.
             batch.publish(
-                CommandMessage.of(apply_command_for(claim), priority=BULK_MESSAGE_PRIORITY)
+                CommandMessage.of(
+                    apply_command_for(claim), priority=BULK_MESSAGE_PRIORITY, result_kept=False
+                )
             )
     restreamed = _restream_events(app, since)
     return FailoverRecovery(republished=len(awaiting), reclaimed=len(claims), restreamed=restreamed)
