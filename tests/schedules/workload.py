@@ -1,8 +1,8 @@
 """The workload: users and other services acting on the system, as the schedule says, and the
 history of what they were answered. A user whose request got no answer (a connection reset,
-a 5xx) sends it again with the same ``Idempotency-Key``, as a careful client does, until it
-is answered: a request with no answer may have been accepted, and only its answer tells the
-history whether a change is in force."""
+a 5xx naming no command) sends it again with the same ``Idempotency-Key``, as a careful
+client does, until it is answered: a request with no answer may have been accepted, and only
+its answer tells the history whether a change is in force."""
 
 from __future__ import annotations
 
@@ -263,7 +263,12 @@ class Workload:
                     answered = http.post(path, json=body, headers=headers)
             except httpx.HTTPError:
                 pass
-            if answered is not None and answered.status_code < 500:
+            if answered is not None and (
+                answered.status_code < 500 or "Command-Id" in answered.headers
+            ):
+                # An answer that names its command says what became of it: a 5xx naming one
+                # is the command's own end (``failed``, its retries spent), the same at every
+                # asking.
                 return answered
             if time.monotonic() > deadline:
                 last = "no answer" if answered is None else f"HTTP {answered.status_code}"
