@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Row, Table, and_, bindparam, null, or_, select, update
+from sqlalchemy import ColumnElement, Row, Table, and_, bindparam, null, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -440,64 +440,71 @@ def _new_entry(
 _COMMANDS = cast(Table, CommandRow.__table__)
 
 
-def _finish_or_log(dialect_insert: Callable[[Table], Any]) -> Any:
-    """``run_in_one_transaction``'s one statement, in a dialect's ``INSERT … ON CONFLICT``:
-    the new entry, succeeded; or, for an entry already there, its outcome, only where it
-    is this delivery's to finish. Returns the entry and ``logged_now`` (it is new)."""
+def _log_or_update(
+    dialect_insert: Callable[[Table], Any],
+    also_set: Callable[[Any], dict[str, Any]],
+    only_if: ColumnElement[bool],
+) -> Any:
+    """A dialect's ``INSERT … ON CONFLICT`` of a command's entry: the new entry; or, for an
+    entry of this command already there (its type, its fingerprint) and ``only_if``, its new
+    status, one more attempt, its time and ``also_set(excluded)``."""
     statement = dialect_insert(_COMMANDS)
     excluded, commands = statement.excluded, _COMMANDS.c
-    when = commands.created_at.type
     return statement.on_conflict_do_update(
         index_elements=[commands.id],
         set_={
             "status": excluded.status,
             "attempts": commands.attempts + 1,
-            "result": excluded.result,
-            "error": None,
             "updated_at": excluded.updated_at,
-            "finished_at": excluded.finished_at,
+            **also_set(excluded),
         },
         where=and_(
             commands.type == excluded.type,
             # Entries logged before fingerprints were kept are taken at their type's word.
             or_(commands.fingerprint.is_(None), commands.fingerprint == excluded.fingerprint),
-            commands.status.notin_(_FINISHED),
-            or_(
-                commands.status != CommandStatus.RUNNING.value,
-                commands.updated_at <= bindparam("lease_began", type_=when),
-            ),
+            only_if,
         ),
-    ).returning(
-        *_COMMANDS.columns,
-        (commands.created_at == bindparam("logged_at", type_=when)).label("logged_now"),
     )
 
 
-def _start_or_log(dialect_insert: Callable[[Table], Any]) -> Any:
-    """``begin``'s usual case in one statement, a dialect's ``INSERT … ON CONFLICT``: a new
-    entry, running (another service published the command, or beat's sweep did); or an entry
-    waiting for its delivery (``queued``, ``retrying``, ``waiting``), of this command, running
-    now. Returns ``logged_now`` (it is new), or nothing for every other case (a finished
-    command, another delivery's run, this delivery's own earlier try, an id naming another
-    command), which the read of the entry tells apart. Reading first cost every command the
-    ORM's load of its whole entry (payload and history) and its flush."""
-    statement = dialect_insert(_COMMANDS)
-    excluded, commands = statement.excluded, _COMMANDS.c
-    when = commands.created_at.type
-    return statement.on_conflict_do_update(
-        index_elements=[commands.id],
-        set_={
-            "status": excluded.status,
-            "attempts": commands.attempts + 1,
-            "updated_at": excluded.updated_at,
-            "running_since_wall_clock": excluded.running_since_wall_clock,
+_LOGGED_AT = bindparam("logged_at", type_=_COMMANDS.c.created_at.type)
+_MADE_NOW = (_COMMANDS.c.created_at == _LOGGED_AT).label("logged_now")
+"""Whether the statement made the entry: its creation is this delivery's ``logged_at``."""
+
+
+def _finish_or_log(dialect_insert: Callable[[Table], Any]) -> Any:
+    """``run_in_one_transaction``'s one statement: the new entry, succeeded; or, for an entry
+    already there, its outcome, only where it is this delivery's to finish. Returns the entry
+    and ``logged_now`` (it is new)."""
+    commands = _COMMANDS.c
+    lease_began = bindparam("lease_began", type_=commands.updated_at.type)
+    return _log_or_update(
+        dialect_insert,
+        lambda excluded: {
+            "result": excluded.result,
+            "error": None,
+            "finished_at": excluded.finished_at,
         },
-        where=and_(
-            commands.type == excluded.type,
-            or_(commands.fingerprint.is_(None), commands.fingerprint == excluded.fingerprint),
-            commands.status.in_([status.value for status in AWAITING_DELIVERY]),
+        and_(
+            commands.status.notin_(_FINISHED),
+            or_(commands.status != CommandStatus.RUNNING.value, commands.updated_at <= lease_began),
         ),
-    ).returning((commands.created_at == bindparam("logged_at", type_=when)).label("logged_now"))
+    ).returning(*_COMMANDS.columns, _MADE_NOW)
+
+
+def _start_or_log(dialect_insert: Callable[[Table], Any]) -> Any:
+    """``begin``'s usual case in one statement: a new entry, running (another service
+    published the command, or beat's sweep did); or an entry waiting for its delivery
+    (``queued``, ``retrying``, ``waiting``), of this command, running now. Returns
+    ``logged_now`` (it is new), or nothing for every other case (a finished command, another
+    delivery's run, this delivery's own earlier try, an id naming another command), which the
+    read of the entry tells apart. Reading first cost every command the ORM's load of its
+    whole entry (payload and history) and its flush."""
+    return _log_or_update(
+        dialect_insert,
+        lambda excluded: {"running_since_wall_clock": excluded.running_since_wall_clock},
+        _COMMANDS.c.status.in_([status.value for status in AWAITING_DELIVERY]),
+    ).returning(_MADE_NOW)
 
 
 def _names_another_command(row: CommandRow | Row[Any], command_type: str, fingerprint: str) -> bool:
