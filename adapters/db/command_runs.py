@@ -171,23 +171,9 @@ class SqlCommandRuns:
             started = session.execute(start_or_log, {**entry, "logged_at": now}).first()
             if started is not None:
                 return _LOGGED_NOW if started.logged_now else None
+            # The upsert met the entry (or it would have made it), and holds it locked.
             row = session.get(CommandRow, command_id, with_for_update=True)
-            if row is None:
-                session.add(
-                    CommandRow(
-                        **_new_entry(
-                            command_id,
-                            command_type,
-                            payload,
-                            fingerprint,
-                            source,
-                            now,
-                            status=CommandStatus.RUNNING,
-                        ),
-                        running_since_wall_clock=self._wall_clock.now(),
-                    )
-                )
-                return _LOGGED_NOW
+            assert row is not None
             if _names_another_command(row, command_type, fingerprint):
                 raise CommandIdReused(command_id, row.type)
             if CommandStatus(row.status).is_terminal:
