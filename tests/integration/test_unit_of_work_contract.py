@@ -247,7 +247,7 @@ def test_a_unit_of_work_goes_on_after_a_uniqueness_violation(store: Store) -> No
         assert uow.plans.find(second.id) == second
 
 
-def test_one_subscription_has_at_most_one_pending_change_and_changes_list_newest_first_and_name_it(
+def test_a_subscription_has_at_most_one_pending_change_and_its_changes_name_it_newest_first(
     store: Store,
 ) -> None:
     opened = account(store.organization())
