@@ -128,15 +128,11 @@ class SqlCommandRuns:
             nonlocal tries
             tries += 1
             mine = now if tries > 1 else None
-            try:
-                return self._begin(
-                    command_id, command_type, payload, fingerprint, source, now, mine, resumes
-                )
-            except IntegrityError:
-                # Two deliveries of a new command raced to log it; the loser sees it now.
-                return self._begin(
-                    command_id, command_type, payload, fingerprint, source, now, mine, resumes
-                )
+            # Two deliveries of a new command racing to log it meet in the upsert: the loser
+            # finds the winner's entry there, never a uniqueness error.
+            return self._begin(
+                command_id, command_type, payload, fingerprint, source, now, mine, resumes
+            )
 
         with span("command_log begin", {COMMAND_ID: command_id, COMMAND_TYPE: command_type}):
             outcome = self._patiently("the start", command_id, begin_once)
