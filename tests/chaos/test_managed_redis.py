@@ -17,7 +17,6 @@ the fault dropped comes back through the failover sweep, or the test times out.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import threading
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from celery import Celery
 
 from adapters.clock import CLOCK_OFFSET_KEY, ShiftableClock, SystemClock
@@ -44,7 +44,7 @@ from tests.chaos.test_failover_under_load import (
     statuses,
 )
 from tests.support.emulator import start_emulator
-from tests.support.events import STREAM
+from tests.support.events import STREAM, events_on_stream
 from tests.support.managed_redis import ManagedRedis
 from tests.support.records import create_organization, create_user, user_state
 from tests.support.stack import Stack, eventually, stack_env
@@ -153,26 +153,8 @@ def completed_after(stack: Stack, load: Load, since: float) -> bool:
 
 def stream_written_since(url: str, wall_ms: int) -> bool:
     """Whether the event stream holds an entry written after ``wall_ms`` (its id's time)."""
-    import redis
-
     newest: Any = redis.Redis.from_url(url, socket_timeout=2).xrevrange(STREAM, count=1)
     return bool(newest) and int(newest[0][0].decode().split("-")[0]) > wall_ms
-
-
-def events_on_stream(url: str) -> set[str]:
-    """The stream's events as ``type key``: a user's by the user, an account's by the command
-    that created it."""
-    import redis
-
-    entries: Any = redis.Redis.from_url(url, socket_timeout=2).xrange(STREAM, "-", "+")
-    keys = set()
-    for _entry_id, fields in entries:
-        event = json.loads(fields[b"event"])
-        if event["type"] == "user.enabled":
-            keys.add(f"user.enabled {event['subject']['id']}")
-        else:
-            keys.add(f"{event['type']} {event.get('command_id')}")
-    return keys
 
 
 @pytest.mark.timeout(240)
@@ -271,7 +253,7 @@ def test_a_managed_redis_failing_over_or_restarting_empty_under_load_loses_doubl
         f"billing_account.created {command_id}" for command_id in load.orgs
     }
     eventually(
-        lambda: expected <= events_on_stream(managed.url),
+        lambda: expected <= events_on_stream(redis.Redis.from_url(managed.url, socket_timeout=2)),
         what="every event of the load on the stream",
     )
     # Every API process's listener came through: synchronous requests are answered.

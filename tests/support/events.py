@@ -50,3 +50,17 @@ def stream_entries(answer: Any) -> list[tuple[str, dict[bytes, bytes]]]:
     ):
         entries.extend((entry_id.decode(), fields) for entry_id, fields in messages)
     return entries
+
+
+def events_on_stream(client: redis.Redis) -> set[str]:
+    """The stream's events as ``type key``: a user's by the user, an account's by the command
+    that created it."""
+    entries: Any = client.xrange(STREAM, "-", "+")
+    keys = set()
+    for _entry_id, fields in entries:
+        event = json.loads(fields[b"event"])
+        if event["type"] == "user.enabled":
+            keys.add(f"user.enabled {event['subject']['id']}")
+        else:
+            keys.add(f"{event['type']} {event.get('command_id')}")
+    return keys
