@@ -143,10 +143,18 @@ class Services:
         )
 
     def event_stream(self) -> EventStream:
+        return self._event_stream
+
+    @cached_property
+    def _event_stream(self) -> EventStream:
+        from adapters.messaging.primary_confirmation import named_primary
         from adapters.outbound.stream import RedisEventStream
 
         return RedisEventStream(
-            self._redis(), self.settings.events_stream, self.settings.events_stream_maxlen
+            self._redis(),
+            self.settings.events_stream,
+            self.settings.events_stream_maxlen,
+            named_primary(self.settings),
         )
 
     def relay_lock(self) -> RelayLock:

@@ -70,7 +70,7 @@ def uses_sentinel(settings: RedisOptions) -> bool:
     return bool(settings.sentinel_addresses())
 
 
-def _master_options(settings: RedisOptions, options: dict[str, Any]) -> dict[str, Any]:
+def master_options(settings: RedisOptions, options: dict[str, Any]) -> dict[str, Any]:
     """The options of a connection to the primary: the caller's, over the primary's
     credentials, database and the failover timeouts."""
     return {
@@ -130,7 +130,7 @@ def redis_client(settings: RedisOptions, **options: Any) -> redis.Redis:
     primary = sentinel(
         settings.sentinel_addresses(), sentinel_kwargs=sentinel_options(settings)
     ).master_for(
-        settings.redis_master_name, redis_class=redis.Redis, **_master_options(settings, options)
+        settings.redis_master_name, redis_class=redis.Redis, **master_options(settings, options)
     )
     follow_demotions(primary.connection_pool)
     return cast("redis.Redis", primary)
@@ -153,7 +153,7 @@ def async_redis_client(settings: RedisOptions, **options: Any) -> redis.asyncio.
     ).master_for(
         settings.redis_master_name,
         redis_class=redis.asyncio.Redis,
-        **_master_options(settings, options),
+        **master_options(settings, options),
     )
     follow_demotions(primary.connection_pool)
     return cast("redis.asyncio.Redis", primary)

@@ -4,7 +4,9 @@ Each entry's fields: ``id`` (the event id), ``type``, ``subject`` (``type:id``) 
 (the event's JSON). The stream is trimmed to about ``maxlen`` entries (``MAXLEN ~``: Redis
 trims whole nodes, which is cheap). Consumers read through consumer groups and acknowledge
 what they processed (``XREADGROUP`` / ``XACK``); an entry may come twice (a relay that died
-between adding it and recording that it did), so consumers deduplicate by ``id``.
+between adding it and recording that it did), so consumers deduplicate by ``id``. With
+Redis Sentinel, an append counts only on the primary the sentinels name
+(:class:`RedisEventStream`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from typing import Protocol
 
 import redis
 
@@ -25,30 +28,57 @@ outlasts it (a step hung on a fault) only lets another publish the same events a
 same order: first appearances stay in outbox order, and consumers deduplicate by id."""
 
 
+_APPEND = """
+for i = 2, #ARGV, 4 do
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*',
+    'id', ARGV[i], 'type', ARGV[i + 1], 'subject', ARGV[i + 2], 'event', ARGV[i + 3])
+end
+return string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+"""
+"""Add the events in order, atomically (a failure adds none of them), and say which server
+took them (its ``run_id``)."""
+
+
+class ServerConfirmation(Protocol):
+    def confirm(self, run_id: str) -> None:
+        """Return if the server ``run_id`` is the primary in charge; raise a
+        ``redis.ConnectionError`` if it is not, or not known to be."""
+        ...
+
+
 class RedisEventStream:
-    def __init__(self, client: redis.Redis, key: str, maxlen: int) -> None:
-        self._client = client
+    """:class:`domain.ports.events.EventStream` on a Redis stream. With ``confirmation`` (the
+    primary the sentinels name: :mod:`adapters.messaging.primary_confirmation`), an append
+    returns only once the server that took it is confirmed as the primary in charge; an
+    append to an old primary that a partition left taking writes raises, so that the outbox
+    keeps its events for a later relay."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        key: str,
+        maxlen: int,
+        confirmation: ServerConfirmation | None = None,
+    ) -> None:
+        self._append = client.register_script(_APPEND)
         self._key = key
         self._maxlen = maxlen
+        self._confirmation = confirmation
 
     def append(self, events: Sequence[RecordedEvent]) -> None:
         if not events:
             return
-        # One round trip, in order: a transaction, so that a failure adds none of them.
-        with self._client.pipeline(transaction=True) as pipe:
-            for event in events:
-                pipe.xadd(
-                    self._key,
-                    {
-                        "id": event.id,
-                        "type": event.type,
-                        "subject": event.subject_key,
-                        "event": json.dumps(event.document, separators=(",", ":")),
-                    },
-                    maxlen=self._maxlen,
-                    approximate=True,
-                )
-            pipe.execute()
+        fields: list[str | int] = [self._maxlen]
+        for event in events:
+            fields += [
+                event.id,
+                event.type,
+                event.subject_key,
+                json.dumps(event.document, separators=(",", ":")),
+            ]
+        run_id = self._append(keys=[self._key], args=fields)
+        if self._confirmation is not None:
+            self._confirmation.confirm(run_id.decode() if isinstance(run_id, bytes) else run_id)
 
 
 _ACQUIRE = """

@@ -14,20 +14,21 @@ primary), while the sentinels, on the majority's side, see it down and promote t
 which w2, beat and the API follow. What w1 does with what the old primary delivers depends on
 its other Redis clients (the result backend, the rate budget, the relay's lock): a client whose
 pooled connection to the old primary survived the cut goes on using it, and w1 finishes the
-command there (its result, its budget and its relay's appends go to a server that will drop
-them); a client that must open a connection asks the sentinels, out of w1's reach, and the
-command fails transiently and goes back to the old primary, again and again, until the heal.
-Which one happens is a race of the pools, and both must hold. The majority's side runs the
-backlog meanwhile. Healed, the sentinels make the old primary a replica of the new one (which
-drops what it took meanwhile), and w1 follows the sentinels to the new primary, where the
-commands it held replay their recorded outcome.
+command there (its result and its budget go to a server that will drop them; its relay's
+appends too, but they do not count: the sentinels, out of reach, cannot name that server the
+primary, so the outbox keeps the events); a client that must open a connection asks the
+sentinels, out of w1's reach, and the command fails transiently and goes back to the old
+primary, again and again, until the heal. Which one happens is a race of the pools, and both
+must hold. The majority's side runs the backlog meanwhile. Healed, the sentinels make the old
+primary a replica of the new one (which drops what it took meanwhile), and w1 follows the
+sentinels to the new primary, where the commands it held replay their recorded outcome.
 
 Every command the API accepted ends succeeded, with one customer per account in the
 emulator's request log (a command that both sides ran is one customer: the command log and
 the idempotency key) and its event on the new primary's stream (what w1's relay appended to
-the old primary, beat's failover sweep appends again while the failover settles), no process
-restarted, and the time from the cut to commands sent after it completing is printed and
-bounded.
+the old primary stayed unpublished in the outbox, and a relay on the new primary appended
+it), no process restarted, and the time from the cut to commands sent after it completing is
+printed and bounded.
 """
 
 from __future__ import annotations
@@ -278,8 +279,8 @@ def test_a_worker_cut_off_with_the_old_primary_loses_and_doubles_nothing_once_he
     assert delivered, "the old primary delivered w1 nothing while cut off"
     assert resume < RESUME_BOUND_SECONDS
 
-    # What w1 finished on the old primary had its events appended there, and marked published:
-    # the demotion dropped them, and the failover sweep appended them again on the new one.
+    # What w1 finished on the old primary had its events appended there, which the demotion
+    # dropped: they count as published only on the primary the sentinels name.
     new_primary = topology.client(topology.replica_host, topology.replica_port)
     expected = {f"billing_account.created {command_id}" for command_id in command_ids.values()}
     eventually(

@@ -10,16 +10,22 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+import redis
 from kombu import Connection, Exchange, Queue
 
 from adapters.messaging.broker import GuardedSentinelChannel
 from adapters.messaging.config import celery_config
 from adapters.messaging.dead_letters import DeadLetters
+from adapters.messaging.primary_confirmation import PrimaryNotConfirmed, named_primary
 from adapters.messaging.primary_watch import RedisPrimaryWatch
 from adapters.messaging.publisher import result_channel
-from adapters.messaging.redis_clients import async_redis_client, redis_client
+from adapters.messaging.redis_clients import async_redis_client, is_redis_unreachable, redis_client
+from adapters.outbound.stream import RedisEventStream
+from domain.ports.events import RecordedEvent
+from tests.support.redis_server import RedisServer
 from worker.api.results import ResultListener
 from worker.local.sentinel import SentinelTopology
 from worker.settings import Settings
@@ -185,3 +191,59 @@ def test_the_primary_watch_reports_a_failover_once_then_when_the_new_primary_too
         start + timedelta(seconds=7),
         start + timedelta(seconds=7),
     )
+
+
+def recorded_event(sequence: int) -> RecordedEvent:
+    return RecordedEvent(
+        sequence=sequence,
+        id=f"evt_{sequence}",
+        type="billing_account.created",
+        subject_key=f"billing_account:ba_{sequence}",
+        document={"id": f"evt_{sequence}", "type": "billing_account.created"},
+    )
+
+
+def stream_ids(client: redis.Redis) -> list[str]:
+    entries: Any = client.xrange("billing:events", "-", "+")
+    return [fields[b"id"].decode() for _entry_id, fields in entries]
+
+
+def test_an_event_appended_through_the_factory_s_client_counts_on_the_primary_before_and_after_a_failover(  # noqa: E501
+    topology: SentinelTopology,
+) -> None:
+    settings = sentinel_settings(topology)
+    stream = RedisEventStream(
+        redis_client(settings), "billing:events", 1000, named_primary(settings)
+    )
+
+    stream.append([recorded_event(1), recorded_event(2)])
+    assert topology.server(topology.primary_port()).wait(1, 5000) == 1
+    old = topology.kill_primary()
+    new = topology.wait_for_new_primary(old)
+    stream.append([recorded_event(3)])  # the same stream: the new primary is asked for
+
+    assert stream_ids(topology.server(new)) == ["evt_1", "evt_2", "evt_3"]
+
+
+def test_an_event_appended_to_a_server_the_sentinels_do_not_name_raises_as_redis_out_of_reach(
+    topology: SentinelTopology, tmp_path: Path
+) -> None:
+    # A server taking writes though the sentinels name another: a primary cut off with its
+    # clients while the sentinels promoted a replica.
+    other = RedisServer(tmp_path / "other")
+    other.start()
+    try:
+        client = redis.Redis.from_url(other.url)
+        stream = RedisEventStream(
+            client, "billing:events", 1000, named_primary(sentinel_settings(topology))
+        )
+
+        with pytest.raises(PrimaryNotConfirmed, match="is not the primary") as raised:
+            stream.append([recorded_event(1)])
+    finally:
+        other.stop()
+
+    assert is_redis_unreachable(raised.value)  # the relay's and the runner's "try again later"
+    plain = RedisEventStream(redis_client(sentinel_settings(topology)), "billing:events", 1000)
+    plain.append([recorded_event(2)])  # no confirmation asked: as without sentinels
+    assert stream_ids(topology.server(topology.primary_port())) == ["evt_2"]
