@@ -15,6 +15,7 @@ from tests.emulator.support import sdk_client
 from tests.schedules.judge import judge, wait_for_quiescence
 from tests.schedules.plan import (
     BEFORE_REDIS_FAILOVER,
+    FAULT_KINDS,
     SQLITE_BEFORE_REDIS_FAILOVER,
     SQLITE_FAULTS,
     draw,
@@ -113,7 +114,13 @@ STRIPE_SIDE_SEEDS: dict[str, list[Seed]] = {
         # the demoted primary (fixed in the harness: tests/support/stack.py).
         (21557, 30.0, 16, SQLITE_FAULTS),
     ],
-    "postgresql": [(24, 30.0, 16, BEFORE_REDIS_FAILOVER)],
+    "postgresql": [
+        (24, 30.0, 16, BEFORE_REDIS_FAILOVER),
+        # PostgreSQL's whole catalogue: three switchovers (the schedule's database on a
+        # primary and a streaming standby, every process on the multi-host URL) and two
+        # managed Redis failovers among 16 faults.
+        (3000, 30.0, 16, FAULT_KINDS),
+    ],
 }
 """Schedules with Stripe's side acting too (``stripe_side``)."""
 

@@ -173,6 +173,20 @@ def _commits_waiting(admin: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
+def _postgres_switchover(system: System, _args: dict[str, Any]) -> str:
+    """A planned switchover: the primary stopped, its streaming standby promoted; every
+    process is on libpq's multi-host URL (``target_session_attrs=read-write``) and finds the
+    new primary by itself. The old primary then becomes the new one's standby (a fresh base
+    backup), so that a later switchover has one; later PostgreSQL faults strike the new
+    primary."""
+    pair = system.postgres_pair
+    assert pair is not None, "postgres_switchover needs the schedule's pair (running_system)"
+    started = time.monotonic()
+    pair.switch_over()
+    system.postgres = pair.primary
+    return f"switched over, the old primary a standby again, in {time.monotonic() - started:.1f}s"
+
+
 def _clock_jump(system: System, args: dict[str, Any]) -> None:
     system.stack.advance_time(args["hours"] * HOUR)
 
@@ -201,6 +215,7 @@ FAULTS: dict[str, Callable[[System, dict[str, Any]], str | None]] = {
     "redis_partition": _redis_partition,
     "postgres_kill_in_commit": _postgres_kill_in_commit,
     "redis_failover": _redis_failover,
+    "postgres_switchover": _postgres_switchover,
 }
 
 

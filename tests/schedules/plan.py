@@ -28,6 +28,7 @@ FAULT_KINDS = (
     "redis_partition",
     "postgres_kill_in_commit",
     "redis_failover",
+    "postgres_switchover",
 )
 """The nemesis' catalogue, as the single-box stack supports it (the ``postgres_`` kinds only
 on PostgreSQL). New kinds go at the end: a catalogue's order is part of every draw from it."""
@@ -36,7 +37,11 @@ BEFORE_REDIS_FAILOVER = FAULT_KINDS[: FAULT_KINDS.index("redis_failover")]
 """The catalogue before a managed Redis's failover joined it: the seeds kept from then draw
 from it, so that they replay as they were drawn."""
 
-POSTGRES_ONLY = frozenset({"postgres_restart", "postgres_kill_in_commit"})
+BEFORE_POSTGRES_SWITCHOVER = FAULT_KINDS[: FAULT_KINDS.index("postgres_switchover")]
+"""The catalogue before PostgreSQL's switchover joined it (the seeds drawn on PostgreSQL's
+whole catalogue until then replay on it)."""
+
+POSTGRES_ONLY = frozenset({"postgres_restart", "postgres_kill_in_commit", "postgres_switchover"})
 
 SQLITE_FAULTS = tuple(kind for kind in FAULT_KINDS if kind not in POSTGRES_ONLY)
 

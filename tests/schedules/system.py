@@ -25,7 +25,7 @@ from stripe_emulator import EmulatorAdmin
 from tests.schedules.plan import PLAN_AMOUNTS, PLANS, Schedule
 from tests.support.emulator import start_emulator
 from tests.support.forwarder import Forwarder
-from tests.support.postgres import PostgresCluster
+from tests.support.postgres import PostgresCluster, StreamingPair, start_streaming_pair
 from tests.support.records import create_organization, create_user
 from tests.support.redis_server import RedisServer
 from tests.support.stack import Stack, stack_env
@@ -54,6 +54,7 @@ class System:
     """What the stack reaches Redis through (the nemesis partitions it, and moves it to the
     replica in a failover)."""
     postgres: PostgresCluster | None
+    """The PostgreSQL primary (the pair's, after a switchover the new one)."""
     plans: dict[str, Plan] = field(default_factory=dict)
     subscriptions: list[Subscribed] = field(default_factory=list)
     organizations: list[str] = field(default_factory=list)
@@ -65,6 +66,9 @@ class System:
     gone ``past_due`` among them, reach us only with the reconciliation sweep's reads)."""
     redis_replica: RedisServer | None = None
     """The primary's replica, when the schedule fails Redis over (``redis_failover``)."""
+    postgres_pair: StreamingPair | None = None
+    """The schedule's own primary and streaming standby, when it switches PostgreSQL over
+    (``postgres_switchover``); the stack is on their multi-host URL."""
     before_redis_empties: list[Callable[[], None]] = field(default_factory=list)
     """What to do before Redis loses its dataset (the stream's consumer reads it up to then:
     entries not yet read are lost with it, a limit of the stream, not of the checker)."""
@@ -127,9 +131,15 @@ def running_system(
     redis_network = Forwarder(base / "redis-network", redis.port)
     redis_url = redis.url.replace(f":{redis.port}/", f":{redis_network.port}/")
     name = f"chaos_{schedule.seed}_{uuid.uuid4().hex[:6]}"
+    pair = None
     if database == "postgresql":
         assert postgres is not None
-        database_url = postgres.create_database(name)
+        if any(fault.kind == "postgres_switchover" for fault in schedule.faults):
+            pair = start_streaming_pair()
+            postgres = pair.primary
+            database_url = pair.create_database(name)
+        else:
+            database_url = postgres.create_database(name)
         _commit_synchronously(postgres, name)
     else:
         database_url = f"sqlite:///{base / 'billing.db'}"
@@ -151,7 +161,13 @@ def running_system(
         env=env,
         stripe_url=emulator.url,
     )
-    system = System(stack, redis, redis_network, postgres if database == "postgresql" else None)
+    system = System(
+        stack,
+        redis,
+        redis_network,
+        postgres if database == "postgresql" else None,
+        postgres_pair=pair,
+    )
     servers = [redis]  # every Redis server of the schedule, whatever role a failover left it in
     try:
         if any(fault.kind == "redis_failover" for fault in schedule.faults):
@@ -172,6 +188,8 @@ def running_system(
         redis_network.stop()
         for server in servers:
             server.stop()
+        if pair is not None:
+            pair.stop()
 
 
 def _replica_of(primary: RedisServer, data_dir: Path) -> RedisServer:

@@ -248,6 +248,21 @@ class StreamingPair:
         """SIGKILL the primary's postmaster and every backend: no shutdown, no goodbye."""
         self.primary.kill()
 
+    def switch_over(self) -> None:
+        """A planned switchover, as managed PostgreSQL and Patroni make one: the primary
+        stopped (``-m fast``: it sends its standby every record it wrote first), then the
+        standby promoted; back once it accepts writes. The old primary is then made a standby
+        of the new one again, from a new base backup on its own port (the multi-host URL keeps
+        naming both), and the two trade roles: a later switchover flips them back."""
+        self.primary.stop_server()
+        self.standby.promote()
+        old = self.primary
+        shutil.rmtree(old.base / "data")
+        _base_backup(self.standby, old.base, old.run_as)
+        old.options = _server_options(old.port, old.base, "-c synchronous_commit=off")
+        old.start_server()
+        self.primary, self.standby = self.standby, old
+
     def stop(self) -> None:
         self.standby.stop()
         self.primary.stop()
@@ -264,27 +279,7 @@ def start_streaming_pair() -> StreamingPair:
     )
     try:
         base, run_as = _own_directory("billing-pg-standby-")
-        subprocess.run(
-            [
-                *run_as,
-                basebackup,
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(primary.port),
-                "-U",
-                "postgres",
-                "-D",
-                str(base / "data"),
-                "-R",  # standby.signal and primary_conninfo: it streams from the primary
-                "-X",
-                "stream",
-                "--checkpoint=fast",
-                "--no-sync",
-            ],
-            check=True,
-            capture_output=True,
-        )
+        _base_backup(primary, base, run_as)
         port = free_port()
         standby = PostgresCluster(
             base=base,
@@ -298,3 +293,32 @@ def start_streaming_pair() -> StreamingPair:
         primary.stop()
         raise
     return StreamingPair(primary, standby)
+
+
+def _base_backup(primary: PostgresCluster, base: Path, run_as: Sequence[str]) -> None:
+    """``pg_basebackup -R`` of ``primary`` into ``base``'s data: a standby streaming from it
+    once started."""
+    basebackup = find_pg_binary("pg_basebackup")
+    if not basebackup:
+        raise FileNotFoundError("pg_basebackup not found")
+    subprocess.run(
+        [
+            *run_as,
+            basebackup,
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(primary.port),
+            "-U",
+            "postgres",
+            "-D",
+            str(base / "data"),
+            "-R",  # standby.signal and primary_conninfo: it streams from the primary
+            "-X",
+            "stream",
+            "--checkpoint=fast",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
+    )

@@ -35,8 +35,9 @@ def test_faults_are_turned_on_by_name_and_postgres_faults_only_on_postgresql() -
     assert kinds_of(parse(["--faults", "kill_api,clock_jump"])) == ("kill_api", "clock_jump")
     assert kinds_of(parse([])) == SQLITE_FAULTS
     on_postgres = kinds_of(parse(["--database", "postgresql"]))
-    assert {"postgres_restart", "postgres_kill_in_commit"} <= set(on_postgres)
-    for kind in ("postgres_restart", "postgres_kill_in_commit"):
+    postgres_only = ("postgres_restart", "postgres_kill_in_commit", "postgres_switchover")
+    assert set(postgres_only) <= set(on_postgres)
+    for kind in postgres_only:
         with pytest.raises(SystemExit, match=kind):
             kinds_of(parse(["--faults", kind]))
 
