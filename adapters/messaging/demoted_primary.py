@@ -19,14 +19,24 @@ meet too.
 
 Nothing else is turned into a connection error: a ``WRONGTYPE`` or a script's error is the
 caller's, and reconnecting would only repeat it.
+
+A connection that only publishes never meets either answer: a replica takes ``PUBLISH`` (and
+answers ``PING``) as a primary does, and delivers the message to nobody. Celery's control
+messages (the API's ping of the workers, Flower's inspect and revoke) and the workers' task
+events go through such pooled connections, and stayed on a demoted primary until the
+connection broke. So before a command, at most every :data:`ROLE_CHECK_SECONDS`, a connection
+asks the server its ``ROLE`` (one round trip), and leaves it as above when it is a replica. A
+user the server's ACL denies ``ROLE`` keeps the two answers alone.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import redis
 import redis.asyncio
+from redis.utils import str_if_bytes
 
 DEMOTED_MESSAGE = "the Redis primary was demoted to a replica under this connection"
 
@@ -36,6 +46,12 @@ UNBLOCKED_PREFIX = "UNBLOCKED"
 replica?)``); redis-py has no class of its own for it."""
 
 
+ROLE_CHECK_SECONDS = 2.0
+"""How often a connection in use asks the server whether it is still the primary."""
+
+REPLICA_ROLES = frozenset({"slave", "replica"})
+
+
 def is_demotion(error: BaseException) -> bool:
     """Whether a server's answer says it stopped being the primary under the connection."""
     if isinstance(error, redis.ReadOnlyError):
@@ -43,8 +59,16 @@ def is_demotion(error: BaseException) -> bool:
     return isinstance(error, redis.ResponseError) and str(error).startswith(UNBLOCKED_PREFIX)
 
 
+def _is_replica(role: Any) -> bool:
+    """Whether a ``ROLE`` answer names a replica."""
+    return bool(role) and str_if_bytes(role[0]) in REPLICA_ROLES
+
+
 class _LeavesDemotedPrimary:
     """Mixed in before a redis-py connection class (the module's docstring)."""
+
+    _role_checked_at: float | None = None
+    _role_denied = False
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         connection: Any = self
@@ -56,9 +80,35 @@ class _LeavesDemotedPrimary:
             connection.disconnect()
             raise redis.ConnectionError(f"{DEMOTED_MESSAGE}: {error}") from error
 
+    def check_health(self) -> None:
+        connection: Any = self
+        super().check_health()  # type: ignore[misc]
+        now = time.monotonic()
+        if self._role_checked_at is None:  # connected just now, through the address
+            self._role_checked_at = now
+        if self._role_denied or now - self._role_checked_at < ROLE_CHECK_SECONDS:
+            return
+        self._role_checked_at = now
+        connection.send_command("ROLE", check_health=False)
+        try:
+            role = connection.read_response()
+        except redis.ResponseError:  # NOPERM: the two answers alone tell
+            self._role_denied = True
+            return
+        if _is_replica(role):
+            connection.disconnect()
+            raise redis.ConnectionError(f"{DEMOTED_MESSAGE}: ROLE {str_if_bytes(role[0])}")
+
+    def disconnect(self, *args: Any, **kwargs: Any) -> None:
+        self._role_checked_at = None
+        super().disconnect(*args, **kwargs)  # type: ignore[misc]
+
 
 class _LeavesDemotedPrimaryAsync:
     """:class:`_LeavesDemotedPrimary` for redis-py's asyncio connections (the API's)."""
+
+    _role_checked_at: float | None = None
+    _role_denied = False
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
         connection: Any = self
@@ -69,6 +119,29 @@ class _LeavesDemotedPrimaryAsync:
                 raise
             await connection.disconnect()
             raise redis.ConnectionError(f"{DEMOTED_MESSAGE}: {error}") from error
+
+    async def check_health(self) -> None:
+        connection: Any = self
+        await super().check_health()  # type: ignore[misc]
+        now = time.monotonic()
+        if self._role_checked_at is None:
+            self._role_checked_at = now
+        if self._role_denied or now - self._role_checked_at < ROLE_CHECK_SECONDS:
+            return
+        self._role_checked_at = now
+        await connection.send_command("ROLE", check_health=False)
+        try:
+            role = await connection.read_response()
+        except redis.ResponseError:
+            self._role_denied = True
+            return
+        if _is_replica(role):
+            await connection.disconnect()
+            raise redis.ConnectionError(f"{DEMOTED_MESSAGE}: ROLE {str_if_bytes(role[0])}")
+
+    async def disconnect(self, *args: Any, **kwargs: Any) -> None:
+        self._role_checked_at = None
+        await super().disconnect(*args, **kwargs)  # type: ignore[misc]
 
 
 def leaving_demoted_primary(connection_class: type[Any]) -> type[Any]:

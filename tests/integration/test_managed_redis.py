@@ -1,17 +1,20 @@
 """Our Redis clients on one stable address that a managed Redis moves (a TCP forwarder stands
 in for the DNS name, tests/support/forwarder.py): a client holding connections to a primary
-demoted in place leaves it and writes to the new primary, and the failover sweep's watch
-knows a primary restarted with an empty dataset."""
+demoted in place leaves it and writes (or only publishes) to the new primary, and the failover
+sweep's watch knows a primary restarted with an empty dataset."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
+from adapters.messaging.demoted_primary import ROLE_CHECK_SECONDS
 from adapters.messaging.primary_watch import RedisPrimaryWatch
 from adapters.messaging.redis_clients import async_redis_client, redis_client
 from tests.support.managed_redis import ManagedRedis
@@ -95,3 +98,27 @@ def test_the_primary_watch_reports_a_primary_restarted_empty_as_a_lost_dataset_u
     )
     # A watch of another process (another beat) that saw the primary only since sees nothing.
     assert fresh.sight(start + timedelta(seconds=9)).changed is False
+
+
+def test_a_connection_that_only_publishes_leaves_a_primary_demoted_in_place_within_the_role_check(
+    managed: ManagedRedis,
+) -> None:
+    # A replica takes PUBLISH as a primary does and answers it: only asking its role tells.
+    client = redis_client(Settings(redis_url=managed.url))
+    assert client.publish("billing-test", "before") == 0  # a pooled connection to this primary
+
+    managed.flip()
+    server: Any = managed.server(managed.primary)  # redis-py types pubsub loosely
+    listener = server.pubsub(ignore_subscribe_messages=True)
+    listener.subscribe("billing-test")
+    assert listener.get_message(timeout=1) is None  # the subscription's own answer, skipped
+    time.sleep(ROLE_CHECK_SECONDS + 0.2)
+    # The kept connection asks ROLE first: closed, and said as a lost connection.
+    with pytest.raises(redis.ConnectionError, match="under this connection: ROLE slave"):
+        client.publish("billing-test", "after")
+    reached = client.publish("billing-test", "after")
+
+    heard = listener.get_message(timeout=2)
+    assert reached == 1
+    assert heard is not None
+    assert heard["data"] == b"after"
