@@ -35,8 +35,8 @@ for i = 2, #ARGV, 4 do
 end
 return string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 """
-"""Add the events in order, atomically (a failure adds none of them), and say which server
-took them (its ``run_id``)."""
+"""Add the events in order, in one step no other command comes between (a connection lost
+adds all or none of them), and say which server took them (its ``run_id``)."""
 
 
 class ServerConfirmation(Protocol):
