@@ -64,11 +64,26 @@ def _is_replica(role: Any) -> bool:
     return bool(role) and str_if_bytes(role[0]) in REPLICA_ROLES
 
 
-class _LeavesDemotedPrimary:
-    """Mixed in before a redis-py connection class (the module's docstring)."""
+class _RoleChecks:
+    """When a connection asks ``ROLE``: shared by the sync and asyncio mixins."""
 
     _role_checked_at: float | None = None
+    """``None`` on a connection not yet used since it connected (through the address: it
+    counts as checked)."""
     _role_denied = False
+
+    def _role_check_due(self) -> bool:
+        now = time.monotonic()
+        if self._role_checked_at is None:
+            self._role_checked_at = now
+        if self._role_denied or now - self._role_checked_at < ROLE_CHECK_SECONDS:
+            return False
+        self._role_checked_at = now
+        return True
+
+
+class _LeavesDemotedPrimary(_RoleChecks):
+    """Mixed in before a redis-py connection class (the module's docstring)."""
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         connection: Any = self
@@ -83,12 +98,8 @@ class _LeavesDemotedPrimary:
     def check_health(self) -> None:
         connection: Any = self
         super().check_health()  # type: ignore[misc]
-        now = time.monotonic()
-        if self._role_checked_at is None:  # connected just now, through the address
-            self._role_checked_at = now
-        if self._role_denied or now - self._role_checked_at < ROLE_CHECK_SECONDS:
+        if not self._role_check_due():
             return
-        self._role_checked_at = now
         connection.send_command("ROLE", check_health=False)
         try:
             role = connection.read_response()
@@ -104,11 +115,8 @@ class _LeavesDemotedPrimary:
         super().disconnect(*args, **kwargs)  # type: ignore[misc]
 
 
-class _LeavesDemotedPrimaryAsync:
+class _LeavesDemotedPrimaryAsync(_RoleChecks):
     """:class:`_LeavesDemotedPrimary` for redis-py's asyncio connections (the API's)."""
-
-    _role_checked_at: float | None = None
-    _role_denied = False
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
         connection: Any = self
@@ -123,12 +131,8 @@ class _LeavesDemotedPrimaryAsync:
     async def check_health(self) -> None:
         connection: Any = self
         await super().check_health()  # type: ignore[misc]
-        now = time.monotonic()
-        if self._role_checked_at is None:
-            self._role_checked_at = now
-        if self._role_denied or now - self._role_checked_at < ROLE_CHECK_SECONDS:
+        if not self._role_check_due():
             return
-        self._role_checked_at = now
         await connection.send_command("ROLE", check_health=False)
         try:
             role = await connection.read_response()

@@ -29,14 +29,18 @@ same order: first appearances stay in outbox order, and consumers deduplicate by
 
 
 _APPEND = """
-for i = 2, #ARGV, 4 do
+for i = 3, #ARGV, 4 do
   redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*',
     'id', ARGV[i], 'type', ARGV[i + 1], 'subject', ARGV[i + 2], 'event', ARGV[i + 3])
 end
-return string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+if ARGV[2] == '1' then
+  return string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+end
+return false
 """
 """Add the events in order, in one step no other command comes between (a connection lost
-adds all or none of them), and say which server took them (its ``run_id``)."""
+adds all or none of them), and, when asked (``ARGV[2]``), say which server took them (its
+``run_id``)."""
 
 
 class ServerConfirmation(Protocol):
@@ -68,7 +72,8 @@ class RedisEventStream:
     def append(self, events: Sequence[RecordedEvent]) -> None:
         if not events:
             return
-        fields: list[str | int] = [self._maxlen]
+        confirming = self._confirmation is not None
+        fields: list[str | int] = [self._maxlen, int(confirming)]
         for event in events:
             fields += [
                 event.id,

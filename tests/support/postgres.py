@@ -271,9 +271,6 @@ class StreamingPair:
 def start_streaming_pair() -> StreamingPair:
     """A primary (:func:`start_cluster`, synchronous replication) and a standby made from it
     with ``pg_basebackup -R``, streaming; both accept connections when this returns."""
-    basebackup = find_pg_binary("pg_basebackup")
-    if not basebackup:
-        raise FileNotFoundError("pg_basebackup not found")
     primary = start_cluster(
         "-c synchronous_standby_names='*' -c synchronous_commit=on -c wal_level=replica"
     )
