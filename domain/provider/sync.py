@@ -113,6 +113,11 @@ the rate budget; due for another attempt, which reads again): an event that arri
 covered by that read, and joins it instead of asking for one of its own. Once a sync is
 running, its read may be under way already: a later event takes the next generation."""
 
+STRIPE_WEBHOOK_SENDER = "stripe:webhook"
+"""Who the command log says sent a sync a webhook delivery recorded (its idempotency key is
+the event's id, so a second delivery finds it). No API client can bear this id: HTTP Basic
+ends a user id at its first colon."""
+
 STRIPE_CLOCK_MARGIN = timedelta(seconds=60)
 """How far Stripe's clock (an event's ``created``, in whole seconds) and ours may disagree.
 An event needs no read when one began at least this long after it was created."""

@@ -123,6 +123,26 @@ def test_two_deliveries_of_one_event_make_one_command(
     assert commands_for(stack, "evt_twice1") == 1
 
 
+def test_a_second_delivery_after_the_first_sync_read_finds_that_sync_and_records_none(
+    stack: Stack, http: httpx.Client, sub: Subscribed, sdk: stripe.StripeClient
+) -> None:
+    body = event(
+        stack, "customer.subscription.updated", subscription_object(sdk, sub), "evt_after_read"
+    )
+    # A sync's id names the second of the object's last read (here: its creation); a read in
+    # a later second moves the next sync to another id, where the first one is not.
+    time.sleep(1.1)
+    first = deliver(http, body, signature(body))
+    stack.finished(first.json()["command_id"])  # its read moved the object's last read on
+
+    second = deliver(http, body, signature(body))
+
+    assert second.status_code == 200, second.text
+    assert second.json()["duplicate"] is True
+    assert second.json()["command_id"] == first.json()["command_id"]
+    assert commands_for(stack, "evt_after_read") == 1
+
+
 def test_a_stale_event_delivered_last_leaves_our_row_equal_to_stripe(
     stack: Stack, http: httpx.Client, sub: Subscribed, sdk: stripe.StripeClient
 ) -> None:

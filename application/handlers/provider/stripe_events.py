@@ -2,10 +2,12 @@
 
 An event is only a hint to re-read its object, so the reads, not the events, are what we
 count: the events of one object that arrive while its sync waits for a worker join that sync
-(one read for all of them), and an event older than the object's last read asks for none.
-Nothing is lost: an event joins only a sync that has not started reading yet
-(``SYNC_NOT_YET_READ``); once one runs, the next event records the next one, whose read comes
-after it (``SyncStripeObject.command_ids_for``).
+(one read for all of them), an event older than the object's last read asks for none, and
+a second delivery of an event that recorded a sync finds that sync by the event's id (Stripe
+delivers at least once; the sync's read began after the first delivery). Nothing is lost: an
+event joins only a sync that has not started reading yet (``SYNC_NOT_YET_READ``); once one
+runs, the next event records the next one, whose read comes after it
+(``SyncStripeObject.command_ids_for``).
 
 The webhook route (``worker/api/routes/stripe_webhooks.py``) verifies and parses a delivery
 and hands its event here; what to record is decided here, with one read of our copy of the
@@ -20,7 +22,13 @@ from application.handlers.operations.outbox import accept
 from application.handlers.provider.sync import FindReadsOf, reads_of
 from domain.ports.application import IntakeContext
 from domain.ports.commands import DuplicateCommand, LoggedCommand
-from domain.provider.sync import SYNC_NOT_YET_READ, ProviderEvent, SyncStripeObject, read_since
+from domain.provider.sync import (
+    STRIPE_WEBHOOK_SENDER,
+    SYNC_NOT_YET_READ,
+    ProviderEvent,
+    SyncStripeObject,
+    read_since,
+)
 
 MAX_GENERATIONS_TRIED = 200
 """Generations of one object tried before giving up (a taken one is a sync that started
@@ -49,17 +57,19 @@ def take_in_stripe_event(event: ProviderEvent, ctx: IntakeContext) -> Intake:
     calls it from a worker thread."""
     if event.object_type is None or event.object_id is None:
         raise ValueError(f"event {event.id} ({event.type}) routes to no object")
+    commands = ctx.intake
+    if (earlier := commands.find_by_idempotency_key(STRIPE_WEBHOOK_SENDER, event.id)) is not None:
+        return Intake(command_id=earlier.id, recorded=False)
     ours = reads_of(FindReadsOf(event.object_type, event.object_id), ctx)
     if read_since(event.created, ours.last_read):
         return Intake(command_id=None, recorded=False)
-    commands = ctx.intake
     candidates = SyncStripeObject.command_ids_for(
         event.object_type, event.object_id, ours.last_read or ours.kept_since, ctx.clock.now()
     )
     for _, command_id in zip(range(MAX_GENERATIONS_TRIED), candidates, strict=False):
         existing = commands.get(command_id)
         if existing is not None:
-            if _waits(existing) or _recorded_for(existing, event):
+            if _waits(existing):
                 return Intake(command_id=existing.id, recorded=False)
             continue  # it started reading, or is done: the next generation
         command = SyncStripeObject(
@@ -70,21 +80,25 @@ def take_in_stripe_event(event: ProviderEvent, ctx: IntakeContext) -> Intake:
             event_type=event.type,
         )
         try:
-            record = accept(command, commands, ctx.publisher(), client_id=None)
+            record = accept(
+                command,
+                commands,
+                ctx.publisher(),
+                client_id=STRIPE_WEBHOOK_SENDER,
+                idempotency_key=event.id,
+            )
         except DuplicateCommand:
-            # Another delivery recorded it at this instant: join it if it still waits.
+            # Another delivery recorded a sync at this instant: of this very event (its
+            # delivery twice at once), or of another event of the object; join it if it waits.
+            earlier = commands.find_by_idempotency_key(STRIPE_WEBHOOK_SENDER, event.id)
+            if earlier is not None:
+                return Intake(command_id=earlier.id, recorded=False)
             existing = commands.get(command_id)
             if existing is not None and _waits(existing):
                 return Intake(command_id=existing.id, recorded=False)
             continue
         return Intake(command_id=record.id, recorded=True)
     raise RuntimeError(f"no free sync generation for {event.object_type} {event.object_id}")
-
-
-def _recorded_for(record: LoggedCommand, event: ProviderEvent) -> bool:
-    """Whether an earlier delivery of ``event`` recorded this sync (Stripe delivers at least
-    once): its read began after that delivery, and covers the event."""
-    return record.type == SyncStripeObject.TASK_NAME and record.payload.get("event_id") == event.id
 
 
 def _waits(record: LoggedCommand) -> bool:
