@@ -31,8 +31,8 @@ GET         /_emulator/faults                     ``{"faults": [rule, ...]}``
 POST        /_emulator/faults                     body: a rule (``kind`` required; ``match``,
                                                   ``probability``, ``count``, ``after_execution``,
                                                   ``latency_ms``, ``hang_seconds``, ``status``,
-                                                  ``should_retry``, ``retry_after``): answers the
-                                                  rule with its ``id`` (see faults.py)
+                                                  ``should_retry``, ``retry_after``, ``replays``):
+                                                  answers the rule with its ``id`` (faults.py)
 DELETE      /_emulator/faults                     remove every rule (and release hung requests)
 DELETE      /_emulator/faults/{id}                remove one rule
 POST        /_emulator/faults/seed                body ``{"seed": int}``: reseed the RNGs of the
@@ -190,6 +190,7 @@ _RULE_FIELDS = frozenset(
         "status",
         "should_retry",
         "retry_after",
+        "replays",
     }
 )
 

@@ -193,6 +193,9 @@ class StripeAPI:
                 )
             if stored.params != params:
                 return self._error(request, errors.idempotency_params_mismatch(key))
+            if (rule := emulator.faults.plan_replay(request.method, request.path)) is not None:
+                request.fault = f"{rule.kind}(replay)"
+                return _DROP if rule.kind == "drop" else self._error(request, rule.error())
             return self._replay(request, stored)
         if emulator.idempotency.in_flight(scope_key) is not None:
             return self._error(request, errors.idempotency_key_in_use())

@@ -102,6 +102,7 @@ class Fault:
     status: int | None
     should_retry: bool | None
     retry_after: int | None
+    replays: bool = field(default=False)
     fired: int = field(default=0)
 
 
@@ -294,6 +295,7 @@ class EmulatorAdmin(WebhookAdmin):
         status: int | None = None,
         should_retry: bool | None = None,
         retry_after: int | None = None,
+        replays: bool = False,
     ) -> Fault:
         """Add a fault rule (kinds and semantics: ``stripe_emulator/faults.py``)."""
         body: dict[str, Any] = {
@@ -306,6 +308,7 @@ class EmulatorAdmin(WebhookAdmin):
             "status": status,
             "should_retry": should_retry,
             "retry_after": retry_after,
+            "replays": replays,
         }
         if hang_seconds is not None:
             body["hang_seconds"] = hang_seconds

@@ -28,7 +28,10 @@ under the idempotency key). With ``after_execution`` (kinds ``api_error``,
 ``service_unavailable``, ``latency``, ``drop``, ``hang``) the write happens first: a 500/503 is
 then stored under the idempotency key like any executed response, while a dropped or hung
 request leaves the successful response stored, so the client's retry is an idempotent replay.
-Idempotent replays are answered before faults are considered.
+Idempotent replays are answered before faults are considered, except by a rule with
+``replays`` (kinds ``drop``, ``api_error``, ``service_unavailable``): a fault of the network or
+of Stripe's edge, which loses or refuses a replay's answer as readily as a first answer's
+(logged as ``drop(replay)``…; nothing executes either way).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ KINDS: Final = (*ERROR_KINDS, "latency", "drop", "hang")
 AFTER_EXECUTION_KINDS: Final = frozenset(
     {"api_error", "service_unavailable", "latency", "drop", "hang"}
 )
+REPLAY_KINDS: Final = frozenset({"drop", "api_error", "service_unavailable"})
 MAX_HANG_SECONDS: Final = 60.0
 
 
@@ -74,6 +78,7 @@ class FaultRule:
     status: int | None = None
     should_retry: bool | None = None
     retry_after: int | None = None
+    replays: bool = False
     fired: int = 0
     _method: str = field(default="*", repr=False)
     _path: re.Pattern[str] = field(default=re.compile(".*"), repr=False)
@@ -87,6 +92,8 @@ class FaultRule:
             raise ValueError("count must be >= 0")
         if self.after_execution and self.kind not in AFTER_EXECUTION_KINDS:
             raise ValueError(f"a {self.kind} fault cannot act after execution")
+        if self.replays and self.kind not in REPLAY_KINDS:
+            raise ValueError(f"a {self.kind} fault cannot act on replays")
         if self.kind == "latency" and self.latency_ms <= 0:
             raise ValueError("a latency fault needs latency_ms > 0")
         if not 0 < self.hang_seconds <= MAX_HANG_SECONDS:
@@ -137,6 +144,7 @@ class FaultRule:
             "status": self.status,
             "should_retry": self.should_retry,
             "retry_after": self.retry_after,
+            "replays": self.replays,
             "fired": self.fired,
         }
 
@@ -208,6 +216,17 @@ class FaultEngine:
             rule.fired += 1
             fired = True
         return plan if fired else None
+
+    def plan_replay(self, method: str, path: str) -> FaultRule | None:
+        """The rule that hits an idempotent replay, if any (rules with ``replays`` only)."""
+        for rule in self.rules:
+            if not rule.replays or rule.exhausted or not rule.matches(method, path):
+                continue
+            if rule.probability < 1.0 and self.rng.random() >= rule.probability:
+                continue
+            rule.fired += 1
+            return rule
+        return None
 
     async def hang(self, seconds: float) -> None:
         """Hold a request until ``seconds`` pass or the hangs are released (reset)."""

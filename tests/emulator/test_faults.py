@@ -180,6 +180,29 @@ def test_a_drop_after_execution_leaves_the_write_and_the_retry_replays_it(
     assert [c.id for c in client.v1.customers.list().data] == [customer.id]
 
 
+def test_a_rule_on_replays_loses_their_answers_too_and_executes_nothing_again(
+    emulator: EmulatorProcess, admin: EmulatorAdmin
+) -> None:
+    admin.add_fault("drop", "POST /v1/customers", after_execution=True, replays=True)
+    client = sdk_client(emulator.url, retries=2)
+
+    with pytest.raises(stripe.APIConnectionError):
+        client.v1.customers.create(params={"name": "Lost thrice"})
+
+    attempts = admin.requests("/v1/customers", method="POST")
+    assert [(a.fault, a.dropped) for a in attempts] == [
+        ("drop(after)", True),
+        ("drop(replay)", True),
+        ("drop(replay)", True),
+    ]
+    assert len(client.v1.customers.list().data) == 1
+
+
+def test_only_the_network_s_faults_act_on_replays(admin: EmulatorAdmin) -> None:
+    with pytest.raises(EmulatorAdminError):
+        admin.add_fault("rate_limit", replays=True)
+
+
 def test_a_hang_times_the_client_out_and_a_reset_releases_it(
     emulator: EmulatorProcess, admin: EmulatorAdmin
 ) -> None:
