@@ -16,8 +16,15 @@ from application.handlers.subscriptions.previews import preview_plan_change
 from application.handlers.subscriptions.scheduled_changes import (
     apply_scheduled_change as handle_apply_scheduled_change,
 )
+from application.handlers.subscriptions.staged_withdrawals import (
+    finish_staged_withdrawal as handle_finish_staged_withdrawal,
+)
 from application.requests.sweeps import ENQUEUE_DUE_CHANGES, PublishDueChanges
-from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan
+from domain.subscriptions.change_commands import (
+    ApplyScheduledChange,
+    ChangeSubscriptionPlan,
+    FinishStagedWithdrawal,
+)
 from domain.subscriptions.change_previews import PreviewPlanChange
 from tasks.base import CommandTask
 from tasks.runtime import SweepTask
@@ -38,6 +45,11 @@ def preview_change(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, An
 @shared_task(name=ApplyScheduledChange.TASK_NAME, base=CommandTask, bind=True)
 def apply_scheduled_change(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, Any]:
     return self.run_command(ApplyScheduledChange, handle_apply_scheduled_change, args, kwargs)
+
+
+@shared_task(name=FinishStagedWithdrawal.TASK_NAME, base=CommandTask, bind=True)
+def finish_staged_withdrawal(self: CommandTask, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    return self.run_command(FinishStagedWithdrawal, handle_finish_staged_withdrawal, args, kwargs)
 
 
 @shared_task(name=ENQUEUE_DUE_CHANGES, base=SweepTask, bind=True, ignore_result=True)

@@ -36,7 +36,11 @@ from domain.events.base import Event
 from domain.events.catalog import EVENT_TYPES
 from domain.messages import Command
 from domain.provider.sync import SyncStripeObject
-from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan
+from domain.subscriptions.change_commands import (
+    ApplyScheduledChange,
+    ChangeSubscriptionPlan,
+    FinishStagedWithdrawal,
+)
 from domain.subscriptions.change_previews import PreviewPlanChange
 from domain.users import EnableUser
 
@@ -47,6 +51,7 @@ COMMAND_TYPES: tuple[type[Command], ...] = (
     ChangeSubscriptionPlan,
     PreviewPlanChange,
     ApplyScheduledChange,
+    FinishStagedWithdrawal,
     SyncStripeObject,
 )
 """Every command a worker receives (a test holds this to the Celery app's command tasks)."""

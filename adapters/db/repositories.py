@@ -436,12 +436,22 @@ class SqlScheduledChangeRepository(_RowRepository[ScheduledChange, ScheduledChan
                 .where(
                     row.state == ChangeState.STAGED.value,
                     row.effective_at <= now,
-                    # not while a request withdraws it (unless that request gave up)
-                    or_(row.lease_until.is_(None), row.lease_until < now),
+                    # never while it is withdrawn, nor once its withdrawal was given up
+                    # (finished by ``withdrawals_given_up``'s commands instead)
+                    row.lease_until.is_(None),
                 )
                 .order_by(row.effective_at, row.id)
                 .limit(limit)
             ).all()
+        )
+
+    def withdrawals_given_up(self, now: datetime, limit: int) -> list[ScheduledChange]:
+        row = ScheduledChangeRow
+        return self._all(
+            select(row)
+            .where(row.state == ChangeState.STAGED.value, row.lease_until < now)
+            .order_by(row.effective_at, row.id)
+            .limit(limit)
         )
 
     def release(self, claim: Claim, now: datetime) -> None:

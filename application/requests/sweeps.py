@@ -83,6 +83,14 @@ class TakeEffectOfStagedChanges:
 
 
 @dataclass(frozen=True)
+class FindWithdrawalsGivenUp:
+    """Up to ``batch_size`` staged changes whose withdrawal was given up, each to be finished
+    by a command of its own."""
+
+    batch_size: int
+
+
+@dataclass(frozen=True)
 class ClaimDueChanges:
     """Claim up to ``batch_size`` changes that fell due; with an ``apply_rate`` (changes per
     second the provider's budget allows), no more than can be applied within

@@ -198,7 +198,12 @@ class ScheduledChangeRepository(Protocol):
 
     def staged_due(self, now: datetime, limit: int) -> list[str]:
         """The ids of up to ``limit`` ``staged`` changes whose boundary passed, oldest
-        first."""
+        first, none of them being withdrawn (``ScheduledChange.is_withdrawing``)."""
+        ...
+
+    def withdrawals_given_up(self, now: datetime, limit: int) -> list[ScheduledChange]:
+        """Up to ``limit`` ``staged`` changes whose withdrawal's lease ran out before ``now``
+        (``ScheduledChange.withdrawal_given_up``), oldest boundary first."""
         ...
 
     def release(self, claim: Claim, now: datetime) -> None:

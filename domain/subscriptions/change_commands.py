@@ -1,6 +1,7 @@
 """The commands that change a subscription's plan (spec section 4.3) and their results:
 :class:`ChangeSubscriptionPlan` (the API's request), :class:`ApplyScheduledChange` (beat's, for
-a change that fell due)."""
+a change that fell due), :class:`FinishStagedWithdrawal` (beat's, for a staged change whose
+withdrawal was given up)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,20 @@ class ApplyScheduledChange(Command):
     (``command_id`` ``apply:{change_id}:{claim}``); applying an applied change does nothing."""
 
     TASK_NAME: ClassVar[str] = "subscriptions.apply_scheduled_change"
+    QUEUE: ClassVar[str] = "subscriptions"
+    PRIORITY: ClassVar[Priority] = Priority.BULK
+
+    change_id: ResourceId
+
+
+class FinishStagedWithdrawal(Command):
+    """Finish taking back a staged change whose withdrawal the request that began it gave up
+    (``ScheduledChange.withdrawal_given_up``): its writes are sent again under the same keys,
+    which the provider replays if the first reached it, and the change ends ``canceled``
+    (``withdrawal_finished``). Published by beat's sweep (``command_id``
+    ``withdraw:{change_id}:{lease}``); a change no longer held does nothing."""
+
+    TASK_NAME: ClassVar[str] = "subscriptions.finish_staged_withdrawal"
     QUEUE: ClassVar[str] = "subscriptions"
     PRIORITY: ClassVar[Priority] = Priority.BULK
 

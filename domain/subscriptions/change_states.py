@@ -52,6 +52,11 @@ class ChangeReason(StrEnum):
     """The provider refused the change for good (the message follows the reason)."""
     SKIPPED_BY_OPERATOR = "skipped_by_operator"
     """An operator skipped it before it was sent (their reason follows)."""
+    WITHDRAWAL_FINISHED = "withdrawal_finished"
+    """A request took it back (a cancel, a replacement, an immediate change) and gave up, its
+    retries spent, after its write may have reached the provider: beat finished taking it
+    back, under the same keys, rather than let it take effect here while the provider may
+    hold the old price (found by the fault schedules, seed 2014)."""
     CORRECTED_LATE = "corrected_late"
     """Of an applied change: the provider renewed (at the old price) before the change sent
     ahead of its boundary reached it, and the new period was corrected (prorated from its

@@ -161,6 +161,20 @@ class ScheduledChange:
         at its boundary while the withdrawal's lease runs."""
         return self.state is ChangeState.STAGED and self.lease_until is not None
 
+    def withdrawal_given_up(self, now: datetime) -> bool:
+        """A withdrawal whose lease ran out: the request that began it gave up (its retries
+        spent, or its worker gone for good) after its write may have reached the provider.
+        It is finished (``FinishStagedWithdrawal``), never left to take effect here."""
+        return self.is_withdrawing and self.lease_until is not None and self.lease_until < now
+
+    @property
+    def finish_withdrawal_command_id(self) -> str:
+        """The command that finishes a withdrawal given up: one per lease that ran out, so
+        that a sweep's repeated publishes are one command, and a finish that gave up too
+        gets another."""
+        assert self.lease_until is not None
+        return f"withdraw:{self.id}:{int(self.lease_until.timestamp())}"
+
     def claimable_from(self, lead: timedelta) -> datetime:
         """When beat may take the change: a change at the period's end is made at the
         provider ``lead`` before its boundary, so that the renewal bills the new price."""

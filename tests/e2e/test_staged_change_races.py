@@ -60,6 +60,7 @@ GUARD = timedelta(seconds=60)
 """``BILLING_STAGED_CHANGE_GUARD_SECONDS`` of this stack: a minute rather than the default
 5 s, so that a request asked "in the last seconds" is still there when the worker takes it,
 however slow the machine."""
+SCHEDULED_CHANGE_LEASE_SECONDS = 600
 HELD = 8_000
 """How long (ms) the emulator holds the write: far longer than the test takes to move the
 clocks over the boundary once it sees the write on its way."""
@@ -82,7 +83,7 @@ def stack(
         BILLING_STAGED_CHANGE_GUARD_SECONDS=str(GUARD.total_seconds()),
         # The tests' 10 s lease would run out as the clocks jump over the boundary, and a
         # second claim would race the held write: keep it longer than the jumps.
-        BILLING_SCHEDULED_CHANGE_LEASE_SECONDS="600",
+        BILLING_SCHEDULED_CHANGE_LEASE_SECONDS=str(SCHEDULED_CHANGE_LEASE_SECONDS),
     ) as system:
         WORKERS[name] = system.start_worker()
         system.start_beat()
@@ -388,3 +389,57 @@ def test_a_worker_killed_mid_withdrawal_leaves_the_change_held_and_the_redeliver
         if entry.idempotency_key == f"{upgrade.id}:withdraw" and not entry.replayed
     ]
     assert len(withdrawals) <= 1 or all(entry.status != 200 for entry in withdrawals[1:])
+
+
+def test_a_cancel_that_gave_up_after_stripe_took_the_change_back_is_finished_not_applied(
+    stack: Stack,
+    api: httpx.Client,
+    ctx: Services,
+    catalog: Catalog,
+    sdk: stripe.StripeClient,
+    emulator: EmulatorAdmin,
+) -> None:
+    """Seed 2014: every answer to the withdrawal is lost after Stripe made it, so the cancel
+    spends its retries and fails. The change may not take effect at the boundary: Stripe
+    holds the old price. Beat finishes the withdrawal once its lease runs out."""
+    sub = subscribe(ctx, catalog.starter)
+    pay_open_invoices(sdk, sub.provider_id)
+    upgrade = staged(stack, api, sub, catalog.team)
+    boundary = upgrade.effective_at
+    move_to(stack, boundary - 2 * GUARD)
+    lost = emulator.add_fault(  # every answer, the first and its replays
+        "drop", f"POST /v1/subscriptions/{sub.provider_id}", after_execution=True, replays=True
+    )
+    try:
+        answer = change(api, sub, {"phase_change": {"cancel_upcoming_changes": True}})
+        assert answer.status_code != 200, answer.text
+        eventually(
+            lambda: stored_change(stack, upgrade.id).is_withdrawing or None,
+            timeout=20,
+            what="the change held by the withdrawal",
+        )
+    finally:
+        emulator.remove_fault(lost.id)
+    assert sdk.v1.subscriptions.retrieve(sub.provider_id)["items"]["data"][0]["price"]["id"] == (
+        catalog.starter.provider_price_id
+    )
+
+    move_to(stack, boundary + timedelta(seconds=SCHEDULED_CHANGE_LEASE_SECONDS))
+
+    eventually(
+        lambda: stored_change(stack, upgrade.id).state is ChangeState.CANCELED or None,
+        timeout=60,
+        what="beat to finish the withdrawal",
+    )
+    assert stored_change(stack, upgrade.id).reason == ChangeReason.WITHDRAWAL_FINISHED.value
+    [renewal] = billed_from(sdk, sub, boundary)
+    assert subscription_lines(renewal) == [(900, False, catalog.starter.provider_price_id)]
+    assert stored_subscription(stack, sub.id).plan_id == catalog.starter.id
+    withdrawals = [
+        entry
+        for entry in emulator.requests(f"/v1/subscriptions/{sub.provider_id}", "POST")
+        if entry.idempotency_key == f"{upgrade.id}:withdraw"
+        and not entry.replayed
+        and entry.fault != "drop(replay)"
+    ]
+    assert len(withdrawals) == 1  # executed once: every later one was a replay

@@ -95,6 +95,7 @@ def test_each_command_queue_is_a_channel_the_worker_receives_its_commands_on(
             "subscriptions.change_plan",
             "subscriptions.preview_plan_change",
             "subscriptions.apply_scheduled_change",
+            "subscriptions.finish_staged_withdrawal",
         ],
     }
     assert {document["channels"][queue]["address"] for queue in received} == set(received)

@@ -15,6 +15,7 @@ from application.handlers.subscriptions.due_changes import claim_due_changes
 from application.handlers.subscriptions.plan_changes import change_subscription_plan
 from application.handlers.subscriptions.previews import preview_plan_change
 from application.handlers.subscriptions.scheduled_changes import apply_scheduled_change
+from application.handlers.subscriptions.staged_withdrawals import finish_staged_withdrawal
 from application.requests.sweeps import ClaimDueChanges, PublishDueChanges
 from domain.errors import (
     FailedPrecondition,
@@ -24,9 +25,13 @@ from domain.errors import (
     PaymentFailed,
     TransientError,
 )
-from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan
+from domain.subscriptions.change_commands import (
+    ApplyScheduledChange,
+    ChangeSubscriptionPlan,
+    FinishStagedWithdrawal,
+)
 from domain.subscriptions.change_previews import PreviewPlanChange
-from domain.subscriptions.change_states import ChangeKind, ChangeState
+from domain.subscriptions.change_states import ChangeKind, ChangeReason, ChangeState
 from domain.subscriptions.plans import PlanInterval
 from domain.subscriptions.scheduled_changes import ScheduledChange, change_id_for
 from domain.subscriptions.subscription import Subscription, SubscriptionState
@@ -855,6 +860,65 @@ def test_a_staged_change_is_not_withdrawn_in_the_last_seconds_before_its_boundar
         assert "withdrawable_until" in raised.value.details[0]["metadata"]
     [still] = changes(app, sub)
     assert still.state is ChangeState.STAGED
+
+
+def test_a_withdrawal_given_up_after_its_write_reached_the_provider_is_finished_not_applied(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    """Seed 2014: the cancel's write reached the provider, its answer was lost, and the
+    request gave up (its retries spent). Taking effect here would put our row on the staged
+    plan while the provider holds the old price: beat finishes the withdrawal instead."""
+    change = staged(app, sub, timedelta(minutes=30))
+    app.provider.fail_next(
+        "change_subscription_price", TransientError("stripe: dropped"), after_execution=True
+    )
+    with pytest.raises(TransientError):
+        change_subscription_plan(request(sub, "c2", cancel_upcoming_changes=True), app)
+    assert app.provider.subscriptions[sub.provider_id].price_id == "price_starter"
+    app.clock.advance(timedelta(minutes=31))  # past the boundary, and the withdrawal's lease
+
+    publish_due_changes(PublishDueChanges(), app)
+
+    [held] = changes(app, sub)
+    assert held.state is ChangeState.STAGED  # not taken effect
+    assert subscription(app, sub).plan_id == sub.starter.id
+    [message] = app.published.published
+    assert (message.task_name, message.priority) == (
+        FinishStagedWithdrawal.TASK_NAME,
+        BULK_MESSAGE_PRIORITY,
+    )
+    finish = FinishStagedWithdrawal(command_id=message.command_id, change_id=change.id)
+
+    outcome = finish_staged_withdrawal(finish, app)
+
+    assert outcome.change["state"] == "canceled"
+    assert outcome.change["reason"] == ChangeReason.WITHDRAWAL_FINISHED.value
+    withdrawals = [u for u in updates(app) if u.idempotency_key == f"{change.id}:withdraw"]
+    assert len(withdrawals) == 2  # the lost answer, then its replay
+    assert len([u for u in withdrawals if u in updates(app, "executed")]) == 1
+    assert subscription(app, sub).plan_id == sub.starter.id
+    # Finished: nothing more to finish, and a repeated command changes nothing.
+    publish_due_changes(PublishDueChanges(), app)
+    assert len(app.published.published) == 1
+    assert finish_staged_withdrawal(finish, app).change["state"] == "canceled"
+    assert len(updates(app)) == len(withdrawals) + 1  # and the staging write
+
+
+def test_a_withdrawal_under_way_is_neither_applied_nor_finished_before_its_lease_runs_out(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    change = staged(app, sub, timedelta(minutes=30))
+    app.provider.fail_next("change_subscription_price", TransientError("stripe: 503"))
+    with pytest.raises(TransientError):
+        change_subscription_plan(request(sub, "c2", cancel_upcoming_changes=True), app)
+    app.clock.advance(timedelta(minutes=14))
+
+    publish_due_changes(PublishDueChanges(), app)
+
+    assert app.published.published == []
+    [held] = changes(app, sub)
+    assert held.id == change.id
+    assert held.is_withdrawing
 
 
 def test_a_preview_answers_the_provider_s_proration_at_a_whole_second_and_changes_nothing(

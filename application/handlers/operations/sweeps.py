@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from application.handlers.operations.outbox import publish_recorded
@@ -12,15 +13,18 @@ from application.handlers.subscriptions.due_changes import (
     claim_due_changes,
     release_claim,
     take_effect_of_staged_changes,
+    withdrawals_to_finish,
 )
 from application.requests.sweeps import (
     ClaimDueChanges,
+    FindWithdrawalsGivenUp,
     PublishDueChanges,
     RedrivePendingAccounts,
     RepublishStalledCommands,
     TakeEffectOfStagedChanges,
 )
 from domain.billing.registration_redrive import redrive_registration
+from domain.messages import Command
 from domain.ports.application import Application
 from domain.ports.commands import CommandMessage, retries_used
 from domain.ports.repositories import Claim
@@ -69,6 +73,8 @@ def publish_due_changes(sweep: PublishDueChanges, app: Application) -> DueChange
     while take_effect_of_staged_changes(staged, app) == staged.batch_size:
         if time.monotonic() >= stop_at:
             return DueChangesPublished(0, 0, more=True)
+    given_up = FindWithdrawalsGivenUp(batch_size=policy.due_changes_batch_size)
+    _publish_bulk(withdrawals_to_finish(given_up, app), app)
     budget = app.rate_budget()
     # Read once a run (a call to Redis): the rate does not move within its few milliseconds.
     apply_rate = budget.effective_rate(CallKind.WRITE) if budget.enabled else None
@@ -103,6 +109,22 @@ def publish_due_changes(sweep: PublishDueChanges, app: Application) -> DueChange
             "; the next run takes the rest" if more else "",
         )
     return DueChangesPublished(claimed, published, more=more)
+
+
+def _publish_bulk(commands: Sequence[Command], app: Application) -> None:
+    """Publish bulk commands that a later sweep finds again if they do not go."""
+    for command in commands:
+        try:
+            app.publisher().publish(
+                CommandMessage.of(command, priority=BULK_MESSAGE_PRIORITY, result_kept=False)
+            )
+        except Exception:
+            logger.warning(
+                "could not publish %s; the next sweep tries again",
+                command.command_id,
+                exc_info=True,
+                extra={"command_id": command.command_id},
+            )
 
 
 def _publish_claims(claims: list[Claim], app: Application) -> int:

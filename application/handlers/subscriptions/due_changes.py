@@ -1,7 +1,7 @@
 """Beat's side of plan changes: claims of changes that fell due (and their release when the
-apply command could not be published), the apply command for each claim, and staged changes
+apply command could not be published), the apply command for each claim, staged changes
 taking effect here (plan and period) once their boundary passes, without calling the
-provider again.
+provider again, and the commands that finish withdrawals given up.
 """
 
 from __future__ import annotations
@@ -11,11 +11,15 @@ import time
 from datetime import datetime
 
 from application.handlers.subscriptions.change_steps import locked_change, record_outcome
-from application.requests.sweeps import ClaimDueChanges, TakeEffectOfStagedChanges
+from application.requests.sweeps import (
+    ClaimDueChanges,
+    FindWithdrawalsGivenUp,
+    TakeEffectOfStagedChanges,
+)
 from domain.ports.application import Application, HandlerContext
 from domain.ports.repositories import Claim
 from domain.provider.rate_budget import sweep_quota
-from domain.subscriptions.change_commands import ApplyScheduledChange
+from domain.subscriptions.change_commands import ApplyScheduledChange, FinishStagedWithdrawal
 from domain.subscriptions.change_states import ChangeState
 
 logger = logging.getLogger(__name__)
@@ -32,12 +36,8 @@ def take_effect_of_staged_changes(sweep: TakeEffectOfStagedChanges, svc: Handler
         due = uow.scheduled_changes.staged_due(now, sweep.batch_size)
         for change_id in due:
             change, subscription = locked_change(uow, change_id)
-            if change.state is not ChangeState.STAGED or (
-                change.is_withdrawing
-                and change.lease_until is not None
-                and change.lease_until >= now
-            ):
-                continue
+            if change.state is not ChangeState.STAGED or change.is_withdrawing:
+                continue  # a withdrawal, under way or given up, is finished, never applied
             period_end = change.staged_period_end or subscription.current_period_end
             subscription.entered_period(change.target_plan_id, change.effective_at, period_end, now)
             change.applied(now)
@@ -48,6 +48,19 @@ def take_effect_of_staged_changes(sweep: TakeEffectOfStagedChanges, svc: Handler
     if due:
         logger.info("%d staged plan changes took effect", len(due))
     return len(due)
+
+
+def withdrawals_to_finish(
+    query: FindWithdrawalsGivenUp, svc: HandlerContext
+) -> list[FinishStagedWithdrawal]:
+    """A command for each staged change whose withdrawal was given up (its lease ran out):
+    its write may have reached the provider, so it may not take effect here blind."""
+    with svc.unit_of_work() as uow:
+        given_up = uow.scheduled_changes.withdrawals_given_up(svc.clock.now(), query.batch_size)
+    return [
+        FinishStagedWithdrawal(command_id=change.finish_withdrawal_command_id, change_id=change.id)
+        for change in given_up
+    ]
 
 
 def claim_due_changes(sweep: ClaimDueChanges, svc: Application) -> list[Claim]:

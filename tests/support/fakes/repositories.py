@@ -301,11 +301,18 @@ class FakeScheduledChangeRepository(_Repository[ScheduledChange]):
                 for change in self._all()
                 if change.state is ChangeState.STAGED
                 and change.effective_at <= now
-                and (change.lease_until is None or change.lease_until < now)
+                and change.lease_until is None
             ),
             key=lambda change: (change.effective_at, change.id),
         )
         return [change.id for change in due[:limit]]
+
+    def withdrawals_given_up(self, now: datetime, limit: int) -> list[ScheduledChange]:
+        given_up = sorted(
+            (change for change in self._all() if change.withdrawal_given_up(now)),
+            key=lambda change: (change.effective_at, change.id),
+        )
+        return given_up[:limit]
 
     def release(self, claim: Claim, now: datetime) -> None:
         change = self._get(claim.change_id)
