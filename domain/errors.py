@@ -177,6 +177,12 @@ class PaymentFailed(FailedPrecondition):
     """The provider could not collect the invoice a change makes, and made nothing."""
 
 
+class PaymentActionRequired(PaymentFailed):
+    """The customer's bank asks the customer to authenticate the payment (3-D Secure) before
+    the provider can collect it: Stripe's 402 ``subscription_payment_intent_requires_action``
+    to an update sent with ``error_if_incomplete``, which made nothing."""
+
+
 class PermissionDenied(CommandError):
     code = ErrorCode.PERMISSION_DENIED
 

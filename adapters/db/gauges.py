@@ -32,6 +32,10 @@ from domain.webhooks import DeliveryState
 COUNTED_CHANGE_STATES = [state.value for state in ChangeState if state.is_pending]
 """Plan changes are counted in their pending states only: the finished ones (applied,
 canceled, skipped) are a year of history, which a scrape would read whole every time."""
+IN_OUR_HANDS = [
+    state for state in COUNTED_CHANGE_STATES if state != ChangeState.AWAITING_PAYMENT.value
+]
+"""The pending states in which a change waits for us (not for the customer)."""
 COUNTED_DELIVERY_STATES = [
     state.value for state in DeliveryState if state is not DeliveryState.SUCCEEDED
 ]
@@ -63,7 +67,8 @@ class SqlSystemFigures:
             )
             due_here: datetime | None = session.scalar(
                 select(func.min(row.effective_at)).where(
-                    row.state.in_(COUNTED_CHANGE_STATES),
+                    # not one awaiting the customer's payment: the customer's to make
+                    row.state.in_(IN_OUR_HANDS),
                     row.kind == ChangeKind.IMMEDIATE.value,
                     row.effective_at <= now,
                 )

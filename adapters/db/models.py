@@ -220,7 +220,7 @@ class SubscriptionRow(Base):
     billed_price_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
-PENDING_CHANGE_STATES = "state IN ('scheduled', 'applying', 'staged')"
+PENDING_CHANGE_STATES = "state IN ('scheduled', 'applying', 'staged', 'awaiting_payment')"
 
 
 class ScheduledChangeRow(Base):
@@ -267,6 +267,8 @@ class ScheduledChangeRow(Base):
     apply_lag_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     first_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     staged_period_end: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    payment_url: Mapped[str | None] = mapped_column(String(2048), nullable=True)
+    payment_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 

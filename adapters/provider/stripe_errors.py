@@ -25,6 +25,7 @@ from domain.errors import (
     GoneAtProvider,
     Internal,
     InvalidArgument,
+    PaymentActionRequired,
     PaymentFailed,
     TransientError,
     Unavailable,
@@ -99,6 +100,12 @@ def translate(
         )
     if isinstance(error, stripe.CardError):
         decline = (stripe_error.decline_code if stripe_error else None) or code
+        if code == AUTHENTICATION_REQUIRED:
+            return PaymentActionRequired(
+                "the customer must authenticate the payment of the change's invoice: "
+                f"{message}",
+                details=[error_info("PAYMENT_ACTION_REQUIRED", **context)],
+            )
         return PaymentFailed(
             f"the billing provider could not collect the change's invoice: {message}",
             details=[error_info("PAYMENT_FAILED", decline_code=decline or "", **context)],
@@ -117,6 +124,11 @@ def translate(
             error_info("PROVIDER_REJECTED", status=str(status), param=param or "", **context),
         ],
     )
+
+
+AUTHENTICATION_REQUIRED = "subscription_payment_intent_requires_action"
+"""Stripe's code for an update sent with ``error_if_incomplete`` whose payment needs the
+customer's authentication (3-D Secure)."""
 
 
 def is_gone(error: stripe.StripeError) -> bool:

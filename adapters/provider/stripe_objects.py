@@ -165,7 +165,26 @@ def subscription_of_document(document: Mapping[str, Any]) -> ProviderSubscriptio
         cancel_at=_time(int(cancel_at)) if cancel_at else None,
         unit_amount=_optional_int(price.get("unit_amount")),
         currency=_optional_text(price.get("currency")),
+        **_pending_update_of(document),
     )
+
+
+def _pending_update_of(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The update Stripe holds until its invoice is paid (``pending_update``), if any: its
+    price, its expiry, and where the customer pays (the latest invoice's hosted page, when
+    the answer expanded it)."""
+    pending = document.get("pending_update")
+    if not isinstance(pending, Mapping):
+        return {}
+    items = pending.get("subscription_items") or []
+    latest = document.get("latest_invoice")
+    invoice = latest if isinstance(latest, Mapping) else {}
+    expires_at = pending.get("expires_at")
+    return {
+        "pending_price_id": str(items[0]["price"]["id"]) if items else None,
+        "pending_expires_at": _time(int(expires_at)) if expires_at else None,
+        "payment_url": _optional_text(invoice.get("hosted_invoice_url")),
+    }
 
 
 def _metadata_of(metadata: Any) -> dict[str, str]:

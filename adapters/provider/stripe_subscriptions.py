@@ -111,6 +111,8 @@ class StripeSubscriptions(StripeRequests):
             params["proration_date"] = int(proration_date.timestamp())
         if payment_behavior is not None:
             params["payment_behavior"] = payment_behavior
+        if payment_behavior == "pending_if_incomplete":
+            params["expand"] = ["latest_invoice"]  # where the customer pays, if held
         updated = self._call(
             CallKind.WRITE,
             "update subscription",

@@ -37,6 +37,7 @@ from domain.events.commands import CommandFailedEvent, CommandRejectedEvent, Com
 from domain.events.operator_actions import OperatorActionTaken
 from domain.events.subscriptions import (
     PlanChangeApplied,
+    PlanChangeAwaitingPayment,
     PlanChangeCanceled,
     PlanChangeReplaced,
     PlanChangeScheduled,
@@ -61,6 +62,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         PlanChangeCanceled,
         PlanChangeApplied,
         PlanChangeSkipped,
+        PlanChangeAwaitingPayment,
         SubscriptionPlanChanged,
         SubscriptionSynced,
         CommandFailedEvent,

@@ -29,13 +29,22 @@ class PlanChangeData(Message):
         default=None,
         description="Why it was canceled, replaced or skipped, as a code (replaced, "
         "superseded, canceled_on_request, subscription_canceled, subscription_ended, "
-        "subscription_past_due, provider_rejected, skipped_by_operator); the provider's "
+        "subscription_past_due, payment_failed, payment_not_completed, provider_rejected, "
+        "skipped_by_operator, withdrawal_finished); the provider's "
         "own words and an operator's reason stay in the change's record, as they may quote "
         "what was sent.",
     )
     applied_at: AwareDatetime | None = None
     subscription_state: str | None = Field(
         default=None, description="The subscription's state once the change was decided."
+    )
+    payment_url: str | None = Field(
+        default=None,
+        description="Of a change awaiting payment: where the customer pays its invoice "
+        "(and authenticates the payment).",
+    )
+    payment_expires_at: AwareDatetime | None = Field(
+        default=None, description="Of a change awaiting payment: when it lapses unpaid."
     )
 
 
@@ -66,6 +75,8 @@ class _PlanChangeEvent(Event):
                 effective_at=change.effective_at,
                 reason=None if change.reason is None else change.reason.split(":", 1)[0],
                 applied_at=change.applied_at,
+                payment_url=change.payment_url,
+                payment_expires_at=change.payment_expires_at,
                 subscription_state=None if subscription is None else subscription.state.value,
             ),
         )
@@ -105,6 +116,18 @@ class PlanChangeSkipped(_PlanChangeEvent):
 
     TYPE = "subscription.plan_change.skipped"
     type: Literal["subscription.plan_change.skipped"] = "subscription.plan_change.skipped"
+
+
+class PlanChangeAwaitingPayment(_PlanChangeEvent):
+    """An immediate change waits for the customer to pay its invoice, which needs the
+    customer's authentication (``payment_url``): Stripe holds it until then, or until
+    ``payment_expires_at``. Followed by ``subscription.plan_changed`` once paid, or
+    ``subscription.plan_change.skipped`` (``payment_not_completed``) once lapsed."""
+
+    TYPE = "subscription.plan_change.awaiting_payment"
+    type: Literal["subscription.plan_change.awaiting_payment"] = (
+        "subscription.plan_change.awaiting_payment"
+    )
 
 
 class SubscriptionPlanChanged(_PlanChangeEvent):

@@ -14,13 +14,22 @@ class ChangeState(StrEnum):
     APPLYING = "applying"
     STAGED = "staged"
     """Made at the provider ahead of its boundary; it takes effect here at ``effective_at``."""
+    AWAITING_PAYMENT = "awaiting_payment"
+    """An immediate change held at the provider (a pending update) until the customer pays
+    its invoice, which needs the customer's authentication; it takes effect when paid, and
+    lapses (``skipped``, ``payment_not_completed``) when the provider expires it."""
     APPLIED = "applied"
     CANCELED = "canceled"
     SKIPPED = "skipped"
 
     @property
     def is_pending(self) -> bool:
-        return self in (ChangeState.SCHEDULED, ChangeState.APPLYING, ChangeState.STAGED)
+        return self in (
+            ChangeState.SCHEDULED,
+            ChangeState.APPLYING,
+            ChangeState.STAGED,
+            ChangeState.AWAITING_PAYMENT,
+        )
 
 
 class ChangeKind(StrEnum):
@@ -48,6 +57,9 @@ class ChangeReason(StrEnum):
     """The subscription's customer was deleted at the provider, which ended it."""
     PAYMENT_FAILED = "payment_failed"
     """The provider could not collect the invoice of an immediate change, and made nothing."""
+    PAYMENT_NOT_COMPLETED = "payment_not_completed"
+    """An immediate change that awaited the customer's payment (``awaiting_payment``) lapsed:
+    the provider expired its pending update unpaid (after 23 h, or at the period's end)."""
     PROVIDER_REJECTED = "provider_rejected"
     """The provider refused the change for good (the message follows the reason)."""
     SKIPPED_BY_OPERATOR = "skipped_by_operator"

@@ -61,6 +61,10 @@ class ScheduledChange:
     """When the change was first about to be sent to the provider (recorded before the call)."""
     staged_period_end: datetime | None = None
     """For a ``staged`` change: the end of the period that starts at ``effective_at``."""
+    payment_url: str | None = None
+    """For a change ``awaiting_payment``: where the customer pays (and authenticates)."""
+    payment_expires_at: datetime | None = None
+    """For a change ``awaiting_payment``: when the provider drops it unpaid."""
 
     @classmethod
     def immediate(
@@ -160,6 +164,39 @@ class ScheduledChange:
         """A staged change being taken back at the provider: it does not take effect here
         at its boundary while the withdrawal's lease runs."""
         return self.state is ChangeState.STAGED and self.lease_until is not None
+
+    @property
+    def pending_update_key(self) -> str:
+        """The key of an immediate change sent again as a pending update, after the provider
+        answered that the customer must authenticate its payment."""
+        return f"{self.id}:pending"
+
+    def await_payment(self, url: str | None, expires_at: datetime | None, now: datetime) -> None:
+        """The provider holds the change until the customer pays its invoice at ``url``."""
+        self.state = ChangeState.AWAITING_PAYMENT
+        self.payment_url = url
+        self.payment_expires_at = expires_at
+        self.lease_until = None
+        self.updated_at = now
+
+    def ensure_not_awaiting_payment(self) -> None:
+        """A change held for the customer's payment is not replaced, superseded or canceled
+        here: the provider holds it, and only the customer's payment or its expiry end it."""
+        if self.state is ChangeState.AWAITING_PAYMENT:
+            expires = self.payment_expires_at.isoformat() if self.payment_expires_at else ""
+            raise FailedPrecondition(
+                f"the change {self.id!r} to plan {self.target_plan_id!r} waits for the "
+                f"customer to pay its invoice{f' until {expires}' if expires else ''}; request "
+                "another change once it is paid or has lapsed",
+                details=[
+                    error_info(
+                        "CHANGE_AWAITING_PAYMENT",
+                        change_id=self.id,
+                        payment_url=self.payment_url or "",
+                        expires_at=expires,
+                    )
+                ],
+            )
 
     def withdrawal_given_up(self, now: datetime) -> bool:
         """A withdrawal whose lease ran out: the request that began it gave up (its retries
@@ -360,6 +397,10 @@ class ScheduledChange:
             "apply_lag_seconds": self.apply_lag_seconds,
             "staged_period_end": (
                 self.staged_period_end.isoformat() if self.staged_period_end else None
+            ),
+            "payment_url": self.payment_url,
+            "payment_expires_at": (
+                self.payment_expires_at.isoformat() if self.payment_expires_at else None
             ),
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),

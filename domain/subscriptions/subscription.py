@@ -83,6 +83,14 @@ class ProviderSubscription:
     unit_amount: int | None = None
     """What its price bills per interval, in the currency's minor units (``None``: unknown)."""
     currency: str | None = None
+    pending_price_id: str | None = None
+    """The price of an update the provider holds until its invoice is paid (Stripe's
+    ``pending_update``, from ``payment_behavior=pending_if_incomplete``); ``None``: none."""
+    pending_expires_at: datetime | None = None
+    """When the provider drops that update unpaid."""
+    payment_url: str | None = None
+    """Where the customer pays that update's invoice (Stripe's hosted invoice page), when the
+    provider's answer carried it."""
 
     @property
     def state(self) -> SubscriptionState:

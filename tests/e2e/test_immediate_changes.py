@@ -172,36 +172,6 @@ def test_an_upgrade_on_a_declined_card_is_refused_and_grants_and_invoices_nothin
     assert invoices_of(sdk, sub.provider_id) == invoiced_before
 
 
-def test_an_upgrade_whose_payment_needs_the_customer_s_authentication_is_refused_naming_it(
-    stack: Stack,
-    api: httpx.Client,
-    ctx: Services,
-    catalog: Catalog,
-    sdk: stripe.StripeClient,
-    emulator: EmulatorAdmin,
-) -> None:
-    """A card that needs 3D Secure: Stripe refuses an ``error_if_incomplete`` upgrade with
-    ``subscription_payment_intent_requires_action``. Until upgrades are held pending for the
-    customer (issue 44), the request is refused as a failed payment that says why, and
-    nothing is granted or left open."""
-    sub = subscribe(ctx, catalog.team, AUTOMATIC)
-    customer = customer_of(sdk, sub)
-    stack.advance_time(5 * DAY)
-    emulator.require_authentication(customer)
-    invoiced_before = invoices_of(sdk, sub.provider_id)
-
-    refused = change_now(api, sub, catalog.scale)
-
-    assert refused.status_code == 400, refused.text
-    assert "PAYMENT_FAILED" in reasons(refused.json())
-    assert "subscription_payment_intent_requires_action" in refused.text
-    assert item_price(sdk, sub) == catalog.team.provider_price_id
-    assert stored_subscription(stack, sub.id).plan_id == catalog.team.id
-    assert invoices_of(sdk, sub.provider_id) == invoiced_before
-    [skipped] = changes_of(stack, sub.id)
-    assert skipped.state is ChangeState.SKIPPED
-
-
 def test_an_upgrade_below_the_minimum_charge_is_granted_on_a_declined_card_and_billed_next_invoice(
     stack: Stack,
     api: httpx.Client,

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -24,8 +25,14 @@ from domain.subscriptions.change_states import ChangeState
 from domain.subscriptions.plans import Plan
 from domain.subscriptions.subscription import SubscriptionState
 from stripe_emulator import EmulatorAdmin
+from tests.e2e.test_immediate_changes import AUTOMATIC, change_now, customer_of, item_price
+from tests.e2e.test_period_end_billing import jump_over, stack_now
+from tests.e2e.test_period_end_billing import subscribe as subscribe_to
+from tests.support.events import outbox_rows
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from tests.support.subscriptions import (
+    DAY,
+    Catalog,
     Subscribed,
     changes_of,
     new_account,
@@ -33,6 +40,7 @@ from tests.support.subscriptions import (
     operator,
     stored_subscription,
     subscribe,
+    three_plans,
 )
 from worker.bootstrap import Services
 
@@ -213,3 +221,106 @@ def test_with_webhooks_silent_the_sweep_finds_a_dashboard_cancel_and_counts_it(
         what="the drift counted",
     )
     assert emulator.webhook_status().paused  # nothing came through the webhooks
+
+
+# --- an upgrade that needs the customer's authentication (issue 44) ----------------------------
+
+
+@pytest.fixture(scope="module")
+def catalog(ctx: Services) -> Catalog:
+    return three_plans(ctx)
+
+
+def held_for_authentication(
+    stack: Stack,
+    api: httpx.Client,
+    ctx: Services,
+    catalog: Catalog,
+    sdk: stripe.StripeClient,
+    emulator: EmulatorAdmin,
+) -> tuple[Subscribed, dict[str, Any]]:
+    """A customer whose bank asks for 3D Secure upgrades from team to scale: Stripe refuses
+    the ``error_if_incomplete`` update, and it is sent again ``pending_if_incomplete``."""
+    sub = subscribe_to(ctx, catalog.team, AUTOMATIC)
+    stack.advance_time(5 * DAY)
+    emulator.require_authentication(customer_of(sdk, sub))
+
+    answer = change_now(api, sub, catalog.scale)
+
+    assert answer.status_code == 200, answer.text
+    return sub, answer.json()
+
+
+def held_invoice(sdk: stripe.StripeClient, sub: Subscribed) -> Any:
+    subscription = sdk.v1.subscriptions.retrieve(
+        sub.provider_id, params={"expand": ["latest_invoice"]}
+    )
+    return subscription.latest_invoice
+
+
+def test_an_upgrade_whose_payment_needs_authentication_answers_where_to_pay_and_applies_once_paid(
+    stack: Stack,
+    api: httpx.Client,
+    ctx: Services,
+    catalog: Catalog,
+    sdk: stripe.StripeClient,
+    emulator: EmulatorAdmin,
+) -> None:
+    sub, answer = held_for_authentication(stack, api, ctx, catalog, sdk, emulator)
+
+    assert answer["phase"]["plan_id"] == catalog.team.id  # not in effect until paid
+    action = answer["required_action"]
+    invoice = held_invoice(sdk, sub)
+    assert (action["type"], action["url"]) == ("pay_invoice", invoice.hosted_invoice_url)
+    assert action["expires_at"]
+    assert item_price(sdk, sub) == catalog.team.provider_price_id
+    [held] = changes_of(stack, sub.id)
+    assert held.state is ChangeState.AWAITING_PAYMENT
+    assert stored_subscription(stack, sub.id).plan_id == catalog.team.id
+
+    assert emulator.authenticate_invoice(invoice.id) == "paid"  # on the hosted page
+
+    eventually(
+        lambda: changes_of(stack, sub.id)[0].state is ChangeState.APPLIED or None,
+        timeout=30,
+        what="the paid upgrade to take effect here",
+    )
+    assert item_price(sdk, sub) == catalog.scale.provider_price_id
+    assert stored_subscription(stack, sub.id).plan_id == catalog.scale.id
+    types = [row.type for row in outbox_rows(stack.sessions, f"subscription:{sub.id}")]
+    assert types[-2:] == [
+        "subscription.plan_change.awaiting_payment",
+        "subscription.plan_changed",
+    ]
+
+
+def test_an_upgrade_the_customer_never_authenticates_lapses_when_stripe_expires_it(
+    stack: Stack,
+    api: httpx.Client,
+    ctx: Services,
+    catalog: Catalog,
+    sdk: stripe.StripeClient,
+    emulator: EmulatorAdmin,
+) -> None:
+    sub, _ = held_for_authentication(stack, api, ctx, catalog, sdk, emulator)
+    invoice = held_invoice(sdk, sub)
+
+    # Past Stripe's 23 hours. Its clock moves first, so that no read of ours is dated after an
+    # expiry Stripe has not made yet; its events wait until both clocks agree again (an event
+    # dated ahead of our clock is refused, and Stripe would deliver it again an hour later).
+    emulator.pause_deliveries()
+    try:
+        jump_over(stack, stack_now(stack) + timedelta(seconds=DAY))
+    finally:
+        emulator.resume_deliveries()
+
+    eventually(
+        lambda: changes_of(stack, sub.id)[0].state is ChangeState.SKIPPED or None,
+        timeout=30,
+        what="the lapsed upgrade to be skipped here",
+    )
+    [lapsed] = changes_of(stack, sub.id)
+    assert lapsed.reason == "payment_not_completed"
+    assert item_price(sdk, sub) == catalog.team.provider_price_id
+    assert stored_subscription(stack, sub.id).plan_id == catalog.team.id
+    assert sdk.v1.invoices.retrieve(invoice.id).status == "void"

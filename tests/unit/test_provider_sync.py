@@ -15,12 +15,12 @@ from application.handlers.subscriptions.due_changes import claim_due_changes
 from application.handlers.subscriptions.plan_changes import change_subscription_plan
 from application.handlers.subscriptions.scheduled_changes import apply_change
 from application.requests.sweeps import ClaimDueChanges, ReconcileWithStripe
-from domain.errors import GoneAtProvider, InvalidArgument
+from domain.errors import FailedPrecondition, GoneAtProvider, InvalidArgument
 from domain.provider.sync import SyncStripeObject
 from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan
-from domain.subscriptions.change_states import ChangeState
+from domain.subscriptions.change_states import ChangeReason, ChangeState
 from domain.subscriptions.subscription import Subscription, SubscriptionState
-from tests.support.fakes.application import FakeApplication
+from tests.support.fakes.application import FakeApplication, FakeBillingPolicy
 from tests.support.fakes.data import Subscribed, subscribed
 from tests.support.fakes.provider_requests import rejected
 
@@ -213,3 +213,119 @@ def test_the_sweep_brings_in_line_what_stripe_lists_and_counts_what_it_corrected
     assert stored(app, sub).synced_at == app.clock.now()
     # Canceled: no longer swept.
     assert reconcile_with_stripe(ReconcileWithStripe(reads=10), app) == {}
+
+
+# --- an upgrade that needs the customer's authentication ---------------------------------------
+
+
+@pytest.fixture
+def authenticating() -> tuple[FakeApplication, Subscribed]:
+    """Immediate changes invoiced at once, for a customer whose bank asks for 3-D Secure."""
+    app = FakeApplication(billing=FakeBillingPolicy(proration_behavior="always_invoice"))
+    sub = subscribed(app)
+    app.provider.require_authentication(sub.provider_id)
+    return app, sub
+
+
+def upgrade_now(app: FakeApplication, sub: Subscribed, command_id: str = "c1") -> Any:
+    return change_subscription_plan(
+        ChangeSubscriptionPlan(
+            command_id=command_id,
+            org_id=sub.org_id,
+            billing_account_id=sub.account_id,
+            subscription_id=sub.subscription_id,
+            plan="team",
+            immediate=True,
+        ),
+        app,
+    )
+
+
+def test_an_upgrade_that_needs_authentication_is_held_at_stripe_and_answers_where_to_pay(
+    authenticating: tuple[FakeApplication, Subscribed],
+) -> None:
+    app, sub = authenticating
+
+    answer = upgrade_now(app, sub)
+
+    assert answer.phase.plan_id == sub.starter.id  # not in effect until paid
+    assert answer.change is not None
+    assert answer.change["state"] == "awaiting_payment"
+    assert answer.change["payment_url"]
+    assert answer.change["payment_expires_at"]
+    first, pending = (
+        call for call in app.provider.calls if call.operation == "change_subscription_price"
+    )
+    assert first.arguments[-1] == "error_if_incomplete"
+    assert pending.arguments[-1] == "pending_if_incomplete"
+    assert pending.idempotency_key == f"{answer.change['id']}:pending"
+    assert stored(app, sub).plan_id == sub.starter.id
+    assert event_types(app)[-1] == "subscription.plan_change.awaiting_payment"
+    assert upgrade_now(app, sub).change == answer.change  # a redelivery finds it as it is
+
+
+def test_a_held_upgrade_takes_effect_when_the_customer_pays(
+    authenticating: tuple[FakeApplication, Subscribed],
+) -> None:
+    app, sub = authenticating
+    answer = upgrade_now(app, sub)
+    app.provider.pay_pending_update(sub.provider_id)
+
+    sync(app, sub.provider_id)
+
+    assert stored(app, sub).plan_id == sub.team.id
+    [change] = [c for c in app.db.rows("scheduled_changes") if c.id == answer.change["id"]]
+    assert change.state is ChangeState.APPLIED
+    assert "subscription.plan_changed" in event_types(app)
+
+
+def test_a_held_upgrade_lapses_when_stripe_expires_it_unpaid(
+    authenticating: tuple[FakeApplication, Subscribed],
+) -> None:
+    app, sub = authenticating
+    answer = upgrade_now(app, sub)
+    app.provider.expire_pending_update(sub.provider_id)
+
+    sync(app, sub.provider_id)
+
+    assert stored(app, sub).plan_id == sub.starter.id
+    [change] = [c for c in app.db.rows("scheduled_changes") if c.id == answer.change["id"]]
+    assert change.state is ChangeState.SKIPPED
+    assert change.reason == ChangeReason.PAYMENT_NOT_COMPLETED.value
+    assert event_types(app)[-1] == "subscription.plan_change.skipped"
+
+
+def test_a_sync_while_the_customer_has_not_paid_leaves_the_held_upgrade_waiting(
+    authenticating: tuple[FakeApplication, Subscribed],
+) -> None:
+    app, sub = authenticating
+    answer = upgrade_now(app, sub)
+
+    sync(app, sub.provider_id)
+
+    [change] = [c for c in app.db.rows("scheduled_changes") if c.id == answer.change["id"]]
+    assert change.state is ChangeState.AWAITING_PAYMENT
+    assert stored(app, sub).plan_id == sub.starter.id
+
+
+@pytest.mark.parametrize("immediate", [True, False], ids=["now", "at period end"])
+def test_no_other_change_is_made_while_an_upgrade_awaits_the_customer_s_payment(
+    authenticating: tuple[FakeApplication, Subscribed], immediate: bool
+) -> None:
+    app, sub = authenticating
+    upgrade_now(app, sub)
+
+    with pytest.raises(FailedPrecondition) as raised:
+        change_subscription_plan(
+            ChangeSubscriptionPlan(
+                command_id="c2",
+                org_id=sub.org_id,
+                billing_account_id=sub.account_id,
+                subscription_id=sub.subscription_id,
+                plan="scale",
+                immediate=immediate,
+            ),
+            app,
+        )
+
+    assert raised.value.details[0]["reason"] == "CHANGE_AWAITING_PAYMENT"

@@ -147,10 +147,27 @@ class EmptyAnswer(_Closed):
     """``{}``."""
 
 
+class RequiredAction(BaseModel):
+    """What the customer must do before an immediate change takes effect: pay its invoice on
+    Stripe's hosted page, authenticating the payment (3-D Secure). Stripe holds the change
+    until then; it takes effect when paid (event `subscription.plan_changed`) and lapses at
+    `expires_at` (event `subscription.plan_change.skipped`, reason `payment_not_completed`)."""
+
+    type: Literal["pay_invoice"] = "pay_invoice"
+    url: str | None = Field(description="Stripe's hosted page of the change's invoice.")
+    expires_at: Timestamp | None = Field(description="When Stripe drops the change unpaid.")
+    change_id: str
+
+
 class PhaseAnswer(BaseModel):
-    """The subscription's phase after the request: spec 2.3."""
+    """The subscription's phase after the request: spec 2.3. With `required_action`, an
+    immediate change waits for the customer (the phase is the one it stays in until then)."""
 
     phase: Phase
+    required_action: RequiredAction | None = Field(
+        default=None,
+        description="Only when an immediate change waits for the customer's payment.",
+    )
 
 
 class PreviewLineView(BaseModel):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from application.handlers.subscriptions.change_steps import record_outcome
 from application.requests.operator_requests import ResyncStripeObject
 from domain.billing.accounts import BillingAccount
 from domain.errors import GoneAtProvider
@@ -179,6 +180,10 @@ def _follow_subscription(
         now = svc.clock.now()
         plan = uow.plans.by_provider_price(remote.price_id)
         pending = uow.scheduled_changes.pending_for(subscription.id, for_update=True)
+        if pending is not None and _settle_awaited_payment(
+            uow, subscription, pending, remote, now, command_id
+        ):
+            pending = None
         changes = subscription.follow(
             remote,
             plan.id if plan is not None else None,
@@ -213,6 +218,37 @@ def _follow_subscription(
         changes=changes,
         drift=drift,
     )
+
+
+def _settle_awaited_payment(
+    uow: UnitOfWork,
+    subscription: Subscription,
+    change: ScheduledChange,
+    remote: ProviderSubscription,
+    now: datetime,
+    command_id: str | None,
+) -> bool:
+    """A change awaiting the customer's payment ends once Stripe holds no pending update:
+    applied when the subscription bills its price (the invoice was paid), else skipped
+    (``payment_not_completed``: Stripe expired it). Whether it ended."""
+    if change.state is not ChangeState.AWAITING_PAYMENT or remote.pending_price_id is not None:
+        return False
+    target = uow.plans.get(change.target_plan_id)
+    if target is not None and remote.price_id == target.provider_price_id:
+        subscription.switched(change.target_plan_id, remote, now)
+        change.applied(now)
+    else:
+        change.skip(ChangeReason.PAYMENT_NOT_COMPLETED, now)
+    uow.subscriptions.save(subscription)
+    uow.scheduled_changes.save(change)
+    record_outcome(uow, change, subscription, command_id, now)
+    logger.info(
+        "change %s of %s %s after awaiting the customer's payment",
+        change.id,
+        subscription.id,
+        change.state.value,
+    )
+    return True
 
 
 def _read_and_follow_customer(

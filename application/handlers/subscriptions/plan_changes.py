@@ -101,6 +101,17 @@ def _change_now(command: ChangeSubscriptionPlan, svc: HandlerContext) -> PlanCha
     except (InvalidArgument, PaymentFailed):  # nothing was made at the provider
         _restore(superseded, svc, command.command_id)
         raise
+    if change.state is ChangeState.AWAITING_PAYMENT:
+        # Not in effect yet: the answer is the phase the subscription stays in until the
+        # customer pays, and the change with where to pay.
+        with svc.unit_of_work() as uow:
+            subscription = subscription_under(uow, command, lock=False)
+        return PlanChanged(
+            phase=subscription.current_phase(),
+            subscription_id=subscription.id,
+            change=change.to_view(),
+            canceled_changes=withdrawn + superseded,
+        )
     if change.state is not ChangeState.APPLIED:
         _not_applied(change, command, svc)
     return PlanChanged(
@@ -245,6 +256,7 @@ def _make_room(
     if pending is None:
         return []
     pending.ensure_not_staged()
+    pending.ensure_not_awaiting_payment()
     if pending.state is ChangeState.APPLYING:
         raise TransientError(
             f"change {pending.id} of subscription {subscription.id} is being applied; "

@@ -30,9 +30,15 @@ from application.handlers.subscriptions.change_steps import (
     price_of,
     record_outcome,
 )
-from domain.errors import CommandError, GoneAtProvider, InvalidArgument, PaymentFailed
+from domain.errors import (
+    CommandError,
+    GoneAtProvider,
+    InvalidArgument,
+    PaymentActionRequired,
+    PaymentFailed,
+)
 from domain.events.base import Event
-from domain.events.subscriptions import PlanChangeScheduled
+from domain.events.subscriptions import PlanChangeAwaitingPayment, PlanChangeScheduled
 from domain.ports.application import HandlerContext
 from domain.ports.provider import BillingProvider
 from domain.subscriptions.change_commands import ApplyScheduledChange, ScheduledChangeOutcome
@@ -104,6 +110,10 @@ def apply_change(command: ApplyScheduledChange, svc: HandlerContext) -> Schedule
     provider = svc.billing_provider()
     try:
         remote = _send_change(provider, change, subscription, price_id, read_first=read_first)
+    except PaymentActionRequired:
+        remote = _send_as_pending_update(provider, change, subscription, price_id)
+        if remote.pending_price_id == price_id:
+            return _record_awaiting_payment(change_id, remote, svc, command_id)
     except PaymentFailed as declined:
         _refused(change_id, declined, svc, command_id, ChangeReason.PAYMENT_FAILED)
         raise
@@ -275,6 +285,59 @@ def _record_sent(
         record_outcome(uow, change, subscription, command_id, now)
         uow.commit()
     _log_outcome(change)
+    return change
+
+
+def _send_as_pending_update(
+    provider: BillingProvider,
+    change: ScheduledChange,
+    subscription: Subscription,
+    price_id: str,
+) -> ProviderSubscription:
+    """The change again, held by the provider until the customer pays its invoice
+    (``pending_if_incomplete``, Stripe's way for a payment that needs the customer's
+    authentication), under a key of its own: the first write made nothing."""
+    item_id = subscription.provider_item_id
+    if item_id is None:
+        item_id = provider.get_subscription(subscription.provider_id).item_id
+    prorated = change.proration_behavior != "none"
+    return provider.change_subscription_price(
+        subscription.provider_id,
+        item_id,
+        price_id,
+        proration_behavior=change.proration_behavior,
+        idempotency_key=change.pending_update_key,
+        proration_date=change.effective_at if prorated else None,
+        payment_behavior="pending_if_incomplete",
+    )
+
+
+def _record_awaiting_payment(
+    change_id: str, remote: ProviderSubscription, svc: HandlerContext, command_id: str
+) -> ScheduledChange:
+    """The provider holds the change until the customer pays: recorded, with where to pay,
+    and announced; the subscription's sync settles it (``settle_awaited_payment``)."""
+    with svc.unit_of_work() as uow:
+        change, subscription = locked_change(uow, change_id)
+        if change.state is not ChangeState.APPLYING:
+            return change  # a concurrent run recorded it first
+        now = svc.clock.now()
+        subscription.synced(remote, now)
+        change.await_payment(remote.payment_url, remote.pending_expires_at, now)
+        uow.subscriptions.save(subscription)
+        uow.scheduled_changes.save(change)
+        uow.events.add(
+            PlanChangeAwaitingPayment.of(
+                change, command_id=command_id, now=now, subscription=subscription
+            )
+        )
+        uow.commit()
+    logger.info(
+        "change %s of %s awaits the customer's payment until %s",
+        change.id,
+        change.subscription_id,
+        change.payment_expires_at.isoformat() if change.payment_expires_at else "?",
+    )
     return change
 
 

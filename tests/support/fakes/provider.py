@@ -21,7 +21,7 @@ from domain.drift.report import (
     existing_subscription,
     oldest_customer,
 )
-from domain.errors import PaymentFailed, error_info
+from domain.errors import PaymentActionRequired, PaymentFailed, error_info
 from domain.operations.console import InvoiceView
 from domain.provider.pages import ListedPage
 from domain.provider.sync import ProviderCustomerState, RegisteredEndpoint
@@ -42,6 +42,10 @@ class _Listed(Protocol):
 L = TypeVar("L", bound=_Listed)
 
 
+PENDING_UPDATE_LIFETIME = timedelta(hours=23)
+"""Stripe drops a pending update unpaid 23 hours after it was made (or at the period's end)."""
+
+
 class FakeBillingProvider(RecordedRequests):
     """An in-memory Stripe (``domain.ports.provider.BillingProvider``)."""
 
@@ -58,6 +62,7 @@ class FakeBillingProvider(RecordedRequests):
         self.subscriptions: dict[str, ProviderSubscription] = {}
         self._ids = itertools.count(1)
         self.declining: set[str] = set()
+        self.authenticating: set[str] = set()
         self.deleted_customers: set[str] = set()
         self.webhook_endpoints: dict[str, tuple[str, tuple[str, ...]]] = {}
         """Endpoint id → its URL and event types."""
@@ -112,6 +117,29 @@ class FakeBillingProvider(RecordedRequests):
     def decline_payments(self, provider_id: str) -> None:
         """Invoices of this subscription's changes are never paid from now on."""
         self.declining.add(provider_id)
+
+    def require_authentication(self, provider_id: str) -> None:
+        """Invoices of this subscription's changes need the customer's authentication from
+        now on (Stripe's ``pm_card_authenticationRequired``)."""
+        self.authenticating.add(provider_id)
+
+    def pay_pending_update(self, provider_id: str) -> ProviderSubscription:
+        """The customer paid the invoice of the update held: it applies."""
+        held = self._existing(provider_id)
+        assert held.pending_price_id is not None
+        return self._replace(
+            provider_id,
+            price_id=held.pending_price_id,
+            pending_price_id=None,
+            pending_expires_at=None,
+            payment_url=None,
+        )
+
+    def expire_pending_update(self, provider_id: str) -> ProviderSubscription:
+        """The update held lapsed unpaid."""
+        return self._replace(
+            provider_id, pending_price_id=None, pending_expires_at=None, payment_url=None
+        )
 
     def delete_subscription(self, provider_id: str) -> None:
         del self.subscriptions[provider_id]
@@ -256,6 +284,19 @@ class FakeBillingProvider(RecordedRequests):
                 raise rejected("plan", f"No such subscription item: '{item_id}'")
             self._ensure_price(price_id)
             invoiced_now = proration_behavior == "always_invoice"
+            if invoiced_now and provider_id in self.authenticating:
+                if payment_behavior == "error_if_incomplete":
+                    raise PaymentActionRequired(
+                        "the customer must authenticate the payment of the change's invoice",
+                        details=[error_info("PAYMENT_ACTION_REQUIRED")],
+                    )
+                if payment_behavior == "pending_if_incomplete":
+                    return self._replace(
+                        provider_id,
+                        pending_price_id=price_id,
+                        pending_expires_at=self._clock.now() + PENDING_UPDATE_LIFETIME,
+                        payment_url=f"https://invoice.stripe.test/{idempotency_key}",
+                    )
             if invoiced_now and provider_id in self.declining:
                 if payment_behavior == "error_if_incomplete":
                     raise PaymentFailed(

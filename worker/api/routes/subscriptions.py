@@ -12,6 +12,7 @@ from domain.messages import is_id
 from domain.permissions import Scope
 from domain.subscriptions.change_commands import ChangeSubscriptionPlan
 from domain.subscriptions.change_previews import PreviewPlanChange
+from domain.subscriptions.change_states import ChangeState
 from worker.api.auth import Caller, permitted
 from worker.api.body import Body, PathId
 from worker.api.change_request import resolve_change_request
@@ -32,7 +33,18 @@ DEPRECATED_FIELDS_USED = {"Deprecation": "true"}
 
 
 def _phase(result: dict[str, Any]) -> dict[str, Any]:
-    return {"phase": result["phase"]}
+    change = result.get("change") or {}
+    if change.get("state") != ChangeState.AWAITING_PAYMENT.value:
+        return {"phase": result["phase"]}
+    return {
+        "phase": result["phase"],
+        "required_action": {
+            "type": "pay_invoice",
+            "url": change.get("payment_url"),
+            "expires_at": change.get("payment_expires_at"),
+            "change_id": change["id"],
+        },
+    }
 
 
 @router.post(
