@@ -227,15 +227,22 @@ def authenticating() -> tuple[FakeApplication, Subscribed]:
     return app, sub
 
 
-def upgrade_now(app: FakeApplication, sub: Subscribed, command_id: str = "c1") -> Any:
+def upgrade_now(
+    app: FakeApplication,
+    sub: Subscribed,
+    command_id: str = "c1",
+    *,
+    plan: str = "team",
+    immediate: bool = True,
+) -> Any:
     return change_subscription_plan(
         ChangeSubscriptionPlan(
             command_id=command_id,
             org_id=sub.org_id,
             billing_account_id=sub.account_id,
             subscription_id=sub.subscription_id,
-            plan="team",
-            immediate=True,
+            plan=plan,
+            immediate=immediate,
         ),
         app,
     )
@@ -316,16 +323,6 @@ def test_no_other_change_is_made_while_an_upgrade_awaits_the_customer_s_payment(
     upgrade_now(app, sub)
 
     with pytest.raises(FailedPrecondition) as raised:
-        change_subscription_plan(
-            ChangeSubscriptionPlan(
-                command_id="c2",
-                org_id=sub.org_id,
-                billing_account_id=sub.account_id,
-                subscription_id=sub.subscription_id,
-                plan="scale",
-                immediate=immediate,
-            ),
-            app,
-        )
+        upgrade_now(app, sub, "c2", plan="scale", immediate=immediate)
 
     assert raised.value.details[0]["reason"] == "CHANGE_AWAITING_PAYMENT"
