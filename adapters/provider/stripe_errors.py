@@ -102,8 +102,7 @@ def translate(
         decline = (stripe_error.decline_code if stripe_error else None) or code
         if code == AUTHENTICATION_REQUIRED:
             return PaymentActionRequired(
-                "the customer must authenticate the payment of the change's invoice: "
-                f"{message}",
+                f"the customer must authenticate the payment of the change's invoice: {message}",
                 details=[error_info("PAYMENT_ACTION_REQUIRED", **context)],
             )
         return PaymentFailed(

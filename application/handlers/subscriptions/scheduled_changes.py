@@ -110,8 +110,12 @@ def apply_change(command: ApplyScheduledChange, svc: HandlerContext) -> Schedule
     provider = svc.billing_provider()
     try:
         remote = _send_change(provider, change, subscription, price_id, read_first=read_first)
-    except PaymentActionRequired:
-        remote = _send_as_pending_update(provider, change, subscription, price_id)
+    except PaymentActionRequired as needs_action:
+        try:
+            remote = _send_as_pending_update(provider, change, subscription, price_id)
+        except (InvalidArgument, PaymentFailed) as refusal:  # it cannot be held either
+            _refused(change_id, needs_action, svc, command_id, ChangeReason.PAYMENT_FAILED)
+            raise needs_action from refusal
         if remote.pending_price_id == price_id:
             return _record_awaiting_payment(change_id, remote, svc, command_id)
     except PaymentFailed as declined:
@@ -316,7 +320,8 @@ def _record_awaiting_payment(
     change_id: str, remote: ProviderSubscription, svc: HandlerContext, command_id: str
 ) -> ScheduledChange:
     """The provider holds the change until the customer pays: recorded, with where to pay,
-    and announced; the subscription's sync settles it (``settle_awaited_payment``)."""
+    and announced; the subscription's next sync settles it
+    (``application/handlers/provider/sync.py``)."""
     with svc.unit_of_work() as uow:
         change, subscription = locked_change(uow, change_id)
         if change.state is not ChangeState.APPLYING:
