@@ -30,6 +30,10 @@ from application.handlers.subscriptions.change_steps import (
     price_of,
     record_outcome,
 )
+from application.handlers.subscriptions.immediate_writes import (
+    send_as_pending_update,
+    send_change,
+)
 from domain.errors import (
     CommandError,
     GoneAtProvider,
@@ -109,10 +113,10 @@ def apply_change(command: ApplyScheduledChange, svc: HandlerContext) -> Schedule
         )
     provider = svc.billing_provider()
     try:
-        remote = _send_change(provider, change, subscription, price_id, read_first=read_first)
+        remote = send_change(provider, change, subscription, price_id, read_first=read_first)
     except PaymentActionRequired as needs_action:
         try:
-            remote = _send_as_pending_update(provider, change, subscription, price_id)
+            remote = send_as_pending_update(provider, change, subscription, price_id)
         except (InvalidArgument, PaymentFailed) as refusal:  # it cannot be held either
             _refused(change_id, needs_action, svc, command_id, ChangeReason.PAYMENT_FAILED)
             raise needs_action from refusal
@@ -292,30 +296,6 @@ def _record_sent(
     return change
 
 
-def _send_as_pending_update(
-    provider: BillingProvider,
-    change: ScheduledChange,
-    subscription: Subscription,
-    price_id: str,
-) -> ProviderSubscription:
-    """The change again, held by the provider until the customer pays its invoice
-    (``pending_if_incomplete``, Stripe's way for a payment that needs the customer's
-    authentication), under a key of its own: the first write made nothing."""
-    item_id = subscription.provider_item_id
-    if item_id is None:
-        item_id = provider.get_subscription(subscription.provider_id).item_id
-    prorated = change.proration_behavior != "none"
-    return provider.change_subscription_price(
-        subscription.provider_id,
-        item_id,
-        price_id,
-        proration_behavior=change.proration_behavior,
-        idempotency_key=change.pending_update_key,
-        proration_date=change.effective_at if prorated else None,
-        payment_behavior="pending_if_incomplete",
-    )
-
-
 def _record_awaiting_payment(
     change_id: str, remote: ProviderSubscription, svc: HandlerContext, command_id: str
 ) -> ScheduledChange:
@@ -344,41 +324,6 @@ def _record_awaiting_payment(
         change.payment_expires_at.isoformat() if change.payment_expires_at else "?",
     )
     return change
-
-
-def _send_change(
-    provider: BillingProvider,
-    change: ScheduledChange,
-    subscription: Subscription,
-    price_id: str,
-    *,
-    read_first: bool,
-) -> ProviderSubscription:
-    """Replace the subscription item's price at the provider now: one call, under the
-    change's idempotency key, which makes any repetition (a retry, a redelivery, a worker
-    killed mid-call) a replay of the first. Prorated as of the change's ``effective_at``; when
-    the proration is invoiced at once, nothing is made unless the invoice is paid. The
-    subscription is read first only when the update cannot be sent blind: its item is not
-    known yet, or an earlier attempt may be older than the provider's memory of the key
-    (then the read tells whether it went through)."""
-    item_id = subscription.provider_item_id
-    if read_first or item_id is None:
-        remote = provider.get_subscription(subscription.provider_id)
-        if not change.applies_to(remote.state) or remote.price_id == price_id:
-            return remote
-        item_id = remote.item_id
-    prorated = change.proration_behavior != "none"
-    return provider.change_subscription_price(
-        subscription.provider_id,
-        item_id,
-        price_id,
-        proration_behavior=change.proration_behavior,
-        idempotency_key=change.provider_idempotency_key,
-        proration_date=change.effective_at if prorated else None,
-        payment_behavior=(
-            "error_if_incomplete" if change.proration_behavior == "always_invoice" else None
-        ),
-    )
 
 
 def _refused(
