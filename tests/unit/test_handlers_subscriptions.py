@@ -179,6 +179,24 @@ def test_transient_provider_failures_leave_the_change_applying_and_retries_use_o
     assert applied.state is ChangeState.APPLIED
 
 
+def test_an_immediate_change_a_sweep_finished_announces_the_request_that_asked_for_it(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    """The request's worker died mid-way (here: its call failed, and nothing retried it):
+    once the change's lease runs out, beat's sweep claims it and its own command applies it.
+    The event still names the request, which its sender waits for."""
+    app.provider.fail_next("change_subscription_price", TransientError("stripe: 503"))
+    with pytest.raises(TransientError):
+        change_subscription_plan(request(sub, "c1", plan="team", immediate=True), app)
+    app.clock.advance(FakeBillingPolicy().change_lease + timedelta(seconds=1))
+    [claim] = claim_due_changes(ClaimDueChanges(10), app)
+
+    apply(app, claim.change_id, command_id=f"apply:{claim.change_id}:{claim.number}")
+
+    [changed] = [row for row in app.db.rows("events") if row.type == "subscription.plan_changed"]
+    assert changed.document["command_id"] == "c1"
+
+
 def test_a_change_sent_before_is_sent_again_under_its_key_though_our_row_turned_past_due(
     app: FakeApplication, sub: Subscribed
 ) -> None:

@@ -108,7 +108,11 @@ def record_outcome(
     now: datetime,
 ) -> None:
     """The event of how the change ended: made now (an immediate change), applied at the
-    period's end, or skipped."""
+    period's end, or skipped. An immediate change's event names the request that asked for it,
+    whichever command finished it (a sweep's, when its worker died mid-way and its lease ran
+    out; a sync's, when the customer paid): that request's sender waits for it by that id."""
+    if change.kind is ChangeKind.IMMEDIATE and change.command_id is not None:
+        command_id = change.command_id
     if change.state is ChangeState.APPLIED:
         applied = (
             SubscriptionPlanChanged if change.kind is ChangeKind.IMMEDIATE else PlanChangeApplied
