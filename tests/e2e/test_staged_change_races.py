@@ -411,15 +411,17 @@ def test_a_cancel_that_gave_up_after_stripe_took_the_change_back_is_finished_not
         "drop", f"POST /v1/subscriptions/{sub.provider_id}", after_execution=True, replays=True
     )
     try:
-        answer = change(api, sub, {"phase_change": {"cancel_upcoming_changes": True}})
-        assert answer.status_code != 200, answer.text
-        eventually(
-            lambda: stored_change(stack, upgrade.id).is_withdrawing or None,
-            timeout=20,
-            what="the change held by the withdrawal",
+        asked = api.post(
+            sub.change_url,
+            json={"phase_change": {"cancel_upcoming_changes": True}},
+            headers={"Prefer": "respond-async"},
         )
+        assert asked.status_code == 202, asked.text
+        cancel = stack.finished(asked.json()["command_id"], timeout=60)  # its retries spent
     finally:
         emulator.remove_fault(lost.id)
+    assert cancel.status.value == "failed"
+    assert stored_change(stack, upgrade.id).is_withdrawing
     assert sdk.v1.subscriptions.retrieve(sub.provider_id)["items"]["data"][0]["price"]["id"] == (
         catalog.starter.provider_price_id
     )
