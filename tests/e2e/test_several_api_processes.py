@@ -253,5 +253,8 @@ def test_an_api_process_killed_is_replaced_and_its_requests_still_count_in_the_s
 
     assert [r.status_code for r in first + then] == [200] * 20
     assert running - {victim} <= replaced
-    # The killed process's counts stay in its file: the scrape still adds them up.
+    # The killed process's counts stay in its file: the scrape still adds them up. A request
+    # is counted once its answer went out (worker/api/middleware.py), so the last answer may
+    # reach the client a moment before its count reaches the scrape: wait for it.
+    eventually(lambda: counted() == before + 20 or None, 10, "the scrape to count all 20")
     assert counted() == before + 20
