@@ -17,6 +17,7 @@ import httpx
 import pytest
 import stripe  # noqa: TID251 - the tests change the emulator's objects through the SDK
 
+from adapters.clock import ShiftableClock
 from adapters.db.models import CommandRow
 from domain.subscriptions.plans import Plan
 from domain.subscriptions.subscription import SubscriptionState
@@ -131,7 +132,13 @@ def test_a_second_delivery_after_the_first_sync_read_finds_that_sync_and_records
     )
     # A sync's id names the second of the object's last read (here: its creation); a read in
     # a later second moves the next sync to another id, where the first one is not.
-    time.sleep(1.1)
+    created = int(stored_subscription(stack, sub.id).created_at.timestamp())
+    clock = ShiftableClock(stack.redis_url)
+    eventually(
+        lambda: int(clock.now().timestamp()) > created or None,
+        timeout=5,
+        what="a second after the subscription's creation",
+    )
     first = deliver(http, body, signature(body))
     stack.finished(first.json()["command_id"])  # its read moved the object's last read on
 
