@@ -19,6 +19,7 @@ from domain.errors import FailedPrecondition, GoneAtProvider, InvalidArgument
 from domain.provider.sync import SyncStripeObject
 from domain.subscriptions.change_commands import ApplyScheduledChange, ChangeSubscriptionPlan
 from domain.subscriptions.change_states import ChangeReason, ChangeState
+from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.fakes.application import FakeApplication, FakeBillingPolicy
 from tests.support.fakes.data import Subscribed, subscribed
@@ -248,6 +249,11 @@ def upgrade_now(
     )
 
 
+def the_change(app: FakeApplication, answer: Any) -> ScheduledChange:
+    found: ScheduledChange = app.db.row("scheduled_changes", answer.change["id"])
+    return found
+
+
 def test_an_upgrade_that_needs_authentication_is_held_at_stripe_and_answers_where_to_pay(
     authenticating: tuple[FakeApplication, Subscribed],
 ) -> None:
@@ -281,7 +287,7 @@ def test_a_held_upgrade_takes_effect_when_the_customer_pays(
     sync(app, sub.provider_id)
 
     assert stored(app, sub).plan_id == sub.team.id
-    [change] = [c for c in app.db.rows("scheduled_changes") if c.id == answer.change["id"]]
+    change = the_change(app, answer)
     assert change.state is ChangeState.APPLIED
     assert "subscription.plan_changed" in event_types(app)
 
@@ -296,7 +302,7 @@ def test_a_held_upgrade_lapses_when_stripe_expires_it_unpaid(
     sync(app, sub.provider_id)
 
     assert stored(app, sub).plan_id == sub.starter.id
-    [change] = [c for c in app.db.rows("scheduled_changes") if c.id == answer.change["id"]]
+    change = the_change(app, answer)
     assert change.state is ChangeState.SKIPPED
     assert change.reason == ChangeReason.PAYMENT_NOT_COMPLETED.value
     assert event_types(app)[-1] == "subscription.plan_change.skipped"
@@ -310,7 +316,7 @@ def test_a_sync_while_the_customer_has_not_paid_leaves_the_held_upgrade_waiting(
 
     sync(app, sub.provider_id)
 
-    [change] = [c for c in app.db.rows("scheduled_changes") if c.id == answer.change["id"]]
+    change = the_change(app, answer)
     assert change.state is ChangeState.AWAITING_PAYMENT
     assert stored(app, sub).plan_id == sub.starter.id
 
