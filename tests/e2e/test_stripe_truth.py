@@ -29,6 +29,7 @@ from tests.e2e.test_immediate_changes import AUTOMATIC, change_now, customer_of,
 from tests.e2e.test_period_end_billing import jump_over, stack_now
 from tests.e2e.test_period_end_billing import subscribe as subscribe_to
 from tests.support.events import outbox_rows
+from tests.support.invoices import invoices_of
 from tests.support.stack import Stack, eventually, stack_of_its_own
 from tests.support.subscriptions import (
     DAY,
@@ -287,6 +288,14 @@ def test_an_upgrade_whose_payment_needs_authentication_answers_where_to_pay_and_
     )
     assert item_price(sdk, sub) == catalog.scale.provider_price_id
     assert stored_subscription(stack, sub.id).plan_id == catalog.scale.id
+    # What the customer paid: the upgrade's prorations, the new plan's share less the old's.
+    [paid] = [found for found in invoices_of(sdk, sub.provider_id) if found.id == invoice.id]
+    assert paid.status == "paid"
+    assert paid.amount_paid == paid.total == sum(line.amount for line in paid.lines) > 0
+    assert {(line.price, line.amount > 0) for line in paid.lines if line.proration} == {
+        (catalog.scale.provider_price_id, True),
+        (catalog.team.provider_price_id, False),
+    }
     types = [row.type for row in outbox_rows(stack.sessions, f"subscription:{sub.id}")]
     assert types[-2:] == [
         "subscription.plan_change.awaiting_payment",
