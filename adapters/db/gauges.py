@@ -114,6 +114,18 @@ class SqlSystemFigures:
                 )
             ).one()
             off_plan = _subscriptions_off_plan(session)
+            over = [state.value for state in SubscriptionState if state.is_over]
+            discounted = int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(SubscriptionRow)
+                    .where(
+                        SubscriptionRow.billed_discount.is_not(None),
+                        SubscriptionRow.state.not_in(over),
+                    )
+                )
+                or 0
+            )
             billed_wrong = int(
                 session.scalar(
                     select(func.count())
@@ -134,6 +146,7 @@ class SqlSystemFigures:
             oldest_pending_account=oldest_pending,
             subscriptions_off_plan=off_plan,
             renewals_billed_wrong=billed_wrong,
+            subscriptions_discounted=discounted,
         )
 
 

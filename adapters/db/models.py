@@ -197,11 +197,21 @@ class PlanRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+DISCOUNTED = "billed_discount IS NOT NULL"
+
+
 class SubscriptionRow(Base):
     __tablename__ = "subscriptions"
     __table_args__ = (
         # The off-plan gauge: a plan's subscriptions billed at a price other than its own.
         Index("ix_subscriptions_plan_id_billed_price_id", "plan_id", "billed_price_id"),
+        # The discounted gauge: the few subscriptions with a discount at Stripe, by state.
+        Index(
+            "ix_subscriptions_discounted_state",
+            "state",
+            sqlite_where=text(DISCOUNTED),
+            postgresql_where=text(DISCOUNTED),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(128), primary_key=True)
@@ -218,6 +228,7 @@ class SubscriptionRow(Base):
     cancel_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     synced_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
     billed_price_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    billed_discount: Mapped[str | None] = mapped_column(String(500), nullable=True)
 
 
 PENDING_CHANGE_STATES = "state IN ('scheduled', 'applying', 'staged', 'awaiting_payment')"

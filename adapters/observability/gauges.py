@@ -47,6 +47,9 @@ class DatabaseFigures:
     renewals_billed_wrong: int = 0
     """Periods whose renewal invoice, as last read, bills other money than the plan a change
     put in force at their start (``domain/subscriptions/renewal_checks.py``)."""
+    subscriptions_discounted: int = 0
+    """Live subscriptions Stripe bills less than their price, as last read: a discount
+    (coupon) redeemed at Stripe, never by us (``domain/billing/discounts.py``)."""
 
 
 OFF_PLAN_KINDS = ("unknown_price", "other_plan")
@@ -202,11 +205,20 @@ class SystemCollector(Collector):
             "to 0 once the period is corrected at Stripe (`stripe drift` names each one).",
             value=figures.renewals_billed_wrong,
         )
+        discounted = GaugeMetricFamily(
+            "billing_subscriptions_discounted",
+            "Live subscriptions Stripe bills less than their plan's price, as last read: a "
+            "discount (a coupon) redeemed at Stripe, which we never apply. What the customer "
+            "pays is not the plan's price: `stripe drift` names each one with the money it "
+            "takes (`discount_at_stripe`).",
+            value=figures.subscriptions_discounted,
+        )
         return [
             changes,
             age,
             off_plan,
             billed_wrong,
+            discounted,
             failed_commands,
             rejected_commands,
             deliveries,

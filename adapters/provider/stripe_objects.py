@@ -10,10 +10,12 @@ vouch for every field read here."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, Protocol
 
+from domain.billing.discounts import ProviderDiscount
 from domain.drift.report import RemoteCustomer, RemoteSubscription
 from domain.errors import Internal, error_info
 from domain.operations.console import InvoiceLineView, InvoiceView
@@ -69,6 +71,11 @@ class _LinePricing(Protocol):
     def price_details(self) -> _LinePriceDetails | None: ...
 
 
+class _DiscountAmount(Protocol):
+    @property
+    def amount(self) -> int: ...
+
+
 class _InvoiceLine(Protocol):
     @property
     def description(self) -> str | None: ...
@@ -80,6 +87,8 @@ class _InvoiceLine(Protocol):
     def pricing(self) -> _LinePricing | None: ...
     @property
     def period(self) -> _LinePeriod: ...
+    @property
+    def discount_amounts(self) -> Sequence[_DiscountAmount] | None: ...
 
 
 class _InvoiceLines(Protocol):
@@ -100,6 +109,10 @@ class StripeInvoice(Protocol):
     def total(self) -> int: ...
     @property
     def lines(self) -> _InvoiceLines: ...
+    @property
+    def total_discount_amounts(self) -> Sequence[_DiscountAmount] | None: ...
+    @property
+    def starting_balance(self) -> int | None: ...
     def to_dict(self) -> dict[str, Any]: ...
 
 
@@ -165,7 +178,36 @@ def subscription_of_document(document: Mapping[str, Any]) -> ProviderSubscriptio
         cancel_at=_time(int(cancel_at)) if cancel_at else None,
         unit_amount=_optional_int(price.get("unit_amount")),
         currency=_optional_text(price.get("currency")),
+        discounts=tuple(discount_of(discount) for discount in document.get("discounts") or ()),
         **_pending_update_of(document),
+    )
+
+
+def discount_of(discount: Any) -> ProviderDiscount:
+    """A discount from a subscription's ``discounts``: an id, or the object when expanded
+    (its coupon's terms when ``source.coupon`` was expanded too, as the adapter asks:
+    :data:`adapters.provider.stripe_subscriptions.DISCOUNTS`)."""
+    if not isinstance(discount, Mapping):
+        return ProviderDiscount(id=str(discount))
+    source = discount.get("source")
+    coupon = source.get("coupon") if isinstance(source, Mapping) else None
+    end = discount.get("end")
+    found = ProviderDiscount(
+        id=str(discount["id"]),
+        coupon_id=coupon if isinstance(coupon, str) else None,
+        ends_at=_time(int(end)) if isinstance(end, int) else None,
+    )
+    if not isinstance(coupon, Mapping):
+        return found
+    percent_off = coupon.get("percent_off")
+    return replace(
+        found,
+        coupon_id=str(coupon["id"]),
+        coupon_name=_optional_text(coupon.get("name")),
+        percent_off=Decimal(str(percent_off)) if percent_off is not None else None,
+        amount_off=_optional_int(coupon.get("amount_off")),
+        currency=_optional_text(coupon.get("currency")),
+        duration=_optional_text(coupon.get("duration")),
     )
 
 
@@ -210,6 +252,10 @@ def invoice_of(document: dict[str, Any], lines: Sequence[PreviewLine] = ()) -> I
         billing_reason=_optional_text(document.get("billing_reason")),
         created=_time(int(document.get("created") or 0)),
         total=int(document.get("total") or 0),
+        total_discount=sum(
+            int(amount.get("amount") or 0)
+            for amount in document.get("total_discount_amounts") or ()
+        ),
         starting_balance=int(document.get("starting_balance") or 0),
         ending_balance=int(document.get("ending_balance") or 0),
         period_start=when("period_start"),
@@ -236,7 +282,13 @@ def preview_of(invoice: StripeInvoice) -> ChangePreview:
         subtotal=int(invoice.subtotal),
         total=int(invoice.total),
         lines=tuple(lines),
+        total_discount=_discounted(invoice.total_discount_amounts),
+        starting_balance=int(invoice.starting_balance or 0),
     )
+
+
+def _discounted(amounts: Sequence[_DiscountAmount] | None) -> int:
+    return sum(int(amount.amount) for amount in amounts or ())
 
 
 def line_of(line: _InvoiceLine) -> PreviewLine:
@@ -253,6 +305,7 @@ def line_of(line: _InvoiceLine) -> PreviewLine:
         period_start=_time(line.period.start),
         period_end=_time(line.period.end),
         price_id=str(price_details.price) if price_details else None,
+        discount=_discounted(line.discount_amounts),
     )
 
 

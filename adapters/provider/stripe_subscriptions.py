@@ -23,6 +23,12 @@ from domain.subscriptions.plans import ProviderPlan, ProviderPrice
 from domain.subscriptions.proration import PaymentBehavior, ProrationBehavior
 from domain.subscriptions.subscription import ProviderSubscription, SubscriptionTerms
 
+DISCOUNTS = "discounts.source.coupon"
+"""Every subscription is read with its discounts and their coupons' terms (a subscription
+without one costs nothing more), so the drift report and the discounted gauge know what a
+coupon redeemed at Stripe takes (``domain/billing/discounts.py``)."""
+LISTED_DISCOUNTS = f"data.{DISCOUNTS}"
+
 
 class StripeSubscriptions(StripeRequests):
     """The plan and subscription operations of
@@ -68,7 +74,11 @@ class StripeSubscriptions(StripeRequests):
             "collection_method": terms.collection_method,
             # Pinned rather than left to the API version or the account's default: flexible
             # mode credits a change from what the customer was actually debited.
-            "billing_mode": {"type": "flexible"},
+            # ``itemized``: a proration's amount is its gross, its discount beside it, as a
+            # renewal's line is (``included`` would net it), so the money checks read every
+            # line alike.
+            "billing_mode": {"type": "flexible", "flexible": {"proration_discounts": "itemized"}},
+            "expand": [DISCOUNTS],
         }
         if terms.collection_method == "send_invoice":
             params["days_until_due"] = terms.days_until_due
@@ -87,7 +97,7 @@ class StripeSubscriptions(StripeRequests):
         found = self._call(
             CallKind.READ,
             "retrieve subscription",
-            partial(self._get_json, _subscription_path(provider_id), {}),
+            partial(self._get_json, _subscription_path(provider_id), {"expand": [DISCOUNTS]}),
             plan_field,
         )
         return subscription_of_document(found)
@@ -111,8 +121,9 @@ class StripeSubscriptions(StripeRequests):
             params["proration_date"] = int(proration_date.timestamp())
         if payment_behavior is not None:
             params["payment_behavior"] = payment_behavior
+        params["expand"] = [DISCOUNTS]
         if payment_behavior == "pending_if_incomplete":
-            params["expand"] = ["latest_invoice"]  # where the customer pays, if held
+            params["expand"].append("latest_invoice")  # where the customer pays, if held
         updated = self._call(
             CallKind.WRITE,
             "update subscription",
@@ -123,7 +134,7 @@ class StripeSubscriptions(StripeRequests):
         return subscription_of_document(updated)
 
     def list_subscriptions(self, customer_id: str | None = None) -> list[RemoteSubscription]:
-        params: dict[str, Any] = {"status": "all"}
+        params: dict[str, Any] = {"status": "all", "expand": [LISTED_DISCOUNTS]}
         if customer_id is not None:
             params["customer"] = customer_id
         return [
@@ -135,7 +146,7 @@ class StripeSubscriptions(StripeRequests):
     def subscription_pages(
         self, after: str | None = None
     ) -> Iterator[ListedPage[RemoteSubscription]]:
-        return self._subscription_pages({"status": "all"}, after)
+        return self._subscription_pages({"status": "all", "expand": [LISTED_DISCOUNTS]}, after)
 
     def _subscription_pages(
         self, params: dict[str, Any], after: str | None

@@ -113,6 +113,9 @@ class InvoiceLineView(Message):
     period_start: Timestamp
     period_end: Timestamp
     price_id: str | None
+    discount: int = Field(
+        default=0, description="What discounts took off `amount` (the line costs the rest)."
+    )
 
 
 class InvoiceView(Message):
@@ -125,6 +128,11 @@ class InvoiceView(Message):
     billing_reason: str | None
     created: Timestamp
     total: int = 0
+    total_discount: int = Field(
+        default=0,
+        description="What discounts at Stripe (a coupon) took off the subtotal; `total` is "
+        "after them.",
+    )
     starting_balance: int = Field(
         default=0,
         description="The customer's balance the invoice began with and took into its amount "

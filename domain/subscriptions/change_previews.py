@@ -44,6 +44,14 @@ class PreviewLine:
     period_start: datetime
     period_end: datetime
     price_id: str | None
+    discount: int = 0
+    """What the provider's discounts take off ``amount`` (a credit's discount is negative:
+    ``amount - discount`` is what the line costs)."""
+
+    @property
+    def net(self) -> int:
+        """What the line costs, its discounts taken off."""
+        return self.amount - self.discount
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,11 @@ class ChangePreview:
     subtotal: int
     total: int
     lines: tuple[PreviewLine, ...]
+    total_discount: int = 0
+    """What the provider's discounts take off the subtotal (``total`` is after them)."""
+    starting_balance: int = 0
+    """The customer's balance the invoice takes in (negative: a credit), which ``amount_due``
+    includes."""
 
 
 def ensure_in_current_period(
@@ -110,6 +123,8 @@ class PlanChangePreviewed(Result):
     lines: list[dict[str, Any]]
     charged_now: int | None = None
     carried_to_balance: int = 0
+    total_discount: int = 0
+    starting_balance: int = 0
 
 
 def settlement_of(amount_due: int, currency: str, billed_now: bool) -> tuple[int | None, int]:

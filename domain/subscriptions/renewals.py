@@ -64,8 +64,19 @@ class BilledPeriod:
 
     @property
     def net(self) -> int:
-        """What the period costs, the corrections included."""
+        """What the period costs at its prices, the corrections included (before discounts:
+        ``paid`` is after them)."""
         return self.charge.amount + sum(line.amount for line in self.corrections)
+
+    @property
+    def discount(self) -> int:
+        """What discounts at the provider took off the period, its corrections' included."""
+        return self.charge.discount + sum(line.discount for line in self.corrections)
+
+    @property
+    def paid(self) -> int:
+        """What the period costs the customer: ``net`` less the discounts."""
+        return self.net - self.discount
 
     def bills(self, plan: Plan) -> bool:
         """Whether the period costs ``plan``'s price net: its amount in its currency, at its

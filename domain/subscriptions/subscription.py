@@ -9,11 +9,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import WithJsonSchema, field_serializer
 
+from domain.billing.discounts import ProviderDiscount
 from domain.errors import FailedPrecondition, InvalidArgument, error_info
 from domain.messages import Message, json_value
 from domain.subscriptions.billing_periods import period_end_after
 from domain.subscriptions.plans import Plan
 
+DISCOUNT_SUMMARY_LIMIT = 500
+"""How much of a subscription's discounts, in words, its row keeps."""
 RFC3339 = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 """A timestamp as ``datetime.isoformat`` writes it (``+00:00``), documented as such."""
 
@@ -91,6 +94,16 @@ class ProviderSubscription:
     payment_url: str | None = None
     """Where the customer pays that update's invoice (Stripe's hosted invoice page), when the
     provider's answer carried it."""
+    discounts: tuple[ProviderDiscount, ...] = ()
+    """The discounts the provider takes off its invoices (coupons redeemed on it: never by
+    us, see ``domain/billing/discounts.py``)."""
+
+    @property
+    def discount_summary(self) -> str | None:
+        """Its discounts in a line (``None``: none), as a row keeps them."""
+        if not self.discounts:
+            return None
+        return "; ".join(discount.shown() for discount in self.discounts)[:DISCOUNT_SUMMARY_LIMIT]
 
     @property
     def state(self) -> SubscriptionState:
@@ -143,6 +156,9 @@ class Subscription:
     billed_price_id: str | None = None
     """The price the provider bills, as last read (a price that is none of our plans, or
     another plan's, shows here while ``plan_id`` keeps ours: the off-plan gauge counts it)."""
+    billed_discount: str | None = None
+    """The discounts the provider takes off that price, in words, as last read (``None``:
+    none; the discounted gauge counts the live subscriptions that have one)."""
 
     @classmethod
     def started(
@@ -167,6 +183,7 @@ class Subscription:
             updated_at=now,
             provider_item_id=remote.item_id,
             billed_price_id=remote.price_id,
+            billed_discount=remote.discount_summary,
         )
 
     @staticmethod
@@ -259,7 +276,9 @@ class Subscription:
             if before != value:
                 changes[name] = [json_value(before), json_value(value)]
                 setattr(self, name, value)
-        self.billed_price_id = remote.price_id  # kept, not a change: the plan is what changes
+        # Kept, not changes: the plan is what changes.
+        self.billed_price_id = remote.price_id
+        self.billed_discount = remote.discount_summary
         self.synced_at = now
         if changes:
             self.updated_at = now

@@ -332,6 +332,7 @@ def test_beat_serves_every_queue_depth_changes_by_state_and_the_oldest_due_chang
     assert ("billing_oldest_pending_account_age_seconds", frozenset()) in samples
     assert ("billing_subscriptions_off_plan", frozenset({("kind", "unknown_price")})) in samples
     assert ("billing_renewals_billed_wrong", frozenset()) in samples
+    assert ("billing_subscriptions_discounted", frozenset()) in samples
     assert ("billing_stripe_budget_rate", frozenset({("kind", "write")})) in samples
     for part in ("queues", "database", "stripe_budget"):
         assert value(samples, "billing_collector_up", part=part) == 1, part

@@ -1,7 +1,7 @@
 """Beat's gauge of subscriptions Stripe bills off their plan, read from SQLite and PostgreSQL
 as beat reads it at a scrape: a price that is none of our plans', another plan's, and what is
 not counted (a change in flight holding its target's price, a subscription that is over, one
-never read)."""
+never read); and its gauge of live subscriptions Stripe discounts."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from worker.bootstrap import build_services
 from worker.settings import Settings
 
 
-def test_the_gauge_counts_live_subscriptions_billed_off_their_plan_by_kind(
+def test_the_gauges_count_live_subscriptions_billed_off_their_plan_by_kind_and_those_discounted(
     make_database: Callable[[str], str], redis_server: str
 ) -> None:
     url = make_database(f"off_plan_{uuid.uuid4().hex[:8]}")
@@ -48,7 +48,9 @@ def test_the_gauge_counts_live_subscriptions_billed_off_their_plan_by_kind(
         plan.provider_price_id = f"price_{name}_{uuid.uuid4().hex[:6]}"
         plans[name] = plan
 
-    def subscription(billed: str | None, state: str = "active") -> Subscription:
+    def subscription(
+        billed: str | None, state: str = "active", discount: str | None = None
+    ) -> Subscription:
         remote = ProviderSubscription(
             id=f"sub_{uuid.uuid4().hex[:10]}",
             status=state,
@@ -61,6 +63,7 @@ def test_the_gauge_counts_live_subscriptions_billed_off_their_plan_by_kind(
             f"sub_{uuid.uuid4().hex[:10]}", account.id, plans["starter"], "stripe", remote, now
         )
         made.billed_price_id = billed
+        made.billed_discount = discount
         return made
 
     team_price = plans["team"].provider_price_id
@@ -70,13 +73,24 @@ def test_the_gauge_counts_live_subscriptions_billed_off_their_plan_by_kind(
     staged = subscription(team_price)
     canceled = subscription("price_dashboard", "canceled")
     unread = subscription(None)
+    discounted = subscription(plans["starter"].provider_price_id, discount="20 % off, forever")
+    discounted_over = subscription("price_dashboard", "canceled", discount="20 % off, forever")
     change = ScheduledChange.at_period_end("chg_staged", staged, plans["team"], now=now)
     change.stage(staged.current_period_end + timedelta(days=30), now)
     with SqlUnitOfWork(sessions) as uow:
         uow.billing_accounts.add(account)
         for plan in plans.values():
             uow.plans.add(plan)
-        for row in (on_plan, dashboard, other_plan, staged, canceled, unread):
+        for row in (
+            on_plan,
+            dashboard,
+            other_plan,
+            staged,
+            canceled,
+            unread,
+            discounted,
+            discounted_over,
+        ):
             uow.subscriptions.add(row)
         uow.commit()
     with SqlUnitOfWork(sessions) as uow:
@@ -93,3 +107,10 @@ def test_the_gauge_counts_live_subscriptions_billed_off_their_plan_by_kind(
     }
 
     assert counted == {"unknown_price": 1, "other_plan": 1}
+    [discounted_now] = [
+        sample.value
+        for family in families
+        if family.name == "billing_subscriptions_discounted"
+        for sample in family.samples
+    ]
+    assert discounted_now == 1

@@ -180,6 +180,11 @@ class PreviewLineView(BaseModel):
     period_start: Timestamp
     period_end: Timestamp
     price_id: str | None = Field(description="The Stripe price the line bills.")
+    discount: int = Field(
+        default=0,
+        description="What discounts at Stripe (a coupon on the subscription) take off "
+        "`amount`; a credit's is negative. The line costs `amount - discount`.",
+    )
 
 
 class ChangePreviewAnswer(BaseModel):
@@ -199,7 +204,18 @@ class ChangePreviewAnswer(BaseModel):
     currency: str
     amount_due: int = Field(description="Minor units of the currency.")
     subtotal: int
-    total: int
+    total: int = Field(description="`subtotal` less `total_discount`.")
+    total_discount: int = Field(
+        default=0,
+        description="What discounts at Stripe (a coupon on the subscription) take off the "
+        "subtotal.",
+    )
+    starting_balance: int = Field(
+        default=0,
+        description="The customer's balance the invoice takes in (negative: a credit, "
+        "positive: an amount carried from an earlier invoice); `amount_due` is `total` plus it "
+        "(never below 0).",
+    )
     lines: list[PreviewLineView]
     charged_now: int | None = Field(
         description="What the change charges the customer's card at once: `amount_due` when "

@@ -95,11 +95,14 @@ def preview_plan_change(command: PreviewPlanChange, svc: HandlerContext) -> Plan
                 "period_start": line.period_start.isoformat(),
                 "period_end": line.period_end.isoformat(),
                 "price_id": line.price_id,
+                "discount": line.discount,
             }
             for line in preview.lines
         ],
         charged_now=charged_now,
         carried_to_balance=carried,
+        total_discount=preview.total_discount,
+        starting_balance=preview.starting_balance,
     )
 
 
