@@ -447,6 +447,43 @@ def test_a_preview_and_the_change_made_right_after_invoice_the_same_amounts_to_t
     assert {line["amount"] for line in previewed["lines"]} & {-900, 2900} == set()  # prorated
 
 
+def test_a_preview_of_a_subscription_discounted_at_stripe_invoices_what_the_change_makes(
+    stack: Stack, api: httpx.Client, sub: Subscribed, catalog: Catalog, sdk: stripe.StripeClient
+) -> None:
+    coupon = sdk.v1.coupons.create(params={"percent_off": 25, "duration": "forever"})
+    sdk.v1.subscriptions.update(  # someone, in Stripe's dashboard
+        sub.provider_id, params={"discounts": [{"coupon": str(coupon.id)}]}
+    )
+    stack.advance_time(timedelta(days=4, hours=3, seconds=7).total_seconds())
+    before = len(invoices(sdk, sub))
+
+    preview = api.post(f"{sub.change_url}/preview", json={"plan": catalog.team.name})
+    assert preview.status_code == 200, preview.text
+    previewed = preview.json()
+    response = api.post(
+        sub.change_url,
+        json={
+            "plan_change": {
+                "plan": catalog.team.name,
+                "immediate": True,
+                "proration_date": previewed["proration_date"],
+            }
+        },
+    )
+
+    assert response.status_code == 200, response.text
+    [invoice] = invoices(sdk, sub)[before:]
+    billed = sorted((line.amount, line.discount) for line in invoice.lines)
+    assert billed == sorted((line["amount"], line["discount"]) for line in previewed["lines"])
+    # A quarter off each prorated line (itemized: the amount gross, its discount beside it).
+    assert all(abs(4 * discount - amount) <= 2 for amount, discount in billed)
+    assert previewed["total_discount"] == sum(discount for _, discount in billed) > 0
+    assert (
+        invoice.total == previewed["total"] == previewed["subtotal"] - previewed["total_discount"]
+    )
+    assert invoice.amount_paid == previewed["amount_due"]
+
+
 # --- the renewal, checked -----------------------------------------------------------------
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from adapters.provider.stripe_adapter import StripeBillingProvider
 from stripe_emulator import EmulatorAdmin
+from tests.support.drift_world import World, drift_world
 from tests.support.emulator import EMULATOR_KEY, EmulatorProcess, start_emulator
 
 
@@ -30,3 +33,17 @@ def admin(emulator: EmulatorProcess) -> Iterator[EmulatorAdmin]:
 @pytest.fixture
 def provider(emulator: EmulatorProcess, admin: EmulatorAdmin) -> StripeBillingProvider:
     return StripeBillingProvider(EMULATOR_KEY, api_base=emulator.url, timeout=3)
+
+
+@pytest.fixture
+def world(
+    make_database: Callable[[str], str],
+    emulator: EmulatorProcess,
+    admin: EmulatorAdmin,
+    redis_server: str,
+    tmp_path: Path,
+) -> World:
+    """A drift test's world (``tests/support/drift_world.py``) on this test's database."""
+    return drift_world(
+        make_database(f"drift_{uuid.uuid4().hex[:8]}"), emulator, admin, redis_server, tmp_path
+    )

@@ -16,6 +16,8 @@ class Line:
     price: str | None
     start: datetime
     end: datetime
+    discount: int = 0
+    """What discounts took off ``amount`` (its ``discount_amounts``)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ def invoices_of(sdk: stripe.StripeClient, provider_id: str) -> list[Invoice]:
                     price=str(pricing.price) if pricing else None,
                     start=datetime.fromtimestamp(line.period.start, UTC),
                     end=datetime.fromtimestamp(line.period.end, UTC),
+                    discount=sum(int(taken.amount) for taken in line.discount_amounts or ()),
                 )
             )
         found.append(

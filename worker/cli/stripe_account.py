@@ -100,6 +100,9 @@ def stripe_drift(adopt: bool, skip_invoices: bool, as_json: bool) -> None:
       renewal_mismatch      the latest renewal invoice billed other money than the plan
                             our rows had in force at that period's start (corrections
                             as of the period's start included)
+      discount_at_stripe    Stripe takes a discount (a coupon) off the subscription's
+                            price, now or on its latest renewal: what the plan is
+                            billed, and what the renewal billed after discounts
 
     \b
     Exit status: 0 no drift (with --adopt: none left, everything found was adopted);
