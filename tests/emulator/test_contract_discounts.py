@@ -360,3 +360,45 @@ def test_a_credit_on_the_balance_applies_after_the_discount(stripe_target: Strip
     assert renewal.starting_balance == -300
     assert renewal.amount_due == renewal.amount_paid == 450
     assert renewal.ending_balance == 0
+
+
+def test_a_credit_gives_back_what_was_charged_after_a_once_coupon_was_spent(
+    stripe_target: StripeTarget,
+) -> None:
+    customer, subscription, _ = _with_coupon(stripe_target, 1000, percent_off=50, duration="once")
+    halfway = _halfway(stripe_target, customer.id, subscription.id)
+    cheaper = monthly(stripe_target, 200)
+
+    stripe_target.client.v1.subscriptions.update(
+        subscription.id,
+        params=_upgrade_params(subscription, cheaper, halfway),  # type: ignore[arg-type]
+    )
+    invoice = latest_invoice(stripe_target, subscription.id)
+
+    credits = [line for line in invoice.lines.data if is_proration(line) and line.amount < 0]
+    debits = [line for line in invoice.lines.data if is_proration(line) and line.amount > 0]
+    assert len(credits) == len(debits) == 1
+    assert abs(credits[0].amount - _line_discounts(credits[0]) + 250) <= 1  # half of the 5 $ paid
+    assert _line_discounts(debits[0]) == 0  # the once discount is gone
+    assert abs(invoice.total + 150) <= 1
+
+
+def test_a_discounted_changes_prorations_are_billed_at_the_renewal_as_previewed(
+    stripe_target: StripeTarget,
+) -> None:
+    customer, subscription, _ = _with_coupon(
+        stripe_target, 1000, percent_off=20, duration="forever"
+    )
+    halfway = _halfway(stripe_target, customer.id, subscription.id)
+    change = {**_upgrade_params(subscription, monthly(stripe_target, 3000), halfway)}
+    change["proration_behavior"] = "create_prorations"
+    stripe_target.client.v1.subscriptions.update(subscription.id, params=change)  # type: ignore[arg-type]
+
+    preview = stripe_target.client.v1.invoices.create_preview(
+        params={"subscription": subscription.id}
+    )
+    renewal = _renewal(stripe_target, customer.id, subscription.id)
+
+    assert _summary(preview) == _summary(renewal)
+    assert sorted(line.amount for line in renewal.lines.data if not is_proration(line)) == [3000]
+    assert _discounted(renewal) >= 600  # 20 % of the 30 $ period at least
