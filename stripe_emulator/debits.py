@@ -17,6 +17,11 @@ credited``), and moves ``until`` back to that point. The credits of one debit th
 to at most the debit, whatever the order and rounding of the changes, and a period cut short
 by ``cancel_at`` (billed pro rata) is credited pro rata of what it was billed.
 
+A debit charged less than its amount by discounts (:mod:`stripe_emulator.discounts`) keeps
+them (``discounts``: discount id -> amount); its credits give back the same share of each
+(``credited_discounts``), so a credit refunds what was charged for the time, whatever
+discounts the subscription has since.
+
 Debits and credits are recorded when the lines that carry them are made for good: pending
 invoice items at once, an invoice's lines when it is committed (:mod:`stripe_emulator.payments`);
 previews and refused changes record nothing, and voiding an invoice (a pending update dropped)
@@ -42,6 +47,8 @@ class Credit:
     amount: int
     period: tuple[int, int]
     debit: Record
+    # The share of each of the debit's discounts it gives back: [[discount id, amount]].
+    discounts: tuple[tuple[str, int], ...] = ()
 
 
 def tracked(store: Store, subscription_id: str) -> bool:
@@ -61,8 +68,22 @@ def credits(store: Store, subscription_id: str, item_id: str, at: int) -> list[C
         share = prorate(debit["amount"], debit["until"] - since, debit["end"] - debit["start"])
         amount = min(share, debit["amount"] - debit["credited"])
         if amount > 0:
-            found.append(Credit(index, amount, (since, debit["until"]), debit))
+            taken = _discount_shares(debit, since)
+            found.append(Credit(index, amount, (since, debit["until"]), debit, taken))
     return found
+
+
+def _discount_shares(debit: Record, since: int) -> tuple[tuple[str, int], ...]:
+    """What a credit after ``since`` gives back of each discount the debit was charged with
+    (so that the credit's net is what was charged for that time)."""
+    shares = []
+    credited = debit.get("credited_discounts", {})
+    for discount_id, amount in debit.get("discounts", {}).items():
+        share = prorate(amount, debit["until"] - since, debit["end"] - debit["start"])
+        share = min(share, amount - credited.get(discount_id, 0))
+        if share > 0:
+            shares.append((discount_id, share))
+    return tuple(shares)
 
 
 def record(
@@ -78,10 +99,17 @@ def record(
         item_id = spec.subscription_item
         if spec.proration and spec.consumes is not None:
             debit = ledger[item_id][spec.consumes]
+            given = {discount_id: -amount for discount_id, amount in spec.discounts}
             if invoice_id is not None:  # what voiding that invoice gives back (see void)
-                debit.setdefault("voidable", []).append([invoice_id, debit["until"], -spec.amount])
+                debit.setdefault("voidable", []).append(
+                    [invoice_id, debit["until"], -spec.amount, given]
+                )
             debit["until"] = spec.period[0]
             debit["credited"] -= spec.amount  # a credit's amount is negative
+            if given:
+                credited = debit.setdefault("credited_discounts", {})
+                for discount_id, amount in given.items():
+                    credited[discount_id] = credited.get(discount_id, 0) + amount
             continue
         if spec.proration and spec.amount <= 0:
             continue  # a classic-rule credit: it consumes no debit of its own
@@ -96,6 +124,8 @@ def record(
             "invoice": invoice_id if line_id is not None else None,
             "line": line_id,
         }
+        if spec.discounts:  # what the debit was charged is its amount less these
+            debit["discounts"] = {discount_id: amount for discount_id, amount in spec.discounts}
         if spec.proration:
             ledger.setdefault(item_id, []).append(debit)
         else:  # a cycle line: the item's period starts again
@@ -112,5 +142,8 @@ def void(store: Store, subscription_id: str, invoice_id: str) -> None:
             for voided in [entry for entry in debit.get("voidable", []) if entry[0] == invoice_id]:
                 debit["until"] = max(debit["until"], voided[1])
                 debit["credited"] -= voided[2]
+                credited = debit.get("credited_discounts", {})
+                for discount_id, amount in (voided[3] if len(voided) > 3 else {}).items():
+                    credited[discount_id] = credited.get(discount_id, 0) - amount
                 debit["voidable"].remove(voided)
         ledger[item_id] = kept

@@ -20,6 +20,7 @@ from stripe_emulator.idempotency import IdempotencyStore
 from stripe_emulator.reqlog import RequestLog
 from stripe_emulator.resources import (
     catalog,
+    coupons,
     customers,
     events,
     invoices,
@@ -35,6 +36,7 @@ from stripe_emulator.webhooks import Dispatcher
 ENDPOINTS: tuple[Endpoint, ...] = (
     *customers.ROUTES,
     *catalog.ROUTES,
+    *coupons.ROUTES,
     *subscription_search.ROUTES,
     *subscriptions.ROUTES,
     *subscription_updates.ROUTES,

@@ -3,6 +3,7 @@
 The graph below says, per object type, which fields can be walked through or expanded:
 
 * ``ref`` - an id that expands into the referenced object (``price.product``);
+* ``refs`` - a list of ids that each expand (``subscription.discounts``);
 * ``include`` - a field Stripe only sends when expanded (``customer.tax_ids``);
 * ``embedded`` - an object already inline, which a path may walk through but not expand
   (``subscription.items`` is a list, so ``items.data.price.product`` works, ``items`` alone
@@ -10,7 +11,7 @@ The graph below says, per object type, which fields can be walked through or exp
 * ``null`` - an expandable reference the emulator never sets (always ``null``, expands to
   ``null`` as on Stripe);
 * ``unsupported`` - expandable on Stripe but backed by objects the emulator does not serve
-  (``discounts``): rejected with a 400 rather than silently left as an id.
+  (``default_tax_rates``): rejected with a 400 rather than silently left as an id.
 
 Paths are checked before the request executes (so an invalid one fails like a validation error
 and is not stored under an idempotency key) and applied to the response afterwards, copying
@@ -56,13 +57,13 @@ GRAPH: Final[dict[str, dict[str, Edge]]] = {
         "test_clock": ("null", ""),
         "on_behalf_of": ("null", ""),
         "application": ("null", ""),
-        "discounts": ("unsupported", "discounts"),
+        "discounts": ("refs", "discount"),
         "default_tax_rates": ("unsupported", "tax rates"),
     },
     "subscription_item": {
         "price": ("embedded", "price"),
         "plan": ("embedded", "plan"),
-        "discounts": ("unsupported", "discounts"),
+        "discounts": ("refs", "discount"),
         "tax_rates": ("unsupported", "tax rates"),
     },
     "invoice": {
@@ -73,7 +74,7 @@ GRAPH: Final[dict[str, dict[str, Edge]]] = {
         "application": ("null", ""),
         "default_payment_method": ("null", ""),
         "default_source": ("null", ""),
-        "discounts": ("unsupported", "discounts"),
+        "discounts": ("refs", "discount"),
         "latest_revision": ("null", ""),
         "on_behalf_of": ("null", ""),
         "payments": ("unsupported", "invoice payments"),
@@ -83,7 +84,7 @@ GRAPH: Final[dict[str, dict[str, Edge]]] = {
     "invoice_subscription_details": {"subscription": ("ref", "subscription")},
     "line_item": {
         "pricing": ("embedded", "line_item_pricing"),
-        "discounts": ("unsupported", "discounts"),
+        "discounts": ("refs", "discount"),
     },
     "line_item_pricing": {"price_details": ("embedded", "price_details")},
     "price_details": {"price": ("ref", "price")},
@@ -91,10 +92,18 @@ GRAPH: Final[dict[str, dict[str, Edge]]] = {
         "customer": ("ref", "customer"),
         "invoice": ("ref", "invoice"),
         "pricing": ("embedded", "line_item_pricing"),
-        "discounts": ("unsupported", "discounts"),
+        "discounts": ("refs", "discount"),
         "tax_rates": ("unsupported", "tax rates"),
         "test_clock": ("null", ""),
     },
+    "discount": {
+        "customer": ("ref", "customer"),
+        "source": ("embedded", "discount_source"),
+        "checkout_session": ("null", ""),
+        "promotion_code": ("null", ""),
+    },
+    "discount_source": {"coupon": ("ref", "coupon")},
+    "coupon": {},
     "deleted": {},
 }
 
@@ -138,7 +147,7 @@ def _check_path(root_type: str, path: str) -> None:
                 f"serve {target}.",
                 "expand",
             )
-        if kind in ("ref", "include", "null"):
+        if kind in ("ref", "refs", "include", "null"):
             depth += 1
             if depth > MAX_DEPTH:
                 raise invalid(
@@ -190,10 +199,9 @@ def _apply(store: Store, node: Record, type_name: str, segments: list[str]) -> R
     if kind == "null" or (value is None and kind != "include"):
         return node
     if kind == "ref":
-        if isinstance(value, str):
-            value = _resolve(store, target, value)
-        if rest and isinstance(value, dict):
-            value = _apply(store, value, target, rest)
+        value = _expand_ref(store, target, value, rest)
+    elif kind == "refs":
+        value = [_expand_ref(store, target, entry, rest) for entry in value]
     elif kind == "include":
         if not isinstance(value, dict):
             value = _include(store, node, field)
@@ -204,6 +212,14 @@ def _apply(store: Store, node: Record, type_name: str, segments: list[str]) -> R
     expanded = dict(node)
     expanded[field] = value
     return expanded
+
+
+def _expand_ref(store: Store, target: str, value: Any, rest: list[str]) -> Any:
+    if isinstance(value, str):
+        value = _resolve(store, target, value)
+    if rest and isinstance(value, dict):
+        value = _apply(store, value, target, rest)
+    return value
 
 
 def _resolve(store: Store, type_name: str, object_id: str) -> Record | str:
@@ -218,6 +234,11 @@ def _resolve(store: Store, type_name: str, object_id: str) -> Record | str:
     if type_name == "invoice":
         invoice = store.invoices.get(object_id)
         return object_id if invoice is None else render_invoice(invoice)
+    if type_name == "discount":
+        return store.discounts.get(object_id, object_id)
+    if type_name == "coupon":
+        coupon = store.coupons.get(object_id) or store.deleted_coupons.get(object_id)
+        return object_id if coupon is None else coupon
     if type_name == "subscription":
         subscription = store.subscriptions.get(object_id)
         return object_id if subscription is None else render_subscription(store, subscription)

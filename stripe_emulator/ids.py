@@ -28,6 +28,7 @@ LENGTHS: Final[dict[str, int]] = {
     "req": 14,
     "evt": 24,
     "we": 24,
+    "di": 24,
     "whsec": 32,
 }
 
@@ -35,6 +36,11 @@ LENGTHS: Final[dict[str, int]] = {
 def new_id(prefix: str) -> str:
     """A fresh id such as ``cus_Q3x9...``."""
     return prefix + "_" + _rng.randbytes(LENGTHS[prefix]).translate(_TABLE).decode()
+
+
+def coupon_id() -> str:
+    """A generated coupon id: 8 letters and digits (Stripe's ``Z4OV52SU``)."""
+    return _rng.randbytes(8).translate(_TABLE).decode()
 
 
 def invoice_prefix() -> str:

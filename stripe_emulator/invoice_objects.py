@@ -2,8 +2,9 @@
 
 As in :mod:`stripe_emulator.objects`, every key of ``fixtures3.json``'s ``invoice``,
 ``line_item`` and ``invoiceitem`` is present (``id`` and ``object`` first, then alphabetical),
-with Stripe's defaults for what the emulator does not model (taxes, discounts, credit notes,
-payment settings, shipping). In API version 2026-10-28.endive an invoice's link to its
+with Stripe's defaults for what the emulator does not model (taxes, credit notes, payment
+settings, shipping). Discounts are computed by :mod:`stripe_emulator.discounts` and carried
+by each :class:`LineSpec`. In API version 2026-10-28.endive an invoice's link to its
 subscription is ``parent.subscription_details.subscription`` and a line's to its item is
 ``parent.subscription_item_details``; the top-level ``subscription`` keys the fixtures still
 list stay ``null``. A line's price is ``pricing.price_details.price``.
@@ -14,7 +15,7 @@ and an invoice item share one shape.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from stripe_emulator.objects import list_object
@@ -43,6 +44,39 @@ class LineSpec:
     credited: tuple[str, list[str]] | None = None
     # A flexible-mode credit: the index of the debit it gives back (see debits.py).
     consumes: int | None = None
+    # What each discount takes off ``amount`` ([discount id, amount]; negative on a credit)
+    # and whether the line shows it included in its amount (a proration in ``included`` mode).
+    discounts: list[list[Any]] = field(default_factory=list)
+    included: bool = False
+
+    @property
+    def shown(self) -> int:
+        """The line's ``amount``: gross, or net of its discounts when they are included."""
+        return self.amount - self.discounted if self.included else self.amount
+
+    @property
+    def discounted(self) -> int:
+        return sum(amount for _, amount in self.discounts)
+
+    @property
+    def net(self) -> int:
+        """What the line bills after its discounts."""
+        return self.amount - self.discounted
+
+    @property
+    def discountable(self) -> bool:
+        """Stripe: a subscription line is; a proration only when its discounts are itemized."""
+        return not (self.proration and not self.itemized)
+
+    @property
+    def itemized(self) -> bool:
+        return not self.included
+
+    def discount_amounts(self) -> list[Record]:
+        return [
+            {"amount": 0 if self.included else amount, "discount": discount_id}
+            for discount_id, amount in self.discounts
+        ]
 
 
 def _pricing(price: Record) -> Record:
@@ -66,12 +100,12 @@ def line_item(line_id: str, invoice_id: str | None, spec: LineSpec) -> Record:
     return {
         "id": line_id,
         "object": "line_item",
-        "amount": spec.amount,
+        "amount": spec.shown,
         "currency": spec.currency,
         "description": spec.description,
-        "discount_amounts": [],
-        "discountable": not spec.proration,  # Stripe: always false for prorations
-        "discounts": [],
+        "discount_amounts": spec.discount_amounts(),
+        "discountable": spec.discountable,
+        "discounts": [discount_id for discount_id, _ in spec.discounts],
         "invoice": invoice_id,
         "livemode": False,
         "metadata": {},
@@ -92,7 +126,7 @@ def line_item(line_id: str, invoice_id: str | None, spec: LineSpec) -> Record:
         "quantity": spec.quantity,
         "quantity_decimal": str(spec.quantity),
         "subscription": None,
-        "subtotal": spec.amount,
+        "subtotal": spec.shown,
         "taxes": [],
     }
 
@@ -102,18 +136,18 @@ def invoice_item(item_id: str, customer_id: str, date: int, spec: LineSpec) -> R
     return {
         "id": item_id,
         "object": "invoiceitem",
-        "amount": spec.amount,
+        "amount": spec.shown,
         "currency": spec.currency,
         "customer": customer_id,
         "customer_account": None,
         "date": date,
         "description": spec.description,
-        "discountable": not spec.proration,
-        "discounts": [],
+        "discountable": spec.discountable,
+        "discounts": [discount_id for discount_id, _ in spec.discounts],
         "invoice": None,
         "livemode": False,
         "metadata": {},
-        "net_amount": spec.amount,
+        "net_amount": spec.net,
         "parent": {
             "subscription_details": {
                 "subscription": spec.subscription,
@@ -141,7 +175,12 @@ def invoice(
 ) -> Record:
     """A draft invoice of ``subscription``; ``fields`` holds ``billing_reason``, ``period``
     (start, end) and optionally ``proration_date`` (previews)."""
-    total = sum(line["amount"] for line in lines)
+    subtotal = sum(line["amount"] for line in lines)
+    taken: dict[str, int] = {}
+    for line in lines:
+        for entry in line["discount_amounts"]:
+            taken[entry["discount"]] = taken.get(entry["discount"], 0) + entry["amount"]
+    total = subtotal - sum(taken.values())
     period_start, period_end = fields["period"]
     return {
         "id": invoice_id,
@@ -184,7 +223,7 @@ def invoice(
         "default_source": None,
         "default_tax_rates": [],
         "description": None,
-        "discounts": [],
+        "discounts": list(taken),
         "due_date": None,
         "effective_at": None,
         "ending_balance": None,
@@ -233,11 +272,13 @@ def invoice(
             "voided_at": None,
         },
         "subscription": None,
-        "subtotal": total,
-        "subtotal_excluding_tax": total,
+        "subtotal": subtotal,
+        "subtotal_excluding_tax": subtotal,
         "test_clock": None,
         "total": total,
-        "total_discount_amounts": [],
+        "total_discount_amounts": [
+            {"amount": amount, "discount": discount_id} for discount_id, amount in taken.items()
+        ],
         "total_excluding_tax": total,
         "total_pretax_credit_amounts": [],
         "total_taxes": [],

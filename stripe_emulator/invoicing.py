@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from stripe_emulator import currencies, debits, invoice_objects, recorder
+from stripe_emulator import currencies, debits, discounts, invoice_objects, recorder
 from stripe_emulator.ids import new_id
 from stripe_emulator.invoice_objects import LineSpec
 from stripe_emulator.objects import is_flexible
@@ -51,6 +51,9 @@ class Draft:
     new_items: list[Record] = field(default_factory=list)
     swept: list[str] = field(default_factory=list)
     credits: dict[str, list[Any]] = field(default_factory=dict)
+    # The new invoice items' discounts (Store.item_discounts) and the once discounts it spends.
+    item_discounts: dict[str, list[Any]] = field(default_factory=dict)
+    spent: list[str] = field(default_factory=list)
     # The new lines (prorations, cycle) with their line ids: what they debit and credit is
     # recorded when the invoice is committed (debits.record).
     ledger: list[tuple[LineSpec, str | None]] = field(default_factory=list)
@@ -170,6 +173,7 @@ def proration_lines(
                 credited=_billed(store, subscription_id, item_id) if side == "Unused" else None,
             )
         )
+    discounts.on_prorations(store, subscription, specs, at)
     return specs
 
 
@@ -194,6 +198,7 @@ def _flexible_credits(
                 proration=True,
                 credited=None if debit["line"] is None else (debit["invoice"], [debit["line"]]),
                 consumes=credit.index,
+                discounts=[[discount_id, -share] for discount_id, share in credit.discounts],
             )
         )
     return specs
@@ -206,16 +211,22 @@ def _billed(store: Store, subscription_id: str, item_id: str) -> tuple[str, list
 
 
 def invoice_items(
-    customer_id: str, specs: Sequence[LineSpec], now: int, credits: dict[str, list[Any]]
+    customer_id: str,
+    specs: Sequence[LineSpec],
+    now: int,
+    credits: dict[str, list[Any]],
+    item_discounts: dict[str, list[Any]],
 ) -> list[Record]:
     """Invoice items for proration ``specs`` (each spec then names its item); what credit
-    prorations give back goes to ``credits``."""
+    prorations give back goes to ``credits``, their discounts to ``item_discounts``."""
     records = []
     for spec in specs:
         item_id = spec.invoice_item = new_id("ii")
         records.append(invoice_objects.invoice_item(item_id, customer_id, now, spec))
         if spec.credited is not None:
             credits[item_id] = [spec.credited[0], list(spec.credited[1])]
+        if spec.discounts:
+            item_discounts[item_id] = [spec.amount, [list(entry) for entry in spec.discounts]]
     return records
 
 
@@ -223,7 +234,9 @@ def add_pending(store: Store, subscription: Record, specs: Sequence[LineSpec], n
     """Keep proration ``specs`` as pending invoice items for the subscription's next invoice."""
     if not specs:
         return
-    items = invoice_items(subscription["customer"], specs, now, store.item_credits)
+    items = invoice_items(
+        subscription["customer"], specs, now, store.item_credits, store.item_discounts
+    )
     pending = store.pending_items.setdefault(subscription["id"], [])
     for item in items:
         store.invoice_items[item["id"]] = item
@@ -235,8 +248,9 @@ def add_pending(store: Store, subscription: Record, specs: Sequence[LineSpec], n
 def spec_of_item(store: Store, item: Record) -> LineSpec:
     """The line a (pending) invoice item becomes on an invoice."""
     credited = store.item_credits.get(item["id"])
+    gross, taken = store.item_discounts.get(item["id"], [item["amount"], []])
     return LineSpec(
-        amount=item["amount"],
+        amount=gross,
         currency=item["currency"],
         description=item["description"],
         period=(item["period"]["start"], item["period"]["end"]),
@@ -247,6 +261,8 @@ def spec_of_item(store: Store, item: Record) -> LineSpec:
         proration=item["proration"],
         invoice_item=item["id"],
         credited=None if credited is None else (credited[0], list(credited[1])),
+        discounts=[list(entry) for entry in taken],
+        included=item["proration"] and not item["discountable"],
     )
 
 
@@ -278,9 +294,12 @@ def compose(
             specs.append(spec_of_item(store, store.invoice_items[item_id]))
             draft.swept.append(item_id)
     if prorations and not preview:
-        draft.new_items = invoice_items(customer["id"], prorations, now, draft.credits)
+        draft.new_items = invoice_items(
+            customer["id"], prorations, now, draft.credits, draft.item_discounts
+        )
     specs.extend(prorations)
     specs.extend(cycle)
+    draft.spent = discounts.on_invoice(store, subscription, specs, now)
     lines = [invoice_objects.line_item(new_id(line_prefix), invoice_id, spec) for spec in specs]
     if not preview:
         swept = len(draft.swept)

@@ -160,12 +160,13 @@ def plan_from_price(price_record: Record) -> Record:
     }
 
 
-def billing_mode(mode: str, created: int) -> Record:
-    """A subscription's ``billing_mode`` as Stripe shows it (``classic`` or ``flexible``)."""
+def billing_mode(mode: str, created: int, proration_discounts: str = "included") -> Record:
+    """A subscription's ``billing_mode`` as Stripe shows it (``classic`` or ``flexible``, with
+    how its prorations show their discounts: ``included`` or ``itemized``)."""
     if mode == "classic":
         return {"flexible": None, "type": "classic", "updated_at": None}
     return {
-        "flexible": {"proration_discounts": "included"},
+        "flexible": {"proration_discounts": proration_discounts},
         "type": "flexible",
         "updated_at": created,
     }
@@ -189,7 +190,11 @@ def subscription(
         "automatic_tax": {"disabled_reason": None, "enabled": False, "liability": None},
         "billing_cycle_anchor": fields["billing_cycle_anchor"],
         "billing_cycle_anchor_config": None,
-        "billing_mode": billing_mode(fields.get("billing_mode", "flexible"), created),
+        "billing_mode": billing_mode(
+            fields.get("billing_mode", "flexible"),
+            created,
+            fields.get("proration_discounts", "included"),
+        ),
         "billing_schedules": [],
         "billing_thresholds": None,
         "cancel_at": None,

@@ -45,7 +45,7 @@ Each step records its event (``invoice.paid`` and ``invoice.payment_succeeded``,
 
 from __future__ import annotations
 
-from stripe_emulator import debits, pending_updates, recorder
+from stripe_emulator import debits, discounts, pending_updates, recorder
 from stripe_emulator.currencies import minimum_charge
 from stripe_emulator.invoicing import Draft, apply_balance
 from stripe_emulator.state import Record, Store
@@ -109,6 +109,8 @@ def _store_draft(store: Store, draft: Draft, now: int) -> tuple[Record, str | No
         store.invoice_items[item["id"]] = item
         recorder.invoice_item(store, item)
     store.item_credits.update(draft.credits)
+    store.item_discounts.update(draft.item_discounts)
+    discounts.spend(subscription, draft.spent)
     if draft.swept:
         pending = store.pending_items[subscription["id"]]
         for item_id in draft.swept:

@@ -68,6 +68,14 @@ class Store:
         self.pending_items: dict[str, list[str]] = {}
         # Credit prorations' credited lines: invoice item id -> [invoice id, [line ids]].
         self.item_credits: dict[str, list[Any]] = {}
+        # Coupons (deleted ones kept apart: their discounts keep applying), the discounts
+        # redeemed from them, and what each discount takes (see discounts.py).
+        self.coupons: dict[str, Record] = {}
+        self.deleted_coupons: dict[str, Record] = {}
+        self.discounts: dict[str, Record] = {}
+        self.discount_terms: dict[str, Record] = {}
+        # Discounted invoice items: item id -> [gross amount, [[discount, amount]], included].
+        self.item_discounts: dict[str, list[Any]] = {}
         # Payments: customers whose payment attempts fail, and the retry rules (dunning).
         self.failing_customers: set[str] = set()
         # Renewal drafts held for their invoice.created's deliveries: invoice id -> event id.
@@ -126,6 +134,11 @@ class Store:
             "invoices": self.invoices,
             "invoice_items": self.invoice_items,
             "item_credits": self.item_credits,
+            "coupons": self.coupons,
+            "deleted_coupons": self.deleted_coupons,
+            "discounts": self.discounts,
+            "discount_terms": self.discount_terms,
+            "item_discounts": self.item_discounts,
             "failing_customers": sorted(self.failing_customers),
             "authenticating_customers": sorted(self.authenticating_customers),
             "draft_holds": self.draft_holds,
@@ -162,6 +175,12 @@ class Store:
                 subscription_id = item["parent"]["subscription_details"]["subscription"]
                 store.pending_items.setdefault(subscription_id, []).append(item["id"])
         store.item_credits = data.get("item_credits", {})
+        # Absent from state files written before coupons were emulated.
+        store.coupons = data.get("coupons", {})
+        store.deleted_coupons = data.get("deleted_coupons", {})
+        store.discounts = data.get("discounts", {})
+        store.discount_terms = data.get("discount_terms", {})
+        store.item_discounts = data.get("item_discounts", {})
         store.failing_customers = set(data.get("failing_customers", []))
         store.authenticating_customers = set(data.get("authenticating_customers", []))
         store.draft_holds = data.get("draft_holds", {})

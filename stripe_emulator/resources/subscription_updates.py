@@ -26,6 +26,10 @@ charges automatically, ``payment_behavior`` decides what happens if the payment 
 
 A ``send_invoice`` subscription's invoice is simply left ``open`` with its ``due_date``.
 
+``discounts`` (``[{coupon}]`` or ``[{discount}]`` to keep one the subscription has) replaces the
+subscription's discounts, ``""`` clears them (:mod:`stripe_emulator.discounts`); what the same
+update bills is discounted by the new ones.
+
 ``cancel_at`` (a timestamp, ``min_period_end``/``max_period_end``, or ``""`` to unset) ends the
 subscription at that time: a ``cancel_at`` inside the current period ends the period there
 (no credit is made for the cut-off time), a later one lets renewals run until the period it
@@ -40,6 +44,7 @@ from typing import Any
 from stripe_emulator import (
     cards,
     changes,
+    discounts,
     invoicing,
     payments,
     pending_updates,
@@ -62,6 +67,7 @@ from stripe_emulator.params import (
 )
 from stripe_emulator.resources.common import Ctx, Endpoint, metadata_for_update, only_one_of
 from stripe_emulator.resources.subscriptions import (
+    DISCOUNTS,
     FEEDBACK,
     MAX_ITEMS,
     PRORATION,
@@ -84,6 +90,7 @@ UPDATE = schema(
         "cancel_at_period_end": Bool(),
         "cancellation_details": Obj({"comment": Str(emptyable=True), "feedback": FEEDBACK}),
         "description": Str(emptyable=True),
+        "discounts": DISCOUNTS,
         "items": Arr(
             Obj(
                 {
@@ -165,16 +172,23 @@ def update(ctx: Ctx, params: dict[str, Any]) -> Record:
     if behavior == "pending_if_incomplete":
         _check_pending_params(params, record)
     cancel_at = _cancel_at(params, now)
+    wanted = params.get("discounts", [])
+    redeeming = discounts.resolve(store, record, wanted, record["currency"], now)
 
     plan = None
     bill = None
     if any(key in params for key in BILLING_PARAMS):
         plan = changes.plan(store, record, params, now)
+    # The new discounts apply to what the change bills.
+    redeemed = discounts.redeem(store, record, redeeming, now) if wanted != [] else None
+    if plan is not None:
         bill = changes.bill(store, record, plan)
     draft = bill.invoice if bill is not None else None
     charging = record["collection_method"] == "charge_automatically"
     if draft is not None and charging and not payments.charge_would_succeed(store, draft.invoice):
         if behavior == "error_if_incomplete":  # nothing was stored: the update did not happen
+            if redeemed is not None:
+                discounts.undo(store, record, redeemed)
             if cards.requires_authentication(store, draft.invoice):
                 raise subscription_requires_action()
             raise card_declined()

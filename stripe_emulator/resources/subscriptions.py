@@ -20,7 +20,9 @@ refused otherwise). Items must share currency and billing interval.
 ``billing_mode[type]`` is ``classic`` or ``flexible`` (how credits are computed, see
 :mod:`stripe_emulator.debits`); without it the request's API version decides, as on Stripe:
 flexible from 2025-08-27 (the preview that made it the default, then 2025-09-30.clover),
-classic before.
+classic before. ``billing_mode[flexible][proration_discounts]`` (``included``, the default, or
+``itemized``) is how prorations show their discounts; ``discounts[n][coupon]`` redeems coupons
+into the subscription's discounts (:mod:`stripe_emulator.discounts`).
 
 Canceling (``DELETE``) ends the subscription now and discards a pending update; ``invoice_now``
 and ``prorate`` are accepted but make no final invoice.
@@ -31,7 +33,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from stripe_emulator import invoicing, objects, payments, periods, recorder
+from stripe_emulator import discounts, invoicing, objects, payments, periods, recorder
 from stripe_emulator.billing import INCOMPLETE_TTL
 from stripe_emulator.cadence import cadence, check_compatible, recurring_price
 from stripe_emulator.errors import invalid, resource_missing
@@ -90,6 +92,8 @@ FEEDBACK = Enum(
 MAX_ITEMS = 20
 
 COLLECTION = Enum("charge_automatically", "send_invoice")
+# ``discounts[n][coupon|discount]`` (promotion codes are not emulated); ``""`` is none.
+DISCOUNTS = Arr(Obj({"coupon": Str(), "discount": Str()}), emptyable=True, max_items=20)
 
 # API versions from which new subscriptions default to flexible billing mode (2025-08-27.preview,
 # then 2025-09-30.clover); older versions default to classic.
@@ -108,6 +112,7 @@ CREATE = schema(
         "customer": Str(required=True),
         "days_until_due": Int(minimum=0, maximum=730),
         "description": Str(),
+        "discounts": DISCOUNTS,
         "items": Arr(
             Obj({"metadata": Metadata(), "price": Str(), "quantity": Int(minimum=0)}),
             required=True,
@@ -165,6 +170,8 @@ def create(ctx: Ctx, params: dict[str, Any]) -> Record:
             "days_until_due",
         )
 
+    mode, proration_discounts = _billing_mode(params, ctx.version)
+    redeeming = discounts.resolve(store, None, params.get("discounts", []), currency, now)
     trial_days = params.get("trial_period_days")
     trial_end = now + trial_days * 86_400 if trial_days else None
     subscription_id = new_id("sub")
@@ -183,7 +190,8 @@ def create(ctx: Ctx, params: dict[str, Any]) -> Record:
         currency,
         {
             "billing_cycle_anchor": trial_end or now,
-            "billing_mode": _billing_mode(params, ctx.version),
+            "billing_mode": mode,
+            "proration_discounts": proration_discounts,
             "collection_method": collection,
             "days_until_due": days_until_due,
             "description": params.get("description"),
@@ -193,6 +201,7 @@ def create(ctx: Ctx, params: dict[str, Any]) -> Record:
             "trial_end": trial_end,
         },
     )
+    discounts.redeem(store, record, redeeming, now)
     store.add_subscription(record)
     store.items_of[subscription_id] = []
     recorder.subscription(store, record, created=True)
@@ -208,12 +217,20 @@ def create(ctx: Ctx, params: dict[str, Any]) -> Record:
     return render_subscription(store, record)
 
 
-def _billing_mode(params: dict[str, Any], version: str) -> str:
-    """``billing_mode[type]``, else the API version's default."""
-    mode: str | None = params.get("billing_mode", {}).get("type")
-    if mode is not None:
-        return mode
-    return "flexible" if version[:10] >= FLEXIBLE_BY_DEFAULT_SINCE else "classic"
+def _billing_mode(params: dict[str, Any], version: str) -> tuple[str, str]:
+    """``billing_mode[type]`` (else the API version's default) and
+    ``billing_mode[flexible][proration_discounts]`` (default ``included``)."""
+    given: dict[str, Any] = params.get("billing_mode", {})
+    mode: str | None = given.get("type")
+    if mode is None:
+        mode = "flexible" if version[:10] >= FLEXIBLE_BY_DEFAULT_SINCE else "classic"
+    flexible = given.get("flexible")
+    if flexible is not None and mode != "flexible":
+        raise invalid(
+            "You can only pass `billing_mode[flexible]` when `billing_mode[type]` is `flexible`.",
+            "billing_mode[flexible]",
+        )
+    return mode, (flexible or {}).get("proration_discounts", "included")
 
 
 def _first_invoice(

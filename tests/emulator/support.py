@@ -59,6 +59,7 @@ class StripeTarget:
     prices: list[str] = field(default_factory=list)
     clocks: list[str] = field(default_factory=list)
     webhook_endpoints: list[str] = field(default_factory=list)
+    coupons: list[str] = field(default_factory=list)
 
     @property
     def is_emulator(self) -> bool:
@@ -86,6 +87,9 @@ class StripeTarget:
         for customer in self.customers:
             with contextlib.suppress(stripe.StripeError):
                 self.client.v1.customers.delete(customer)  # also cancels its subscriptions
+        for coupon in self.coupons:
+            with contextlib.suppress(stripe.StripeError):
+                self.client.v1.coupons.delete(coupon)
         for price in self.prices:
             with contextlib.suppress(stripe.StripeError):
                 self.client.v1.prices.update(price, params={"active": False})
@@ -115,6 +119,11 @@ class StripeTarget:
         self.prices.append(price.id)
         self.products.append(price.product if isinstance(price.product, str) else price.product.id)
         return price
+
+    def coupon(self, **params: object) -> stripe.Coupon:
+        coupon = self.client.v1.coupons.create(params=params)  # type: ignore[arg-type]
+        self.coupons.append(coupon.id)
+        return coupon
 
     def webhook_endpoint(self, **params: object) -> stripe.WebhookEndpoint:
         endpoint = self.client.v1.webhook_endpoints.create(params=params)  # type: ignore[arg-type]

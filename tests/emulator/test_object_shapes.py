@@ -247,3 +247,28 @@ def test_the_emulator_and_real_stripe_agree_on_key_sets(emulator: EmulatorProces
         assert mismatches == {}
     finally:
         real_client.v1.customers.delete(real["customer"].id)
+
+
+def test_coupons_and_discounts_have_exactly_the_fixture_key_sets(
+    fixtures: dict[str, Any], emulator_client: stripe.StripeClient
+) -> None:
+    coupon = emulator_client.v1.coupons.create(params={"percent_off": 10, "duration": "forever"})
+    customer = emulator_client.v1.customers.create()
+    price = emulator_client.v1.prices.create(
+        params={"currency": "usd", "unit_amount": 100, "product_data": {"name": "P"},
+                "recurring": {"interval": "month"}}
+    )  # fmt: skip
+    subscription = emulator_client.v1.subscriptions.create(
+        params={
+            "customer": customer.id,
+            "items": [{"price": price.id}],
+            "discounts": [{"coupon": coupon.id}],
+            "expand": ["discounts"],
+        }
+    )
+    removed = emulator_client.v1.subscriptions.delete_discount(subscription.id)
+
+    assert _keys(coupon) == sorted(fixtures["coupon"])
+    assert _keys(subscription.discounts[0]) == sorted(fixtures["discount"])
+    assert _keys(removed) == sorted(fixtures["deleted_discount"])
+    assert _keys(emulator_client.v1.coupons.delete(coupon.id)) == sorted(fixtures["deleted_coupon"])

@@ -291,10 +291,12 @@ def test_expanding_what_the_emulator_does_not_serve_is_refused_rather_than_ignor
     )
 
     with pytest.raises(stripe.InvalidRequestError) as raised:
-        emulator_client.v1.subscriptions.retrieve(subscription.id, params={"expand": ["discounts"]})
+        emulator_client.v1.subscriptions.retrieve(
+            subscription.id, params={"expand": ["default_tax_rates"]}
+        )
 
     assert raised.value.param == "expand"
-    assert "cannot be expanded (discounts)" in str(raised.value.user_message)
+    assert "cannot be expanded (default_tax_rates)" in str(raised.value.user_message)
 
 
 def test_expanding_a_field_on_a_list_needs_the_data_prefix(http: httpx.Client) -> None:
