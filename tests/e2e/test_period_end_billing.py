@@ -475,13 +475,16 @@ def test_a_preview_of_a_subscription_discounted_at_stripe_invoices_what_the_chan
     [invoice] = invoices(sdk, sub)[before:]
     billed = sorted((line.amount, line.discount) for line in invoice.lines)
     assert billed == sorted((line["amount"], line["discount"]) for line in previewed["lines"])
-    # A quarter off each prorated line (itemized: the amount gross, its discount beside it).
-    assert all(abs(4 * discount - amount) <= 2 for amount, discount in billed)
+    # The new plan's time takes a quarter off (itemized: the amount gross, its discount
+    # beside it); the credit gives back what was charged for the old plan's, before the coupon.
+    [(credit, credit_discount), (debit, debit_discount)] = billed
+    assert (credit < 0, credit_discount) == (True, 0)
+    assert abs(4 * debit_discount - debit) <= 2, billed
     assert previewed["total_discount"] == sum(discount for _, discount in billed) > 0
     assert (
         invoice.total == previewed["total"] == previewed["subtotal"] - previewed["total_discount"]
     )
-    assert invoice.amount_paid == previewed["amount_due"]
+    assert previewed["amount_due"] == invoice.total + invoice.starting_balance
 
 
 # --- the renewal, checked -----------------------------------------------------------------
