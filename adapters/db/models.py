@@ -229,6 +229,7 @@ class SubscriptionRow(Base):
     synced_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
     billed_price_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
     billed_discount: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    provider_schedule_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
 PENDING_CHANGE_STATES = "state IN ('scheduled', 'applying', 'staged', 'awaiting_payment')"

@@ -178,6 +178,7 @@ def subscription_of_document(document: Mapping[str, Any]) -> ProviderSubscriptio
         cancel_at=_time(int(cancel_at)) if cancel_at else None,
         unit_amount=_optional_int(price.get("unit_amount")),
         currency=_optional_text(price.get("currency")),
+        schedule_id=_id_of(document.get("schedule")),
         discounts=tuple(discount_of(discount) for discount in document.get("discounts") or ()),
         **_pending_update_of(document),
     )
@@ -227,6 +228,13 @@ def _pending_update_of(document: Mapping[str, Any]) -> dict[str, Any]:
         "pending_expires_at": _time(int(expires_at)) if expires_at else None,
         "payment_url": _optional_text(invoice.get("hosted_invoice_url")),
     }
+
+
+def _id_of(reference: Any) -> str | None:
+    """The id of an expandable field: its id, or its object's (``None``: unset)."""
+    if isinstance(reference, Mapping):
+        return str(reference["id"])
+    return _optional_text(reference)
 
 
 def _metadata_of(metadata: Any) -> dict[str, str]:

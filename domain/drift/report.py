@@ -55,6 +55,10 @@ class DriftKind(StrEnum):
     RENEWAL_MISMATCH = "renewal_mismatch"
     """The latest renewal invoice billed another price or amount than the plan our rows had
     in force at that period's start (and no correction nets it to that plan's)."""
+    SCHEDULE_AT_STRIPE = "schedule_at_stripe"
+    """A subscription schedule at the provider (made in Stripe's dashboard) manages the
+    subscription: its phases set the price at their boundaries over our plan changes, which
+    are refused (or skipped) meanwhile."""
     DISCOUNT_AT_STRIPE = "discount_at_stripe"
     """Stripe takes a discount off the subscription's price (a coupon on it now, or on its
     latest renewal), which we never apply: the customer pays less than the plan says."""

@@ -1,7 +1,7 @@
 """The drift of subscriptions: one at the provider without a row here (adoptable as
 ``SubscriptionRecord`` when its metadata, customer and price make it unambiguous), a row whose
-subscription the provider does not have, and a pair that disagrees on the plan, the period or
-the state.
+subscription the provider does not have, a pair that disagrees on the plan, the period or
+the state, and a subscription a schedule at the provider manages.
 """
 
 from __future__ import annotations
@@ -202,6 +202,18 @@ def _pair_drift(
                 "subscription's plan here to the one Stripe bills",
                 stripe_bills,
                 we_bill,
+            )
+        )
+    if remote.schedule_id is not None:
+        findings.append(
+            finding(
+                DriftKind.SCHEDULE_AT_STRIPE,
+                f"Stripe's subscription schedule {remote.schedule_id} manages it: its phases "
+                "set the price at their boundaries, over any plan change made here (refused "
+                "meanwhile; a pending change at the period's end is skipped, never sent)",
+                "if the schedule is meant, change the plan in its phases at Stripe; if not, "
+                "release it at Stripe (the subscription's page: Schedule > Release), then "
+                "change the plan here",
             )
         )
     behind = _renewed_since(row, remote)

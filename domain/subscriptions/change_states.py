@@ -60,6 +60,10 @@ class ChangeReason(StrEnum):
     PAYMENT_NOT_COMPLETED = "payment_not_completed"
     """An immediate change that awaited the customer's payment (``awaiting_payment``) lapsed:
     the provider expired its pending update unpaid (after 23 h, or at the period's end)."""
+    PROVIDER_SCHEDULE = "provider_schedule"
+    """A subscription schedule at the provider (made in Stripe's dashboard) manages the
+    subscription: its phases set the price at each boundary, and a change sent over them
+    would be undone, so it is never sent."""
     PROVIDER_REJECTED = "provider_rejected"
     """The provider refused the change for good (the message follows the reason)."""
     SKIPPED_BY_OPERATOR = "skipped_by_operator"

@@ -158,6 +158,9 @@ def period_end_step(
         return PeriodEndStep(Step.SKIP, reason=ChangeReason.subscription_in(remote.state))
     if not renewed and remote.ends_by(boundary):
         return PeriodEndStep(Step.SKIP, reason=ChangeReason.SUBSCRIPTION_ENDS)
+    if remote.schedule_id is not None and remote.price_id != target_price_id:
+        # Never fought: the schedule's next phase would set its own price at the boundary.
+        return PeriodEndStep(Step.SKIP, reason=ChangeReason.PROVIDER_SCHEDULE)
     if remote.price_id == target_price_id:
         # An earlier attempt went through (its outcome was lost with its worker).
         if renewed and change.corrects_late:

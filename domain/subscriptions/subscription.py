@@ -94,6 +94,10 @@ class ProviderSubscription:
     payment_url: str | None = None
     """Where the customer pays that update's invoice (Stripe's hosted invoice page), when the
     provider's answer carried it."""
+    schedule_id: str | None = None
+    """The provider's subscription schedule that manages it (made in Stripe's dashboard: we
+    never make one), whose phases set its price at their boundaries over any change made
+    here; ``None``: none."""
     discounts: tuple[ProviderDiscount, ...] = ()
     """The discounts the provider takes off its invoices (coupons redeemed on it: never by
     us, see ``domain/billing/discounts.py``)."""
@@ -156,6 +160,9 @@ class Subscription:
     billed_price_id: str | None = None
     """The price the provider bills, as last read (a price that is none of our plans, or
     another plan's, shows here while ``plan_id`` keeps ours: the off-plan gauge counts it)."""
+    provider_schedule_id: str | None = None
+    """The provider's schedule that manages the subscription, as last read: while it does, no
+    plan change is accepted here (its phases would undo it), and a pending one is skipped."""
     billed_discount: str | None = None
     """The discounts the provider takes off that price, in words, as last read (``None``:
     none; the discounted gauge counts the live subscriptions that have one)."""
@@ -200,6 +207,19 @@ class Subscription:
                         "SUBSCRIPTION_NOT_CHANGEABLE",
                         subscription_id=self.id,
                         state=self.state.value,
+                    )
+                ],
+            )
+        if self.provider_schedule_id is not None:
+            raise FailedPrecondition(
+                f"subscription {self.id!r} is managed by the billing provider's subscription "
+                f"schedule {self.provider_schedule_id!r}, whose phases would undo a plan "
+                "change made here: release the schedule at the provider first",
+                details=[
+                    error_info(
+                        "SUBSCRIPTION_SCHEDULED_AT_PROVIDER",
+                        subscription_id=self.id,
+                        schedule_id=self.provider_schedule_id,
                     )
                 ],
             )
@@ -267,6 +287,7 @@ class Subscription:
             "current_period_end": remote.current_period_end,
             "provider_item_id": remote.item_id,
             "cancel_at": remote.cancel_at,
+            "provider_schedule_id": remote.schedule_id,
         }
         if plan_of_price is not None and remote.price_id != expected_price:
             wanted["plan_id"] = plan_of_price

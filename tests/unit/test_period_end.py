@@ -250,3 +250,13 @@ def test_a_withdrawal_puts_the_old_price_back_without_proration_under_its_own_ke
     assert withdrawal(a_change(), "price_team") == PriceWrite(
         "price_team", "none", "chg_1:withdraw"
     )
+
+
+def test_a_change_falling_due_on_a_subscription_a_stripe_schedule_manages_is_skipped_unsent() -> (
+    None
+):
+    scheduled = replace(stripe_holds("price_team", renewed=False), schedule_id="sub_sched_1")
+
+    step = period_end_step(a_change(), scheduled, "price_starter", interval_changes=False)
+
+    assert (step.step, step.reason, step.send) == (Step.SKIP, ChangeReason.PROVIDER_SCHEDULE, False)

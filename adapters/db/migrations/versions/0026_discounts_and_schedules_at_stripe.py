@@ -1,6 +1,7 @@
-"""discounts at Stripe (issue 44): a subscription keeps, as last read, the discounts Stripe
-takes off its price (a coupon redeemed in the dashboard), in words; a partial index on the
-few that have one serves the discounted gauge.
+"""discounts and schedules at Stripe (issue 44): a subscription keeps, as last read, the
+discounts Stripe takes off its price (a coupon redeemed in the dashboard), in words, and the
+subscription schedule that manages it there (made in the dashboard); a partial index on the
+few with a discount serves the discounted gauge.
 
 Revision ID: 0026
 Revises: 0025
@@ -21,8 +22,11 @@ INDEX = "ix_subscriptions_discounted_state"
 
 
 def upgrade() -> None:
-    # A plain ADD COLUMN (nullable, no default) and an index of no rows yet: no table rewrite.
+    # Plain ADD COLUMNs (nullable, no default) and an index of no rows yet: no table rewrite.
     op.add_column("subscriptions", sa.Column("billed_discount", sa.String(500), nullable=True))
+    op.add_column(
+        "subscriptions", sa.Column("provider_schedule_id", sa.String(255), nullable=True)
+    )
     op.create_index(
         INDEX, "subscriptions", ["state"], sqlite_where=DISCOUNTED, postgresql_where=DISCOUNTED
     )
@@ -31,4 +35,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index(INDEX, table_name="subscriptions")
     with op.batch_alter_table("subscriptions") as batch:
+        batch.drop_column("provider_schedule_id")
         batch.drop_column("billed_discount")

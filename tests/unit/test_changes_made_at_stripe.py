@@ -1,6 +1,7 @@
-"""The discounts Stripe takes (``domain/drift/discounts.py``, ``domain/billing/discounts.py``):
-a coupon on one of our subscriptions at Stripe is reported with the money it takes, never as a
-price mismatch."""
+"""What someone did to our subscriptions at Stripe that changes what is billed while the price
+ids agree: a coupon (``domain/drift/discounts.py``, ``domain/billing/discounts.py``), reported
+with the money it takes, never as a price mismatch; and a subscription schedule, reported and
+never fought."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import dataclasses
 from datetime import timedelta
 from decimal import Decimal
 
+import pytest
+
 from domain.billing.discounts import ProviderDiscount
 from domain.drift.report import DriftKind, OurSide, PriceTerms, ProviderSide, RemoteSubscription
 from domain.drift.rules import find_drift
+from domain.errors import FailedPrecondition
 from domain.subscriptions.change_previews import PreviewLine
 from domain.subscriptions.renewals import BilledInvoice
 from domain.subscriptions.subscription import ProviderSubscription, Subscription
@@ -143,3 +147,23 @@ def test_a_percentage_is_rounded_half_away_from_zero_on_credits_too() -> None:
 
     assert (half.taken_from(100, "usd"), half.taken_from(-100, "usd")) == (13, -13)
     assert half.taken_from(4, "usd") == 1
+
+
+def test_a_schedule_at_stripe_is_reported_refuses_plan_changes_and_is_forgotten_when_released() -> (
+    None
+):
+    scheduled = dataclasses.replace(remote(), schedule_id="sub_sched_1")
+    row = row_of(remote())
+    row.synced(scheduled, T0)
+
+    [described] = drift(scheduled)
+    with pytest.raises(FailedPrecondition) as refused:
+        row.ensure_accepts_plan_changes()
+    row.synced(remote(), T0)
+    row.ensure_accepts_plan_changes()
+
+    assert described.startswith(
+        "schedule_at_stripe: subscription sub_1 (sub_s1): Stripe's subscription schedule "
+        "sub_sched_1 manages it"
+    )
+    assert refused.value.details[0]["reason"] == "SUBSCRIPTION_SCHEDULED_AT_PROVIDER"
