@@ -260,6 +260,7 @@ def invoice_of(document: dict[str, Any], lines: Sequence[PreviewLine] = ()) -> I
         billing_reason=_optional_text(document.get("billing_reason")),
         created=_time(int(document.get("created") or 0)),
         total=int(document.get("total") or 0),
+        credited=credited_on(document),
         total_discount=sum(
             int(amount.get("amount") or 0)
             for amount in document.get("total_discount_amounts") or ()
@@ -328,4 +329,12 @@ def billed_invoice_of(invoice: StripeInvoice) -> BilledInvoice:
         currency=str(invoice.currency),
         created=_time(int(document.get("created") or 0)),
         lines=tuple(line_of(line) for line in invoice.lines.data),
+        credited=credited_on(document),
+    )
+
+
+def credited_on(document: Mapping[str, Any]) -> int:
+    """What an invoice's credit notes took back, before and after it was paid."""
+    return int(document.get("pre_payment_credit_notes_amount") or 0) + int(
+        document.get("post_payment_credit_notes_amount") or 0
     )

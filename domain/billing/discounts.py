@@ -3,7 +3,7 @@ dashboard, or by anyone with the key), which changes what the customer pays whil
 and so our plan, stays the same.
 
 We never apply discounts ourselves, so every discount at the provider is someone else's
-decision: the drift report names it with the money it takes (``domain/drift/discounts.py``).
+decision: the drift report names it with the money it takes (``domain/drift/money_off.py``).
 """
 
 from __future__ import annotations

@@ -59,6 +59,9 @@ class DriftKind(StrEnum):
     """A subscription schedule at the provider (made in Stripe's dashboard) manages the
     subscription: its phases set the price at their boundaries over our plan changes, which
     are refused (or skipped) meanwhile."""
+    CREDITED_AT_STRIPE = "credited_at_stripe"
+    """Credit notes at the provider gave back part of the latest renewal (issued in Stripe's
+    dashboard, never by us): the period cost the customer less than its plan."""
     DISCOUNT_AT_STRIPE = "discount_at_stripe"
     """Stripe takes a discount off the subscription's price (a coupon on it now, or on its
     latest renewal), which we never apply: the customer pays less than the plan says."""

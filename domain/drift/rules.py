@@ -23,7 +23,7 @@ What is *not* drift:
 from __future__ import annotations
 
 from domain.drift.customers import customer_drift
-from domain.drift.discounts import discount_drift
+from domain.drift.money_off import money_off_drift
 from domain.drift.renewals import renewal_drift
 from domain.drift.report import Finding, OurSide, ProviderSide
 from domain.drift.subscriptions import subscription_drift
@@ -31,11 +31,11 @@ from domain.drift.subscriptions import subscription_drift
 
 def find_drift(ours: OurSide, theirs: ProviderSide) -> list[Finding]:
     """Every difference, customers first, then subscriptions, then the money of their latest
-    renewals (``domain.drift.renewals``), then the discounts Stripe takes
-    (``domain.drift.discounts``), each in a stable order."""
+    renewals (``domain.drift.renewals``), then the discounts Stripe takes and its credit notes
+    (``domain.drift.money_off``), each in a stable order."""
     return [
         *customer_drift(ours, theirs),
         *subscription_drift(ours, theirs),
         *renewal_drift(ours, theirs),
-        *discount_drift(ours, theirs),
+        *money_off_drift(ours, theirs),
     ]

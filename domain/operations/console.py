@@ -133,6 +133,11 @@ class InvoiceView(Message):
         description="What discounts at Stripe (a coupon) took off the subtotal; `total` is "
         "after them.",
     )
+    credited: int = Field(
+        default=0,
+        description="What credit notes issued on it took back (before or after it was "
+        "paid): money given back, its lines unchanged.",
+    )
     starting_balance: int = Field(
         default=0,
         description="The customer's balance the invoice began with and took into its amount "

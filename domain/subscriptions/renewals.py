@@ -43,6 +43,9 @@ class BilledInvoice:
     currency: str
     created: datetime
     lines: tuple[PreviewLine, ...]
+    credited: int = 0
+    """What credit notes issued on it took back, before or after it was paid (a void one takes
+    nothing): money given back after the invoice, its lines unchanged."""
 
 
 @dataclass(frozen=True)
@@ -74,9 +77,15 @@ class BilledPeriod:
         return self.charge.discount + sum(line.discount for line in self.corrections)
 
     @property
+    def credited(self) -> int:
+        """What credit notes on its renewal gave back."""
+        return self.renewal.credited
+
+    @property
     def paid(self) -> int:
-        """What the period costs the customer: ``net`` less the discounts."""
-        return self.net - self.discount
+        """What the period costs the customer: ``net`` less the discounts and the credit
+        notes."""
+        return self.net - self.discount - self.credited
 
     def bills(self, plan: Plan) -> bool:
         """Whether the period costs ``plan``'s price net: its amount in its currency, at its

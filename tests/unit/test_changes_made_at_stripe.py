@@ -1,5 +1,5 @@
 """What someone did to our subscriptions at Stripe that changes what is billed while the price
-ids agree: a coupon (``domain/drift/discounts.py``, ``domain/billing/discounts.py``), reported
+ids agree: a coupon (``domain/drift/money_off.py``, ``domain/billing/discounts.py``), reported
 with the money it takes, never as a price mismatch; and a subscription schedule, reported and
 never fought."""
 
@@ -167,3 +167,15 @@ def test_a_schedule_at_stripe_is_reported_refuses_plan_changes_and_is_forgotten_
         "sub_sched_1 manages it"
     )
     assert refused.value.details[0]["reason"] == "SUBSCRIPTION_SCHEDULED_AT_PROVIDER"
+
+
+def test_credit_notes_on_the_latest_renewal_are_reported_with_what_the_period_cost() -> None:
+    credited = dataclasses.replace(renewal(2900, 0), credited=900)
+
+    [described] = drift(remote(), credited)
+
+    assert described == (
+        "credited_at_stripe: subscription sub_1 (sub_s1): credit notes on the renewal of "
+        f"{BOUNDARY.isoformat()} (invoice in_renewal) gave back 9.00 USD: the period cost "
+        "20.00 USD"
+    )

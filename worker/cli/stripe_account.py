@@ -100,9 +100,13 @@ def stripe_drift(adopt: bool, skip_invoices: bool, as_json: bool) -> None:
       renewal_mismatch      the latest renewal invoice billed other money than the plan
                             our rows had in force at that period's start (corrections
                             as of the period's start included)
+      schedule_at_stripe    a subscription schedule at Stripe manages the subscription
+                            (plan changes are refused here meanwhile)
       discount_at_stripe    Stripe takes a discount (a coupon) off the subscription's
                             price, now or on its latest renewal: what the plan is
                             billed, and what the renewal billed after discounts
+      credited_at_stripe    credit notes gave part of the latest renewal back: what
+                            the period cost
 
     \b
     Exit status: 0 no drift (with --adopt: none left, everything found was adopted);

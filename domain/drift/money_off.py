@@ -1,13 +1,17 @@
-"""The discounts Stripe takes (issue 44): a coupon redeemed on one of our subscriptions at
-Stripe (its dashboard, a support agent, a script with the key) makes the customer pay less than
-the plan's price, while the price, and so every check of ids, stays the same. We never apply
-discounts ourselves, so each one is someone's decision that an operator should know of.
+"""Money off at Stripe (issue 44): the discounts it takes and the credit notes it issued. A
+coupon redeemed on one of our subscriptions at Stripe (its dashboard, a support agent, a
+script with the key) makes the customer pay less than the plan's price, while the price, and
+so every check of ids, stays the same. We never apply discounts ourselves, so each one is
+someone's decision that an operator should know of.
 
 A subscription is reported when Stripe has a discount on it now (the coupon's terms and what
 it takes off the plan's price), or when its latest renewal was discounted (a ``once`` coupon
 is gone from the subscription after the invoice it took from): what the period was billed and
 what the discounts took. A renewal's discount is never a ``renewal_mismatch``: that check
 compares the period's prices, before discounts (``domain/drift/renewals.py``).
+
+Credit notes issued at Stripe on a subscription's latest renewal (a refund, a goodwill credit)
+give part of the period back: reported as ``credited_at_stripe`` with what the period cost.
 """
 
 from __future__ import annotations
@@ -22,6 +26,11 @@ from domain.subscriptions.renewals import BilledInvoice, latest_renewal
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription, Subscription
 
+CREDIT_REMEDY = (
+    "if someone meant it (a refund, a goodwill credit), nothing to do: it stays reported "
+    "until the next renewal; if not, find out who issued it at Stripe (the invoice's page: "
+    "Credit notes)"
+)
 DISCOUNT_REMEDY = (
     "if someone meant it (a goodwill discount, a deal), nothing to do: our plans keep list "
     "prices and our previews show what Stripe will invoice; if not, remove the discount at "
@@ -30,9 +39,9 @@ DISCOUNT_REMEDY = (
 )
 
 
-def discount_drift(ours: OurSide, theirs: ProviderSide) -> list[Finding]:
+def money_off_drift(ours: OurSide, theirs: ProviderSide) -> list[Finding]:
     """A finding per subscription of ours that Stripe discounts now, or whose latest renewal
-    it discounted."""
+    it discounted; and one per latest renewal that credit notes gave part of back."""
     remote_by_id = {remote.id: remote.subscription for remote in theirs.subscriptions}
     plans = {plan.id: plan for plan in ours.plans}
     changes: dict[str, list[ScheduledChange]] = {}
@@ -49,7 +58,29 @@ def discount_drift(ours: OurSide, theirs: ProviderSide) -> list[Finding]:
         )
         if finding is not None:
             findings.append(finding)
+        credit = _credit_finding(row, theirs.invoices.get(row.provider_id, ()))
+        if credit is not None:
+            findings.append(credit)
     return findings
+
+
+def _credit_finding(row: Subscription, invoices: Sequence[BilledInvoice]) -> Finding | None:
+    """The latest renewal, when credit notes gave part of it back."""
+    period = latest_renewal(invoices)
+    if period is None or not period.credited:
+        return None
+    return Finding(
+        DriftKind.CREDITED_AT_STRIPE,
+        f"subscription {row.id} ({row.provider_id}): credit notes on the renewal of "
+        f"{period.start.isoformat()} (invoice {period.renewal.id}) gave back "
+        f"{format_amount(period.credited, period.currency)}: the period cost "
+        f"{format_amount(period.paid, period.currency)}",
+        CREDIT_REMEDY,
+        billing_account_id=row.billing_account_id,
+        subscription_id=row.id,
+        provider_subscription_id=row.provider_id,
+        stripe_bills=PriceTerms(period.charge.price_id, period.paid, period.currency),
+    )
 
 
 def _discount_finding(
