@@ -30,11 +30,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from stripe_emulator import currencies, payments, recorder
+from stripe_emulator import credit_note_lines, payments, recorder
+from stripe_emulator.credit_note_lines import issued_of, money
 from stripe_emulator.errors import invalid
 from stripe_emulator.ids import new_id
 from stripe_emulator.objects import list_object
-from stripe_emulator.rounding import prorate
 from stripe_emulator.state import Record, Store
 
 PDF_PATH = "/_emulator/credit_notes/"
@@ -52,23 +52,6 @@ class Allocation:
     lines: list[Record] = field(default_factory=list)
 
 
-def _metadata(raw: Any) -> dict[str, str]:
-    """Metadata given on create (an empty value sets nothing)."""
-    if not isinstance(raw, dict):
-        return {}
-    return {key: value for key, value in raw.items() if isinstance(value, str)}
-
-
-def _money(currency: str, amount: int) -> str:
-    return currencies.format_amount(currency, amount)
-
-
-def issued_of(store: Store, invoice_id: str) -> list[Record]:
-    """The invoice's credit notes that are not void, oldest first."""
-    notes = (store.credit_notes[note_id] for note_id in store.credit_notes_of.get(invoice_id, ()))
-    return [note for note in notes if note["status"] == "issued"]
-
-
 def check_invoice(invoice: Record) -> None:
     if invoice["status"] in ("draft", "void"):
         raise invalid(
@@ -82,149 +65,6 @@ def check_invoice(invoice: Record) -> None:
         )
 
 
-def _credited(store: Store, invoice_id: str) -> dict[str, list[int]]:
-    """Per invoice line: [gross amount, quantity] credited by its issued notes."""
-    credited: dict[str, list[int]] = {}
-    for note in issued_of(store, invoice_id):
-        for line in note["lines"]["data"]:
-            if line["type"] == "invoice_line_item":
-                entry = credited.setdefault(line["invoice_line_item"], [0, 0])
-                entry[0] += line["amount"]
-                entry[1] += line["quantity"] if line["unit_amount"] is not None else 0
-    return credited
-
-
-def _invoice_line(
-    invoice: Record, spec: dict[str, Any], param: str, credited: dict[str, list[int]]
-) -> Record:
-    line_id = spec.get("invoice_line_item")
-    if line_id is None:
-        raise invalid(
-            f"Missing required param: {param}[invoice_line_item].",
-            f"{param}[invoice_line_item]",
-            "parameter_missing",
-        )
-    lines = {line["id"]: line for line in invoice["lines"]["data"]}
-    line = lines.get(line_id)
-    if line is None:
-        raise invalid(
-            f"Invoice line item {line_id} is not a line of invoice {invoice['id']}.",
-            f"{param}[invoice_line_item]",
-        )
-    for name in ("unit_amount", "description"):
-        if name in spec:
-            raise invalid(
-                f"{param}[{name}] is only valid when `type` is `custom_line_item`.",
-                f"{param}[{name}]",
-            )
-    if ("quantity" in spec) == ("amount" in spec):
-        raise invalid(
-            "`quantity` or `amount` is required when crediting an invoice line item, not both.",
-            param,
-        )
-    gross_line = line["amount"]
-    if gross_line <= 0:
-        raise invalid(f"Invoice line item {line_id} has nothing to credit.", param)
-    done_amount, done_quantity = credited.get(line_id, [0, 0])
-    quantity: int = 1
-    unit: int | None = None
-    if "quantity" in spec:
-        quantity = spec["quantity"]
-        left = line["quantity"] - done_quantity
-        if not 0 < quantity <= left:
-            raise invalid(
-                f"Invalid quantity {quantity} for invoice line item {line_id}: at most {left} "
-                "can still be credited.",
-                f"{param}[quantity]",
-            )
-        amount = prorate(gross_line, quantity, line["quantity"])
-        unit = prorate(gross_line, 1, line["quantity"])
-    else:
-        amount = spec["amount"]
-    left_amount = gross_line - done_amount
-    if not 0 < amount <= left_amount:
-        currency = invoice["currency"]
-        raise invalid(
-            f"The amount to credit for invoice line item {line_id} ({_money(currency, amount)}) "
-            f"must be positive and at most what is left of it ({_money(currency, left_amount)}).",
-            param,
-        )
-    discounts = [
-        {"amount": prorate(entry["amount"], amount, gross_line), "discount": entry["discount"]}
-        for entry in line["discount_amounts"]
-    ]
-    return {
-        "id": new_id("cnli"),
-        "object": "credit_note_line_item",
-        "amount": amount,
-        "description": line["description"],
-        "discount_amount": sum(entry["amount"] for entry in discounts),
-        "discount_amounts": discounts,
-        "invoice_line_item": line_id,
-        "livemode": False,
-        "metadata": _metadata(spec.get("metadata")),
-        "pretax_credit_amounts": [],
-        "quantity": quantity,
-        "tax_rates": [],
-        "taxes": [],
-        "type": "invoice_line_item",
-        "unit_amount": unit,
-        "unit_amount_decimal": None if unit is None else str(unit),
-    }
-
-
-def _custom_line(spec: dict[str, Any], param: str) -> Record:
-    for name in ("invoice_line_item", "amount"):
-        if name in spec:
-            raise invalid(
-                f"{param}[{name}] is only valid when `type` is `invoice_line_item`.",
-                f"{param}[{name}]",
-            )
-    if "unit_amount" not in spec:
-        raise invalid(
-            f"Missing required param: {param}[unit_amount].",
-            f"{param}[unit_amount]",
-            "parameter_missing",
-        )
-    quantity = spec.get("quantity", 1)
-    unit = spec["unit_amount"]
-    if unit <= 0 or quantity <= 0:
-        raise invalid("A custom line item must credit a positive amount.", param)
-    return {
-        "id": new_id("cnli"),
-        "object": "credit_note_line_item",
-        "amount": unit * quantity,
-        "description": spec.get("description"),
-        "discount_amount": 0,
-        "discount_amounts": [],
-        "livemode": False,
-        "metadata": _metadata(spec.get("metadata")),
-        "pretax_credit_amounts": [],
-        "quantity": quantity,
-        "tax_rates": [],
-        "taxes": [],
-        "type": "custom_line_item",
-        "unit_amount": unit,
-        "unit_amount_decimal": str(unit),
-    }
-
-
-def _lines(store: Store, invoice: Record, specs: list[dict[str, Any]]) -> list[Record]:
-    credited = _credited(store, invoice["id"])
-    lines = []
-    for index, spec in enumerate(specs):
-        param = f"lines[{index}]"
-        if spec["type"] == "invoice_line_item":
-            line = _invoice_line(invoice, spec, param, credited)
-            entry = credited.setdefault(line["invoice_line_item"], [0, 0])
-            entry[0] += line["amount"]
-            entry[1] += line["quantity"] if line["unit_amount"] is not None else 0
-        else:
-            line = _custom_line(spec, param)
-        lines.append(line)
-    return lines
-
-
 def build(store: Store, invoice: Record, params: dict[str, Any], now: int) -> Record:
     """The credit note ``params`` would issue on ``invoice`` (checked; nothing stored)."""
     check_invoice(invoice)
@@ -235,15 +75,15 @@ def build(store: Store, invoice: Record, params: dict[str, Any], now: int) -> Re
             "amount",
             "parameter_missing",
         )
-    lines = _lines(store, invoice, params.get("lines", []))
+    lines = credit_note_lines.build(store, invoice, params.get("lines", []))
     subtotal = sum(line["amount"] for line in lines)
     discount = sum(line["discount_amount"] for line in lines)
     total = subtotal - discount
     if "amount" in params:
         if lines and params["amount"] != total:
             raise invalid(
-                f"The credit note amount ({_money(currency, params['amount'])}) must equal the "
-                f"sum of its lines ({_money(currency, total)}).",
+                f"The credit note amount ({money(currency, params['amount'])}) must equal the "
+                f"sum of its lines ({money(currency, total)}).",
                 "amount",
             )
         if not lines:
@@ -253,8 +93,8 @@ def build(store: Store, invoice: Record, params: dict[str, Any], now: int) -> Re
     left = invoice["total"] - sum(note["total"] for note in issued_of(store, invoice["id"]))
     if total > left:
         raise invalid(
-            f"The credit note amount ({_money(currency, total)}) is greater than the amount "
-            f"that can still be credited on invoice {invoice['id']} ({_money(currency, left)}).",
+            f"The credit note amount ({money(currency, total)}) is greater than the amount "
+            f"that can still be credited on invoice {invoice['id']} ({money(currency, left)}).",
             "amount",
         )
     split = _allocate(store, invoice, params, total)
@@ -287,7 +127,7 @@ def build(store: Store, invoice: Record, params: dict[str, Any], now: int) -> Re
         "lines": list_object(f"/v1/credit_notes/{note_id}/lines", lines, False),
         "livemode": False,
         "memo": params.get("memo"),
-        "metadata": _metadata(params.get("metadata")),
+        "metadata": credit_note_lines.metadata(params.get("metadata")),
         "number": f"{invoice['number']}-CN-{sequence:02d}",
         "out_of_band_amount": split.out_of_band,
         "pdf": f"{store.public_url}{PDF_PATH}{note_id}/pdf",
@@ -340,8 +180,8 @@ def _allocate(store: Store, invoice: Record, params: dict[str, Any], total: int)
         what = "credit note amount" if not split.pre else "credit note's post-payment amount"
         raise invalid(
             f"The sum of credit amount, refund amount and out of band amount "
-            f"({_money(currency, allocated)}) must equal the {what} "
-            f"({_money(currency, split.post)}).",
+            f"({money(currency, allocated)}) must equal the {what} "
+            f"({money(currency, split.post)}).",
         )
     if split.refund:
         refunded = sum(
@@ -352,9 +192,9 @@ def _allocate(store: Store, invoice: Record, params: dict[str, Any], total: int)
         refundable = invoice["amount_paid"] - refunded
         if split.refund > refundable:
             raise invalid(
-                f"The refund amount ({_money(currency, split.refund)}) is greater than what is "
+                f"The refund amount ({money(currency, split.refund)}) is greater than what is "
                 f"left to refund of what was paid on invoice {invoice['id']} "
-                f"({_money(currency, refundable)}).",
+                f"({money(currency, refundable)}).",
                 "refund_amount",
             )
     return split
