@@ -342,6 +342,7 @@ def test_credit_notes_are_listed_by_invoice_and_customer_and_take_a_memo_and_met
     notes = stripe_target.client.v1.credit_notes
     by_invoice = notes.list(params={"invoice": invoice.id or ""})
     by_customer = notes.list(params={"customer": customer.id})
+    events = stripe_target.events_about(first.id, "credit_note.updated")
 
     assert updated.memo == "Refund of a late week"
     assert updated.to_dict()["metadata"] == {"ticket": "T-1", "agent": "ana"}
@@ -349,3 +350,5 @@ def test_credit_notes_are_listed_by_invoice_and_customer_and_take_a_memo_and_met
     assert [note.id for note in by_customer.data] == [second.id, first.id]
     assert other_customer.id != customer.id
     assert notes.retrieve(first.id).memo == "Refund of a late week"
+    assert [event.type for event in events] == ["credit_note.updated"]
+    assert events[0].data.to_dict()["previous_attributes"]["memo"] is None
