@@ -21,6 +21,7 @@ from stripe_emulator.reqlog import RequestLog
 from stripe_emulator.resources import (
     catalog,
     coupons,
+    credit_notes,
     customers,
     events,
     invoices,
@@ -41,6 +42,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *subscriptions.ROUTES,
     *subscription_updates.ROUTES,
     *invoices.ROUTES,
+    *credit_notes.ROUTES,
     *events.ROUTES,
     *webhook_endpoints.ROUTES,
 )

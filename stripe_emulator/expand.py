@@ -104,6 +104,13 @@ GRAPH: Final[dict[str, dict[str, Edge]]] = {
     },
     "discount_source": {"coupon": ("ref", "coupon")},
     "coupon": {},
+    "credit_note": {
+        "customer": ("ref", "customer"),
+        "invoice": ("ref", "invoice"),
+        "lines": ("embedded", "list<credit_note_line_item>"),
+        "customer_balance_transaction": ("unsupported", "customer balance transactions"),
+    },
+    "credit_note_line_item": {},
     "deleted": {},
 }
 

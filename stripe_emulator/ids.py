@@ -29,6 +29,10 @@ LENGTHS: Final[dict[str, int]] = {
     "evt": 24,
     "we": 24,
     "di": 24,
+    "cn": 24,
+    "cnli": 24,
+    "re": 24,
+    "cbtxn": 24,
     "whsec": 32,
 }
 

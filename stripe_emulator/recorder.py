@@ -34,6 +34,11 @@ deleted``                          ``product_data`` follows the ``product.create
 ``invoice.voided``                 an invoice is voided (expired pending update,
                                    ``incomplete_expired``)
 ``invoiceitem.created``            a proration becomes an invoice item
+``credit_note.created``            ``POST /v1/credit_notes`` (then ``invoice.paid`` if it left
+                                   an open invoice nothing to pay, ``customer.updated`` if it
+                                   credited the balance)
+``credit_note.updated``            ``POST /v1/credit_notes/{id}`` changes its memo or metadata
+``credit_note.voided``             ``POST /v1/credit_notes/{id}/void``
 =================================  ==========================================================
 
 Not recorded: ``invoice.updated`` and the other events of objects or steps the emulator does

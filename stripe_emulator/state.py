@@ -76,6 +76,9 @@ class Store:
         self.discount_terms: dict[str, Record] = {}
         # Discounted invoice items: item id -> [gross amount, [[discount, amount]], included].
         self.item_discounts: dict[str, list[Any]] = {}
+        # Credit notes (lines inline) in creation order, and each invoice's credit note ids.
+        self.credit_notes: dict[str, Record] = {}
+        self.credit_notes_of: dict[str, list[str]] = {}
         # Payments: customers whose payment attempts fail, and the retry rules (dunning).
         self.failing_customers: set[str] = set()
         # Renewal drafts held for their invoice.created's deliveries: invoice id -> event id.
@@ -116,6 +119,10 @@ class Store:
         subscription_id = invoice["parent"]["subscription_details"]["subscription"]
         self.invoices_of.setdefault(subscription_id, []).append(invoice["id"])
 
+    def add_credit_note(self, note: Record) -> None:
+        self.credit_notes[note["id"]] = note
+        self.credit_notes_of.setdefault(note["invoice"], []).append(note["id"])
+
     # Persistence ------------------------------------------------------------------------
 
     def to_json(self) -> Record:
@@ -139,6 +146,7 @@ class Store:
             "discounts": self.discounts,
             "discount_terms": self.discount_terms,
             "item_discounts": self.item_discounts,
+            "credit_notes": self.credit_notes,
             "failing_customers": sorted(self.failing_customers),
             "authenticating_customers": sorted(self.authenticating_customers),
             "draft_holds": self.draft_holds,
@@ -181,6 +189,9 @@ class Store:
         store.discounts = data.get("discounts", {})
         store.discount_terms = data.get("discount_terms", {})
         store.item_discounts = data.get("item_discounts", {})
+        # Absent from state files written before credit notes were emulated.
+        for note in data.get("credit_notes", {}).values():
+            store.add_credit_note(note)
         store.failing_customers = set(data.get("failing_customers", []))
         store.authenticating_customers = set(data.get("authenticating_customers", []))
         store.draft_holds = data.get("draft_holds", {})

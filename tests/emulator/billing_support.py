@@ -136,3 +136,32 @@ def upgrade_held_for_authentication(
     invoice = latest_invoice(target, subscription.id)
     assert invoice.id is not None
     return customer, subscription, dearer, held, invoice.id
+
+
+def open_invoice(
+    target: StripeTarget, amount: int, *, quantity: int = 1, **params: Any
+) -> tuple[stripe.Customer, stripe.Subscription, stripe.Invoice]:
+    """A subscription billed by sent invoice (30 days to pay), and its first invoice, ``open``:
+    past any finalization delay (Stripe holds a draft up to 72 h while webhooks fail)."""
+    customer, subscription = subscribe(
+        target,
+        monthly(target, amount),
+        quantity=quantity,
+        collection_method="send_invoice",
+        days_until_due=30,
+        **params,
+    )
+    move_to(target, customer.id, subscription.created + 3 * DAY + 2 * HOUR)
+    invoice = latest_invoice(target, subscription.id)
+    assert invoice.status == "open"
+    return customer, subscription, invoice
+
+
+def paid_invoice(
+    target: StripeTarget, amount: int, **params: Any
+) -> tuple[stripe.Customer, stripe.Subscription, stripe.Invoice]:
+    """A subscription charged automatically, and its first invoice, ``paid``."""
+    customer, subscription = subscribe(target, monthly(target, amount), **params)
+    invoice = latest_invoice(target, subscription.id)
+    assert invoice.status == "paid"
+    return customer, subscription, invoice

@@ -90,3 +90,38 @@ def test_a_state_file_from_before_invoices_still_loads(
 
     assert listed.data == []
     assert dunning.retries == 3
+
+
+def test_credit_notes_survive_a_restart(tmp_path_factory: pytest.TempPathFactory) -> None:
+    directory = tmp_path_factory.mktemp("credit-note-state")
+    args = ("--rate-limit", "0", "--state-file", str(directory / "stripe.json"))
+
+    with running_emulator(directory / "first.log", *args) as first:
+        client = sdk_client(first.url)
+        customer = client.v1.customers.create()
+        price = client.v1.prices.create(
+            params={"currency": "usd", "unit_amount": 1000, "product_data": {"name": "P"},
+                    "recurring": {"interval": "month"}}
+        )  # fmt: skip
+        subscription = client.v1.subscriptions.create(
+            params={"customer": customer.id, "items": [{"price": price.id}]}
+        )
+        invoice_id = str(subscription.latest_invoice)
+        first_note = client.v1.credit_notes.create(
+            params={"invoice": invoice_id, "amount": 300, "credit_amount": 300}
+        )
+        listed_before = client.v1.credit_notes.list(params={"invoice": invoice_id}).to_dict()
+        first.stop(signal.SIGTERM)
+
+    with running_emulator(directory / "second.log", *args) as second:
+        client = sdk_client(second.url)
+        listed_after = client.v1.credit_notes.list(params={"invoice": invoice_id}).to_dict()
+        second_note = client.v1.credit_notes.create(
+            params={"invoice": invoice_id, "amount": 700, "credit_amount": 700}
+        )
+        balance = client.v1.customers.retrieve(customer.id).balance
+
+    assert listed_after == listed_before
+    assert [note["id"] for note in listed_after["data"]] == [first_note.id]
+    assert second_note.number.endswith("-CN-02")
+    assert balance == -1000

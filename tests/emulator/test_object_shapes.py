@@ -272,3 +272,39 @@ def test_coupons_and_discounts_have_exactly_the_fixture_key_sets(
     assert _keys(subscription.discounts[0]) == sorted(fixtures["discount"])
     assert _keys(removed) == sorted(fixtures["deleted_discount"])
     assert _keys(emulator_client.v1.coupons.delete(coupon.id)) == sorted(fixtures["deleted_coupon"])
+
+
+def test_credit_notes_and_their_lines_have_exactly_the_fixture_key_sets(
+    fixtures: dict[str, Any], emulator_client: stripe.StripeClient
+) -> None:
+    customer = emulator_client.v1.customers.create()
+    price = emulator_client.v1.prices.create(
+        params={"currency": "usd", "unit_amount": 1000, "product_data": {"name": "P"},
+                "recurring": {"interval": "month"}}
+    )  # fmt: skip
+    subscription = emulator_client.v1.subscriptions.create(
+        params={"customer": customer.id, "items": [{"price": price.id, "quantity": 2}]}
+    )
+    assert isinstance(subscription.latest_invoice, str)
+    invoice = emulator_client.v1.invoices.retrieve(subscription.latest_invoice)
+    params: Any = {
+        "invoice": invoice.id,
+        "lines": [
+            {"type": "invoice_line_item", "invoice_line_item": invoice.lines.data[0].id,
+             "quantity": 1},
+            {"type": "custom_line_item", "unit_amount": 100, "description": "Goodwill"},
+        ],
+        "amount": 1100,
+        "refund_amount": 1100,
+    }  # fmt: skip
+    preview = emulator_client.v1.credit_notes.preview(params=params)
+    note = emulator_client.v1.credit_notes.create(params=params)
+    listed = emulator_client.v1.credit_notes.line_items.list(note.id)
+
+    assert _keys(note) == sorted(fixtures["credit_note"])
+    assert _keys(preview) == sorted(fixtures["credit_note"])
+    assert _keys(note.lines) == ["data", "has_more", "object", "url"]
+    assert _keys(note.refunds[0]) == sorted(fixtures["credit_note"]["refunds"][0])
+    assert _keys(listed.data[0]) == sorted(fixtures["credit_note_line_item"])
+    # A custom line has no invoice line item: Stripe leaves the key out (the fixture's own).
+    assert _keys(note.lines.data[1]) == sorted(fixtures["credit_note"]["lines"]["data"][1])
