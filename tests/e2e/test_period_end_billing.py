@@ -487,6 +487,31 @@ def test_a_preview_of_a_subscription_discounted_at_stripe_invoices_what_the_chan
     assert previewed["amount_due"] == invoice.total + invoice.starting_balance
 
 
+def test_a_schedule_made_at_stripe_refuses_changes_and_its_pending_change_is_skipped_unsent(
+    stack: Stack, api: httpx.Client, sub: Subscribed, catalog: Catalog, sdk: stripe.StripeClient
+) -> None:
+    change = at_period_end(stack, api, sub, catalog.team)
+    schedule = sdk.v1.subscription_schedules.create(  # someone, in Stripe's dashboard
+        params={"from_subscription": sub.provider_id}
+    )
+
+    # A request at the period's end reads Stripe first, and so sees the schedule at once.
+    refused = api.post(sub.change_url, json={"plan_change": {"plan": catalog.team.name}})
+    move_to(stack, change.effective_at - WITHIN_THE_LEAD)
+    skipped = wait_for(stack, change, ChangeState.SKIPPED)
+
+    assert refused.status_code == 400, refused.text
+    [detail] = refused.json()["details"]
+    assert (detail["reason"], detail["metadata"]["schedule_id"]) == (
+        "SUBSCRIPTION_SCHEDULED_AT_PROVIDER",
+        schedule.id,
+    )
+    assert skipped.reason == "provider_schedule"
+    assert stored_subscription(stack, sub.id).provider_schedule_id == schedule.id
+    at_stripe = sdk.v1.subscriptions.retrieve(sub.provider_id)
+    assert at_stripe["items"]["data"][0]["price"]["id"] == catalog.starter.provider_price_id
+
+
 # --- the renewal, checked -----------------------------------------------------------------
 
 

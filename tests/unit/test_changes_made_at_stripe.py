@@ -12,7 +12,15 @@ from decimal import Decimal
 import pytest
 
 from domain.billing.discounts import ProviderDiscount
-from domain.drift.report import DriftKind, OurSide, PriceTerms, ProviderSide, RemoteSubscription
+from domain.drift.money_off import CREDIT_REMEDY, DISCOUNT_REMEDY, discounted
+from domain.drift.report import (
+    DriftKind,
+    Finding,
+    OurSide,
+    PriceTerms,
+    ProviderSide,
+    RemoteSubscription,
+)
 from domain.drift.rules import find_drift
 from domain.errors import FailedPrecondition
 from domain.subscriptions.change_previews import PreviewLine
@@ -179,3 +187,93 @@ def test_credit_notes_on_the_latest_renewal_are_reported_with_what_the_period_co
         f"{BOUNDARY.isoformat()} (invoice in_renewal) gave back 9.00 USD: the period cost "
         "20.00 USD"
     )
+
+
+def findings_of(provider: ProviderSubscription, *invoices: BilledInvoice) -> list[Finding]:
+    row = row_of(remote())
+    theirs = ProviderSide(
+        [], [RemoteSubscription(provider, "cus_1", T0)], {row.provider_id: list(invoices)}
+    )
+    return find_drift(OurSide([], [row], [TEAM]), theirs)
+
+
+def test_each_money_off_finding_names_its_ids_both_sides_money_and_what_to_do() -> None:
+    discounted_renewal = renewal(2900, 580)
+    credited_renewal = dataclasses.replace(renewal(2900, 0), credited=400)
+    ids = {
+        "billing_account_id": "ba_1",
+        "subscription_id": "sub_1",
+        "provider_subscription_id": "sub_s1",
+    }
+
+    [now_and_renewal] = findings_of(remote(TWENTY_PERCENT), discounted_renewal)
+    [renewal_only] = findings_of(remote(), discounted_renewal)
+    [credited] = findings_of(remote(), credited_renewal)
+
+    assert now_and_renewal == Finding(
+        DriftKind.DISCOUNT_AT_STRIPE,
+        'subscription sub_1 (sub_s1): Stripe takes 20 % off, forever (coupon SPRING "Spring '
+        "sale\"); plan team's 29.00 USD is billed 23.20 USD; the renewal of "
+        f"{BOUNDARY.isoformat()} (invoice in_renewal) billed 23.20 USD after 5.80 USD of "
+        "discounts (plan team)",
+        DISCOUNT_REMEDY,
+        **ids,
+        stripe_bills=PriceTerms("price_team", 2320, "usd", "month"),
+        we_bill=PriceTerms.of_plan(TEAM),
+    )
+    assert renewal_only == dataclasses.replace(
+        now_and_renewal,
+        description=f"subscription sub_1 (sub_s1): the renewal of {BOUNDARY.isoformat()} "
+        "(invoice in_renewal) billed 23.20 USD after 5.80 USD of discounts (plan team)",
+    )
+    assert credited == Finding(
+        DriftKind.CREDITED_AT_STRIPE,
+        f"subscription sub_1 (sub_s1): credit notes on the renewal of {BOUNDARY.isoformat()} "
+        "(invoice in_renewal) gave back 4.00 USD: the period cost 25.00 USD",
+        CREDIT_REMEDY,
+        **ids,
+        stripe_bills=PriceTerms("price_team", 2500, "usd"),
+    )
+
+
+def test_a_discount_is_shown_with_its_terms_and_how_long_it_lasts() -> None:
+    ends = BOUNDARY + timedelta(days=90)
+    shown = [
+        ProviderDiscount("di_a", "A", percent_off=Decimal("12.50"), duration="once").shown(),
+        ProviderDiscount(
+            "di_b", "B", "Loyal", amount_off=250, currency="eur", duration="repeating", ends_at=ends
+        ).shown(),
+        ProviderDiscount("di_c", None, percent_off=Decimal("5"), duration="repeating").shown(),
+        ProviderDiscount("di_d", amount_off=100, duration="forever").shown(),
+    ]
+
+    assert shown == [
+        "12.5 % off, on one invoice (coupon A)",
+        f'2.50 EUR off, until {ends.isoformat()} (coupon B "Loyal")',
+        "5 % off, repeating (coupon di_c)",
+        "an unknown discount, forever (coupon di_d)",
+    ]
+
+
+def test_an_amount_off_takes_what_a_line_costs_at_most_and_nothing_from_a_credit() -> None:
+    five = ProviderDiscount("di_5", amount_off=500, currency="usd")
+
+    assert [five.taken_from(amount, "usd") for amount in (900, 500, 300, 1, 0, -200)] == [
+        500,
+        500,
+        300,
+        1,
+        0,
+        0,
+    ]
+    assert ProviderDiscount("di_6").taken_from(900, "usd") is None
+
+
+def test_discounts_are_taken_one_after_another_and_an_unknown_one_makes_the_price_unknown() -> None:
+    half = ProviderDiscount("di_h", percent_off=Decimal("50"))
+    dollar = ProviderDiscount("di_d", amount_off=100, currency="usd")
+
+    assert discounted(2900, "usd", remote(half, dollar)) == 1350
+    assert discounted(2900, "usd", remote(dollar, half)) == 1400
+    assert discounted(2900, "usd", remote(half, ProviderDiscount("di_x"))) is None
+    assert discounted(2900, "usd", remote()) == 2900

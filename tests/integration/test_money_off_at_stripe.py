@@ -1,6 +1,7 @@
-"""A coupon redeemed on one of our subscriptions at Stripe, on real parts (the Stripe emulator
-through the real SDK; SQLite and PostgreSQL): the sync keeps it on the row, beat's gauge counts
-it, and ``billing-worker stripe drift`` names it with the money Stripe billed (issue 44)."""
+"""Money off at Stripe, on real parts (the Stripe emulator through the real SDK; SQLite and
+PostgreSQL): a coupon redeemed on one of our subscriptions is kept on the row by the sync,
+counted by beat's gauge and named by ``billing-worker stripe drift`` with the money Stripe
+billed; a credit note on a renewal is named with what the period cost (issue 44)."""
 
 from __future__ import annotations
 
@@ -81,3 +82,36 @@ def test_a_coupon_removed_at_stripe_leaves_the_row_the_gauge_and_the_report(
     assert row.billed_discount is None
     assert discounted(world) == 0
     assert (after.status, after.findings()) == (0, []), after.stderr
+
+
+def test_a_credit_note_on_a_renewal_is_reported_with_what_the_period_cost(world: World) -> None:
+    account = world.registered_account()
+    subscription = world.subscribe(
+        account, world.plan("team", 2000), terms=SubscriptionTerms(days_until_due=365)
+    )
+    world.admin.advance_clock(31 * 86_400)
+    [renewal] = [
+        invoice
+        for invoice in world.sdk.v1.invoices.list(
+            params={"subscription": subscription.provider_id, "limit": 10}
+        ).data
+        if invoice.billing_reason == "subscription_cycle"
+    ]
+    world.sdk.v1.credit_notes.create(  # someone, in Stripe's dashboard
+        params={"invoice": str(renewal.id), "amount": 500, "reason": "product_unsatisfactory"}
+    )
+
+    report = world.drift("--json")
+    [shown] = [
+        invoice
+        for invoice in world.services.billing_provider().list_invoices(subscription.provider_id, 10)
+        if invoice.id == renewal.id
+    ]
+
+    assert report.status == DRIFT_FOUND, report.stderr
+    [finding] = report.findings()
+    assert finding["kind"] == "credited_at_stripe"
+    assert finding["description"].endswith(
+        f"(invoice {renewal.id}) gave back 5.00 USD: the period cost 15.00 USD"
+    )
+    assert (shown.total, shown.credited) == (2000, 500)
