@@ -53,7 +53,7 @@ GRAPH: Final[dict[str, dict[str, Edge]]] = {
         "default_payment_method": ("null", ""),
         "default_source": ("null", ""),
         "pending_setup_intent": ("null", ""),
-        "schedule": ("null", ""),
+        "schedule": ("ref", "subscription_schedule"),
         "test_clock": ("null", ""),
         "on_behalf_of": ("null", ""),
         "application": ("null", ""),
@@ -104,6 +104,12 @@ GRAPH: Final[dict[str, dict[str, Edge]]] = {
     },
     "discount_source": {"coupon": ("ref", "coupon")},
     "coupon": {},
+    "subscription_schedule": {
+        "customer": ("ref", "customer"),
+        "subscription": ("ref", "subscription"),
+        "application": ("null", ""),
+        "test_clock": ("null", ""),
+    },
     "deleted": {},
 }
 
@@ -239,6 +245,8 @@ def _resolve(store: Store, type_name: str, object_id: str) -> Record | str:
     if type_name == "coupon":
         coupon = store.coupons.get(object_id) or store.deleted_coupons.get(object_id)
         return object_id if coupon is None else coupon
+    if type_name == "subscription_schedule":
+        return store.subscription_schedules.get(object_id, object_id)
     if type_name == "subscription":
         subscription = store.subscriptions.get(object_id)
         return object_id if subscription is None else render_subscription(store, subscription)

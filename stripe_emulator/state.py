@@ -76,6 +76,8 @@ class Store:
         self.discount_terms: dict[str, Record] = {}
         # Discounted invoice items: item id -> [gross amount, [[discount, amount]], included].
         self.item_discounts: dict[str, list[Any]] = {}
+        # Subscription schedules (see schedules.py), in creation order.
+        self.subscription_schedules: dict[str, Record] = {}
         # Payments: customers whose payment attempts fail, and the retry rules (dunning).
         self.failing_customers: set[str] = set()
         # Renewal drafts held for their invoice.created's deliveries: invoice id -> event id.
@@ -139,6 +141,7 @@ class Store:
             "discounts": self.discounts,
             "discount_terms": self.discount_terms,
             "item_discounts": self.item_discounts,
+            "subscription_schedules": self.subscription_schedules,
             "failing_customers": sorted(self.failing_customers),
             "authenticating_customers": sorted(self.authenticating_customers),
             "draft_holds": self.draft_holds,
@@ -181,6 +184,8 @@ class Store:
         store.discounts = data.get("discounts", {})
         store.discount_terms = data.get("discount_terms", {})
         store.item_discounts = data.get("item_discounts", {})
+        # Absent from state files written before subscription schedules were emulated.
+        store.subscription_schedules = data.get("subscription_schedules", {})
         store.failing_customers = set(data.get("failing_customers", []))
         store.authenticating_customers = set(data.get("authenticating_customers", []))
         store.draft_holds = data.get("draft_holds", {})
