@@ -272,3 +272,27 @@ def test_coupons_and_discounts_have_exactly_the_fixture_key_sets(
     assert _keys(subscription.discounts[0]) == sorted(fixtures["discount"])
     assert _keys(removed) == sorted(fixtures["deleted_discount"])
     assert _keys(emulator_client.v1.coupons.delete(coupon.id)) == sorted(fixtures["deleted_coupon"])
+
+
+def test_a_subscription_schedule_has_the_fixture_key_sets(
+    fixtures: dict[str, Any], emulator_client: stripe.StripeClient
+) -> None:
+    customer = emulator_client.v1.customers.create()
+    price = emulator_client.v1.prices.create(
+        params={"currency": "usd", "unit_amount": 100, "product_data": {"name": "P"},
+                "recurring": {"interval": "month"}}
+    )  # fmt: skip
+    subscription = emulator_client.v1.subscriptions.create(
+        params={"customer": customer.id, "items": [{"price": price.id}]}
+    )
+
+    schedule = emulator_client.v1.subscription_schedules.create(
+        params={"from_subscription": subscription.id}
+    )
+
+    expected = fixtures["subscription_schedule"]
+    assert _keys(schedule) == sorted(expected)
+    assert _keys(schedule.phases[0]) == sorted(expected["phases"][0])
+    assert _keys(schedule.phases[0]["items"][0]) == sorted(expected["phases"][0]["items"][0])
+    assert _keys(schedule.default_settings) == sorted(expected["default_settings"])
+    assert _keys(schedule.current_phase) == sorted(expected["current_phase"])
