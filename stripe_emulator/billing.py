@@ -9,6 +9,8 @@ each is checked against its object before anything happens. Periods themselves a
 
 When emulator time reaches a subscription's ``period_end``:
 
+* first, a subscription schedule's phase ending then puts the next phase's items on it
+  (:mod:`stripe_emulator.schedules`), so that what follows bills them;
 * ``cancel_at`` is due (``cancel_at_period_end=true``, or a ``cancel_at`` inside the period,
   which ended the period there) -> ``status: canceled``, ``ended_at`` = ``cancel_at``,
   ``cancellation_details.reason: cancellation_requested``;
@@ -39,7 +41,7 @@ from __future__ import annotations
 import gc
 import heapq
 
-from stripe_emulator import invoicing, payments, periods, recorder
+from stripe_emulator import invoicing, payments, periods, recorder, schedules
 from stripe_emulator.state import Record, Store
 
 INCOMPLETE_TTL = 23 * 3600
@@ -78,6 +80,8 @@ def _roll(store: Store, timeline: list[tuple[int, str]], now: int) -> int:
 def _due(store: Store, object_id: str, when: int) -> bool:
     if object_id.startswith("in_"):
         return payments.invoice_due(store, object_id, when)
+    if object_id.startswith("sub_sched_"):
+        return schedules.due(store, object_id, when)
     subscription = store.subscriptions.get(object_id)
     state = store.billing.get(object_id)
     if subscription is None or state is None or subscription["status"] == "canceled":
@@ -117,6 +121,8 @@ def _incomplete_expired(store: Store, subscription: Record, when: int) -> None:
 
 def _period_ended(store: Store, subscription: Record, state: Record) -> None:
     boundary: int = state["period_end"]
+    # A schedule's phase ending here takes over first: the renewal bills the new phase's items.
+    schedules.period_ending(store, subscription, boundary)
     cancel_at = subscription["cancel_at"]
     if cancel_at is not None and cancel_at <= boundary:
         requested = subscription["canceled_at"]  # when the cancel was asked for

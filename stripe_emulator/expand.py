@@ -53,7 +53,7 @@ GRAPH: Final[dict[str, dict[str, Edge]]] = {
         "default_payment_method": ("null", ""),
         "default_source": ("null", ""),
         "pending_setup_intent": ("null", ""),
-        "schedule": ("null", ""),
+        "schedule": ("ref", "subscription_schedule"),
         "test_clock": ("null", ""),
         "on_behalf_of": ("null", ""),
         "application": ("null", ""),
@@ -111,6 +111,12 @@ GRAPH: Final[dict[str, dict[str, Edge]]] = {
         "customer_balance_transaction": ("unsupported", "customer balance transactions"),
     },
     "credit_note_line_item": {},
+    "subscription_schedule": {
+        "customer": ("ref", "customer"),
+        "subscription": ("ref", "subscription"),
+        "application": ("null", ""),
+        "test_clock": ("null", ""),
+    },
     "deleted": {},
 }
 
@@ -246,6 +252,8 @@ def _resolve(store: Store, type_name: str, object_id: str) -> Record | str:
     if type_name == "coupon":
         coupon = store.coupons.get(object_id) or store.deleted_coupons.get(object_id)
         return object_id if coupon is None else coupon
+    if type_name == "subscription_schedule":
+        return store.subscription_schedules.get(object_id, object_id)
     if type_name == "subscription":
         subscription = store.subscriptions.get(object_id)
         return object_id if subscription is None else render_subscription(store, subscription)

@@ -19,6 +19,7 @@ LENGTHS: Final[dict[str, int]] = {
     "prod": 14,
     "price": 24,
     "sub": 24,
+    "sub_sched": 24,
     "si": 14,
     "in": 24,
     "il": 24,

@@ -292,6 +292,10 @@ def end_subscription(store: Store, subscription: Record, now: int, reason: str) 
         "reason": reason,
     }
     drop_pending_update(store, subscription, now)
+    # The schedule managing it is canceled with it (see schedules.py).
+    schedule = store.subscription_schedules.get(subscription.get("schedule") or "")
+    if schedule is not None and schedule["status"] in ("not_started", "active"):
+        schedule.update(status="canceled", canceled_at=now, current_phase=None)
 
 
 def drop_pending_update(store: Store, subscription: Record, now: int) -> None:

@@ -79,6 +79,8 @@ class Store:
         # Credit notes (lines inline) in creation order, and each invoice's credit note ids.
         self.credit_notes: dict[str, Record] = {}
         self.credit_notes_of: dict[str, list[str]] = {}
+        # Subscription schedules (see schedules.py), in creation order.
+        self.subscription_schedules: dict[str, Record] = {}
         # Payments: customers whose payment attempts fail, and the retry rules (dunning).
         self.failing_customers: set[str] = set()
         # Renewal drafts held for their invoice.created's deliveries: invoice id -> event id.
@@ -147,6 +149,7 @@ class Store:
             "discount_terms": self.discount_terms,
             "item_discounts": self.item_discounts,
             "credit_notes": self.credit_notes,
+            "subscription_schedules": self.subscription_schedules,
             "failing_customers": sorted(self.failing_customers),
             "authenticating_customers": sorted(self.authenticating_customers),
             "draft_holds": self.draft_holds,
@@ -192,6 +195,8 @@ class Store:
         # Absent from state files written before credit notes were emulated.
         for note in data.get("credit_notes", {}).values():
             store.add_credit_note(note)
+        # Absent from state files written before subscription schedules were emulated.
+        store.subscription_schedules = data.get("subscription_schedules", {})
         store.failing_customers = set(data.get("failing_customers", []))
         store.authenticating_customers = set(data.get("authenticating_customers", []))
         store.draft_holds = data.get("draft_holds", {})

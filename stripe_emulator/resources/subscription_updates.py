@@ -34,7 +34,9 @@ update bills is discounted by the new ones.
 subscription at that time: a ``cancel_at`` inside the current period ends the period there
 (no credit is made for the cut-off time), a later one lets renewals run until the period it
 falls in, which is cut short and billed pro rata. ``cancel_at_period_end`` is ``cancel_at`` at
-the current period's end; the two cannot be sent together.
+the current period's end; the two cannot be sent together. Neither can be sent while a
+subscription schedule manages the subscription (Stripe's 400 names the schedule; its
+``end_behavior`` decides); ``items`` can, and the schedule's next phase replaces them.
 """
 
 from __future__ import annotations
@@ -167,6 +169,14 @@ def update(ctx: Ctx, params: dict[str, Any]) -> Record:
     if record["status"] == "canceled" and not changes_asked <= {"metadata", "cancellation_details"}:
         raise invalid(
             "A canceled subscription can only update its cancellation_details and metadata."
+        )
+    if record["schedule"] is not None and (
+        "cancel_at" in params or "cancel_at_period_end" in params
+    ):
+        raise invalid(
+            f"The subscription is managed by the subscription schedule `{record['schedule']}`, "
+            "and updating any cancelation behavior directly is not allowed. Please update the "
+            "schedule instead."
         )
     behavior = params.get("payment_behavior", "allow_incomplete")
     if behavior == "pending_if_incomplete":

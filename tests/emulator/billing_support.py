@@ -165,3 +165,46 @@ def paid_invoice(
     invoice = latest_invoice(target, subscription.id)
     assert invoice.status == "paid"
     return customer, subscription, invoice
+
+
+def schedule_from(
+    target: StripeTarget, subscription: stripe.Subscription
+) -> stripe.SubscriptionSchedule:
+    """A schedule taking over ``subscription`` (the Dashboard's way: ``from_subscription``)."""
+    return target.client.v1.subscription_schedules.create(
+        params={"from_subscription": subscription.id}
+    )
+
+
+def then_phase(
+    target: StripeTarget,
+    schedule: stripe.SubscriptionSchedule,
+    price: stripe.Price,
+    **params: Any,
+) -> stripe.SubscriptionSchedule:
+    """Keep ``schedule``'s current phase as it is and add a month on ``price`` after it."""
+    current = schedule.phases[0]
+    return target.client.v1.subscription_schedules.update(
+        schedule.id,
+        params={  # type: ignore[arg-type]
+            "phases": [
+                {
+                    "items": [
+                        {"price": _price_id(entry.price), "quantity": entry.quantity or 1}
+                        for entry in current["items"]
+                    ],
+                    "start_date": current.start_date,
+                    "end_date": current.end_date,
+                },
+                {
+                    "items": [{"price": price.id, "quantity": 1}],
+                    "duration": {"interval": "month", "interval_count": 1},
+                },
+            ],
+            **params,
+        },
+    )
+
+
+def _price_id(price: Any) -> str:
+    return price if isinstance(price, str) else str(price.id)

@@ -1,9 +1,11 @@
-"""Invoices, invoice items, payment settings and dunning in the state file."""
+"""Invoices, invoice items, payment settings, dunning and subscription schedules in the state
+file."""
 
 from __future__ import annotations
 
 import json
 import signal
+from typing import Any
 
 import pytest
 
@@ -67,6 +69,55 @@ def test_invoices_pending_items_payments_and_dunning_survive_a_restart(
     assert (dunning.retries, dunning.final_status) == (1, "unpaid")
     assert failing == [customer.id]
     assert status == "unpaid"
+
+
+def test_a_subscription_schedule_survives_a_restart_and_still_moves_to_its_next_phase(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    directory = tmp_path_factory.mktemp("schedule-state")
+    args = ("--rate-limit", "0", "--state-file", str(directory / "stripe.json"))
+
+    with running_emulator(directory / "first.log", *args) as first:
+        client = sdk_client(first.url)
+        customer = client.v1.customers.create()
+        recurring: dict[str, Any] = {
+            "currency": "usd",
+            "product_data": {"name": "P"},
+            "recurring": {"interval": "month"},
+        }
+        prices = [
+            client.v1.prices.create(params={"unit_amount": amount, **recurring})  # type: ignore[typeddict-item]
+            for amount in (1000, 2000)
+        ]
+        subscription = client.v1.subscriptions.create(
+            params={"customer": customer.id, "items": [{"price": prices[0].id}]}
+        )
+        schedule = client.v1.subscription_schedules.create(
+            params={"from_subscription": subscription.id}
+        )
+        current = schedule.phases[0]
+        client.v1.subscription_schedules.update(
+            schedule.id,
+            params={
+                "phases": [
+                    {"items": [{"price": prices[0].id}], "end_date": current.end_date},
+                    {"items": [{"price": prices[1].id}], "duration": {"interval": "month"}},
+                ]
+            },
+        )
+        before = client.v1.subscription_schedules.retrieve(schedule.id).to_dict()
+        first.stop(signal.SIGTERM)
+
+    with running_emulator(directory / "second.log", *args) as second:
+        client = sdk_client(second.url)
+        after = client.v1.subscription_schedules.retrieve(schedule.id).to_dict()
+        with EmulatorAdmin(second.url) as admin:
+            admin.set_time(current.end_date + 60)
+        renewed = client.v1.subscriptions.retrieve(subscription.id)
+
+    assert after == before
+    assert renewed.schedule == schedule.id
+    assert renewed["items"].data[0].price.id == prices[1].id
 
 
 def test_a_state_file_from_before_invoices_still_loads(

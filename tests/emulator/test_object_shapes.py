@@ -308,3 +308,27 @@ def test_credit_notes_and_their_lines_have_exactly_the_fixture_key_sets(
     assert _keys(listed.data[0]) == sorted(fixtures["credit_note_line_item"])
     # A custom line has no invoice line item: Stripe leaves the key out (the fixture's own).
     assert _keys(note.lines.data[1]) == sorted(fixtures["credit_note"]["lines"]["data"][1])
+
+
+def test_a_subscription_schedule_has_the_fixture_key_sets(
+    fixtures: dict[str, Any], emulator_client: stripe.StripeClient
+) -> None:
+    customer = emulator_client.v1.customers.create()
+    price = emulator_client.v1.prices.create(
+        params={"currency": "usd", "unit_amount": 100, "product_data": {"name": "P"},
+                "recurring": {"interval": "month"}}
+    )  # fmt: skip
+    subscription = emulator_client.v1.subscriptions.create(
+        params={"customer": customer.id, "items": [{"price": price.id}]}
+    )
+
+    schedule = emulator_client.v1.subscription_schedules.create(
+        params={"from_subscription": subscription.id}
+    )
+
+    expected = fixtures["subscription_schedule"]
+    assert _keys(schedule) == sorted(expected)
+    assert _keys(schedule.phases[0]) == sorted(expected["phases"][0])
+    assert _keys(schedule.phases[0]["items"][0]) == sorted(expected["phases"][0]["items"][0])
+    assert _keys(schedule.default_settings) == sorted(expected["default_settings"])
+    assert _keys(schedule.current_phase) == sorted(expected["current_phase"])

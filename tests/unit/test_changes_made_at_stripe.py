@@ -200,11 +200,6 @@ def findings_of(provider: ProviderSubscription, *invoices: BilledInvoice) -> lis
 def test_each_money_off_finding_names_its_ids_both_sides_money_and_what_to_do() -> None:
     discounted_renewal = renewal(2900, 580)
     credited_renewal = dataclasses.replace(renewal(2900, 0), credited=400)
-    ids = {
-        "billing_account_id": "ba_1",
-        "subscription_id": "sub_1",
-        "provider_subscription_id": "sub_s1",
-    }
 
     [now_and_renewal] = findings_of(remote(TWENTY_PERCENT), discounted_renewal)
     [renewal_only] = findings_of(remote(), discounted_renewal)
@@ -217,7 +212,9 @@ def test_each_money_off_finding_names_its_ids_both_sides_money_and_what_to_do() 
         f"{BOUNDARY.isoformat()} (invoice in_renewal) billed 23.20 USD after 5.80 USD of "
         "discounts (plan team)",
         DISCOUNT_REMEDY,
-        **ids,
+        billing_account_id="ba_1",
+        subscription_id="sub_1",
+        provider_subscription_id="sub_s1",
         stripe_bills=PriceTerms("price_team", 2320, "usd", "month"),
         we_bill=PriceTerms.of_plan(TEAM),
     )
@@ -231,7 +228,9 @@ def test_each_money_off_finding_names_its_ids_both_sides_money_and_what_to_do() 
         f"subscription sub_1 (sub_s1): credit notes on the renewal of {BOUNDARY.isoformat()} "
         "(invoice in_renewal) gave back 4.00 USD: the period cost 25.00 USD",
         CREDIT_REMEDY,
-        **ids,
+        billing_account_id="ba_1",
+        subscription_id="sub_1",
+        provider_subscription_id="sub_s1",
         stripe_bills=PriceTerms("price_team", 2500, "usd"),
     )
 
