@@ -320,4 +320,6 @@ class Subscription:
             "current_period_end": self.current_period_end.isoformat(),
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
+            "billed_discount": self.billed_discount,
+            "provider_schedule_id": self.provider_schedule_id,
         }

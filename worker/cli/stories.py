@@ -125,6 +125,14 @@ def _subscription_summary(story: SubscriptionStory) -> list[str]:
         f"  stripe         {sub['provider_id']}",
         f"  period         {_short(sub['current_period_start'])} → "
         f"{_short(sub['current_period_end'])}",
+    ]
+    if sub.get("billed_discount"):
+        lines.append(f"  discount       {sub['billed_discount']} (at Stripe)")
+    if sub.get("provider_schedule_id"):
+        lines.append(
+            f"  schedule       {sub['provider_schedule_id']} (at Stripe: plan changes refused)"
+        )
+    lines += [
         "",
         "phases",
     ]

@@ -46,18 +46,28 @@ def money(amount: int, currency: str) -> str:
 def _summary(story: SubscriptionStory) -> str:
     sub: dict[str, Any] = story.subscription
     plan = sub.get("plan") or {}
-    return facts(
-        [
+    figures = [
+        (
+            "Account",
+            link(url("accounts", str(sub["billing_account_id"])), sub["billing_account_id"]),
+        ),
+        ("Plan", f"{text(sub['plan_id'])} {text(plan.get('name', ''))}"),
+        ("State", badge(sub["state"])),
+        ("Stripe subscription", f"<code>{text(sub['provider_id'])}</code>"),
+        ("Period", f"{when(sub['current_period_start'])} → {when(sub['current_period_end'])}"),
+    ]
+    # Made at Stripe, never by us: what the customer pays, and what refuses plan changes.
+    if sub.get("billed_discount"):
+        figures.append(("Discount at Stripe", text(sub["billed_discount"])))
+    if sub.get("provider_schedule_id"):
+        figures.append(
             (
-                "Account",
-                link(url("accounts", str(sub["billing_account_id"])), sub["billing_account_id"]),
-            ),
-            ("Plan", f"{text(sub['plan_id'])} {text(plan.get('name', ''))}"),
-            ("State", badge(sub["state"])),
-            ("Stripe subscription", f"<code>{text(sub['provider_id'])}</code>"),
-            ("Period", f"{when(sub['current_period_start'])} → {when(sub['current_period_end'])}"),
-        ]
-    )
+                "Schedule at Stripe",
+                f"<code>{text(sub['provider_schedule_id'])}</code> (plan changes refused "
+                "until it is released)",
+            )
+        )
+    return facts(figures)
 
 
 def _phases(story: SubscriptionStory) -> str:
@@ -93,6 +103,10 @@ def _invoice(invoice: InvoiceView) -> str:
         ("Due", money(invoice.amount_due, invoice.currency)),
         ("Paid", money(invoice.amount_paid, invoice.currency)),
     ]
+    if invoice.total_discount:
+        figures.append(("Discounts", money(invoice.total_discount, invoice.currency)))
+    if invoice.credited:
+        figures.append(("Credit notes", money(invoice.credited, invoice.currency)))
     if invoice.starting_balance or invoice.ending_balance:
         # What the customer's balance took or carried: why "Due" differs from "Total".
         figures.append(
@@ -113,13 +127,14 @@ def _invoice(invoice: InvoiceView) -> str:
         [
             text(line.description),
             money(line.amount, invoice.currency),
+            money(line.discount, invoice.currency) if line.discount else "",
             "proration" if line.proration else "",
             f"{when(line.period_start)} → {when(line.period_end)}",
             text(line.price_id),
         ]
         for line in invoice.lines
     ]
-    line_table = table(("Line", "Amount", "", "Period", "Price"), lines, "no lines")
+    line_table = table(("Line", "Amount", "Discount", "", "Period", "Price"), lines, "no lines")
     return f'<article class="invoice">{head}{line_table}</article>'
 
 
