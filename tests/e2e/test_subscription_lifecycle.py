@@ -1,12 +1,15 @@
 """The subscription lifecycle as users walk it, explored by Hypothesis's stateful testing: random
 sequences of changes now (each at the time a preview answered), changes at the period's end,
-cancels and replacements of the staged change, and clocks moved across period ends, through
-the real HTTP API, worker, beat and database to the Stripe emulator, on SQLite and PostgreSQL.
+cancels and replacements of the staged change, coupons applied and removed at Stripe behind
+our back, and clocks moved across period ends, through the real HTTP API, worker, beat and
+database to the Stripe emulator, on SQLite and PostgreSQL.
 
 After each step the money holds to the cent, judged on what Stripe (the emulator) invoiced,
 read through the ``stripe`` SDK, against a model of Stripe's own rule that knows nothing of
 our code (:class:`PeriodModel`): every closed period costs the plan in force at its start plus
-the prorations of the changes made in it, and each preview equals what its change invoiced.
+the prorations of the changes made in it, at list prices and after the discounts Stripe took
+(our subscriptions itemize them: a line's amount is gross, its discount beside it), and each
+preview equals what its change invoiced.
 
 CI runs a few short sequences per backend; ``BILLING_LIFECYCLE_EXAMPLES`` and
 ``BILLING_LIFECYCLE_STEPS`` run more (docs/testing.md). A failing sequence is shrunk by
@@ -51,6 +54,13 @@ EXAMPLES = int(os.environ.get("BILLING_LIFECYCLE_EXAMPLES", "3"))
 STEPS = int(os.environ.get("BILLING_LIFECYCLE_STEPS", "8"))
 
 
+def percent_of(amount: int, percent: int) -> int:
+    """``percent`` % of ``amount``, rounded to the minor unit, halves away from zero (a
+    coupon's share of a line)."""
+    magnitude = (2 * abs(amount) * percent + 100) // 200
+    return magnitude if amount >= 0 else -magnitude
+
+
 def prorate(amount: int, remaining: float, length: float) -> int:
     """Stripe's per-second proration of ``amount``: rounded to the minor unit, halves away
     from zero (each line on its own)."""
@@ -69,6 +79,9 @@ class Debit:
     end: datetime
     until: datetime
     credited: int = 0
+    discount: int = 0
+    """What a coupon took off ``amount`` when it was debited."""
+    discount_credited: int = 0
 
 
 @dataclass
@@ -76,39 +89,59 @@ class PeriodModel:
     """One billing period as Stripe bills a subscription in ``flexible`` billing mode: a
     change at ``t`` credits back, of each debit still covering time after ``t``, what it
     debited for that time, and debits the new price for the rest of the period
-    (https://docs.stripe.com/billing/subscriptions/billing-mode)."""
+    (https://docs.stripe.com/billing/subscriptions/billing-mode). A percent coupon takes its
+    share of each debit as it is made; a credit gives back the same share of the debit's
+    discount as of its amount, so it refunds what was charged for the time."""
 
     start: datetime
     end: datetime
     debits: list[Debit] = field(default_factory=list)
 
     @classmethod
-    def renewed(cls, start: datetime, end: datetime, amount: int) -> PeriodModel:
-        return cls(start, end, [Debit(amount, start, end, end)])
+    def renewed(cls, start: datetime, end: datetime, amount: int, percent: int) -> PeriodModel:
+        return cls(start, end, [Debit(amount, start, end, end, 0, percent_of(amount, percent))])
 
-    def change(self, at: datetime, amount: int) -> int:
-        """The change to a price of ``amount`` at ``at``; returns what it invoices."""
-        invoiced = 0
+    def change(self, at: datetime, amount: int, percent: int) -> tuple[int, int]:
+        """The change to a price of ``amount`` at ``at``, under a ``percent`` coupon; returns
+        what it invoices: (at list prices, what the coupon took)."""
+        invoiced, discounted = 0, 0
         for debit in self.debits:
             since = max(at, debit.start)
             if since >= debit.until or debit.amount <= 0:
                 continue
             length = (debit.end - debit.start).total_seconds()
-            credit = min(
-                prorate(debit.amount, (debit.until - since).total_seconds(), length),
-                debit.amount - debit.credited,
+            remaining = (debit.until - since).total_seconds()
+            credit = min(prorate(debit.amount, remaining, length), debit.amount - debit.credited)
+            given_back = (
+                max(
+                    0,
+                    min(
+                        prorate(debit.discount, remaining, length),
+                        debit.discount - debit.discount_credited,
+                    ),
+                )
+                if credit > 0
+                else 0
             )
             debit.credited += credit
+            debit.discount_credited += given_back
             debit.until = since
             invoiced -= credit
+            discounted -= given_back
         length = (self.end - self.start).total_seconds()
         new = prorate(amount, (self.end - at).total_seconds(), length)
-        self.debits.append(Debit(new, at, self.end, self.end))
-        return invoiced + new
+        discount = percent_of(new, percent)
+        self.debits.append(Debit(new, at, self.end, self.end, 0, discount))
+        return invoiced + new, discounted + discount
 
     @property
     def net(self) -> int:
         return sum(debit.amount - debit.credited for debit in self.debits)
+
+    @property
+    def paid(self) -> int:
+        """``net`` less what coupons took."""
+        return self.net - sum(debit.discount - debit.discount_credited for debit in self.debits)
 
 
 @pytest.fixture(scope="module")
@@ -154,10 +187,13 @@ class Lifecycle(RuleBasedStateMachine):
         item = self._item()
         self.plan = self.plans[0]
         self.staged: Plan | None = None
+        self.percent_off = 0
+        """The percent coupon on the subscription at Stripe (0: none)."""
         self.period = PeriodModel.renewed(
             datetime.fromtimestamp(item["current_period_start"], UTC),
             datetime.fromtimestamp(item["current_period_end"], UTC),
             self.plan.amount,
+            0,
         )
         self.closed: list[PeriodModel] = []
 
@@ -191,13 +227,15 @@ class Lifecycle(RuleBasedStateMachine):
 
         assert made.status_code == 200, made.text
         at = datetime.fromisoformat(answered["proration_date"])
-        expected = self.period.change(at, plan.amount)
+        expected, discounted = self.period.change(at, plan.amount, self.percent_off)
         [invoice] = [
             invoice
             for invoice in invoices_of(self.sdk, self.sub.provider_id)
             if invoice.id not in before
         ]
-        assert invoice.total == answered["total"] == expected, (invoice, answered, expected)
+        billed = (sum(line.amount for line in invoice.lines), invoice.total)
+        previewed = (answered["subtotal"], answered["total"])
+        assert billed == previewed == (expected, expected - discounted), (invoice, answered)
         self.plan, self.staged = plan, None  # a change now supersedes a staged one
         pay_open_invoices(self.sdk, self.sub.provider_id)
 
@@ -218,6 +256,20 @@ class Lifecycle(RuleBasedStateMachine):
         moment = stack_now(self.stack) + timedelta(hours=hours, seconds=seconds)
         if moment < self.period.end - 2 * LEAD:
             move_to(self.stack, moment)
+
+    @rule(percent=st.sampled_from((0, 10, 25, 50)))
+    def put_a_coupon_on_it_at_stripe(self, percent: int) -> None:
+        """Someone, in Stripe's dashboard, replaces the subscription's coupon (0: removes
+        it): the periods and changes from then on are billed less."""
+        if percent:
+            coupon = self.sdk.v1.coupons.create(
+                params={"percent_off": percent, "duration": "forever"}
+            )
+            discounts: Any = [{"coupon": str(coupon.id)}]
+        else:
+            discounts = ""
+        self.sdk.v1.subscriptions.update(self.sub.provider_id, params={"discounts": discounts})
+        self.percent_off = percent
 
     @precondition(lambda self: self.staged is not None)
     @rule()
@@ -248,7 +300,10 @@ class Lifecycle(RuleBasedStateMachine):
         assert item["price"]["id"] == self.plan.provider_price_id
         self.closed.append(self.period)
         self.period = PeriodModel.renewed(
-            boundary, datetime.fromtimestamp(item["current_period_end"], UTC), self.plan.amount
+            boundary,
+            datetime.fromtimestamp(item["current_period_end"], UTC),
+            self.plan.amount,
+            self.percent_off,
         )
         pay_open_invoices(self.sdk, self.sub.provider_id)
 
@@ -263,10 +318,17 @@ class Lifecycle(RuleBasedStateMachine):
             for line in invoice.lines
         ]
         billed = [
-            sum(line.amount for line in lines if period.start <= line.start < period.end)
+            (
+                sum(line.amount for line in lines if period.start <= line.start < period.end),
+                sum(
+                    line.amount - line.discount
+                    for line in lines
+                    if period.start <= line.start < period.end
+                ),
+            )
             for period in self.closed
         ]
-        assert billed == [period.net for period in self.closed]
+        assert billed == [(period.net, period.paid) for period in self.closed]
 
 
 @pytest.mark.timeout(60 + EXAMPLES * STEPS * 5)  # a step takes a few seconds at most
