@@ -348,3 +348,26 @@ def test_random_walks_of_a_subscription_bill_what_stripe_s_rule_says_to_the_cent
             suppress_health_check=list(HealthCheck),
         ),
     )
+
+
+def test_a_walk_with_coupons_put_on_and_taken_off_at_stripe_bills_to_the_cent(
+    stack: Stack, api: httpx.Client, ctx: Services, catalog: Catalog, sdk: stripe.StripeClient
+) -> None:
+    """One walk through the coupon's steps every time (the random walks above meet them only
+    in longer runs): a change now and a renewal under a coupon, another coupon, none."""
+    Lifecycle.stack, Lifecycle.api, Lifecycle.ctx, Lifecycle.sdk = stack, api, ctx, sdk
+    Lifecycle.plans = (catalog.starter, catalog.team, catalog.scale)
+    walk = Lifecycle()
+
+    walk.put_a_coupon_on_it_at_stripe(25)
+    walk.let_time_pass_within_the_period(24 * 6, 17)
+    walk.change_now_at_a_previews_time(1)
+    walk.cross_the_period_end()
+    walk.every_closed_period_costs_its_plans_to_the_cent()
+    walk.put_a_coupon_on_it_at_stripe(10)
+    walk.let_time_pass_within_the_period(24 * 11, 1201)
+    walk.change_now_at_a_previews_time(2)
+    walk.put_a_coupon_on_it_at_stripe(0)
+    walk.change_at_the_period_end(0)
+    walk.cross_the_period_end()
+    walk.every_closed_period_costs_its_plans_to_the_cent()
