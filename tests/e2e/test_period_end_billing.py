@@ -415,28 +415,37 @@ def test_a_preview_racing_the_period_s_roll_is_a_409_to_ask_again_not_a_400_blam
     assert datetime.fromisoformat(again.json()["proration_date"]) > period_end
 
 
-def test_a_preview_and_the_change_made_right_after_invoice_the_same_amounts_to_the_cent(
-    stack: Stack, api: httpx.Client, sub: Subscribed, catalog: Catalog, sdk: stripe.StripeClient
-) -> None:
-    stack.advance_time(timedelta(days=9, hours=7, seconds=13).total_seconds())
+def preview_then_change_now(
+    api: httpx.Client, sub: Subscribed, plan: Plan, sdk: stripe.StripeClient
+) -> tuple[dict[str, Any], Invoice]:
+    """A preview of a change to ``plan`` now, then that change at the preview's time: what
+    the preview answered, and the one invoice the change made."""
     before = len(invoices(sdk, sub))
-
-    preview = api.post(f"{sub.change_url}/preview", json={"plan": catalog.team.name})
+    preview = api.post(f"{sub.change_url}/preview", json={"plan": plan.name})
     assert preview.status_code == 200, preview.text
-    previewed = preview.json()
+    previewed: dict[str, Any] = preview.json()
     response = api.post(
         sub.change_url,
         json={
             "plan_change": {
-                "plan": catalog.team.name,
+                "plan": plan.name,
                 "immediate": True,
                 "proration_date": previewed["proration_date"],
             }
         },
     )
-
     assert response.status_code == 200, response.text
     [invoice] = invoices(sdk, sub)[before:]
+    return previewed, invoice
+
+
+def test_a_preview_and_the_change_made_right_after_invoice_the_same_amounts_to_the_cent(
+    stack: Stack, api: httpx.Client, sub: Subscribed, catalog: Catalog, sdk: stripe.StripeClient
+) -> None:
+    stack.advance_time(timedelta(days=9, hours=7, seconds=13).total_seconds())
+
+    previewed, invoice = preview_then_change_now(api, sub, catalog.team, sdk)
+
     assert invoice.billing_reason == "subscription_update"
     assert sorted(line.amount for line in invoice.lines) == sorted(
         line["amount"] for line in previewed["lines"]
@@ -455,24 +464,9 @@ def test_a_preview_of_a_subscription_discounted_at_stripe_invoices_what_the_chan
         sub.provider_id, params={"discounts": [{"coupon": str(coupon.id)}]}
     )
     stack.advance_time(timedelta(days=4, hours=3, seconds=7).total_seconds())
-    before = len(invoices(sdk, sub))
 
-    preview = api.post(f"{sub.change_url}/preview", json={"plan": catalog.team.name})
-    assert preview.status_code == 200, preview.text
-    previewed = preview.json()
-    response = api.post(
-        sub.change_url,
-        json={
-            "plan_change": {
-                "plan": catalog.team.name,
-                "immediate": True,
-                "proration_date": previewed["proration_date"],
-            }
-        },
-    )
+    previewed, invoice = preview_then_change_now(api, sub, catalog.team, sdk)
 
-    assert response.status_code == 200, response.text
-    [invoice] = invoices(sdk, sub)[before:]
     billed = sorted((line.amount, line.discount) for line in invoice.lines)
     assert billed == sorted((line["amount"], line["discount"]) for line in previewed["lines"])
     # The new plan's time takes a quarter off (itemized: the amount gross, its discount

@@ -249,22 +249,30 @@ def test_the_emulator_and_real_stripe_agree_on_key_sets(emulator: EmulatorProces
         real_client.v1.customers.delete(real["customer"].id)
 
 
+def _monthly_subscription(
+    client: stripe.StripeClient, unit_amount: int = 100, quantity: int = 1, **params: Any
+) -> stripe.Subscription:
+    """A new customer's subscription to ``quantity`` of a new monthly price (``params``
+    added to its creation)."""
+    customer = client.v1.customers.create()
+    price = client.v1.prices.create(
+        params={"currency": "usd", "unit_amount": unit_amount, "product_data": {"name": "P"},
+                "recurring": {"interval": "month"}}
+    )  # fmt: skip
+    creation: Any = {
+        "customer": customer.id,
+        "items": [{"price": price.id, "quantity": quantity}],
+        **params,
+    }
+    return client.v1.subscriptions.create(params=creation)
+
+
 def test_coupons_and_discounts_have_exactly_the_fixture_key_sets(
     fixtures: dict[str, Any], emulator_client: stripe.StripeClient
 ) -> None:
     coupon = emulator_client.v1.coupons.create(params={"percent_off": 10, "duration": "forever"})
-    customer = emulator_client.v1.customers.create()
-    price = emulator_client.v1.prices.create(
-        params={"currency": "usd", "unit_amount": 100, "product_data": {"name": "P"},
-                "recurring": {"interval": "month"}}
-    )  # fmt: skip
-    subscription = emulator_client.v1.subscriptions.create(
-        params={
-            "customer": customer.id,
-            "items": [{"price": price.id}],
-            "discounts": [{"coupon": coupon.id}],
-            "expand": ["discounts"],
-        }
+    subscription = _monthly_subscription(
+        emulator_client, discounts=[{"coupon": coupon.id}], expand=["discounts"]
     )
     removed = emulator_client.v1.subscriptions.delete_discount(subscription.id)
 
@@ -313,14 +321,7 @@ def test_credit_notes_and_their_lines_have_exactly_the_fixture_key_sets(
 def test_a_subscription_schedule_has_the_fixture_key_sets(
     fixtures: dict[str, Any], emulator_client: stripe.StripeClient
 ) -> None:
-    customer = emulator_client.v1.customers.create()
-    price = emulator_client.v1.prices.create(
-        params={"currency": "usd", "unit_amount": 100, "product_data": {"name": "P"},
-                "recurring": {"interval": "month"}}
-    )  # fmt: skip
-    subscription = emulator_client.v1.subscriptions.create(
-        params={"customer": customer.id, "items": [{"price": price.id}]}
-    )
+    subscription = _monthly_subscription(emulator_client)
 
     schedule = emulator_client.v1.subscription_schedules.create(
         params={"from_subscription": subscription.id}

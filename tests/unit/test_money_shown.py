@@ -81,3 +81,52 @@ def test_a_dollar_invoice_shows_dollars_and_cents_not_cents_on_the_command_line(
     assert "20.00 USD" in printed
     assert "2000 usd" not in printed
     assert "20.00 USD" in subscription_body(shown)
+
+
+def test_what_stripe_takes_off_and_what_the_customer_must_pay_show_on_both_sides() -> None:
+    shown = story("usd", 2000)
+    shown.subscription.update(
+        billed_discount='25 % off, forever (coupon GOODWILL "Goodwill")',
+        provider_schedule_id="sub_sched_1",
+    )
+    [first] = shown.invoices or []
+    discounted = first.model_copy(
+        update={
+            "total_discount": 500,
+            "credited": 300,
+            "lines": [first.lines[0].model_copy(update={"discount": 500})],
+        }
+    )
+    shown = shown.model_copy(
+        update={
+            "invoices": [discounted],
+            "changes": [
+                {
+                    "id": "chg_1",
+                    "kind": "immediate",
+                    "state": "awaiting_payment",
+                    "from_plan_id": "pln_starter",
+                    "plan_id": "pln_team",
+                    "effective_at": START.isoformat(),
+                    "applied_at": None,
+                    "apply_lag_seconds": None,
+                    "reason": "",
+                    "payment_url": "https://invoice.example/pay/in_2",
+                    "payment_expires_at": END.isoformat(),
+                }
+            ],
+        }
+    )
+
+    printed = subscription_text(shown)
+    page = subscription_body(shown)
+
+    assert '25 % off, forever (coupon GOODWILL "Goodwill") (at Stripe)' in printed
+    assert "sub_sched_1 (at Stripe: plan changes refused)" in printed
+    assert "chg_1 waits for the customer's payment until 2026-12-01 00:00:00: " in printed
+    assert "https://invoice.example/pay/in_2" in printed
+    assert "Discount at Stripe" in page
+    assert "Schedule at Stripe" in page
+    assert '<a href="https://invoice.example/pay/in_2">' in page
+    assert "<dt>Discounts</dt><dd>5.00 USD</dd>" in page.replace("&nbsp;", " ")
+    assert "<dt>Credit notes</dt><dd>3.00 USD</dd>" in page.replace("&nbsp;", " ")

@@ -159,6 +159,12 @@ def _subscription_summary(story: SubscriptionStory) -> list[str]:
     lines += ["  " + line for line in table(headers, rows).splitlines()]
     if not rows:
         lines.append("  no plan changes")
+    lines += [
+        f"  {change['id']} waits for the customer's payment until "
+        f"{_short(change['payment_expires_at'])}: {change['payment_url'] or 'no page known'}"
+        for change in story.changes
+        if change["state"] == "awaiting_payment"
+    ]
     lines += ["", "invoices"]
     if story.invoices is None:
         lines.append(f"  not read from the provider: {story.invoices_error or 'unknown'}")

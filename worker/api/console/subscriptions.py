@@ -91,7 +91,20 @@ def _changes(story: SubscriptionStory) -> str:
         for change in story.changes
     ]
     headers = ("Change", "Kind", "State", "From", "To", "Effective", "Applied", "Lag", "Reason")
-    return section("Plan changes", table(headers, rows, "no plan changes"), id="changes")
+    waiting = "".join(
+        f"<p><code>{text(change['id'])}</code> waits for the customer's payment until "
+        f"{when(change['payment_expires_at'])}: "
+        + (
+            link(str(change["payment_url"]), "the invoice's payment page")
+            if change["payment_url"]
+            else "no page known"
+        )
+        + "</p>"
+        for change in story.changes
+        if change["state"] == "awaiting_payment"
+    )
+    body = table(headers, rows, "no plan changes") + waiting
+    return section("Plan changes", body, id="changes")
 
 
 def _invoice(invoice: InvoiceView) -> str:
