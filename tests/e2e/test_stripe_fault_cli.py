@@ -79,6 +79,7 @@ def test_a_fault_added_from_the_command_line_fails_a_registration_which_a_replay
         (("add", "nope"), 2, "'nope' is not a fault kind; one of rate_limit, lock_timeout"),
         (("add", "latency"), 2, "a latency fault needs latency_ms > 0"),
         (("add", "card_declined", "--after-execution"), 2, "cannot act after execution"),
+        (("add", "rate_limit", "--replays"), 2, "a rate_limit fault cannot act on replays"),
         (("add", "api_error", "--count", "0"), 2, "Invalid value for '--count'"),
         (("clear", "flt_none"), 1, "no fault flt_none"),
     ],
@@ -111,3 +112,19 @@ def test_without_an_emulator_the_fault_commands_say_so_in_one_line(tmp_path: Pat
     ]
     assert gone.status == 3
     assert gone.stderr.startswith("Error: the Stripe emulator is unreachable at http://127.0.0.1:9")
+
+
+def test_a_fault_on_replays_too_is_added_and_listed_as_such(
+    stack: Stack, emulator: EmulatorAdmin
+) -> None:
+    added = fault(stack, "add", "drop", "--replays", "--count", "1", "--json")
+    try:
+        listed = fault(stack, "list")
+    finally:
+        emulator.clear_faults()
+
+    assert added.status == 0, added.stderr
+    rule = json.loads(added.stdout)
+    assert (rule["kind"], rule["replays"], rule["count"]) == ("drop", True, 1)
+    [row] = [line for line in listed.stdout.splitlines() if line.startswith(rule["id"])]
+    assert "idempotent replays too" in row

@@ -107,6 +107,8 @@ def _what(rule: dict[str, Any]) -> str:
         extra.append(f"{rule['hang_seconds']:g} s")
     if rule["after_execution"]:
         extra.append("after the call is carried out")
+    if rule.get("replays"):
+        extra.append("idempotent replays too")
     if rule["probability"] != 1:
         extra.append(f"with probability {rule['probability']:g}")
     described = ", ".join([times, *extra])
@@ -141,6 +143,13 @@ def _what(rule: dict[str, Any]) -> str:
     "drop, hang): the write happened, the caller does not know it.",
 )
 @click.option(
+    "--replays",
+    is_flag=True,
+    help="Hit idempotent replays too (drop, api_error, service_unavailable): a fault of the "
+    "network or of Stripe's edge loses a replay's answer as readily as a first answer's "
+    "[default: a replay is answered before faults are considered].",
+)
+@click.option(
     "--probability",
     type=click.FloatRange(0, 1),
     default=1.0,
@@ -160,6 +169,7 @@ def stripe_fault_add(
     count: int | None,
     latency_ms: int,
     after_execution: bool,
+    replays: bool,
     probability: float,
     hang_seconds: float | None,
     as_json: bool,
@@ -200,6 +210,7 @@ def stripe_fault_add(
             after_execution=after_execution,
             probability=probability,
             hang_seconds=hang_seconds,
+            replays=replays,
         )
     )
     rule = _rule(fault)
