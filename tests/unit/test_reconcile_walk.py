@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 
 from application.handlers.provider.reconcile import reconcile_with_stripe
 from application.requests.sweeps import ReconcileWithStripe
+from domain.billing.discounts import ProviderDiscount
 from domain.provider.pages import ProviderWalk, WalkedList
 from domain.subscriptions.subscription import Subscription, SubscriptionState
 from tests.support.fakes.application import FakeApplication
@@ -190,3 +192,19 @@ def test_a_walk_whose_cursor_is_gone_at_stripe_starts_a_new_pass(
     sweep(app, reads=2)
 
     assert pages_read(app) == [None, cursor, None]
+
+
+def test_a_discount_put_on_at_stripe_is_kept_on_the_row_by_the_walk_without_a_read(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    others = more_subscriptions(app, sub, 2)
+    listed = app.provider.subscriptions[others[0]]
+    app.provider.subscriptions[others[0]] = replace(
+        listed, discounts=(ProviderDiscount("di_1", "GOODWILL", percent_off=Decimal(25)),)
+    )
+    app.clock.advance(SECOND)
+
+    sweep(app, reads=10)
+
+    assert stored(app, "sub_2").billed_discount == "25 % off (coupon GOODWILL)"
+    assert app.provider.calls_of("get_subscription") == []  # the listed copy was enough

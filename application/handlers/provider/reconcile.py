@@ -196,11 +196,17 @@ def _differs(
 ) -> bool:
     """Whether following ``remote`` would change the row, or count drift: the sync's own
     decision (``Subscription.follow``), taken on a copy. A price held by a staged change
-    counts as differing here; the sync, which reads the change, leaves the plan to it."""
+    counts as differing here; the sync, which reads the change, leaves the plan to it. So
+    does a discount put on or taken off at Stripe (what the discounted gauge counts)."""
     plan_id = plan_of_price.get(remote.price_id)
     probe = replace(row)
     changes = probe.follow(remote, plan_id, expected_price=None, now=read_at)
-    return bool(changes) or plan_id is None or row.billed_price_id != remote.price_id
+    return (
+        bool(changes)
+        or plan_id is None
+        or row.billed_price_id != remote.price_id
+        or row.billed_discount != remote.discount_summary
+    )
 
 
 def _read_unseen(svc: HandlerContext, reads: int, found: dict[str, int]) -> int:
