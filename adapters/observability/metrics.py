@@ -158,8 +158,8 @@ STRIPE_EVENTS = Counter(
 STRIPE_DRIFT = Counter(
     "billing_stripe_drift",
     "Differences from Stripe corrected by a sync (a webhook's or the reconciliation "
-    "sweep's), by kind: status, period, plan, cancel_at, item, unknown_price, missing, "
-    "customer_deleted.",
+    "sweep's), by kind: status, period, plan, cancel_at, item, schedule (a subscription schedule "
+    "attached or released at Stripe), unknown_price, missing, customer_deleted.",
     ["kind"],
 )
 """The outcomes of ``webhooks.deliver`` that are attempts (a stale message, a delivery that

@@ -142,7 +142,8 @@ class SubscriptionSyncedData(Message):
     changes: dict[str, list[Any]] = Field(
         description="What changed to follow the provider: field → [before, after] "
         "(state, current_period_start, current_period_end, plan_id, cancel_at, "
-        "provider_item_id)."
+        "provider_item_id, provider_schedule_id: a subscription schedule made at the provider "
+        "that manages it, or null once released)."
     )
     source: Literal["webhook", "sweep", "operator"] = Field(
         description="What found it: a Stripe webhook event, the reconciliation sweep, or an "

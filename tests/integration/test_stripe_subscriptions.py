@@ -78,7 +78,7 @@ def test_a_plan_is_one_product_with_one_recurring_price_per_key(
     assert len([r for r in admin.requests("/v1/prices", "POST") if not r.replayed]) == 1
 
 
-def test_a_subscription_is_created_in_flexible_billing_mode_whatever_the_account_default(
+def test_a_subscription_is_created_flexible_with_itemized_proration_discounts_whatever_the_default(
     provider: StripeBillingProvider, admin: EmulatorAdmin, sdk: stripe.StripeClient
 ) -> None:
     starter, _ = prices(provider)
@@ -91,10 +91,15 @@ def test_a_subscription_is_created_in_flexible_billing_mode_whatever_the_account
     )
 
     (request,) = admin.requests("/v1/subscriptions", "POST")
-    assert request.form["billing_mode"] == {"type": "flexible"}
+    assert request.form["billing_mode"] == {
+        "type": "flexible",
+        "flexible": {"proration_discounts": "itemized"},
+    }
     mode = sdk.v1.subscriptions.retrieve(created.id).billing_mode
     assert mode is not None
     assert mode.type == "flexible"
+    assert mode.flexible is not None
+    assert mode.flexible.proration_discounts == "itemized"
 
 
 def test_a_subscription_sent_invoices_is_active_with_its_period_from_the_item(

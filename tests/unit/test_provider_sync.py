@@ -80,6 +80,22 @@ def test_a_price_changed_in_stripe_s_dashboard_moves_our_plan(
     assert stored(app, sub).plan_id == sub.scale.id
 
 
+def test_a_schedule_attached_and_released_at_stripe_is_followed_and_counted_as_drift(
+    app: FakeApplication, sub: Subscribed
+) -> None:
+    remote = app.provider.subscriptions[sub.provider_id]
+    app.provider.subscriptions[sub.provider_id] = replace(remote, schedule_id="sub_sched_1")
+
+    attached = sync(app, sub.provider_id)
+    app.provider.subscriptions[sub.provider_id] = remote
+    released = sync(app, sub.provider_id)
+
+    assert attached["drift"] == released["drift"] == ["schedule"]
+    assert attached["changes"] == {"provider_schedule_id": [None, "sub_sched_1"]}
+    assert released["changes"] == {"provider_schedule_id": ["sub_sched_1", None]}
+    assert stored(app, sub).provider_schedule_id is None
+
+
 def test_a_price_that_is_none_of_our_plans_is_drift_and_keeps_the_plan(
     app: FakeApplication, sub: Subscribed
 ) -> None:

@@ -52,6 +52,7 @@ DRIFT_OF_FIELD = {
     "plan_id": "plan",
     "cancel_at": "cancel_at",
     "provider_item_id": "item",
+    "provider_schedule_id": "schedule",
 }
 """The drift kind each followed field counts as."""
 
