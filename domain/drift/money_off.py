@@ -111,13 +111,13 @@ def _discount_finding(
         in_force = plans.get(plan_in_force(row, changes, period.start))
         said.append(
             f"the renewal of {period.start.isoformat()} (invoice {period.renewal.id}) billed "
-            f"{format_amount(period.paid, period.currency)} after "
+            f"{format_amount(period.billed, period.currency)} after "
             f"{format_amount(period.discount, period.currency)} of discounts"
             + (f" (plan {in_force.name})" if in_force is not None else "")
         )
         if stripe_bills is None:
             stripe_bills = PriceTerms(
-                period.charge.price_id, period.paid, period.currency, remote.interval
+                period.charge.price_id, period.billed, period.currency, remote.interval
             )
     if not said:
         return None

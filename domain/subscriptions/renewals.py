@@ -82,10 +82,14 @@ class BilledPeriod:
         return self.renewal.credited
 
     @property
+    def billed(self) -> int:
+        """What the period was invoiced: ``net`` less the discounts."""
+        return self.net - self.discount
+
+    @property
     def paid(self) -> int:
-        """What the period costs the customer: ``net`` less the discounts and the credit
-        notes."""
-        return self.net - self.discount - self.credited
+        """What the period costs the customer: what was invoiced less the credit notes."""
+        return self.billed - self.credited
 
     def bills(self, plan: Plan) -> bool:
         """Whether the period costs ``plan``'s price net: its amount in its currency, at its

@@ -276,3 +276,17 @@ def test_discounts_are_taken_one_after_another_and_an_unknown_one_makes_the_pric
     assert discounted(2900, "usd", remote(dollar, half)) == 1400
     assert discounted(2900, "usd", remote(half, ProviderDiscount("di_x"))) is None
     assert discounted(2900, "usd", remote()) == 2900
+
+
+def test_a_renewal_both_discounted_and_credited_says_what_each_took() -> None:
+    both = dataclasses.replace(renewal(2900, 580), credited=320)
+
+    described = drift(remote(), both)
+
+    assert described == [
+        f"discount_at_stripe: subscription sub_1 (sub_s1): the renewal of {BOUNDARY.isoformat()} "
+        "(invoice in_renewal) billed 23.20 USD after 5.80 USD of discounts (plan team)",
+        f"credited_at_stripe: subscription sub_1 (sub_s1): credit notes on the renewal of "
+        f"{BOUNDARY.isoformat()} (invoice in_renewal) gave back 3.20 USD: the period cost "
+        "20.00 USD",
+    ]
