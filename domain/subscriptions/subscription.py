@@ -191,6 +191,7 @@ class Subscription:
             provider_item_id=remote.item_id,
             billed_price_id=remote.price_id,
             billed_discount=remote.discount_summary,
+            provider_schedule_id=remote.schedule_id,
         )
 
     @staticmethod
