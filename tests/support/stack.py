@@ -152,10 +152,13 @@ class Stack:
         return EmulatorAdmin(self.stripe_url)
 
     def advance_time(self, seconds: float) -> None:
-        """Move the application's clock and the emulator's together (``clock advance``)."""
-        ShiftableClock(self.redis_url).advance(seconds)
+        """Move the emulator's clock, then the application's, as ``clock advance`` does
+        (``worker/local/stack_clock.py``): once ours moves, beat may apply a change that fell
+        due, and Stripe must have renewed by then (the other order raced the failover test
+        into a late correction: three writes for one change)."""
         with self.stripe as stripe:
             stripe.advance_clock(seconds)
+        ShiftableClock(self.redis_url).advance(seconds)
         time.sleep(REFRESH_SECONDS + 0.1)  # every process has read the new offset
 
     @property
