@@ -24,9 +24,10 @@ from domain.subscriptions.proration import PaymentBehavior, ProrationBehavior
 from domain.subscriptions.subscription import ProviderSubscription, SubscriptionTerms
 
 DISCOUNTS = "discounts.source.coupon"
-"""Every subscription is read with its discounts and their coupons' terms (a subscription
-without one costs nothing more), so the drift report and the discounted gauge know what a
-coupon redeemed at Stripe takes (``domain/billing/discounts.py``)."""
+"""Every subscription read (retrieved or listed) comes with its discounts and their coupons'
+terms (a subscription without one costs nothing more), so the drift report and the discounted
+gauge know what a coupon redeemed at Stripe takes (``domain/billing/discounts.py``). Writes
+answer the discounts' ids only."""
 LISTED_DISCOUNTS = f"data.{DISCOUNTS}"
 
 
@@ -78,7 +79,6 @@ class StripeSubscriptions(StripeRequests):
             # renewal's line is (``included`` would net it), so the money checks read every
             # line alike.
             "billing_mode": {"type": "flexible", "flexible": {"proration_discounts": "itemized"}},
-            "expand": [DISCOUNTS],
         }
         if terms.collection_method == "send_invoice":
             params["days_until_due"] = terms.days_until_due
@@ -121,9 +121,11 @@ class StripeSubscriptions(StripeRequests):
             params["proration_date"] = int(proration_date.timestamp())
         if payment_behavior is not None:
             params["payment_behavior"] = payment_behavior
-        params["expand"] = [DISCOUNTS]
+        # Writes expand no more than before discounts were read: Stripe compares a retry's
+        # parameters with the first attempt's, and a write retried across an upgrade must
+        # still be the same request. Its discounts are read by the sync (terms included).
         if payment_behavior == "pending_if_incomplete":
-            params["expand"].append("latest_invoice")  # where the customer pays, if held
+            params["expand"] = ["latest_invoice"]  # where the customer pays, if held
         updated = self._call(
             CallKind.WRITE,
             "update subscription",
