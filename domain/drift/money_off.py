@@ -22,7 +22,7 @@ from domain.billing.currencies import format_amount
 from domain.drift.renewals import IN_FORCE, plan_in_force
 from domain.drift.report import DriftKind, Finding, OurSide, PriceTerms, ProviderSide
 from domain.subscriptions.plans import Plan
-from domain.subscriptions.renewals import BilledInvoice, latest_renewal
+from domain.subscriptions.renewals import BilledPeriod, latest_renewal
 from domain.subscriptions.scheduled_changes import ScheduledChange
 from domain.subscriptions.subscription import ProviderSubscription, Subscription
 
@@ -53,20 +53,18 @@ def money_off_drift(ours: OurSide, theirs: ProviderSide) -> list[Finding]:
         remote = remote_by_id.get(row.provider_id)
         if remote is None:
             continue
-        finding = _discount_finding(
-            row, remote, theirs.invoices.get(row.provider_id, ()), changes.get(row.id, []), plans
-        )
+        period = latest_renewal(theirs.invoices.get(row.provider_id, ()))
+        finding = _discount_finding(row, remote, period, changes.get(row.id, []), plans)
         if finding is not None:
             findings.append(finding)
-        credit = _credit_finding(row, theirs.invoices.get(row.provider_id, ()))
+        credit = _credit_finding(row, period)
         if credit is not None:
             findings.append(credit)
     return findings
 
 
-def _credit_finding(row: Subscription, invoices: Sequence[BilledInvoice]) -> Finding | None:
+def _credit_finding(row: Subscription, period: BilledPeriod | None) -> Finding | None:
     """The latest renewal, when credit notes gave part of it back."""
-    period = latest_renewal(invoices)
     if period is None or not period.credited:
         return None
     return Finding(
@@ -86,7 +84,7 @@ def _credit_finding(row: Subscription, invoices: Sequence[BilledInvoice]) -> Fin
 def _discount_finding(
     row: Subscription,
     remote: ProviderSubscription,
-    invoices: Sequence[BilledInvoice],
+    period: BilledPeriod | None,
     changes: Sequence[ScheduledChange],
     plans: Mapping[str, Plan],
 ) -> Finding | None:
@@ -106,7 +104,6 @@ def _discount_finding(
                     f"plan {plan.name}'s {format_amount(plan.amount, plan.currency)} is billed "
                     f"{format_amount(after, plan.currency)}"
                 )
-    period = latest_renewal(invoices)
     if period is not None and period.discount:
         in_force = plans.get(plan_in_force(row, changes, period.start))
         said.append(
